@@ -1,0 +1,42 @@
+"""Helpers shared by app servers: confining paths to the workspace, capping outputs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from mcp.server.mcpserver.exceptions import ToolError
+
+MAX_OUTPUT_CHARS = 20_000
+
+
+def confine(workspace: Path, path: str) -> Path:
+    """Resolve an agent-supplied path inside ``workspace``; refuse anything that escapes it.
+
+    Absolute paths are read relative to the workspace root ("/report.txt" is
+    ``workspace/report.txt``). Symlinks are resolved before the check, so a link
+    pointing outside cannot be followed.
+    """
+    if not isinstance(path, str):
+        raise ToolError("path must be a string")
+    if "\x00" in path:
+        raise ToolError("path contains a NUL byte")
+    root = workspace.resolve()
+    rel = path.strip().lstrip("/") or "."
+    target = Path(os.path.realpath(root / rel))
+    if target != root and root not in target.parents:
+        raise ToolError(f"path {path!r} is outside the workspace")
+    return target
+
+
+def rel(workspace: Path, path: Path) -> str:
+    """How the agent sees a path: relative to the workspace root."""
+    r = path.resolve().relative_to(workspace.resolve()).as_posix()
+    return r or "."
+
+
+def cap(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
+    """Truncate long outputs with a note the agent can act on."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n... [output truncated: {len(text) - limit} more characters; narrow the request]"

@@ -1,0 +1,1 @@
+"""Task, criterion/grade, World, trajectory schema and the family registry (no app or policy code)."""

@@ -1,0 +1,168 @@
+"""Task, Criterion, Grade and TaskFamily: what a task is and how it is judged.
+
+A Task is plain data plus three callables: ``build`` writes its World into a folder,
+``oracle`` solves it through the agent's own tools, and each Criterion's ``check`` judges
+the final World and the trajectory. Nothing here runs an episode.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from longhorizon.core.trajectory import Trajectory
+    from longhorizon.core.world import World
+
+SUITE_VERSION = "0.1.0"
+"""Bumped whenever a family's World, instruction or criteria change: recorded in every Trajectory."""
+
+SPLITS = ("train", "holdout")
+HOLDOUT_SEED_BASE = 100_000
+"""Holdout instances use seeds from here on, so they never collide with train seeds."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One call the oracle (or any scripted policy) makes: exposed tool name and arguments."""
+
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    note: str = ""
+    """What the assistant says alongside the call (its local goal); becomes the message content."""
+
+
+OracleScript = Generator[ToolCall, str, str]
+"""An oracle is a generator: it yields a ToolCall, receives the tool's result text, and
+returns its final message to the user. Interactive, so it can read state before acting."""
+
+
+CheckResult = bool | tuple[bool, str]
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """One atomic, deterministic check. ``check(world, trajectory)`` returns a bool or (bool, note)."""
+
+    id: str
+    description: str
+    kind: Literal["final_state", "process"]
+    check: Callable[["World", "Trajectory"], CheckResult]
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("final_state", "process"):
+            raise ValueError(f"criterion {self.id}: kind must be final_state or process, not {self.kind!r}")
+        if self.weight <= 0:
+            raise ValueError(f"criterion {self.id}: weight must be positive")
+
+
+@dataclass(frozen=True)
+class CriterionResult:
+    id: str
+    kind: str
+    weight: float
+    passed: bool
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Grade:
+    """Each criterion's result; ``reward`` is the weighted fraction met, ``passed`` means all met."""
+
+    results: tuple[CriterionResult, ...]
+
+    @property
+    def reward(self) -> float:
+        total = sum(r.weight for r in self.results)
+        return sum(r.weight for r in self.results if r.passed) / total if total else 0.0
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.results) and all(r.passed for r in self.results)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "reward": self.reward,
+            "passed": self.passed,
+            "criteria": [r.__dict__ for r in self.results],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Grade":
+        return cls(tuple(CriterionResult(**c) for c in d["criteria"]))
+
+
+@dataclass
+class Task:
+    """One instance of a TaskFamily. Deterministic in (family, seed)."""
+
+    id: str
+    family: str
+    category: str
+    split: str
+    seed: int
+    instruction: str
+    apps: tuple[str, ...]
+    build: Callable[[Path], None]
+    """Writes the World into an empty folder: ``workspace/`` for the agent, ``state/`` for apps."""
+    oracle: Callable[[], OracleScript]
+    criteria: list[Criterion]
+    perturbations: dict[str, Callable[[], OracleScript]] = field(default_factory=dict)
+    """criterion id -> a flawed solution that must fail that criterion (proves it can fail)."""
+    data: dict[str, Any] = field(default_factory=dict)
+    """Ground truth the generator knew (hidden from the agent; handy for graders and oracles)."""
+
+    def grade(self, world: "World", trajectory: "Trajectory") -> Grade:
+        results = []
+        for c in self.criteria:
+            try:
+                out = c.check(world, trajectory)
+            except Exception as exc:  # a broken World (e.g. agent deleted a file) fails the criterion
+                out = (False, f"check raised {type(exc).__name__}: {exc}")
+            passed, note = (out if isinstance(out, tuple) else (out, ""))
+            results.append(CriterionResult(c.id, c.kind, c.weight, bool(passed), str(note)))
+        return Grade(tuple(results))
+
+    def card(self) -> dict[str, Any]:
+        """Public description (no ground truth): for `tasks list/show`."""
+        return {
+            "id": self.id,
+            "family": self.family,
+            "category": self.category,
+            "split": self.split,
+            "seed": self.seed,
+            "apps": list(self.apps),
+            "instruction": self.instruction,
+            "criteria": [
+                {"id": c.id, "kind": c.kind, "weight": c.weight, "description": c.description}
+                for c in self.criteria
+            ],
+        }
+
+
+class TaskFamily:
+    """A procedural task template. Subclasses set the class attributes and implement ``generate``."""
+
+    name: str = ""
+    category: str = ""
+    apps: tuple[str, ...] = ()
+    description: str = ""
+
+    def generate(self, seed: int) -> Task:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def task_id(self, seed: int) -> str:
+        return f"{self.name}-{seed:06d}"
+
+    @staticmethod
+    def split_of(seed: int) -> str:
+        return "holdout" if seed >= HOLDOUT_SEED_BASE else "train"
+
+
+def dumps_canonical(obj: Any) -> str:
+    """JSON used for hashing and for oracle arguments: sorted keys, no whitespace drift."""
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,113 @@
+"""World: the state of every app for one episode, kept in one folder.
+
+Layout: ``workspace/`` is the agent's files (the only place file tools and the shell can
+touch); ``state/`` holds each app's private state (``mail.sqlite``, ``calendar.sqlite``, ...).
+A Task's World is built once into a snapshot and forked (copied) per episode, so every
+episode of a group starts from byte-identical state and no episode can see another's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+
+class World:
+    def __init__(self, root: Path | str):
+        self.root = Path(root)
+
+    @property
+    def workspace(self) -> Path:
+        return self.root / "workspace"
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state"
+
+    def db_path(self, app: str) -> Path:
+        return self.state / f"{app}.sqlite"
+
+    def db(self, app: str) -> sqlite3.Connection:
+        """A read-only connection to an app's database, for graders."""
+        path = self.db_path(app)
+        if not path.exists():
+            raise FileNotFoundError(f"world has no {app} database")
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        conn.row_factory = sqlite3.Row
+        return conn
+
+    def file(self, rel: str) -> Path:
+        return self.workspace / rel
+
+    def hash(self) -> str:
+        return tree_hash(self.root)
+
+    @classmethod
+    def build(cls, root: Path | str, build: Callable[[Path], None]) -> "World":
+        root = Path(root)
+        (root / "workspace").mkdir(parents=True, exist_ok=True)
+        (root / "state").mkdir(parents=True, exist_ok=True)
+        build(root)
+        return cls(root)
+
+    def fork(self, dest: Path | str) -> "World":
+        """Copy this World to ``dest`` (which must not exist). Snapshot stays untouched."""
+        dest = Path(dest)
+        shutil.copytree(self.root, dest, symlinks=True)
+        return World(dest)
+
+
+def tree_hash(root: Path) -> str:
+    """sha256 over every file's relative path and bytes, in sorted order."""
+    h = hashlib.sha256()
+    root = Path(root)
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames):
+            p = Path(dirpath) / name
+            rel = p.relative_to(root).as_posix()
+            h.update(rel.encode() + b"\0")
+            if p.is_symlink():
+                h.update(b"L" + os.readlink(p).encode())
+            else:
+                with open(p, "rb") as f:
+                    for chunk in iter(lambda: f.read(1 << 20), b""):
+                        h.update(chunk)
+            h.update(b"\0")
+    return h.hexdigest()
+
+
+class WorldCache:
+    """Builds each Task's World once (the snapshot) and hands out forks.
+
+    Lives in one temporary folder; ``close()`` removes it. Snapshots are read-only by
+    convention: only forks are handed to episodes.
+    """
+
+    def __init__(self, base: Path | str | None = None):
+        self._own = base is None
+        self.base = Path(base) if base else Path(tempfile.mkdtemp(prefix="longhorizon-worlds-"))
+        self.base.mkdir(parents=True, exist_ok=True)
+        self._snapshots: dict[str, tuple[World, str]] = {}
+        self._forks = 0
+
+    def snapshot(self, task) -> tuple[World, str]:
+        """(snapshot World, its hash), building it on first use."""
+        if task.id not in self._snapshots:
+            world = World.build(self.base / "snapshots" / task.id, task.build)
+            self._snapshots[task.id] = (world, world.hash())
+        return self._snapshots[task.id]
+
+    def fork(self, task) -> tuple[World, str]:
+        snap, digest = self.snapshot(task)
+        self._forks += 1
+        return snap.fork(self.base / "episodes" / f"{task.id}.{self._forks}"), digest
+
+    def close(self) -> None:
+        if self._own:
+            shutil.rmtree(self.base, ignore_errors=True)

@@ -1,0 +1,1 @@
+"""Policies: oracle, null, OpenAI-compatible client, local transformers model."""

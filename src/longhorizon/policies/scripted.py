@@ -1,0 +1,51 @@
+"""Policies that need no model: the oracle (the Task's reference solution) and null."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from longhorizon.core.task import dumps_canonical
+from longhorizon.policies.base import EpisodeContext, assistant, tool_call
+
+
+class OraclePolicy:
+    """Plays the Task's oracle generator through the same tools the agent gets.
+
+    ``script`` picks another generator from the Task (``perturbations[criterion]``) so
+    tests can play deliberately flawed solutions the same way.
+    """
+
+    name = "oracle"
+
+    def __init__(self, perturb: str | None = None):
+        self.perturb = perturb
+
+    def describe(self) -> dict[str, Any]:
+        return {"policy": self.name, "model": None, "sampling": None, "perturb": self.perturb}
+
+    async def act(self, messages, tools, ctx: EpisodeContext) -> dict:
+        gen = ctx.scratch.get("oracle")
+        try:
+            if gen is None:
+                make = ctx.task.perturbations[self.perturb] if self.perturb else ctx.task.oracle
+                gen = ctx.scratch["oracle"] = make()
+                call = next(gen)
+            else:
+                last = messages[-1]
+                call = gen.send(last.get("content", "") if last.get("role") == "tool" else "")
+        except StopIteration as stop:
+            return assistant(stop.value or "Done.")
+        n = ctx.scratch["n"] = ctx.scratch.get("n", 0) + 1
+        return assistant(call.note, [tool_call(f"call_{n}", call.name, dumps_canonical(call.arguments))])
+
+
+class NullPolicy:
+    """Ends at once without touching anything: every task must fail under it."""
+
+    name = "null"
+
+    def describe(self) -> dict[str, Any]:
+        return {"policy": self.name, "model": None, "sampling": None}
+
+    async def act(self, messages, tools, ctx) -> dict:
+        return assistant("Done.")

@@ -1,0 +1,1 @@
+"""Task families, one package per category, one module per family; each registers itself."""

@@ -1,0 +1,98 @@
+"""The files app through a real in-process MCP client session."""
+
+import json
+
+import pytest
+from mcp import Client
+
+from longhorizon.apps.files.server import build_server
+
+
+async def call(c, name, **args):
+    r = await c.call_tool(name, args)
+    return r.content[0].text, r.is_error
+
+
+@pytest.fixture
+def ws(world):
+    (world.workspace / "docs").mkdir()
+    (world.workspace / "docs" / "a.txt").write_text("alpha\nBeta line\n")
+    (world.workspace / "notes.md").write_text("# notes\nbeta\n")
+    return world
+
+
+async def test_write_read_list_roundtrip(ws):
+    async with Client(build_server(ws)) as c:
+        text, err = await call(c, "write_file", path="out/report.txt", content="hello")
+        assert not err and "out/report.txt" in text
+        assert (ws.workspace / "out" / "report.txt").read_text() == "hello"
+        text, err = await call(c, "read_file", path="out/report.txt")
+        assert (text, err) == ("hello", False)
+        text, _ = await call(c, "list_dir", path=".", recursive=True)
+        assert "docs/a.txt" in text and "out/" in text and "notes.md" in text
+
+
+async def test_move_copy_delete(ws):
+    async with Client(build_server(ws)) as c:
+        _, err = await call(c, "copy", src="notes.md", dst="docs")
+        assert not err and (ws.workspace / "docs" / "notes.md").exists()
+        _, err = await call(c, "move", src="notes.md", dst="archive/old.md")
+        assert not err and not (ws.workspace / "notes.md").exists()
+        assert (ws.workspace / "archive" / "old.md").read_text().startswith("# notes")
+        text, err = await call(c, "move", src="docs/a.txt", dst="archive/old.md")
+        assert err and "already exists" in text
+        text, err = await call(c, "delete", path="docs")
+        assert err and "recursive" in text
+        _, err = await call(c, "delete", path="docs", recursive=True)
+        assert not err and not (ws.workspace / "docs").exists()
+
+
+async def test_search_is_case_insensitive_by_default(ws):
+    async with Client(build_server(ws)) as c:
+        text, err = await call(c, "search", query="beta")
+        hits = json.loads(text)
+        assert not err and {(h["path"], h["line"]) for h in hits} == {("docs/a.txt", 2), ("notes.md", 2)}
+        text, _ = await call(c, "search", query="beta", glob="*.md")
+        assert [h["path"] for h in json.loads(text)] == ["notes.md"]
+
+
+@pytest.mark.parametrize("path", ["../outside.txt", "docs/../../x", "/../../etc/passwd"])
+async def test_paths_cannot_escape_workspace(ws, path):
+    async with Client(build_server(ws)) as c:
+        text, err = await call(c, "write_file", path=path, content="x")
+        assert err and "outside the workspace" in text
+    assert not (ws.root / "outside.txt").exists()
+
+
+async def test_absolute_path_means_workspace_root(ws):
+    async with Client(build_server(ws)) as c:
+        text, err = await call(c, "read_file", path="/notes.md")
+        assert not err and text.startswith("# notes")
+
+
+async def test_symlink_out_of_workspace_is_refused(ws, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("top secret")
+    (ws.workspace / "link").symlink_to(secret)
+    async with Client(build_server(ws)) as c:
+        text, err = await call(c, "read_file", path="link")
+        assert err and "outside the workspace" in text and "top secret" not in text
+
+
+async def test_bad_input_is_a_readable_error(ws):
+    async with Client(build_server(ws)) as c:
+        text, err = await call(c, "read_file", path="missing.txt")
+        assert err and "does not exist" in text
+        r = await c.call_tool("read_file", {"path": ["not", "a", "string"]})
+        assert r.is_error
+        text, err = await call(c, "delete", path=".")
+        assert err and "root" in text
+
+
+async def test_long_file_is_paged(ws):
+    (ws.workspace / "big.txt").write_text("x" * 50_000)
+    async with Client(build_server(ws)) as c:
+        text, err = await call(c, "read_file", path="big.txt")
+        assert not err and "offset=20000" in text and len(text) < 20_200
+        text, _ = await call(c, "read_file", path="big.txt", offset=40_000)
+        assert text == "x" * 10_000
