@@ -13,6 +13,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -95,18 +96,22 @@ class WorldCache:
         self.base.mkdir(parents=True, exist_ok=True)
         self._snapshots: dict[str, tuple[World, str]] = {}
         self._forks = 0
+        self._lock = threading.Lock()  # forks may be taken from worker threads
 
     def snapshot(self, task) -> tuple[World, str]:
         """(snapshot World, its hash), building it on first use."""
-        if task.id not in self._snapshots:
-            world = World.build(self.base / "snapshots" / task.id, task.build)
-            self._snapshots[task.id] = (world, world.hash())
-        return self._snapshots[task.id]
+        with self._lock:
+            if task.id not in self._snapshots:
+                world = World.build(self.base / "snapshots" / task.id, task.build)
+                self._snapshots[task.id] = (world, world.hash())
+            return self._snapshots[task.id]
 
     def fork(self, task) -> tuple[World, str]:
         snap, digest = self.snapshot(task)
-        self._forks += 1
-        return snap.fork(self.base / "episodes" / f"{task.id}.{self._forks}"), digest
+        with self._lock:
+            self._forks += 1
+            n = self._forks
+        return snap.fork(self.base / "episodes" / f"{task.id}.{n}"), digest
 
     def close(self) -> None:
         if self._own:

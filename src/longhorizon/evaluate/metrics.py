@@ -1,0 +1,155 @@
+"""pass@1 and dense reward with 95% intervals, overall and per category; paired comparison.
+
+Intervals: pass@1 uses the Wilson score interval over episodes (honest at 0 and 1, where a
+bootstrap collapses to a point); mean reward uses a percentile bootstrap over episodes.
+``compare`` pairs runs by task: Δ with a paired bootstrap over tasks, and McNemar's exact
+test on the discordant tasks (first sample of each task: the greedy episode).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+Z95 = 1.959963984540054
+BOOTSTRAP = 2000
+SEED = 0
+
+
+def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
+    if n == 0:
+        return (0.0, 0.0)
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def bootstrap_mean(values, n_boot: int = BOOTSTRAP, seed: int = SEED) -> tuple[float, float]:
+    x = np.asarray(values, dtype=float)
+    if len(x) == 0:
+        return (0.0, 0.0)
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, len(x), size=(n_boot, len(x)))].mean(axis=1)
+    return (float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5)))
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Two-sided exact McNemar p-value: binomial test of b vs c discordant pairs at p=0.5."""
+    n = b + c
+    if n == 0:
+        return 1.0
+    k = min(b, c)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def _group_stats(rows: list[dict]) -> dict[str, Any]:
+    passed = [bool(r["grade"]["passed"]) for r in rows]
+    rewards = [float(r["grade"]["reward"]) for r in rows]
+    k, n = sum(passed), len(rows)
+    return {
+        "episodes": n,
+        "tasks": len({r["task_id"] for r in rows}),
+        "pass@1": k / n if n else 0.0,
+        "pass@1_ci95": list(wilson(k, n)),
+        "mean_reward": float(np.mean(rewards)) if n else 0.0,
+        "mean_reward_ci95": list(bootstrap_mean(rewards)),
+        "mean_tool_calls": float(np.mean([len(r.get("tool_calls", [])) for r in rows])) if n else 0.0,
+    }
+
+
+def summarize(trajectories: list[dict], infra_errors: list[dict] = (), expected: int | None = None) -> dict[str, Any]:
+    """Metrics of one run: overall, per category, per family, plus episode statuses and
+    infrastructure errors (episodes that have no trajectory yet, counted apart)."""
+    done = {r["episode_id"] for r in trajectories}
+    pending_infra = {e["episode_id"] for e in infra_errors if e["episode_id"] not in done}
+    by_cat, by_fam, statuses = defaultdict(list), defaultdict(list), defaultdict(int)
+    for r in trajectories:
+        by_cat[r["category"]].append(r)
+        by_fam[r["family"]].append(r)
+        statuses[r["status"]] += 1
+    return {
+        "overall": _group_stats(trajectories),
+        "categories": {k: _group_stats(v) for k, v in sorted(by_cat.items())},
+        "families": {k: _group_stats(v) for k, v in sorted(by_fam.items())},
+        "statuses": dict(sorted(statuses.items())),
+        "infra_errors": len(pending_infra),
+        "expected_episodes": expected,
+        "complete": expected is not None and len(done) >= expected,
+    }
+
+
+def _per_task(rows: list[dict]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for r in sorted(rows, key=lambda r: (r["task_id"], r["sample"])):
+        t = out.setdefault(r["task_id"], {"pass": [], "reward": [], "first_pass": bool(r["grade"]["passed"])})
+        t["pass"].append(float(r["grade"]["passed"]))
+        t["reward"].append(float(r["grade"]["reward"]))
+    return out
+
+
+def compare(rows_a: list[dict], rows_b: list[dict], n_boot: int = BOOTSTRAP, seed: int = SEED) -> dict[str, Any]:
+    """B minus A on the tasks both runs played."""
+    ta, tb = _per_task(rows_a), _per_task(rows_b)
+    common = sorted(set(ta) & set(tb))
+    if not common:
+        return {"paired_tasks": 0, "only_a": len(ta), "only_b": len(tb)}
+    pa = np.array([np.mean(ta[t]["pass"]) for t in common])
+    pb = np.array([np.mean(tb[t]["pass"]) for t in common])
+    ra = np.array([np.mean(ta[t]["reward"]) for t in common])
+    rb = np.array([np.mean(tb[t]["reward"]) for t in common])
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(common), size=(n_boot, len(common)))
+    dp, dr = (pb - pa)[idx].mean(axis=1), (rb - ra)[idx].mean(axis=1)
+    b = sum(ta[t]["first_pass"] and not tb[t]["first_pass"] for t in common)
+    c = sum(tb[t]["first_pass"] and not ta[t]["first_pass"] for t in common)
+    return {
+        "paired_tasks": len(common),
+        "only_a": len(ta) - len(common),
+        "only_b": len(tb) - len(common),
+        "pass@1_a": float(pa.mean()),
+        "pass@1_b": float(pb.mean()),
+        "delta_pass@1": float((pb - pa).mean()),
+        "delta_pass@1_ci95": [float(np.percentile(dp, 2.5)), float(np.percentile(dp, 97.5))],
+        "mean_reward_a": float(ra.mean()),
+        "mean_reward_b": float(rb.mean()),
+        "delta_mean_reward": float((rb - ra).mean()),
+        "delta_mean_reward_ci95": [float(np.percentile(dr, 2.5)), float(np.percentile(dr, 97.5))],
+        "mcnemar": {"a_only_passed": int(b), "b_only_passed": int(c), "p_value": mcnemar_exact(b, c)},
+    }
+
+
+def format_summary(s: dict[str, Any]) -> str:
+    def row(name: str, g: dict[str, Any]) -> str:
+        lo, hi = g["pass@1_ci95"]
+        rlo, rhi = g["mean_reward_ci95"]
+        return (f"{name:<28} {g['episodes']:>5} {g['pass@1']:>7.3f} [{lo:.3f}, {hi:.3f}]"
+                f" {g['mean_reward']:>7.3f} [{rlo:.3f}, {rhi:.3f}] {g['mean_tool_calls']:>7.1f}")
+
+    lines = [f"{'':<28} {'eps':>5} {'pass@1':>7} {'95% CI':<14} {'reward':>7} {'95% CI':<14} {'calls':>7}",
+             row("overall", s["overall"])]
+    lines += [row(f"  {k}", g) for k, g in s["categories"].items()]
+    st = ", ".join(f"{k} {v}" for k, v in s["statuses"].items()) or "none"
+    lines.append(f"episode endings: {st}; infrastructure errors (not graded): {s['infra_errors']}")
+    if s.get("expected_episodes") is not None and not s.get("complete"):
+        lines.append(f"INCOMPLETE: {s['overall']['episodes']} of {s['expected_episodes']} episodes; rerun to finish")
+    return "\n".join(lines)
+
+
+def format_compare(c: dict[str, Any], name_a: str = "A", name_b: str = "B") -> str:
+    if not c["paired_tasks"]:
+        return f"no tasks in common (A has {c['only_a']}, B has {c['only_b']})"
+    lo, hi = c["delta_pass@1_ci95"]
+    rlo, rhi = c["delta_mean_reward_ci95"]
+    m = c["mcnemar"]
+    return "\n".join([
+        f"paired tasks: {c['paired_tasks']} (only in A: {c['only_a']}, only in B: {c['only_b']})",
+        f"pass@1       A {c['pass@1_a']:.3f}  B {c['pass@1_b']:.3f}  Δ {c['delta_pass@1']:+.3f}  95% CI [{lo:+.3f}, {hi:+.3f}]",
+        f"mean reward  A {c['mean_reward_a']:.3f}  B {c['mean_reward_b']:.3f}  Δ {c['delta_mean_reward']:+.3f}  95% CI [{rlo:+.3f}, {rhi:+.3f}]",
+        f"McNemar exact: {m['a_only_passed']} passed only in A ({name_a}), {m['b_only_passed']} only in B ({name_b}), p = {m['p_value']:.4g}",
+    ])
