@@ -24,6 +24,7 @@ from longhorizon.apps.common import cap
 from longhorizon.core.task import SUITE_VERSION, Task
 from longhorizon.core.trajectory import ToolCallRecord, Trajectory
 from longhorizon.core.world import World
+from longhorizon.policies.base import EpisodeContext
 
 # The SDK logs every rejected tool call at WARNING; the agent already sees the error.
 logging.getLogger("mcp").setLevel(logging.ERROR)
@@ -36,6 +37,7 @@ SYSTEM_PROMPT = (
 )
 
 SEP = "__"
+TOKEN_KEYS = ("token_ids", "prompt_ids", "logprobs")
 
 
 @dataclass(frozen=True)
@@ -122,26 +124,8 @@ async def play(task: Task, policy, world: World, *, sample: int = 0, limits: Lim
     Policy or infrastructure exceptions propagate (the runner records them as infra errors);
     limits end the episode as an agent outcome and it is graded as it stands.
     """
-    from longhorizon.policies.base import EpisodeContext
-
     ctx = ctx or EpisodeContext(task=task, sample=sample)
-    traj = Trajectory(
-        episode_id=f"{task.id}#{sample}",
-        task_id=task.id, family=task.family, category=task.category, split=task.split,
-        seed=task.seed, sample=sample,
-        provenance={
-            "suite_version": SUITE_VERSION,
-            "longhorizon_version": __version__,
-            "task_id": task.id, "seed": task.seed,
-            "world_hash": world_hash or world.hash(),
-            "policy": policy.describe(),
-            "limits": limits.to_dict(),
-        },
-        messages=[
-            {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": task.instruction},
-        ],
-    )
+    traj = new_trajectory(task, policy.describe(), world_hash or world.hash(), sample, limits)
     t0 = time.perf_counter()
     async with Episode(task, world, limits) as ep:
         try:
@@ -154,34 +138,67 @@ async def play(task: Task, policy, world: World, *, sample: int = 0, limits: Lim
     return traj
 
 
-TOKEN_KEYS = ("token_ids", "prompt_ids", "logprobs")
+def new_trajectory(task: Task, policy_info: dict, world_hash: str, sample: int, limits: Limits) -> Trajectory:
+    """An empty Trajectory with its provenance and the opening system and user messages."""
+    return Trajectory(
+        episode_id=f"{task.id}#{sample}",
+        task_id=task.id, family=task.family, category=task.category, split=task.split,
+        seed=task.seed, sample=sample,
+        provenance={
+            "suite_version": SUITE_VERSION,
+            "longhorizon_version": __version__,
+            "task_id": task.id, "seed": task.seed,
+            "world_hash": world_hash,
+            "policy": policy_info,
+            "limits": limits.to_dict(),
+        },
+        messages=[
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": task.instruction},
+        ],
+    )
 
 
 async def _loop(ep: Episode, policy, traj: Trajectory, ctx, limits: Limits) -> str:
     for turn in range(limits.max_turns):
         t = time.perf_counter()
-        msg = dict(await policy.act(traj.messages, ep.tools, ctx))
-        record = {"turn": turn, "latency_s": time.perf_counter() - t}
-        record.update({k: msg.pop(k) for k in TOKEN_KEYS if k in msg})
-        msg["role"] = "assistant"
-        traj.turns.append(record)
-        traj.messages.append(msg)
-        calls = msg.get("tool_calls") or []
-        if not calls:
-            return "completed"
-        for i, call in enumerate(calls):
-            fn = call.get("function") or {}
-            call_id = call.get("id") or f"call_{turn}_{i}"
-            if len(traj.tool_calls) >= limits.max_tool_calls:
-                return "max_tool_calls"
-            t = time.perf_counter()
-            text, is_error, args = await ep.call(fn.get("name", ""), fn.get("arguments", "{}"))
-            traj.tool_calls.append(ToolCallRecord(
-                turn=turn, id=call_id, name=fn.get("name", ""), arguments=args, result=text,
-                is_error=is_error, duration_ms=(time.perf_counter() - t) * 1000,
-            ))
-            traj.messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
+        msg = await policy.act(traj.messages, ep.tools, ctx)
+        status = await step(ep, traj, msg, latency_s=time.perf_counter() - t)
+        if status:
+            return status
     return "max_turns"
+
+
+async def step(ep: Episode, traj: Trajectory, msg: dict, latency_s: float = 0.0) -> str | None:
+    """Record one assistant message and run its tool calls in order.
+
+    Returns how the episode ended ("completed" when the message has no tool calls,
+    "max_tool_calls" when the budget runs out) or None to go on.
+    """
+    msg = dict(msg)
+    turn = len(traj.turns)
+    record = {"turn": turn, "latency_s": latency_s}
+    record.update({k: msg.pop(k) for k in TOKEN_KEYS if k in msg})
+    msg["role"] = "assistant"
+    traj.turns.append(record)
+    traj.messages.append(msg)
+    calls = msg.get("tool_calls") or []
+    if not calls:
+        return "completed"
+    for i, call in enumerate(calls):
+        if len(traj.tool_calls) >= ep.limits.max_tool_calls:
+            return "max_tool_calls"
+        call = call if isinstance(call, dict) else {}
+        fn = call.get("function") if isinstance(call.get("function"), dict) else {}
+        call_id = str(call.get("id") or f"call_{turn}_{i}")
+        t = time.perf_counter()
+        text, is_error, args = await ep.call(fn.get("name", ""), fn.get("arguments", "{}"))
+        traj.tool_calls.append(ToolCallRecord(
+            turn=turn, id=call_id, name=fn.get("name", ""), arguments=args, result=text,
+            is_error=is_error, duration_ms=(time.perf_counter() - t) * 1000,
+        ))
+        traj.messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
+    return None
 
 
 async def play_task(task: Task, policy, *, sample: int = 0, limits: Limits = Limits()) -> Trajectory:
