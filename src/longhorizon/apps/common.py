@@ -40,3 +40,35 @@ def cap(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
     if len(text) <= limit:
         return text
     return text[:limit] + f"\n... [output truncated: {len(text) - limit} more characters; narrow the request]"
+
+
+class AppServer:
+    """Collects one World's tool closures and builds the app's MCPServer from them.
+
+    Building a tool's argument schema (a pydantic model per tool) is the costly part of
+    server creation, ~2 ms a tool; schemas depend only on the code, so they are built once
+    per app and each World's server reuses them with its own closures.
+    """
+
+    _templates: dict[str, list] = {}
+
+    def __init__(self, name: str, instructions: str = ""):
+        self.name, self.instructions = name, instructions
+        self._fns: list = []
+
+    def tool(self):
+        def register(fn):
+            self._fns.append(fn)
+            return fn
+        return register
+
+    def build(self):
+        from mcp.server.mcpserver import MCPServer
+        from mcp.server.mcpserver.tools import Tool
+
+        names = [f.__name__ for f in self._fns]
+        tpl = AppServer._templates.get(self.name)
+        if tpl is None or [t.name for t in tpl] != names:
+            tpl = AppServer._templates[self.name] = [Tool.from_function(f) for f in self._fns]
+        tools = [t.model_copy(update={"fn": f}) for t, f in zip(tpl, self._fns)]
+        return MCPServer(self.name, instructions=self.instructions, tools=tools)

@@ -57,9 +57,51 @@ class World:
         return cls(root)
 
     def fork(self, dest: Path | str) -> "World":
-        """Copy this World to ``dest`` (which must not exist). Snapshot stays untouched."""
+        """Copy this World to ``dest`` (which must not exist). The original stays untouched."""
+        return self.image().materialize(dest)
+
+    def image(self) -> "WorldImage":
+        return WorldImage.of(self.root)
+
+
+class WorldImage:
+    """A World held in memory: folders, and files with their bytes and mode.
+
+    Forking writes the image out (no reads, no stat copying): ~3x cheaper than copytree
+    on small worlds, which is what a snapshot mostly is.
+    """
+
+    def __init__(self, dirs: list[str], files: list[tuple[str, bytes, int]]):
+        self.dirs, self.files = dirs, files
+
+    @classmethod
+    def of(cls, root: Path) -> "WorldImage":
+        dirs, files = [], []
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames.sort()
+            base = Path(dirpath)
+            for d in dirnames:
+                if (base / d).is_symlink():
+                    raise ValueError(f"worlds may not contain symlinks: {base / d}")
+                dirs.append((base / d).relative_to(root).as_posix())
+            for name in sorted(filenames):
+                p = base / name
+                if p.is_symlink():
+                    raise ValueError(f"worlds may not contain symlinks: {p}")
+                files.append((p.relative_to(root).as_posix(), p.read_bytes(), p.stat().st_mode & 0o777))
+        return cls(dirs, files)
+
+    def materialize(self, dest: Path | str) -> World:
         dest = Path(dest)
-        shutil.copytree(self.root, dest, symlinks=True)
+        dest.mkdir(parents=True, exist_ok=False)
+        for d in self.dirs:
+            (dest / d).mkdir()
+        for rel_path, data, mode in self.files:
+            fd = os.open(dest / rel_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
         return World(dest)
 
 
@@ -83,35 +125,49 @@ def tree_hash(root: Path) -> str:
     return h.hexdigest()
 
 
+def default_worlds_dir() -> str | None:
+    """Where episode Worlds live: $LONGHORIZON_WORLDS_DIR, else /dev/shm when writable
+    (creating a file there is ~15x cheaper than on a disk-backed /tmp), else the temp dir."""
+    env = os.environ.get("LONGHORIZON_WORLDS_DIR")
+    if env:
+        Path(env).mkdir(parents=True, exist_ok=True)
+        return env
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
+
+
 class WorldCache:
     """Builds each Task's World once (the snapshot) and hands out forks.
 
-    Lives in one temporary folder; ``close()`` removes it. Snapshots are read-only by
-    convention: only forks are handed to episodes.
+    Snapshots are in-memory images, so no episode can touch them; forks live in one
+    temporary folder that ``close()`` removes.
     """
 
     def __init__(self, base: Path | str | None = None):
         self._own = base is None
-        self.base = Path(base) if base else Path(tempfile.mkdtemp(prefix="longhorizon-worlds-"))
+        self.base = Path(base) if base else Path(tempfile.mkdtemp(prefix="longhorizon-worlds-",
+                                                                  dir=default_worlds_dir()))
         self.base.mkdir(parents=True, exist_ok=True)
-        self._snapshots: dict[str, tuple[World, str]] = {}
+        self._snapshots: dict[str, tuple[WorldImage, str]] = {}
         self._forks = 0
         self._lock = threading.Lock()  # forks may be taken from worker threads
 
-    def snapshot(self, task) -> tuple[World, str]:
-        """(snapshot World, its hash), building it on first use."""
+    def snapshot(self, task) -> tuple[WorldImage, str]:
+        """(snapshot image, its hash), building the World on first use."""
         with self._lock:
             if task.id not in self._snapshots:
-                world = World.build(self.base / "snapshots" / task.id, task.build)
-                self._snapshots[task.id] = (world, world.hash())
+                build_dir = self.base / "build" / task.id
+                world = World.build(build_dir, task.build)
+                self._snapshots[task.id] = (world.image(), world.hash())
+                shutil.rmtree(build_dir)
             return self._snapshots[task.id]
 
     def fork(self, task) -> tuple[World, str]:
-        snap, digest = self.snapshot(task)
+        image, digest = self.snapshot(task)
         with self._lock:
             self._forks += 1
             n = self._forks
-        return snap.fork(self.base / "episodes" / f"{task.id}.{n}"), digest
+        return image.materialize(self.base / "episodes" / f"{task.id}.{n}"), digest
 
     def close(self) -> None:
         if self._own:

@@ -206,6 +206,8 @@ async def play_task(task: Task, policy, *, sample: int = 0, limits: Limits = Lim
     import tempfile
     from pathlib import Path
 
-    with tempfile.TemporaryDirectory(prefix="longhorizon-") as tmp:
+    from longhorizon.core.world import default_worlds_dir
+
+    with tempfile.TemporaryDirectory(prefix="longhorizon-", dir=default_worlds_dir()) as tmp:
         world = World.build(Path(tmp) / "world", task.build)
         return await play(task, policy, world, sample=sample, limits=limits)

@@ -7,19 +7,18 @@ import json
 import os
 import shutil
 
-from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import cap, confine, rel
+from longhorizon.apps.common import AppServer, cap, confine, rel
 
 MAX_READ_CHARS = 20_000
 MAX_LIST = 500
 MAX_HITS = 200
 
 
-def build_server(world) -> MCPServer:
+def build_server(world):
     ws = world.workspace
-    srv = MCPServer(
+    srv = AppServer(
         "files",
         instructions="Files in the shared workspace. Paths are relative to the workspace root.",
     )
@@ -166,4 +165,4 @@ def build_server(world) -> MCPServer:
         return json.dumps({"path": rel(ws, p), "kind": "folder" if p.is_dir() else "file",
                            "size": st.st_size, "entries": len(os.listdir(p)) if p.is_dir() else None})
 
-    return srv
+    return srv.build()
