@@ -96,3 +96,14 @@ async def test_long_file_is_paged(ws):
         assert not err and "offset=20000" in text and len(text) < 20_200
         text, _ = await call(c, "read_file", path="big.txt", offset=40_000)
         assert text == "x" * 10_000
+
+
+async def test_pipes_are_refused_not_read(ws):
+    import os
+
+    os.mkfifo(ws.workspace / "pipe")
+    async with Client(build_server(ws)) as c:
+        text, err = await call(c, "read_file", path="pipe")
+        assert err and "not a regular file" in text
+        text, err = await call(c, "search", query="x")
+        assert not err

@@ -86,8 +86,8 @@ class WorldImage:
                 dirs.append((base / d).relative_to(root).as_posix())
             for name in sorted(filenames):
                 p = base / name
-                if p.is_symlink():
-                    raise ValueError(f"worlds may not contain symlinks: {p}")
+                if p.is_symlink() or not p.is_file():
+                    raise ValueError(f"worlds may hold only folders and regular files: {p}")
                 files.append((p.relative_to(root).as_posix(), p.read_bytes(), p.stat().st_mode & 0o777))
         return cls(dirs, files)
 
@@ -117,6 +117,8 @@ def tree_hash(root: Path) -> str:
             h.update(rel.encode() + b"\0")
             if p.is_symlink():
                 h.update(b"L" + os.readlink(p).encode())
+            elif not p.is_file():  # a pipe or device an agent made: never open it
+                h.update(b"S")
             else:
                 with open(p, "rb") as f:
                     for chunk in iter(lambda: f.read(1 << 20), b""):

@@ -52,6 +52,8 @@ def build_server(world):
         p = existing(path)
         if p.is_dir():
             raise ToolError(f"{path!r} is a folder; use list_dir")
+        if not p.is_file():
+            raise ToolError(f"{path!r} is not a regular file (a pipe or device); it cannot be read")
         if offset < 0 or limit < 1:
             raise ToolError("offset must be >= 0 and limit >= 1")
         try:
@@ -137,9 +139,9 @@ def build_server(world):
             raise ToolError("query must not be empty")
         needle = query if case_sensitive else query.lower()
         hits: list[dict] = []
-        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+        files = [root] if not root.is_dir() else sorted(p for p in root.rglob("*") if p.is_file())
         for f in files:
-            if not fnmatch.fnmatch(f.name, glob):
+            if not f.is_file() or not fnmatch.fnmatch(f.name, glob):
                 continue
             name = f.name if case_sensitive else f.name.lower()
             if needle in name:

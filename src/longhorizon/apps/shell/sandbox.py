@@ -1,0 +1,311 @@
+"""Runs one bash command in a bubblewrap sandbox whose only writable place is a workspace.
+
+The sandbox sees a read-only system (``/usr`` and the ``/bin``/``/lib`` links or binds), a
+minimal ``/etc``, a private ``/proc``, ``/dev`` and ``/tmp``, and the workspace at
+``/workspace``. It has no network (its own empty network namespace), no capabilities, an
+unprivileged uid, a clean environment, and cannot create further user namespaces. Nothing
+else of the host (the World's ``state/``, the project, its venv) is mounted, so it cannot be
+read or written. There is no fallback: without bubblewrap a command is refused.
+
+Pure asyncio, no MCP: the shell app's server wraps it, benchmarks can call it directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+MAX_TIMEOUT_S = 120
+OUTPUT_BUDGET_CHARS = 16_000
+"""stdout + stderr shown to the agent; stays under the episode's 20k cap with the labels."""
+CAPTURE_BYTES = 64 * 1024
+"""Head and tail kept per stream while reading, so a runaway command cannot eat memory."""
+MAX_COMMAND_CHARS = 100_000
+SANDBOX_UID = 1000
+SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+
+# System paths the sandbox may read. /bin, /lib... are symlinks into /usr on merged-/usr
+# systems (recreated as links) and real folders elsewhere (bound read-only).
+_TOP_LEVEL = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+_ETC_ENTRIES = (
+    "alternatives",  # Debian: /usr/bin/awk -> /etc/alternatives/awk -> mawk
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "nsswitch.conf",
+    "mime.types",
+)
+_ETC_DATA = {
+    "/etc/passwd": "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+    f"agent:x:{SANDBOX_UID}:{SANDBOX_UID}:agent:/workspace:/bin/bash\n"
+    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+    "/etc/group": f"root:x:0:\nagent:x:{SANDBOX_UID}:\nnogroup:x:65534:\n",
+    "/etc/hostname": "sandbox\n",
+    "/etc/hosts": "127.0.0.1 localhost sandbox\n::1 localhost\n",
+}
+
+
+class SandboxUnavailable(RuntimeError):
+    """bubblewrap is missing or cannot build the sandbox here: never run unsandboxed instead."""
+
+
+class SandboxTimeout(RuntimeError):
+    """The command ran past its timeout; every process it started has been killed."""
+
+    def __init__(self, timeout_s: int, partial: "RunResult"):
+        super().__init__(f"command timed out after {timeout_s} s")
+        self.timeout_s = timeout_s
+        self.partial = partial
+
+
+@dataclass(frozen=True)
+class RunResult:
+    exit_code: int | None
+    stdout: str
+    stderr: str
+
+    def render(self) -> str:
+        """The text an agent reads: exit code, then each stream under a clear label."""
+        return (
+            f"exit code: {'none (killed)' if self.exit_code is None else self.exit_code}\n"
+            f"--- stdout ---\n{self.stdout or '(empty)'}\n"
+            f"--- stderr ---\n{self.stderr or '(empty)'}"
+        )
+
+
+def find_bwrap() -> str | None:
+    """Path of the bubblewrap binary, or None (looked up at call time so tests can hide it)."""
+    found = shutil.which("bwrap")
+    if found:
+        return found
+    return "/usr/bin/bwrap" if os.access("/usr/bin/bwrap", os.X_OK) else None
+
+
+def bwrap_argv(bwrap: str, workspace: Path, *, info_fd: int, data_fds: dict[str, int]) -> list[str]:
+    """The bubblewrap command line (without the command itself)."""
+    argv = [
+        bwrap,
+        "--unshare-all",  # net, pid, ipc, uts, cgroup, user: no network, no host processes
+        "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+        "--disable-userns",  # no nested user namespace to regain capabilities in
+        "--cap-drop", "ALL",
+        "--die-with-parent",
+        "--new-session",  # no TIOCSTI into the caller's terminal
+        "--hostname", "sandbox",
+        "--info-fd", str(info_fd),
+        "--ro-bind", "/usr", "/usr",
+    ]
+    for name in _TOP_LEVEL:
+        host = Path("/") / name
+        if host.is_symlink():
+            argv += ["--symlink", os.readlink(host), f"/{name}"]
+        elif host.is_dir():
+            argv += ["--ro-bind", str(host), f"/{name}"]
+    argv += ["--dir", "/etc"]
+    for name in _ETC_ENTRIES:
+        argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    for dest, fd in data_fds.items():
+        argv += ["--ro-bind-data", str(fd), dest]
+    argv += [
+        "--proc", "/proc",
+        "--dev", "/dev",
+        "--tmpfs", "/tmp",
+        "--bind", str(workspace), "/workspace",
+        "--remount-ro", "/",  # the sandbox's own root (and /etc) too: only /workspace and /tmp take writes
+        "--chdir", "/workspace",
+        "--clearenv",
+        "--setenv", "PATH", SANDBOX_PATH,
+        "--setenv", "HOME", "/workspace",
+        "--setenv", "LANG", "C.UTF-8",
+        "--setenv", "TMPDIR", "/tmp",
+        "--setenv", "USER", "agent",
+    ]
+    return argv
+
+
+class _Capture:
+    """Reads one stream to EOF keeping only its first and last ``limit`` bytes."""
+
+    def __init__(self, limit: int = CAPTURE_BYTES):
+        self.limit = limit
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.limit - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            if len(self.tail) > self.limit:
+                del self.tail[: len(self.tail) - self.limit]
+
+    async def drain(self, stream: asyncio.StreamReader) -> None:
+        while chunk := await stream.read(65536):
+            self.feed(chunk)
+
+    def text(self, budget: int) -> str:
+        """Decoded output; if longer than ``budget`` characters, head and tail with a note."""
+        dropped = self.total - len(self.head) - len(self.tail)
+        head = self.head.decode("utf-8", "replace")
+        tail = self.tail.decode("utf-8", "replace")
+        if not dropped and len(head) + len(tail) <= budget:
+            return head + tail
+        if not dropped:
+            head, tail = head + tail, ""
+            keep_h, keep_t = budget // 2, budget - budget // 2
+            head, tail = head[:keep_h], head[len(head) - keep_t:]
+        else:
+            head, tail = head[: budget // 2], tail[len(tail) - (budget - budget // 2):]
+        omitted = self.total - len(head.encode()) - len(tail.encode())
+        return (
+            f"{head}\n... [output truncated: about {max(omitted, 0)} bytes omitted from the middle; "
+            f"redirect to a file and inspect it with head, tail or grep] ...\n{tail}"
+        )
+
+
+def _split_budget(a: int, b: int, total: int) -> tuple[int, int]:
+    """Share ``total`` characters between two streams; a short one leaves room to the other."""
+    if a + b <= total:
+        return a, b
+    half = total // 2
+    if a <= half:
+        return a, total - a
+    if b <= half:
+        return total - b, b
+    return half, total - half
+
+
+def _pipe_with(data: str) -> int:
+    """A pipe holding ``data`` (read end returned) for ``--ro-bind-data``."""
+    r, w = os.pipe()
+    try:
+        os.write(w, data.encode())
+    finally:
+        os.close(w)
+    return r
+
+
+def _read_child_pid(fd: int) -> int | None:
+    """bwrap's ``--info-fd`` JSON names the pid (on the host) of the sandbox's init."""
+    os.set_blocking(fd, False)
+    try:
+        raw = os.read(fd, 4096)
+    except (BlockingIOError, OSError):
+        return None
+    try:
+        return int(json.loads(raw.decode())["child-pid"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _kill_init(proc: asyncio.subprocess.Process, info_r: int) -> int | None:
+    """SIGKILL the sandbox's init (pid 1 of its pid namespace); returns its host pid.
+
+    The kernel then kills every process in that namespace before bwrap sees init exit, so
+    once bwrap is reaped nothing the command started is left.
+    """
+    child = _read_child_pid(info_r) if proc.returncode is None else None
+    if child:
+        try:
+            os.kill(child, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return child
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+async def _kill(proc: asyncio.subprocess.Process, info_r: int) -> None:
+    """Kill everything the command started and reap bwrap (its process group as fallback)."""
+    child = _kill_init(proc, info_r)
+    try:
+        await asyncio.wait_for(proc.wait(), 10)
+    except TimeoutError:
+        pass
+    if proc.returncode is None or not child:
+        _kill_group(proc)
+        await proc.wait()
+
+
+async def run_sandboxed(command: str, workspace: Path | str, timeout_s: int = 30) -> RunResult:
+    """Run ``bash -c command`` in the sandbox over ``workspace``.
+
+    Returns the exit code and (capped) outputs; raises SandboxTimeout after ``timeout_s``
+    (everything killed) and SandboxUnavailable when bubblewrap is missing or fails.
+    """
+    bwrap = find_bwrap()
+    if not bwrap:
+        raise SandboxUnavailable("sandbox unavailable: install bubblewrap (apt-get install bubblewrap)")
+    ws = Path(os.path.realpath(workspace))
+    if not ws.is_dir():
+        raise SandboxUnavailable(f"sandbox unavailable: workspace {ws} does not exist")
+
+    data_fds = {dest: _pipe_with(text) for dest, text in _ETC_DATA.items()}
+    info_r, info_w = os.pipe()
+    try:
+        argv = bwrap_argv(bwrap, ws, info_fd=info_w, data_fds=data_fds)
+        argv += ["/bin/bash", "-c", command]
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            pass_fds=(info_w, *data_fds.values()),
+            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+            start_new_session=True,
+        )
+    except OSError as exc:
+        os.close(info_r)
+        raise SandboxUnavailable(f"sandbox unavailable: cannot start bubblewrap ({exc})") from exc
+    finally:
+        os.close(info_w)
+        for fd in data_fds.values():
+            os.close(fd)
+
+    out, err = _Capture(), _Capture()
+    readers = asyncio.gather(out.drain(proc.stdout), err.drain(proc.stderr))
+    try:
+        try:
+            await asyncio.wait_for(asyncio.shield(readers), timeout_s)
+            await proc.wait()
+        except TimeoutError:
+            await _kill(proc, info_r)
+            try:
+                await asyncio.wait_for(readers, 10)
+            except TimeoutError:
+                readers.cancel()
+            raise SandboxTimeout(timeout_s, _result(None, out, err, OUTPUT_BUDGET_CHARS // 4)) from None
+        except BaseException:  # cancelled (episode ended): kill without awaiting, then leave
+            _kill_init(proc, info_r)
+            _kill_group(proc)
+            readers.cancel()
+            raise
+    finally:
+        os.close(info_r)
+
+    if proc.returncode != 0 and bytes(err.head).startswith(b"bwrap: ") and not out.total:
+        raise SandboxUnavailable(
+            "sandbox unavailable: bubblewrap could not build the sandbox: "
+            + err.head.decode("utf-8", "replace").strip()[:500]
+        )
+    return _result(proc.returncode, out, err, OUTPUT_BUDGET_CHARS)
+
+
+def _result(code: int | None, out: _Capture, err: _Capture, budget: int) -> RunResult:
+    b_out, b_err = _split_budget(out.total, err.total, budget)
+    return RunResult(code, out.text(b_out), err.text(b_err))

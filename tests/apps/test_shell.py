@@ -1,0 +1,146 @@
+"""The shell app through a real in-process MCP session: a real bash, confined to the workspace."""
+
+import asyncio
+import os
+import socket
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+import longhorizon
+from longhorizon.apps.shell import sandbox
+from longhorizon.apps.shell.server import build_server
+
+
+async def run(world, command, **kw):
+    async with Client(build_server(world)) as c:
+        r = await c.call_tool("run", {"command": command, **kw})
+        return r.content[0].text, r.is_error
+
+
+def stdout_of(text):
+    return text.split("--- stdout ---\n", 1)[1].split("\n--- stderr ---", 1)[0]
+
+
+def stderr_of(text):
+    return text.split("--- stderr ---\n", 1)[1]
+
+
+async def test_runs_in_workspace_and_sees_its_files(world):
+    (world.workspace / "data.txt").write_text("b\na\nc\n")
+    text, err = await run(world, "pwd; sort data.txt; echo made > out.txt")
+    assert not err and text.startswith("exit code: 0")
+    assert stdout_of(text).split() == ["/workspace", "a", "b", "c"]
+    assert (world.workspace / "out.txt").read_text() == "made\n"
+
+
+async def test_nonzero_exit_is_a_result_not_a_tool_error(world):
+    text, err = await run(world, "echo partial; echo 'it broke' >&2; exit 3")
+    assert not err
+    assert text.startswith("exit code: 3")
+    assert stdout_of(text).strip() == "partial" and stderr_of(text).strip() == "it broke"
+
+
+@pytest.mark.parametrize("command, host_path", [
+    ("touch /usr/lh_sandbox_probe", "/usr/lh_sandbox_probe"),
+    ("echo x > /tmp/../etc/lh_sandbox_probe", "/etc/lh_sandbox_probe"),
+    ("echo x > /lh_sandbox_probe", "/lh_sandbox_probe"),
+    ("echo x > /workspace/../lh_sandbox_probe2", "/lh_sandbox_probe2"),
+])
+async def test_cannot_write_outside_the_workspace(world, command, host_path):
+    existed = os.path.exists(host_path)
+    text, err = await run(world, command)
+    assert not err and not text.startswith("exit code: 0"), text
+    if not existed:
+        assert not os.path.exists(host_path)
+
+
+async def test_cannot_reach_the_worlds_state_folder(world):
+    (world.state / "app.sqlite").write_text("secret")
+    text, err = await run(world, f"cat {world.state}/app.sqlite; echo x > {world.state}/planted; ls {world.root}")
+    assert not err and "secret" not in stdout_of(text)
+    assert "No such file or directory" in stderr_of(text)
+    assert sorted(p.name for p in world.state.iterdir()) == ["app.sqlite"]
+    # /tmp inside is a private tmpfs, never the host's (where the World may live).
+    marker = f"lh-{uuid.uuid4().hex}"
+    text, _ = await run(world, f"touch /tmp/{marker}")
+    assert not Path("/tmp", marker).exists()
+
+
+async def test_cannot_see_the_project_or_its_environment(world, monkeypatch):
+    monkeypatch.setenv("LH_HOST_SECRET", "do-not-leak")
+    src = Path(longhorizon.__file__).resolve().parent
+    text, err = await run(world, f"ls {src}; ls {sys.prefix}; env")
+    out = stdout_of(text)
+    assert not err and "do-not-leak" not in out and "VIRTUAL_ENV" not in out
+    assert "task.py" not in out and "__init__.py" not in out
+    assert "HOME=/workspace" in out
+    assert stderr_of(text).count("No such file or directory") == 2
+
+
+async def test_has_no_network(world):
+    with socket.create_server(("127.0.0.1", 0)) as srv:
+        port = srv.getsockname()[1]
+        script = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5)"
+        text, err = await run(world, f'python3 -c "{script}"')
+    assert not err and not text.startswith("exit code: 0")
+    assert "ConnectionRefusedError" in stderr_of(text)
+    text, _ = await run(world, "tail -n +3 /proc/net/dev | cut -d: -f1")
+    assert stdout_of(text).split() == ["lo"]
+
+
+async def test_timeout_kills_every_process_it_started(world):
+    marker = f"lh-sleep-{uuid.uuid4().hex}"
+    text, err = await run(world, f"(exec -a {marker} sleep 1000) & exec -a {marker} sleep 1000", timeout_s=1)
+    assert err and "timed out after 1 s" in text
+    alive = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                alive.append(pid)
+        except OSError:
+            pass
+    assert alive == []
+
+
+async def test_huge_output_is_truncated_keeping_head_and_tail(world):
+    text, err = await run(world, "seq 1 1000000")
+    assert not err and len(text) < 20_000
+    out = stdout_of(text)
+    assert out.startswith("1\n2\n3\n") and out.rstrip().endswith("999999\n1000000")
+    assert "output truncated" in out
+
+
+async def test_concurrent_commands_do_not_block_each_other(world):
+    # The reader blocks until the writer opens the FIFO: run one at a time, it would hang.
+    os.mkfifo(world.workspace / "pipe")
+    async with Client(build_server(world)) as c:
+        reader, writer = await asyncio.gather(
+            c.call_tool("run", {"command": "cat pipe", "timeout_s": 60}),
+            c.call_tool("run", {"command": "echo through-the-fifo > pipe", "timeout_s": 60}),
+        )
+    assert not reader.is_error and not writer.is_error
+    assert stdout_of(reader.content[0].text).strip() == "through-the-fifo"
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"command": "   "}, "non-empty"),
+    ({"command": "echo a\x00b"}, "NUL"),
+    ({"command": "true", "timeout_s": 0}, "between 1 and 120"),
+    ({"command": "true", "timeout_s": 10_000}, "between 1 and 120"),
+    ({"command": "true", "timeout_s": "soon"}, "timeout_s"),
+])
+async def test_bad_arguments_are_readable_tool_errors(world, args, message):
+    async with Client(build_server(world)) as c:
+        r = await c.call_tool("run", args)
+    assert r.is_error and message in r.content[0].text
+
+
+async def test_missing_bubblewrap_refuses_instead_of_running_unsandboxed(world, monkeypatch):
+    monkeypatch.setattr(sandbox, "find_bwrap", lambda: None)
+    text, err = await run(world, "echo ran > ran.txt")
+    assert err and "sandbox unavailable: install bubblewrap" in text
+    assert not (world.workspace / "ran.txt").exists()
