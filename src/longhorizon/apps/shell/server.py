@@ -7,9 +7,9 @@ a timeout or a missing sandbox is a tool error. Without bubblewrap nothing runs.
 
 from __future__ import annotations
 
-from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+from longhorizon.apps.common import AppServer
 from longhorizon.apps.shell import sandbox
 
 INSTRUCTIONS = (
@@ -19,9 +19,9 @@ INSTRUCTIONS = (
 )
 
 
-def build_server(world) -> MCPServer:
+def build_server(world):
     ws = world.workspace
-    srv = MCPServer("shell", instructions=INSTRUCTIONS)
+    srv = AppServer("shell", instructions=INSTRUCTIONS)
 
     @srv.tool()
     async def run(command: str, timeout_s: int = 30) -> str:
@@ -57,4 +57,4 @@ def build_server(world) -> MCPServer:
             ) from None
         return result.render()
 
-    return srv
+    return srv.build()
