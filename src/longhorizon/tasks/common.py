@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 import random
 
 from faker import Faker
@@ -15,9 +16,8 @@ def rng_and_faker(seed: int, family: str) -> tuple[random.Random, Faker]:
     return rng, fake
 
 
-def norm_path(p) -> str:
-    """How graders compare agent-supplied workspace paths: no leading './' or '/', no trailing '/'."""
-    s = str(p or "").strip().replace("\\", "/")
-    while s.startswith("./"):
-        s = s[2:]
-    return s.strip("/")
+def norm_path(path) -> str:
+    """An agent-supplied workspace path in one canonical spelling ('./a//b.xlsx' -> 'a/b.xlsx'),
+    so graders compare what the agent touched, not how it spelled it."""
+    p = posixpath.normpath(str(path or "").strip().replace("\\", "/").lstrip("/") or ".")
+    return "." if p in ("", ".") else p

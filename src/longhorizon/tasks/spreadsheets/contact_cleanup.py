@@ -1,0 +1,475 @@
+"""Spreadsheet cleanup: turn a messy CRM contacts export into a clean, de-duplicated sheet.
+
+The export has what real ones have: stray spaces, shouting-case near-duplicates of the same
+person, phone numbers in every format (some stored as numbers), dates as text in four styles
+or as real date cells, and blank rows. The colleague states the rules; each rule is one
+criterion, plus "nobody lost", "export left as it was" and "nothing else touched".
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import re
+from functools import partial
+
+from openpyxl import Workbook
+
+from longhorizon.core.registry import register
+from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.tasks.common import rng_and_faker
+from longhorizon.tasks.spreadsheets import (
+    Files,
+    blank,
+    norm_text,
+    parse_json,
+    read_table,
+    workspace_files,
+    writes_to,
+)
+
+HEADER = ["Name", "Email", "Phone", "Company", "Signup Date"]
+MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September",
+          "October", "November", "December"]
+PHONE_STYLES = {
+    "paren": ("(415) 555-0132", lambda d: f"({d[:3]}) {d[3:6]}-{d[6:]}"),
+    "dash": ("415-555-0132", lambda d: f"{d[:3]}-{d[3:6]}-{d[6:]}"),
+    "dot": ("415.555.0132", lambda d: f"{d[:3]}.{d[3:6]}.{d[6:]}"),
+}
+CHUNK = 20
+"""Rows the oracle reads or writes per call, as someone paging through a sheet would."""
+
+
+# -- normalisation rules (shared by the oracle, which applies them to what it reads) ----------
+
+
+def clean_spaces(v) -> str:
+    return " ".join(str(v).split()) if v is not None else ""
+
+
+def clean_email(v) -> str:
+    return "".join(str(v).split()).lower() if v is not None else ""
+
+
+def phone_digits(v) -> str:
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    digits = re.sub(r"\D", "", str(v))
+    return digits[1:] if len(digits) == 11 and digits.startswith("1") else digits
+
+
+def parse_date(v) -> dt.date:
+    """Every date style the export uses; slashed dates are US month/day/year."""
+    if isinstance(v, dt.datetime):
+        return v.date()
+    if isinstance(v, dt.date):
+        return v
+    s = clean_spaces(v)
+    if m := re.fullmatch(r"(\d{4})-(\d{1,2})-(\d{1,2})", s):
+        return dt.date(int(m[1]), int(m[2]), int(m[3]))
+    if m := re.fullmatch(r"(\d{1,2})/(\d{1,2})/(\d{4})", s):
+        return dt.date(int(m[3]), int(m[1]), int(m[2]))
+    if m := re.fullmatch(r"(\d{1,2}) ([A-Za-z]{3}) (\d{4})", s):
+        return dt.date(int(m[3]), [x[:3] for x in MONTHS].index(m[2].title()) + 1, int(m[1]))
+    if m := re.fullmatch(r"([A-Za-z]+) (\d{1,2}), (\d{4})", s):
+        return dt.date(int(m[3]), MONTHS.index(m[1].title()) + 1, int(m[2]))
+    raise ValueError(f"unknown date {v!r}")
+
+
+def _raw_phone(rng: random.Random, d: str):
+    style = rng.randrange(8)
+    return [
+        f"({d[:3]}) {d[3:6]}-{d[6:]}", f"{d[:3]}-{d[3:6]}-{d[6:]}", f"{d[:3]}.{d[3:6]}.{d[6:]}", d,
+        int(d), f"+1 {d[:3]} {d[3:6]} {d[6:]}", f"+1-{d[:3]}-{d[3:6]}-{d[6:]}", f"{d[:3]} {d[3:6]} {d[6:]}",
+    ][style]
+
+
+def _raw_date(rng: random.Random, d: dt.date):
+    style = rng.randrange(5)
+    return [
+        d.isoformat(), f"{d.month:02d}/{d.day:02d}/{d.year}", f"{d.day} {MONTHS[d.month - 1][:3]} {d.year}",
+        f"{MONTHS[d.month - 1]} {d.day}, {d.year}", dt.datetime(d.year, d.month, d.day),
+    ][style]
+
+
+def _messy_spaces(rng: random.Random, s: str) -> str:
+    style = rng.randrange(4)
+    if style == 0:
+        return f" {s}"
+    if style == 1:
+        return f"{s}  "
+    parts = s.split(" ", 1)
+    return f"{parts[0]}   {parts[1]}" if len(parts) == 2 else f"{s} "
+
+
+@register
+class ContactListCleanup(TaskFamily):
+    name = "contact_list_cleanup"
+    category = "spreadsheet cleanup"
+    apps = ("sheets",)
+    description = (
+        "Normalise a messy CRM contacts export into a new clean sheet following the colleague's rules: "
+        "merge near-duplicate rows by email, trim text, lower-case emails, one phone format, ISO dates, "
+        "drop blank rows, keep the order asked; leave the export itself untouched."
+    )
+
+    def generate(self, seed: int) -> Task:
+        rng, fake = rng_and_faker(seed, self.name)
+
+        year = rng.choice([2023, 2024, 2025])
+        month = rng.randint(2, 12)
+        export = f"crm/contacts_export_{year}-{month:02d}.xlsx"
+        old_export = f"crm/contacts_export_{year}-{month - 1:02d}.xlsx"
+        sheet, clean_sheet = "Export", rng.choice(["Clean", "Cleaned", "Contacts"])
+        phone_style = rng.choice(sorted(PHONE_STYLES))
+        example, fmt = PHONE_STYLES[phone_style]
+        by_date = rng.random() < 0.5
+
+        # the real people
+        n = rng.randint(35, 55)
+        people, emails, days = [], set(), set()
+        domains = [fake.domain_name() for _ in range(6)]
+        while len(people) < n:
+            first, last = fake.first_name(), fake.last_name()
+            email = f"{first}.{last}@{rng.choice(domains)}".lower().replace("'", "")
+            day = dt.date(year - 1, 1, 1) + dt.timedelta(days=rng.randrange(365 + 200))
+            if email in emails or day in days:
+                continue
+            emails.add(email)
+            days.add(day)
+            area = f"{rng.randint(2, 9)}{rng.randint(0, 9)}{rng.randint(0, 9)}"
+            digits = f"{area}{rng.randint(200, 999)}{rng.randint(0, 9999):04d}"
+            people.append({
+                "name": f"{first} {last}", "email": email, "phone": digits,
+                "company": fake.company(), "date": day,
+            })
+
+        def raw_row(p: dict, duplicate: bool) -> list:
+            name, email, company = p["name"], p["email"], p["company"]
+            if duplicate:  # a near-duplicate always differs in case or spacing of name and email
+                name = rng.choice([name.upper(), name.lower(), _messy_spaces(rng, name)])
+                email = rng.choice([email.upper(), f" {email.title()}", f"{email} ", email.capitalize()])
+            else:
+                if rng.random() < 0.3:
+                    name = _messy_spaces(rng, name)
+                if rng.random() < 0.25:
+                    email = rng.choice([email.title(), f" {email}", f"{email}  "])
+            if rng.random() < 0.2:
+                company = _messy_spaces(rng, company)
+            return [name, email, _raw_phone(rng, p["phone"]), company, _raw_date(rng, p["date"])]
+
+        rows = [raw_row(p, False) for p in people]
+        dups = rng.sample(range(n), rng.randint(5, 9))
+        for i in dups:  # each near-duplicate lands somewhere after its original
+            pos = rows.index(next(r for r in rows if clean_email(r[1]) == people[i]["email"]))
+            rows.insert(rng.randint(pos + 1, len(rows)), raw_row(people[i], True))
+        blanks = rng.randint(1, 3)
+        for _ in range(blanks):
+            rows.insert(rng.randint(3, len(rows) - 1), [None] * 5)
+
+        order = [p["email"] for p in people]  # export order = first appearance = generation order
+        if by_date:
+            order = [p["email"] for p in sorted(people, key=lambda p: p["date"])]
+        truth = {
+            p["email"]: {
+                "name": p["name"], "email": p["email"], "phone": fmt(p["phone"]),
+                "company": clean_spaces(p["company"]), "date": p["date"].isoformat(),
+            }
+            for p in people
+        }
+
+        old_people = rng.sample(people, n // 2)
+
+        def make_files() -> dict[str, Workbook]:
+            wb = Workbook()
+            ws = wb.active
+            ws.title = sheet
+            ws.append(HEADER)
+            for r in rows:
+                ws.append(r)
+                if isinstance(r[4], dt.datetime):
+                    ws.cell(row=ws.max_row, column=5).number_format = "yyyy-mm-dd"
+            old = Workbook()
+            ows = old.active
+            ows.title = sheet
+            ows.append(HEADER)
+            for p in old_people:
+                ows.append([p["name"], p["email"], p["phone"], p["company"], p["date"].strftime("%m/%d/%Y")])
+            return {export: wb, old_export: old}
+
+        files = Files(make_files)
+        original = [HEADER] + [list(r) for r in rows]  # kept out of data: dates are not JSON
+        data = {
+            "export": export, "old_export": old_export, "sheet": sheet, "clean_sheet": clean_sheet,
+            "phone_style": phone_style, "by_date": by_date, "order": order, "truth": truth,
+            "duplicates": len(dups), "blank_rows": blanks,
+        }
+
+        sender = fake.first_name()
+        order_text = (
+            "sorted by signup date, oldest first" if by_date else "in the order they first appear in the export"
+        )
+        instruction = (
+            f"Hey, {sender} here from Sales Ops. The CRM export in {export} (sheet \"{sheet}\") is a mess and I "
+            "need a clean list before we import it into the new system. Could you add a sheet called "
+            f"\"{clean_sheet}\" to the same workbook with the same five columns ({', '.join(HEADER)}, header in "
+            "row 1) and these rules:\n"
+            "- One row per person. Rows with the same email address (ignoring upper/lower case and stray "
+            "spaces) are the same person; keep just one of them.\n"
+            "- Names and company names: remove leading/trailing spaces and double spaces.\n"
+            "- Emails: all lower case, no spaces.\n"
+            f"- Phones: all US numbers, written like {example} (drop any +1 country code).\n"
+            "- Signup dates as YYYY-MM-DD. The slashed dates in the export are US style (month/day/year).\n"
+            "- No blank rows.\n"
+            f"- People {order_text}.\n\n"
+            f"Please leave the {sheet} sheet exactly as it is (I want to compare), don't touch the older export "
+            f"{old_export}, and don't create any other files. Thanks!"
+        )
+
+        task = Task(
+            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps, build=files.build,
+            oracle=partial(_oracle, data, None), criteria=_criteria(data, files, original), data=data,
+        )
+        task.perturbations = {c.id: partial(_oracle, data, c.id) for c in task.criteria}
+        return task
+
+
+# -- grading ---------------------------------------------------------------------------------
+
+
+def _criteria(d: dict, files: Files, original: list[list]) -> list[Criterion]:
+    truth, export, clean = d["truth"], d["export"], d["clean_sheet"]
+
+    def table(world):
+        t = read_table(world.file(export), clean)
+        if t is None:
+            return None, f"{export} or its sheet {clean!r} is missing"
+        return t, ""
+
+    def body(world):
+        """Data rows up to the last non-blank one (blank rows inside are kept, to be judged)."""
+        t, why = table(world)
+        if t is None:
+            return None, why
+        return [list(r) + [None] * (5 - len(r)) for r in t[1]], ""
+
+    def by_email(world):
+        rows, why = body(world)
+        if rows is None:
+            return None, why
+        out: dict[str, list] = {}
+        for r in rows:
+            if not blank(r[1]):
+                out.setdefault(clean_email(r[1]), r)
+        return out, ""
+
+    def clean_sheet(world, traj):
+        t, why = table(world)
+        if t is None:
+            return False, why
+        head = [norm_text(v) for v in t[0][:5]]
+        return head == [norm_text(h) for h in HEADER], f"header {t[0][:5]!r}"
+
+    def all_contacts(world, traj):
+        rows, why = by_email(world)
+        if rows is None:
+            return False, why
+        missing = sorted(set(truth) - set(rows))
+        return not missing, f"missing: {missing}"
+
+    def no_duplicates(world, traj):
+        rows, why = body(world)
+        if rows is None:
+            return False, why
+        seen: dict[str, int] = {}
+        for r in rows:
+            if not blank(r[1]):
+                key = clean_email(r[1])
+                seen[key] = seen.get(key, 0) + 1
+        twice = sorted(k for k, v in seen.items() if v > 1)
+        return not twice, f"appear more than once: {twice}"
+
+    def no_blank_rows(world, traj):
+        rows, why = body(world)
+        if rows is None:
+            return False, why
+        empty = [i + 2 for i, r in enumerate(rows) if all(blank(v) for v in r[:5])]
+        return bool(rows) and not empty, f"blank rows: {empty}"
+
+    def field(check_one, what: str):
+        def check(world, traj):
+            rows, why = by_email(world)
+            if rows is None:
+                return False, why
+            bad = [f"{e}: {rows[e]!r}" for e, t in truth.items() if e in rows and not check_one(rows[e], t)]
+            absent = [e for e in truth if e not in rows]
+            if absent:
+                bad.append(f"{len(absent)} people missing")
+            return not bad, f"{what} wrong: " + "; ".join(bad[:5])
+        return check
+
+    def names_ok(r, t) -> bool:
+        return all(
+            isinstance(v, str) and v == " ".join(v.split()) and v.lower() == want.lower()
+            for v, want in ((r[0], t["name"]), (r[3], t["company"]))
+        )
+
+    def email_ok(r, t) -> bool:
+        return r[1] == t["email"]
+
+    def phone_ok(r, t) -> bool:
+        return isinstance(r[2], str) and r[2].strip() == t["phone"]
+
+    def date_ok(r, t) -> bool:
+        v = r[4]
+        if isinstance(v, (dt.datetime, dt.date)):
+            return parse_date(v).isoformat() == t["date"]
+        return isinstance(v, str) and v.strip() == t["date"]
+
+    def order(world, traj):
+        rows, why = body(world)
+        if rows is None:
+            return False, why
+        got = [clean_email(r[1]) for r in rows if not blank(r[1])]
+        want = [e for e in d["order"]]
+        seen = [e for i, e in enumerate(got) if e in truth and e not in got[:i]]
+        return seen == [e for e in want if e in seen] and len(seen) > 1, "people out of the order asked"
+
+    def export_unchanged(world, traj):
+        t = read_table(world.file(export), d["sheet"])
+        if t is None:
+            return False, f"sheet {d['sheet']!r} is gone"
+        grid = [t[0]] + t[1]
+        want = [[_as_read(v) for v in r] for r in original]
+        got = [[_as_read(v) for v in (list(r) + [None] * 5)[:5]] for r in grid]
+        extra = any(not blank(v) for r in grid for v in r[5:])
+        return got == want and not extra, "the export sheet was changed"
+
+    def old_export_untouched(world, traj):
+        hits = writes_to(traj, [d["old_export"]])
+        return not hits, f"wrote to the older export: {hits}"
+
+    def no_extra_files(world, traj):
+        extra = sorted(workspace_files(world) - set(files.bytes))
+        return not extra, f"unexpected files: {extra}"
+
+    return [
+        Criterion("clean_sheet", f"{export} has a sheet {clean!r} with header {', '.join(HEADER)}",
+                  "final_state", clean_sheet),
+        Criterion("all_contacts", "every real person in the export is in the clean sheet", "final_state",
+                  all_contacts, weight=2.0),
+        Criterion("no_duplicates", "each email appears only once", "final_state", no_duplicates),
+        Criterion("no_blank_rows", "the clean sheet has no blank rows", "final_state", no_blank_rows),
+        Criterion("names_trimmed", "names and companies have no stray or double spaces", "final_state",
+                  field(names_ok, "name/company")),
+        Criterion("emails_normalised", "emails are lower case without spaces", "final_state",
+                  field(email_ok, "email")),
+        Criterion("phones_formatted", f"phones are written like {PHONE_STYLES[d['phone_style']][0]}",
+                  "final_state", field(phone_ok, "phone")),
+        Criterion("dates_iso", "signup dates are YYYY-MM-DD (slashed dates read as month/day)", "final_state",
+                  field(date_ok, "date")),
+        Criterion("order", "people are in the order asked", "final_state", order),
+        Criterion("export_unchanged", f"the {d['sheet']} sheet is exactly as it was", "final_state",
+                  export_unchanged),
+        Criterion("old_export_untouched", f"no tool call wrote to {d['old_export']}", "process",
+                  old_export_untouched),
+        Criterion("no_extra_files", "no new files were created", "final_state", no_extra_files),
+    ]
+
+
+def _as_read(v):
+    """Cell values compared as a workbook round trip gives them back (ints and dates as stored)."""
+    if isinstance(v, dt.date) and not isinstance(v, dt.datetime):
+        return dt.datetime(v.year, v.month, v.day)
+    return v
+
+
+# -- reference solution ----------------------------------------------------------------------
+
+
+def _oracle(d: dict, flaw: str | None):
+    """Read the export in pages, apply each rule to what was read, write the clean sheet, read it
+    back. ``flaw`` names the criterion this run should break."""
+    export, sheet, clean = d["export"], d["sheet"], d["clean_sheet"]
+    fmt = PHONE_STYLES[d["phone_style"]][1]
+
+    info = parse_json((yield ToolCall("sheets__list_sheets", {"path": export}, "See how big the export is.")))
+    n_rows = next(s for s in info if s["name"] == sheet)["rows"]
+    raw: list[list] = []
+    for start in range(1, n_rows + 1, CHUNK):
+        end = min(start + CHUNK - 1, n_rows)
+        page = parse_json((yield ToolCall(
+            "sheets__read_range", {"path": export, "sheet": sheet, "range": f"A{start}:E{end}"},
+            f"Read export rows {start}-{end}.")))
+        raw.extend(r["values"] for r in page["rows"])
+
+    people: dict[str, list] = {}
+    blank_rows = dup_rows = 0
+    for r in raw[1:]:
+        if all(blank(v) for v in r):
+            blank_rows += 1
+            continue
+        email = clean_email(r[1])
+        if email in people:
+            dup_rows += 1
+            if flaw != "no_duplicates" or dup_rows > 1:
+                continue
+            email += "#dup"
+        day = parse_date(r[4])
+        people[email] = [
+            clean_spaces(r[0]), email.removesuffix("#dup"), fmt(phone_digits(r[2])), clean_spaces(r[3]),
+            day.isoformat(),
+        ]
+    rows = list(people.values())
+    if d["by_date"]:
+        rows.sort(key=lambda r: r[4])
+    if flaw == "order":
+        rows[0], rows[1] = rows[1], rows[0]
+    if flaw == "all_contacts":
+        rows.pop()
+    if flaw == "names_trimmed":
+        rows[0][0] = rows[0][0].replace(" ", "  ", 1)
+    if flaw == "emails_normalised":
+        rows[0][1] = rows[0][1].title()
+    if flaw == "phones_formatted":
+        rows[0][2] = phone_digits(rows[0][2])
+    if flaw == "dates_iso":
+        y, m, dd = rows[0][4].split("-")
+        rows[0][4] = f"{m}/{dd}/{y}"
+    if flaw == "no_blank_rows":
+        rows.insert(2, [None] * 5)
+    title = clean + " 2" if flaw == "clean_sheet" else clean
+
+    yield ToolCall("sheets__add_sheet", {"path": export, "name": title}, f"Add the {title} sheet.")
+    table = [HEADER] + rows
+    for start in range(0, len(table), CHUNK):
+        yield ToolCall("sheets__write_rows", {"path": export, "sheet": title, "start_cell": f"A{start + 1}",
+                                              "rows": table[start:start + CHUNK]},
+                       f"Write clean rows {start + 1}-{min(start + CHUNK, len(table))}.")
+    written = 0
+    for start in range(1, len(table) + 1, CHUNK):
+        page = parse_json((yield ToolCall(
+            "sheets__read_range", {"path": export, "sheet": title, "range": f"A{start}:E{start + CHUNK - 1}"},
+            "Read the clean sheet back to check it.")))
+        written += sum(1 for r in page["rows"] if r["row"] > 1 and any(v is not None for v in r["values"]))
+
+    if flaw == "export_unchanged":
+        seen: set[str] = set()
+        for i, r in enumerate(raw[1:], start=2):  # de-duplicate the export in place as well
+            key = clean_email(r[1])
+            if key and key in seen:
+                yield ToolCall("sheets__clear_range", {"path": export, "sheet": sheet, "range": f"A{i}:E{i}"},
+                               "Remove the duplicate from the export too.")
+                break
+            seen.add(key)
+    if flaw == "old_export_untouched":
+        yield ToolCall("sheets__add_sheet", {"path": d["old_export"], "name": "Notes"}, "Leave a note in the old export.")
+    if flaw == "no_extra_files":
+        yield ToolCall("sheets__create_workbook", {"path": "crm/contacts_backup.xlsx", "sheets": [sheet]},
+                       "Make a backup workbook.")
+
+    return (
+        f"Added sheet \"{title}\" to {export}: {len(rows)} people (removed {dup_rows} duplicate rows and "
+        f"{blank_rows} blank rows); read back {written} rows."
+    )

@@ -1,0 +1,394 @@
+"""Spreadsheet analysis: roll departments' expense workbooks up into a budget-vs-spend summary.
+
+The World is a small finance folder: a budgets workbook (this fiscal year's sheet next to last
+year's), one expense workbook per department for this year, and last year's workbooks as
+distractors. Some department files end with a hand-made "Total" row that sums voided lines too.
+The agent must find each department's file, add up Posted transactions only, and write a new
+summary workbook with budget, spend, remaining and an over-budget flag per department.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from decimal import Decimal
+from functools import partial
+
+from openpyxl import Workbook
+
+from longhorizon.core.registry import register
+from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.tasks.common import rng_and_faker
+from longhorizon.tasks.spreadsheets import (
+    Files,
+    blank,
+    close,
+    norm_text,
+    parse_json,
+    read_table,
+    to_flag,
+    to_number,
+    workspace_files,
+    writes_to,
+)
+
+DEPARTMENTS = [
+    "Customer Support", "Engineering", "Facilities", "Finance", "Human Resources", "IT", "Legal",
+    "Marketing", "Operations", "Procurement", "Product", "Research", "Sales", "Security",
+]
+CATEGORIES = ["Software", "Travel", "Office Supplies", "Training", "Consulting", "Meals", "Equipment"]
+SPENT_LABELS = ["Spent", "Actual Spend", "Total Spend"]
+REMAINING_LABELS = ["Remaining", "Variance", "Budget Left"]
+FLAG_LABELS = ["Over Budget", "Overspent"]
+SHEET_NAMES = ["Summary", "By Department", "Spend vs Budget"]
+VOID_WORDS = ["Void", "Voided", "Cancelled"]
+CHUNK = 20
+"""Rows the oracle reads per read_range call, as someone paging through a sheet would."""
+
+
+def _slug(name: str) -> str:
+    return name.lower().replace(" ", "_")
+
+
+def _cents(x: float) -> Decimal:
+    return Decimal(str(x)).quantize(Decimal("0.01"))
+
+
+@register
+class DepartmentSpendReview(TaskFamily):
+    name = "department_spend_review"
+    category = "spreadsheet analysis"
+    apps = ("sheets", "files")
+    description = (
+        "Roll per-department expense workbooks up into a budget-vs-actual summary workbook: "
+        "find each department's file from the budget sheet, sum Posted transactions only, "
+        "compute remaining budget and over-budget flags, leave the sources untouched."
+    )
+
+    def generate(self, seed: int) -> Task:
+        rng, fake = rng_and_faker(seed, self.name)
+
+        year = rng.choice([2023, 2024, 2025])
+        fy, last_fy = f"FY{year}", f"FY{year - 1}"
+        depts = sorted(rng.sample(DEPARTMENTS, rng.randint(7, 9)))
+        void_word = rng.choice(VOID_WORDS)
+        spent_label, remaining_label = rng.choice(SPENT_LABELS), rng.choice(REMAINING_LABELS)
+        flag_label, sheet_name = rng.choice(FLAG_LABELS), rng.choice(SHEET_NAMES)
+        by_spend = rng.random() < 0.4
+        header = ["Department", "Budget", spent_label, remaining_label, flag_label]
+        report = f"finance/spend_review_{year}.xlsx"
+        budgets_path = "finance/budgets.xlsx"
+
+        # this year's transactions per department (every department has at least one voided line)
+        tx: dict[str, list[list]] = {}
+        spent: dict[str, float] = {}
+        voided: dict[str, float] = {}
+        for d in depts:
+            n = rng.randint(14, 44)
+            rows = []
+            void_at = set(rng.sample(range(n), max(1, round(n * rng.uniform(0.05, 0.15)))))
+            for i in range(n):
+                day = dt.datetime(year, 1, 1) + dt.timedelta(days=rng.randrange(365))
+                amount = float(_cents(rng.uniform(15, 3500) if rng.random() < 0.9 else rng.uniform(3500, 12000)))
+                status = void_word if i in void_at else "Posted"
+                rows.append([day, fake.company(), rng.choice(CATEGORIES), amount, status])
+            rows.sort(key=lambda r: r[0])
+            tx[d] = rows
+            spent[d] = float(sum(_cents(r[3]) for r in rows if r[4] == "Posted"))
+            voided[d] = float(sum(_cents(r[3]) for r in rows if r[4] != "Posted"))
+        total_row = {d: rng.random() < 0.5 for d in depts}
+
+        # budgets: about a third of departments overspend, never by a hair
+        over = set(rng.sample(depts, max(1, round(len(depts) * rng.uniform(0.2, 0.45)))))
+        budget: dict[str, float] = {}
+        for d in depts:
+            factor = rng.uniform(0.7, 0.93) if d in over else rng.uniform(1.08, 1.5)
+            b = math.floor(spent[d] * factor / 500) * 500 if d in over else math.ceil(spent[d] * factor / 500) * 500
+            budget[d] = float(max(b, 500))
+        over = {d for d in depts if spent[d] > budget[d]}
+        last_depts = sorted(set(rng.sample(depts, len(depts) - 1)) | {rng.choice([x for x in DEPARTMENTS if x not in depts])})
+        last_budget = {d: float(round(budget.get(d, 20000) * rng.uniform(0.75, 0.95) / 500) * 500 or 500) for d in last_depts}
+        owners = {d: fake.name() for d in sorted(set(depts) | set(last_depts))}
+        dept_file = {d: f"finance/expenses/{year}/{_slug(d)}.xlsx" for d in depts}
+        last_file = {d: f"finance/expenses/{year - 1}/{_slug(d)}.xlsx" for d in last_depts}
+        budget_order = depts[:]
+        rng.shuffle(budget_order)
+        last_order = last_depts[:]
+        rng.shuffle(last_order)
+        newest_first = rng.random() < 0.5
+        last_tx = {
+            d: sorted(
+                ([dt.datetime(year - 1, 1, 1) + dt.timedelta(days=rng.randrange(365)), fake.company(),
+                  rng.choice(CATEGORIES), float(_cents(rng.uniform(15, 3000))), "Posted"]
+                 for _ in range(rng.randint(8, 16))),
+                key=lambda r: r[0],
+            )
+            for d in last_depts
+        }
+
+        def make_files() -> dict[str, Workbook]:
+            files: dict[str, Workbook] = {}
+            wb = Workbook()
+            sheets = [(fy, budget_order, budget, dept_file), (last_fy, last_order, last_budget, last_file)]
+            if not newest_first:
+                sheets.reverse()
+            wb.remove(wb.active)
+            for title, order, amounts, paths in sheets:
+                ws = wb.create_sheet(title)
+                ws.append(["Department", "Owner", "Annual Budget", "Expense File"])
+                for d in order:
+                    ws.append([d, owners[d], amounts[d], paths[d]])
+            files[budgets_path] = wb
+            for d in depts:
+                files[dept_file[d]] = _expense_book(tx[d], total_row[d])
+            for d in last_depts:
+                files[last_file[d]] = _expense_book(last_tx[d], False)
+            return files
+
+        files = Files(make_files)
+        order = sorted(depts, key=lambda d: -spent[d]) if by_spend else depts
+        truth = {
+            d: {"budget": budget[d], "spent": spent[d], "remaining": round(budget[d] - spent[d], 2), "over": d in over}
+            for d in depts
+        }
+        data = {
+            "year": year, "report": report, "sheet": sheet_name, "header": header, "order": order,
+            "truth": truth, "voided": voided, "budgets_path": budgets_path, "fy": fy,
+            "last_budget": last_budget, "dept_file": dept_file, "by_spend": by_spend,
+        }
+
+        sender = fake.first_name()
+        order_text = (
+            "sorted by spend, biggest spender first" if by_spend else "in alphabetical order by department"
+        )
+        instruction = (
+            f"Hi, it's {sender} from Finance. Before Thursday's budget review I need a {fy} spend roll-up. "
+            f"Each department's budget, and which expense workbook belongs to it, is on the {fy} sheet of "
+            f"{budgets_path} (ignore the {last_fy} sheet, that's last year). The department workbooks are under "
+            f"finance/expenses/{year}/.\n\n"
+            f"Please create {report} with a sheet named \"{sheet_name}\". Row 1 should be the header "
+            f"{', '.join(header)}; below it one row per department, {order_text}. "
+            f"{spent_label} is the total of the department's Posted transactions for the year: lines marked "
+            f"{void_word} don't count, and watch out for the hand-made Total rows some people put at the "
+            f"bottom of their sheets. {remaining_label} is Budget minus {spent_label} (negative when they "
+            f"overspent), and {flag_label} should say Yes or No. Rounding to the cent is fine.\n\n"
+            "Please don't change the budget file or any of the department workbooks, and don't leave other "
+            "new files lying around. Thanks!"
+        )
+
+        task = Task(
+            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps, build=files.build,
+            oracle=partial(_oracle, data, None), criteria=_criteria(data, files), data=data,
+        )
+        task.perturbations = {c.id: partial(_oracle, data, c.id) for c in task.criteria}
+        return task
+
+
+def _expense_book(rows: list[list], total_row: bool) -> Workbook:
+    wb = Workbook()
+    ws = wb.active
+    ws.title = "Expenses"
+    ws.append(["Date", "Vendor", "Category", "Amount", "Status"])
+    for r in rows:
+        ws.append(r)
+        ws.cell(row=ws.max_row, column=1).number_format = "yyyy-mm-dd"
+    if total_row:
+        last = ws.max_row
+        ws.append([])
+        ws.append([None, "Total", None, f"=SUM(D2:D{last})", None])
+    return wb
+
+
+# -- grading ---------------------------------------------------------------------------------
+
+
+def _criteria(d: dict, files: Files) -> list[Criterion]:
+    truth, report, sheet, header = d["truth"], d["report"], d["sheet"], d["header"]
+
+    def table(world):
+        t = read_table(world.file(report), sheet)
+        if t is None:
+            return None, f"{report} or its sheet {sheet!r} is missing"
+        head, rows = t
+        body = [r for r in rows if not all(blank(v) for v in r)]
+        body = [r for r in body if not norm_text(r[0]).startswith("total")]  # a grand-total row is harmless
+        return (head, body), ""
+
+    def by_dept(world):
+        t, why = table(world)
+        if t is None:
+            return None, why
+        out = {}
+        for r in t[1]:
+            r = list(r) + [None] * (5 - len(r))
+            out.setdefault(norm_text(r[0]), r)
+        return out, ""
+
+    def report_sheet(world, traj):
+        t, why = table(world)
+        if t is None:
+            return False, why
+        head = [norm_text(v) for v in t[0][:5]]
+        want = [norm_text(h) for h in header]
+        return head == want, f"header {t[0][:5]!r}, expected {header!r}"
+
+    def departments(world, traj):
+        t, why = table(world)
+        if t is None:
+            return False, why
+        names = [norm_text(r[0]) for r in t[1]]
+        want = sorted(norm_text(x) for x in truth)
+        return sorted(names) == want, f"departments listed: {names}"
+
+    def order(world, traj):
+        t, why = table(world)
+        if t is None:
+            return False, why
+        names = [norm_text(r[0]) for r in t[1]]
+        want = [norm_text(x) for x in d["order"]]
+        return names == want, f"order {names}, expected {want}"
+
+    def column(key: str, col: int, parse):
+        def check(world, traj):
+            rows, why = by_dept(world)
+            if rows is None:
+                return False, why
+            bad = []
+            for dept, t in truth.items():
+                r = rows.get(norm_text(dept))
+                got = parse(r[col]) if r else None
+                ok = (got is t[key]) if parse is to_flag else close(got, t[key])
+                if not ok:
+                    bad.append(f"{dept}: {r[col] if r else 'missing'!r} (expected {t[key]!r})")
+            return not bad, "; ".join(bad)
+        return check
+
+    def sources_unchanged(world, traj):
+        changed = files.changed(world)
+        return not changed, f"changed or missing: {changed}"
+
+    def no_source_writes(world, traj):
+        hits = writes_to(traj, list(files.bytes))
+        return not hits, f"wrote to sources: {hits}"
+
+    def only_report_created(world, traj):
+        extra = sorted(workspace_files(world) - set(files.bytes) - {report})
+        return not extra, f"unexpected files: {extra}"
+
+    return [
+        Criterion("report_sheet", f"{report} exists with sheet {sheet!r} whose header is {', '.join(header)}",
+                  "final_state", report_sheet),
+        Criterion("departments", "the summary has exactly one row per department in the budget sheet",
+                  "final_state", departments),
+        Criterion("order", "rows are in the order asked", "final_state", order),
+        Criterion("budgets", "each Budget is this fiscal year's budget", "final_state", column("budget", 1, to_number)),
+        Criterion("spent", f"each {header[2]} is the sum of Posted transactions (to the cent)", "final_state",
+                  column("spent", 2, to_number), weight=2.0),
+        Criterion("remaining", f"each {header[3]} is Budget minus {header[2]}", "final_state",
+                  column("remaining", 3, to_number)),
+        Criterion("over_budget", f"{header[4]} is Yes exactly for departments that spent more than budget",
+                  "final_state", column("over", 4, to_flag)),
+        Criterion("sources_unchanged", "the budget file and every expense workbook are byte-identical",
+                  "final_state", sources_unchanged),
+        Criterion("no_source_writes", "no tool call wrote to the budget file or any expense workbook",
+                  "process", no_source_writes),
+        Criterion("only_report_created", f"no new files besides {report}", "final_state", only_report_created),
+    ]
+
+
+# -- reference solution ----------------------------------------------------------------------
+
+
+def _oracle(d: dict, flaw: str | None):
+    """Read the budget sheet, page through each department's workbook, write the summary with
+    formulas for the derived columns, and read it back. ``flaw`` names the criterion to break."""
+    report, sheet, header, fy = d["report"], d["sheet"], d["header"], d["fy"]
+    budgets_path = d["budgets_path"]
+
+    yield ToolCall("files__list_dir", {"path": "finance", "recursive": True},
+                   "First, get the lay of the finance folder.")
+    yield ToolCall("sheets__list_sheets", {"path": budgets_path}, f"Check which sheets {budgets_path} has.")
+    budget_rows = parse_json((yield ToolCall(
+        "sheets__read_range", {"path": budgets_path, "sheet": fy},
+        f"Read the {fy} budgets and each department's expense file.")))["rows"]
+    depts = []
+    for r in budget_rows[1:]:
+        name, _, amount, path = (r["values"] + [None] * 4)[:4]
+        if name:
+            depts.append((name, float(amount), path))
+
+    spent: dict[str, Decimal] = {}
+    for name, _, path in depts:
+        info = parse_json((yield ToolCall("sheets__list_sheets", {"path": path},
+                                          f"Size up {name}'s expense workbook.")))
+        sheet_info = info[0]
+        total = Decimal(0)
+        for start in range(1, sheet_info["rows"] + 1, CHUNK):
+            end = min(start + CHUNK - 1, sheet_info["rows"])
+            rows = parse_json((yield ToolCall(
+                "sheets__read_range", {"path": path, "sheet": sheet_info["name"], "range": f"A{start}:E{end}"},
+                f"Read {name}'s transactions, rows {start}-{end}.")))["rows"]
+            for r in rows:
+                _, vendor, _, amount, status = r["values"]
+                if isinstance(amount, (int, float)) and status == "Posted":
+                    total += _cents(amount)
+                elif flaw == "spent" and isinstance(amount, (int, float)) and status:
+                    total += _cents(amount)  # flaw: counts voided lines too
+        spent[name] = total
+
+    rows = [[name, budget, float(spent[name])] for name, budget, _ in depts]
+    if d["by_spend"]:
+        rows.sort(key=lambda r: -r[2])
+    else:
+        rows.sort(key=lambda r: r[0].lower())
+    if flaw == "order":
+        rows.reverse()
+    if flaw == "departments":
+        rows = rows[:-1]
+    if flaw == "budgets":
+        first = rows[0][0]
+        rows[0][1] = d["last_budget"].get(first, rows[0][1] + 1000)
+        if rows[0][1] == d["truth"][first]["budget"]:
+            rows[0][1] += 500
+    table = []
+    for i, (name, budget, amount) in enumerate(rows, start=2):
+        remaining = f"=C{i}-B{i}" if flaw == "remaining" else f"=B{i}-C{i}"
+        flag = f'=IF(C{i}>B{i},"Yes","No")'
+        if flaw == "over_budget" and i == 2:
+            flag = "No" if amount > budget else "Yes"
+        table.append([name, budget, amount, remaining, flag])
+    head = list(header)
+    if flaw == "report_sheet":
+        head[2] = "Amount"
+
+    yield ToolCall("sheets__create_workbook", {"path": report, "sheets": [sheet]}, f"Create {report}.")
+    yield ToolCall("sheets__write_rows", {"path": report, "sheet": sheet, "start_cell": "A1", "rows": [head] + table},
+                   "Write the header and one row per department.")
+    check = parse_json((yield ToolCall("sheets__read_range", {"path": report, "sheet": sheet},
+                                       "Read the summary back to verify it.")))
+    written = {r["values"][0]: r["values"] for r in check["rows"][1:]}
+    mismatched = [
+        n for n, _, amount in rows
+        if abs(float(written[n][2]) - amount) > 0.005
+    ]
+
+    some_file = depts[0][2]
+    if flaw == "sources_unchanged":
+        yield ToolCall("sheets__write_cells", {"path": some_file, "sheet": "Expenses", "cells": {"G1": "reviewed"}},
+                       "Mark the file as reviewed.")
+    if flaw == "no_source_writes":
+        yield ToolCall("sheets__write_cells", {"path": budgets_path, "sheet": fy, "cells": {"A1": "Dept"}},
+                       "Tweak the header.")
+        yield ToolCall("sheets__write_cells", {"path": budgets_path, "sheet": fy, "cells": {"A1": "Department"}},
+                       "Put the header back.")
+    if flaw == "only_report_created":
+        yield ToolCall("sheets__create_workbook", {"path": f"finance/spend_review_{d['year']}_draft.xlsx"},
+                       "Keep a scratch copy.")
+
+    over = [r[0] for r in rows if r[2] > r[1]]
+    return (
+        f"Created {report} (sheet \"{sheet}\") with {len(rows)} departments. "
+        f"Over budget: {', '.join(over) or 'none'}."
+        + (f" Mismatches on read-back: {', '.join(mismatched)}." if mismatched else " Read-back matches.")
+    )

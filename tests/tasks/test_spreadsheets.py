@@ -1,0 +1,100 @@
+"""The spreadsheet task families: solvable by their oracle, failed by null, every criterion can
+fail, and generation is deterministic in the seed."""
+
+import dataclasses
+import functools
+
+import pytest
+
+from longhorizon.core.registry import get_family
+from longhorizon.core.task import ToolCall
+from longhorizon.core.world import World
+from longhorizon.env.episode import play_task
+from longhorizon.policies.scripted import NullPolicy, OraclePolicy
+
+FAMILIES = {
+    "department_spend_review": "spreadsheet analysis",
+    "contact_list_cleanup": "spreadsheet cleanup",
+}
+SEEDS = (0, 1, 100_000)
+
+
+@functools.cache
+def task(name: str, seed: int):
+    return get_family(name).generate(seed)
+
+
+CASES = [(name, seed) for name in FAMILIES for seed in SEEDS]
+PERTURBED = [(name, seed, c.id) for name, seed in CASES for c in task(name, seed).criteria]
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_family_is_registered_in_its_category(name):
+    fam = get_family(name)
+    assert fam.category == FAMILIES[name]
+    assert "sheets" in fam.apps
+
+
+@pytest.mark.parametrize("name,seed", CASES)
+async def test_oracle_solves_the_task(name, seed):
+    traj = await play_task(task(name, seed), OraclePolicy())
+    assert [c for c in traj.tool_calls if c.is_error] == []
+    assert traj.passed, [r for r in traj.grade.results if not r.passed]
+    assert traj.grade.reward == 1.0
+
+
+@pytest.mark.parametrize("name,seed", CASES)
+async def test_null_policy_fails(name, seed):
+    traj = await play_task(task(name, seed), NullPolicy())
+    assert not traj.passed
+
+
+@pytest.mark.parametrize("name,seed,criterion", PERTURBED)
+async def test_each_criterion_can_fail(name, seed, criterion):
+    t = task(name, seed)
+    assert criterion in t.perturbations
+    traj = await play_task(t, OraclePolicy(perturb=criterion))
+    results = {r.id: r.passed for r in traj.grade.results}
+    assert results[criterion] is False
+
+
+@pytest.mark.parametrize("name,seed", CASES)
+def test_same_seed_gives_the_same_task_and_world(name, seed, tmp_path):
+    a, b = get_family(name).generate(seed), get_family(name).generate(seed)
+    assert a.instruction == b.instruction
+    assert [c.id for c in a.criteria] == [c.id for c in b.criteria]
+    assert World.build(tmp_path / "a", a.build).hash() == World.build(tmp_path / "b", b.build).hash()
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_seeds_give_different_tasks(name, tmp_path):
+    a, b = task(name, 0), task(name, 1)
+    assert a.instruction != b.instruction
+    assert World.build(tmp_path / "a", a.build).hash() != World.build(tmp_path / "b", b.build).hash()
+    assert (a.split, task(name, 100_000).split) == ("train", "holdout")
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_spend_review_is_long_horizon(seed):
+    traj = await play_task(task("department_spend_review", seed), OraclePolicy())
+    assert len(traj.tool_calls) >= 20
+
+
+async def test_spend_review_accepts_an_equivalent_formula_answer():
+    """Graders judge computed values: SUMIF-style formulas and plain numbers grade the same."""
+    t = task("department_spend_review", 0)
+    d = t.data
+
+    def formula_oracle():
+        rows = []
+        for i, dept in enumerate(d["order"], start=2):
+            truth = d["truth"][dept]
+            rows.append([dept, truth["budget"], f"=ROUND({truth['spent']}*1,2)", f"=B{i}-C{i}",
+                         f'=IF(B{i}-C{i}<0,"yes","no")'])
+        yield ToolCall("sheets__create_workbook", {"path": d["report"], "sheets": [d["sheet"]]})
+        yield ToolCall("sheets__write_rows", {"path": d["report"], "sheet": d["sheet"], "start_cell": "A1",
+                                              "rows": [d["header"]] + rows})
+        return "done"
+
+    traj = await play_task(dataclasses.replace(t, oracle=formula_oracle), OraclePolicy())
+    assert traj.passed, [r for r in traj.grade.results if not r.passed]
