@@ -1,0 +1,1 @@
+"""Calendar task families: "calendar scheduling" and the mail + calendar "meeting coordination"."""

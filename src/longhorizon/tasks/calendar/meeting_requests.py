@@ -1,0 +1,475 @@
+"""Meeting coordination (mail + calendar): turn meeting requests in the inbox into events.
+
+Requests name an exact time or a window ("any 45 minutes Thursday afternoon"); some ask
+for an extra invitee. One lands on the owner's protected Focus time and must be declined
+by reply instead. Every booked request gets a reply confirming the day and time.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from datetime import date, timedelta
+from pathlib import Path
+
+from longhorizon.apps.calendar import state as cal
+from longhorizon.apps.mail import state as mail
+from longhorizon.apps.mail.state import parse_address
+from longhorizon.core.registry import register
+from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.tasks.calendar.slots import at, blocks, first_free, intersect_hours, iso, snapshot
+from longhorizon.tasks.mail.common import (
+    People,
+    company,
+    day_month,
+    faker_for,
+    long_date,
+    loads,
+    mentions_day,
+    mentions_time,
+    monday_of,
+    norm,
+)
+
+HOURS = [("08:00", "16:30"), ("08:30", "17:00"), ("09:00", "17:30"), ("09:00", "18:00")]
+FOCUS = ("09:00", "12:00")
+TOPICS = [
+    "Q3 vendor shortlist", "onboarding checklist", "travel policy update", "warehouse lease renewal",
+    "customer churn review", "pricing page copy", "support hiring plan", "security audit findings",
+    "budget reforecast", "partner newsletter", "intern programme", "data retention policy",
+    "trade show booth", "CRM migration", "office move logistics", "annual report layout",
+]
+STOP = {"the", "and", "for", "of", "on", "a", "to", "our"}
+COLLEAGUE_EVENTS = ["Customer call", "Team sync", "Design review", "Training", "Interview", "Vendor demo"]
+OWNER_EVENTS = ["Leadership sync", "Budget review", "Finance check-in", "Hiring panel", "Recruiter call"]
+FYI = [
+    ("All-hands moved to Thursday 15:00", "Quick FYI: this quarter's all-hands moves to Thursday at 15:00 in the "
+     "atrium. No need to reply."),
+    ("Room booking etiquette", "Reminder: please release meeting rooms you no longer need so others can use them."),
+    ("Can you review the draft?", "When you get a moment, could you look over the draft proposal in the shared "
+     "drive? No rush, end of next week is fine."),
+    ("Lunch order", "Sandwich order for Friday's training goes in at 10:00. Reply to me directly if you want one."),
+]
+NEWS = [("Your weekly productivity digest", "Ten ways to run shorter meetings."),
+        ("Webinar: hybrid work in 2026", "Join us live next month. Seats are limited!"),
+        ("Industry roundup", "The stories that mattered this week, in five minutes.")]
+
+
+def _stamp(rng: random.Random, day: date) -> str:
+    """An early-morning arrival time on ``day`` (before the mailbox clock's 09:00)."""
+    return f"{day.isoformat()}T{rng.randint(7, 8):02d}:{rng.randrange(60):02d}:00"
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _topic_words(topic: str) -> list[str]:
+    return [w for w in re.findall(r"[a-z0-9]+", topic.lower()) if len(w) >= 2 and w not in STOP]
+
+
+@register
+class MeetingRequests(TaskFamily):
+    name = "meeting_requests"
+    category = "meeting coordination"
+    apps = ("mail", "calendar")
+    description = (
+        "Book meeting requests that arrived by email (exact times or windows, extra invitees) on the "
+        "calendar, confirm each by reply, and decline the one that falls on protected focus time."
+    )
+
+    def generate(self, seed: int) -> Task:
+        rng = random.Random(seed)
+        fake = faker_for(seed)
+        people = People(fake)
+        _, domain = company(fake)
+        monday = monday_of(rng)
+        today = monday - timedelta(days=rng.choice([3, 4]))
+        week = [monday + timedelta(days=i) for i in range(5)]
+        me = people.make(domain)
+        my_hours = ("08:30", "17:30")
+        staff = [people.make(domain) for _ in range(9)]
+        hours = {p.email: rng.choice(HOURS) for p in staff}
+        hours[me.email] = my_hours
+        lookalikes = [people.make(domain, first=p.first) for p in rng.sample(staff, 2)]
+        directory = [{"email": me.email, "name": me.name, "work_start": my_hours[0], "work_end": my_hours[1]},
+                     *({"email": p.email, "name": p.name, "work_start": hours[p.email][0],
+                        "work_end": hours[p.email][1]} for p in staff),
+                     *({"email": p.email, "name": p.name} for p in lookalikes)]
+        focus_days = sorted(rng.sample(week, 2))
+
+        for _attempt in range(50):
+            events, requests = self._scenario(rng, me, staff, hours, week, focus_days)
+            if requests is not None:
+                break
+        else:  # pragma: no cover - generation bug
+            raise RuntimeError(f"{self.name}: no solvable scenario for seed {seed}")
+        for i, e in enumerate(events, start=1):
+            e["id"] = i
+        last_seed_id = len(events)
+        seeded = {e["id"]: snapshot(e, me.email) for e in events}
+        focus_spans = [(iso(at(d, FOCUS[0])), iso(at(d, FOCUS[1]))) for d in focus_days]
+        tweakable = next(e["id"] for e in events if e["title"] in OWNER_EVENTS)
+
+        # -- mailbox ----------------------------------------------------------------------
+        msgs = []
+        for r in requests:
+            msgs.append(self._request_mail(rng, r, me, today))
+        fyi_sender = people.make(domain)
+        others = []
+        for subj, body in rng.sample(FYI, 3):
+            s = rng.choice(staff + [fyi_sender])
+            others.append({"folder": "Inbox", "sender": s.email, "sender_name": s.name, "subject": subj,
+                           "body": f"Hi {me.first},\n\n{body}\n\n{s.first}",
+                           "date": _stamp(rng, today - timedelta(days=rng.randint(0, 3)))})
+        for subj, body in rng.sample(NEWS, 2):
+            _, nd = company(fake)
+            others.append({"folder": "Inbox", "sender": f"news@{nd}", "sender_name": "Newsletter", "subject": subj,
+                           "body": body, "date": f"{(today - timedelta(days=rng.randint(1, 6))).isoformat()}T06:30:00",
+                           "is_read": True})
+        msgs += others
+        msgs.sort(key=lambda m: m["date"])
+        for i, m in enumerate(msgs, start=1):
+            m["id"] = i
+        for r in requests:
+            r["mail_id"] = r["mail"]["id"]
+        fyi_id = others[0]["id"]
+        accepted = [r for r in requests if r["kind"] != "conflict"]
+        conflict = next(r for r in requests if r["kind"] == "conflict")
+        requests.sort(key=lambda r: r["mail_id"])
+        request_ids = {r["mail_id"] for r in requests}
+        requester_addrs = {r["requester"].email for r in requests}
+
+        def build(root: Path) -> None:
+            mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name,
+                                folders=["Inbox", "Sent", "Archive"], messages=msgs,
+                                now=f"{today.isoformat()}T09:00:00")
+            cal.create_calendar(root / "state" / "calendar.sqlite", me.email, directory, events,
+                                today=today.isoformat())
+
+        instruction = (
+            f"Hi, it's {me.first}. Today is {long_date(today)}. A few people have emailed me asking for "
+            f"meetings next week (Monday {monday.isoformat()} to Friday {week[-1].isoformat()}); could you "
+            f"handle them? For each request in my inbox, book it on my calendar at the time they asked for; "
+            f"if they gave a window instead of a time, pick a slot inside it when everyone invited is free. "
+            f"Use the length they asked for, name the event after the topic they want to discuss, and invite "
+            f"the person who asked plus anyone they asked me to include. Then reply to their email confirming "
+            f"the day and time. One exception: my Focus time blocks are protected. If a request falls on one, "
+            f"don't book it; reply to decline and ask them to suggest another time. Please don't send any "
+            f"other emails, and leave my existing calendar entries as they are."
+        )
+
+        def script(flaw: str | None = None):
+            def run():
+                unread = loads((yield ToolCall("mail__list_messages", {"folder": "Inbox", "unread_only": True},
+                                               note="See what is waiting in the inbox.")))
+                for m in sorted(unread["messages"], key=lambda m: m["id"]):
+                    yield ToolCall("mail__read_message", {"message_id": m["id"]},
+                                   note=f"Read message {m['id']} to see whether it is a meeting request.")
+                yield ToolCall("calendar__list_events", {"start": monday.isoformat(), "end": week[-1].isoformat()},
+                               note="Look at my week, including the protected Focus time blocks.")
+                windowed = [r for r in accepted if r["kind"] == "window"]
+                with_extra = next(r for r in accepted if r["extras"])
+                for r in requests:
+                    if r["kind"] == "conflict" and flaw != "conflict_declined":
+                        yield ToolCall("mail__reply", {"message_id": r["mail_id"], "body": (
+                            f"Hi {r['requester'].first},\n\nSorry, {day_month(r['day'])} at {r['start']} falls in my "
+                            f"protected focus time, so I can't take it. Could you suggest another time?"
+                            f"\n\n{me.first}")},
+                            note="This request lands on protected Focus time: decline it by reply.")
+                        continue
+                    invite = [r["requester"].email]
+                    for x in r["extras"]:
+                        found = loads((yield ToolCall("calendar__list_people", {"query": x.name},
+                                                      note=f"Look up {x.name}'s address.")))
+                        if not (flaw == "events_booked" and r is with_extra):
+                            invite.append(next(p["email"] for p in found if p["name"] == x.name))
+                    day = r["day"].isoformat()
+                    fb = loads((yield ToolCall("calendar__free_busy",
+                                               {"emails": [*invite, me.email], "start": day, "end": day},
+                                               note=f"Check everyone's availability on {day}.")))
+                    busy = [(b["start"], b["end"]) for p in fb["people"] for b in p["busy"]]
+                    if r["kind"] == "window":
+                        if flaw == "no_conflicts" and r is windowed[0]:
+                            trap = at(r["day"], r["trap"][0][11:])
+                            slot = (iso(trap), iso(trap + timedelta(minutes=r["minutes"])))
+                        else:
+                            slot = first_free([(at(r["day"], r["window"][0]), at(r["day"], r["window"][1]))],
+                                              busy, r["minutes"])
+                    else:
+                        slot = (iso(at(r["day"], r["start"])),
+                                iso(at(r["day"], r["start"]) + timedelta(minutes=r["minutes"])))
+                    title = "Meeting" if flaw == "event_titles" and r is accepted[0] else _cap(r["topic"])
+                    yield ToolCall("calendar__create_event", {
+                        "title": title, "start": slot[0], "end": slot[1], "attendees": invite,
+                        "description": f"Requested by {r['requester'].name} by email."},
+                        note=f"Book {r['topic']} for {slot[0]}.")
+                    start = at(r["day"], slot[0][11:])
+                    confirm = (f"Hi {r['requester'].first},\n\nDone: {r['topic']} is booked for "
+                               f"{day_month(r['day'])} at {start.strftime('%H:%M')} ({r['minutes']} minutes); "
+                               f"the invitation is on its way.\n\n{me.first}")
+                    if flaw == "confirmations" and r is accepted[-1]:
+                        confirm = f"Hi {r['requester'].first},\n\nBooked, see you then!\n\n{me.first}"
+                    yield ToolCall("mail__reply", {"message_id": r["mail_id"], "body": confirm},
+                                   note=f"Confirm the time to {r['requester'].first}.")
+                if flaw == "no_other_mail":
+                    yield ToolCall("mail__reply", {"message_id": fyi_id, "body": "Thanks, noted!"},
+                                   note="Acknowledge the FYI.")
+                if flaw == "calendar_untouched":
+                    yield ToolCall("calendar__update_event", {"event_id": tweakable, "location": "Room 4B"},
+                                   note="Give this meeting a room.")
+                yield ToolCall("calendar__list_events", {"start": monday.isoformat(), "end": week[-1].isoformat()},
+                               note="Verify the new events sit where they should, with nothing on Focus time.")
+                yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 10},
+                               note="Verify every requester got a reply.")
+                return (f"Booked {len(accepted)} meetings and confirmed each by reply; declined "
+                        f"{conflict['requester'].name}'s request because it fell on protected Focus time.")
+            return run
+
+        # -- graders --------------------------------------------------------------------
+        def new_events(world) -> list[dict]:
+            return [e for e in cal.events(world) if e["id"] > last_seed_id]
+
+        def guests(e: dict) -> set[str]:
+            return {a["email"] for a in e["attendees"]} - {me.email}
+
+        def events_for(world, r) -> list[dict]:
+            return [e for e in new_events(world) if r["requester"].email in guests(e)]
+
+        def replies_to(world, mid: int) -> list[dict]:
+            return [m for m in mail.sent_messages(world) if m["in_reply_to"] == mid]
+
+        def check_booked(world, traj):
+            for r in accepted:
+                evs = events_for(world, r)
+                if len(evs) != 1:
+                    return False, f"{r['topic']}: {len(evs)} events"
+                e = evs[0]
+                want = {r["requester"].email, *(x.email for x in r["extras"])}
+                if guests(e) != want:
+                    return False, f"{r['topic']}: invited {sorted(guests(e))}, expected {sorted(want)}"
+                length = cal.parse_time(e["end"]) - cal.parse_time(e["start"])
+                if length != timedelta(minutes=r["minutes"]):
+                    return False, f"{r['topic']}: {length} long, expected {r['minutes']} minutes"
+                if r["kind"] == "fixed" and e["start"] != iso(at(r["day"], r["start"])):
+                    return False, f"{r['topic']}: starts {e['start']}, asked for {r['day']} {r['start']}"
+                if r["kind"] == "window":
+                    lo, hi = (iso(at(r["day"], w)) for w in r["window"])
+                    if not (lo <= e["start"] and e["end"] <= hi):
+                        return False, f"{r['topic']}: {e['start']} is outside the window {r['window']} on {r['day']}"
+            return True
+
+        def check_conflicts(world, traj):
+            for r in accepted:
+                evs = events_for(world, r)
+                if not evs:
+                    return False, f"{r['topic']}: not booked"
+                for e in evs:
+                    for who in [me.email, *guests(e)]:
+                        clash = [b["id"] for b in cal.busy(world, who, e["start"], e["end"]) if b["id"] != e["id"]]
+                        if clash:
+                            return False, f"{r['topic']}: {who} is busy then (events {clash})"
+            return True
+
+        def check_titles(world, traj):
+            for r in accepted:
+                evs = events_for(world, r)
+                if not evs:
+                    return False, f"{r['topic']}: not booked"
+                for e in evs:
+                    title = set(re.findall(r"[a-z0-9]+", norm(e["title"])))
+                    if not set(_topic_words(r["topic"])) <= title:
+                        return False, f"event {e['id']} title {e['title']!r} does not name {r['topic']!r}"
+            return True
+
+        def check_confirmations(world, traj):
+            for r in accepted:
+                rs = replies_to(world, r["mail_id"])
+                if len(rs) != 1 or r["requester"].email not in rs[0]["to"]:
+                    return False, f"{r['topic']}: {len(rs)} replies to {r['requester'].email}"
+                evs = events_for(world, r)
+                if len(evs) != 1:
+                    return False, f"{r['topic']}: no single booked event to confirm"
+                start = cal.parse_time(evs[0]["start"])
+                if not (mentions_day(rs[0]["body"], start.date()) and mentions_time(rs[0]["body"], start)):
+                    return False, f"{r['topic']}: reply does not give the day and time {evs[0]['start']}"
+            return True
+
+        def check_declined(world, traj):
+            rs = replies_to(world, conflict["mail_id"])
+            if len(rs) != 1 or conflict["requester"].email not in rs[0]["to"]:
+                return False, f"{len(rs)} replies to the request on focus time"
+            if events_for(world, conflict):
+                return False, "the request on focus time was booked"
+            for e in new_events(world):
+                if any(cal.overlaps(e["start"], e["end"], s, t) for s, t in focus_spans):
+                    return False, f"event {e['id']} is on focus time"
+            return True
+
+        def check_no_other_mail(world, traj):
+            calls = traj.calls("mail__reply", ok_only=True)
+            if not calls:
+                return False, "no replies"
+            for c in calls:
+                try:
+                    mid = int(c.arguments.get("message_id"))
+                except (TypeError, ValueError, AttributeError):
+                    return False, f"unreadable reply call {c.arguments!r}"
+                if mid not in request_ids:
+                    return False, f"replied to message {mid}, which is not a meeting request"
+            for name in ("mail__send_message", "mail__forward"):
+                for c in traj.calls(name, ok_only=True):
+                    args = c.arguments if isinstance(c.arguments, dict) else {}
+                    rcpts = [parse_address(a) for a in [*args.get("to", []), *args.get("cc", [])]]
+                    if not rcpts or any(a not in requester_addrs for a in rcpts):
+                        return False, f"{name} to {rcpts}"
+            return True
+
+        def check_untouched(world, traj):
+            current = {e["id"]: e for e in cal.events(world, include_cancelled=True)}
+            for eid, snap in seeded.items():
+                now = current.get(eid)
+                if now is None or snapshot(now, me.email) != snap:
+                    return False, f"event {eid} ({snap['title']!r}) was changed"
+            return True
+
+        criteria = [
+            Criterion("events_booked", "Each request is booked once: asked time (or inside the window), asked "
+                      "length, requester plus requested invitees.", "final_state", check_booked, 2.0),
+            Criterion("no_conflicts", "No booked request clashes with anyone's busy time.", "final_state",
+                      check_conflicts),
+            Criterion("event_titles", "Each booked event is named after the requested topic.", "final_state",
+                      check_titles),
+            Criterion("confirmations", "Each booked requester got exactly one reply giving the day and time.",
+                      "final_state", check_confirmations, 2.0),
+            Criterion("conflict_declined", "The request on Focus time was declined by reply and not booked; "
+                      "nothing was booked over Focus time.", "final_state", check_declined, 2.0),
+            Criterion("no_other_mail", "Mail went only as replies to the meeting requests.", "process",
+                      check_no_other_mail),
+            Criterion("calendar_untouched", "Existing events are unchanged.", "final_state", check_untouched),
+        ]
+        return Task(
+            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
+            criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
+            data={"today": today.isoformat(), "focus": focus_spans, "requests": [
+                {"mail_id": r["mail_id"], "kind": r["kind"], "topic": r["topic"], "requester": r["requester"].email,
+                 "extras": [x.email for x in r["extras"]], "day": r["day"].isoformat(), "minutes": r["minutes"],
+                 "start": r.get("start"), "window": r.get("window"), "slot": r["slot"]} for r in requests]},
+        )
+
+    # -- generation helpers ---------------------------------------------------------------
+    @staticmethod
+    def _request_mail(rng: random.Random, r: dict, me, today: date) -> dict:
+        who = r["requester"]
+        when = day_month(r["day"])
+        if r["kind"] == "window":
+            ask = (f"could we find {r['minutes']} minutes on {when}, any time between {r['window'][0]} and "
+                   f"{r['window'][1]}, to talk about the {r['topic']}?")
+        else:
+            ask = f"could we meet for {r['minutes']} minutes on {when} at {r['start']} to go through the {r['topic']}?"
+        extra = f" Could you also invite {r['extras'][0].name}? They should be there." if r["extras"] else ""
+        subject = rng.choice([f"Meeting request: {r['topic']}", f"Time next week for the {r['topic']}?",
+                              f"{_cap(r['topic'])} - can we meet?"])
+        r["mail"] = {
+            "folder": "Inbox", "sender": who.email, "sender_name": who.name, "subject": subject,
+            "body": f"Hi {me.first},\n\n{_cap(ask)}{extra}\n\nThanks,\n{who.first}",
+            "date": _stamp(rng, today - timedelta(days=rng.randint(0, 3))),
+        }
+        return r["mail"]
+
+    def _scenario(self, rng, me, staff, hours, week, focus_days):
+        """Existing events and requests, simulated in the order the oracle books them.
+        Returns (events, None) when this draw is not solvable."""
+        events: list[dict] = []
+        for d in focus_days:
+            events.append({"title": "Focus time", "start": iso(at(d, FOCUS[0])), "end": iso(at(d, FOCUS[1])),
+                           "description": "Protected: please don't book over this."})
+
+        def free_for(whos, s, e, extra=()):
+            for ev in events + list(extra):
+                if ev.get("status", "active") != "active" or not cal.overlaps(s, e, ev["start"], ev["end"]):
+                    continue
+                involved = {ev.get("organizer", me.email)} | {
+                    a if isinstance(a, str) else a["email"] for a in ev.get("attendees", [])}
+                if involved & set(whos):
+                    return False
+            return True
+
+        def random_slot(d, wh, minutes, whos):
+            lo, hi = at(d, wh[0]), at(d, wh[1]) - timedelta(minutes=minutes)
+            starts = [lo + timedelta(minutes=30 * k) for k in range(int((hi - lo).total_seconds() // 1800) + 1)]
+            starts = [s for s in starts if free_for(whos, iso(s), iso(s + timedelta(minutes=minutes)))]
+            if not starts:
+                return None
+            s = rng.choice(starts)
+            return iso(s), iso(s + timedelta(minutes=minutes))
+
+        for _ in range(rng.randint(5, 7)):  # the owner's other meetings
+            d = rng.choice(week)
+            slot = random_slot(d, hours[me.email], rng.choice([30, 60]), [me.email])
+            if slot:
+                events.append({"title": rng.choice(OWNER_EVENTS), "start": slot[0], "end": slot[1],
+                               "attendees": [rng.choice(staff).email]})
+        if not any(e["title"] in OWNER_EVENTS for e in events):
+            return events, None
+        for p in staff:
+            for _ in range(rng.randint(2, 4)):
+                d = rng.choice(week)
+                slot = random_slot(d, hours[p.email], rng.choice([30, 60, 90]), [p.email])
+                if slot:
+                    events.append({"title": rng.choice(COLLEAGUE_EVENTS), "start": slot[0], "end": slot[1],
+                                   "organizer": p.email})
+
+        n_ok = rng.randint(3, 4)
+        kinds = ["fixed", "window"] + [rng.choice(["fixed", "window"]) for _ in range(n_ok - 2)]
+        rng.shuffle(kinds)
+        days = rng.sample(week, n_ok)
+        cast = rng.sample(staff, 2 * n_ok + 1)
+        topics = rng.sample(TOPICS, n_ok + 1)
+        extra_at = rng.randrange(n_ok)
+        requests, booked = [], []
+        for k, (kind, d) in enumerate(zip(kinds, days)):
+            requester = cast[k]
+            extras = [cast[n_ok + k]] if k == extra_at or rng.random() < 0.3 else []
+            whos = [me.email, requester.email, *(x.email for x in extras)]
+            wh = intersect_hours(*(hours[w] for w in whos))
+            minutes = rng.choice([30, 45, 60])
+            r = {"kind": kind, "requester": requester, "extras": extras, "topic": topics[k], "minutes": minutes,
+                 "day": d}
+            if kind == "fixed":
+                lo, hi = at(d, wh[0]), at(d, wh[1]) - timedelta(minutes=minutes)
+                starts = [lo + timedelta(minutes=30 * j) for j in range(int((hi - lo).total_seconds() // 1800) + 1)]
+                starts = [s for s in starts if free_for(whos, iso(s), iso(s + timedelta(minutes=minutes)), booked)]
+                if not starts:
+                    return events, None
+                s = rng.choice(starts)
+                r["start"], r["slot"] = s.strftime("%H:%M"), (iso(s), iso(s + timedelta(minutes=minutes)))
+            else:
+                morning = d not in focus_days and rng.random() < 0.5
+                w0, w1 = ("09:00", "12:00") if morning else ("13:00", "16:30")
+                w0, w1 = max(w0, wh[0]), min(w1, wh[1])
+                if (at(d, w1) - at(d, w0)) < timedelta(minutes=150):
+                    return events, None
+                # the requester is busy at the start of the window: the obvious first slot is taken
+                trap = (iso(at(d, w0)), iso(at(d, w0) + timedelta(minutes=60)))
+                if not free_for(whos, *trap, booked):
+                    return events, None
+                events.append({"title": rng.choice(COLLEAGUE_EVENTS), "start": trap[0], "end": trap[1],
+                               "organizer": requester.email})
+                busy = [(ev["start"], ev["end"]) for ev in events + booked
+                        if any(blocks(ev, w, me.email) for w in whos)]
+                slot = first_free([(at(d, w0), at(d, w1))], busy, minutes)
+                if slot is None:
+                    return events, None
+                r["window"], r["trap"], r["slot"] = (w0, w1), trap, slot
+            booked.append({"start": r["slot"][0], "end": r["slot"][1], "organizer": me.email,
+                           "attendees": [requester.email, *(x.email for x in extras)]})
+            requests.append(r)
+        d = rng.choice(focus_days)
+        minutes = rng.choice([30, 45, 60])
+        start = rng.choice(["09:00", "09:30", "10:00", "10:30", "11:00"])
+        requests.append({"kind": "conflict", "requester": cast[2 * n_ok], "extras": [], "topic": topics[n_ok],
+                         "minutes": minutes, "day": d, "start": start, "slot": None})
+        return events, requests
+

@@ -1,0 +1,1 @@
+"""Mail task families (category "mail triage") and helpers shared with the calendar families."""

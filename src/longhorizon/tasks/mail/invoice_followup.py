@@ -1,0 +1,365 @@
+"""Mail triage: answer every past-due vendor invoice in a busy inbox and file it away.
+
+The inbox mixes vendor invoices (some past due, some not yet, one vendor with both) with
+look-alikes that mention invoices (payment receipts, a quote, a vendor newsletter, an
+internal approval reminder) and ordinary chatter. Due dates are written several ways, so
+the agent has to open each candidate and compare against today.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import date, datetime, time, timedelta
+from pathlib import Path
+
+from longhorizon.apps.mail import state as mail
+from longhorizon.apps.mail.state import parse_address
+from longhorizon.core.registry import register
+from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.tasks.mail.common import (
+    MONTHS,
+    People,
+    company,
+    faker_for,
+    long_date,
+    loads,
+    mentions_code,
+    mentions_date,
+    norm,
+)
+
+FOLDER = "Invoices/Processed"
+SERVICES = [
+    "cloud hosting", "office cleaning", "printer leasing", "catering", "IT support retainer",
+    "freight forwarding", "legal review", "payroll software licences", "security patrols",
+    "translation services", "conference room AV", "courier deliveries", "marketing design work",
+    "network maintenance", "recruitment fees", "office furniture",
+]
+NEWSLETTERS = [
+    ("This week in logistics", "Five trends reshaping last-mile delivery, plus our webinar calendar."),
+    ("Your monthly product digest", "New dashboards, faster exports and a sneak peek at what is next."),
+    ("Last chance: early-bird tickets", "Early-bird pricing for the Operations Summit ends Sunday."),
+    ("Monthly security bulletin", "Patch your VPN clients and review our phishing checklist."),
+    ("Webinar recording: smarter procurement", "Thanks for registering! The recording is now available."),
+    ("Industry salary survey results", "See how your team's pay compares with the market."),
+    ("Tips for a tidier workspace", "Our favourite desk organisers, now 20% off."),
+]
+INTERNAL = [
+    ("Lunch on Thursday?", "Anyone up for the new ramen place on Thursday? I can book a table for 12:30."),
+    ("Updated org chart", "I've put the updated org chart on the intranet. Shout if your team looks wrong."),
+    ("Q2 planning doc", "Comments on the Q2 planning doc are due by Wednesday. Please add yours inline."),
+    ("Parking garage closed Friday", "Facilities say the garage is closed Friday for resurfacing."),
+    ("Expense reports due", "Friendly reminder to submit last month's expense reports by the 10th."),
+    ("Team offsite ideas", "Drop your offsite ideas in the shared doc; we'll vote next week."),
+    ("Printer on the 3rd floor", "The 3rd floor printer is jammed again; use the one by reception for now."),
+    ("Welcome aboard!", "Please give a warm welcome to our new analyst, starting Monday."),
+    ("Fire drill at 11", "There will be a fire drill tomorrow at 11:00. Please leave by the east stairs."),
+    ("Coffee machine", "The new coffee machine is in. Descaling instructions are taped to the side."),
+    ("Holiday rota", "Please add your summer holiday dates to the rota before the end of the month."),
+    ("Quarterly town hall", "Town hall is on the 20th at 16:00; questions can be submitted anonymously."),
+]
+
+
+def _due_phrase(rng: random.Random, due: date) -> str:
+    month = MONTHS[due.month - 1].capitalize()
+    return rng.choice([
+        f"Due date: {due.isoformat()}",
+        f"Payment due: {month} {due.day}, {due.year}",
+        f"Please pay by {due.day} {month} {due.year}.",
+        f"Payment is due on {due.strftime('%d/%m/%Y')} (DD/MM/YYYY).",
+    ])
+
+
+@register
+class InvoiceFollowup(TaskFamily):
+    name = "invoice_followup"
+    category = "mail triage"
+    apps = ("mail",)
+    description = (
+        "Reply to each past-due vendor invoice in a crowded inbox with the payment date and "
+        "invoice number, file those invoices into a new folder, and leave everything else alone."
+    )
+
+    def generate(self, seed: int) -> Task:
+        rng = random.Random(seed)
+        fake = faker_for(seed)
+        people = People(fake)
+        our_company, domain = company(fake)
+        me = people.make(domain)
+        today = date(2026, 1, 5) + timedelta(days=rng.randrange(300))
+        if today.weekday() >= 5:
+            today += timedelta(days=7 - today.weekday())
+        pay_date = today + timedelta(days=(4 - today.weekday()) % 7 or 7)
+        if (pay_date - today).days < 2:
+            pay_date += timedelta(days=7)
+        now = datetime.combine(today, time(8, 45))
+
+        def stamp(day: date) -> str:
+            if day >= today:
+                return datetime.combine(today, time(rng.randint(6, 7), rng.randrange(60))).isoformat()
+            return datetime.combine(day, time(rng.randint(7, 18), rng.randrange(60))).isoformat()
+
+        # vendors and their invoices -----------------------------------------------------
+        vendors, domains = [], {domain}
+        n_vendors = rng.randint(5, 7)
+        while len(vendors) < n_vendors:
+            vname, vdomain = company(fake)
+            if vdomain in domains:
+                continue
+            domains.add(vdomain)
+            contact = people.make(vdomain)
+            box = rng.choice(["billing", "accounts", "invoices", "ar"])
+            vendors.append({"name": vname, "domain": vdomain, "contact": contact,
+                            "address": f"{box}@{vdomain}", "prefix": rng.choice(["INV", "IN", "BL", "INV"])})
+        n_over, n_not = rng.randint(4, 6), rng.randint(2, 3)
+        order = rng.sample(vendors, len(vendors))
+        over_vendors = [order[k % len(order)] for k in range(n_over)]
+        spare = [v for v in order if v not in over_vendors] or order
+        # one vendor has both a past-due and a not-yet-due invoice; the rest come from others
+        not_vendors = [over_vendors[0]] + [spare[k % len(spare)] for k in range(n_not - 1)]
+        invoices = []
+        used_numbers: set[str] = set()
+        for k, vendor in enumerate(over_vendors + not_vendors):
+            overdue = k < n_over
+            while True:
+                number = f"{vendor['prefix']}-{rng.randint(10000, 99999)}"
+                if number not in used_numbers:
+                    used_numbers.add(number)
+                    break
+            if overdue:
+                due = today - timedelta(days=rng.randint(1, 40))
+            elif k == n_over + n_not - 1 and rng.random() < 0.5:
+                due = today  # due today is not past due yet
+            else:
+                due = today + timedelta(days=rng.randint(1, 30))
+            terms = rng.choice([t for t in (7, 14, 30, 45, 60) if 2 <= (today - (due - timedelta(days=t))).days <= 60])
+            sent = due - timedelta(days=terms)
+            amount = f"${rng.randint(300, 25000):,}.{rng.randrange(100):02d}"
+            service = rng.choice(SERVICES)
+            contact = vendor["contact"]
+            subject = rng.choice([
+                f"Invoice {number}", f"{vendor['name']} invoice {number}",
+                f"Your invoice {number} is ready", f"Invoice {number} for {service}",
+            ])
+            body = (
+                f"Dear {me.first},\n\nPlease find attached invoice {number} for {service}.\n\n"
+                f"Amount due: {amount}\n{_due_phrase(rng, due)}\n\n"
+                f"Kind regards,\n{contact.name}\nAccounts Receivable, {vendor['name']}"
+            )
+            pdf = (f"%PDF-1.4\n% {vendor['name']}\nInvoice {number}\nAmount {amount}\n"
+                   f"Due {due.isoformat()}\n%%EOF\n").encode()
+            invoices.append({
+                "number": number, "overdue": overdue, "due": due.isoformat(), "amount": amount,
+                "vendor": vendor["name"], "address": vendor["address"], "contact": contact.first,
+                "msg": {"folder": "Inbox", "sender": vendor["address"], "sender_name": f"{vendor['name']} Billing",
+                        "to": [me.email], "subject": subject, "body": body, "date": stamp(sent),
+                        "attachments": [{"name": f"{number}.pdf", "content": pdf}]},
+            })
+
+        # distractors --------------------------------------------------------------------
+        others = []
+        for subj, text in rng.sample(NEWSLETTERS, rng.randint(4, 6)):
+            _, ndomain = company(fake)
+            others.append({"folder": "Inbox", "sender": f"news@{ndomain}", "sender_name": "Newsletter",
+                           "subject": subj, "body": text + "\n\nUnsubscribe any time.",
+                           "date": stamp(today - timedelta(days=rng.randint(1, 20)))})
+        v = vendors[1]
+        others.append({"folder": "Inbox", "sender": f"news@{v['domain']}", "sender_name": v["name"],
+                       "subject": f"{v['name']} news: our new billing portal",
+                       "body": "Good news! From next month you can download every invoice and statement "
+                               "from our self-service portal.\n\nThe team",
+                       "date": stamp(today - timedelta(days=rng.randint(1, 15)))})
+        for v in rng.sample(vendors, 2):
+            old = f"{v['prefix']}-{rng.randint(10000, 99999)}"
+            paid_due = today - timedelta(days=rng.randint(20, 60))
+            others.append({"folder": "Inbox", "sender": v["address"], "sender_name": f"{v['name']} Billing",
+                           "subject": f"Payment received - invoice {old}",
+                           "body": f"Hello,\n\nWe have received your payment for invoice {old} "
+                                   f"(due {paid_due.isoformat()}). Thank you, nothing further is needed.\n\n"
+                                   f"{v['name']}",
+                           "date": stamp(today - timedelta(days=rng.randint(2, 12)))})
+        v = vendors[2]
+        quote = f"Q-{rng.randint(1000, 9999)}"
+        others.append({"folder": "Inbox", "sender": v["contact"].email, "sender_name": v["contact"].name,
+                       "subject": f"Quote {quote} for {rng.choice(SERVICES)}",
+                       "body": f"Hi {me.first},\n\nAs discussed, here is quote {quote}. It was valid until "
+                               f"{(today - timedelta(days=3)).isoformat()} but we can extend it; no invoice "
+                               f"will be issued until you confirm.\n\n{v['contact'].first}",
+                       "date": stamp(today - timedelta(days=rng.randint(4, 14)))})
+        colleagues = [people.make(domain) for _ in range(6)]
+        controller = colleagues[0]
+        others.append({"folder": "Inbox", "sender": controller.email, "sender_name": controller.name,
+                       "subject": "Reminder: invoice approvals",
+                       "body": f"Hi {me.first}, a reminder that any invoice above $10,000 needs my sign-off "
+                               f"before it is paid. Thanks!\n{controller.first}",
+                       "date": stamp(today - timedelta(days=rng.randint(1, 6)))})
+        for subj, text in rng.sample(INTERNAL, rng.randint(8, 11)):
+            c = rng.choice(colleagues)
+            others.append({"folder": "Inbox", "sender": c.email, "sender_name": c.name, "subject": subj,
+                           "body": f"{text}\n\n{c.first}", "date": stamp(today - timedelta(days=rng.randint(1, 14))),
+                           "is_read": rng.random() < 0.4})
+        old_v = vendors[-1]
+        others.append({"folder": "Archive", "sender": old_v["address"], "sender_name": f"{old_v['name']} Billing",
+                       "subject": f"Invoice {old_v['prefix']}-{rng.randint(10000, 99999)}",
+                       "body": "Please find attached last year's final invoice. Payment due: 2025-12-01.",
+                       "date": "2025-11-01T10:00:00", "is_read": True})
+        others.append({"folder": "Sent", "sender": me.email, "sender_name": me.name, "to": [colleagues[1].email],
+                       "subject": "Re: Team offsite ideas", "body": "Count me in for the cooking class!",
+                       "date": stamp(today - timedelta(days=5)), "is_read": True})
+
+        msgs = [inv["msg"] for inv in invoices] + others
+        msgs.sort(key=lambda m: m["date"])
+        for i, m in enumerate(msgs, start=1):
+            m["id"] = i
+        for inv in invoices:
+            inv["id"] = inv["msg"]["id"]
+        original_folders = {m["id"]: m["folder"] for m in msgs}
+        over = [inv for inv in invoices if inv["overdue"]]
+        over.sort(key=lambda inv: inv["id"])
+        not_due = [inv for inv in invoices if not inv["overdue"]]
+        over_ids = {inv["id"] for inv in over}
+        over_addrs = {inv["address"] for inv in over}
+        newsletter_id = next(m["id"] for m in msgs if m["sender"].startswith("news@"))
+
+        def build(root: Path) -> None:
+            mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name,
+                                folders=["Inbox", "Sent", "Archive"], messages=msgs, now=now.isoformat())
+
+        pay_text = long_date(pay_date)
+        instruction = (
+            f"Hi, it's {me.first}. Accounts payable slipped while I was out and my inbox is a mess. "
+            f"Today is {long_date(today)}. Could you go through my inbox and find the vendor invoices "
+            f"whose due date has already passed (anything due today or later is not overdue yet)? "
+            f"For each overdue one, reply to the vendor: apologise for the delay, say the payment is "
+            f"scheduled for {pay_text}, and quote the invoice number so their accounts team can match it. "
+            f"Then file each of those invoices into a folder called \"{FOLDER}\" (it doesn't exist yet). "
+            f"Invoices that aren't overdue stay where they are, and don't reply to them. Please don't "
+            f"touch the rest of my mail and don't email anyone else."
+        )
+
+        def reply_body(inv: dict, with_date: bool = True, with_number: bool = True) -> str:
+            ref = f" {inv['number']}" if with_number else ""
+            when = f" Payment is scheduled for {pay_text}." if with_date else " Payment will follow shortly."
+            return (f"Hello {inv['contact']},\n\nApologies for the delay on invoice{ref} ({inv['amount']})."
+                    f"{when}\n\nBest regards,\n{me.name}\n{our_company}")
+
+        def script(flaw: str | None = None):
+            def run():
+                yield ToolCall("mail__list_folders", {}, note="First, see which folders exist.")
+                offset = 0
+                while offset is not None:
+                    page = loads((yield ToolCall(
+                        "mail__list_messages", {"folder": "Inbox", "limit": 25, "offset": offset},
+                        note="Skim the inbox to see what is there.")))
+                    offset = page["next_offset"]
+                hits = loads((yield ToolCall(
+                    "mail__search_messages", {"query": "invoice", "folder": "Inbox", "limit": 100},
+                    note="Find every inbox message that mentions an invoice.")))
+                for h in sorted(hits["messages"], key=lambda m: m["id"]):
+                    yield ToolCall("mail__read_message", {"message_id": h["id"]},
+                                   note=f"Open message {h['id']}: is it a vendor invoice, and when is it due?")
+                yield ToolCall("mail__create_folder", {"name": FOLDER}, note=f"Create the {FOLDER} folder.")
+                for n, inv in enumerate(over):
+                    last = n == len(over) - 1
+                    for _ in range(2 if flaw == "overdue_replied" and last else 1):
+                        yield ToolCall("mail__reply", {
+                            "message_id": inv["id"],
+                            "body": reply_body(inv, with_date=not (flaw == "reply_content" and last)),
+                        }, note=f"{inv['number']} was due {inv['due']}, so it is overdue: reply to {inv['vendor']}.")
+                    if not (flaw == "processed_folder" and last):
+                        yield ToolCall("mail__move_message", {"message_id": inv["id"], "folder": FOLDER},
+                                       note=f"File {inv['number']} as processed.")
+                if flaw == "no_other_mail":
+                    inv = not_due[0]
+                    yield ToolCall("mail__reply", {"message_id": inv["id"], "body": reply_body(inv)},
+                                   note=f"Reply to {inv['number']} as well.")
+                if flaw == "rest_untouched":
+                    yield ToolCall("mail__move_message", {"message_id": newsletter_id, "folder": "Archive"},
+                                   note="Archive a newsletter while I'm here.")
+                done = loads((yield ToolCall("mail__list_messages", {"folder": FOLDER, "limit": 25},
+                                             note="Verify the processed folder holds exactly the overdue invoices.")))
+                yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 10},
+                               note="Verify the replies went out.")
+                filed = ", ".join(inv["number"] for inv in over)
+                return (f"Replied to {len(over)} overdue invoices ({filed}) with the payment date {pay_text} "
+                        f"and filed {done['total']} of them in {FOLDER}; invoices not yet due and other mail "
+                        f"were left alone.")
+            return run
+
+        def replies_to(world, mid: int) -> list[dict]:
+            return [m for m in mail.sent_messages(world) if m["in_reply_to"] == mid]
+
+        def check_replied(world, traj):
+            for inv in over:
+                rs = replies_to(world, inv["id"])
+                if len(rs) != 1:
+                    return False, f"{inv['number']}: {len(rs)} replies (expected exactly 1)"
+                if inv["address"] not in rs[0]["to"]:
+                    return False, f"{inv['number']}: reply not addressed to {inv['address']}"
+            return True
+
+        def check_content(world, traj):
+            for inv in over:
+                rs = replies_to(world, inv["id"])
+                if not rs:
+                    return False, f"{inv['number']}: no reply"
+                for r in rs:
+                    if not mentions_code(r["body"], inv["number"]):
+                        return False, f"reply {r['id']} does not quote {inv['number']}"
+                    if not mentions_date(r["body"], pay_date):
+                        return False, f"reply {r['id']} does not give the payment date {pay_date}"
+            return True
+
+        def check_folder(world, traj):
+            names = [f for f in mail.folders(world) if norm(f) == norm(FOLDER)]
+            if not names:
+                return False, f"no folder {FOLDER}"
+            inside = {m["id"] for f in names for m in mail.messages(world, f)}
+            if inside != over_ids:
+                return False, f"folder holds {sorted(inside)}, expected {sorted(over_ids)}"
+            return True
+
+        def check_rest(world, traj):
+            moved = [mid for mid, folder in original_folders.items()
+                     if mid not in over_ids and mail.message(world, mid)["folder"] != folder]
+            return (not moved, f"moved: {moved}" if moved else "")
+
+        def check_no_other_mail(world, traj):
+            replies = traj.calls("mail__reply", ok_only=True)
+            if not replies:
+                return False, "no replies were sent"
+            for c in replies:
+                try:
+                    mid = int(c.arguments.get("message_id"))
+                except (TypeError, ValueError, AttributeError):
+                    return False, f"unreadable reply call {c.arguments!r}"
+                if mid not in over_ids:
+                    return False, f"replied to message {mid}, which is not an overdue invoice"
+            for name in ("mail__send_message", "mail__forward"):
+                for c in traj.calls(name, ok_only=True):
+                    args = c.arguments if isinstance(c.arguments, dict) else {}
+                    rcpts = [parse_address(a) for a in [*args.get("to", []), *args.get("cc", [])]]
+                    if not rcpts or any(a not in over_addrs for a in rcpts):
+                        return False, f"{name} to {rcpts}"
+            return True
+
+        criteria = [
+            Criterion("overdue_replied", "Each past-due invoice got exactly one reply, addressed to its vendor.",
+                      "final_state", check_replied, 2.0),
+            Criterion("reply_content", "Every reply quotes its invoice number and the payment date.",
+                      "final_state", check_content, 2.0),
+            Criterion("processed_folder", f"{FOLDER} exists and holds exactly the past-due invoices.",
+                      "final_state", check_folder, 1.0),
+            Criterion("rest_untouched", "Every other message is still in the folder it started in.",
+                      "final_state", check_rest, 1.0),
+            Criterion("no_other_mail", "Mail went only to past-due invoices' vendors, as replies.",
+                      "process", check_no_other_mail, 1.0),
+        ]
+        return Task(
+            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
+            criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
+            data={"today": today.isoformat(), "pay_date": pay_date.isoformat(),
+                  "overdue": [{k: inv[k] for k in ("id", "number", "due", "address")} for inv in over],
+                  "not_due": [{k: inv[k] for k in ("id", "number", "due", "address")} for inv in not_due]},
+        )

@@ -1,0 +1,135 @@
+"""The mail and calendar task families: solvable by their oracle, failed by the null policy,
+every criterion able to fail, and deterministic in the seed."""
+
+from functools import cache
+
+import pytest
+
+from longhorizon.core.registry import get_family
+from longhorizon.core.world import World
+from longhorizon.env.episode import play_task
+from longhorizon.policies.scripted import NullPolicy, OraclePolicy
+
+FAMILIES = ["invoice_followup", "team_one_on_ones", "meeting_requests"]
+LONG = {"invoice_followup", "team_one_on_ones"}
+SEEDS = [0, 1, 100000]
+CATEGORIES = {"invoice_followup": "mail triage", "team_one_on_ones": "calendar scheduling",
+              "meeting_requests": "meeting coordination"}
+
+
+@cache
+def task(family: str, seed: int):
+    return get_family(family).generate(seed)
+
+
+def perturbation_cases():
+    return [(f, s, cid) for f in FAMILIES for s in SEEDS for cid in task(f, s).perturbations]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_family_metadata(family):
+    fam = get_family(family)
+    assert fam.category == CATEGORIES[family]
+    t = task(family, 100000)
+    assert t.split == "holdout" and task(family, 0).split == "train"
+    assert t.id == f"{family}-100000"
+    assert set(t.perturbations) == {c.id for c in t.criteria}
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("family", FAMILIES)
+async def test_oracle_passes_without_tool_errors(family, seed):
+    traj = await play_task(task(family, seed), OraclePolicy())
+    failed = [(r.id, r.note) for r in traj.grade.results if not r.passed]
+    assert traj.passed and traj.reward == 1.0, failed
+    assert [c.name for c in traj.tool_calls if c.is_error] == []
+    if family in LONG:
+        assert len(traj.tool_calls) >= 20
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("family", FAMILIES)
+async def test_null_policy_fails(family, seed):
+    traj = await play_task(task(family, seed), NullPolicy())
+    assert not traj.passed and traj.reward < 0.5
+
+
+@pytest.mark.parametrize(("family", "seed", "criterion"), perturbation_cases())
+async def test_each_perturbation_fails_its_criterion(family, seed, criterion):
+    traj = await play_task(task(family, seed), OraclePolicy(perturb=criterion))
+    results = {r.id: r.passed for r in traj.grade.results}
+    assert results[criterion] is False
+    assert not traj.passed
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_same_seed_same_task_and_world(family, seed, tmp_path):
+    a, b = get_family(family).generate(seed), get_family(family).generate(seed)
+    assert a.instruction == b.instruction
+    assert World.build(tmp_path / "a", a.build).hash() == World.build(tmp_path / "b", b.build).hash()
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_seeds_give_different_tasks(family):
+    assert task(family, 0).instruction != task(family, 1).instruction
+
+
+# -- graders are tolerant where the request is ---------------------------------------------
+
+def test_date_and_time_spellings_are_recognised():
+    from datetime import date, datetime
+
+    from longhorizon.tasks.mail.common import mentions_code, mentions_date, mentions_time
+
+    d = date(2026, 3, 13)
+    for text in ["on 2026-03-13", "Friday, March 13", "13 March", "Mar. 13th", "13/03/2026", "3/13"]:
+        assert mentions_date(text, d), text
+    for text in ["March 3", "2026-03-14", "113/03", "$1,213.03"]:
+        assert not mentions_date(text, d), text
+    t = datetime(2026, 3, 13, 14, 0)
+    for text in ["at 14:00", "14.00", "2pm", "2 p.m.", "2:00 PM"]:
+        assert mentions_time(text, t), text
+    for text in ["at 4:00", "2am", "12:00", "114:00"]:
+        assert not mentions_time(text, t), text
+    assert mentions_code("ref inv 20411, thanks", "INV-20411") and not mentions_code("INV-2041", "INV-20411")
+
+
+async def test_invoice_grader_accepts_other_valid_wording():
+    """Another spelling of the date, the number and the folder name still earns full marks."""
+    from dataclasses import replace
+
+    from longhorizon.core.task import ToolCall
+
+    t = task("invoice_followup", 1)
+    pay = t.data["pay_date"]
+    dd, mm = pay[8:10], pay[5:7]
+
+    def alt():
+        yield ToolCall("mail__create_folder", {"name": "invoices/processed"})
+        for inv in t.data["overdue"]:
+            number = inv["number"].lower().replace("-", " ")
+            yield ToolCall("mail__reply", {"message_id": inv["id"], "body": f"Sorry! {number} will be paid {dd}/{mm}."})
+            yield ToolCall("mail__move_message", {"message_id": inv["id"], "folder": "Invoices/Processed"})
+        return "done"
+
+    traj = await play_task(replace(t, oracle=alt), OraclePolicy())
+    assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+
+
+async def test_one_on_one_grader_accepts_title_spacing_and_named_addresses():
+    from dataclasses import replace
+
+    from longhorizon.core.task import ToolCall
+
+    t = task("team_one_on_ones", 0)
+
+    def alt():
+        for email, (start, end) in t.data["plan"].items():
+            title = "  ".join(t.data["titles"][email].upper().split())
+            yield ToolCall("calendar__create_event", {"title": title, "start": start, "end": end,
+                                                      "attendees": [f"Someone <{email.upper()}>"]})
+        return "done"
+
+    traj = await play_task(replace(t, oracle=alt), OraclePolicy())
+    assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
