@@ -1,0 +1,1 @@
+"""Reporting families: gather data from several apps and report it by mail."""

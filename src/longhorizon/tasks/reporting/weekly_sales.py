@@ -1,0 +1,281 @@
+"""Reporting by mail: a manager's request in the inbox -> a summary workbook -> a reply mail.
+
+Crosses three apps: the details live in the manager's mail (which week, which orders count,
+whom to copy), the data in an orders workbook (next to last week's export, a distractor),
+the layout in last week's report; the result is a new workbook mailed as an attachment.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from datetime import date, timedelta
+from pathlib import Path
+
+from openpyxl import Workbook
+
+from longhorizon.apps.mail import state as mail
+from longhorizon.apps.sheets.state import find_sheet, load_workbook, sheet_values, workbook_bytes
+from longhorizon.core.registry import register
+from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.tasks.common import norm_path, rng_and_faker
+from longhorizon.tasks.spreadsheets import close, norm_text, to_number, writes_to
+
+REGIONS = ["North", "South", "East", "West", "Central", "Northeast", "Pacific"]
+STATUSES = ["Completed"] * 7 + ["Cancelled", "Refunded", "Pending"]
+HEADER = ["Region", "Orders", "Revenue"]
+PAGE = 20
+
+
+def _orders(rng, fake, regions: list[str], n: int, week: int) -> list[list]:
+    rows = []
+    for i in range(n):
+        rows.append([
+            f"SO-{week:02d}{i + 1:03d}",
+            f"2026-W{week:02d}-{rng.randint(1, 5)}",
+            rng.choice(regions),
+            fake.name(),
+            fake.company(),
+            round(rng.uniform(80, 4800), 2),
+            rng.choice(STATUSES),
+        ])
+    return rows
+
+
+def _figures(rows: list[list], regions: list[str]) -> dict[str, tuple[int, float]]:
+    count, revenue = defaultdict(int), defaultdict(float)
+    for r in rows:
+        if r[6] == "Completed":
+            count[r[2]] += 1
+            revenue[r[2]] += r[5]
+    return {g: (count[g], round(revenue[g], 2)) for g in regions}
+
+
+def _workbook(sheet: str, header: list, rows: list[list]) -> Workbook:
+    wb = Workbook()
+    ws = wb.active
+    ws.title = sheet
+    ws.append(header)
+    for r in rows:
+        ws.append(r)
+    return wb
+
+
+def _report_rows(fig: dict[str, tuple[int, float]]) -> list[list]:
+    rows = [[g, c, v] for g, (c, v) in fig.items()]
+    rows.append(["Total", sum(c for c, _ in fig.values()), round(sum(v for _, v in fig.values()), 2)])
+    return rows
+
+
+def _money_mentions(text: str) -> set[float]:
+    """Every number in ``text``, with thousands separators and currency signs dropped."""
+    return {float(m.replace(",", "")) for m in re.findall(r"\d[\d,]*(?:\.\d+)?", text)}
+
+
+@register
+class WeeklySalesReport(TaskFamily):
+    name = "weekly_sales_report"
+    category = "reporting by mail"
+    apps = ("mail", "sheets", "files")
+    description = "Follow a manager's mailed request: summarise the week's orders per region and mail the workbook."
+
+    def generate(self, seed: int) -> Task:
+        rng, fake = rng_and_faker(seed, self.name)
+        domain = f"{fake.last_name().lower()}-{rng.choice(['trading', 'supply', 'retail'])}.com"
+        person = lambda: (lambda f, l: (f"{f} {l}", f"{f.lower()}.{l.lower()}@{domain}"))(  # noqa: E731
+            fake.first_name(), fake.last_name())
+        me, manager, finance, other = person(), person(), person(), person()
+        week = rng.randint(6, 48)
+        monday = date.fromisocalendar(2026, week + 1, 1)  # the report is due the Monday after the week
+        day = lambda offset, hm: f"{(monday + timedelta(days=offset)).isoformat()}T{hm}:00"  # noqa: E731
+        regions = sorted(rng.sample(REGIONS, rng.randint(4, 5)))
+        rows = _orders(rng, fake, regions, rng.randint(55, 85), week)
+        last_rows = _orders(rng, fake, regions, rng.randint(50, 80), week - 1)
+        fig, last_fig = _figures(rows, regions), _figures(last_rows, regions)
+        total = round(sum(v for _, v in fig.values()), 2)
+        orders_path = f"sales/orders_2026-W{week:02d}.xlsx"
+        last_orders = f"sales/orders_2026-W{week - 1:02d}.xlsx"
+        last_report = f"reports/weekly_sales_W{week - 1:02d}.xlsx"
+        report = f"reports/weekly_sales_W{week:02d}.xlsx"
+        order_header = ["Order ID", "Week day", "Region", "Sales rep", "Customer", "Amount", "Status"]
+        files = {
+            orders_path: workbook_bytes(_workbook("Orders", order_header, rows)),
+            last_orders: workbook_bytes(_workbook("Orders", order_header, last_rows)),
+            last_report: workbook_bytes(_workbook("Summary", HEADER, _report_rows(last_fig))),
+        }
+        request_body = (
+            f"Hi {me[0].split()[0]},\n\nCould you put together the weekly sales summary for W{week:02d} from "
+            f"the orders export in sales/? Same layout as last week's report (one row per region with the "
+            f"number of orders and the revenue, then a Total row), saved as {report}. Only count Completed "
+            f"orders: cancelled, refunded and pending ones stay out.\n\nSend it to me with the workbook "
+            f"attached, cc {finance[0]} ({finance[1]}), and put the total revenue in the mail itself.\n\n"
+            f"Thanks!\n{manager[0]}"
+        )
+        inbox = [
+            {"folder": "Inbox", "sender": manager[1], "sender_name": manager[0], "to": [me[1]],
+             "subject": f"Weekly sales W{week - 1:02d}", "date": day(-7, "08:05"), "is_read": True,
+             "body": f"Hi,\n\nThe usual summary for W{week - 1:02d} please, cc {other[0]} this time.\n\n{manager[0]}"},
+            {"folder": "Inbox", "sender": other[1], "sender_name": other[0], "to": [me[1]],
+             "subject": "Can you check the Q1 forecast?", "date": day(-3, "15:40"),
+             "body": "When you have a minute, could you look over the Q1 forecast tab? No rush."},
+            {"folder": "Inbox", "sender": f"news@{fake.domain_name()}", "sender_name": "Retail Weekly",
+             "to": [me[1]], "subject": "Five metrics every sales team should track", "date": day(-1, "06:00"),
+             "body": "Revenue per region, conversion and more. Read the full story on our site."},
+            {"folder": "Inbox", "sender": manager[1], "sender_name": manager[0], "to": [me[1]],
+             "subject": f"Weekly sales W{week:02d}", "date": day(0, "08:10"), "body": request_body},
+        ]
+        request_id = len(inbox)  # ids are 1.. in insertion order
+
+        def build(root: Path) -> None:
+            for rel, data in files.items():
+                p = root / "workspace" / rel
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_bytes(data)
+            mail.create_mailbox(root / "state" / "mail.sqlite", me[1], me[0], messages=inbox,
+                                now=day(0, "09:00"))
+
+        instruction = (
+            f"{manager[0].split()[0]} sent me a mail this morning about this week's sales numbers. Could you "
+            f"handle it for me? Everything you need should be in the mail and in the sales folder. "
+            f"Please don't touch the exports themselves."
+        )
+
+        def solve(*, header=HEADER, wrong_region=False, total_row=True, attach=True, cc=True,
+                  mention_total=True, extra_mail=False, edit_source=False):
+            yield ToolCall("mail__search_messages", {"query": "weekly sales", "sender": manager[1]},
+                           "Find the manager's request.")
+            yield ToolCall("mail__read_message", {"message_id": request_id}, "Read the newest request in full.")
+            yield ToolCall("files__list_dir", {"path": "sales"}, "See which exports exist.")
+            yield ToolCall("files__list_dir", {"path": "reports"}, "Find last week's report for the layout.")
+            yield ToolCall("sheets__read_range", {"path": last_report, "sheet": "Summary"},
+                           "Copy last week's layout.")
+            yield ToolCall("sheets__list_sheets", {"path": orders_path}, "Check the size of this week's export.")
+            for start in range(2, len(rows) + 2, PAGE):
+                end = min(start + PAGE - 1, len(rows) + 1)
+                yield ToolCall("sheets__read_range", {"path": orders_path, "sheet": "Orders", "range": f"A{start}:G{end}"},
+                               f"Read orders rows {start}-{end}.")
+            out = _report_rows(fig)
+            if wrong_region:  # counts a cancelled order too
+                bad = next(r for r in rows if r[6] != "Completed")
+                i = regions.index(bad[2])
+                out[i] = [out[i][0], out[i][1] + 1, round(out[i][2] + bad[5], 2)]
+            if not total_row:
+                out = out[:-1]
+            yield ToolCall("sheets__create_workbook", {"path": report, "sheets": ["Summary"]}, "Create the report.")
+            yield ToolCall("sheets__write_rows", {"path": report, "sheet": "Summary", "start_cell": "A1",
+                                                   "rows": [list(header)] + out}, "Write the summary.")
+            yield ToolCall("sheets__read_range", {"path": report, "sheet": "Summary"}, "Verify the report.")
+            if edit_source:
+                yield ToolCall("sheets__write_cells", {"path": orders_path, "sheet": "Orders", "cells": {"H1": "Checked"}})
+            body = f"Hi {manager[0].split()[0]},\n\nAttached is the W{week:02d} sales summary"
+            body += f": total revenue from completed orders is {total:,.2f}." if mention_total else "."
+            body += "\n\nBest,\n" + me[0]
+            args = {"to": [manager[1]], "subject": f"Weekly sales W{week:02d}", "body": body,
+                    "cc": [finance[1]] if cc else [], "attachments": [report] if attach else []}
+            yield ToolCall("mail__send_message", args, "Send the report as asked.")
+            if extra_mail:
+                yield ToolCall("mail__send_message", {"to": [other[1]], "subject": "FYI",
+                                                      "body": "Sales numbers are out."})
+            yield ToolCall("mail__list_messages", {"folder": "Sent"}, "Check the mail went out.")
+            return f"Sent the W{week:02d} summary to {manager[0]} (cc {finance[0]}); total revenue {total:,.2f}."
+
+        def oracle():
+            return solve()
+
+        def figures_ok(path: Path) -> tuple[bool, str]:
+            wb = load_workbook(path)
+            ws = find_sheet(wb, "Summary") or wb.worksheets[0]
+            table = sheet_values(wb, ws.title)
+            by_region = {norm_text(r[0]): r for r in table[1:] if r and r[0] is not None}
+            wrong = []
+            for g, (c, v) in fig.items():
+                r = by_region.get(norm_text(g))
+                if r is None or len(r) < 3 or to_number(r[1]) != c or not close(to_number(r[2]), v):
+                    wrong.append(g)
+            return not wrong, f"wrong or missing regions: {wrong}" if wrong else ""
+
+        def report_path(w):
+            return w.file(report)
+
+        def layout(w, t):
+            wb = load_workbook(report_path(w))
+            ws = find_sheet(wb, "Summary")
+            if ws is None:
+                return False, "no Summary sheet"
+            head = [norm_text(v) for v in sheet_values(wb, ws.title)[0][:3]]
+            return head == [h.lower() for h in HEADER], f"header {head}"
+
+        def figures(w, t):
+            return figures_ok(report_path(w))
+
+        def total_line(w, t):
+            wb = load_workbook(report_path(w))
+            ws = find_sheet(wb, "Summary") or wb.worksheets[0]
+            rows_ = [r for r in sheet_values(wb, ws.title)[1:] if r and norm_text(r[0]) == "total"]
+            ok = bool(rows_) and to_number(rows_[0][1]) == sum(c for c, _ in fig.values()) \
+                and close(to_number(rows_[0][2]), total)
+            return ok, "" if ok else "Total row missing or wrong"
+
+        def the_mail(w):
+            sent = [m for m in mail.sent_messages(w) if manager[1] in m["to"]]
+            return sent[-1] if sent else None
+
+        def mailed_with_report(w, t):
+            m = the_mail(w)
+            if m is None:
+                return False, "nothing sent to the manager"
+            books = [a["name"] for a in m["attachments"] if a["name"].lower().endswith(".xlsx")]
+            if not books:
+                return False, "no workbook attached"
+            return figures_ok(mail.attachment_path(w, m["id"], books[0]))
+
+        def copied_finance(w, t):
+            m = the_mail(w)
+            return bool(m) and finance[1] in m["cc"] + m["to"]
+
+        def total_in_body(w, t):
+            m = the_mail(w)
+            if m is None:
+                return False
+            nums = _money_mentions(m["body"])
+            return any(abs(n - total) < 0.01 or abs(n - round(total)) < 0.5 and n == round(n) for n in nums)
+
+        def one_mail(w, t):
+            sends = [c for c in t.tool_calls if not c.is_error and c.name in
+                     ("mail__send_message", "mail__reply", "mail__forward")]
+            return len(sends) == 1, f"{len(sends)} mails sent"
+
+        def sources_untouched(w, t):
+            hits = writes_to(t, [norm_path(orders_path), norm_path(last_orders), norm_path(last_report)])
+            return not hits, f"touched: {hits}" if hits else ""
+
+        criteria = [
+            Criterion("report_layout", f"{report} has a Summary sheet headed Region, Orders, Revenue",
+                      "final_state", layout),
+            Criterion("region_figures", "each region's completed-order count and revenue are right",
+                      "final_state", figures, 2.0),
+            Criterion("total_row", "a Total row sums orders and revenue", "final_state", total_line),
+            Criterion("mailed_with_report", "a mail to the manager carries the correct workbook",
+                      "final_state", mailed_with_report, 2.0),
+            Criterion("finance_copied", "finance is copied on that mail", "final_state", copied_finance),
+            Criterion("total_in_mail", "the mail states the total revenue", "final_state", total_in_body),
+            Criterion("one_mail_only", "exactly one mail was sent", "process", one_mail),
+            Criterion("exports_untouched", "no write touched the exports or last week's report", "process",
+                      sources_untouched),
+        ]
+        perturbations = {
+            "report_layout": lambda: solve(header=["Region", "Count", "Revenue"]),
+            "region_figures": lambda: solve(wrong_region=True),
+            "total_row": lambda: solve(total_row=False),
+            "mailed_with_report": lambda: solve(attach=False),
+            "finance_copied": lambda: solve(cc=False),
+            "total_in_mail": lambda: solve(mention_total=False),
+            "one_mail_only": lambda: solve(extra_mail=True),
+            "exports_untouched": lambda: solve(edit_source=True),
+        }
+        return Task(
+            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=oracle,
+            criteria=criteria, perturbations=perturbations,
+            data={"week": week, "figures": fig, "total": total, "report": report},
+        )
