@@ -15,7 +15,7 @@ from longhorizon.core.task import Grade
 
 SCHEMA_VERSION = 1
 
-AGENT_STATUSES = ("completed", "max_turns", "max_tool_calls", "timeout")
+AGENT_STATUSES = ("completed", "max_turns", "max_tool_calls", "timeout", "context_length")
 """Ways an episode ends that are the agent's doing; an infrastructure error is not a Trajectory."""
 
 

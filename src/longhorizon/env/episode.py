@@ -21,6 +21,7 @@ from mcp import Client
 from longhorizon import __version__
 from longhorizon.apps import build_server
 from longhorizon.apps.common import cap
+from longhorizon.core.errors import ContextLengthExceeded
 from longhorizon.core.task import SUITE_VERSION, Task
 from longhorizon.core.trajectory import ToolCallRecord, Trajectory
 from longhorizon.core.world import World
@@ -133,6 +134,8 @@ async def play(task: Task, policy, world: World, *, sample: int = 0, limits: Lim
                 traj.status = await _loop(ep, policy, traj, ctx, limits)
         except TimeoutError:
             traj.status = "timeout"
+        except ContextLengthExceeded:
+            traj.status = "context_length"
     traj.wall_s = time.perf_counter() - t0
     traj.grade = task.grade(world, traj)
     return traj

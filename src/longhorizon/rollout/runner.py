@@ -91,6 +91,8 @@ async def run_episodes(tasks: list[Task], policy, spec: RunSpec, out: Path | str
     finally:
         bar.close()
         cache.close()
+        if hasattr(policy, "aclose"):  # e.g. the OpenAI client's connection pool
+            await policy.aclose()
     summary = summarize(store.trajectories(), store.infra_errors(), expected=len(tasks) * spec.samples)
     store.write_summary(summary)
     return summary

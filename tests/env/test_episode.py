@@ -1,0 +1,106 @@
+"""The agent loop: malformed actions become readable tool errors, limits end episodes as the
+agent's outcome, and the episode is graded whatever happened."""
+
+import asyncio
+import json
+
+from longhorizon.core.errors import ContextLengthExceeded
+from longhorizon.core.registry import get_task
+from longhorizon.env.episode import Limits, play_task
+from longhorizon.policies.base import assistant, tool_call
+
+TASK = "downloads_cleanup-000004"
+
+
+class Scripted:
+    """Sends the given assistant messages in order, then finishes."""
+
+    name = "scripted"
+
+    def __init__(self, *messages):
+        self.messages = list(messages)
+
+    def describe(self):
+        return {"policy": self.name}
+
+    async def act(self, messages, tools, ctx):
+        return self.messages.pop(0) if self.messages else assistant("done")
+
+
+def call(name, arguments):
+    return assistant("", [tool_call("c", name, arguments)])
+
+
+async def test_malformed_calls_come_back_as_readable_errors():
+    policy = Scripted(
+        call("files__read_file", "{not json"),
+        call("files__teleport", "{}"),
+        call("files__read_file", json.dumps({"path": 42})),
+        call("files__read_file", json.dumps(["a", "list"])),
+        call("files__read_file", json.dumps({"path": "../../etc/passwd"})),
+        call("files__write_file", json.dumps({"path": "x.txt"})),
+        assistant("", [{"id": "z", "type": "function"}, "not even a dict"]),
+        call("files__list_dir", json.dumps({"path": "Downloads"})),
+    )
+    traj = await play_task(get_task(TASK), policy)
+    results = [c.result for c in traj.tool_calls]
+    assert traj.status == "completed" and len(results) == 9
+    assert "not valid JSON" in results[0]
+    assert "unknown tool 'files__teleport'" in results[1] and "files__read_file" in results[1]
+    assert traj.tool_calls[2].is_error and "path" in results[2]
+    assert "must be a JSON object" in results[3]
+    assert "outside the workspace" in results[4]
+    assert traj.tool_calls[5].is_error and "content" in results[5]
+    assert traj.tool_calls[6].is_error and traj.tool_calls[7].is_error
+    assert not traj.tool_calls[8].is_error and ("INV-" in results[8] or "scan_" in results[8])
+    assert all(r.startswith("Error") for r in results[:8])
+    assert traj.grade is not None and not traj.passed
+
+
+async def test_huge_results_are_capped():
+    limits = Limits(max_result_chars=300)
+    traj = await play_task(get_task(TASK), Scripted(call("files__list_dir", json.dumps({"path": ".", "recursive": True}))),
+                           limits=limits)
+    assert len(traj.tool_calls[0].result) < 400 and "truncated" in traj.tool_calls[0].result
+
+
+async def test_tool_call_budget_ends_the_episode():
+    many = assistant("", [tool_call(str(i), "files__list_dir", "{}") for i in range(10)])
+    traj = await play_task(get_task(TASK), Scripted(many, many), limits=Limits(max_tool_calls=15))
+    assert traj.status == "max_tool_calls" and len(traj.tool_calls) == 15 and traj.grade is not None
+
+
+async def test_turn_budget_ends_the_episode():
+    forever = Scripted(*[call("files__list_dir", "{}") for _ in range(10)])
+    traj = await play_task(get_task(TASK), forever, limits=Limits(max_turns=3))
+    assert traj.status == "max_turns" and len(traj.turns) == 3
+
+
+class Slow(Scripted):
+    async def act(self, messages, tools, ctx):
+        await asyncio.Event().wait()  # never answers
+
+
+async def test_wall_time_limit_is_an_agent_outcome():
+    traj = await play_task(get_task(TASK), Slow(), limits=Limits(max_wall_s=0.2))
+    assert traj.status == "timeout" and traj.grade is not None and not traj.passed
+
+
+class Overflowing(Scripted):
+    async def act(self, messages, tools, ctx):
+        if len(messages) > 3:
+            raise ContextLengthExceeded("prompt is 40000 tokens, context is 32768")
+        return call("files__list_dir", "{}")
+
+
+async def test_context_overflow_ends_and_grades_the_episode():
+    traj = await play_task(get_task(TASK), Overflowing())
+    assert traj.status == "context_length" and len(traj.tool_calls) == 1 and traj.grade is not None
+
+
+async def test_token_data_moves_from_messages_to_turns():
+    msg = assistant("done")
+    msg.update(token_ids=[5, 6, 7], logprobs=[-0.1, -0.2, -0.3], prompt_ids=[1, 2])
+    traj = await play_task(get_task(TASK), Scripted(msg))
+    assert traj.turns[0]["token_ids"] == [5, 6, 7] and traj.turns[0]["logprobs"] == [-0.1, -0.2, -0.3]
+    assert "token_ids" not in traj.messages[-1]
