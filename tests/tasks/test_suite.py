@@ -28,7 +28,7 @@ async def test_oracle_solves_and_null_fails(family, seed):
     assert traj.passed and traj.grade.reward == 1.0, failed
     assert not any(c.is_error for c in traj.tool_calls), [c.result for c in traj.tool_calls if c.is_error]
     null = await play_task(task, NullPolicy())
-    assert not null.passed
+    assert not null.passed and null.grade.reward == 0.0
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -36,6 +36,7 @@ async def test_every_criterion_fails_on_its_perturbation(family):
     task = next(f for f in families() if f.name == family).generate(3)
     kinds = {c.kind for c in task.criteria}
     assert kinds == {"final_state", "process"}, "each family needs both kinds of criteria"
+    assert not all(c.guard for c in task.criteria), "a task needs criteria that only real work meets"
     for crit in task.criteria:
         assert crit.id in task.perturbations, f"no perturbed solution proves {crit.id} can fail"
         traj = await play_task(task, OraclePolicy(perturb=crit.id))

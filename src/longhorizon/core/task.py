@@ -52,6 +52,9 @@ class Criterion:
     kind: Literal["final_state", "process"]
     check: Callable[["World", "Trajectory"], CheckResult]
     weight: float = 1.0
+    guard: bool = False
+    """A constraint that doing nothing meets (nothing deleted, no stray mail). A guard earns
+    its weight only once some non-guard criterion is met, so inaction scores 0."""
 
     def __post_init__(self) -> None:
         if self.kind not in ("final_state", "process"):
@@ -67,6 +70,7 @@ class CriterionResult:
     weight: float
     passed: bool
     note: str = ""
+    guard: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,8 +81,11 @@ class Grade:
 
     @property
     def reward(self) -> float:
+        """Weighted fraction of criteria met; guards count only once real work has earned something."""
         total = sum(r.weight for r in self.results)
-        return sum(r.weight for r in self.results if r.passed) / total if total else 0.0
+        worked = any(r.passed for r in self.results if not r.guard)
+        earned = sum(r.weight for r in self.results if r.passed and (worked or not r.guard))
+        return earned / total if total else 0.0
 
     @property
     def passed(self) -> bool:
@@ -124,7 +131,7 @@ class Task:
             except Exception as exc:  # a broken World (e.g. agent deleted a file) fails the criterion
                 out = (False, f"check raised {type(exc).__name__}: {exc}")
             passed, note = (out if isinstance(out, tuple) else (out, ""))
-            results.append(CriterionResult(c.id, c.kind, c.weight, bool(passed), str(note)))
+            results.append(CriterionResult(c.id, c.kind, c.weight, bool(passed), str(note), c.guard))
         return Grade(tuple(results))
 
     def card(self) -> dict[str, Any]:
@@ -138,7 +145,7 @@ class Task:
             "apps": list(self.apps),
             "instruction": self.instruction,
             "criteria": [
-                {"id": c.id, "kind": c.kind, "weight": c.weight, "description": c.description}
+                {"id": c.id, "kind": c.kind, "weight": c.weight, "guard": c.guard, "description": c.description}
                 for c in self.criteria
             ],
         }

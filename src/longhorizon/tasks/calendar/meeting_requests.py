@@ -345,8 +345,8 @@ class MeetingRequests(TaskFamily):
             Criterion("conflict_declined", "The request on Focus time was declined by reply and not booked; "
                       "nothing was booked over Focus time.", "final_state", check_declined, 2.0),
             Criterion("no_other_mail", "Mail went only as replies to the meeting requests.", "process",
-                      check_no_other_mail),
-            Criterion("calendar_untouched", "Existing events are unchanged.", "final_state", check_untouched),
+                      check_no_other_mail, guard=True),
+            Criterion("calendar_untouched", "Existing events are unchanged.", "final_state", check_untouched, guard=True),
         ]
         return Task(
             id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),

@@ -219,7 +219,7 @@ class TeamOneOnOnes(TaskFamily):
                       "final_state", check_conflicts, 2.0),
             Criterion("titles", f"Titles follow the pattern {pattern!r}.", "final_state", check_titles),
             Criterion("existing_untouched", "No event that was already booked was changed or cancelled.",
-                      "process", check_untouched),
+                      "process", check_untouched, guard=True),
         ]
         return Task(
             id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),

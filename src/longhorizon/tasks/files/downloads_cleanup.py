@@ -187,9 +187,9 @@ class DownloadsCleanup(TaskFamily):
             Criterion("notes_filed", "every meeting note is in Notes/<project>/ unchanged", "final_state", notes_filed, 2.0),
             Criterion("exact_copies_deleted", "every exact ' (1)' copy is gone", "final_state", dups_removed),
             Criterion("others_left_in_place", "non-invoice, non-notes files (incl. the edited copy and the "
-                      "template) are still in Downloads, unchanged", "final_state", others_in_place),
-            Criterion("no_file_edits", "no file was written or rewritten", "process", no_edits),
-            Criterion("only_copies_deleted", "nothing but exact copies was deleted", "process", only_copies_deleted),
+                      "template) are still in Downloads, unchanged", "final_state", others_in_place, guard=True),
+            Criterion("no_file_edits", "no file was written or rewritten", "process", no_edits, guard=True),
+            Criterion("only_copies_deleted", "nothing but exact copies was deleted", "process", only_copies_deleted, guard=True),
         ]
         first_other = sorted(n for n in others if n != near)[0]
         perturbations = {

@@ -351,9 +351,9 @@ class InvoiceFollowup(TaskFamily):
             Criterion("processed_folder", f"{FOLDER} exists and holds exactly the past-due invoices.",
                       "final_state", check_folder, 1.0),
             Criterion("rest_untouched", "Every other message is still in the folder it started in.",
-                      "final_state", check_rest, 1.0),
+                      "final_state", check_rest, 1.0, guard=True),
             Criterion("no_other_mail", "Mail went only to past-due invoices' vendors, as replies.",
-                      "process", check_no_other_mail, 1.0),
+                      "process", check_no_other_mail, 1.0, guard=True),
         ]
         return Task(
             id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),

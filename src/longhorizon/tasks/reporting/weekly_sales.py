@@ -261,7 +261,7 @@ class WeeklySalesReport(TaskFamily):
             Criterion("total_in_mail", "the mail states the total revenue", "final_state", total_in_body),
             Criterion("one_mail_only", "exactly one mail was sent", "process", one_mail),
             Criterion("exports_untouched", "no write touched the exports or last week's report", "process",
-                      sources_untouched),
+                      sources_untouched, guard=True),
         ]
         perturbations = {
             "report_layout": lambda: solve(header=["Region", "Count", "Revenue"]),

@@ -371,10 +371,10 @@ def _criteria(d: dict, files: Files, original: list[list]) -> list[Criterion]:
                   field(date_ok, "date")),
         Criterion("order", "people are in the order asked", "final_state", order),
         Criterion("export_unchanged", f"the {d['sheet']} sheet is exactly as it was", "final_state",
-                  export_unchanged),
+                  export_unchanged, guard=True),
         Criterion("old_export_untouched", f"no tool call wrote to {d['old_export']}", "process",
-                  old_export_untouched),
-        Criterion("no_extra_files", "no new files were created", "final_state", no_extra_files),
+                  old_export_untouched, guard=True),
+        Criterion("no_extra_files", "no new files were created", "final_state", no_extra_files, guard=True),
     ]
 
 

@@ -290,10 +290,10 @@ def _criteria(d: dict, files: Files) -> list[Criterion]:
         Criterion("over_budget", f"{header[4]} is Yes exactly for departments that spent more than budget",
                   "final_state", column("over", 4, to_flag)),
         Criterion("sources_unchanged", "the budget file and every expense workbook are byte-identical",
-                  "final_state", sources_unchanged),
+                  "final_state", sources_unchanged, guard=True),
         Criterion("no_source_writes", "no tool call wrote to the budget file or any expense workbook",
-                  "process", no_source_writes),
-        Criterion("only_report_created", f"no new files besides {report}", "final_state", only_report_created),
+                  "process", no_source_writes, guard=True),
+        Criterion("only_report_created", f"no new files besides {report}", "final_state", only_report_created, guard=True),
     ]
 
 
