@@ -194,6 +194,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("run_b")
     c.add_argument("--format", choices=["table", "json"], default="table")
     c.set_defaults(func=cmd_compare)
+
+    from longhorizon.train.commands import add_commands  # data / train subcommands
+
+    add_commands(sub)
     return p
 
 

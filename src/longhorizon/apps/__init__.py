@@ -11,7 +11,10 @@ import importlib
 
 from longhorizon.core.errors import UsageError
 
-APPS = ("files", "sheets", "mail", "calendar", "shell")
+APPS = (
+    "files", "sheets", "mail", "calendar", "shell",
+    "docs", "slides", "crm", "tickets", "store", "chat", "wiki", "search", "sql", "travel", "user",
+)
 
 
 def build_server(name: str, world):
