@@ -1,5 +1,6 @@
 """Shared fixtures: a fresh World in a temp folder."""
 
+import mcp.client.stdio  # noqa: F401  binds its default errlog (sys.stderr) before any test swaps it
 import pytest
 
 from longhorizon.core.world import World

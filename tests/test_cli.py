@@ -46,3 +46,23 @@ def test_run_eval_compare_roundtrip(tmp_path, capsys):
     assert main(["compare", str(a), str(b), "--format", "json"]) == 0
     c = json.loads(capsys.readouterr().out)
     assert c["delta_pass@1"] == 1.0 and c["mcnemar"]["b_only_passed"] == 2
+
+
+async def test_serve_app_over_stdio_through_the_cli(tmp_path):
+    from mcp import Client, StdioServerParameters
+
+    assert main(["world", "build", "downloads_cleanup-000001", "--out", str(tmp_path / "w")]) == 0
+    params = StdioServerParameters(command=sys.executable, args=[
+        "-m", "longhorizon.cli", "serve-app", "files", "--transport", "stdio", "--world", str(tmp_path / "w")])
+    async with Client(params) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert {"read_file", "write_file", "list_dir"} <= names
+        listing = await client.call_tool("list_dir", {"path": "Downloads"})
+        assert not listing.is_error and "invoice_template.txt" in listing.content[0].text
+
+
+def test_world_build_refuses_non_empty_dir(tmp_path):
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "f").write_text("keep me")
+    r = lh("world", "build", "downloads_cleanup-000001", "--out", str(tmp_path / "x"))
+    assert r.returncode == 2 and (tmp_path / "x" / "f").read_text() == "keep me"
