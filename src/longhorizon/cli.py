@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from longhorizon.core.errors import InfraError, UsageError
+from longhorizon.core.task import SPLITS
 
 POLICIES = ("oracle", "null", "openai", "local")
 
@@ -27,7 +28,7 @@ def cmd_tasks_list(args) -> int:
     from longhorizon.core.registry import tasks_for
     from longhorizon.env.oracle_stats import oracle_tool_calls
 
-    splits = [args.split] if args.split else ["train", "holdout"]
+    splits = [args.split] if args.split else list(SPLITS)
     tasks = [t for s in splits for t in tasks_for(s, args.seeds, args.family)]
     counts = oracle_tool_calls(tasks, progress=args.format == "table" and sys.stderr.isatty())
     rows = [{k: t.card()[k] for k in ("id", "category", "family", "split", "apps")}
@@ -35,9 +36,9 @@ def cmd_tasks_list(args) -> int:
     if args.format == "json":
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"{'id':<36} {'category':<22} {'split':<8} {'calls':>5}  apps")
+    print(f"{'id':<40} {'category':<28} {'split':<14} {'calls':>5}  apps")
     for r in rows:
-        print(f"{r['id']:<36} {r['category']:<22} {r['split']:<8} {r['oracle_tool_calls']:>5}  {','.join(r['apps'])}")
+        print(f"{r['id']:<40} {r['category']:<28} {r['split']:<14} {r['oracle_tool_calls']:>5}  {','.join(r['apps'])}")
     print(f"{len(rows)} tasks, {len({r['family'] for r in rows})} families, "
           f"{len({r['category'] for r in rows})} categories")
     return 0
@@ -87,6 +88,9 @@ def cmd_run(args) -> int:
     from longhorizon.rollout.runner import RunSpec, run_episodes
 
     tasks = tasks_for(args.split, args.seeds, args.family)
+    if not tasks:
+        raise UsageError(f"split {args.split} has no instances of the chosen families "
+                         "(holdout families are only in split holdout-family)")
     policy = _policy(args)
     limits = Limits(max_turns=args.max_turns, max_tool_calls=args.max_tool_calls, max_wall_s=args.max_wall_s)
     spec = RunSpec(policy=policy.describe(), split=args.split, seeds=args.seeds,
@@ -135,8 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     tasks = sub.add_parser("tasks", help="list or show tasks").add_subparsers(dest="tasks_command", required=True)
     tl = tasks.add_parser("list", help="every task with category, family, split, apps and oracle tool-call count")
-    tl.add_argument("--split", choices=["train", "holdout"], help="only this split (default: both)")
-    tl.add_argument("--seeds", type=int, default=10, help="instances per family and split (default 10)")
+    tl.add_argument("--split", choices=SPLITS, help="only this split (default: all)")
+    tl.add_argument("--seeds", type=int, help="instances per family and split (default: the suite's own)")
     tl.add_argument("--family", action="append", help="only this family (repeatable)")
     tl.add_argument("--format", choices=["table", "json"], default="table")
     tl.set_defaults(func=cmd_tasks_list)
@@ -166,8 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--policy", choices=POLICIES, required=True,
                    help="oracle (reference solutions), null (does nothing), openai (any OpenAI-compatible "
                         "server: --base-url, --model), local (a transformers model: --model PATH)")
-    r.add_argument("--split", choices=["train", "holdout"], default="train")
-    r.add_argument("--seeds", type=int, default=10, help="instances per family (default 10)")
+    r.add_argument("--split", choices=SPLITS, default="train")
+    r.add_argument("--seeds", type=int, help="instances per family (default: the suite's own split)")
     r.add_argument("--family", action="append", help="only this family (repeatable)")
     r.add_argument("--samples", type=int, default=1, help="episodes per task (default 1)")
     r.add_argument("--out", required=True, help="run folder (created, or resumed if it holds the same run)")

@@ -6,10 +6,20 @@ A family module registers itself with ``@register``; adding a family is adding a
 from __future__ import annotations
 
 import importlib
+import math
 import pkgutil
 
 from longhorizon.core.errors import UsageError
 from longhorizon.core.task import HOLDOUT_SEED_BASE, SPLITS, Task, TaskFamily
+
+SUITE_TRAIN = 363
+SUITE_HOLDOUT = 40
+HOLDOUT_FAMILY_SEEDS = 4
+"""The suite's size, as in the published recipe: at least 363 train and 40 holdout instances,
+spread evenly over the training families, plus a few instances of each holdout family."""
+
+HOLDOUT_FAMILIES: frozenset[str] = frozenset()
+"""Families never used for training (in different categories), for transfer within the suite."""
 
 _FAMILIES: dict[str, TaskFamily] = {}
 _loaded = False
@@ -17,6 +27,7 @@ _loaded = False
 
 def register(cls: type[TaskFamily]) -> type[TaskFamily]:
     fam = cls()
+    fam.holdout_family = fam.name in HOLDOUT_FAMILIES
     if not fam.name or not fam.category or not fam.apps:
         raise ValueError(f"{cls.__name__} must set name, category and apps")
     if fam.name in _FAMILIES and type(_FAMILIES[fam.name]) is not cls:
@@ -56,15 +67,35 @@ def get_task(task_id: str) -> Task:
     return get_family(name).generate(int(seed))
 
 
-def split_seeds(split: str, n: int) -> list[int]:
+def suite_seeds(split: str, family: TaskFamily) -> list[int]:
+    """The seeds of ``family`` that the suite puts in ``split`` (empty if none)."""
     if split not in SPLITS:
         raise UsageError(f"unknown split {split!r}: choose from {', '.join(SPLITS)}")
-    if n < 1:
-        raise UsageError("--seeds must be at least 1")
-    base = HOLDOUT_SEED_BASE if split == "holdout" else 0
+    if family.holdout_family:
+        n = HOLDOUT_FAMILY_SEEDS if split == "holdout-family" else 0
+    elif split == "holdout-family":
+        n = 0
+    else:
+        n_train = sum(not f.holdout_family for f in families())
+        n = math.ceil((SUITE_TRAIN if split == "train" else SUITE_HOLDOUT) / n_train)
+    base = 0 if split == "train" else HOLDOUT_SEED_BASE
     return list(range(base, base + n))
 
 
-def tasks_for(split: str, seeds: int, family_names: list[str] | None = None) -> list[Task]:
+def tasks_for(split: str, seeds: int | None = None, family_names: list[str] | None = None) -> list[Task]:
+    """The Tasks of ``split``: the suite's instances, or ``seeds`` per family when given.
+
+    Holdout families never yield train or holdout instances, whatever ``seeds`` says.
+    """
+    if split not in SPLITS:
+        raise UsageError(f"unknown split {split!r}: choose from {', '.join(SPLITS)}")
+    if seeds is not None and seeds < 1:
+        raise UsageError("--seeds must be at least 1")
     fams = [get_family(n) for n in family_names] if family_names else families()
-    return [f.generate(s) for f in fams for s in split_seeds(split, seeds)]
+    tasks = []
+    for f in fams:
+        ss = suite_seeds(split, f)
+        if seeds is not None and ss:
+            ss = list(range(ss[0], ss[0] + seeds))
+        tasks.extend(f.generate(s) for s in ss)
+    return tasks

@@ -20,7 +20,9 @@ if TYPE_CHECKING:
 SUITE_VERSION = "0.1.0"
 """Bumped whenever a family's World, instruction or criteria change: recorded in every Trajectory."""
 
-SPLITS = ("train", "holdout")
+SPLITS = ("train", "holdout", "holdout-family")
+"""train: seeds of the training families; holdout: unseen seeds of those same families;
+holdout-family: whole families that never appear in train (transfer within the suite)."""
 HOLDOUT_SEED_BASE = 100_000
 """Holdout instances use seeds from here on, so they never collide with train seeds."""
 
@@ -158,6 +160,8 @@ class TaskFamily:
     category: str = ""
     apps: tuple[str, ...] = ()
     description: str = ""
+    holdout_family: bool = False
+    """Set by the registry for families kept out of training entirely."""
 
     def generate(self, seed: int) -> Task:  # pragma: no cover - interface
         raise NotImplementedError
@@ -165,8 +169,9 @@ class TaskFamily:
     def task_id(self, seed: int) -> str:
         return f"{self.name}-{seed:06d}"
 
-    @staticmethod
-    def split_of(seed: int) -> str:
+    def split_of(self, seed: int) -> str:
+        if self.holdout_family:
+            return "holdout-family"
         return "holdout" if seed >= HOLDOUT_SEED_BASE else "train"
 
 

@@ -30,7 +30,7 @@ class RunSpec:
 
     policy: dict[str, Any]
     split: str
-    seeds: int
+    seeds: int | None
     families: list[str] | None = None
     samples: int = 1
     limits: Limits = field(default_factory=Limits)
