@@ -49,3 +49,15 @@ def test_reset_gives_a_fresh_world_and_bad_actions_are_readable():
         assert terminated and reward < 1.0 and not info["grade"]["passed"]
     finally:
         env.close()
+
+
+def test_registered_with_gymnasium():
+    import gymnasium
+
+    env = gymnasium.make("longhorizon/Task-v0", task_id=TASK)
+    try:
+        obs, info = env.reset()
+        obs, reward, terminated, truncated, info = env.step({"role": "assistant", "content": "done"})
+        assert terminated and reward == 0.0 and info["grade"]["passed"] is False
+    finally:
+        env.close()

@@ -129,3 +129,7 @@ def make_env(task_id: str, **kwargs) -> TaskEnv:
     from longhorizon.core.registry import get_task
 
     return TaskEnv(get_task(task_id), **kwargs)
+
+
+gym.register(id="longhorizon/Task-v0", entry_point=make_env, disable_env_checker=True)
+"""``gymnasium.make("longhorizon/Task-v0", task_id="downloads_cleanup-000001")`` after importing this module."""
