@@ -137,7 +137,8 @@ async def play(task: Task, policy, world: World, *, sample: int = 0, limits: Lim
         except ContextLengthExceeded:
             traj.status = "context_length"
     traj.wall_s = time.perf_counter() - t0
-    traj.grade = task.grade(world, traj)
+    # graders parse files and databases: off the event loop, so other episodes keep moving
+    traj.grade = await asyncio.to_thread(task.grade, world, traj)
     return traj
 
 
