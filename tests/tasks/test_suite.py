@@ -10,7 +10,7 @@ from longhorizon.env.episode import play_task
 from longhorizon.policies.scripted import NullPolicy, OraclePolicy
 
 FAMILIES = [f.name for f in families()]
-SEEDS = [0, 1, 2, HOLDOUT_SEED_BASE]
+SEEDS = [0, HOLDOUT_SEED_BASE]  # seeds 0-9 also run through the runner in tests/rollout/test_suite_run.py
 
 
 def test_suite_has_enough_breadth():

@@ -1,0 +1,157 @@
+"""The sql app through a real in-process MCP session over a real, read-only SQLite database."""
+
+import json
+
+import mcp
+import pytest
+
+from longhorizon.apps.sql import server as sql_server
+from longhorizon.apps.sql import state
+from longhorizon.apps.sql.server import build_server
+from longhorizon.core.world import World
+
+ROWS = {
+    "regions": [(1, "North", "US"), (2, "South", "US")],
+    "customers": [
+        (1, "Ada Park", "ada@x.example", 1, "consumer", "2025-01-03", 0),
+        (2, "QA Bot", "qa@test.example", 2, "consumer", "2025-01-04", 1),
+    ],
+    "products": [(1, "SKU-1", "Desk Lamp", "Lighting", 40.0, 1), (2, "SKU-2", "Chair", "Furniture", 120.0, 1)],
+    "orders": [(10, 1, "2025-02-01", "completed", "web", None), (11, 2, "2025-02-02", "cancelled", "web", None)],
+    "order_items": [(10, 1, 1, 2, 39.5), (10, 2, 2, 1, 110.0), (11, 1, 1, 1, 40.0)],
+    "refunds": [(1, 10, "2025-02-10", 39.5, "damaged")],
+}
+
+
+def seed(root):
+    state.create_analytics_db(root / "state" / "sql.sqlite", ROWS)
+
+
+@pytest.fixture
+def sworld(tmp_path):
+    return World.build(tmp_path / "w", seed)
+
+
+async def call(c, tool, **args):
+    r = await c.call_tool(tool, args)
+    assert not r.is_error, r.content[0].text
+    return r.content[0].text
+
+
+async def error(c, tool, **args):
+    r = await c.call_tool(tool, args)
+    assert r.is_error, f"{tool} should have failed: {r.content[0].text}"
+    return r.content[0].text
+
+
+def test_create_database_is_byte_identical(tmp_path):
+    a = World.build(tmp_path / "a", seed)
+    b = World.build(tmp_path / "b", seed)
+    assert a.db_path("sql").read_bytes() == b.db_path("sql").read_bytes()
+
+
+def test_grader_reader_queries_the_world(sworld):
+    assert state.query(sworld, "SELECT SUM(quantity * unit_price) FROM order_items WHERE order_id = ?", (10,)) == [
+        (189.0,)]
+
+
+async def test_list_tables_hides_bookkeeping_and_counts_rows(sworld):
+    async with mcp.Client(build_server(sworld)) as c:
+        tables = {t["name"]: t for t in json.loads(await call(c, "list_tables"))}
+        assert "_catalog" not in tables
+        assert tables["orders"]["rows"] == 2 and tables["orders"]["kind"] == "table"
+        assert "old BI job" in tables["revenue_snapshot"]["description"]
+
+
+async def test_describe_table_columns_notes_keys_and_sample(sworld):
+    async with mcp.Client(build_server(sworld)) as c:
+        d = json.loads(await call(c, "describe_table", name="CUSTOMERS"))
+        assert d["name"] == "customers" and d["rows"] == 2
+        cols = {col["name"]: col for col in d["columns"]}
+        assert cols["customer_id"]["primary_key"] and not cols["customer_id"]["nullable"]
+        assert cols["region_id"]["references"] == "regions.region_id"
+        assert "test accounts" in cols["is_test"]["note"]
+        assert d["sample"]["rows"][0][1] == "Ada Park"
+        assert "orders" in await error(c, "describe_table", name="ordres")
+
+
+async def test_query_returns_columns_rows_and_rounds_floats(sworld):
+    async with mcp.Client(build_server(sworld)) as c:
+        out = json.loads(await call(c, "query", sql=(
+            "SELECT o.order_id, SUM(i.quantity * i.unit_price) AS total FROM orders o "
+            "JOIN order_items i USING (order_id) GROUP BY o.order_id ORDER BY o.order_id")))
+        assert out["columns"] == ["order_id", "total"]
+        assert out["rows"] == [[10, 189], [11, 40]] and out["truncated"] is False
+        out = json.loads(await call(c, "query", sql="SELECT 0.1 + 0.2 AS x; -- trailing comment"))
+        assert out["rows"] == [[0.3]]
+
+
+async def test_query_caps_rows_and_says_so(sworld):
+    async with mcp.Client(build_server(sworld)) as c:
+        sql = "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 500) SELECT x FROM n"
+        out = json.loads(await call(c, "query", sql=sql, limit=50))
+        assert out["row_count"] == 50 and out["truncated"] and "note" in out
+        out = json.loads(await call(c, "query", sql=sql))
+        assert out["row_count"] == 200
+        assert "limit" in await error(c, "query", sql="SELECT 1", limit=5000)
+
+
+async def test_query_reports_sqlite_errors(sworld):
+    async with mcp.Client(build_server(sworld)) as c:
+        assert "no such column: totl" in await error(c, "query", sql="SELECT totl FROM orders")
+        assert "no such table: ordrs" in await error(c, "query", sql="SELECT * FROM ordrs")
+        assert "one statement" in await error(c, "query", sql="SELECT 1; SELECT 2")
+
+
+@pytest.mark.parametrize("sql", [
+    "DELETE FROM orders",
+    "UPDATE customers SET is_test = 0",
+    "INSERT INTO regions VALUES (3, 'East', 'US')",
+    "DROP TABLE refunds",
+    "PRAGMA query_only = 0",
+    "ATTACH DATABASE 'other.db' AS o",
+    "/* sneaky */ CREATE TABLE x (a)",
+])
+async def test_writes_and_non_queries_are_refused(sworld, sql):
+    before = sworld.db_path("sql").read_bytes()
+    async with mcp.Client(build_server(sworld)) as c:
+        assert "only read-only" in await error(c, "query", sql=sql)
+    assert sworld.db_path("sql").read_bytes() == before
+
+
+async def test_cte_with_a_write_is_refused_by_the_authorizer(sworld):
+    async with mcp.Client(build_server(sworld)) as c:
+        text = await error(c, "query", sql="WITH t AS (SELECT 1) DELETE FROM orders")
+        assert "read-only" in text
+        assert json.loads(await call(c, "query", sql="SELECT COUNT(*) FROM orders"))["rows"] == [[2]]
+
+
+async def test_pragma_table_functions_may_be_read(sworld):
+    async with mcp.Client(build_server(sworld)) as c:
+        out = json.loads(await call(c, "query", sql="SELECT name FROM pragma_table_info('regions')"))
+        assert [r[0] for r in out["rows"]] == ["region_id", "name", "country"]
+
+
+async def test_long_queries_are_stopped(sworld, monkeypatch):
+    monkeypatch.setattr(sql_server, "MAX_VM_STEPS", 100_000)
+    async with mcp.Client(build_server(sworld)) as c:
+        text = await error(c, "query", sql=(
+            "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT COUNT(*) FROM n"))
+        assert "query stopped" in text
+
+
+async def test_explain_shows_a_plan(sworld):
+    async with mcp.Client(build_server(sworld)) as c:
+        plan = json.loads(await call(c, "explain", sql="SELECT * FROM orders WHERE order_date >= '2025-02-01'"))
+        assert any("orders" in p["detail"] for p in plan)
+        assert "only read-only" in await error(c, "explain", sql="DELETE FROM orders")
+
+
+async def test_empty_sql_is_a_tool_error(sworld):
+    async with mcp.Client(build_server(sworld)) as c:
+        assert "empty" in await error(c, "query", sql="   ")
+
+
+async def test_missing_database_is_a_tool_error(world):
+    async with mcp.Client(build_server(world)) as c:
+        assert "no analytics database" in await error(c, "list_tables")
