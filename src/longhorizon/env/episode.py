@@ -43,8 +43,8 @@ TOKEN_KEYS = ("token_ids", "prompt_ids", "logprobs")
 
 @dataclass(frozen=True)
 class Limits:
-    max_turns: int = 80
-    max_tool_calls: int = 200
+    max_turns: int = 150
+    max_tool_calls: int = 300
     max_wall_s: float = 600.0
     max_result_chars: int = 20_000
 

@@ -1,0 +1,1 @@
+"""The crm app: accounts, contacts, deals and activities in one SQLite file."""

@@ -1,0 +1,1 @@
+"""The tickets app: a ticket tracker for support queues and project work, in one SQLite file."""

@@ -1,0 +1,485 @@
+"""CRM updates: reconcile a trade show's badge scans into the CRM.
+
+The scans (a CSV in the workspace) mix people already in the CRM (found by email; the scanner
+shortens first names), new people at existing accounts (found by the email's domain; the
+company column is free text), a brand-new company (an account to create, once, for two
+people), a namesake of an existing contact who works elsewhere, a double-scanned badge, and
+people on compliance's do-not-contact list (one by address, one by a whole blocked domain).
+Last year's scans from the same show sit in the same folder.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from datetime import date, datetime, time, timedelta
+from pathlib import Path
+
+from longhorizon.apps.crm import state as crm
+from longhorizon.core.registry import register
+from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.tasks.common import rng_and_faker
+from longhorizon.tasks.crm import (
+    INDUSTRIES,
+    NICKNAMES,
+    PRODUCTS,
+    TITLES,
+    created_id,
+    digits,
+    new_phone,
+    phone_styles,
+)
+from longhorizon.tasks.mail.common import People, company, long_date, norm, slug, squash
+
+SHOWS = ["FabTech Expo", "ProcureCon", "Retail Innovation Summit", "CloudWorld", "LogiMAT",
+         "HealthTech Forum", "Packaging Expo", "DataOps Summit", "BuildTech Live", "Hospitality Show"]
+COMPETITORS = ["Salesforge", "PipeStream", "DealDesk", "Closewise", "LeadLoop"]
+MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September",
+          "October", "November", "December"]
+HEADER = ["Scanned", "Name", "Company", "Title", "Email", "Phone", "Notes"]
+SUFFIXES = {"inc", "llc", "ltd", "plc", "group", "and", "sons", "co", "corp", "corporation", "partners"}
+
+
+def _company_variant(rng, name: str) -> str:
+    """What a visitor types for their company: short form, odd case, or as is."""
+    words = [w.strip(",") for w in re.split(r"[\s-]+", name) if w.strip(",")]
+    core = [w for w in words if w.lower() not in SUFFIXES] or words
+    return rng.choice([name, core[0], " ".join(core[:2]), name.upper(), core[0].lower()])
+
+
+def _notes(rng, fake, today: date) -> str:
+    month = MONTHS[(today.month + rng.randint(0, 3)) % 12]
+    return rng.choice([
+        f"Interested in a demo of {rng.choice(PRODUCTS)} next month.",
+        f"Asked for pricing on {rng.randint(2, 40) * 5} seats.",
+        f"Currently on {rng.choice(COMPETITORS)}; their contract ends in {month}.",
+        f"Wants a case study from the {rng.choice(INDUSTRIES).lower()} sector.",
+        f"Follow up after their budget review in {month}.",
+        f"Came by with {fake.first_name()}; send the brochure for {rng.choice(PRODUCTS)}.",
+        f"Evaluating vendors for a {rng.choice(['Q2', 'Q3', 'Q4'])} rollout; wants a call.",
+        f"Had trouble with onboarding last time; wants to talk to support about {rng.choice(PRODUCTS)}.",
+    ]) + f" Ref {rng.randint(100, 999)}."
+
+
+@register
+class TradeShowLeads(TaskFamily):
+    name = "trade_show_leads"
+    category = "CRM updates"
+    apps = ("crm", "files")
+    description = ("Reconcile a trade show's badge scans into the CRM: update known contacts by email, add new "
+                   "ones under the account matching their domain (creating a missing account once), log one "
+                   "meeting per person, and skip everyone on the do-not-contact list.")
+
+    def generate(self, seed: int) -> Task:
+        rng, fake = rng_and_faker(seed, self.name)
+        people = People(fake)
+        _, our_domain = company(fake)
+        me, manager, rep, other_rep = (people.make(our_domain) for _ in range(4))
+        users = [{"email": me.email, "name": me.name, "role": "Account Executive"},
+                 {"email": manager.email, "name": manager.name, "role": "Sales Manager"},
+                 {"email": rep.email, "name": rep.name, "role": "Business Development Rep"},
+                 {"email": other_rep.email, "name": other_rep.name, "role": "Account Executive"}]
+        owners = [me.email, other_rep.email, manager.email]
+        show = rng.choice(SHOWS)
+        today = date(2026, 2, 2) + timedelta(days=rng.randrange(280))
+        if today.weekday() >= 5:
+            today += timedelta(days=7 - today.weekday())
+        show_days = [today - timedelta(days=rng.randint(3, 5)) - timedelta(days=k) for k in range(rng.randint(2, 3))]
+        show_days.sort()
+        phones: set[str] = set()
+
+        # accounts and contacts ----------------------------------------------------------------
+        accounts, domains = [], {our_domain}
+        while len(accounts) < rng.randint(9, 11):
+            name, dom = company(fake)
+            if dom in domains:
+                continue
+            domains.add(dom)
+            accounts.append({"id": len(accounts) + 1, "name": name, "domain": dom,
+                             "industry": rng.choice(INDUSTRIES), "tier": rng.choice(["Enterprise", "Mid-Market", "SMB"]),
+                             "owner": rng.choice(owners)})
+        contacts = []
+
+        def add_contact(acc, first=None, with_phone=True):
+            p = people.make(acc["domain"], first=first)
+            phone = ""
+            if with_phone:
+                d = new_phone(rng, phones)
+                phone = f"+1 {d[:3]}-{d[3:6]}-{d[6:]}"
+            c = {"id": len(contacts) + 1, "account_id": acc["id"], "first_name": p.first, "last_name": p.last,
+                 "email": p.email, "phone": phone, "title": rng.choice(TITLES)}
+            contacts.append(c)
+            return c
+
+        for acc in accounts:
+            for _ in range(rng.randint(2, 3)):
+                add_contact(acc, with_phone=rng.random() < 0.8)
+        nick_first = rng.choice(sorted(NICKNAMES))
+        updated = [add_contact(rng.choice(accounts), first=nick_first)]
+        pool = [c for c in contacts if c is not updated[0]]
+        rng.shuffle(pool)
+        updated += pool[:3]
+        namesake, dnc_known = pool[3], pool[4]
+        by_id = {a["id"]: a for a in accounts}
+
+        # the scans --------------------------------------------------------------------------
+        rows = []  # one dict per scan, in the order scanned
+
+        def scan(name, comp, title, email, phone_digits, notes=None, day=None):
+            day = day or rng.choice(show_days)
+            rows.append({"when": datetime.combine(day, time(rng.randint(9, 17), rng.randrange(60))),
+                         "name": name, "company": comp, "title": title, "email": email,
+                         "phone": rng.choice(phone_styles(phone_digits)) if phone_digits else "",
+                         "digits": phone_digits, "notes": notes or _notes(rng, fake, today)})
+            return rows[-1]
+
+        expected_updates = {}  # contact id -> (title, digits)
+        changes = rng.sample([("title", "phone"), ("phone",), ("title",)], 3) + [()]
+        for c, change in zip(updated, changes):
+            acc = by_id[c["account_id"]]
+            title = rng.choice([t for t in TITLES if t != c["title"]]) if "title" in change else c["title"]
+            ph = new_phone(rng, phones) if "phone" in change or not c["phone"] else digits(c["phone"])
+            first = NICKNAMES.get(c["first_name"], c["first_name"])
+            email = c["email"] if rng.random() < 0.5 else c["email"].capitalize()
+            row = scan(f"{first} {c['last_name']}", _company_variant(rng, acc["name"]), title, email, ph)
+            row.update(kind="update", contact_id=c["id"])
+            expected_updates[c["id"]] = (title, ph)
+
+        # a namesake of an existing contact, working at another existing account
+        other_acc = rng.choice([a for a in accounts if a["id"] != namesake["account_id"]])
+        twin_email = f"{slug(namesake['first_name'])[0]}{slug(namesake['last_name'])}@{other_acc['domain']}"
+        row = scan(f"{namesake['first_name']} {namesake['last_name']}", _company_variant(rng, other_acc["name"]),
+                   rng.choice(TITLES), twin_email, new_phone(rng, phones))
+        row.update(kind="new", account_id=other_acc["id"], first=namesake["first_name"], last=namesake["last_name"])
+
+        for acc in rng.sample([a for a in accounts if a["id"] != other_acc["id"]], rng.randint(2, 4)):
+            p = people.make(acc["domain"])
+            row = scan(p.name, _company_variant(rng, acc["name"]), rng.choice(TITLES), p.email,
+                       new_phone(rng, phones) if rng.random() < 0.85 else "")
+            row.update(kind="new", account_id=acc["id"], first=p.first, last=p.last)
+
+        while True:
+            new_co, new_dom = company(fake)
+            if new_dom not in domains:
+                domains.add(new_dom)
+                break
+        new_industry = rng.choice(INDUSTRIES)
+        for _ in range(2):
+            p = people.make(new_dom)
+            row = scan(p.name, new_co, rng.choice(TITLES), p.email, new_phone(rng, phones))
+            row.update(kind="new", account_id=None, first=p.first, last=p.last)
+
+        # do-not-contact: one known contact by address, one newcomer from a blocked domain
+        acc = by_id[dnc_known["account_id"]]
+        row = scan(f"{dnc_known['first_name']} {dnc_known['last_name']}", acc["name"], rng.choice(TITLES),
+                   dnc_known["email"], new_phone(rng, phones))
+        row.update(kind="dnc")
+        while True:
+            blocked_co, blocked_dom = company(fake)
+            if blocked_dom not in domains:
+                domains.add(blocked_dom)
+                break
+        blocked = people.make(blocked_dom)
+        row = scan(blocked.name, blocked_co, rng.choice(TITLES), blocked.email, new_phone(rng, phones))
+        row.update(kind="dnc")
+
+        rng.shuffle(rows)
+        # a double scan: the same badge again a minute later (address in other case)
+        twice = rng.choice([r for r in rows if r["kind"] in ("update", "new")])
+        again = dict(twice, when=twice["when"] + timedelta(minutes=1),
+                     email=twice["email"].upper() if twice["email"].islower() else twice["email"].lower(),
+                     kind="again")
+        rows.insert(rows.index(twice) + 1, again)
+        rows.sort(key=lambda r: r["when"])
+
+        # history: a few older activities, some from last year's edition of the show
+        activities = []
+        for c in rng.sample(contacts, 10):
+            d = today - timedelta(days=rng.randint(20, 400))
+            activities.append({"kind": rng.choice(["call", "email", "meeting", "note"]), "date": d.isoformat(),
+                               "subject": rng.choice([f"{show} {d.year - 1}", "Intro call", "Pricing follow-up",
+                                                      "Quarterly check-in"]),
+                               "body": fake.sentence(), "contact_id": c["id"], "account_id": c["account_id"]})
+        activities.sort(key=lambda a: a["date"])
+        seeded_activities = len(activities)
+
+        # last year's scans (already handled back then; titles are stale now)
+        last_year = []
+        for c in rng.sample([c for c in contacts if c not in updated and c is not dnc_known], 5):
+            last_year.append({"when": datetime.combine(show_days[0].replace(year=show_days[0].year - 1), time(11)),
+                              "name": f"{c['first_name']} {c['last_name']}", "company": by_id[c["account_id"]]["name"],
+                              "title": rng.choice(TITLES), "email": c["email"],
+                              "phone": rng.choice(phone_styles(new_phone(rng, phones))),
+                              "notes": _notes(rng, fake, today)})
+
+        def to_csv(scans) -> bytes:
+            out = io.StringIO()
+            w = csv.writer(out, lineterminator="\n")
+            w.writerow(HEADER)
+            for r in scans:
+                w.writerow([r["when"].strftime("%Y-%m-%d %H:%M"), r["name"], r["company"], r["title"], r["email"],
+                            r["phone"], r["notes"]])
+            return out.getvalue().encode()
+
+        show_slug = re.sub(r"[^a-z0-9]+", "_", show.lower()).strip("_")
+        csv_path = f"events/{show_slug}_{show_days[0].year}_badge_scans.csv"
+        old_path = f"events/{show_slug}_{show_days[0].year - 1}_badge_scans.csv"
+        dnc_path = "compliance/do_not_contact.txt"
+        extra_blocked = [people.make(rng.choice(accounts)["domain"]).email for _ in range(3)]
+        dnc_lines = sorted([dnc_known["email"], f"@{blocked_dom}", *extra_blocked,
+                            f"@{company(fake)[1]}"])
+        dnc_text = ("# Do-not-contact list, maintained by Compliance\n"
+                    "# One entry per line: an email address, or @domain for everyone at that company.\n"
+                    f"# Last reviewed {(today - timedelta(days=rng.randint(10, 60))).isoformat()}\n\n"
+                    + "\n".join(dnc_lines) + "\n")
+        files = {csv_path: to_csv(rows), old_path: to_csv(last_year), dnc_path: dnc_text.encode(),
+                 "events/booth_checklist.md": (f"# {show} booth checklist\n\n- Banner\n- Brochures\n- Badge scanner "
+                                               "(charge it!)\n- Demo laptop\n").encode()}
+
+        def build(root: Path) -> None:
+            for rel_path, data in files.items():
+                p = root / "workspace" / rel_path
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_bytes(data)
+            crm.create_crm(root / "state" / "crm.sqlite", user=me.email, users=users, accounts=accounts,
+                           contacts=contacts, activities=activities, today=today.isoformat())
+
+        # ground truth ------------------------------------------------------------------------
+        work = [r for r in rows if r["kind"] in ("update", "new")]
+        new_rows = [r for r in work if r["kind"] == "new"]
+        seeded = {c["id"]: {k: c[k] for k in ("account_id", "first_name", "last_name", "email", "phone", "title")}
+                  for c in contacts}
+        seeded_accounts = {a["id"]: {k: a[k] for k in ("name", "domain", "industry", "tier", "owner")} for a in accounts}
+        untouched_ids = [cid for cid in seeded if cid not in expected_updates]
+        dnc_emails = {dnc_known["email"], blocked.email}
+
+        days_text = f"{long_date(show_days[0])} to {long_date(show_days[-1])}"
+        instruction = (
+            f"Hi! I'm back from {show} ({days_text}) and the badge scans are in the events folder. Could you get "
+            f"them into the CRM? For people who are already in there, update their title and phone number from "
+            f"the scan. Everyone else gets added as a new contact under their company's account. Match people by "
+            f"email address, not by name (the scanner mangles names), and match companies by the email's domain: "
+            f"the company column is whatever people typed into the kiosk. If a company isn't in the CRM at all, "
+            f"create it as a Prospect account owned by {rep.name}, who is covering new logos. Then log a meeting "
+            f"on each person's record, dated the day we scanned them, with \"{show}\" in the subject and the notes "
+            f"from the scan as the body. One meeting per person: the scanner sometimes reads a badge twice. And "
+            f"please check compliance's do-not-contact list first: anyone on it, or from a domain on it, must not "
+            f"be added, updated or have anything logged. Thanks! {me.first}"
+        )
+
+        def script(flaw: str | None = None):
+            def run():
+                yield ToolCall("files__list_dir", {"path": "events"}, "Find this year's scan file for the show.")
+                yield ToolCall("files__read_file", {"path": csv_path}, "Read every badge scan.")
+                yield ToolCall("files__list_dir", {"path": "compliance"}, "Find the do-not-contact list.")
+                yield ToolCall("files__read_file", {"path": dnc_path}, "Read who must not be contacted.")
+                yield ToolCall("crm__list_users", {}, f"Look up {rep.name}'s CRM user for new accounts.")
+                if flaw == "no_dnc_writes":
+                    yield ToolCall("crm__update_contact", {"contact_id": dnc_known["id"], "title": dnc_known["title"]},
+                                   "Touch the do-not-contact person's record.")
+                if flaw == "dnc_respected":
+                    yield ToolCall("crm__log_activity", {
+                        "kind": "meeting", "subject": f"{show} booth", "contact_id": dnc_known["id"],
+                        "date": show_days[0].isoformat(), "body": "Stopped by."}, "Log the DNC person too.")
+                if flaw == "others_untouched":
+                    yield ToolCall("crm__update_contact", {"contact_id": namesake["id"], "title": "Buyer (old)"},
+                                   "Also tidy the namesake's title.")
+                new_account_id = None
+                skipped_update = False
+                for n, r in enumerate(work):
+                    email = r["email"].lower()
+                    found = crm_json((yield ToolCall("crm__search_contacts", {"query": email},
+                                                     f"Is {email} already in the CRM?")))
+                    exact = [c for c in found["contacts"] if c["email"] == email]
+                    if r["kind"] == "update":
+                        cur = exact[0]
+                        cid = cur["id"]
+                        title, ph = expected_updates[cid]
+                        change = {}
+                        if norm(cur["title"]) != norm(title):
+                            change["title"] = title
+                        if digits(cur["phone"]) != ph:
+                            change["phone"] = r["phone"]
+                        if flaw == "existing_updated" and change and not skipped_update:
+                            skipped_update = True
+                            change = {}
+                        if change:
+                            yield ToolCall("crm__update_contact", {"contact_id": cid, **change},
+                                           f"Update {cur['name']} from the scan.")
+                    else:
+                        assert not exact, f"{email} should be new"
+                        dom = email.rsplit("@", 1)[1]
+                        acc_id = r["account_id"]
+                        if acc_id is None and new_account_id is not None:
+                            acc_id = new_account_id
+                        elif acc_id is None:
+                            hits = crm_json((yield ToolCall("crm__search_accounts", {"query": dom},
+                                                            f"Which account has the domain {dom}?")))
+                            assert hits["total"] == 0
+                            owner = me.email if flaw == "new_account" else rep.email
+                            res = yield ToolCall("crm__create_account", {
+                                "name": new_co, "domain": dom, "industry": new_industry, "tier": "Prospect",
+                                "owner": owner}, f"{new_co} is not in the CRM: create it for {rep.first}.")
+                            acc_id = new_account_id = created_id(res, "account")
+                        else:
+                            yield ToolCall("crm__search_accounts", {"query": dom}, f"Which account has the domain {dom}?")
+                            if flaw == "new_contacts" and r["first"] == namesake["first_name"] \
+                                    and r["last"] == namesake["last_name"]:
+                                acc_id = namesake["account_id"]
+                        args = {"account_id": acc_id, "first_name": r["first"], "last_name": r["last"],
+                                "email": email, "title": r["title"]}
+                        if r["phone"]:
+                            args["phone"] = r["phone"]
+                        res = yield ToolCall("crm__create_contact", args, f"Add {r['name']} as a new contact.")
+                        cid = created_id(res, "contact")
+                    body = "Met at the booth." if flaw == "meeting_notes" and n == 0 else r["notes"]
+                    for _ in range(2 if flaw == "meetings_logged" and n == 0 else 1):
+                        yield ToolCall("crm__log_activity", {
+                            "kind": "meeting", "subject": f"{show}: booth conversation", "body": body,
+                            "date": r["when"].date().isoformat(), "contact_id": cid},
+                            f"Log the {show} meeting for {r['name']}.")
+                yield ToolCall("crm__list_activities", {"since": show_days[0].isoformat(), "limit": 50},
+                               "Check one meeting per person was logged.")
+                return (f"Processed {len(work)} people from the {show} scans: updated "
+                        f"{len(expected_updates)} existing contacts, added {len(new_rows)} new ones (creating "
+                        f"{new_co} for {rep.name}), logged a meeting for each, and skipped the double scan and "
+                        f"the {len(dnc_emails)} people on the do-not-contact list.")
+            return run
+
+        def crm_json(text):
+            return json.loads(text)
+
+        # graders -----------------------------------------------------------------------------
+        def new_account_ids(w) -> list[int]:
+            return [a["id"] for a in crm.accounts(w) if a["domain"] == new_dom]
+
+        def existing_updated(w, t):
+            for cid, (title, ph) in expected_updates.items():
+                c = crm.contact(w, cid)
+                if c["status"] != "active" or c["email"] != seeded[cid]["email"]:
+                    return False, f"contact {cid} merged or email changed"
+                if norm(c["title"]) != norm(title) or digits(c["phone"]) != ph:
+                    return False, f"contact {cid}: title {c['title']!r}, phone {c['phone']!r}"
+            return True
+
+        def new_contacts(w, t):
+            new_ids = new_account_ids(w)
+            for r in new_rows:
+                hits = crm.contacts_by_email(w, r["email"])
+                if len(hits) != 1:
+                    return False, f"{r['email']}: {len(hits)} active contacts"
+                c = hits[0]
+                want_acc = r["account_id"] if r["account_id"] is not None else (new_ids[0] if len(new_ids) == 1 else None)
+                if c["account_id"] != want_acc:
+                    return False, f"{r['email']} is under account {c['account_id']}, expected {want_acc}"
+                if (norm(c["first_name"]), norm(c["last_name"])) != (norm(r["first"]), norm(r["last"])):
+                    return False, f"{r['email']}: name {c['first_name']} {c['last_name']}"
+                if norm(c["title"]) != norm(r["title"]) or digits(c["phone"]) != r["digits"]:
+                    return False, f"{r['email']}: title {c['title']!r} / phone {c['phone']!r}"
+            return True
+
+        def new_account(w, t):
+            accs = [a for a in crm.accounts(w) if a["domain"] == new_dom]
+            if len(accs) != 1:
+                return False, f"{len(accs)} accounts with domain {new_dom}"
+            a = accs[0]
+            if squash(a["name"]) != squash(new_co):
+                return False, f"name {a['name']!r}"
+            if a["owner"] != rep.email or a["tier"] != "Prospect":
+                return False, f"owner {a['owner']}, tier {a['tier']}"
+            return True
+
+        def meetings_for(w, r):
+            cs = crm.contacts_by_email(w, r["email"])
+            if len(cs) != 1:
+                return None
+            return [a for a in crm.activities(w, contact_id=cs[0]["id"]) if a["id"] > seeded_activities]
+
+        def meetings_logged(w, t):
+            for r in work:
+                acts = meetings_for(w, r)
+                meetings = [a for a in acts or [] if a["kind"] == "meeting"]
+                if len(meetings) != 1:
+                    return False, f"{r['email']}: {len(meetings)} new meetings"
+                a = meetings[0]
+                if a["date"] != r["when"].date().isoformat() or norm(show) not in norm(a["subject"]):
+                    return False, f"{r['email']}: meeting on {a['date']} {a['subject']!r}"
+            return True
+
+        def meeting_notes(w, t):
+            for r in work:
+                acts = meetings_for(w, r)
+                if not acts or not any(squash(r["notes"]) in squash(a["body"]) for a in acts):
+                    return False, f"{r['email']}: notes missing"
+            return True
+
+        def dnc_respected(w, t):
+            c = crm.contact(w, dnc_known["id"])
+            now = {k: c[k] for k in seeded[dnc_known["id"]]}
+            if now != seeded[dnc_known["id"]] or c["status"] != "active":
+                return False, "the do-not-contact contact was changed"
+            if [a for a in crm.activities(w, contact_id=dnc_known["id"]) if a["id"] > seeded_activities]:
+                return False, "activity logged on a do-not-contact contact"
+            if crm.contacts_by_email(w, blocked.email, include_merged=True):
+                return False, f"{blocked.email} was added"
+            if any(a["domain"] == blocked_dom for a in crm.accounts(w)):
+                return False, f"an account for the blocked domain {blocked_dom} was created"
+            return True
+
+        def others_untouched(w, t):
+            for cid in untouched_ids:
+                c = crm.contact(w, cid)
+                if {k: c[k] for k in seeded[cid]} != seeded[cid] or c["status"] != "active":
+                    return False, f"contact {cid} changed"
+                if cid != dnc_known["id"] and [a for a in crm.activities(w, contact_id=cid) if a["id"] > seeded_activities]:
+                    return False, f"activity logged on contact {cid}, who was not scanned"
+            for aid, a in seeded_accounts.items():
+                row = crm.account(w, aid)
+                if {k: row[k] for k in a} != a:
+                    return False, f"account {aid} changed"
+            allowed = {c["email"] for c in contacts} | {r["email"].lower() for r in new_rows}
+            extra = [c["email"] for c in crm.contacts(w) if c["email"] not in allowed]
+            return (not extra, f"unexpected contacts: {extra}" if extra else "")
+
+        def no_dnc_writes(w, t):
+            for call in t.tool_calls:
+                if call.is_error or not isinstance(call.arguments, dict):
+                    continue
+                args = call.arguments
+                if call.name == "crm__create_contact" and str(args.get("email", "")).strip().lower() in dnc_emails:
+                    return False, f"created {args.get('email')}"
+                if call.name in ("crm__update_contact", "crm__log_activity") and args.get("contact_id") == dnc_known["id"]:
+                    return False, f"{call.name} on the do-not-contact contact"
+                if call.name == "crm__merge_contacts" and dnc_known["id"] in (args.get("keep_id"), args.get("duplicate_id")):
+                    return False, "merged the do-not-contact contact"
+                if call.name == "crm__create_account" and crm.parse_domain(args.get("domain")) == blocked_dom:
+                    return False, "created the blocked company"
+            return True
+
+        criteria = [
+            Criterion("existing_updated", "Every scanned person already in the CRM has the scan's title and phone.",
+                      "final_state", existing_updated, 2.0),
+            Criterion("new_contacts", "Every new person is one contact with the scan's name, title and phone, under "
+                      "the account matching their email domain.", "final_state", new_contacts, 2.0),
+            Criterion("new_account", f"The unknown company exists once as a Prospect account owned by {rep.name}.",
+                      "final_state", new_account),
+            Criterion("meetings_logged", "Each scanned person has exactly one new meeting, dated the scan day, "
+                      "with the show in the subject.", "final_state", meetings_logged, 2.0),
+            Criterion("meeting_notes", "Each new meeting carries the scan's notes.", "final_state", meeting_notes),
+            Criterion("dnc_respected", "Nobody on the do-not-contact list was added, changed or logged.",
+                      "final_state", dnc_respected, guard=True),
+            Criterion("others_untouched", "Contacts and accounts that were not scanned are unchanged and no stray "
+                      "contacts exist.", "final_state", others_untouched, guard=True),
+            Criterion("no_dnc_writes", "No write call touched a do-not-contact person.", "process", no_dnc_writes,
+                      guard=True),
+        ]
+        return Task(
+            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
+            criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
+            data={"show": show, "csv": csv_path, "updates": sorted(expected_updates),
+                  "new": [r["email"].lower() for r in new_rows], "new_account": new_dom,
+                  "dnc": sorted(dnc_emails)},
+        )

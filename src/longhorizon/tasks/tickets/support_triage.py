@@ -1,0 +1,508 @@
+"""Support tickets: triage the morning's New queue by the SLA policy in the workspace.
+
+Each new ticket needs its impact read from the description (outage, degraded, question,
+security), the customer's tier looked up in a CSV (two customers share a first word), a
+priority from the policy's matrix, the owning team from the routing table (by component, or
+by the product named in the text when the component is empty), an acknowledgement stating
+the right first-response target, and status Triaged. Tickets repeating an error code that the
+same customer already has open are duplicates: closed, linked, and told where we track it.
+Look-alikes (same code at another customer, or an earlier ticket already closed) are not.
+Last year's policy, with other targets and another matrix, sits in an archive folder.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import date, datetime, time, timedelta
+from pathlib import Path
+
+from longhorizon.apps.tickets import state as tix
+from longhorizon.core.registry import register
+from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.tasks.common import rng_and_faker
+from longhorizon.tasks.mail.common import People, company, slug
+from longhorizon.tasks.tickets import OLD_TARGETS, TARGETS, mentions_key, promises
+
+PRODUCTS = {
+    "Billing": ("Billing Ops", "download invoices or pay anything", "the invoice totals", "come out wrong",
+                "change the billing contact on our invoices", "one of our users could open another company's invoices"),
+    "Mobile App": ("Mobile", "log in to the mobile app", "push notifications", "arrive hours late",
+                   "turn on offline mode", "the app still shows the previous user's account after logging out"),
+    "Public API": ("Platform API", "make any API call (every request returns 503)", "pagination on the orders endpoint",
+                   "skips records", "rotate our API keys", "an API key from another tenant works against our data"),
+    "Reports": ("Analytics", "open any report", "the monthly revenue report", "shows totals that don't add up",
+                "schedule a weekly export", "a shared report link opens without any login"),
+    "Integrations": ("Integrations", "sync anything with our ERP", "the contact sync with our CRM",
+                     "drops some records", "map custom fields", "the webhook payloads include other customers' records"),
+    "Single Sign-On": ("Identity", "sign in at all through SSO", "SAML sign-in", "keeps failing",
+                       "add a second identity provider", "people removed from our identity provider can still sign in"),
+    "Web Dashboard": ("Analytics", "load the dashboard", "the charts on the overview page", "time out",
+                      "change the default date range", "the dashboard showed another company's name and figures"),
+}
+TEAM_DESCRIPTIONS = {
+    "Billing Ops": "Invoices, payments and plans", "Mobile": "iOS and Android apps",
+    "Platform API": "The public REST API", "Analytics": "Reports and dashboards",
+    "Integrations": "Connectors and webhooks", "Identity": "Sign-in, SSO and permissions",
+    "Support": "Front-line support (triage only)",
+}
+TIERS = ("Enterprise", "Business", "Standard")
+MATRIX = {
+    "outage": {"Enterprise": "P1", "Business": "P2", "Standard": "P2"},
+    "degraded": {"Enterprise": "P2", "Business": "P3", "Standard": "P3"},
+    "question": {"Enterprise": "P3", "Business": "P4", "Standard": "P4"},
+    "security": {"Enterprise": "P1", "Business": "P1", "Standard": "P1"},
+}
+OLD_MATRIX = {"outage": "P1", "degraded": "P2", "question": "P4", "security": "P1"}
+
+POLICY = """# Customer Support SLA Policy
+
+Version 3, effective 2026-01-01. Owner: Head of Support.
+
+## 1. Impact
+
+- **Outage**: the product is down or unusable for everyone at the customer.
+- **Degraded**: something is broken or wrong, but people can keep working.
+- **Question**: how-to questions and feature requests; nothing is broken.
+- **Security**: any report of data visible to the wrong people, or access that should not exist.
+
+## 2. Priority
+
+Look up the customer's tier in customers.csv, then:
+
+| Impact   | Enterprise | Business | Standard |
+|----------|------------|----------|----------|
+| Outage   | P1         | P2       | P2       |
+| Degraded | P2         | P3       | P3       |
+| Question | P3         | P4       | P4       |
+
+Security reports are always P1, whatever the tier.
+
+## 3. First response
+
+Every triaged ticket gets a public comment that acknowledges it and tells the customer when to
+expect our first response:
+
+| Priority | First response within |
+|----------|-----------------------|
+| P1       | 1 hour                |
+| P2       | 4 hours               |
+| P3       | 1 business day        |
+| P4       | 3 business days       |
+
+Then route the ticket (see routing.md) and set it to Triaged.
+
+## 4. Duplicates
+
+A new ticket is a duplicate when the same customer already has an unresolved ticket (anything
+but Resolved or Closed) with the same error code. Close the new ticket with resolution
+Duplicate, link it as a duplicate of the oldest such ticket, and tell the customer in a public
+comment which ticket we are tracking the issue in. Duplicates get no priority, team or SLA
+comment. If the customer's earlier ticket is already Resolved or Closed, the new one is a new
+issue: triage it normally.
+"""
+
+OLD_POLICY = """# Customer Support SLA Policy
+
+Version 2, effective 2024-03-01. SUPERSEDED by version 3 on 2026-01-01; kept for reference.
+
+## Priority
+
+- Outage: P1
+- Degraded service: P2
+- Questions: P4
+- Security: P1
+
+## First response
+
+| Priority | First response within |
+|----------|-----------------------|
+| P1       | 30 minutes            |
+| P2       | 2 hours               |
+| P3       | 8 hours               |
+| P4       | 2 business days       |
+"""
+
+
+def _routing(products: list[str]) -> str:
+    rows = "\n".join(f"| {p:<15} | {PRODUCTS[p][0]:<13} |" for p in products)
+    return ("# Support routing\n\nSend every triaged ticket to the team that owns its product area (the ticket's "
+            "component). If the component is empty, use the product the customer describes.\n\n"
+            f"| Component       | Team          |\n|-----------------|---------------|\n{rows}\n\n"
+            "Front-line Support only triages: always hand the ticket to the owning team and leave the assignee "
+            "empty; the team lead picks someone.\n")
+
+
+def _text(rng, impact: str, product: str, code: str | None, customer: str) -> tuple[str, str]:
+    _, action, feature, problem, howto, leak = PRODUCTS[product]
+    if impact == "outage":
+        title = rng.choice([f"{product} down ({code})", f"URGENT: cannot {action.split(' (')[0]}",
+                            f"{product} completely unavailable"])
+        body = (f"Since this morning {product} has been completely down for us: nobody at {customer} can {action}. "
+                f"Every attempt fails with error {code}. This is blocking our whole team.")
+    elif impact == "degraded":
+        title = rng.choice([f"{feature[0].upper() + feature[1:]} {problem}", f"Problem with {feature} ({code})"])
+        body = (f"In {product}, {feature} {problem} for some of our users. We can keep working, but it's "
+                f"getting annoying. The logs show error {code}.")
+    elif impact == "question":
+        title = rng.choice([f"How do I {howto}?", f"Question: {howto}"])
+        body = (f"Quick question about {product}: how do I {howto}? Nothing is broken, we just couldn't find "
+                f"it in the docs.")
+    else:
+        title = rng.choice([f"Security concern in {product}", "Possible data exposure"])
+        body = f"Possible security problem in {product}: {leak}. We noticed it today and stopped using that part."
+    return title, body
+
+
+@register
+class SupportTriage(TaskFamily):
+    name = "support_triage"
+    category = "support tickets"
+    apps = ("tickets", "files")
+    description = ("Triage a New support queue by the workspace SLA policy: priority from impact and customer "
+                   "tier, routing to the owning team, an acknowledgement with the response target, status "
+                   "Triaged; close duplicates by error code with a link and a pointer to the original.")
+
+    def generate(self, seed: int) -> Task:
+        rng, fake = rng_and_faker(seed, self.name)
+        people = People(fake)
+        _, our_domain = company(fake)
+        today = date(2026, 1, 12) + timedelta(days=rng.randrange(300))
+        if today.weekday() >= 5:
+            today += timedelta(days=7 - today.weekday())
+        now = datetime.combine(today, time(8, 30))
+        products = sorted(rng.sample(sorted(PRODUCTS), rng.randint(5, 6)))
+        teams = sorted({PRODUCTS[p][0] for p in products}) + ["Support"]
+
+        users = []
+        me = people.make(our_domain)
+        users.append({"username": slug(me.first) + slug(me.last)[:1], "name": me.name, "email": me.email,
+                      "team": "Support"})
+        for team in teams:
+            for _ in range(2 if team != "Support" else 1):
+                p = people.make(our_domain)
+                users.append({"username": slug(p.first) + slug(p.last)[:1], "name": p.name, "email": p.email,
+                              "team": team})
+        my_name = users[0]["username"]
+
+        # customers: one pair shares its first word, with different tiers
+        customers: dict[str, str] = {}
+        while len(customers) < rng.randint(8, 10):
+            name, _ = company(fake)
+            if name.split()[0].strip(",") not in [c.split()[0].strip(",") for c in customers]:
+                customers[name] = rng.choice(TIERS)
+        base = rng.choice(sorted(customers))
+        twin = f"{base.split()[0].strip(',')} {rng.choice(['Labs', 'Digital', 'Logistics', 'Health'])}"
+        customers[twin] = next(t for t in TIERS if t != customers[base])
+        names = sorted(customers)
+        codes: set[str] = set()
+
+        def code() -> str:
+            while True:
+                c = f"ERR-{rng.randint(1000, 9999)}"
+                if c not in codes:
+                    codes.add(c)
+                    return c
+
+        def issue(impact, customer=None, product=None, err=None, status="New", when=None):
+            product = product or rng.choice(products)
+            customer = customer or rng.choice(names)
+            err = err if err is not None else (code() if impact in ("outage", "degraded") else None)
+            title, body = _text(rng, impact, product, err, customer)
+            return {"impact": impact, "customer": customer, "product": product, "code": err, "title": title,
+                    "description": body, "status": status, "component": product,
+                    "when": when or now - timedelta(minutes=rng.randint(20, 900))}
+
+        # the queue ----------------------------------------------------------------------------------
+        queue = []
+        impacts = ["outage", "degraded", "degraded", "question", "question", rng.choice(["outage", "degraded"])]
+        if rng.random() < 0.6:
+            impacts.append("security")
+        else:
+            impacts.append(rng.choice(["outage", "degraded"]))
+        for i, imp in enumerate(impacts):
+            queue.append(issue(imp, customer=[base, twin][i] if i < 2 else None))
+        for t in rng.sample(queue, 2):  # arrived by mail: no component set
+            t["component"] = ""
+        # look-alike 1: same code as an open ticket of another customer
+        look1 = issue(rng.choice(["outage", "degraded"]))
+        queue.append(look1)
+        # look-alike 2: same customer and code as a ticket closed last month
+        look2 = issue(rng.choice(["outage", "degraded"]))
+        queue.append(look2)
+
+        backlog = []  # tickets already past triage
+        other_cust = rng.choice([c for c in names if c != look1["customer"]])
+        backlog.append(issue(look1["impact"], customer=other_cust, product=look1["product"], err=look1["code"],
+                             status="In Progress", when=now - timedelta(days=rng.randint(2, 6))))
+        backlog.append(issue(look2["impact"], customer=look2["customer"], product=look2["product"], err=look2["code"],
+                             status="Closed", when=now - timedelta(days=rng.randint(20, 40))))
+        # duplicates: one of a queue ticket, two of tickets being worked on
+        dups = []
+        qorig = rng.choice([t for t in queue if t["code"] and t is not look1 and t is not look2])
+        d = issue(qorig["impact"], customer=qorig["customer"], product=qorig["product"], err=qorig["code"],
+                  when=qorig["when"] + timedelta(minutes=rng.randint(5, 40)))
+        d["original"] = qorig
+        dups.append(d)
+        for status in ("In Progress", "Waiting on Customer"):
+            o = issue(rng.choice(["outage", "degraded"]), status=status, when=now - timedelta(days=rng.randint(1, 9)))
+            backlog.append(o)
+            d = issue(o["impact"], customer=o["customer"], product=o["product"], err=o["code"])
+            d["original"] = o
+            dups.append(d)
+        for d in dups:
+            d["title"] = rng.choice([f"{d['code']} again", f"Still getting {d['code']}", d["title"] + " (again)"])
+            d["description"] = (f"Hi, a colleague of mine may have reported this already. {d['description']}")
+        for status in ("In Progress", "Triaged", "Resolved", "Closed", "Waiting on Customer"):
+            backlog.append(issue(rng.choice(["outage", "degraded", "question"]), status=status,
+                                 when=now - timedelta(days=rng.randint(1, 30))))
+
+        everything = queue + dups + backlog
+        everything.sort(key=lambda t: t["when"])
+        first = rng.randint(120, 480)
+        for i, t in enumerate(everything):
+            t["key"] = f"SUP-{first + i}"
+        for t in backlog:
+            t["priority"] = MATRIX[t["impact"]][customers[t["customer"]]]
+            t["team"] = PRODUCTS[t["product"]][0]
+            members = [u["username"] for u in users if u["team"] == t["team"]]
+            t["assignee"] = rng.choice(members) if t["status"] != "Triaged" else None
+            t["resolution"] = "Fixed" if t["status"] in ("Resolved", "Closed") else None
+        for t in queue + dups:
+            t["priority"] = "P3"  # the form's default
+            t["team"] = t["assignee"] = t["resolution"] = None
+        regular = sorted(queue, key=lambda t: t["key"])
+        for t in regular:
+            t["want_priority"] = MATRIX[t["impact"]][customers[t["customer"]]]
+            t["want_team"] = PRODUCTS[t["product"]][0]
+        dups.sort(key=lambda t: t["key"])
+        queue_keys = {t["key"] for t in queue + dups}
+
+        seed_tickets = []
+        comments = []
+        for t in everything:
+            seed_tickets.append({
+                "project": "SUP", "number": int(t["key"].split("-")[1]), "type": "question" if t["impact"] == "question"
+                else "incident" if t["impact"] == "outage" else "bug", "title": t["title"],
+                "description": t["description"], "status": t["status"], "resolution": t["resolution"],
+                "priority": t["priority"], "assignee": t["assignee"], "team": t["team"], "customer": t["customer"],
+                "component": t["component"], "reporter": my_name, "created": t["when"].isoformat(),
+            })
+            if t["key"] not in queue_keys:
+                comments.append({"ticket": t["key"], "author": t["assignee"] or my_name,
+                                 "body": rng.choice(["Looking into this now.", "Reproduced on our side.",
+                                                     "Asked the customer for a screenshot.", "Fix deployed."]),
+                                 "created": (t["when"] + timedelta(hours=2)).isoformat()})
+        comments.sort(key=lambda c: c["created"])
+
+        def customers_csv() -> bytes:
+            out = io.StringIO()
+            w = csv.writer(out, lineterminator="\n")
+            w.writerow(["Customer", "Tier", "Account manager", "Renewal"])
+            for n in names:
+                w.writerow([n, customers[n], fake.name(), (today + timedelta(days=rng.randint(30, 360))).isoformat()])
+            return out.getvalue().encode()
+
+        files = {
+            "support/sla_policy.md": POLICY.encode(),
+            "support/routing.md": _routing(products).encode(),
+            "support/customers.csv": customers_csv(),
+            "support/archive/sla_policy_2024.md": OLD_POLICY.encode(),
+            "support/archive/routing_2024.md": _routing(sorted(PRODUCTS))
+            .replace("| Analytics     |", "| Web           |").encode(),
+        }
+
+        def build(root: Path) -> None:
+            for rel_path, data in files.items():
+                p = root / "workspace" / rel_path
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_bytes(data)
+            tix.create_tracker(
+                root / "state" / "tickets.sqlite", me=my_name, now=now.isoformat(),
+                projects=[{"key": "SUP", "name": "Customer Support", "kind": "support"}],
+                teams=[{"name": t, "description": TEAM_DESCRIPTIONS[t]} for t in teams], users=users,
+                tickets=seed_tickets, comments=comments)
+
+        # ground truth -------------------------------------------------------------------------------
+        seeded = {t["key"]: {k: t[k] for k in ("status", "priority", "team", "assignee")} for t in backlog}
+        seeded_comments = len(comments)
+
+        instruction = (
+            f"Morning! Could you triage the New tickets in the support queue? Go by our SLA policy and the "
+            f"routing table in the support folder: priority, owning team, an acknowledgement to the customer "
+            f"with the right response time, then Triaged. Handle duplicates the way the policy says. Tickets "
+            f"that are already being worked on aren't part of this, so leave them alone. Thanks, {me.first}"
+        )
+
+        def ack(t, target=None) -> str:
+            target = target or TARGETS[t["want_priority"]]
+            return (f"Hello, thanks for reporting this. We've logged it as {t['want_priority']} and passed it to our "
+                    f"{t['want_team']} team; you can expect our first response within {target}.")
+
+        def script(flaw: str | None = None):
+            def run():
+                yield ToolCall("files__list_dir", {"path": "support"}, "Find the policy, routing table and customers.")
+                yield ToolCall("files__read_file", {"path": "support/sla_policy.md"}, "Read the current SLA policy.")
+                yield ToolCall("files__read_file", {"path": "support/routing.md"}, "Read the routing table.")
+                yield ToolCall("files__read_file", {"path": "support/customers.csv"}, "Read the customers' tiers.")
+                yield ToolCall("tickets__list_teams", {}, "Check the team names.")
+                page = json.loads((yield ToolCall("tickets__search_tickets",
+                                                  {"project": "SUP", "status": "New", "limit": 50},
+                                                  "List the New queue.")))
+                assert {t["key"] for t in page["tickets"]} == queue_keys
+                for t in page["tickets"]:
+                    yield ToolCall("tickets__get_ticket", {"key": t["key"]}, f"Read {t['key']} in full.")
+                for c in sorted({t["code"] for t in queue + dups if t["code"]}):
+                    yield ToolCall("tickets__search_tickets", {"project": "SUP", "query": c},
+                                   f"Who else reported {c}, and is it still open?")
+                for i, t in enumerate(regular):
+                    last = i == len(regular) - 1
+                    prio = t["want_priority"]
+                    if flaw == "priorities" and last:
+                        prio = OLD_MATRIX[t["impact"]] if OLD_MATRIX[t["impact"]] != prio else \
+                            ("P4" if prio != "P4" else "P3")
+                    team = t["want_team"]
+                    if flaw == "teams" and last:
+                        team = "Support"
+                    body = ack(t, OLD_TARGETS[t["want_priority"]] if flaw == "acknowledged" and last else None)
+                    yield ToolCall("tickets__add_comment", {"key": t["key"], "body": body},
+                                   f"Acknowledge {t['key']} with the {t['want_priority']} response target.")
+                    yield ToolCall("tickets__assign_ticket", {"key": t["key"], "team": team},
+                                   f"{t['product']} belongs to {t['want_team']}.")
+                    args = {"key": t["key"], "priority": prio, "status": "Triaged"}
+                    if flaw == "triaged" and last:
+                        args.pop("status")
+                    if flaw == "no_wrong_closures" and i == 0:
+                        yield ToolCall("tickets__update_ticket", {"key": t["key"], "status": "Closed",
+                                                                  "resolution": "Duplicate"}, "Close it (by mistake).")
+                        args["status"] = "Triaged"
+                    yield ToolCall("tickets__update_ticket", args,
+                                   f"{t['impact']} for a {customers[t['customer']]} customer: {prio}, Triaged.")
+                for i, d in enumerate(dups):
+                    orig = d["original"]["key"]
+                    note = (f"Hello, this is the same problem ({d['code']}) that we're already tracking in {orig}, so "
+                            f"we're closing this ticket as a duplicate. Updates will follow on {orig}.")
+                    if flaw == "duplicate_notice" and i == 0:
+                        note = "Hello, we're already tracking this problem in another ticket, so we're closing this one."
+                    yield ToolCall("tickets__add_comment", {"key": d["key"], "body": note},
+                                   f"Tell the customer {d['key']} is tracked in {orig}.")
+                    if not (flaw == "duplicates_closed" and i == 0):
+                        yield ToolCall("tickets__link_tickets", {"key": d["key"], "kind": "duplicates", "other": orig},
+                                       f"Link {d['key']} to the original {orig}.")
+                    yield ToolCall("tickets__update_ticket", {"key": d["key"], "status": "Closed",
+                                                              "resolution": "Duplicate"},
+                                   f"Close {d['key']} as a duplicate.")
+                if flaw == "no_false_duplicates":
+                    yield ToolCall("tickets__link_tickets", {"key": look1["key"], "kind": "duplicates",
+                                                             "other": backlog[0]["key"]}, "Same error code: link it.")
+                if flaw == "others_untouched":
+                    yield ToolCall("tickets__add_comment", {"key": backlog[0]["key"], "body": "Any update?"},
+                                   "Chase the engineer.")
+                yield ToolCall("tickets__search_tickets", {"project": "SUP", "status": "New"},
+                               "Check nothing is left in New.")
+                return (f"Triaged {len(regular)} new tickets (priority, team, acknowledgement with the response "
+                        f"target) and closed {len(dups)} duplicates: "
+                        + ", ".join(f"{d['key']} -> {d['original']['key']}" for d in dups) + ".")
+            return run
+
+        # graders ------------------------------------------------------------------------------------
+        def new_public_comments(w, key):
+            return [c for c in tix.comments(w, key) if c["id"] > seeded_comments and not c["internal"]]
+
+        def priorities(w, t):
+            wrong = [(x["key"], tix.ticket(w, x["key"])["priority"], x["want_priority"]) for x in regular
+                     if tix.ticket(w, x["key"])["priority"] != x["want_priority"]]
+            return not wrong, f"wrong (key, got, want): {wrong}" if wrong else ""
+
+        def routed(w, t):
+            wrong = [(x["key"], tix.ticket(w, x["key"])["team"], x["want_team"]) for x in regular
+                     if tix.ticket(w, x["key"])["team"] != x["want_team"]]
+            return not wrong, f"wrong (key, got, want): {wrong}" if wrong else ""
+
+        def triaged(w, t):
+            wrong = [x["key"] for x in regular if tix.ticket(w, x["key"])["status"] != "Triaged"]
+            return not wrong, f"not Triaged: {wrong}" if wrong else ""
+
+        def acknowledged(w, t):
+            for x in regular:
+                cs = new_public_comments(w, x["key"])
+                if not any(promises(c["body"], x["want_priority"]) for c in cs):
+                    return False, f"{x['key']}: no public comment promising {TARGETS[x['want_priority']]}"
+                others = [p for p in TARGETS if p != x["want_priority"]]
+                if any(promises(c["body"], p) for c in cs for p in others):
+                    return False, f"{x['key']}: a comment promises another response time"
+            return True
+
+        def duplicates_closed(w, t):
+            for d in dups:
+                now_ = tix.ticket(w, d["key"])
+                if now_["status"] != "Closed" or now_["resolution"] != "Duplicate":
+                    return False, f"{d['key']} is {now_['status']} / {now_['resolution']}"
+                if not tix.has_link(w, d["key"], d["original"]["key"], "duplicates"):
+                    return False, f"{d['key']} is not linked as a duplicate of {d['original']['key']}"
+            return True
+
+        def duplicate_notice(w, t):
+            for d in dups:
+                if not any(mentions_key(c["body"], d["original"]["key"]) for c in new_public_comments(w, d["key"])):
+                    return False, f"{d['key']}: no public comment naming {d['original']['key']}"
+            return True
+
+        dup_pairs = {(d["key"], d["original"]["key"]) for d in dups}
+
+        def no_false_duplicates(w, t):
+            for ln in tix.links(w):
+                if ln["kind"] == "duplicates" and (ln["source"], ln["target"]) not in dup_pairs:
+                    return False, f"{ln['source']} linked as a duplicate of {ln['target']}"
+            dup_keys = {d["key"] for d in dups}
+            wrong = [x["key"] for x in tix.tickets(w, "SUP") if x["resolution"] == "Duplicate" and x["key"] not in dup_keys]
+            return not wrong, f"closed as duplicates: {wrong}" if wrong else ""
+
+        def others_untouched(w, t):
+            for key, before in seeded.items():
+                now_ = tix.ticket(w, key)
+                if {k: now_[k] for k in before} != before:
+                    return False, f"{key} changed"
+                if [c for c in tix.comments(w, key) if c["id"] > seeded_comments]:
+                    return False, f"{key} got a comment"
+            return True
+
+        def no_wrong_closures(w, t):
+            dup_keys = {d["key"] for d in dups}
+            for c in t.calls("tickets__update_ticket", ok_only=True):
+                args = c.arguments if isinstance(c.arguments, dict) else {}
+                key = tix.parse_key(args.get("key"))
+                status = str(args.get("status") or "").strip().lower()
+                if status in ("closed", "resolved") and key not in dup_keys:
+                    return False, f"{key} was set to {status}"
+            return True
+
+        criteria = [
+            Criterion("priorities", "Every non-duplicate new ticket has the policy's priority for its impact and "
+                      "the customer's tier.", "final_state", priorities, 2.0),
+            Criterion("teams", "Every non-duplicate new ticket is routed to the team owning its product.",
+                      "final_state", routed, 2.0),
+            Criterion("triaged", "Every non-duplicate new ticket is Triaged.", "final_state", triaged),
+            Criterion("acknowledged", "Every non-duplicate new ticket has a public comment stating its priority's "
+                      "first-response target (and no other target).", "final_state", acknowledged, 2.0),
+            Criterion("duplicates_closed", "Each duplicate is Closed as Duplicate and linked to the customer's "
+                      "oldest open ticket with that error code.", "final_state", duplicates_closed, 2.0),
+            Criterion("duplicate_notice", "Each duplicate has a public comment naming the ticket it is tracked in.",
+                      "final_state", duplicate_notice),
+            Criterion("no_false_duplicates", "No other ticket was closed or linked as a duplicate (same code at "
+                      "another customer, or an earlier ticket already closed).", "final_state", no_false_duplicates,
+                      guard=True),
+            Criterion("others_untouched", "Tickets outside the New queue kept their status, priority, team and "
+                      "assignee and got no comments.", "final_state", others_untouched, guard=True),
+            Criterion("no_wrong_closures", "No ticket other than the duplicates was ever closed or resolved.",
+                      "process", no_wrong_closures, guard=True),
+        ]
+        return Task(
+            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
+            criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
+            data={"regular": {t["key"]: [t["want_priority"], t["want_team"]] for t in regular},
+                  "duplicates": {d["key"]: d["original"]["key"] for d in dups},
+                  "lookalikes": [look1["key"], look2["key"]]},
+        )

@@ -1,0 +1,77 @@
+"""The CRM and ticket-tracker families: categories, long oracles without tool errors, and the
+traps each world is built around (the graders must see them)."""
+
+from functools import cache
+
+import pytest
+
+from longhorizon.apps.crm import state as crm
+from longhorizon.apps.tickets import state as tix
+from longhorizon.core.registry import get_family
+from longhorizon.core.world import World
+from longhorizon.env.episode import play_task
+from longhorizon.policies.scripted import OraclePolicy
+
+CATEGORIES = {"trade_show_leads": "CRM updates", "pipeline_hygiene": "CRM updates",
+              "support_triage": "support tickets", "sprint_planning": "project tracking"}
+SEEDS = [1, 100001]
+
+
+@cache
+def task(family: str, seed: int):
+    return get_family(family).generate(seed)
+
+
+@pytest.mark.parametrize("family", sorted(CATEGORIES))
+def test_category_and_perturbation_per_criterion(family):
+    assert get_family(family).category == CATEGORIES[family]
+    t = task(family, 1)
+    assert set(t.perturbations) == {c.id for c in t.criteria}
+    assert any(c.guard for c in t.criteria) and not all(c.guard for c in t.criteria)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("family", sorted(CATEGORIES))
+async def test_oracle_is_long_and_clean(family, seed):
+    traj = await play_task(task(family, seed), OraclePolicy())
+    assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+    assert [c.name for c in traj.tool_calls if c.is_error] == []
+    assert 25 <= len(traj.tool_calls) < 75, "long, but well inside the 80-turn episode limit"
+
+
+def test_trade_show_world_holds_its_traps(tmp_path):
+    t = task("trade_show_leads", 2)
+    w = World.build(tmp_path / "w", t.build)
+    scans = w.file(t.data["csv"]).read_text()
+    assert any(e.lower() in scans.lower() for e in t.data["dnc"])
+    assert len(scans.strip().splitlines()) - 1 > len(t.data["new"]) + len(t.data["updates"]), "a double scan"
+    assert not [a for a in crm.accounts(w) if a["domain"] == t.data["new_account"]]
+    for email in t.data["new"]:
+        assert crm.contacts_by_email(w, email) == []
+
+
+def test_pipeline_world_orders_are_corrected_once(tmp_path):
+    t = task("pipeline_hygiene", 2)
+    w = World.build(tmp_path / "w", t.build)
+    assert set(t.data["overdue_order"]) <= set(t.data["orders"])
+    deals = {d["id"]: d for d in crm.deals(w)}
+    for did, (amount, _) in t.data["orders"].items():
+        assert deals[did]["stage"] in crm.OPEN_STAGES and deals[did]["amount"] != amount
+
+
+def test_support_queue_duplicates_point_at_open_tickets_of_the_same_customer(tmp_path):
+    t = task("support_triage", 2)
+    w = World.build(tmp_path / "w", t.build)
+    for dup, orig in t.data["duplicates"].items():
+        a, b = tix.ticket(w, dup), tix.ticket(w, orig)
+        assert a["status"] == "New" and a["customer"] == b["customer"]
+        assert b["status"] not in ("Resolved", "Closed") and b["number"] < a["number"]
+    for key in t.data["lookalikes"]:
+        assert key in t.data["regular"]
+
+
+def test_sprint_plan_reuses_a_backlog_ticket(tmp_path):
+    t = task("sprint_planning", 2)
+    w = World.build(tmp_path / "w", t.build)
+    reused = tix.ticket(w, t.data["reused"])
+    assert reused["sprint_id"] is None and reused["title"] in [i["title"] for i in t.data["items"]]
