@@ -1,0 +1,1 @@
+"""The search app: a read-only full-text search engine over a document archive."""

@@ -1,0 +1,1 @@
+"""The wiki app: a team wiki with pages, revisions, tags and links."""

@@ -1,0 +1,613 @@
+"""Wiki upkeep: bring the team wiki in line with decisions announced in chat, then report.
+
+Chat holds the decisions, spread over four channels and their threads: on-call rota changes
+(one of them reversed in a thread), an office move (whose address changed once before it was
+final), a deploy-process change, a page rename that left broken links, a team rename to carry
+out, and a request to tag every runbook. Alongside them: proposals nobody agreed to, and
+ordinary chatter. About thirty pages; most must stay exactly as they are.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import date, time, timedelta
+from pathlib import Path
+from typing import Any
+
+from longhorizon.apps.chat import state as chat
+from longhorizon.apps.wiki import state as wiki
+from longhorizon.core.registry import register
+from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.tasks.common import rng_and_faker
+from longhorizon.tasks.research import CITIES, people
+
+SERVICES = ["Payments", "Search", "Checkout", "Identity", "Notifications", "Data pipeline", "Billing", "Mobile API",
+            "Storage", "Messaging"]
+RUNBOOKS = ["Database failover", "Cache flush", "Certificate renewal", "Queue backlog", "Restore from backup",
+            "DNS change", "Disk pressure", "Rotate API keys"]
+DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]
+NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
+OLD_SLUG, NEW_SLUG = "incident-handbook", "incident-response"
+TEAM_OLD, TEAM_NEW, TEAM_TITLE = "platform-team", "devex-team", "Developer Experience team"
+MISC = [
+    ("glossary", "Glossary", "Terms we use every day."),
+    ("holiday-calendar", "Holiday calendar", "Public holidays and office closures for the year."),
+    ("expense-policy", "Expense policy", "What you can expense and how to submit receipts."),
+    ("security-policy", "Security policy", "Passwords, laptops, and what to do if you lose one."),
+    ("tools-list", "Tools we use", "The software we pay for, and who owns each tool."),
+    ("meeting-norms", "Meeting norms", "Agendas in advance, notes afterwards, no meetings on Wednesday mornings."),
+    ("team-directory", "Team directory", "Who is on which team."),
+    ("faq", "FAQ", "Answers to questions new joiners ask."),
+    ("postmortem-template", "Postmortem template", "Copy this page for every incident review."),
+    ("code-review-guidelines", "Code review guidelines", "How we review code: be kind, be specific, be quick."),
+    ("release-calendar", "Release calendar", "Planned releases for the quarter."),
+    ("sre-team", "SRE team", "Site reliability engineering: who we are and how to reach us."),
+    ("data-team", "Data team", "Analytics and data engineering."),
+]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def _norm(text: str) -> str:
+    t = (text or "").lower().replace("\u2019", "'")
+    t = re.sub(r"[\u2010-\u2015\u2212]", "-", t)
+    return " ".join(t.replace("*", " ").replace("_", " ").split())
+
+
+def _hhmm_variants(t: time) -> list[str]:
+    h12 = t.hour % 12 or 12
+    ap = "am" if t.hour < 12 else "pm"
+    out = [f"{t.hour}:{t.minute:02d}", f"{t.hour:02d}:{t.minute:02d}", f"{t.hour}.{t.minute:02d}",
+           f"{t.hour:02d}.{t.minute:02d}", f"{t.hour}h{t.minute:02d}", f"{h12}:{t.minute:02d} {ap}",
+           f"{h12}:{t.minute:02d}{ap}", f"{h12}:{t.minute:02d} {ap[0]}.m."]
+    if t.minute == 0:
+        out += [f"{h12} {ap}", f"{h12}{ap}", f"{h12} {ap[0]}.m.", f"{t.hour}h"]
+    if t.hour == 12 and t.minute == 0:
+        out.append("noon")
+    return out
+
+
+def mentions_time(text: str, t: time) -> bool:
+    n = _norm(text)
+    return any(re.search(rf"(?<![\d:.]){re.escape(v)}(?![\d])", n) for v in _hhmm_variants(t))
+
+
+def count_near(text: str, k: int, word: str = "approv") -> bool:
+    """``k`` (as digits or a word) is the count of ``word``: "2 approvals", "two code-owner approvals",
+    "approvals required: 2"."""
+    n = _norm(re.sub(r"(?m)^\s*\d+[.)]\s*", "", text or ""))
+    k_ = rf"(?:(?<![\d.]){k}(?![\d.])|\b{NUMBER_WORDS[k]}\b)"
+    return bool(re.search(rf"{k_}\W+(?:[\w-]+\W+){{0,3}}?{word}", n)
+                or re.search(rf"{word}\w*\W+(?:[\w-]+\W+){{0,2}}?{k_}", n))
+
+
+def address_key(number: str, street: str) -> str:
+    return f"{number} {street.split()[0]}".lower()
+
+
+def has_address(text: str, key: str) -> bool:
+    return re.search(rf"(?<!\d){re.escape(key)}\b", _norm(text)) is not None
+
+
+def rota_table(body: str) -> dict[str, dict[str, str]]:
+    """{service (lower case): {"primary": cell, "secondary": cell}} from the page's Markdown table."""
+    rows = [ln.strip().strip("|").split("|") for ln in (body or "").splitlines() if ln.strip().startswith("|")]
+    if not rows:
+        return {}
+    head = [_norm(c) for c in rows[0]]
+    try:
+        i_p = next(i for i, h in enumerate(head) if "primary" in h)
+        i_s = next(i for i, h in enumerate(head) if "secondary" in h)
+    except StopIteration:
+        return {}
+    out = {}
+    for r in rows[1:]:
+        cells = [c.strip() for c in r]
+        if len(cells) <= max(i_p, i_s) or set("".join(cells)) <= set("-: "):
+            continue
+        out[_norm(cells[0])] = {"primary": cells[i_p], "secondary": cells[i_s]}
+    return out
+
+
+def set_rota(body: str, service: str, role: str, name: str) -> str:
+    """The page with ``service``'s ``role`` cell replaced by ``name`` (how the oracle edits)."""
+    lines = body.splitlines()
+    head = [_norm(c) for c in lines[next(i for i, ln in enumerate(lines) if ln.startswith("|"))].strip("|").split("|")]
+    col = next(i for i, h in enumerate(head) if role in h)
+    for i, ln in enumerate(lines):
+        cells = ln.strip().strip("|").split("|")
+        if ln.startswith("|") and _norm(cells[0]) == _norm(service):
+            cells[col] = f" {name} "
+            lines[i] = "|" + "|".join(cells) + "|"
+    return "\n".join(lines) + ("\n" if body.endswith("\n") else "")
+
+
+@register
+class WikiChatReconcile(TaskFamily):
+    name = "wiki_chat_reconcile"
+    category = "wiki upkeep"
+    apps = ("wiki", "chat")
+    description = ("Bring the team wiki in line with decisions announced in chat (rota, office move, process "
+                   "change, renames and broken links, runbook tags), ignore proposals and reversed changes, "
+                   "leave other pages alone, and post a summary.")
+
+    def generate(self, seed: int) -> Task:
+        rng, fake = rng_and_faker(seed, self.name)
+        today = date(2026, 1, 5) + timedelta(days=rng.randrange(300))
+        staff = people(fake, 14)
+        handles: dict[str, str] = {}
+        for p in staff:
+            h = f"{_slug(p.split()[0])}.{_slug(p.split()[-1])[0]}"
+            while h in handles.values():
+                h += "x"
+            handles[p] = h
+        me, ops_lead, eng_lead, office_mgr, docs_owner, *crew = staff
+        first = lambda p: p.split()[0]  # noqa: E731
+        H = handles
+
+        def stamp(days_ago: int, hm: str) -> str:
+            return f"{(today - timedelta(days=days_ago)).isoformat()}T{hm}:00"
+
+        # -- the rota -------------------------------------------------------------------------------
+        services = rng.sample(SERVICES, rng.randint(6, 7))
+        engineers = crew[:8]
+        rota = {s: {"primary": a, "secondary": b} for s in services for a, b in [rng.sample(engineers, 2)]}
+        svc_changes = rng.sample(services, 4)
+        changes = []  # (service, role, old, new) that were decided
+        for s in svc_changes[:2]:
+            role = rng.choice(["primary", "secondary"])
+            new = rng.choice([e for e in engineers if e not in (rota[s]["primary"], rota[s]["secondary"])])
+            changes.append((s, role, rota[s][role], new))
+        s_rev = svc_changes[2]
+        reversed_change = (s_rev, "primary", rota[s_rev]["primary"],
+                           rng.choice([e for e in engineers if e not in rota[s_rev].values()]))
+        s_prop = svc_changes[3]
+        proposed = (s_prop, "secondary", rota[s_prop]["secondary"],
+                    rng.choice([e for e in engineers if e not in rota[s_prop].values()]))
+
+        # -- office move ----------------------------------------------------------------------------
+        city, city2 = rng.sample(CITIES, 2)
+        streets: list[tuple[str, str]] = []
+        while len(streets) < 4:
+            num, st = fake.building_number(), fake.street_name()
+            if all(num != n and st.split()[0] != s.split()[0] for n, s in streets):
+                streets.append((num, st))
+        postcode = fake.postcode()
+        addr = [f"{n} {s}, {c} {postcode if c == city else fake.postcode()}"
+                for (n, s), c in zip(streets, [city, city, city, city2])]
+        old_addr, planned_addr, new_addr, other_addr = addr
+        keys = [address_key(n, s) for n, s in streets]
+        old_key, planned_key, new_key, _ = keys
+        move_day = today + timedelta(days=rng.randint(10, 40))
+
+        # -- deploy process ----------------------------------------------------------------------------
+        approvals = rng.randint(1, 2)
+        approvals2 = approvals + 1
+        soak = rng.choice([15, 20, 30, 45])
+        soak_proposed = soak + 15
+        day1, day2 = rng.sample(DAYS[2:], 2)
+        t1, t2 = time(rng.choice([12, 14, 16, 17]), 0), time(rng.choice([10, 11, 13, 15]), rng.choice([0, 30]))
+
+        # -- pages ------------------------------------------------------------------------------------
+        pages: dict[str, dict[str, Any]] = {}
+
+        def page(slug: str, title: str, body: str, tags=(), author=None, days_ago=None, history=()) -> None:
+            pages[slug] = {"slug": slug, "title": title, "body": body, "tags": list(tags),
+                           "author": author or H[rng.choice(staff[1:])],
+                           "updated": stamp(days_ago if days_ago is not None else rng.randint(20, 400),
+                                            f"{rng.randint(8, 18):02d}:{rng.randrange(60):02d}"),
+                           "history": list(history)}
+
+        def para(n: int = 3) -> str:
+            return fake.paragraph(nb_sentences=n)
+
+        link_forms = [f"[[{OLD_SLUG}]]", f"[[{OLD_SLUG}|incident handbook]]", f"[[{OLD_SLUG}#paging|paging rules]]",
+                      f"[[{OLD_SLUG}|the incident handbook]]"]
+        runbook_titles = rng.sample(RUNBOOKS, rng.randint(5, 6))
+        runbook_slugs = [f"runbook-{_slug(t)}" for t in runbook_titles]
+        old_linkers = set(rng.sample(["home", "deploy-process", "postmortem-template", "sre-team", "faq",
+                                      *runbook_slugs[:3]], rng.randint(3, 4))) | {"on-call-rota"}
+        team_linkers = set(rng.sample(["home", "tools-list", "team-directory", "code-review-guidelines"],
+                                      rng.randint(2, 3)))
+        address_pages = ["office-" + _slug(city)] + rng.sample(["visitor-guide", "mail-and-deliveries",
+                                                                "onboarding-checklist"], 2)
+
+        def extras(slug: str) -> str:
+            out = []
+            if slug in old_linkers:
+                out.append(f"If something breaks, follow {rng.choice(link_forms)}.")
+            if slug in team_linkers:
+                out.append(f"Tooling questions go to the [[{TEAM_OLD}|Platform team]].")
+            return ("\n\n" + "\n".join(out)) if out else ""
+
+        table = "\n".join(["| Service | Primary | Secondary |", "|---|---|---|"]
+                          + [f"| {s} | {rota[s]['primary']} | {rota[s]['secondary']} |" for s in services])
+        page("on-call-rota", "On-call rota",
+             f"# On-call rota\n\nWho carries the pager for each service this quarter. Changes are agreed in #ops.\n\n"
+             f"{table}\n\nHandover is on Mondays at 10:00.{extras('on-call-rota')}\n", ["oncall"], H[ops_lead], 30)
+        office = address_pages[0]
+        page(office, f"{city} office",
+             f"# {city} office\n\n**Address:** {old_addr}\n\nReception is on the ground floor; ask for a visitor "
+             f"badge. Desks are first come, first served.\n\nVisitors: see [[visitor-guide]].\n", ["offices"],
+             H[office_mgr])
+        page("office-" + _slug(city2), f"{city2} office",
+             f"# {city2} office\n\n**Address:** {other_addr}\n\nThe {city2} office is open on weekdays from 8:00 to "
+             f"19:00.\n\nVisitors: see [[visitor-guide]].\n", ["offices"], H[office_mgr])
+        page("visitor-guide", "Visitor guide",
+             (f"# Visitor guide\n\nVisitors to the {city} office come to {old_addr} and sign in at reception."
+              if "visitor-guide" in address_pages else f"# Visitor guide\n\nSign in at reception in every office.")
+             + f"\nIn {city2}, visitors go to {other_addr}.\n\n{para(2)}\n", ["offices"], H[office_mgr])
+        page("mail-and-deliveries", "Mail and deliveries",
+             (f"# Mail and deliveries\n\nParcels for the {city} office should be addressed to {old_addr}, "
+              f"attention: Reception." if "mail-and-deliveries" in address_pages
+              else "# Mail and deliveries\n\nParcels are collected at reception twice a day.")
+             + f"\n\n{para(2)}\n", ["offices"], H[office_mgr])
+        page("onboarding-checklist", "Onboarding checklist",
+             "# Onboarding checklist\n\n"
+             + (f"1. On day one, come to {old_addr} at 9:30.\n" if "onboarding-checklist" in address_pages
+                else "1. On day one, come to your office at 9:30.\n")
+             + f"2. Collect your laptop from IT.\n3. Read the [[security-policy]].\n4. Say hi in #general.\n"
+               f"{extras('onboarding-checklist')}\n", ["onboarding"])
+        page("deploy-process", "Deploy process",
+             f"# Deploy process\n\n1. Open a pull request and get {approvals} approval"
+             f"{'s' if approvals > 1 else ''} from code owners before merging.\n"
+             f"2. Merge to main; CI deploys to staging automatically.\n"
+             f"3. Watch the staging dashboard for {soak} minutes before promoting to production.\n"
+             f"4. Announce the deploy in #eng.\n\n## Deploy freeze\n\nProduction deploys are frozen from {day1} "
+             f"{t1.strftime('%H:%M')} until Monday 09:00.\n\nSee also [[code-review-guidelines]]."
+             f"{extras('deploy-process')}\n", ["engineering"], H[eng_lead])
+        page(NEW_SLUG, "Incident response",
+             f"# Incident response\n\n## Paging\nPage the primary on call (see [[on-call-rota]]); if there is no "
+             f"answer in 10 minutes, page the secondary.\n\n## Roles\n{para(2)}\n", ["oncall"], H[docs_owner], 9,
+             history=[{"slug": OLD_SLUG, "title": "Incident handbook", "author": H[docs_owner],
+                       "date": stamp(200, "10:00"), "body": f"# Incident handbook\n\n{para(2)}\n"}])
+        page(TEAM_OLD, "Platform team",
+             f"# Platform team\n\nWe build the internal tools, CI and developer environments.\n\n{para(2)}\n",
+             ["teams"], H[eng_lead])
+        page("ops-review", "Weekly ops review",
+             f"# Weekly ops review\n\nEvery Monday at 11:00 the on-call engineers review last week's alerts.\n\n"
+             f"{para(2)}\n", ["oncall"], H[ops_lead])
+        page("writing-runbooks", "Writing good runbooks",
+             f"# Writing good runbooks\n\nA runbook is a checklist someone can follow at 3am. Title it "
+             f"'Runbook: <what it fixes>'.\n\n{para(2)}\n", ["docs"], H[docs_owner])
+        tagged_already = runbook_slugs[-1]
+        for t, s in zip(runbook_titles, runbook_slugs):
+            steps = "\n".join(f"{i}. {fake.sentence(nb_words=8)}" for i in range(1, rng.randint(4, 6)))
+            page(s, f"Runbook: {t}", f"# Runbook: {t}\n\n{steps}{extras(s)}\n",
+                 ["runbook", "oncall"] if s == tagged_already else ["oncall"], H[rng.choice(engineers)])
+        home_links = ", ".join(f"[[{s}]]" for s in ["on-call-rota", "deploy-process", "faq", "glossary"])
+        page("home", "Home", f"# Welcome to the team wiki\n\nStart with {home_links}.{extras('home')}\n", ["index"],
+             H[docs_owner])
+        for slug, title, blurb in MISC:
+            if slug not in pages:
+                page(slug, title, f"# {title}\n\n{blurb}\n\n{para(3)}{extras(slug)}\n")
+        slugs_sorted = sorted(pages)
+        page_list = [pages[s] for s in slugs_sorted]
+        original = {p["slug"]: {k: p[k] for k in ("title", "body", "tags")} for p in page_list}
+        ids = {s: i for i, s in enumerate(slugs_sorted, start=1)}  # create_wiki numbers pages in order
+        renames = [{"old_slug": OLD_SLUG, "new_slug": NEW_SLUG, "author": H[docs_owner], "date": stamp(9, "10:00")}]
+
+        # -- chat -----------------------------------------------------------------------------------
+        users = [{"handle": H[p], "name": p, "title": t} for p, t in zip(staff, [
+            "Operations analyst", "Ops lead", "Engineering lead", "Office manager", "Docs owner",
+            *["Engineer"] * 8, "Designer"])]
+        who = lambda p: f"@{H[p]}"  # noqa: E731
+        msgs: list[dict[str, Any]] = []
+
+        def post(channel: str, user: str, days_ago: int, hm: str, text: str, thread: int | None = None) -> int:
+            msgs.append({"channel": channel, "user": H[user], "ts": stamp(days_ago, hm), "text": text,
+                         **({"thread_id": thread} if thread else {})})
+            return len(msgs)
+
+        (c1s, c1r, c1o, c1n), (c2s, c2r, c2o, c2n) = changes
+        rs, _, ro, rn = reversed_change
+        ps, _, po, pn = proposed
+        post("general", crew[0], 13, "09:01", "Morning! Coffee machine on 3 is fixed.")
+        post("announcements", office_mgr, 12, "10:15",
+             f"Heads-up: the {city} office is moving to {planned_addr} on {move_day.strftime('%B')} {move_day.day}. "
+             f"More details soon.")
+        post("ops", ops_lead, 11, "09:40",
+             f"Rota change from next week: {c1n} takes over as {c1r} on call for {c1s} from {c1o}. "
+             f"{who(c1n)} {who(c1o)}")
+        post("eng", crew[1], 10, "15:02", "Anyone else seeing flaky integration tests on main?")
+        prop_soak = post("eng", crew[2], 9, "11:20",
+                         f"Proposal: should we raise the staging soak time to {soak_proposed} minutes?")
+        post("eng", eng_lead, 9, "11:45", "Let's talk about it at the next sync, no change for now.", prop_soak)
+        rev = post("ops", ops_lead, 8, "14:05", f"Also: {rn} will take primary for {rs} (from {ro}).")
+        post("ops", ops_lead, 8, "16:30",
+             f"Scratch that: {ro} keeps primary for {rs} until the migration is done. No change.", rev)
+        post("docs", docs_owner, 8, "09:10",
+             f"I renamed {OLD_SLUG} to {NEW_SLUG} last week, but lots of pages still link to the old name, so "
+             f"those links are broken now. Could someone fix them?")
+        post("announcements", office_mgr, 7, "12:00",
+             f"Update on the {city} move: the {planned_addr.split(',')[0]} lease fell through. We're moving to "
+             f"{new_addr} instead, same date. Please update anything that has the old address.")
+        post("eng", eng_lead, 6, "17:10",
+             f"Decision from today's eng sync: production deploys now need {approvals2} approvals (was "
+             f"{approvals}), and the deploy freeze starts {day2} at {t2.strftime('%H:%M')} instead of {day1} "
+             f"{t1.strftime('%H:%M')}. Soak time stays as it is. Can someone update the wiki?")
+        prop = post("ops", crew[3], 5, "10:00",
+                    f"Thinking about moving the weekly ops review from Monday to Tuesday, and maybe {pn} could "
+                    f"take {ps} secondary from {po}? Thoughts?")
+        post("ops", ops_lead, 5, "10:30", "Not decided yet, let's revisit next month.", prop)
+        post("ops", ops_lead, 4, "09:20",
+             f"One more rota change, effective now: {c2n} is the new {c2r} for {c2s}, replacing {c2o}.")
+        post("docs", docs_owner, 4, "13:00",
+             f"The Platform team is now called the {TEAM_TITLE}. Please rename the {TEAM_OLD} page to {TEAM_NEW} "
+             f"(title '{TEAM_TITLE}') and fix the links to it.")
+        post("random", crew[4], 3, "16:45", "Who left a cake in the kitchen? Asking for a friend.")
+        docs_req = post("docs", docs_owner, 2, "11:30",
+                        f"And please tag every runbook (the pages titled 'Runbook: ...') with 'runbook' so they show "
+                        f"up in the runbook index. {who(me)} can you take all of this wiki cleanup and post a summary "
+                        f"here when done?")
+        post("general", crew[5], 1, "08:50", "Reminder: all-hands on Thursday.")
+        channels = [{"name": "general", "topic": "Company-wide"},
+                    {"name": "announcements", "topic": "Official announcements"},
+                    {"name": "ops", "topic": "On-call, rota and incidents"},
+                    {"name": "eng", "topic": "Engineering"},
+                    {"name": "docs", "topic": "Wiki and documentation"},
+                    {"name": "random", "topic": "Anything goes"}]
+        now = f"{today.isoformat()}T09:00:00"
+
+        def build(root: Path) -> None:
+            wiki.create_wiki(root / "state" / "wiki.sqlite", page_list, user=H[me], now=now, renames=renames)
+            chat.create_chat(root / "state" / "chat.sqlite", H[me], users, channels, msgs, now=now)
+
+        instruction = (
+            f"Hi, {first(me)} here. The team wiki has fallen behind what's been decided in chat over the last two "
+            f"weeks (see #announcements, #ops, #eng and #docs), and {first(docs_owner)} asked me to sort it out. "
+            f"Could you bring the wiki up to date? Only what was actually decided: proposals and changes that were "
+            f"called off don't count. Leave pages that don't need changes alone, and when you're done post a short "
+            f"summary of what you changed in #docs."
+        )
+
+        # -- the oracle ----------------------------------------------------------------------------
+        new_freeze_line = (f"Production deploys are frozen from {day2} {t2.strftime('%H:%M')} until Monday 09:00.")
+
+        def solve(flaw: str | None = None):
+            def read(slug: str, note: str):
+                res = yield ToolCall("wiki__get_page", {"slug": slug}, note)
+                return json.loads(res)["body"]
+
+            yield ToolCall("chat__list_channels", {}, "Which channels carry the decisions?")
+            for ch in ("announcements", "ops", "eng", "docs"):
+                yield ToolCall("chat__read_channel", {"channel": f"#{ch}", "limit": 50}, f"Read #{ch}.")
+            for tid, why in ((rev, "Was the rota change kept?"), (prop, "Was the proposal agreed?"),
+                             (prop_soak, "Was the soak-time proposal agreed?")):
+                yield ToolCall("chat__read_thread", {"thread_id": tid}, why)
+            yield ToolCall("wiki__list_pages", {}, "Get an overview of the wiki.")
+
+            # 1. rota
+            body = yield from read("on-call-rota", "Read the rota.")
+            todo = [changes[0]] + ([] if flaw == "rota_updated" else [changes[1]])
+            if flaw == "rota_rest_unchanged":
+                todo.append(reversed_change)
+            for s, role, _, new in todo:
+                body = set_rota(body, s, role, new)
+            yield ToolCall("wiki__update_page", {"slug": "on-call-rota", "body": body,
+                                                 "summary": "Rota changes agreed in #ops"}, "Apply the rota changes.")
+            # 2. office move
+            hits = json.loads((yield ToolCall("wiki__search_pages", {"query": f'"{old_key}"'},
+                                              "Find every page with the old address.")))
+            target = planned_addr if flaw == "address_updated" else new_addr
+            for hit in hits["pages"]:
+                body = yield from read(hit["slug"], f"Read {hit['slug']}.")
+                yield ToolCall("wiki__update_page", {"slug": hit["slug"], "body": body.replace(old_addr, target),
+                                                     "summary": f"{city} office moved to {target}"},
+                               f"Update the address on {hit['slug']}.")
+            # 3. deploy process
+            body = yield from read("deploy-process", "Read the deploy process.")
+            old_step = f"get {approvals} approval{'s' if approvals > 1 else ''} from"
+            body = body.replace(old_step, f"get {approvals2} approvals from")
+            if flaw != "process_updated":
+                body = "\n".join(new_freeze_line if ln.startswith("Production deploys are frozen") else ln
+                                 for ln in body.splitlines()) + "\n"
+            yield ToolCall("wiki__update_page", {"slug": "deploy-process", "body": body,
+                                                 "summary": "Approvals and freeze window per eng sync"},
+                           "Apply the eng decision.")
+            # 4. broken links after the incident-handbook rename
+            back = json.loads((yield ToolCall("wiki__backlinks", {"slug": OLD_SLUG}, "Who links to the old slug?")))
+            for i, ref in enumerate(back["pages"]):
+                if flaw == "incident_links_fixed" and i == 0:
+                    continue
+                body = yield from read(ref["slug"], f"Read {ref['slug']}.")
+                yield ToolCall("wiki__update_page", {"slug": ref["slug"], "body": body.replace(
+                    f"[[{OLD_SLUG}", f"[[{NEW_SLUG}"), "summary": f"Fix link: {OLD_SLUG} is now {NEW_SLUG}"},
+                               f"Point {ref['slug']} at {NEW_SLUG}.")
+            # 5. team rename
+            yield ToolCall("wiki__get_page", {"slug": TEAM_OLD}, "Read the team page before renaming.")
+            args = {"slug": TEAM_OLD, "new_slug": TEAM_NEW}
+            if flaw != "team_renamed":
+                args["new_title"] = TEAM_TITLE
+            yield ToolCall("wiki__rename_page", args, "Rename the team page.")
+            back = json.loads((yield ToolCall("wiki__backlinks", {"slug": TEAM_OLD}, "Links to fix after the rename.")))
+            for i, ref in enumerate(back["pages"]):
+                if flaw == "team_links_fixed" and i == 0:
+                    continue
+                body = yield from read(ref["slug"], f"Read {ref['slug']}.")
+                body = body.replace(f"[[{TEAM_OLD}|Platform team]]", f"[[{TEAM_NEW}|{TEAM_TITLE}]]")
+                yield ToolCall("wiki__update_page", {"slug": ref["slug"], "body": body.replace(
+                    f"[[{TEAM_OLD}", f"[[{TEAM_NEW}"), "summary": f"Link to {TEAM_NEW}"}, f"Fix {ref['slug']}.")
+            # 6. runbook tags
+            hits = json.loads((yield ToolCall("wiki__search_pages", {"query": "runbook", "limit": 50},
+                                              "Find the runbooks.")))
+            for hit in hits["pages"]:
+                if hit["title"].lower().startswith("runbook:") and "runbook" not in hit["tags"]:
+                    yield ToolCall("wiki__add_tag", {"slug": hit["slug"], "tag": "runbook"}, f"Tag {hit['slug']}.")
+            if flaw == "runbooks_tagged":
+                yield ToolCall("wiki__add_tag", {"slug": "writing-runbooks", "tag": "runbook"})
+            if flaw == "unrelated_unchanged":
+                body = yield from read("ops-review", "Read the ops review page.")
+                yield ToolCall("wiki__update_page", {"slug": "ops-review", "body": body.replace("Monday", "Tuesday"),
+                                                     "summary": "Moved to Tuesday"})
+            # verify
+            yield ToolCall("wiki__list_pages", {"tag": "runbook"}, "Check the runbook tags.")
+            yield ToolCall("wiki__backlinks", {"slug": OLD_SLUG}, "No links to the old slug should be left.")
+            yield ToolCall("wiki__backlinks", {"slug": TEAM_OLD}, "Nor to the old team slug.")
+            yield ToolCall("wiki__get_page", {"slug": "on-call-rota"}, "Re-read the rota.")
+            rota_txt = "" if flaw == "summary_posted" else (
+                f"on-call-rota: {c1s} {c1r} is now {c1n}, {c2s} {c2r} is now {c2n} ({rs} unchanged, that change "
+                f"was called off). ")
+            summary = (
+                f"Wiki caught up with recent decisions: {rota_txt}{office} and other pages: new {city} address "
+                f"{new_addr}. deploy-process: {approvals2} approvals, freeze from {day2} {t2.strftime('%H:%M')}. "
+                f"Fixed links to {OLD_SLUG} (now {NEW_SLUG}). Renamed {TEAM_OLD} to {TEAM_NEW} "
+                f"({TEAM_TITLE}) and fixed its links. Tagged all runbook pages with 'runbook'."
+            )
+            yield ToolCall("chat__post_message", {"channel": "#docs", "text": summary, "thread_id": docs_req},
+                           "Report in #docs.")
+            if flaw == "chat_only_docs":
+                yield ToolCall("chat__post_message", {"channel": "#ops", "text": "Rota page updated."})
+            return "The wiki is up to date with the decisions from chat; summary posted in #docs."
+
+        # -- criteria ------------------------------------------------------------------------------
+        def by_id(w) -> dict[int, dict]:
+            return {p["id"]: p for p in wiki.pages(w).values()}
+
+        def cur(w, slug: str) -> dict:
+            p = by_id(w).get(ids[slug])
+            if p is None:
+                raise LookupError(f"page {slug} is gone")
+            return p
+
+        def rota_updated(w, t):
+            table_ = rota_table(cur(w, "on-call-rota")["body"])
+            for s, role, old, new in changes:
+                cell = table_.get(_norm(s), {}).get(role, "")
+                if _norm(new) not in _norm(cell) or _norm(old) in _norm(cell):
+                    return False, f"{s} {role} is {cell!r}, expected {new}"
+            return True
+
+        def rota_rest(w, t):
+            table_ = rota_table(cur(w, "on-call-rota")["body"])
+            changed = {(s, r) for s, r, _, _ in changes}
+            for s in services:
+                for role in ("primary", "secondary"):
+                    if (s, role) in changed:
+                        continue
+                    cell = table_.get(_norm(s), {}).get(role, "")
+                    if _norm(cell) != _norm(rota[s][role]):
+                        return False, f"{s} {role} changed to {cell!r}"
+            return True
+
+        def address_updated(w, t):
+            for slug in address_pages:
+                body = cur(w, slug)["body"]
+                if not has_address(body, new_key):
+                    return False, f"{slug} lacks the new address"
+                if has_address(body, old_key) or has_address(body, planned_key):
+                    return False, f"{slug} still has the old or the abandoned address"
+            others = [p["slug"] for p in wiki.pages(w).values() if has_address(p["body"], old_key)]
+            return not others, f"old address still on {others}" if others else ""
+
+        def process_updated(w, t):
+            lines = [ln for ln in cur(w, "deploy-process")["body"].splitlines() if not ln.lstrip().startswith("#")]
+            appr = [ln for ln in lines if "approv" in ln.lower()]
+            if not any(count_near(ln, approvals2) for ln in appr) or \
+                    any(count_near(ln, approvals) and not count_near(ln, approvals2) for ln in appr):
+                return False, f"approval lines: {appr}"
+            freeze = [ln for ln in lines if "freeze" in ln.lower() or "frozen" in ln.lower()]
+            if not any(day2.lower() in ln.lower() and mentions_time(ln, t2) for ln in freeze):
+                return False, f"freeze lines: {freeze}"
+            for ln in freeze:  # the old start may only appear after the new one ("... (was Friday 12:00)")
+                low = ln.lower()
+                if day1.lower() in low and mentions_time(ln, t1) and not (
+                        day2.lower() in low and low.index(day2.lower()) < low.index(day1.lower())):
+                    return False, "the old freeze start is still there"
+            soak_lines = [ln for ln in lines if "minute" in ln.lower()]
+            if not any(re.search(rf"\b{soak}\b", ln) for ln in soak_lines):
+                return False, "the soak time changed"
+            return True
+
+        def links_fixed(old: str, new: str, linkers: set[str]):
+            def check(w, t):
+                now_pages = by_id(w)
+                stale = [p["slug"] for p in now_pages.values() if old in wiki.link_targets(p["body"])]
+                if stale:
+                    return False, f"still linking to {old}: {stale}"
+                unlinked = [s for s in linkers if new not in wiki.link_targets(now_pages[ids[s]]["body"])]
+                return not unlinked, f"not linking to {new}: {unlinked}" if unlinked else ""
+            return check
+
+        def team_renamed(w, t):
+            p = by_id(w).get(ids[TEAM_OLD])
+            ok = p is not None and p["slug"] == TEAM_NEW and _norm(p["title"]) == _norm(TEAM_TITLE)
+            return ok, "" if ok else f"team page is {p and (p['slug'], p['title'])}"
+
+        def runbooks_tagged(w, t):
+            tagged = {p["slug"] for p in wiki.pages(w).values() if "runbook" in p["tags"]}
+            want = set(runbook_slugs)
+            return tagged == want, f"tagged {sorted(tagged)}, expected {sorted(want)}"
+
+        def summary_posted(w, t):
+            posts = [m for m in chat.posts_by_me(w) if m["channel"] == "docs"]
+            need = {"rota": ["rota"], "office": [city, "address"], "process": ["deploy"],
+                    "team": [TEAM_NEW, "developer experience"], "runbooks": ["runbook"],
+                    "links": [NEW_SLUG, OLD_SLUG, "incident response", "incident handbook"]}
+            for m in posts:
+                text = _norm(m["text"]).replace("-", " ")
+                if all(any(_norm(v).replace("-", " ") in text for v in vs) for vs in need.values()):
+                    return True
+            return False, f"{len(posts)} posts in #docs, none covering every change"
+
+        editable_body = {"on-call-rota", "deploy-process", TEAM_OLD, *address_pages, *old_linkers, *team_linkers}
+
+        def unrelated_unchanged(w, t):
+            now_pages = by_id(w)
+            if len(now_pages) != len(original):
+                return False, f"{len(now_pages)} pages, expected {len(original)}"
+            for slug, o in original.items():
+                p = now_pages.get(ids[slug])
+                if p is None:
+                    return False, f"{slug} is gone"
+                if slug not in editable_body and p["body"] != o["body"]:
+                    return False, f"{slug} body changed"
+                if slug != TEAM_OLD and (p["slug"] != slug or p["title"] != o["title"]):
+                    return False, f"{slug} renamed or retitled"
+                extra = set(p["tags"]) ^ set(o["tags"])
+                if extra and not (slug in runbook_slugs and extra == {"runbook"}):
+                    return False, f"{slug} tags changed: {sorted(extra)}"
+            return True
+
+        def chat_only_docs(w, t):
+            bad = [c.arguments for c in t.calls("chat__send_direct_message", ok_only=True)]
+            bad += [c.arguments for c in t.calls("chat__post_message", ok_only=True)
+                    if str(c.arguments.get("channel", "")).strip().lstrip("#").lower() != "docs"]
+            return not bad, f"posted elsewhere: {bad}" if bad else ""
+
+        criteria = [
+            Criterion("rota_updated", "both agreed rota changes are on the rota page", "final_state",
+                      rota_updated, 1.5),
+            Criterion("rota_rest_unchanged", "no other rota cell changed (the called-off change and the proposal "
+                      "included)", "final_state", rota_rest, guard=True),
+            Criterion("address_updated", f"every page with the old {city} address has the final new one (not the "
+                      "abandoned one)", "final_state", address_updated, 1.5),
+            Criterion("process_updated", "the deploy process has the new approvals and freeze start, soak unchanged",
+                      "final_state", process_updated),
+            Criterion("incident_links_fixed", f"no page links to {OLD_SLUG}; former linkers link {NEW_SLUG}",
+                      "final_state", links_fixed(OLD_SLUG, NEW_SLUG, old_linkers), 1.5),
+            Criterion("team_renamed", f"{TEAM_OLD} is now {TEAM_NEW}, titled '{TEAM_TITLE}'", "final_state",
+                      team_renamed),
+            Criterion("team_links_fixed", f"no page links to {TEAM_OLD}; former linkers link {TEAM_NEW}",
+                      "final_state", links_fixed(TEAM_OLD, TEAM_NEW, team_linkers)),
+            Criterion("runbooks_tagged", "exactly the 'Runbook:' pages carry the runbook tag", "final_state",
+                      runbooks_tagged),
+            Criterion("summary_posted", "a post in #docs summarises every change", "final_state", summary_posted),
+            Criterion("unrelated_unchanged", "pages that needed no change are untouched; no pages added",
+                      "final_state", unrelated_unchanged, guard=True),
+            Criterion("chat_only_docs", "chat posts only in #docs, no direct messages", "process", chat_only_docs,
+                      guard=True),
+        ]
+        perturbations = {c.id: (lambda cid=c.id: solve(cid)) for c in criteria}
+        return Task(
+            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=lambda: solve(),
+            criteria=criteria, perturbations=perturbations,
+            data={"changes": [list(c) for c in changes], "reversed": list(reversed_change),
+                  "proposed": list(proposed), "address_pages": address_pages, "new_address": new_addr,
+                  "old_linkers": sorted(old_linkers), "team_linkers": sorted(team_linkers),
+                  "runbooks": runbook_slugs},
+        )
