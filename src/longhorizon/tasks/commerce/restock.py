@@ -1,0 +1,498 @@
+"""Inventory and procurement: book today's delivery in, then raise this week's purchase orders.
+
+A delivery has arrived against a sent purchase order; the warehouse's packing list shows what
+the supplier claims to have shipped and what was actually counted (a carton short, a line not
+shipped at all, one over-delivered, an item we never ordered). The agent books the counted
+quantities with every discrepancy noted, and only then works out what to reorder by the
+written rule: active SKUs whose stock position (on hand + open purchase orders) is at or below
+the reorder point, ordered up to a multiple of that point in whole cases, one purchase order
+per supplier, sent. Traps: discontinued SKUs, SKUs already covered by an open purchase order,
+one only partly covered, one left short by today's delivery, a stock level exactly at the
+reorder point, and a draft purchase order on hold that must not be touched.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import date, timedelta
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from longhorizon.apps.store import state as store
+from longhorizon.core.registry import register
+from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.tasks.commerce import Product, make_products, make_suppliers, pick_today
+from longhorizon.tasks.common import rng_and_faker
+from longhorizon.tasks.mail.common import long_date, loads, mentions_code
+
+RULES = "purchasing/reorder_rules.md"
+CASES = [1, 2, 4, 6, 10, 12, 24]
+
+
+@dataclass
+class _Ctx:
+    today: date
+    k: int
+    arriving: str
+    counted: dict[str, int]
+    shipped: dict[str, int]
+    discrepancies: list[str]
+    unexpected: str
+    packing_list: str
+    on_hold: str
+    expected: dict[str, int]
+    """SKU -> quantity to order."""
+    supplier_of: dict[str, str]
+    initial_pos: dict[str, dict[str, Any]]
+    initial_products: dict[str, dict[str, Any]]
+    covered: list[str]
+    discontinued: list[str]
+
+
+def _cases_needed(gap: int, case: int) -> int:
+    return math.ceil(gap / case) * case
+
+
+@register
+class RestockPurchaseOrders(TaskFamily):
+    name = "restock_purchase_orders"
+    category = "inventory and procurement"
+    apps = ("store", "files")
+    description = (
+        "Receive today's delivery against its purchase order (counted quantities, discrepancies noted), "
+        "then raise and send one purchase order per supplier for every active SKU at or below its reorder "
+        "point once open orders are counted, sized by the written rule."
+    )
+
+    def generate(self, seed: int) -> Task:
+        rng, fake = rng_and_faker(seed, self.name)
+        store_name = f"{fake.last_name()} {rng.choice(['Home & Garden', 'Goods', 'Supply Co', 'Outfitters'])}"
+        today = pick_today(rng)
+        k = rng.choice([2, 3])
+        suppliers = make_suppliers(rng, fake, rng.randint(4, 5))
+        products = make_products(rng, rng.randint(36, 44), suppliers)
+        for p in products:
+            p.case_size = rng.choice(CASES)
+            p.reorder_point = rng.randint(6, 40)
+            p.reorder_qty = p.reorder_point * k
+            p.stock = p.reorder_point + rng.randint(1, 60)
+        by_sup: dict[str, list[Product]] = {s.id: [p for p in products if p.supplier_id == s.id] for s in suppliers}
+        sup_by_id = {s.id: s for s in suppliers}
+
+        # -- roles ------------------------------------------------------------------------------
+        arriving_sup = rng.choice(suppliers)
+        pool_arr = by_sup[arriving_sup.id][:]
+        rng.shuffle(pool_arr)
+        short_p, ok_p, over_p, missing_p, unexpected_p = pool_arr[:5]
+        arriving_skus = {p.sku for p in (short_p, ok_p, over_p, missing_p)}
+        quiet = rng.choice([s for s in suppliers if s.id != arriving_sup.id])  # needs nothing this week
+        rest = [p for p in products if p.sku not in arriving_skus and p.sku != unexpected_p.sku]
+        rng.shuffle(rest)
+        rest.sort(key=lambda p: p.supplier_id == quiet.id)  # its products only get the harmless roles
+        n_need = rng.randint(5, 7)
+        need = rest[:n_need]
+        boundary = rest[n_need]
+        discontinued = rest[n_need + 1:n_need + 1 + rng.randint(1, 2)]
+        i = n_need + 1 + len(discontinued)
+        covered = rest[i:i + rng.randint(1, 2)]
+        i += len(covered)
+        partly = rest[i:i + rng.randint(0, 1)]
+        i += len(partly)
+        near_miss = rest[i:i + 2]  # stock just above the reorder point
+        on_hold_lines = [p for p in rest[i + 2:] if p.supplier_id != arriving_sup.id][:2]
+
+        for p in need:
+            p.stock = rng.randint(0, p.reorder_point - 1)
+        boundary.stock = boundary.reorder_point
+        for p in discontinued:
+            p.stock = rng.randint(0, p.reorder_point)
+            p.status = "discontinued"
+        for p in covered + partly:
+            p.stock = rng.randint(0, p.reorder_point - 2)
+        for p in near_miss:
+            p.stock = p.reorder_point + rng.randint(1, 2)
+        on_order: dict[str, int] = {}
+        for p in covered:
+            on_order[p.sku] = _cases_needed(p.reorder_point * k - p.stock, p.case_size)
+        for p in partly:
+            on_order[p.sku] = rng.randint(1, p.reorder_point - p.stock)
+
+        # today's delivery: ordered qty, what the supplier says it shipped, what was counted
+        ordered, shipped, counted = {}, {}, {}
+        short_p.stock = rng.randint(0, short_p.reorder_point // 2)
+        ordered[short_p.sku] = _cases_needed(short_p.reorder_point * k - short_p.stock, short_p.case_size)
+        gap = short_p.reorder_point - short_p.stock  # counted must leave it at or below the reorder point
+        whole = [n * short_p.case_size for n in range(1, gap // short_p.case_size + 1)]  # whole cases arrived
+        counted[short_p.sku] = rng.choice(whole) if whole else rng.randint(1, gap)
+        shipped[short_p.sku] = ordered[short_p.sku]
+        ok_p.stock = rng.randint(0, ok_p.reorder_point)
+        ordered[ok_p.sku] = _cases_needed(ok_p.reorder_point * k - ok_p.stock, ok_p.case_size)
+        shipped[ok_p.sku] = counted[ok_p.sku] = ordered[ok_p.sku]
+        over_p.stock = rng.randint(0, over_p.reorder_point)
+        ordered[over_p.sku] = _cases_needed(over_p.reorder_point * k - over_p.stock, over_p.case_size)
+        shipped[over_p.sku] = counted[over_p.sku] = ordered[over_p.sku] + over_p.case_size
+        ordered[missing_p.sku] = _cases_needed(missing_p.reorder_point, missing_p.case_size)
+        shipped[missing_p.sku] = counted[missing_p.sku] = 0
+        shipped[unexpected_p.sku] = counted[unexpected_p.sku] = unexpected_p.case_size * rng.randint(1, 2)
+        arriving_lines = [short_p, ok_p, over_p, missing_p]
+        rng.shuffle(arriving_lines)
+
+        # -- what should be ordered -----------------------------------------------------------
+        expected: dict[str, int] = {}
+        for p in need + [boundary]:
+            expected[p.sku] = _cases_needed(p.reorder_point * k - p.stock, p.case_size)
+        for p in partly:
+            expected[p.sku] = _cases_needed(p.reorder_point * k - p.stock - on_order[p.sku], p.case_size)
+        after = short_p.stock + counted[short_p.sku]
+        expected[short_p.sku] = _cases_needed(short_p.reorder_point * k - after, short_p.case_size)
+        supplier_of = {p.sku: p.supplier_id for p in products}
+
+        # -- purchase orders -----------------------------------------------------------------
+        number = rng.randint(2000, 6000)
+        pos: list[dict[str, Any]] = []
+
+        def po_id() -> str:
+            nonlocal number
+            number += rng.randint(1, 6)
+            return f"PO-{number}"
+
+        for _ in range(rng.randint(2, 3)):  # history: received and invoiced long ago
+            sup = rng.choice(suppliers)
+            items = rng.sample(by_sup[sup.id], min(2, len(by_sup[sup.id])))
+            created = today - timedelta(days=rng.randint(30, 70))
+            pos.append({"id": po_id(), "supplier_id": sup.id, "status": "received", "created_at": created.isoformat(),
+                        "sent_at": created.isoformat(), "received_at": (created + timedelta(days=sup.lead_time_days)).isoformat(),
+                        "lines": [{"sku": p.sku, "qty": p.case_size * 4, "unit_cost_cents": p.cost_cents,
+                                   "received_qty": p.case_size * 4} for p in items]})
+        hist_sup = pos[0]["supplier_id"]
+        processed_po = pos[-1]
+        arriving_sent = today - timedelta(days=max(2, arriving_sup.lead_time_days))
+        arriving = po_id()
+        pos.append({"id": arriving, "supplier_id": arriving_sup.id, "status": "sent",
+                    "created_at": arriving_sent.isoformat(), "sent_at": arriving_sent.isoformat(),
+                    "lines": [{"sku": p.sku, "qty": ordered[p.sku], "unit_cost_cents": p.cost_cents}
+                              for p in arriving_lines]})
+        open_groups: dict[str, list[Product]] = {}
+        for p in covered + partly:
+            open_groups.setdefault(p.supplier_id, []).append(p)
+        for sid, items in open_groups.items():
+            sent = today - timedelta(days=rng.randint(1, 4))
+            pos.append({"id": po_id(), "supplier_id": sid, "status": "sent", "created_at": sent.isoformat(),
+                        "sent_at": sent.isoformat(),
+                        "lines": [{"sku": p.sku, "qty": on_order[p.sku], "unit_cost_cents": p.cost_cents} for p in items]})
+        on_hold = po_id()
+        hold_sup = on_hold_lines[0].supplier_id if on_hold_lines else hist_sup
+        hold_items = [p for p in on_hold_lines if p.supplier_id == hold_sup] or by_sup[hold_sup][:1]
+        pos.append({"id": on_hold, "supplier_id": hold_sup, "status": "draft",
+                    "created_at": (today - timedelta(days=6)).isoformat(),
+                    "note": "ON HOLD: waiting for the supplier's new price list",
+                    "lines": [{"sku": p.sku, "qty": p.case_size * 2, "unit_cost_cents": p.cost_cents} for p in hold_items]})
+        cancelled_sup = rng.choice(suppliers)
+        pos.append({"id": po_id(), "supplier_id": cancelled_sup.id, "status": "cancelled",
+                    "created_at": (today - timedelta(days=12)).isoformat(), "note": "cancelled: duplicate",
+                    "lines": [{"sku": by_sup[cancelled_sup.id][0].sku, "qty": by_sup[cancelled_sup.id][0].case_size,
+                               "unit_cost_cents": by_sup[cancelled_sup.id][0].cost_cents}]})
+
+        # -- workspace files ----------------------------------------------------------------
+        checker = fake.first_name()
+        packing_list = f"receiving/delivery_{today.isoformat()}_{arriving_sup.name.split()[0].lower()}.txt"
+        old_list = f"receiving/processed/delivery_{processed_po['received_at']}.txt"
+        width = max(len(p.name) for p in products) + 2
+
+        def table(rows: list[tuple[str, str, Any, Any, str]]) -> str:
+            head = f"{'SKU':<10}{'Description':<{width}}{'Shipped':>8}{'Counted':>9}  Remarks"
+            return "\n".join([head] + [f"{s:<10}{n:<{width}}{a!s:>8}{b!s:>9}  {r}".rstrip() for s, n, a, b, r in rows])
+
+        rows = []
+        for p in arriving_lines + [unexpected_p]:
+            if p is missing_p:
+                continue
+            remark = ""
+            if p is short_p:
+                remark = "carton(s) missing from pallet"
+            rows.append((p.sku, p.name, shipped[p.sku], counted[p.sku], remark))
+        rng.shuffle(rows)
+        packing_text = (
+            f"PACKING LIST - {arriving_sup.name}\n"
+            f"Delivered to: {store_name} warehouse\nDelivery date: {today.isoformat()}\n"
+            f"Customer order reference: {arriving}\n\n{table(rows)}\n\n"
+            f"Supplier packing note: all ordered lines shipped complete.\n"
+            f"Counted on arrival by {checker} (warehouse).\n"
+        )
+        old_rows = [(ln["sku"], next(p.name for p in products if p.sku == ln["sku"]), ln["qty"], ln["qty"], "")
+                    for ln in processed_po["lines"]]
+        old_text = (f"PACKING LIST - {sup_by_id[processed_po['supplier_id']].name}\n"
+                    f"Delivery date: {processed_po['received_at']}\nCustomer order reference: {processed_po['id']}\n\n"
+                    f"{table(old_rows)}\n\nBOOKED IN - {processed_po['received_at']}\n")
+        rules_text = f"""# Purchasing: reorder rules
+
+1. Book in any delivery that has arrived before working out what to order: receiving changes
+   both the stock on hand and what is still on order.
+2. When receiving, book the quantities the warehouse counted, never what the supplier says it
+   shipped. Suppliers do not back-order: whatever is short is not coming. Put every
+   discrepancy against the purchase order (short, not delivered, over-delivered, items we did
+   not order) in the receipt note, naming the SKU.
+3. A SKU needs reordering when it is active and its stock position is at or below its
+   reorder point. Stock position = units on hand + units on open purchase orders (sent to the
+   supplier and not yet received; drafts and cancelled orders don't count). Discontinued SKUs
+   are never reordered.
+4. Order enough to bring the stock position up to {k} x the reorder point, rounded up to
+   whole cases (each product has a case size).
+5. One purchase order per supplier per run, at the current catalogue cost. Send each one
+   when it is complete.
+
+Notes
+- {on_hold} is on hold until the new price list arrives: leave it as it is.
+"""
+        files = {RULES: rules_text, packing_list: packing_text, old_list: old_text,
+                 "purchasing/suppliers_contacts.md": "\n".join(
+                     f"- {s.name} ({s.id}): {s.contact}, {s.email}" for s in suppliers) + "\n"}
+        store_args = dict(store_name=store_name, today=today.isoformat(), suppliers=[s.row() for s in suppliers],
+                          products=[p.row() for p in products], purchase_orders=pos)
+
+        def build(root: Path) -> None:
+            for rel, text in files.items():
+                p = root / "workspace" / rel
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_text(text)
+            store.create_store(root / "state" / "store.sqlite", **store_args)
+
+        boss = fake.first_name()
+        instruction = (
+            f"Hi, it's {boss} from operations. Two things before the weekly purchasing cut-off today "
+            f"({long_date(today)}): a delivery from {arriving_sup.name} came in this morning, and the warehouse's "
+            f"packing list is in the receiving folder. Please book it in against its purchase order. Then do this "
+            f"week's reorder run: raise the purchase orders we need and send them to the suppliers. Follow "
+            f"{RULES} to the letter (how to receive, what counts as needing a reorder and how much to order). "
+            f"Don't change anything else in the catalogue."
+        )
+        initial_products = {p.sku: p.row() for p in products}
+        initial_pos = {po["id"]: {"status": po["status"], "lines": [(ln["sku"], ln["qty"]) for ln in po["lines"]]}
+                       for po in pos}
+        discrepancies = [short_p.sku, over_p.sku, missing_p.sku, unexpected_p.sku]
+        ctx = _Ctx(today=today, k=k, arriving=arriving, counted={p.sku: counted[p.sku] for p in arriving_lines},
+                   shipped=shipped, discrepancies=discrepancies, unexpected=unexpected_p.sku, packing_list=packing_list,
+                   on_hold=on_hold, expected=expected, supplier_of=supplier_of, initial_pos=initial_pos,
+                   initial_products=initial_products, covered=[p.sku for p in covered],
+                   discontinued=[p.sku for p in discontinued])
+        criteria = _criteria(ctx)
+        return Task(
+            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=partial(_oracle, ctx, None),
+            criteria=criteria, perturbations={c.id: partial(_oracle, ctx, c.id) for c in criteria},
+            data={"today": today.isoformat(), "k": k, "arriving": arriving, "counted": ctx.counted,
+                  "discrepancies": discrepancies, "expected": expected,
+                  "suppliers": sorted({supplier_of[s] for s in expected}), "on_hold": on_hold},
+        )
+
+
+# -- reference solution ----------------------------------------------------------------------
+
+
+def _oracle(ctx: _Ctx, flaw: str | None):
+    """Read the rules and the packing list, receive what was counted, then size each reorder from
+    live data (stock after receipt, open purchase orders, case sizes) and raise one sent purchase
+    order per supplier. ``flaw`` breaks one criterion."""
+    yield ToolCall("files__list_dir", {"path": "purchasing"}, "Find the purchasing rules.")
+    yield ToolCall("files__read_file", {"path": RULES}, "Read the reorder rules.")
+    yield ToolCall("files__list_dir", {"path": "receiving", "recursive": True}, "Find today's packing list.")
+    yield ToolCall("files__read_file", {"path": ctx.packing_list}, "Read what was shipped and counted.")
+    po = loads((yield ToolCall("store__get_purchase_order", {"po_id": ctx.arriving},
+                               "Compare the delivery with the purchase order.")))
+    ordered = {ln["sku"]: ln["qty"] for ln in po["lines"]}
+    received = ctx.shipped if flaw == "delivery_received" else ctx.counted
+    lines = [{"sku": sku, "qty": received.get(sku, 0)} for sku in ordered]
+    notes = []
+    for sku, q in ordered.items():
+        got = ctx.counted.get(sku, 0)
+        if got < q:
+            notes.append(f"{sku} short {q - got} (ordered {q}, counted {got})" if got else f"{sku} not delivered ({q} ordered)")
+        elif got > q:
+            notes.append(f"{sku} over-delivered by {got - q} (ordered {q}, counted {got})")
+    notes.append(f"{ctx.unexpected} delivered but not on the PO ({ctx.shipped[ctx.unexpected]} units), set aside")
+    note = "Delivery booked." if flaw == "receipt_note" else "; ".join(notes)
+
+    def receive():
+        return ToolCall("store__receive_purchase_order", {"po_id": ctx.arriving, "lines": lines, "note": note},
+                        "Book the counted quantities and note the discrepancies.")
+
+    order_now: dict[str, int] = dict(ctx.expected)
+    if flaw == "reorder_skus":
+        sku = ctx.covered[0]
+        p = ctx.initial_products[sku]
+        order_now[sku] = _cases_needed(p["reorder_point"] * ctx.k - p["stock"], p["case_size"])
+    if flaw == "reorder_quantities":
+        sku = sorted(order_now)[0]
+        order_now[sku] += ctx.initial_products[sku]["case_size"]
+
+    if flaw != "received_first":
+        yield receive()
+    sent = loads((yield ToolCall("store__search_purchase_orders", {"status": "sent"},
+                                 "Which purchase orders are still open?")))
+    on_order: dict[str, int] = {}
+    for p in sent["purchase_orders"]:
+        if flaw == "received_first" and p["id"] == ctx.arriving:
+            continue
+        full = loads((yield ToolCall("store__get_purchase_order", {"po_id": p["id"]},
+                                     f"What is still on order on {p['id']}?")))
+        for ln in full["lines"]:
+            on_order[ln["sku"]] = on_order.get(ln["sku"], 0) + ln["qty"]
+    yield ToolCall("store__search_purchase_orders", {"status": "draft"}, "Any drafts (the on-hold one)?")
+    low = loads((yield ToolCall("store__search_products", {"below_reorder_point": True, "limit": 100},
+                                "Find SKUs at or below their reorder point.")))
+    plan: dict[str, dict[str, int]] = {}
+    for item in low["products"]:
+        if item["status"] != "active":
+            continue
+        prod = loads((yield ToolCall("store__get_product", {"sku": item["sku"]},
+                                     f"Reorder point and case size of {item['sku']}.")))
+        stock = prod["stock"]
+        if flaw == "received_first" and item["sku"] in ctx.counted:
+            stock += ctx.counted[item["sku"]]
+        position = stock + on_order.get(item["sku"], 0)
+        if position <= prod["reorder_point"]:
+            qty = _cases_needed(prod["reorder_point"] * ctx.k - position, prod["case_size"])
+            plan.setdefault(prod["supplier_id"], {})[item["sku"]] = qty
+    live = {s: q for sup in plan.values() for s, q in sup.items()}
+    if flaw is None:
+        assert live == ctx.expected, f"plan {live} disagrees with ground truth {ctx.expected}"
+    plan = {}  # flawed runs keep to their script whatever the live numbers say
+    for sku, qty in order_now.items():
+        plan.setdefault(ctx.supplier_of[sku], {})[sku] = qty
+
+    made = []
+    for n, (sid, items) in enumerate(sorted(plan.items())):
+        text = (yield ToolCall("store__create_purchase_order", {"supplier_id": sid, "note": "weekly reorder run"},
+                               f"One purchase order for {sid}."))
+        pid = text.split("purchase order ", 1)[1].split()[0]
+        made.append(pid)
+        for sku, qty in sorted(items.items()):
+            yield ToolCall("store__add_po_line", {"po_id": pid, "sku": sku, "qty": qty},
+                           f"{sku}: bring the position up to {ctx.k}x its reorder point, in whole cases.")
+        if not (flaw == "pos_sent" and n == len(plan) - 1):
+            yield ToolCall("store__send_purchase_order", {"po_id": pid}, f"Send {pid} to the supplier.")
+        if flaw == "one_po_per_supplier" and n == 0:
+            yield ToolCall("store__create_purchase_order", {"supplier_id": sid, "note": "spare"}, "A spare one.")
+    if flaw == "received_first":
+        yield receive()
+    if flaw == "other_pos_untouched":
+        yield ToolCall("store__send_purchase_order", {"po_id": ctx.on_hold}, "Send the waiting draft too.")
+    if flaw == "catalogue_untouched":
+        yield ToolCall("store__adjust_stock", {"sku": ctx.discontinued[0], "delta": 1, "reason": "recount"},
+                       "Fix a count.")
+    for pid in made:
+        yield ToolCall("store__get_purchase_order", {"po_id": pid}, f"Check {pid} went out complete.")
+    return (f"Received {ctx.arriving} as counted (discrepancies noted) and sent {len(made)} purchase orders: "
+            + ", ".join(made) + ".")
+
+
+# -- grading ---------------------------------------------------------------------------------
+
+
+def _criteria(ctx: _Ctx) -> list[Criterion]:
+    def new_pos(world) -> list[dict]:
+        return [po for pid, po in store.purchase_orders(world).items()
+                if pid not in ctx.initial_pos and po["status"] != "cancelled"]
+
+    def ordered(world) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for po in new_pos(world):
+            for ln in po["lines"]:
+                out[ln["sku"]] = out.get(ln["sku"], 0) + ln["qty"]
+        return out
+
+    def delivery_received(world, traj):
+        po = store.purchase_orders(world)[ctx.arriving]
+        if po["status"] != "received":
+            return False, f"{ctx.arriving} is {po['status']}"
+        got = {ln["sku"]: ln["received_qty"] for ln in po["lines"]}
+        return got == ctx.counted, f"received {got}, counted {ctx.counted}"
+
+    def receipt_note(world, traj):
+        po = store.purchase_orders(world)[ctx.arriving]
+        missing = [s for s in ctx.discrepancies if not mentions_code(po["receipt_note"], s)]
+        return not missing, f"receipt note does not mention {missing}" if missing else ""
+
+    def reorder_skus(world, traj):
+        got = set(ordered(world))
+        want = set(ctx.expected)
+        return got == want, f"ordered {sorted(got)}; missing {sorted(want - got)}, extra {sorted(got - want)}"
+
+    def reorder_quantities(world, traj):
+        got = ordered(world)
+        common = [s for s in ctx.expected if s in got]
+        if not common:
+            return False, "none of the SKUs to reorder was ordered"
+        wrong = {s: (got[s], ctx.expected[s]) for s in common if got[s] != ctx.expected[s]}
+        return not wrong, f"(ordered, expected): {wrong}" if wrong else ""
+
+    def one_po_per_supplier(world, traj):
+        pos = new_pos(world)
+        sups = [po["supplier_id"] for po in pos]
+        want = sorted({ctx.supplier_of[s] for s in ctx.expected})
+        return sorted(sups) == want, f"new purchase orders for {sorted(sups)}, expected one each for {want}"
+
+    def pos_sent(world, traj):
+        pos = new_pos(world)
+        unsent = [po["id"] for po in pos if po["status"] != "sent"]
+        return bool(pos) and not unsent, f"not sent: {unsent}" if unsent else ("no new purchase orders" if not pos else "")
+
+    def received_first(world, traj):
+        names = [t.name for t in traj.tool_calls if not t.is_error]
+        if "store__receive_purchase_order" not in names:
+            return False, "the delivery was never received"
+        first_receipt = names.index("store__receive_purchase_order")
+        later = [n for n in names[:first_receipt] if n in ("store__create_purchase_order", "store__add_po_line")]
+        return not later, "purchase orders were raised before the delivery was booked" if later else ""
+
+    def other_pos_untouched(world, traj):
+        now = store.purchase_orders(world)
+        changed = []
+        for pid, before in ctx.initial_pos.items():
+            if pid == ctx.arriving:
+                continue
+            po = now.get(pid)
+            if po is None or po["status"] != before["status"] or [(ln["sku"], ln["qty"]) for ln in po["lines"]] != before["lines"]:
+                changed.append(pid)
+        return not changed, f"changed: {changed}" if changed else ""
+
+    def catalogue_untouched(world, traj):
+        now = store.products(world)
+        changed = []
+        for sku, before in ctx.initial_products.items():
+            p = now.get(sku)
+            if p is None:
+                changed.append(sku)
+                continue
+            for key in ("name", "price_cents", "cost_cents", "reorder_point", "reorder_qty", "case_size", "status",
+                        "supplier_id"):
+                if p[key] != before[key]:
+                    changed.append(f"{sku}.{key}")
+            if sku not in ctx.counted and sku != ctx.unexpected and p["stock"] != before["stock"]:
+                changed.append(f"{sku}.stock")
+        moves = [m for m in store.stock_moves(world) if m["ref"] != ctx.arriving]
+        if moves:
+            changed.append(f"stock adjustments {[(m['sku'], m['delta']) for m in moves]}")
+        return not changed, f"changed: {changed}" if changed else ""
+
+    return [
+        Criterion("delivery_received", "today's purchase order is received with the counted quantity on every line",
+                  "final_state", delivery_received, 2.0),
+        Criterion("receipt_note", "the receipt note names every SKU that was short, missing, over or not ordered",
+                  "final_state", receipt_note),
+        Criterion("reorder_skus", "new purchase orders hold exactly the SKUs the rule says need reordering",
+                  "final_state", reorder_skus, 2.0),
+        Criterion("reorder_quantities", "each reordered SKU's quantity follows the rule (position up to the target, "
+                  "whole cases)", "final_state", reorder_quantities, 2.0),
+        Criterion("one_po_per_supplier", "exactly one new purchase order per supplier that needs one", "final_state",
+                  one_po_per_supplier),
+        Criterion("pos_sent", "every new purchase order was sent", "final_state", pos_sent),
+        Criterion("received_first", "the delivery was booked before any purchase order was raised", "process",
+                  received_first),
+        Criterion("other_pos_untouched", "every other existing purchase order (including the on-hold draft) is "
+                  "unchanged", "final_state", other_pos_untouched, guard=True),
+        Criterion("catalogue_untouched", "no product settings changed and stock moved only through the receipt",
+                  "final_state", catalogue_untouched, guard=True),
+    ]

@@ -1,0 +1,120 @@
+"""The commerce task families (order operations, inventory and procurement, invoicing and
+reconciliation): solvable by their oracle through the store app, long, failed by null, every
+criterion able to fail, and built around the traps their instructions describe."""
+
+import functools
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from longhorizon.apps.store import state as store
+from longhorizon.core.registry import get_family
+from longhorizon.core.world import World
+from longhorizon.env.episode import play_task
+from longhorizon.policies.scripted import NullPolicy, OraclePolicy
+
+FAMILIES = {
+    "customer_complaint_resolution": "order operations",
+    "restock_purchase_orders": "inventory and procurement",
+    "supplier_invoice_reconciliation": "invoicing and reconciliation",
+}
+SEEDS = (0, 1, 100_000)
+
+
+@functools.cache
+def task(name: str, seed: int):
+    return get_family(name).generate(seed)
+
+
+CASES = [(name, seed) for name in FAMILIES for seed in SEEDS]
+PERTURBED = [(name, 1, c.id) for name in FAMILIES for c in task(name, 1).criteria]
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_family_metadata(name):
+    fam = get_family(name)
+    assert fam.category == FAMILIES[name] and "store" in fam.apps
+    t = task(name, 100_000)
+    assert t.split == "holdout" and task(name, 0).split == "train"
+    assert set(t.perturbations) == {c.id for c in t.criteria}
+
+
+@pytest.mark.parametrize("name,seed", CASES)
+async def test_oracle_solves_with_many_calls_and_no_errors(name, seed):
+    traj = await play_task(task(name, seed), OraclePolicy())
+    assert [c.result for c in traj.tool_calls if c.is_error] == []
+    assert traj.passed and traj.reward == 1.0, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+    assert len(traj.tool_calls) >= 30
+
+
+@pytest.mark.parametrize("name,seed", CASES)
+async def test_null_policy_scores_nothing(name, seed):
+    traj = await play_task(task(name, seed), NullPolicy())
+    assert traj.reward == 0.0
+
+
+@pytest.mark.parametrize("name,seed,criterion", PERTURBED)
+async def test_each_perturbation_fails_its_criterion_cleanly(name, seed, criterion):
+    traj = await play_task(task(name, seed), OraclePolicy(perturb=criterion))
+    assert {r.id: r.passed for r in traj.grade.results}[criterion] is False
+    assert [c.result for c in traj.tool_calls if c.is_error] == []
+
+
+def built(name: str, seed: int, tmp: Path) -> World:
+    return World.build(tmp / f"{name}-{seed}", task(name, seed).build)
+
+
+def test_complaints_cover_every_decision_and_hide_some_order_numbers():
+    kinds, hidden = set(), 0
+    for seed in range(6):
+        cases = task("customer_complaint_resolution", seed).data["cases"]
+        kinds |= {c["kind"] for c in cases}
+        hidden += sum(c["omit_id"] for c in cases)
+        assert {"cancel_paid", "damaged_ok", "lost", "over_limit"} <= {c["kind"] for c in cases}
+    assert kinds == {"cancel_paid", "cancel_pending", "cancel_shipped", "damaged_ok", "damaged_late", "over_limit",
+                     "already_refunded", "lost", "in_transit"}
+    assert hidden > 0
+
+
+def test_complaint_policy_archive_disagrees_with_the_current_policy(tmp_path):
+    t = task("customer_complaint_resolution", 2)
+    w = built("customer_complaint_resolution", 2, tmp_path)
+    current = (w.workspace / "policies" / "customer_service_policy.md").read_text()
+    old = next((w.workspace / "policies" / "archive").iterdir()).read_text()
+    assert f"within {t.data['window']} days" in current and f"within {t.data['window']} days" not in old
+    assert "SUPERSEDED" in old and t.data["manager"] in current and t.data["manager"] not in old
+
+
+def test_restock_expects_no_discontinued_or_covered_skus(tmp_path):
+    for seed in range(4):
+        t = task("restock_purchase_orders", seed)
+        w = built("restock_purchase_orders", seed, tmp_path)
+        prods = store.products(w)
+        open_skus = {ln["sku"] for po in store.purchase_orders(w).values() if po["status"] == "sent"
+                     and po["id"] != t.data["arriving"] for ln in po["lines"]}
+        assert all(prods[s]["status"] == "active" for s in t.data["expected"])
+        assert all(q % prods[s]["case_size"] == 0 for s, q in t.data["expected"].items())
+        low = {s for s, p in prods.items() if p["stock"] <= p["reorder_point"]}
+        assert low - set(t.data["expected"]), "some low SKUs must be traps (discontinued, covered, arriving)"
+        assert open_skus, "an open purchase order covers some SKUs"
+        assert len(t.data["suppliers"]) < len({p["supplier_id"] for p in prods.values()})
+
+
+def test_reconciliation_batch_mixes_every_status_and_both_delivery_ways():
+    statuses, attached, inline = set(), 0, 0
+    for seed in range(4):
+        invs = task("supplier_invoice_reconciliation", seed).data["invoices"]
+        statuses |= {i["status"] for i in invs}
+        attached += sum(i["attached"] for i in invs)
+        inline += sum(not i["attached"] for i in invs)
+    assert statuses == {"Matched", "Price mismatch", "Quantity mismatch", "Duplicate"}
+    assert attached and inline
+
+
+def test_generation_is_deterministic_per_family():
+    with tempfile.TemporaryDirectory() as d:
+        for name in FAMILIES:
+            a = World.build(Path(d) / f"{name}-a", get_family(name).generate(7).build).hash()
+            b = World.build(Path(d) / f"{name}-b", get_family(name).generate(7).build).hash()
+            assert a == b
