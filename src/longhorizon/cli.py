@@ -44,6 +44,34 @@ def cmd_tasks_list(args) -> int:
     return 0
 
 
+def suite_stats(rows: list[dict]) -> dict:
+    """Size, breadth and horizon of a task listing (rows as printed by `tasks list --format json`)."""
+    import statistics
+
+    calls = sorted(r["oracle_tool_calls"] for r in rows)
+    return {
+        "instances": len(rows),
+        "splits": {s: sum(r["split"] == s for r in rows) for s in SPLITS},
+        "families": len({r["family"] for r in rows}),
+        "holdout_families": sorted({r["family"] for r in rows if r["split"] == "holdout-family"}),
+        "categories": len({r["category"] for r in rows}),
+        "median_oracle_tool_calls": statistics.median(calls) if calls else 0,
+        "share_at_least_40_calls": sum(c >= 40 for c in calls) / len(calls) if calls else 0.0,
+    }
+
+
+def cmd_tasks_stats(args) -> int:
+    from longhorizon.core.registry import tasks_for
+    from longhorizon.env.oracle_stats import oracle_tool_calls
+
+    tasks = [t for s in SPLITS for t in tasks_for(s)]
+    counts = oracle_tool_calls(tasks, progress=sys.stderr.isatty())
+    rows = [{"family": t.family, "category": t.category, "split": t.split, "oracle_tool_calls": counts[t.id]}
+            for t in tasks]
+    print(json.dumps(suite_stats(rows), indent=2))
+    return 0
+
+
 def cmd_tasks_show(args) -> int:
     from longhorizon.core.registry import get_task
 
@@ -183,6 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
     ts.add_argument("task_id", help="FAMILY-SEED, as printed by `tasks list`")
     ts.add_argument("--format", choices=["text", "json"], default="text")
     ts.set_defaults(func=cmd_tasks_show)
+    tst = tasks.add_parser("stats", help="suite size per split, categories, and oracle horizon (runs every oracle once; cached)")
+    tst.set_defaults(func=cmd_tasks_stats)
     tc = tasks.add_parser("catalogue", help="Markdown table of every family (category, apps, horizon, criteria)")
     tc.add_argument("--out", help="write to this file (e.g. docs/tasks.md) instead of stdout")
     tc.add_argument("--seeds", type=int, default=3, help="instances per family used to measure the horizon")
