@@ -52,8 +52,10 @@ class AppServer:
 
     _templates: dict[str, list] = {}
 
-    def __init__(self, name: str, instructions: str = ""):
+    def __init__(self, name: str, instructions: str = "", *, template_key: str | None = None):
+        """``template_key`` names the tool set when one app offers different sets (default: the app)."""
         self.name, self.instructions = name, instructions
+        self.template_key = template_key or name
         self._fns: list = []
 
     def tool(self):
@@ -67,8 +69,8 @@ class AppServer:
         from mcp.server.mcpserver.tools import Tool
 
         names = [f.__name__ for f in self._fns]
-        tpl = AppServer._templates.get(self.name)
+        tpl = AppServer._templates.get(self.template_key)
         if tpl is None or [t.name for t in tpl] != names:
-            tpl = AppServer._templates[self.name] = [Tool.from_function(f) for f in self._fns]
+            tpl = AppServer._templates[self.template_key] = [Tool.from_function(f) for f in self._fns]
         tools = [t.model_copy(update={"fn": f}) for t, f in zip(tpl, self._fns)]
         return MCPServer(self.name, instructions=self.instructions, tools=tools)
