@@ -96,6 +96,12 @@ async def test_query_caps_rows_and_says_so(sworld):
         assert "limit" in await error(c, "query", sql="SELECT 1", limit=5000)
 
 
+async def test_huge_cells_are_shortened(sworld):
+    async with mcp.Client(build_server(sworld)) as c:
+        out = json.loads(await call(c, "query", sql="SELECT printf('%.*c', 50000, 'x') AS big"))
+        assert len(out["rows"][0][0]) < 2_100 and "more characters" in out["rows"][0][0]
+
+
 async def test_query_reports_sqlite_errors(sworld):
     async with mcp.Client(build_server(sworld)) as c:
         assert "no such column: totl" in await error(c, "query", sql="SELECT totl FROM orders")

@@ -97,7 +97,8 @@ async def test_search_flights_by_city_and_cabin(tworld):
 
 async def test_search_flights_errors(tworld):
     async with mcp.Client(build_server(tworld)) as c:
-        assert "ORD (Chicago)" in await error(c, "search_flights", origin="Boston", destination="ORD", date="2026-03-20")
+        assert "ORD (Chicago)" in await error(c, "search_flights", origin="Boston", destination="ORD",
+                                              date="2026-03-20")
         assert "YYYY-MM-DD" in await error(c, "search_flights", origin="JFK", destination="ORD", date="March 20")
         assert "premium_economy" in await error(c, "search_flights", origin="JFK", destination="ORD",
                                                 date="2026-03-20", cabin="coach")
@@ -127,7 +128,8 @@ async def test_book_flight_takes_a_seat_and_lists(tworld):
         assert state.seats_left(tworld, "FL100", "economy") == 0
         mine = json.loads(await call(c, "list_bookings", traveler=ANA))
         assert [(b["booking_id"], b["status"]) for b in mine] == [("BK-4103", "active"), ("BK-4104", "active")]
-        assert mine[1]["flight_no"] == "BA 12" and mine[1]["cabin"] == "economy" and mine[1]["booked_on"] == "2026-03-02"
+        assert mine[1]["flight_no"] == "BA 12" and mine[1]["cabin"] == "economy"
+        assert mine[1]["booked_on"] == "2026-03-02"
 
 
 async def test_book_flight_validations(tworld):

@@ -1,0 +1,1 @@
+"""The `travel` app: a corporate travel booking tool (flights, hotels, bookings, policy) over SQLite."""

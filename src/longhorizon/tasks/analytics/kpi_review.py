@@ -1,0 +1,574 @@
+"""SQL analytics: answer a manager's quarterly-review questions from the warehouse.
+
+The manager's mail (next to last quarter's request, a stale copy) asks four questions, each
+needing its own query over the read-only analytics database: 30-day revenue of signup
+cohorts, the best-selling product per region (ties listed), month-over-month revenue
+growth (the first month's growth needs the month before it), and refund rates by region or
+channel. Test accounts must be left out everywhere, only completed orders count, and a stale
+``revenue_snapshot`` table invites a shortcut. The answers go into a workbook with the exact
+sheets and headers asked for, mailed back with a two-line summary. Graders recompute every
+answer from the World's database with reference SQL.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, time, timedelta
+from pathlib import Path
+
+from openpyxl import Workbook
+
+from longhorizon.apps.mail import state as mail
+from longhorizon.apps.sheets.state import workbook_bytes
+from longhorizon.apps.sql import state as sqlstate
+from longhorizon.core.registry import register
+from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.tasks.analytics import (
+    add_months,
+    mentions_month,
+    mentions_number,
+    month_end,
+    month_key,
+    month_label,
+    pct_close,
+)
+from longhorizon.tasks.analytics.warehouse import make_warehouse, memory_db, ordered_rows, run
+from longhorizon.tasks.common import norm_path, rng_and_faker
+from longhorizon.tasks.mail.common import MONTHS, People, company
+from longhorizon.tasks.spreadsheets import close, norm_text, parse_json, read_table, to_number, writes_to
+
+
+# -- reference SQL (oracle, generator and graders all run exactly these) ----------------------
+
+def cohort_sql(first: date, last: date) -> str:
+    return f"""SELECT strftime('%Y-%m', c.signup_date) AS cohort,
+       COUNT(DISTINCT c.customer_id) AS customers,
+       ROUND(COALESCE(SUM(CASE WHEN o.status = 'completed'
+                                AND julianday(o.order_date) - julianday(c.signup_date) <= 30
+                           THEN i.quantity * i.unit_price END), 0), 2) AS revenue_30d
+FROM customers c
+LEFT JOIN orders o ON o.customer_id = c.customer_id
+LEFT JOIN order_items i ON i.order_id = o.order_id
+WHERE c.is_test = 0 AND c.signup_date BETWEEN '{first}' AND '{last}'
+GROUP BY cohort ORDER BY cohort"""
+
+
+def top_products_sql(first: date, last: date, *, ties: bool = True) -> str:
+    rank = "RANK() OVER (PARTITION BY region ORDER BY units DESC)" if ties else \
+        "ROW_NUMBER() OVER (PARTITION BY region ORDER BY units DESC, product)"
+    return f"""WITH units AS (
+  SELECT r.name AS region, p.name AS product, SUM(i.quantity) AS units
+  FROM orders o
+  JOIN customers c ON c.customer_id = o.customer_id
+  JOIN regions r ON r.region_id = c.region_id
+  JOIN order_items i ON i.order_id = o.order_id
+  JOIN products p ON p.product_id = i.product_id
+  WHERE o.status = 'completed' AND c.is_test = 0 AND o.order_date BETWEEN '{first}' AND '{last}'
+  GROUP BY r.name, p.name),
+ranked AS (SELECT region, product, units,
+                  {rank} AS rk FROM units)
+SELECT region, product, units FROM ranked WHERE rk = 1 ORDER BY region, product"""
+
+
+def runner_up_sql(first: date, last: date) -> str:
+    return f"""WITH units AS (
+  SELECT r.name AS region, p.name AS product, SUM(i.quantity) AS units
+  FROM orders o
+  JOIN customers c ON c.customer_id = o.customer_id
+  JOIN regions r ON r.region_id = c.region_id
+  JOIN order_items i ON i.order_id = o.order_id
+  JOIN products p ON p.product_id = i.product_id
+  WHERE o.status = 'completed' AND c.is_test = 0 AND o.order_date BETWEEN '{first}' AND '{last}'
+  GROUP BY r.name, p.name)
+SELECT region, product, units,
+       DENSE_RANK() OVER (PARTITION BY region ORDER BY units DESC) AS place
+FROM units ORDER BY region, units DESC, product"""
+
+
+def monthly_sql(first: date, last: date) -> str:
+    return f"""WITH m AS (
+  SELECT strftime('%Y-%m', o.order_date) AS month, SUM(i.quantity * i.unit_price) AS revenue
+  FROM orders o
+  JOIN customers c ON c.customer_id = o.customer_id
+  JOIN order_items i ON i.order_id = o.order_id
+  WHERE o.status = 'completed' AND c.is_test = 0 AND o.order_date BETWEEN '{first}' AND '{last}'
+  GROUP BY month)
+SELECT month, ROUND(revenue, 2) AS revenue,
+       ROUND(100.0 * (revenue - LAG(revenue) OVER (ORDER BY month)) / LAG(revenue) OVER (ORDER BY month), 1)
+         AS growth_pct
+FROM m ORDER BY month"""
+
+
+def refunds_sql(first: date, last: date, dim: str, *, statuses: str = "('completed')") -> str:
+    group = "r.name" if dim == "region" else "o.channel"
+    return f"""SELECT {group} AS {dim},
+       COUNT(*) AS orders,
+       SUM(EXISTS (SELECT 1 FROM refunds f WHERE f.order_id = o.order_id)) AS refunded,
+       ROUND(100.0 * SUM(EXISTS (SELECT 1 FROM refunds f WHERE f.order_id = o.order_id)) / COUNT(*), 1)
+         AS refund_rate_pct,
+       100.0 * SUM(EXISTS (SELECT 1 FROM refunds f WHERE f.order_id = o.order_id)) / COUNT(*) AS exact_rate
+FROM orders o
+JOIN customers c ON c.customer_id = o.customer_id
+JOIN regions r ON r.region_id = c.region_id
+WHERE o.status IN {statuses} AND c.is_test = 0 AND o.order_date BETWEEN '{first}' AND '{last}'
+GROUP BY {group} ORDER BY exact_rate DESC, {dim}"""
+
+
+@register
+class QuarterlyKpiReview(TaskFamily):
+    name = "quarterly_kpi_review"
+    category = "SQL analytics"
+    apps = ("mail", "sql", "sheets", "files")
+    description = (
+        "Answer a manager's quarterly-review questions (cohort revenue, top products per region with "
+        "ties, month-over-month growth, refund rates) with SQL over the warehouse, excluding test "
+        "accounts; write a workbook with the exact sheets and headers requested and mail a summary."
+    )
+
+    def generate(self, seed: int) -> Task:
+        rng, fake = rng_and_faker(seed, self.name)
+        people = People(fake)
+        our_company, domain = company(fake)
+        me, manager, lead, other = (people.make(domain) for _ in range(4))
+
+        year = rng.choice([2024, 2025])
+        quarter = rng.choice([2, 3, 4])
+        q_start = date(year, 3 * quarter - 2, 1)
+        q_end = month_end(add_months(q_start, 2))
+        today = q_end + timedelta(days=rng.randint(3, 9))
+        while today.weekday() >= 5:
+            today += timedelta(days=1)
+        data_start = add_months(q_start, -9)
+        cohort_first = add_months(q_start, -3)
+        cohort_last = q_start - timedelta(days=1)
+        mom_first = add_months(q_start, -3)  # six months, ending with the quarter
+        prev_month = add_months(mom_first, -1)
+        dim = rng.choice(["region", "channel"])
+
+        wh = make_warehouse(rng, fake, data_start, today - timedelta(days=1),
+                            company_domain=domain)
+        region_ids = {r[1]: r[0] for r in wh.rows["regions"]}
+        product_ids = {p[2]: p[0] for p in wh.rows["products"]}
+        price_of = {p[0]: p[4] for p in wh.rows["products"]}
+
+        def in_q() -> date:
+            return q_start + timedelta(days=rng.randrange((q_end - q_start).days + 1))
+
+        def customer(region_id: int | None, by: date) -> int:
+            pool = wh.customers_in(region_id, signed_by=by) if region_id else []
+            if not pool:
+                pool = [c[0] for c in wh.rows["customers"] if not c[6] and c[5] <= by.isoformat()]
+            return rng.choice(sorted(pool))
+
+        # a QA account in the first cohort month with a big early order: counted only by mistake
+        tid = max(c[0] for c in wh.rows["customers"]) + 1
+        t_signup = cohort_first + timedelta(days=rng.randint(0, 20))
+        wh.rows["customers"].append((tid, "QA Regression Bot", f"qa+regression@{domain}",
+                                     rng.choice(list(region_ids.values())), "consumer", t_signup.isoformat(), 1))
+        pid0 = wh.rows["products"][0][0]
+        wh.add_order(tid, t_signup + timedelta(days=2), [(pid0, 9, price_of[pid0])])
+
+        # engineer the questions' edge cases (a tie for first place, a clear highest refund rate,
+        # a clear fastest-growing month), recomputing with the reference SQL after each change
+        for _ in range(8):
+            conn = memory_db(ordered_rows(wh))
+            places = run(conn, runner_up_sql(q_start, q_end))
+            by_region: dict[str, list[tuple]] = {}
+            for reg, prod, units, place in places:
+                by_region.setdefault(reg, []).append((prod, units, place))
+            tied = [reg for reg, rs in by_region.items() if sum(1 for r in rs if r[2] == 1) > 1]
+            if not tied:
+                reg = rng.choice(sorted(r for r, rs in by_region.items() if any(x[2] == 2 for x in rs)))
+                top, second = by_region[reg][0], next(r for r in by_region[reg] if r[2] == 2)
+                pid = product_ids[second[0]]
+                wh.add_order(customer(region_ids[reg], q_start), in_q(), [(pid, top[1] - second[1], price_of[pid])])
+                continue
+            refunds = run(conn, refunds_sql(q_start, q_end, dim))
+            if len(refunds) > 1 and refunds[0][4] - refunds[1][4] < 0.3:
+                region_of = {c[0]: c[3] for c in wh.rows["customers"]}
+                test_ids = {c[0] for c in wh.rows["customers"] if c[6]}
+                region_name = {r[0]: r[1] for r in wh.rows["regions"]}
+                refunded = {f[1] for f in wh.rows["refunds"]}
+                oid, day = next(
+                    (o[0], date.fromisoformat(o[2])) for o in wh.rows["orders"]
+                    if o[3] == "completed" and q_start.isoformat() <= o[2] <= q_end.isoformat()
+                    and o[0] not in refunded and o[1] not in test_ids
+                    and (o[4] if dim == "channel" else region_name[region_of[o[1]]]) == refunds[0][0])
+                wh.add_refund(oid, day + timedelta(days=6), wh.order_total(oid) * 0.5, "defective")
+                continue
+            monthly = run(conn, monthly_sql(prev_month, q_end))[1:]
+            growths = sorted((g for _, _, g in monthly), reverse=True)
+            if growths[0] - growths[1] < 0.3:
+                d = date.fromisoformat(max(monthly, key=lambda r: r[2])[0] + "-15")
+                pid = max(price_of, key=price_of.get)
+                wh.add_order(customer(None, d), d, [(pid, 3, price_of[pid])])
+                continue
+            break
+        else:  # pragma: no cover - the loop settles within a few rounds
+            raise RuntimeError(f"{self.name}: could not settle the data for seed {seed}")
+        conn.close()
+        # a test account buys a region's runner-up in bulk: excluded, but it would top the list
+        test_customers = sorted((c[3], c[0]) for c in wh.rows["customers"] if c[6])
+        t_region, t_cust = test_customers[0]
+        t_name = next(r[1] for r in wh.rows["regions"] if r[0] == t_region)
+        if t_name in by_region:
+            runner = next((r for r in by_region[t_name] if r[2] == 2), by_region[t_name][-1])
+            pid = product_ids[runner[0]]
+            wh.add_order(t_cust, in_q(), [(pid, by_region[t_name][0][1] + 4, price_of[pid])])
+
+        rows = ordered_rows(wh)
+        conn = memory_db(rows)
+        truth = {
+            "cohorts": run(conn, cohort_sql(cohort_first, cohort_last)),
+            "top": run(conn, top_products_sql(q_start, q_end)),
+            "monthly": run(conn, monthly_sql(prev_month, q_end))[1:],
+            "refunds": [r[:4] for r in run(conn, refunds_sql(q_start, q_end, dim))],
+        }
+        conn.close()
+        best_month = max(truth["monthly"], key=lambda r: r[2])
+        top_refund = truth["refunds"][0]
+
+        # ---- the request -------------------------------------------------------------------
+        q_label = f"Q{quarter} {year}"
+        report = f"reports/kpi_review_{year}_Q{quarter}.xlsx"
+        prev_q = (year, quarter - 1)
+        old_report = f"reports/kpi_review_{prev_q[0]}_Q{prev_q[1]}.xlsx"
+        rev_label = rng.choice(["Revenue", "Revenue (USD)", "Net Sales"])
+        sheets = {
+            "cohorts": (rng.choice(["Cohorts", "Signup Cohorts"]), ["Cohort", "Customers", f"30-Day {rev_label}"]),
+            "top": (rng.choice(["Top Products", "Best Sellers"]), ["Region", "Product", "Units"]),
+            "growth": (rng.choice(["MoM", "Monthly Growth"]), ["Month", rev_label, "Growth %"]),
+            "refunds": (rng.choice(["Refunds", "Refund Rates"]),
+                        [dim.capitalize(), "Orders", "Refunded", "Refund Rate %"]),
+        }
+
+        def spec(key: str) -> str:
+            name, header = sheets[key]
+            return f"sheet \"{name}\" with header row {' | '.join(header)}"
+
+        months_text = f"{month_label(mom_first.strftime('%Y-%m'))} to {month_label(q_end.strftime('%Y-%m'))}"
+        cohort_text = (f"{MONTHS[cohort_first.month - 1].capitalize()} to "
+                       f"{MONTHS[cohort_last.month - 1].capitalize()} {cohort_last.year}")
+        request = (
+            f"Hi {me.first},\n\n"
+            f"For the {q_label} business review on Thursday I need a few numbers straight from the warehouse "
+            f"(the sql tool). Could you build {report} with one sheet per question, using exactly these "
+            f"sheet names and header rows:\n\n"
+            f"1. {spec('cohorts')}: for each signup month from {cohort_text}, the number of customers who "
+            f"signed up that month and the revenue those customers brought in within 30 days of signing up "
+            f"(orders placed no more than 30 days after their signup date). One row per month, oldest first, "
+            f"month written as YYYY-MM.\n"
+            f"2. {spec('top')}: the best-selling product by units in each region during {q_label}. If two or "
+            f"more products tie for first place in a region, list every one of them, one row each. Sort by "
+            f"region, then product.\n"
+            f"3. {spec('growth')}: revenue for each month from {months_text} and its growth versus the "
+            f"previous month, as a percentage with one decimal (e.g. 4.2 or -3.5). Oldest first, YYYY-MM.\n"
+            f"4. {spec('refunds')}: for the completed orders placed in {q_label}, per {dim}: how many there "
+            f"were, how many got at least one refund (whenever it was issued), and that share as a "
+            f"percentage with one decimal. Highest rate first.\n\n"
+            f"Ground rules for all four: revenue is quantity x unit price over the order lines of completed "
+            f"orders (cancelled and pending ones don't count, and don't net off refunds), and leave the QA "
+            f"test accounts out of everything - they keep polluting our numbers.\n\n"
+            f"Then mail me the workbook with a two-line summary: which month grew fastest (and by how much), "
+            f"and which {dim} has the highest refund rate (with the rate).\n\n"
+            f"Thanks!\n{manager.first}"
+        )
+        old_request = (
+            f"Hi {me.first},\n\nSame drill as always for the Q{prev_q[1]} {prev_q[0]} review: cohorts, top "
+            f"products, monthly growth and refunds into {old_report}. Please include the test accounts this "
+            f"time, QA wants to see their volume.\n\nThanks,\n{manager.first}"
+        )
+        at = lambda d, h, m: datetime.combine(d, time(h, m)).isoformat()  # noqa: E731
+        inbox = [
+            {"folder": "Inbox", "sender": manager.email, "sender_name": manager.name, "to": [me.email],
+             "subject": f"Numbers for the Q{prev_q[1]} review", "body": old_request,
+             "date": at(q_start + timedelta(days=4), 9, 12), "is_read": True},
+            {"folder": "Inbox", "sender": lead.email, "sender_name": lead.name, "to": [me.email],
+             "subject": "Heads up: revenue_snapshot is frozen",
+             "body": (f"FYI the old BI export job was retired in {MONTHS[(data_start.month + 3) % 12].capitalize()}, "
+                      "so revenue_snapshot stopped updating. Compute revenue from orders/order_items.\n\n"
+                      f"{lead.first}"),
+             "date": at(q_start + timedelta(days=20), 15, 40), "is_read": True},
+            {"folder": "Inbox", "sender": other.email, "sender_name": other.name, "to": [me.email],
+             "subject": "Dashboard access", "body": "Could you give me access to the sales dashboard? Thanks!",
+             "date": at(today - timedelta(days=2), 11, 5)},
+            {"folder": "Inbox", "sender": manager.email, "sender_name": manager.name, "to": [me.email],
+             "subject": f"Numbers for the {q_label} review", "body": request,
+             "date": at(today, 8, 20)},
+        ]
+        request_id = len(inbox)
+
+        def old_workbook() -> bytes:
+            """Last quarter's pack: same layout, last quarter's (stale) numbers, test accounts included."""
+            pq_start = add_months(q_start, -3)
+            fake_rows = {
+                "cohorts": [[add_months(pq_start, k - 3).strftime("%Y-%m"), rng.randint(12, 30),
+                             round(rng.uniform(2000, 9000), 2)] for k in range(3)],
+                "top": [[r, rng.choice(wh.product_names), rng.randint(8, 30)] for r in wh.region_names],
+                "growth": [[add_months(pq_start, k - 3).strftime("%Y-%m"), round(rng.uniform(20000, 60000), 2),
+                            round(rng.uniform(-12, 15), 1)] for k in range(6)],
+                "refunds": [[g, rng.randint(40, 200), rng.randint(2, 15), round(rng.uniform(2, 12), 1)]
+                            for g in (wh.region_names if dim == "region" else ["web", "mobile", "phone"])],
+            }
+            wb = Workbook()
+            wb.remove(wb.active)
+            for key in ("cohorts", "top", "growth", "refunds"):
+                name, header = sheets[key]
+                ws = wb.create_sheet(name)
+                ws.append(header)
+                for r in fake_rows[key]:
+                    ws.append(r)
+            return workbook_bytes(wb)
+
+        old_bytes = old_workbook()
+
+        def build(root: Path) -> None:
+            sqlstate.create_analytics_db(root / "state" / "sql.sqlite", rows)
+            p = root / "workspace" / old_report
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(old_bytes)
+            mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name, messages=inbox,
+                                now=at(today, 9, 0))
+
+        instruction = (
+            f"{manager.first} sent me a list of questions for the {q_label} business review this morning. "
+            "Could you pull the numbers from the analytics database, build the workbook they asked for and mail it "
+            "back? Everything is in the mail. Please leave last quarter's report as it is."
+        )
+
+        # ---- oracle ------------------------------------------------------------------------
+        def solve(flaw: str | None = None):
+            def run_():
+                yield ToolCall("mail__list_messages", {"folder": "Inbox", "limit": 25}, "Find the manager's request.")
+                yield ToolCall("mail__read_message", {"message_id": request_id}, "Read this quarter's request.")
+                yield ToolCall("mail__read_message", {"message_id": 2}, "Read the note about the snapshot table.")
+                yield ToolCall("files__list_dir", {"path": "reports"}, "See last quarter's report for the layout.")
+                yield ToolCall("sheets__list_sheets", {"path": old_report}, "Check last quarter's sheet layout.")
+                yield ToolCall("sql__list_tables", {}, "See what the warehouse holds.")
+                for t in ("customers", "orders", "order_items", "products", "regions", "refunds"):
+                    yield ToolCall("sql__describe_table", {"name": t}, f"Learn the {t} columns.")
+                yield ToolCall("sql__query", {"sql": "SELECT is_test, COUNT(*) AS n FROM customers GROUP BY is_test"},
+                               "How many test accounts are there?")
+                yield ToolCall("sql__query", {"sql": "SELECT status, COUNT(*) AS n FROM orders GROUP BY status"},
+                               "Which order statuses exist?")
+                test_sql = "" if flaw == "cohorts" else "c.is_test = 0 AND "
+                res = parse_json((yield ToolCall("sql__query", {
+                    "sql": cohort_sql(cohort_first, cohort_last).replace("c.is_test = 0 AND ", test_sql)},
+                    "Q1: cohort sizes and 30-day revenue.")))
+                cohorts = [list(r) for r in res["rows"]]
+                res = parse_json((yield ToolCall("sql__query", {"sql": runner_up_sql(q_start, q_end), "limit": 1000},
+                                                 "Q2: look at the ranking per region to see any ties.")))
+                firsts: dict[str, int] = {}
+                for reg, _, _, place in res["rows"]:
+                    firsts[reg] = firsts.get(reg, 0) + (place == 1)
+                for reg in sorted(r for r, n in firsts.items() if n > 1):
+                    yield ToolCall("sql__query", {"sql": (
+                        "SELECT p.name, SUM(i.quantity) AS units FROM orders o "
+                        "JOIN customers c ON c.customer_id = o.customer_id JOIN regions r ON r.region_id = c.region_id "
+                        "JOIN order_items i ON i.order_id = o.order_id JOIN products p ON p.product_id = i.product_id "
+                        f"WHERE r.name = '{reg}' AND o.status = 'completed' AND c.is_test = 0 "
+                        f"AND o.order_date BETWEEN '{q_start}' AND '{q_end}' "
+                        "GROUP BY p.name ORDER BY units DESC LIMIT 5")},
+                        f"Double-check the tie in {reg}.")
+                res = parse_json((yield ToolCall("sql__query", {"sql": top_products_sql(
+                    q_start, q_end, ties=flaw != "top_products")}, "Q2: the top product(s) per region.")))
+                top = [list(r) for r in res["rows"]]
+                res = parse_json((yield ToolCall("sql__query", {"sql": monthly_sql(prev_month, q_end)},
+                                                 "Q3: monthly revenue with growth vs the month before.")))
+                growth = [list(r) for r in res["rows"][1:]]
+                if flaw == "growth":
+                    growth[0][2] = None
+                statuses = "('completed', 'cancelled', 'pending')" if flaw == "refunds" else "('completed')"
+                res = parse_json((yield ToolCall("sql__query", {"sql": refunds_sql(q_start, q_end, dim,
+                                                                                    statuses=statuses)},
+                                                 f"Q4: refund rate per {dim}.")))
+                refunds_rows = [list(r[:4]) for r in res["rows"]]
+                yield ToolCall("sql__query", {"sql": (
+                    "SELECT COUNT(*) AS refunds_on_cancelled FROM refunds f JOIN orders o ON o.order_id = f.order_id "
+                    "WHERE o.status <> 'completed'")}, "Check refunds on non-completed orders are left out.")
+                names = [sheets[k][0] for k in ("cohorts", "top", "growth", "refunds")]
+                yield ToolCall("sheets__create_workbook", {"path": report, "sheets": names}, f"Create {report}.")
+                tables = {"cohorts": cohorts, "top": top, "growth": growth, "refunds": refunds_rows}
+                for key in ("cohorts", "top", "growth", "refunds"):
+                    name, header = sheets[key]
+                    if flaw == "sheets_layout" and key == "growth":
+                        header = [header[0], header[1], "MoM"]
+                    yield ToolCall("sheets__write_rows", {"path": report, "sheet": name, "start_cell": "A1",
+                                                          "rows": [header] + tables[key]}, f"Write the {name} sheet.")
+                for key in ("cohorts", "top", "growth", "refunds"):
+                    yield ToolCall("sheets__read_range", {"path": report, "sheet": sheets[key][0]},
+                                   f"Verify the {sheets[key][0]} sheet.")
+                if flaw == "old_report_untouched":
+                    yield ToolCall("sheets__write_cells", {"path": old_report, "sheet": sheets["top"][0],
+                                                           "cells": {"E1": "superseded"}}, "Mark the old report.")
+                best = max(growth, key=lambda r: r[2] if r[2] is not None else -1e9)
+                topr = refunds_rows[0]
+                body = f"Hi {manager.first},\n\nAttached is {report}."
+                if flaw != "mail_summary":
+                    body += (f"\n- Fastest growth: {month_label(best[0])} ({best[0]}), up {best[2]}% on the month "
+                             f"before.\n- Highest refund rate: {topr[0]} at {topr[3]}% of completed orders.")
+                body += f"\n\nTest accounts are excluded throughout.\n\nBest,\n{me.first}"
+                yield ToolCall("mail__send_message", {
+                    "to": [manager.email], "subject": f"{q_label} review numbers", "body": body,
+                    "attachments": [] if flaw == "mail_report" else [report]}, "Send the workbook and summary.")
+                if flaw == "one_mail":
+                    yield ToolCall("mail__send_message", {"to": [lead.email], "subject": "FYI",
+                                                          "body": "The review numbers are done."}, "Tell the lead.")
+                yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 5}, "Check the mail went out.")
+                return f"Built {report} and mailed it to {manager.name} with the summary."
+            return run_
+
+        # ---- grading -----------------------------------------------------------------------
+        def recompute(world) -> dict:
+            return {
+                "cohorts": sqlstate.query(world, cohort_sql(cohort_first, cohort_last)),
+                "top": sqlstate.query(world, top_products_sql(q_start, q_end)),
+                "monthly": sqlstate.query(world, monthly_sql(prev_month, q_end))[1:],
+                "refunds": sqlstate.query(world, refunds_sql(q_start, q_end, dim)),
+            }
+
+        def body_rows(path: Path, key: str):
+            t = read_table(path, sheets[key][0])
+            if t is None:
+                return None, f"{sheets[key][0]!r} sheet missing"
+            head, rows = t
+            rows = [list(r) + [None] * (4 - len(r)) for r in rows if any(v not in (None, "") for v in r)]
+            return (head, rows), ""
+
+        def check_layout(path: Path):
+            bad = []
+            for key, (name, header) in sheets.items():
+                t, why = body_rows(path, key)
+                if t is None:
+                    bad.append(why)
+                    continue
+                got = [norm_text(v) for v in t[0][:len(header)]]
+                if got != [norm_text(h) for h in header]:
+                    bad.append(f"{name}: header {t[0][:len(header)]}")
+            return not bad, "; ".join(bad)
+
+        def check_cohorts(path: Path, want):
+            t, why = body_rows(path, "cohorts")
+            if t is None:
+                return False, why
+            got = [(month_key(r[0]), to_number(r[1]), to_number(r[2])) for r in t[1]]
+            if [g[0] for g in got] != [w[0] for w in want]:
+                return False, f"cohorts {[g[0] for g in got]}, expected {[w[0] for w in want]}"
+            bad = [w[0] for g, w in zip(got, want) if g[1] != w[1] or not close(g[2], w[2])]
+            return not bad, f"wrong figures for {bad}" if bad else ""
+
+        def check_top(path: Path, want):
+            t, why = body_rows(path, "top")
+            if t is None:
+                return False, why
+            got = [(norm_text(r[0]), norm_text(r[1]), to_number(r[2])) for r in t[1]]
+            exp = [(norm_text(a), norm_text(b), float(c)) for a, b, c in want]
+            if sorted(got, key=str) != sorted(exp, key=str):
+                return False, f"rows {got}, expected {exp}"
+            return got == exp, "" if got == exp else "rows are not sorted by region, then product"
+
+        def check_growth(path: Path, want):
+            t, why = body_rows(path, "growth")
+            if t is None:
+                return False, why
+            got = [(month_key(r[0]), to_number(r[1]), r[2]) for r in t[1]]
+            if [g[0] for g in got] != [w[0] for w in want]:
+                return False, f"months {[g[0] for g in got]}, expected {[w[0] for w in want]}"
+            bad = [w[0] for g, w in zip(got, want) if not close(g[1], w[1]) or not pct_close(g[2], w[2])]
+            return not bad, f"wrong figures for {bad}" if bad else ""
+
+        def check_refunds(path: Path, want):
+            t, why = body_rows(path, "refunds")
+            if t is None:
+                return False, why
+            exact = {norm_text(w[0]): w for w in want}
+            got = [(norm_text(r[0]), to_number(r[1]), to_number(r[2]), r[3]) for r in t[1]]
+            if sorted(g[0] for g in got) != sorted(exact):
+                return False, f"groups {[g[0] for g in got]}, expected {sorted(exact)}"
+            bad = [g[0] for g in got if g[1] != exact[g[0]][1] or g[2] != exact[g[0]][2]
+                   or not pct_close(g[3], exact[g[0]][4])]
+            if bad:
+                return False, f"wrong figures for {bad}"
+            rates = [exact[g[0]][4] for g in got]
+            ordered = all(a >= b - 0.05 for a, b in zip(rates, rates[1:]))
+            return ordered, "" if ordered else "not sorted by refund rate, highest first"
+
+        def report_file(world) -> Path:
+            return world.file(report)
+
+        def the_mail(world):
+            sent = [m for m in mail.sent_messages(world) if manager.email in m["to"] + m["cc"]]
+            return sent[-1] if sent else None
+
+        def mailed_report(world, traj):
+            m = the_mail(world)
+            if m is None:
+                return False, f"nothing sent to {manager.email}"
+            books = [a["name"] for a in m["attachments"] if a["name"].lower().endswith(".xlsx")]
+            if not books:
+                return False, "no workbook attached"
+            p = mail.attachment_path(world, m["id"], books[0])
+            truth_now = recompute(world)
+            for ok, why in (check_top(p, truth_now["top"]), check_refunds(p, truth_now["refunds"])):
+                if not ok:
+                    return False, f"attached workbook: {why}"
+            return True
+
+        def mail_summary(world, traj):
+            m = the_mail(world)
+            if m is None:
+                return False, "no mail to the manager"
+            truth_now = recompute(world)
+            best = max(truth_now["monthly"], key=lambda r: r[2])
+            top_r = truth_now["refunds"][0]
+            body = m["body"]
+            problems = []
+            if not (mentions_month(body, best[0]) and mentions_number(body, best[2], 0.1)):
+                problems.append(f"fastest-growing month {best[0]} ({best[2]}%) not named")
+            if not (norm_text(top_r[0]) in norm_text(body) and mentions_number(body, top_r[4], 0.1)):
+                problems.append(f"highest refund rate {top_r[0]} ({top_r[3]}%) not named")
+            return not problems, "; ".join(problems)
+
+        def one_mail(world, traj):
+            sends = [c for c in traj.tool_calls if not c.is_error and c.name in
+                     ("mail__send_message", "mail__reply", "mail__forward")]
+            return len(sends) <= 1, f"{len(sends)} mails sent"
+
+        def old_untouched(world, traj):
+            hits = writes_to(traj, [norm_path(old_report)])
+            if hits:
+                return False, f"touched: {hits}"
+            p = world.file(old_report)
+            return p.is_file() and p.read_bytes() == old_bytes, "last quarter's report changed or missing"
+
+        def on_report(fn, key):
+            def check(world, traj):
+                return fn(report_file(world), recompute(world)[key])
+            return check
+
+        criteria = [
+            Criterion("sheets_layout", f"{report} has the four sheets with exactly the requested headers",
+                      "final_state", lambda w, t: check_layout(report_file(w))),
+            Criterion("cohorts", "cohort sizes and 30-day revenue are right (test accounts excluded)",
+                      "final_state", on_report(check_cohorts, "cohorts"), 2.0),
+            Criterion("top_products", "top product(s) per region by units, ties listed, sorted",
+                      "final_state", on_report(check_top, "top"), 2.0),
+            Criterion("growth", "monthly revenue and month-over-month growth are right, first month included",
+                      "final_state", on_report(check_growth, "monthly"), 2.0),
+            Criterion("refunds", f"refund counts and rates per {dim} are right, highest first",
+                      "final_state", on_report(check_refunds, "refunds"), 2.0),
+            Criterion("mail_report", "the manager got a mail with the correct workbook attached",
+                      "final_state", mailed_report, 1.0),
+            Criterion("mail_summary", "the mail names the fastest-growing month and the highest refund rate",
+                      "final_state", mail_summary, 1.0),
+            Criterion("one_mail", "no more than one mail was sent", "process", one_mail, 1.0, guard=True),
+            Criterion("old_report_untouched", "last quarter's report was not modified", "process",
+                      old_untouched, 1.0, guard=True),
+        ]
+        return Task(
+            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve(),
+            criteria=criteria, perturbations={c.id: solve(c.id) for c in criteria},
+            data={"report": report, "quarter": q_label, "dim": dim, "sheets": sheets,
+                  "truth": {k: [list(r) for r in v] for k, v in truth.items()},
+                  "best_month": best_month[0], "top_refund": top_refund[0]},
+        )

@@ -1,0 +1,1 @@
+"""Expense report task families: receipts, card statements and an expense policy."""
