@@ -18,7 +18,11 @@ HOLDOUT_FAMILY_SEEDS = 4
 """The suite's size, as in the published recipe: at least 363 train and 40 holdout instances,
 spread evenly over the training families, plus a few instances of each holdout family."""
 
-HOLDOUT_FAMILIES: frozenset[str] = frozenset()
+HOLDOUT_FAMILIES: frozenset[str] = frozenset({
+    "shared_inbox_routing",          # mail triage (invoice_followup trains)
+    "shared_drive_retention",        # file organisation (downloads_cleanup trains)
+    "access_log_incident_timeline",  # log analysis (log_error_summary trains)
+})
 """Families never used for training (in different categories), for transfer within the suite."""
 
 _FAMILIES: dict[str, TaskFamily] = {}

@@ -1,0 +1,427 @@
+"""File organisation: a shared-drive clean-up by the company's retention policy.
+
+Every document on the drive starts with a metadata header (Doc-ID, Type, Date, sometimes
+Expires). The policy says, per type, when a document is deleted, when it moves to the archive
+(keeping its path), and what is never touched; a legal-hold list overrides everything. The
+traps: file names that lie about the content (``invoice_2014_scan.txt`` is a recent draft),
+documents exactly at an age limit, contracts whose clock starts at their expiry date, old HR
+records that are out of scope, held documents that are long expired, files without a header,
+and type names written in other cases. Every action goes into a CSV log.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import date, timedelta
+from pathlib import Path
+
+from longhorizon.core.registry import register
+from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.tasks.common import norm_path, rng_and_faker
+
+ADMIN = "shared/_admin"
+POLICY = f"{ADMIN}/retention-policy.md"
+HOLDS = f"{ADMIN}/legal-hold.txt"
+RULES = {  # type -> (action, years); contracts count from their Expires date
+    "invoice": ("delete", 7),
+    "purchase-order": ("delete", 7),
+    "meeting-notes": ("archive", 2),
+    "draft": ("delete", 1),
+    "contract": ("archive", 1),
+    "hr-record": (None, 0),
+    "policy": (None, 0),
+}
+TYPE_SPELLINGS = {
+    "invoice": ["invoice", "Invoice", "INVOICE"],
+    "purchase-order": ["purchase-order", "Purchase-Order"],
+    "meeting-notes": ["meeting-notes", "Meeting-Notes"],
+    "draft": ["draft", "Draft"],
+    "contract": ["contract", "Contract"],
+    "hr-record": ["hr-record", "HR-Record"],
+    "policy": ["policy", "Policy"],
+}
+DEPTS = {
+    "finance": [("invoices", "invoice", "INV"), ("purchase-orders", "purchase-order", "PO")],
+    "sales": [("meeting-notes", "meeting-notes", "MTG"), ("contracts", "contract", "CTR")],
+    "legal": [("contracts", "contract", "CTR"), ("drafts", "draft", "DRF")],
+    "people": [("records", "hr-record", "HR"), ("handbook", "policy", "POL")],
+    "ops": [("meeting-notes", "meeting-notes", "MTG"), ("drafts", "draft", "DRF"),
+            ("purchase-orders", "purchase-order", "PO")],
+}
+
+
+def years_before(d: date, n: int) -> date:
+    try:
+        return d.replace(year=d.year - n)
+    except ValueError:  # 29 February
+        return d.replace(year=d.year - n, day=28)
+
+
+def years_after(d: date, n: int) -> date:
+    try:
+        return d.replace(year=d.year + n)
+    except ValueError:
+        return d.replace(year=d.year + n, day=28)
+
+
+def action_for(doc: dict, today: date, holds: set[str]) -> str | None:
+    """'delete', 'archive' or None under the policy."""
+    if doc.get("doc_id") is None or doc["doc_id"] in holds:
+        return None
+    act, years = RULES[doc["type"]]
+    if act is None:
+        return None
+    if doc["type"] == "contract":
+        exp = doc.get("expires")
+        return act if exp is not None and years_after(exp, years) < today else None
+    return act if doc["date"] < years_before(today, years) else None
+
+
+def _body(fake, rng, kind: str) -> str:
+    if kind == "invoice":
+        lines = [f"  {fake.bs().capitalize():<44} {rng.randint(2, 80) * 25:>7}.00" for _ in range(rng.randint(2, 4))]
+        return f"Vendor: {fake.company()}\nAmount due:\n" + "\n".join(lines) + "\n"
+    if kind == "purchase-order":
+        return f"Supplier: {fake.company()}\nItems: {rng.randint(1, 40)} x {fake.word()}\nApproved by: {fake.name()}\n"
+    if kind == "meeting-notes":
+        acts = "\n".join(f"- {fake.sentence(nb_words=8)}" for _ in range(rng.randint(2, 4)))
+        return f"Attendees: {', '.join(fake.first_name() for _ in range(3))}\n\n## Actions\n{acts}\n"
+    if kind == "contract":
+        return (f"Agreement between {fake.company()} and {fake.company()}.\n"
+                f"{fake.paragraph(nb_sentences=3)}\n")
+    if kind == "draft":
+        return f"DRAFT - not for circulation\n\n{fake.paragraph(nb_sentences=4)}\n"
+    if kind == "hr-record":
+        return f"Employee: {fake.name()}\nEvent: {rng.choice(['hire', 'promotion', 'transfer', 'leave'])}\n"
+    return f"{fake.catch_phrase()}\n\n{fake.paragraph(nb_sentences=4)}\n"
+
+
+@register
+class SharedDriveRetention(TaskFamily):
+    name = "shared_drive_retention"
+    category = "file organisation"
+    apps = ("files",)
+    description = ("Apply a retention policy to a shared drive: read each document's header, delete or archive "
+                   "by type and age (contracts from expiry), honour legal holds, log every action in a CSV.")
+
+    def generate(self, seed: int) -> Task:
+        rng, fake = rng_and_faker(seed, self.name)
+        today = date(2026, 1, 12) + timedelta(days=rng.randrange(330))
+        log_path = f"{ADMIN}/retention-log-{today.isoformat()}.csv"
+        depts = sorted(rng.sample(sorted(DEPTS), 4))
+        if "finance" not in depts:
+            depts[0] = "finance"
+            depts.sort()
+        docs: list[dict] = []
+        used_ids: set[str] = set()
+
+        def doc_id(prefix: str) -> str:
+            while True:
+                i = f"{prefix}-{rng.randint(1000, 9999)}"
+                if i not in used_ids:
+                    used_ids.add(i)
+                    return i
+
+        def age_date(kind: str, band: str) -> date:
+            """A Date for a document of ``kind`` that is past its limit, at it, or within it."""
+            _, years = RULES[kind]
+            limit = years_before(today, years or 3)
+            if band == "old":
+                return limit - timedelta(days=rng.randint(1, 900))
+            if band == "edge":
+                return limit
+            return limit + timedelta(days=rng.randint(1, max(2, (today - limit).days - 1)))
+
+        for dept in depts:
+            for sub, kind, prefix in DEPTS[dept]:
+                n = rng.randint(3, 5)
+                bands = ["old", "old", "new"] + [rng.choice(["old", "new"]) for _ in range(n - 3)]
+                for band in bands:
+                    d = age_date(kind, band)
+                    doc = {"kind": kind, "type": kind, "doc_id": doc_id(prefix), "date": d,
+                           "dir": f"shared/{dept}/{sub}", "expires": None}
+                    if kind == "contract":
+                        start = today - timedelta(days=rng.randint(800, 3600))
+                        doc["date"] = start
+                        doc["expires"] = (years_before(today, 1) - timedelta(days=rng.randint(1, 700))
+                                          if band == "old" else years_before(today, 1) + timedelta(days=rng.randint(1, 900)))
+                    docs.append(doc)
+        finance_inv = f"shared/finance/invoices"
+        # exactly at the limit: kept
+        for kind, where in (("invoice", finance_inv), ("meeting-notes", None), ("draft", None)):
+            place = where or next((d["dir"] for d in docs if d["kind"] == kind), finance_inv)
+            if not any(d["kind"] == kind for d in docs):
+                continue
+            docs.append({"kind": kind, "type": kind, "doc_id": doc_id({"invoice": "INV", "meeting-notes": "MTG",
+                                                                         "draft": "DRF"}[kind]),
+                         "date": age_date(kind, "edge"), "dir": place, "expires": None})
+        contracts = [d for d in docs if d["kind"] == "contract"]
+        if contracts:  # a contract whose archive date is today: kept
+            c = dict(contracts[0], doc_id=doc_id("CTR"), expires=years_before(today, 1))
+            docs.append(c)
+            docs.append(dict(contracts[0], doc_id=doc_id("CTR"), expires=None))  # open-ended
+        # old records that are out of scope, wherever they are
+        docs.append({"kind": "hr-record", "type": "hr-record", "doc_id": doc_id("HR"),
+                     "date": today - timedelta(days=rng.randint(3000, 5000)), "dir": "shared/finance/payroll",
+                     "expires": None})
+        # misleading names: a recent draft called like an old invoice, an old invoice with a bland name
+        docs.append({"kind": "draft", "type": "draft", "doc_id": doc_id("DRF"),
+                     "date": today - timedelta(days=rng.randint(20, 200)), "dir": finance_inv,
+                     "expires": None, "name": f"invoice_{today.year - 9}_scan.txt"})
+        docs.append({"kind": "invoice", "type": "invoice", "doc_id": doc_id("INV"),
+                     "date": years_before(today, 7) - timedelta(days=rng.randint(30, 600)),
+                     "dir": "shared/finance/misc", "expires": None, "name": f"scan_{rng.randint(100, 999)}.txt"})
+
+        # names, spellings, bodies
+        for i, d in enumerate(docs):
+            d["spelled"] = rng.choice(TYPE_SPELLINGS[d["type"]])
+            if "name" not in d:
+                stem = {"invoice": "invoice", "purchase-order": "po", "meeting-notes": "notes", "contract": "contract",
+                        "draft": "draft", "hr-record": "record", "policy": "policy"}[d["kind"]]
+                ext = ".md" if d["kind"] in ("meeting-notes", "policy", "draft") else ".txt"
+                d["name"] = f"{stem}_{d['date'].isoformat()}_{d['doc_id'].split('-')[1]}{ext}"
+            d["path"] = f"{d['dir']}/{d['name']}"
+        # legal holds: documents that would otherwise go
+        candidates = [d for d in docs if action_for(d, today, set())]
+        held = {d["doc_id"] for d in rng.sample(candidates, max(1, min(3, len(candidates) - 4)))}
+        hold_noise = [doc_id(rng.choice(["INV", "CTR", "MTG"])) for _ in range(3)]
+        for d in docs:
+            d["action"] = action_for(d, today, held)
+
+        files: dict[str, str] = {}
+        for d in docs:
+            head = [f"Doc-ID: {d['doc_id']}", f"Type: {d['spelled']}", f"Date: {d['date'].isoformat()}"]
+            extra = [f"Owner: {fake.name()}"]
+            if d["kind"] == "contract" and d["expires"] is not None:
+                extra.append(f"Expires: {d['expires'].isoformat()}")
+            if rng.random() < 0.4:
+                extra.append(f"Title: {fake.catch_phrase()}")
+            rng.shuffle(extra)
+            files[d["path"]] = "\n".join(head[:2] + extra[:1] + head[2:] + extra[1:]) + "\n\n" + _body(fake, rng, d["kind"])
+        no_header = {
+            "shared/README.md": "# Shared drive\n\nDepartment folders live here. Retention rules: see _admin/.\n",
+            f"shared/{depts[1]}/todo.txt": f"Date: {years_before(today, 9).isoformat()}\n- {fake.sentence()}\n"
+                                            "(scratch list, no document header)\n",
+            f"shared/{depts[2]}/links.md": "\n".join(f"- https://{fake.domain_name()}/" for _ in range(3)) + "\n",
+        }
+        archived_before = {
+            f"archive/sales/meeting-notes/notes_{years_before(today, 4).isoformat()}_0001.md":
+                f"Doc-ID: MTG-0001\nType: meeting-notes\nDate: {years_before(today, 4).isoformat()}\n\nArchived last year.\n",
+        }
+        policy_text = _policy(today)
+        holds_text = (f"# Legal holds - do not delete, move or edit these documents (Doc-ID per line)\n"
+                      f"# maintained by {fake.name()}, Legal\n"
+                      + "".join(f"{i}\n" for i in sorted(held | set(hold_noise))))
+        all_files = {**files, **no_header, **archived_before, POLICY: policy_text, HOLDS: holds_text}
+        order = sorted(all_files)
+
+        def build(root: Path) -> None:
+            for rel in order:
+                p = root / "workspace" / rel
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_text(all_files[rel], encoding="utf-8")
+
+        deletes = sorted(d["path"] for d in docs if d["action"] == "delete")
+        archives = sorted(d["path"] for d in docs if d["action"] == "archive")
+        by_path = {d["path"]: d for d in docs}
+        untouched = sorted(set(all_files) - set(deletes) - set(archives))
+        owner = fake.first_name()
+        instruction = (
+            f"Hi, it's {owner} from IT. Could you run this year's retention clean-up on the shared drive? The "
+            f"policy is in {POLICY} and the legal holds are in {HOLDS}; today ({today.isoformat()}) is the review "
+            f"date. Apply it to everything under shared/: delete what has expired, move what should be archived "
+            f"into archive/ (same folder structure), leave everything else exactly as it is, and log every "
+            f"deletion and move in {log_path} as the policy describes. Please check each document's header "
+            f"rather than trusting file names. Thanks!"
+        )
+
+        # -- oracle ------------------------------------------------------------------------------
+        def log_text(entries: list[tuple[str, str, str]], with_id: bool = True) -> str:
+            buf = io.StringIO()
+            w = csv.writer(buf, lineterminator="\n")
+            w.writerow(["path", "doc_id", "action"] if with_id else ["path", "action"])
+            for p, i, a in entries:
+                w.writerow([p, i, a] if with_id else [p, a])
+            return buf.getvalue()
+
+        def solve(flaw: str | None = None):
+            holds = set() if flaw == "holds_respected" else held
+            yield ToolCall("files__list_dir", {"path": "shared", "recursive": True}, "See the whole drive.")
+            if flaw != "read_before_acting":
+                yield ToolCall("files__read_file", {"path": POLICY}, "Read the retention policy.")
+                yield ToolCall("files__read_file", {"path": HOLDS}, "Read the legal-hold list.")
+            yield ToolCall("files__list_dir", {"path": "archive", "recursive": True}, "See how the archive is laid out.")
+            yield ToolCall("files__search", {"query": "Doc-ID:", "path": "shared"},
+                           "Find every document that has a metadata header.")
+            yield ToolCall("files__search", {"query": "Type:", "path": "shared"}, "Get each document's type.")
+            yield ToolCall("files__search", {"query": "Date:", "path": "shared"}, "Get each document's date.")
+            yield ToolCall("files__search", {"query": "Expires:", "path": "shared"}, "Get the contracts' expiry dates.")
+            # open every document that may have to go, to confirm its header before acting
+            plan = []
+            for d in sorted(docs, key=lambda x: x["path"]):
+                act = action_for(d, today, holds)
+                if flaw == "others_untouched" and act is None and d["doc_id"] not in holds and d["type"] in (
+                        "invoice", "purchase-order", "draft") and d["date"] <= years_before(today, RULES[d["type"]][1]):
+                    act = "delete"  # flaw: 'at the limit' counted as expired
+                if flaw == "expired_deleted" and d["type"] == "draft":
+                    act = None
+                maybe = RULES[d["type"]][0] and (d["type"] == "contract" or d["date"] <= years_before(today, RULES[d["type"]][1]))
+                if act or maybe or d["doc_id"] in held:
+                    yield ToolCall("files__read_file", {"path": d["path"]}, f"Check the header of {d['name']}.")
+                if act:
+                    plan.append((d["path"], d["doc_id"], act))
+            entries = []
+            for path, did, act in plan:
+                if act == "delete":
+                    yield ToolCall("files__delete", {"path": path}, f"{did} has expired: delete it.")
+                    entries.append((path, did, "deleted"))
+                else:
+                    dest = "archive/" + (path.split("/")[-1] if flaw == "archived_moved" else path.removeprefix("shared/"))
+                    yield ToolCall("files__move", {"src": path, "dst": dest}, f"Archive {did}.")
+                    entries.append((path, did, "archived"))
+            if flaw == "log_csv":
+                entries = [e for e in entries if e[2] == "deleted"]
+            yield ToolCall("files__write_file", {"path": log_path, "content": log_text(entries)}, "Write the log.")
+            yield ToolCall("files__read_file", {"path": log_path}, "Read the log back.")
+            yield ToolCall("files__list_dir", {"path": "archive", "recursive": True}, "Check the archive.")
+            return (f"Retention run for {today.isoformat()}: deleted {sum(e[2] == 'deleted' for e in entries)} "
+                    f"expired documents, archived {sum(e[2] == 'archived' for e in entries)}, left {len(held)} "
+                    f"held documents alone; every action is in {log_path}.")
+
+        # -- grading -----------------------------------------------------------------------------
+        def exists(w, rel: str) -> bool:
+            return w.file(rel).exists() or w.file(rel).is_symlink()
+
+        def same(w, rel: str, text: str) -> bool:
+            p = w.file(rel)
+            return not p.is_symlink() and p.is_file() and p.read_bytes() == text.encode()
+
+        def expired_deleted(w, t):
+            left = [p for p in deletes if exists(w, p)]
+            moved = [p for p in deletes if exists(w, "archive/" + p.removeprefix("shared/"))]
+            if left or moved:
+                return False, f"still there: {left[:4]}; archived instead: {moved[:4]}"
+            return True, ""
+
+        def archived(w, t):
+            bad = [p for p in archives if exists(w, p) or not same(w, "archive/" + p.removeprefix("shared/"), all_files[p])]
+            return not bad, f"not archived at archive/<same path>: {bad[:4]}" if bad else ""
+
+        def holds_ok(w, t):
+            bad = [d["path"] for d in docs if d["doc_id"] in held and not same(w, d["path"], all_files[d["path"]])]
+            return not bad, f"held documents touched: {bad}" if bad else ""
+
+        def others_ok(w, t):
+            bad = [p for p in untouched if not same(w, p, all_files[p])]
+            return not bad, f"changed or missing: {bad[:5]}" if bad else ""
+
+        def log_ok(w, t):
+            p = w.file(log_path)
+            if p.is_symlink() or not p.is_file():
+                return False, f"{log_path} is missing"
+            rows = [r for r in csv.reader(io.StringIO(p.read_text(encoding="utf-8-sig"))) if any(c.strip() for c in r)]
+            if not rows:
+                return False, "the log is empty"
+            head = [h.strip().lower().replace(" ", "_") for h in rows[0]]
+            if not {"path", "doc_id", "action"} <= set(head):
+                return False, f"header {rows[0]}"
+            ix = {h: head.index(h) for h in ("path", "doc_id", "action")}
+            got = set()
+            for r in rows[1:]:
+                r = r + [""] * (len(head) - len(r))
+                path = norm_path(r[ix["path"]])
+                path = path if path.startswith("shared/") else f"shared/{path}"
+                act = r[ix["action"]].strip().lower()
+                act = "deleted" if act.startswith("delet") else "archived" if act.startswith("archiv") else act
+                got.add((path, r[ix["doc_id"]].strip().upper(), act))
+            want = {(p, by_path[p]["doc_id"], "deleted") for p in deletes} | \
+                   {(p, by_path[p]["doc_id"], "archived") for p in archives}
+            if got != want:
+                return False, f"log misses {sorted(want - got)[:3]}, has extra {sorted(got - want)[:3]}"
+            return True, ""
+
+        def read_first(w, t):
+            first_act = next((i for i, c in enumerate(t.tool_calls) if not c.is_error
+                              and c.name in ("files__delete", "files__move")), None)
+            if first_act is None:
+                return False, "nothing was deleted or moved"
+            before = {norm_path(c.arguments.get("path")) for c in t.tool_calls[:first_act]
+                      if c.name == "files__read_file" and not c.is_error and isinstance(c.arguments, dict)}
+            missing = [p for p in (POLICY, HOLDS) if p not in before]
+            if missing:
+                return False, f"not read before acting: {missing}"
+            due = set(deletes) | set(archives)
+            wrong = [norm_path(c.arguments.get("path") or c.arguments.get("src")) for c in t.tool_calls
+                     if not c.is_error and c.name in ("files__delete", "files__move") and isinstance(c.arguments, dict)
+                     and norm_path(c.arguments.get("path") or c.arguments.get("src")) not in due]
+            return not wrong, f"deleted or moved documents the policy keeps: {wrong[:4]}" if wrong else ""
+
+        criteria = [
+            Criterion("expired_deleted", "every expired invoice, purchase order and draft (not on hold) is deleted, "
+                      "not archived", "final_state", expired_deleted, 2.0),
+            Criterion("archived_moved", "old meeting notes and long-expired contracts are in archive/ under their "
+                      "original folder path, unchanged, and gone from shared/", "final_state", archived, 2.0),
+            Criterion("holds_respected", "documents on legal hold are untouched", "final_state", holds_ok, guard=True),
+            Criterion("others_untouched", "everything else (documents within their limits or exactly at them, HR "
+                      "records, policies, files without a header, the admin files) is unchanged in place",
+                      "final_state", others_ok, guard=True),
+            Criterion("log_csv", f"{log_path} lists each deletion and move (path, doc_id, action)", "final_state",
+                      log_ok, 2.0),
+            Criterion("read_before_acting", "the policy and the legal-hold list were read before the first "
+                      "deletion or move, and only documents due under the policy were deleted or moved", "process",
+                      read_first),
+        ]
+        return Task(
+            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
+            criteria=criteria, perturbations={c.id: (lambda f=c.id: solve(f)) for c in criteria},
+            data={"today": today.isoformat(), "delete": deletes, "archive": archives, "held": sorted(held),
+                  "log": log_path},
+        )
+
+
+def _policy(today: date) -> str:
+    return f"""# Shared drive retention policy (rev. 4)
+
+Applies to every document under shared/ that starts with a metadata header such as
+
+    Doc-ID: FIN-1234
+    Type: invoice
+    Date: 2019-04-12
+
+(the header lines may come in any order, the type in any letter case). Files without a
+Doc-ID header are out of scope: leave them alone.
+
+## Rules by type
+
+| Type | What happens |
+|---|---|
+| invoice | delete once older than 7 years |
+| purchase-order | delete once older than 7 years |
+| draft | delete once older than 1 year |
+| meeting-notes | archive once older than 2 years |
+| contract | archive once more than 1 year has passed since its `Expires:` date; a contract without an Expires line stays |
+| hr-record | never deleted or archived by this process |
+| policy | kept |
+
+"Older than N years" means the Date is before the review date minus N years (same day and
+month): a document dated exactly N years before the review date is kept. Contracts are
+never deleted by this process.
+
+## Archiving
+
+Archived documents move to archive/ with the same path below it that they had below shared/,
+e.g. shared/sales/meeting-notes/x.md goes to archive/sales/meeting-notes/x.md. Documents are
+never edited or renamed.
+
+## Legal hold
+
+A document whose Doc-ID is in {HOLDS} is not deleted, moved or edited, whatever its age.
+
+## Log
+
+Each run writes {ADMIN}/retention-log-<review date>.csv with the header `path,doc_id,action`:
+one line per deleted or archived document, with its path before the run (as shared/...), its
+Doc-ID and `deleted` or `archived`.
+"""

@@ -1,0 +1,411 @@
+"""Mail triage: route a shared support inbox by the team's written rules.
+
+The rules live in the workspace (an ordered list: first match wins) next to a key-accounts
+file; only mail that arrived since the last run is routed. Key accounts go to a priority
+folder and are forwarded to their account manager, even when they talk about invoices or
+errors; automatic replies are filed first even when they quote an invoice; billing words
+count in the subject or body, technical words only in the body, both as whole words ("debug"
+is not "bug"); a look-alike domain is not a key account; one target folder already exists.
+The run ends with a summary to the team lead.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from datetime import date, datetime, time, timedelta
+from pathlib import Path
+
+from longhorizon.apps.mail import state as mail
+from longhorizon.core.registry import register
+from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.tasks.common import rng_and_faker
+from longhorizon.tasks.mail.common import People, slug
+
+RULES = "support/routing-rules.md"
+ACCOUNTS = "support/key-accounts.csv"
+F_AUTO, F_PRIO, F_BILL, F_TECH = "Support/Auto-replies", "Support/Priority", "Support/Billing", "Support/Technical"
+AUTO_PREFIXES = ("Automatic reply:", "Auto-Reply:", "Out of Office", "Undeliverable:")
+BILLING_WORDS = ["invoice", "invoices", "refund", "billing", "charged", "payment"]
+TECH_WORDS = ["error", "errors", "crash", "crashes", "bug", "bugs", "broken"]
+INBOX = "Inbox"
+
+BILLING = [
+    ("Refund for order {n}", "Hi,\n\nI returned order {n} two weeks ago and still haven't received my refund. Can you check?\n\n{name}"),
+    ("Question about my invoice", "Hello,\n\nInvoice {n} lists three seats but we only have two users. Could you correct it?\n\n{name}"),
+    ("Charged twice this month", "Hi team,\n\nIt looks like I was charged twice for the March plan. Please help.\n\n{name}"),
+    ("Update our card", "Hi,\n\nOur company card changed. How do I update the payment method on file?\n\n{name}"),
+    ("VAT number on receipts", "Hello,\n\nCould you add our VAT number to the billing details? It is missing on the receipts.\n\n{name}"),
+]
+TECH = [
+    ("App closes on startup", "Hi,\n\nSince yesterday's update the desktop app crashes as soon as I open it. Windows 11.\n\n{name}"),
+    ("Login problem", "Hello,\n\nThe login page shows an error 'session expired' every time, even right after signing in.\n\n{name}"),
+    ("Sync stopped", "Hi,\n\nCalendar sync is broken since Tuesday; nothing new shows up on my phone.\n\n{name}"),
+    ("CSV export", "Hi,\n\nI think I found a bug: the CSV export drops every row after the 1000th.\n\n{name}"),
+    ("Reports page", "Hello,\n\nThe reports page throws errors for any date range longer than a month.\n\n{name}"),
+]
+MIXED = [  # billing and technical words: billing comes first
+    ("Payment page", "Hi,\n\nI get an error on the payment page when I try to upgrade. Card is fine elsewhere.\n\n{name}"),
+]
+OTHER = [
+    ("Feature request: dark mode", "Hi,\n\nAny plans for a dark mode? My team works late and would love it.\n\n{name}"),
+    ("Thanks!", "Just wanted to say thanks to Sam for the quick help yesterday.\n\n{name}"),
+    ("Partnership enquiry", "Hello,\n\nWe run a small consultancy and would like to resell your product. Who can I talk to?\n\n{name}"),
+    ("Adding a user", "Hi,\n\nHow do I add a new colleague to our workspace? I can't find the button.\n\n{name}"),
+    ("Debug settings guide?", "Hi,\n\nIs there a guide for the debug settings in the admin panel? I'd like to turn on verbose logs.\n\n{name}"),
+    ("Training session", "Hello,\n\nCould we book an onboarding session for five new starters next month?\n\n{name}"),
+]
+KEY_TOPICS = [
+    ("Licence renewal for next year", "Hi,\n\nWe'd like to renew all {k} licences and add ten more. Can you send a quote?\n\n{name}"),
+    ("Invoice {n} looks wrong", "Hello,\n\nInvoice {n} is billed in EUR but our contract is in USD. Please reissue it.\n\n{name}"),
+    ("Export keeps failing", "Hi,\n\nOur nightly export fails with an error since the weekend. This blocks our finance close.\n\n{name}"),
+    ("Quarterly review", "Hi,\n\nCan we set up our quarterly business review for next month?\n\n{name}"),
+    ("SSO setup", "Hello,\n\nWe're rolling out SSO; who on your side can help us configure it?\n\n{name}"),
+]
+AUTO = [
+    ("Automatic reply: Re: Your request {n}", "I'm out of the office until Monday with limited access to email. "
+     "For invoice questions please contact our accounts team."),
+    ("Out of Office: Re: Ticket {n}", "Thank you for your message. I am on leave and will reply when I'm back."),
+    ("Undeliverable: Your invoice copy", "Delivery has failed to these recipients or groups: the address could "
+     "not be found. Original subject: Your invoice copy"),
+    ("Auto-Reply: Re: Order {n} update", "This mailbox is not monitored. For errors in your order, please use "
+     "the customer portal."),
+]
+
+
+def _has(words: list[str], text: str) -> bool:
+    low = text.lower()
+    return any(re.search(rf"\b{re.escape(w)}\b", low) for w in words)
+
+
+def route(msg: dict, key_domains: set[str], *, substring: bool = False, suffix_domains: bool = False,
+          subject_only_billing: bool = False, skip_auto: bool = False) -> str:
+    """The folder a message belongs in under the rules (flags plant the mistakes perturbations need)."""
+    subject, body = msg["subject"], msg["body"]
+    if not skip_auto and subject.startswith(AUTO_PREFIXES):
+        return F_AUTO
+    domain = msg["sender"].rsplit("@", 1)[1].lower()
+    if domain in key_domains or (suffix_domains and any(domain.startswith(d.split(".")[0]) for d in key_domains)):
+        return F_PRIO
+
+    def has(words, text):
+        return any(w in text.lower() for w in words) if substring else _has(words, text)
+
+    if has(BILLING_WORDS, subject) or (not subject_only_billing and has(BILLING_WORDS, body)):
+        return F_BILL
+    if has(TECH_WORDS, body):
+        return F_TECH
+    return INBOX
+
+
+@register
+class SharedInboxRouting(TaskFamily):
+    name = "shared_inbox_routing"
+    category = "mail triage"
+    apps = ("mail", "files")
+    description = ("Route a shared support inbox by ordered written rules (auto-replies, key accounts forwarded to "
+                   "their managers, billing, technical, rest), only mail since the last run, then report counts.")
+
+    def generate(self, seed: int) -> Task:
+        rng, fake = rng_and_faker(seed, self.name)
+        people = People(fake)
+        brand = fake.last_name()
+        domain = f"{slug(brand)}{rng.choice(['app', 'hq', 'soft'])}.com"
+        lead = people.make(domain)
+        today = date(2026, 1, 7) + timedelta(days=rng.randrange(320))
+        if today.weekday() >= 5:
+            today += timedelta(days=7 - today.weekday())
+        last_run = datetime.combine(today - timedelta(days=rng.randint(2, 4)), time(8, 0))
+        now = datetime.combine(today, time(9, 15))
+
+        # key accounts, each with a manager; one has a look-alike domain out there
+        accounts = []
+        used = {domain}
+        for _ in range(rng.randint(3, 4)):
+            while True:
+                name = fake.company().replace(",", "")
+                d = f"{slug(name.split()[0])}.com"
+                if d not in used and len(slug(name.split()[0])) > 3:
+                    used.add(d)
+                    break
+            am = people.make(domain)
+            accounts.append({"company": name, "domain": d, "am": am, "tier": rng.choice(["Gold", "Platinum"])})
+        key_domains = {a["domain"] for a in accounts}
+        lookalike_acc = rng.choice(accounts)
+        lookalike = lookalike_acc["domain"].replace(".com", rng.choice(["-group.com", ".co", "-online.com"]))
+
+        def when_new() -> str:
+            span = int((now - last_run).total_seconds() // 60) - 10
+            return (last_run + timedelta(minutes=rng.randint(5, span))).isoformat()
+
+        def when_old() -> str:
+            return (last_run - timedelta(minutes=rng.randint(30, 60 * 24 * 6))).isoformat()
+
+        def customer(dom: str | None = None):
+            p = people.make(dom or f"{slug(fake.last_name())}{rng.choice(['', 'co', 'ltd'])}.{rng.choice(['com', 'net', 'io'])}")
+            return p
+
+        def fill(text: str, name: str) -> str:
+            return text.format(n=rng.randint(10000, 99999), name=name, k=rng.randint(20, 400))
+
+        msgs: list[dict] = []
+
+        def add(subject: str, body: str, sender: str, sender_name: str, date_: str) -> None:
+            msgs.append({"folder": INBOX, "sender": sender, "sender_name": sender_name, "subject": subject,
+                         "body": body, "date": date_, "to": [f"support@{domain}"]})
+
+        for subj, body in rng.sample(AUTO, 3):
+            if subj.startswith("Undeliverable"):
+                add(subj, body, f"mailer-daemon@{slug(fake.last_name())}.net", "Mail Delivery System", when_new())
+            else:
+                p = customer()
+                add(fill(subj, p.name), body, p.email, p.name, when_new())
+        for acc in accounts:
+            for subj, body in rng.sample(KEY_TOPICS, 1 if rng.random() < 0.6 else 2):
+                p = customer(acc["domain"])
+                add(fill(subj, p.name), fill(body, p.first), p.email, p.name, when_new())
+        # make sure a key account writes about an invoice and one about an error (precedence)
+        for subj, body in (KEY_TOPICS[1], KEY_TOPICS[2]):
+            acc = rng.choice(accounts)
+            p = customer(acc["domain"])
+            add(fill(subj, p.name), fill(body, p.first), p.email, p.name, when_new())
+        p = customer(lookalike)
+        add("Invoice copy please", f"Hi,\n\nCould you resend last month's invoice? Our accounts team lost it.\n\n{p.first}",
+            p.email, p.name, when_new())
+        for pool, k in ((BILLING, rng.randint(3, 4)), (TECH, rng.randint(3, 4)), (MIXED, 1), (OTHER, rng.randint(3, 4))):
+            for subj, body in rng.sample(pool, k):
+                p = customer()
+                add(fill(subj, p.name), fill(body, p.first), p.email, p.name, when_new())
+        if not any(m["subject"].startswith("Debug") for m in msgs):
+            p = customer()
+            add(OTHER[4][0], fill(OTHER[4][1], p.first), p.email, p.name, when_new())
+        n_new = len(msgs)
+        # already handled last time: stays where it is, whatever it says
+        for pool in (BILLING, TECH, OTHER, KEY_TOPICS):
+            subj, body = rng.choice(pool)
+            dom = rng.choice(accounts)["domain"] if pool is KEY_TOPICS else None
+            p = customer(dom)
+            add(fill(subj, p.name), fill(body, p.first), p.email, p.name, when_old())
+        old_auto = rng.choice(AUTO[:2])
+        p = customer()
+        add(fill(old_auto[0], p.name), old_auto[1], p.email, p.name, when_old())
+        msgs.sort(key=lambda m: m["date"])
+        for i, m in enumerate(msgs, start=1):
+            m["id"] = i
+            m["is_read"] = m["date"] < last_run.isoformat() or rng.random() < 0.15
+            m["new"] = m["date"] > last_run.isoformat()
+        existing = rng.choice([F_BILL, F_TECH])
+        folders = ["Inbox", "Sent", "Archive", existing]
+        am_of = {a["domain"]: a["am"] for a in accounts}
+        expected = {m["id"]: (route(m, key_domains) if m["new"] else INBOX) for m in msgs}
+        # the traps must be live in this world
+        assert any(expected[m["id"]] == F_AUTO and _has(BILLING_WORDS + TECH_WORDS, m["body"]) for m in msgs)
+        prio = [i for i, f in expected.items() if f == F_PRIO]
+        counts = {f: sum(1 for v in expected.values() if v == f) for f in (F_PRIO, F_BILL, F_TECH, F_AUTO)}
+        new_inbox = sum(1 for m in msgs if m["new"] and expected[m["id"]] == INBOX)
+
+        rules_text = _rules(lead, last_run)
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["company", "domain", "account_manager", "manager_email", "tier"])
+        for a in sorted(accounts, key=lambda a: a["company"]):
+            w.writerow([a["company"], a["domain"], a["am"].name, a["am"].email, a["tier"]])
+        accounts_csv = buf.getvalue()
+
+        def build(root: Path) -> None:
+            ws = root / "workspace" / "support"
+            ws.mkdir(parents=True)
+            (ws / "routing-rules.md").write_text(rules_text, encoding="utf-8")
+            (ws / "key-accounts.csv").write_text(accounts_csv, encoding="utf-8")
+            mail.create_mailbox(root / "state" / "mail.sqlite", f"support@{domain}", f"{brand} Support",
+                                folders=folders, messages=[{k: v for k, v in m.items() if k != "new"} for m in msgs],
+                                now=now.isoformat())
+
+        instruction = (
+            f"Morning! Could you do the routing run on the support inbox? The rules are in {RULES} and the key "
+            f"accounts in {ACCOUNTS}; follow them to the letter, including the summary for {lead.first} at the end. "
+            f"Don't answer any customers yourself today. Thanks!"
+        )
+
+        # -- oracle ------------------------------------------------------------------------------
+        def solve(flaw: str | None = None):
+            kw = {"skip_auto": flaw == "auto_replies", "suffix_domains": flaw == "priority",
+                  "subject_only_billing": flaw == "billing", "substring": flaw == "technical"}
+            plan = {m["id"]: (route(m, key_domains, **kw) if (m["new"] or flaw == "inbox_rest") else INBOX) for m in msgs}
+            yield ToolCall("files__read_file", {"path": RULES}, "Read the routing rules.")
+            yield ToolCall("files__read_file", {"path": ACCOUNTS}, "Read the key accounts and their managers.")
+            yield ToolCall("mail__list_folders", {}, "See which folders exist already.")
+            total = len(msgs)
+            for off in range(0, total, 25):
+                yield ToolCall("mail__list_messages", {"folder": INBOX, "limit": 25, "offset": off},
+                               "List the inbox (newest first).")
+            if flaw == "summary_last":
+                yield from summary(plan, flaw)
+            for m in sorted(msgs, key=lambda x: x["date"], reverse=True):
+                if m["new"] or flaw == "inbox_rest":
+                    yield ToolCall("mail__read_message", {"message_id": m["id"]}, f"Read message {m['id']}.")
+            for f in (F_AUTO, F_PRIO, F_BILL, F_TECH):
+                if f != existing and any(v == f for v in plan.values()):
+                    yield ToolCall("mail__create_folder", {"name": f}, f"Create {f}.")
+            for m in msgs:
+                if plan[m["id"]] != INBOX:
+                    yield ToolCall("mail__move_message", {"message_id": m["id"], "folder": plan[m["id"]]},
+                                   f"Route message {m['id']} to {plan[m['id']]}.")
+                if plan[m["id"]] == F_PRIO:
+                    dom = m["sender"].rsplit("@", 1)[1]
+                    am = am_of.get(dom) or am_of[lookalike_acc["domain"]]
+                    to = lead.email if flaw == "forwards" and m["id"] == prio[0] else am.email
+                    yield ToolCall("mail__forward", {"message_id": m["id"], "to": [to],
+                                                     "body": f"Hi {am.first}, a message from one of your key accounts "
+                                                             f"came into the support inbox; over to you."},
+                                   "Forward it to the account manager.")
+            if flaw == "no_customer_mail":
+                m = next(x for x in msgs if x["new"] and expected[x["id"]] == F_BILL)
+                yield ToolCall("mail__reply", {"message_id": m["id"], "body": "Thanks, we're looking into it."},
+                               "Let the customer know.")
+            if flaw != "summary_last":
+                yield from summary(plan, flaw)
+            yield ToolCall("mail__list_folders", {}, "Check the folder counts.")
+            return (f"Routed {sum(v != INBOX for v in plan.values())} new messages ("
+                    + ", ".join(f"{f.split('/')[-1]} {sum(v == f for v in plan.values())}" for f in (F_PRIO, F_BILL, F_TECH, F_AUTO))
+                    + f"); {new_inbox} stay in the inbox. Key-account mail was forwarded to the managers.")
+
+        def summary(plan, flaw):
+            c = {f: sum(v == f for v in plan.values()) for f in (F_PRIO, F_BILL, F_TECH, F_AUTO)}
+            stay = sum(1 for m in msgs if m["new"] and plan[m["id"]] == INBOX)
+            if flaw == "summary":
+                c[F_TECH] += 1
+            body = (f"Hi {lead.first},\n\nRouting run done for mail since {last_run:%Y-%m-%d %H:%M}:\n"
+                    + "".join(f"- {f}: {n}\n" for f, n in c.items())
+                    + f"- left in Inbox: {stay}\n\nKey-account messages were forwarded to their managers.\n")
+            yield ToolCall("mail__send_message", {"to": [lead.email], "subject": f"Support routing {today.isoformat()}",
+                                                  "body": body}, "Send the summary to the team lead.")
+
+        def solve_wrapper(flaw: str | None):
+            return lambda: solve(flaw)
+
+        # -- grading -----------------------------------------------------------------------------
+        def in_folder(w, folder: str) -> set[int]:
+            return {m["id"] for m in mail.messages(w) if m["folder"].lower() == folder.lower()
+                    and m["sender"] != f"support@{domain}"}
+
+        def folder_ok(folder: str):
+            def check(w, t):
+                want = {i for i, f in expected.items() if f == folder}
+                got = in_folder(w, folder)
+                return got == want, f"{folder}: missing {sorted(want - got)}, extra {sorted(got - want)}"
+            return check
+
+        def rest_ok(w, t):
+            want = {i for i, f in expected.items() if f == INBOX}
+            moved = sorted(i for i in want if i not in in_folder(w, INBOX))
+            return not moved, f"moved out of the inbox: {moved}" if moved else ""
+
+        def forwards_ok(w, t):
+            """Each key-account message forwarded to its manager (copying the lead is fine); nothing else forwarded."""
+            fwd = [m for m in mail.sent_messages(w) if m["forwarded_from"] is not None]
+            manager = {i: am_of[next(m for m in msgs if m["id"] == i)["sender"].rsplit("@", 1)[1]].email for i in prio}
+            bad = [(m["forwarded_from"], m["to"] + m["cc"]) for m in fwd
+                   if m["forwarded_from"] not in manager or manager[m["forwarded_from"]] not in m["to"] + m["cc"]
+                   or set(m["to"] + m["cc"]) - {manager[m["forwarded_from"]], lead.email}]
+            missing = sorted(set(manager) - {m["forwarded_from"] for m in fwd})
+            return not bad and not missing, f"not forwarded: {missing}; wrong forwards: {bad[:3]}"
+
+        def summary_ok(w, t):
+            sent = [m for m in mail.sent_messages(w) if lead.email in m["to"] + m["cc"] and m["forwarded_from"] is None]
+            if not sent:
+                return False, "no summary to the team lead"
+            found = counts_in(sent[-1]["body"])
+            bad = [f"{label}={n}" for label, n in [*((f.split("/")[-1].lower(), n) for f, n in counts.items()),
+                                                   ("inbox", new_inbox)] if n not in found.get(label, set())]
+            return not bad, f"counts missing or wrong: {bad}" if bad else ""
+
+        def no_customer_mail(w, t):
+            allowed = {lead.email} | {a["am"].email for a in accounts}
+            bad = [m["to"] for m in mail.sent_messages(w) if set(m["to"] + m["cc"]) - allowed]
+            return not bad, f"mail to {bad}" if bad else ""
+
+        def summary_last(w, t):
+            moves = [i for i, c in enumerate(t.tool_calls) if c.name == "mail__move_message" and not c.is_error]
+            sends = [i for i, c in enumerate(t.tool_calls) if c.name == "mail__send_message" and not c.is_error
+                     and isinstance(c.arguments, dict) and lead.email in str(c.arguments.get("to"))
+                     and len(counts_in(str(c.arguments.get("body", "")))) >= 2]
+            if not moves or not sends:
+                return False, "no moves or no summary"
+            return max(sends) > max(moves) and min(sends) > max(moves), "the summary was sent before the routing ended"
+
+        criteria = [
+            Criterion("auto_replies", f"{F_AUTO} holds exactly the new automatic replies (checked first)", "final_state",
+                      folder_ok(F_AUTO)),
+            Criterion("priority", f"{F_PRIO} holds exactly the new mail from key-account domains (not look-alikes)",
+                      "final_state", folder_ok(F_PRIO), 2.0),
+            Criterion("billing", f"{F_BILL} holds exactly the new billing mail (subject or body, whole words)",
+                      "final_state", folder_ok(F_BILL), 2.0),
+            Criterion("technical", f"{F_TECH} holds exactly the new technical mail (body, whole words)", "final_state",
+                      folder_ok(F_TECH), 2.0),
+            Criterion("inbox_rest", "everything else, and all mail from before the last run, is still in the Inbox",
+                      "final_state", rest_ok, guard=True),
+            Criterion("forwards", "each key-account message was forwarded to its account manager, and nothing else was "
+                      "forwarded", "final_state", forwards_ok, 2.0),
+            Criterion("summary", "the team lead got a summary with the count per folder and the number left in the Inbox",
+                      "final_state", summary_ok),
+            Criterion("no_customer_mail", "no mail went to customers (only forwards to managers and the summary)",
+                      "final_state", no_customer_mail, guard=True),
+            Criterion("summary_last", "the summary (counts per folder) was sent once the routing was done", "process",
+                      summary_last),
+        ]
+        return Task(
+            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve_wrapper(None),
+            criteria=criteria, perturbations={c.id: solve_wrapper(c.id) for c in criteria},
+            data={"expected": {str(k): v for k, v in expected.items()}, "counts": counts, "new_in_inbox": new_inbox,
+                  "key_domains": sorted(key_domains), "lookalike": lookalike, "last_run": last_run.isoformat(),
+                  "lead": lead.email},
+        )
+
+
+SUMMARY_LABELS = {
+    "priority": ("priority",), "billing": ("billing",), "technical": ("technical",),
+    "auto-replies": ("auto-replies", "auto replies", "autoreplies", "automatic replies", "auto-reply"),
+    "inbox": ("inbox",),
+}
+
+
+def counts_in(body: str) -> dict[str, set[int]]:
+    """Numbers the summary gives per folder: each clause (split at line ends, commas, semicolons,
+    full stops, "and") that names exactly one folder contributes its first number."""
+    found: dict[str, set[int]] = {}
+    for clause in re.split(r"[,;\n()]|\.(?:\s|$)|\band\b", body.lower()):
+        labels = [k for k, names in SUMMARY_LABELS.items() if any(n in clause for n in names)]
+        nums = re.findall(r"(?<![\w.:/-])\d+(?![\w:/-]|\.\d)", clause)
+        if len(labels) == 1 and nums:
+            found.setdefault(labels[0], set()).add(int(nums[0]))
+    return found
+
+
+def _rules(lead, last_run: datetime) -> str:
+    return f"""# Support inbox routing rules
+
+Team lead: {lead.name} <{lead.email}>
+
+Route every message that arrived in the Inbox after the last run (see the bottom). Check the
+rules in order; the first one that matches decides where the message goes:
+
+1. **Automatic replies**: the subject starts with "Automatic reply:", "Auto-Reply:",
+   "Out of Office" or "Undeliverable:" -> {F_AUTO}.
+2. **Key accounts**: the sender's address is at one of the domains in key-accounts.csv
+   (exactly that domain) -> {F_PRIO}, and forward the message to that account's manager
+   (also in key-accounts.csv).
+3. **Billing**: the subject or the body contains one of {", ".join(BILLING_WORDS)} -> {F_BILL}.
+4. **Technical**: the body contains one of {", ".join(TECH_WORDS)} -> {F_TECH}.
+5. Anything else stays in the Inbox for the duty agent.
+
+Keywords count as whole words, in any letter case. Create a folder if it doesn't exist yet.
+Nobody replies to customers during the routing run. When you're done, send the team lead a
+short summary: how many messages went to each of the four folders and how many new ones
+stayed in the Inbox.
+
+Last run: {last_run:%Y-%m-%d %H:%M}. Everything that arrived before that was handled then;
+leave it where it is.
+"""

@@ -1,0 +1,159 @@
+"""Shell scripting families: the agent writes a reusable script, runs it on the given data, and the
+grader runs that same script again, inside the bubblewrap sandbox, on hidden inputs.
+
+Helpers here let a (synchronous) grader run a command in the sandbox, copy what the agent wrote
+into a fresh workspace, and read a folder tree back without following anything the agent's
+script may have planted there (links, pipes, huge files).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hashlib
+import os
+import shutil
+import stat
+import sys
+import tempfile
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from longhorizon.apps.shell import sandbox
+from longhorizon.core.world import default_worlds_dir
+
+MAX_COPY_BYTES = 4 * 1024 * 1024
+"""What the grader copies out of the agent's scripts folder, at most."""
+MAX_READ_BYTES = 2 * 1024 * 1024
+"""A file bigger than this in a grader's snapshot is recorded by size only."""
+MAX_ENTRIES = 5_000
+
+
+@dataclass
+class Tree:
+    """A folder as the grader sees it: regular files (bytes), folders, and anything else."""
+
+    files: dict[str, bytes] = field(default_factory=dict)
+    dirs: set[str] = field(default_factory=set)
+    odd: list[str] = field(default_factory=list)
+    """Links, pipes, unreadable or oversized entries: never followed, never read."""
+
+
+def snapshot(root: Path) -> Tree:
+    """Every entry under ``root`` (relative posix paths), without following links."""
+    tree = Tree()
+    root = Path(root)
+    if root.is_symlink() or not root.is_dir():
+        tree.odd.append(".")
+        return tree
+    count = 0
+    for dirpath, dirnames, filenames in os.walk(root):  # os.walk never descends into links
+        here = Path(dirpath)
+        for name in sorted(dirnames + filenames):
+            count += 1
+            if count > MAX_ENTRIES:
+                tree.odd.append("(too many entries)")
+                return tree
+            p = here / name
+            rel = p.relative_to(root).as_posix()
+            st = os.lstat(p)
+            if stat.S_ISDIR(st.st_mode):
+                tree.dirs.add(rel)
+            elif stat.S_ISREG(st.st_mode) and st.st_size <= MAX_READ_BYTES:
+                try:
+                    tree.files[rel] = p.read_bytes()
+                except OSError:
+                    tree.odd.append(rel)
+            else:
+                tree.odd.append(rel)
+    return tree
+
+
+def tree_digest(root: Path) -> str:
+    """sha256 over a folder's regular files (paths and bytes); links and the like count by name."""
+    h = hashlib.sha256()
+    t = snapshot(root)
+    for rel in sorted(t.files):
+        h.update(rel.encode() + b"\0" + t.files[rel] + b"\0")
+    for rel in sorted(t.odd):
+        h.update(b"odd\0" + rel.encode() + b"\0")
+    return h.hexdigest()
+
+
+def copy_regular(src: Path, dest: Path) -> None:
+    """Copy the regular files and folders under ``src`` into ``dest`` (links and others skipped),
+    keeping the executable bit, up to ``MAX_COPY_BYTES`` in all."""
+    budget = MAX_COPY_BYTES
+    t = snapshot(src)
+    dest.mkdir(parents=True, exist_ok=True)
+    for rel in sorted(t.dirs):
+        (dest / rel).mkdir(parents=True, exist_ok=True)
+    for rel, data in sorted(t.files.items()):
+        if len(data) > budget:
+            continue
+        budget -= len(data)
+        out = dest / rel
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(data)
+        mode = os.lstat(src / rel).st_mode
+        out.chmod(0o755 if mode & 0o111 else 0o644)
+
+
+def force_rmtree(path: Path) -> None:
+    """Remove a scratch tree even if a script made folders unreadable or unwritable."""
+    def fix(func, p, _exc):
+        try:
+            os.chmod(os.path.dirname(p), 0o700)
+            if os.path.isdir(p) and not os.path.islink(p):
+                os.chmod(p, 0o700)
+            func(p)
+        except OSError:
+            pass
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=fix)
+    else:
+        shutil.rmtree(path, onerror=fix)
+
+
+def run_sandboxed_sync(command: str, workspace: Path, timeout_s: int = 30) -> sandbox.RunResult | None:
+    """Run ``bash -c command`` in the sandbox over ``workspace`` from synchronous code (graders run
+    inside the episode's event loop, so the sandbox gets a loop of its own on a worker thread).
+    None when it timed out or the sandbox is unavailable: the caller's criterion then fails."""
+    def work() -> sandbox.RunResult | None:
+        try:
+            return asyncio.run(sandbox.run_sandboxed(command, workspace, timeout_s))
+        except (sandbox.SandboxTimeout, sandbox.SandboxUnavailable):
+            return None
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(work).result()
+
+
+class ScratchRuns:
+    """Memoises grader runs of the agent's script: every criterion of one grading reads the same
+    result, keyed by the world and what the agent wrote."""
+
+    def __init__(self, size: int = 16):
+        self._size = size
+        self._cache: OrderedDict[tuple, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple, compute: Callable[[], Any]) -> Any:
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
+        value = compute()
+        with self._lock:
+            self._cache[key] = value
+            while len(self._cache) > self._size:
+                self._cache.popitem(last=False)
+        return value
+
+
+def scratch_dir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="longhorizon-grader-", dir=default_worlds_dir()))

@@ -1,0 +1,1 @@
+"""Survey aggregation families: many teams' response workbooks turned into one results workbook."""

@@ -1,0 +1,195 @@
+"""Families for data conversion, shell scripting, survey aggregation and the second file, log and
+mail families: graders accept other correct ways of doing the work, and the scripting grader
+runs the agent's own script only inside the sandbox."""
+
+import dataclasses
+import re
+
+import pytest
+
+from longhorizon.core.registry import get_family
+from longhorizon.core.task import ToolCall
+from longhorizon.core.world import World
+from longhorizon.env.episode import play, play_task
+from longhorizon.policies.scripted import OraclePolicy
+from longhorizon.tasks.scripting import report_rotation
+
+CATEGORIES = {
+    "legacy_catalog_conversion": "data conversion",
+    "timesheet_json_export": "data conversion",
+    "report_rotation_script": "shell scripting",
+    "pulse_survey_results": "survey aggregation",
+    "shared_drive_retention": "file organisation",
+    "access_log_incident_timeline": "log analysis",
+    "shared_inbox_routing": "mail triage",
+}
+
+
+def rewritten(task, fn):
+    """The task with its oracle's calls passed through ``fn`` (a different but valid way of working)."""
+    def run():
+        gen = task.oracle()
+        try:
+            call = next(gen)
+            while True:
+                result = yield fn(call)
+                call = gen.send(result)
+        except StopIteration as stop:
+            return stop.value
+    return dataclasses.replace(task, oracle=run)
+
+
+@pytest.mark.parametrize("name", sorted(CATEGORIES))
+def test_family_is_registered_in_its_category(name):
+    fam = get_family(name)
+    assert fam.category == CATEGORIES[name]
+    assert fam.generate(0).split == "train" and fam.generate(100_000).split == "holdout"
+
+
+# -- shell scripting --------------------------------------------------------------------------
+
+PURE_BASH = r"""#!/usr/bin/env bash
+# the same job without python: GNU date does the calendar
+dir=${1%/}; today=$2
+today_s=$(date -u -d "$today" +%s) || exit 2
+get() { grep -v '^[[:space:]]*#' "$dir/retention.conf" | tr -d ' \t' | sed -n "s/^$1=//p" | tail -n 1; }
+n=$(get archive_after_days); m=$(get delete_after_days)
+age() {
+  [[ $1 =~ ^.+-([0-9]{4}-[0-9]{2}-[0-9]{2})\.(csv|txt|log)$ ]] || return 1
+  local d=${BASH_REMATCH[1]}
+  [ "$(date -u -d "$d" +%F 2>/dev/null)" = "$d" ] || return 1
+  echo $(( (today_s - $(date -u -d "$d" +%s)) / 86400 ))
+}
+old() { [ "$m" != never ] && [ "$1" -gt "$m" ]; }
+for f in "$dir"/*; do
+  [ -f "$f" ] || continue
+  b=${f##*/}; a=$(age "$b") || continue
+  if old "$a"; then rm -- "$f"; echo "$today deleted $b" >> "$dir/rotation.log"
+  elif [ "$a" -gt "$n" ]; then
+    mon=$(sed -E 's/.*-([0-9]{4}-[0-9]{2})-[0-9]{2}\.[a-z]+$/\1/' <<< "$b")
+    mkdir -p "$dir/archive/$mon" && gzip -c -- "$f" > "$dir/archive/$mon/$b.gz" && rm -- "$f"
+    echo "$today archived $b" >> "$dir/rotation.log"
+  fi
+done
+for g in "$dir"/archive/*/*.gz; do
+  [ -f "$g" ] || continue
+  b=$(basename "$g" .gz); a=$(age "$b") || continue
+  if old "$a"; then rm -- "$g"; echo "$today deleted $b" >> "$dir/rotation.log"; fi
+done
+[ -d "$dir/archive" ] && find "$dir/archive" -mindepth 1 -type d -empty -delete
+exit 0
+"""
+
+
+async def test_rotation_grader_accepts_another_correct_script():
+    task = get_family("report_rotation_script").generate(2)
+
+    def swap(call):
+        if call.name == "files__write_file" and call.arguments.get("path") == report_rotation.SCRIPT:
+            return ToolCall(call.name, {**call.arguments, "content": PURE_BASH}, call.note)
+        return call
+
+    traj = await play_task(rewritten(task, swap), OraclePolicy())
+    assert traj.passed, [r for r in traj.grade.results if not r.passed]
+
+
+async def test_rotation_grader_refuses_to_run_scripts_without_the_sandbox(tmp_path, monkeypatch):
+    task = get_family("report_rotation_script").generate(1)
+    world = World.build(tmp_path / "w", task.build)
+    traj = await play(task, OraclePolicy(), world)
+    assert traj.passed
+    fresh = world.fork(tmp_path / "copy")  # another world: nothing cached from the first grading
+    monkeypatch.setattr("longhorizon.apps.shell.sandbox.find_bwrap", lambda: None)
+    grade = {r.id: r for r in task.grade(fresh, traj).results}
+    assert not grade["script_generalises"].passed and not grade["script_idempotent"].passed
+    assert "sandbox" in grade["script_generalises"].note
+
+
+# -- tolerant graders -------------------------------------------------------------------------
+
+async def test_survey_grader_accepts_other_header_words_and_team_spellings():
+    task = get_family("pulse_survey_results").generate(1)
+
+    def reword(call):
+        if call.name == "sheets__write_rows" and call.arguments.get("sheet") == "Scores":
+            rows = [list(r) for r in call.arguments["rows"]]
+            rows[0] = ["Team", "Question", "Count", "Mean"]
+            for r in rows[1:]:
+                r[0] = str(r[0]).upper()
+            return ToolCall(call.name, {**call.arguments, "rows": rows}, call.note)
+        return call
+
+    traj = await play_task(rewritten(task, reword), OraclePolicy())
+    assert traj.passed, [r for r in traj.grade.results if not r.passed]
+
+
+async def test_incident_grader_accepts_markdown_summary_and_full_timestamps():
+    task = get_family("access_log_incident_timeline").generate(0)
+    day = task.data["date"]
+
+    def restyle(call):
+        path = str(call.arguments.get("path", ""))
+        if call.name == "files__write_file" and path.endswith("summary.md"):
+            lines = []
+            for line in call.arguments["content"].splitlines():
+                m = re.match(r"^(\w+): (.+)$", line)
+                if m:
+                    key, value = m.groups()
+                    value = value.replace("%", " %") if key == "peak_error_rate" else value
+                    label = "Trigger deploy" if key == "trigger" else key.replace("_", " ").capitalize()
+                    lines.append(f"- **{label}**: {value}"
+                                 + (" UTC" if key in ("start", "end", "peak") else ""))
+                else:
+                    lines.append(line)
+            return ToolCall(call.name, {**call.arguments, "content": "\n".join(lines) + "\n"}, call.note)
+        if call.name == "files__write_file" and path.endswith("timeline.csv"):
+            text = re.sub(r"^(\d\d:\d\d),", rf"{day} \1,", call.arguments["content"], flags=re.M)
+            return ToolCall(call.name, {**call.arguments, "content": text}, call.note)
+        return call
+
+    traj = await play_task(rewritten(task, restyle), OraclePolicy())
+    assert traj.passed, [r for r in traj.grade.results if not r.passed]
+
+
+async def test_routing_grader_reads_counts_in_a_sentence_and_allows_copying_the_lead():
+    task = get_family("shared_inbox_routing").generate(0)
+    counts, rest = task.data["counts"], task.data["new_in_inbox"]
+
+    def prose(call):
+        if call.name == "mail__forward":
+            return ToolCall(call.name, {**call.arguments, "to": call.arguments["to"] + [task.data["lead"]]}, call.note)
+        if call.name == "mail__send_message" and "routing" in call.arguments.get("subject", "").lower():
+            body = (f"All done. {counts['Support/Priority']} went to Priority and were forwarded, "
+                    f"{counts['Support/Billing']} to Billing, {counts['Support/Technical']} to Technical and "
+                    f"{counts['Support/Auto-replies']} to Auto-replies; {rest} new ones stayed in the Inbox.")
+            return ToolCall(call.name, {**call.arguments, "body": body}, call.note)
+        return call
+
+    traj = await play_task(rewritten(task, prose), OraclePolicy())
+    assert traj.passed, [r for r in traj.grade.results if not r.passed]
+
+
+async def test_conversion_grader_accepts_lower_case_sources_and_padded_names():
+    task = get_family("legacy_catalog_conversion").generate(0)
+
+    def sloppy(call):
+        if call.name == "sheets__write_rows":
+            rows = [list(r) for r in call.arguments["rows"]]
+            for r in rows:
+                if r and r[0] != "SKU":
+                    r[1] = f" {r[1]} "
+                    r[6] = str(r[6]).title()
+            return ToolCall(call.name, {**call.arguments, "rows": rows}, call.note)
+        return call
+
+    traj = await play_task(rewritten(task, sloppy), OraclePolicy())
+    assert traj.passed, [r for r in traj.grade.results if not r.passed]
+
+
+async def test_retention_oracle_is_long_and_reads_before_deleting():
+    task = get_family("shared_drive_retention").generate(0)
+    traj = await play_task(task, OraclePolicy())
+    assert traj.passed and len(traj.tool_calls) >= 40
+    read = {c.arguments["path"] for c in traj.tool_calls if c.name == "files__read_file"}
+    deleted = [c.arguments["path"] for c in traj.tool_calls if c.name == "files__delete"]
+    assert deleted and all(p in read for p in deleted)
