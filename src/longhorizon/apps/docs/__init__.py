@@ -1,0 +1,1 @@
+"""The docs app: Word documents (.docx) in the workspace, edited paragraph by paragraph."""

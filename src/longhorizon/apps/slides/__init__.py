@@ -1,0 +1,1 @@
+"""The slides app: PowerPoint decks (.pptx) in the workspace, slide by slide."""

@@ -1,0 +1,292 @@
+"""The `slides` app: an MCP server over the PowerPoint decks (.pptx) in the workspace.
+
+Slides are numbered from 0 in deck order. Each slide has a layout, a title, bullets (the body
+text; on a title slide, the subtitle lines) and speaker notes. Every call loads the deck,
+edits it and saves it back byte-deterministically.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+from mcp.server.mcpserver.exceptions import ToolError
+from pptx.presentation import Presentation
+
+from longhorizon.apps.common import AppServer, cap, confine, rel
+from longhorizon.apps.slides.state import (
+    LAYOUTS,
+    body_shape,
+    layout_key,
+    load_presentation,
+    new_presentation,
+    save_presentation,
+    set_lines,
+    set_notes,
+    slide_info,
+    title_shape,
+)
+from longhorizon.apps.slides.state import add_slide as _add_slide
+from longhorizon.apps.slides.state import delete_slide as _delete_slide
+from longhorizon.apps.slides.state import move_slide as _move_slide
+
+MAX_TEXT = 5_000
+MAX_BULLETS = 30
+MAX_LIST = 200
+
+INSTRUCTIONS = (
+    "PowerPoint decks (.pptx) in the shared workspace; paths are relative to the workspace root. "
+    "Slides are numbered from 0 (the first slide is index 0). Layouts: "
+    + ", ".join(f"{k} ({v})" for k, v in LAYOUTS.items())
+    + ". On a 'title' slide the bullets are the subtitle lines."
+)
+
+
+def _json(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False)
+
+
+def build_server(world):
+    ws: Path = world.workspace
+    srv = AppServer("slides", instructions=INSTRUCTIONS)
+    lock = threading.Lock()  # sync tools run on worker threads: one deck edit at a time
+
+    def pptx_path(path: str) -> Path:
+        p = confine(ws, path)
+        if p.suffix.lower() != ".pptx":
+            raise ToolError(f"{path!r} is not a .pptx file; this app only opens PowerPoint .pptx decks")
+        return p
+
+    read_cache: dict[Path, tuple[tuple[int, int, int], Presentation]] = {}
+
+    def open_deck(path: str, for_read: bool = False) -> tuple[Path, Presentation]:
+        """Load a deck; reads reuse an unchanged file's last load (same inode, mtime, size),
+        edits always load a fresh copy so a failed edit never leaks into the cache."""
+        p = pptx_path(path)
+        if not p.exists():
+            raise ToolError(f"deck {path!r} does not exist (paths are relative to the workspace root; "
+                            "files__list_dir shows what is there)")
+        if not p.is_file():
+            raise ToolError(f"{path!r} is a folder, not a deck")
+        st = p.stat()
+        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if for_read and p in read_cache and read_cache[p][0] == stamp:
+            return p, read_cache[p][1]
+        try:
+            prs = load_presentation(p)
+        except Exception as exc:  # corrupt or not really pptx
+            raise ToolError(f"{path!r} could not be opened as a .pptx deck ({type(exc).__name__})") from None
+        if for_read:
+            if len(read_cache) >= 16:
+                read_cache.pop(next(iter(read_cache)))
+            read_cache[p] = (stamp, prs)
+        return p, prs
+
+    def save(prs: Presentation, p: Path) -> None:
+        try:
+            save_presentation(prs, p)
+        except ValueError as exc:
+            raise ToolError(f"the text cannot be stored in a deck ({exc}); remove control characters") from None
+
+    def check_text(text: Any, what: str) -> str:
+        if not isinstance(text, str):
+            raise ToolError(f"{what} must be a string")
+        if len(text) > MAX_TEXT:
+            raise ToolError(f"{what} is longer than {MAX_TEXT} characters; shorten it")
+        if any(ord(c) < 32 and c not in "\t\n" for c in text):
+            raise ToolError(f"{what} contains control characters; remove them")
+        return text
+
+    def check_bullets(bullets: Any) -> list[str]:
+        if not isinstance(bullets, list):
+            raise ToolError("bullets must be a list of strings, e.g. [\"Revenue up 4%\", \"Two new hires\"]")
+        if len(bullets) > MAX_BULLETS:
+            raise ToolError(f"at most {MAX_BULLETS} bullets per slide; split the content over more slides")
+        out = []
+        for b in bullets:
+            b = check_text(b, "each bullet")
+            if "\n" in b:
+                raise ToolError("a bullet cannot contain a line break; give each line as its own bullet")
+            out.append(b)
+        return out
+
+    def slide_index(prs: Presentation, index: Any, path: str, name: str = "index") -> int:
+        n = len(prs.slides)
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < n:
+            raise ToolError(f"{path!r} has slides 0-{n - 1}; there is no slide {name}={index!r} "
+                            "(slides are numbered from 0)" if n else f"{path!r} has no slides yet")
+        return index
+
+    def resolve_layout(layout: str) -> str:
+        key = layout_key(layout)
+        if key is None:
+            raise ToolError(f"unknown layout {layout!r}; use one of: {', '.join(LAYOUTS)}")
+        return key
+
+    @srv.tool()
+    def create_deck(path: str) -> str:
+        """Create a new, empty deck (no slides). Refuses to overwrite an existing file.
+
+        Args:
+            path: where to create it, relative to the workspace root, ending in .pptx
+                (missing parent folders are created).
+
+        Returns a confirmation. Add slides with add_slide."""
+        with lock:
+            p = pptx_path(path)
+            if p.exists():
+                raise ToolError(f"{path!r} already exists; edit it, or choose another path")
+            p.parent.mkdir(parents=True, exist_ok=True)
+            save(new_presentation(), p)
+            return f"Created {rel(ws, p)} (no slides yet)."
+
+    @srv.tool()
+    def list_slides(path: str) -> str:
+        """List a deck's slides: index, layout, title, how many bullets, whether it has notes.
+
+        Args:
+            path: the .pptx file, relative to the workspace root.
+
+        Returns JSON {"path", "slides": [{"index", "layout", "title", "bullets", "has_notes"}]}.
+        Use read_slide for a slide's full text."""
+        with lock:
+            p, prs = open_deck(path, for_read=True)
+        out = []
+        for i, s in enumerate(prs.slides):
+            info = slide_info(s, i)
+            out.append({"index": i, "layout": info["layout"], "title": info["title"],
+                        "bullets": len(info["bullets"]), "has_notes": bool(info["notes"].strip())})
+        return cap(_json({"path": rel(ws, p), "slides": out[:MAX_LIST]}))
+
+    @srv.tool()
+    def read_slide(path: str, index: int) -> str:
+        """Read one slide in full.
+
+        Args:
+            path: the .pptx file, relative to the workspace root.
+            index: the slide's index (from 0).
+
+        Returns JSON {"index", "layout", "title", "bullets": [...], "notes"} (plus "other_text"
+        for text boxes outside the title and body)."""
+        with lock:
+            _, prs = open_deck(path, for_read=True)
+        i = slide_index(prs, index, path)
+        return cap(_json(slide_info(prs.slides[i], i)))
+
+    @srv.tool()
+    def add_slide(path: str, title: str, bullets: list[str] = [], layout: str = "title_and_content",  # noqa: B006
+                  notes: str = "", position: int | None = None) -> str:
+        """Add a slide (at the end, or at ``position``).
+
+        Args:
+            path: the .pptx file, relative to the workspace root.
+            title: the slide title.
+            bullets: the body text, one string per bullet (on a "title" slide: subtitle lines).
+            layout: "title_and_content" (default), "title" (title slide), "section" (section
+                header) or "title_only" (no body: bullets must be empty).
+            notes: speaker notes (plain text, may span lines).
+            position: index the new slide should get (later slides move down); omit to append.
+
+        Returns the new slide's index."""
+        key = resolve_layout(layout)
+        check_text(title, "title")
+        items = check_bullets(bullets)
+        check_text(notes, "notes")
+        with lock:
+            p, prs = open_deck(path)
+            n = len(prs.slides)
+            if position is not None and not 0 <= position <= n:
+                raise ToolError(f"position must be between 0 and {n}, or omitted to append")
+            try:
+                _add_slide(prs, title, items, key, notes)
+            except ValueError as exc:
+                raise ToolError(f"{exc}; use layout \"title_and_content\" for a slide with bullets") from None
+            index = n
+            if position is not None and position != n:
+                _move_slide(prs, n, position)
+                index = position
+            save(prs, p)
+            return f"Added slide {index} ({key}) {title!r} to {rel(ws, p)}; the deck has {n + 1} slides."
+
+    @srv.tool()
+    def update_slide(path: str, index: int, title: str | None = None, bullets: list[str] | None = None,
+                     notes: str | None = None) -> str:
+        """Change a slide's title, bullets and/or speaker notes; what is omitted stays as it is.
+
+        Args:
+            path: the .pptx file, relative to the workspace root.
+            index: the slide's index (from 0).
+            title: the new title.
+            bullets: the new bullets, replacing all old ones ([] clears the body).
+            notes: the new speaker notes, replacing the old ones ("" clears them).
+
+        Returns the slide as it is now."""
+        if title is None and bullets is None and notes is None:
+            raise ToolError("give title, bullets or notes to change")
+        if title is not None:
+            check_text(title, "title")
+        items = check_bullets(bullets) if bullets is not None else None
+        if notes is not None:
+            check_text(notes, "notes")
+        with lock:
+            p, prs = open_deck(path)
+            i = slide_index(prs, index, path)
+            slide = prs.slides[i]
+            if title is not None:
+                t = title_shape(slide)
+                if t is None:
+                    raise ToolError(f"slide {i} has no title placeholder")
+                t.text_frame.text = title
+            if items is not None:
+                body = body_shape(slide)
+                if body is None:
+                    if items:
+                        raise ToolError(f"slide {i} has no text body for bullets (layout {slide.slide_layout.name!r}); "
+                                        "delete it and add a title_and_content slide instead")
+                else:
+                    set_lines(body, items)
+            if notes is not None:
+                set_notes(slide, notes)
+            save(prs, p)
+            return _json({"updated": rel(ws, p), **slide_info(slide, i)})
+
+    @srv.tool()
+    def delete_slide(path: str, index: int) -> str:
+        """Delete a slide; later slides move up by one.
+
+        Args:
+            path: the .pptx file, relative to the workspace root.
+            index: the slide's index (from 0).
+
+        Returns the deleted slide's title."""
+        with lock:
+            p, prs = open_deck(path)
+            i = slide_index(prs, index, path)
+            title = slide_info(prs.slides[i], i)["title"]
+            _delete_slide(prs, i)
+            save(prs, p)
+            return f"Deleted slide {i} ({title!r}) from {rel(ws, p)}; {len(prs.slides)} slides remain."
+
+    @srv.tool()
+    def move_slide(path: str, index: int, new_index: int) -> str:
+        """Move a slide to another position; the slides in between shift by one.
+
+        Args:
+            path: the .pptx file, relative to the workspace root.
+            index: the slide's current index (from 0).
+            new_index: the index it should have afterwards.
+
+        Returns the new order of titles."""
+        with lock:
+            p, prs = open_deck(path)
+            i = slide_index(prs, index, path)
+            j = slide_index(prs, new_index, path, "new_index")
+            if i != j:
+                _move_slide(prs, i, j)
+                save(prs, p)
+            titles = [slide_info(s, k)["title"] for k, s in enumerate(prs.slides)]
+            return f"Moved slide {i} to {j} in {rel(ws, p)}. Order now: " + _json(titles)
+
+    return srv.build()

@@ -1,0 +1,640 @@
+"""Document drafting: a project status report from a lagging tracker, sync notes and a template.
+
+The World is a small PMO folder: a milestone tracker workbook shared with a sister project
+(a near-duplicate name), weekly sync notes for both projects, a report template with bracketed
+guidance, last week's report and an archived copy of the tracker. The tracker lags behind:
+a change recorded in a sync *after* a row's "Last updated" date wins, an older one does not.
+The report needs one bullet per milestone, the risks still open after the last sync as a
+table, a summary with counts and the delayed milestones, and the latest sync's actions.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from functools import partial
+
+from openpyxl import Workbook
+
+from longhorizon.apps.docs.state import build_document, document_bytes, norm, read_blocks, sections
+from longhorizon.apps.sheets.state import workbook_bytes
+from longhorizon.core.registry import register
+from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.tasks.common import rng_and_faker
+from longhorizon.tasks.documents import (
+    Sources,
+    find_dates,
+    mentions,
+    parse_json,
+    person,
+    words_in,
+    workspace_files,
+    writes_to,
+)
+
+PROJECTS = ["Atlas", "Beacon", "Cobalt", "Drake", "Ember", "Falcon", "Granite", "Harbor", "Juniper", "Keystone"]
+SISTER_SUFFIXES = ["Mobile", "Analytics", "EU", "Payments"]
+MILESTONES = [
+    "Requirements sign-off", "Vendor selection", "Data migration", "User acceptance testing", "Go-live",
+    "Training rollout", "Security review", "Pilot launch", "API integration", "Reporting dashboard",
+    "Hypercare exit", "Infrastructure build", "Design freeze", "Load testing", "Cutover rehearsal",
+    "Legacy decommission", "Change impact assessment", "Supplier onboarding",
+]
+STATUSES = ["Complete", "On track", "At risk", "Delayed", "Not started"]
+STATUS_RE = re.compile(r"(?<!\w)(complete|completed|on track|at risk|delayed|not started)(?!\w)")
+
+
+def statuses_in(text: str) -> set[str]:
+    """Status words in a bullet, normalised: "Completed" -> "complete", "At-risk" -> "at risk"."""
+    found = STATUS_RE.findall(norm(text).replace("-", " "))
+    return {s.replace("completed", "complete") for s in found}
+
+
+def due_date(text: str, year: int) -> dt.date | None:
+    """The due date a bullet states: the first date after the word "due", else its first date."""
+    low = text.lower()
+    at = low.find("due")
+    dates = find_dates(text[at:], year) if at >= 0 else []
+    dates = dates or find_dates(text, year)
+    return dates[0] if dates else None
+RISKS = [
+    ("Vendor data extracts arrive late", "Weekly escalation call with the vendor"),
+    ("Key developer on extended leave", "Cross-train a second developer"),
+    ("Test environment is unstable", "Book dedicated environment slots"),
+    ("Licence budget approval still pending", "Escalate to the steering committee"),
+    ("Scope creep from new reporting requests", "Route every request through change control"),
+    ("Single sign-on integration untested", "Run an early single sign-on spike"),
+    ("Trainers unavailable in the rollout month", "Record the training sessions in advance"),
+    ("Poor data quality in legacy records", "Run the cleansing scripts before migration"),
+]
+ACTIONS = [
+    "circulate the revised cutover plan", "confirm the UAT testers with the business",
+    "book the steering committee slot", "chase the vendor for the full data extract",
+    "update the RAID log", "schedule the penetration test", "draft the training communications",
+    "confirm the hardware delivery dates", "share the test summary with the sponsors",
+    "agree the hypercare rota", "walk finance through the licence costs", "review the archiving rules",
+]
+CHATTER = [
+    "Reminder: the office is closed on the public holiday next month.",
+    "The sponsor thanked the team for last week's demo.",
+    "New joiner on the data team starts next Monday.",
+    "Room booking for the steering committee moved to the third floor.",
+]
+HEADINGS = {
+    "summary": ["Summary", "Executive summary"],
+    "milestones": ["Milestones", "Milestone status"],
+    "risks": ["Risks", "Open risks", "Risks and issues"],
+    "next": ["Next steps", "Actions"],
+}
+PLACEHOLDER_RE = re.compile(r"\[[^\]]{2,}\]")
+TRACKER_HEADER = ["Project", "Milestone", "Owner", "Due date", "Status", "Last updated"]
+DASH = "\u2014"
+
+
+def _slug(name: str) -> str:
+    return name.lower().replace(" ", "_")
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", norm(text))
+
+
+def similar(candidate: str, expected: str, share: float = 0.75) -> bool:
+    """Whether ``candidate`` carries most words of ``expected`` (tolerates light rephrasing)."""
+    want = _words(expected)
+    have = set(_words(candidate))
+    return bool(want) and sum(w in have for w in want) / len(want) >= share
+
+
+def bullet_items(blocks: list[dict]) -> list[str]:
+    """Bullet paragraphs of a section: list-styled ones, or Normal ones starting with a bullet mark."""
+    out = []
+    for b in blocks:
+        if b["type"] != "paragraph" or not b["text"].strip():
+            continue
+        text = b["text"].strip()
+        if "list" in norm(b["style"]):
+            out.append(text)
+        elif text[:1] in "-\u2022*":
+            out.append(text[1:].strip())
+    return out
+
+
+def _tracker(rows: list[list]) -> Workbook:
+    wb = Workbook()
+    ws = wb.active
+    ws.title = "Tracker"
+    ws.append(TRACKER_HEADER)
+    for r in rows:
+        ws.append(r)
+        for col in (4, 6):
+            ws.cell(row=ws.max_row, column=col).number_format = "yyyy-mm-dd"
+    ws.column_dimensions["B"].width = 28
+    ws.column_dimensions["C"].width = 22
+    return wb
+
+
+def _dt(d: dt.date) -> dt.datetime:
+    return dt.datetime(d.year, d.month, d.day)
+
+
+@register
+class ProjectStatusReport(TaskFamily):
+    name = "project_status_report"
+    category = "document drafting"
+    apps = ("docs", "sheets", "files")
+    description = (
+        "Draft a project status report from a template: milestones from a lagging tracker corrected by "
+        "newer sync notes, open risks as a table, a summary with counts, and the latest actions."
+    )
+
+    def generate(self, seed: int) -> Task:
+        rng, fake = rng_and_faker(seed, self.name)
+        project = rng.choice(PROJECTS)
+        sister = f"{project} {rng.choice(SISTER_SUFFIXES)}"
+        pm, me = person(fake), fake.first_name()
+        report_day = dt.date(2026, 1, 9) + dt.timedelta(weeks=rng.randint(0, 44))  # a Friday
+        latest = report_day - dt.timedelta(days=rng.randint(1, 3))
+        n_meet = rng.randint(3, 5)
+        meetings = [latest - dt.timedelta(weeks=i) for i in range(n_meet)][::-1]
+
+        # -- milestones: truth, what the tracker shows, and what the notes say -------------------
+        n = rng.randint(8, 11)
+        names = rng.sample(MILESTONES, n + 4)
+        ours, theirs = names[:n], names[n:]
+        statuses = [rng.choice(STATUSES) for _ in ours]
+        statuses[0], statuses[1] = "Delayed", "Complete"
+        modes = ["note", "note"] + [rng.choice(["tracker", "tracker", "note"]) for _ in ours[2:]]
+        order = list(range(n))
+        rng.shuffle(order)
+        statuses = [statuses[i] for i in order]
+        modes = [modes[i] for i in order]
+        status_note, date_note = order.index(0), order.index(1)  # the first two "note" milestones
+        truth: dict[str, dict] = {}
+        tracker_rows: list[tuple[dt.date, list]] = []
+        notes_lines: dict[dt.date, list[str]] = {d: [] for d in meetings}
+        for k, m in enumerate(ours):
+            status = statuses[k]
+            if status == "Complete":
+                due = report_day - dt.timedelta(days=rng.randint(5, 70))
+            else:
+                due = report_day + dt.timedelta(days=rng.randint(3, 100))
+            owner = person(fake)
+            truth[m] = {"status": status, "due": due, "owner": owner, "mode": modes[k]}
+            shown_status, shown_due = status, due
+            if modes[k] == "note":
+                when = rng.choice(meetings)
+                updated = when - dt.timedelta(days=rng.randint(1, 9))
+                change_status = k == status_note or (k != date_note and rng.random() < 0.6)
+                change_date = k == date_note or not change_status or rng.random() < 0.4
+                if change_status:
+                    shown_status = rng.choice([s for s in STATUSES if s != status and s != "Complete"])
+                if change_date:
+                    shown_due = due - dt.timedelta(days=7 * rng.randint(1, 4) * rng.choice([1, -1]))
+                if change_status and change_date:
+                    line = f"- {m}: moved to {due.isoformat()}; now {status}."
+                elif change_status:
+                    line = f"- {m}: status is now {status}."
+                else:
+                    line = f"- {m}: due date moved to {due.isoformat()}."
+                notes_lines[when].append(line)
+                truth[m].update(tracker_status=shown_status, tracker_due=shown_due)
+            else:
+                updated = report_day - dt.timedelta(days=rng.randint(1, 6 + 7 * (n_meet - 1)))
+                older = [d for d in meetings if d < updated]
+                if older and rng.random() < 0.5:  # a stale change the tracker has since overtaken
+                    when = rng.choice(older)
+                    stale = rng.choice([s for s in STATUSES if s != status])
+                    notes_lines[when].append(f"- {m}: status is now {stale}.")
+                    truth[m]["stale_note"] = stale
+            tracker_rows.append((shown_due, [project, m, owner, _dt(shown_due), shown_status, _dt(updated)]))
+        for m in theirs:
+            d = report_day + dt.timedelta(days=rng.randint(-40, 80))
+            tracker_rows.append((d, [sister, m, person(fake), _dt(d), rng.choice(STATUSES),
+                                     _dt(report_day - dt.timedelta(days=rng.randint(2, 20)))]))
+        tracker_rows.sort(key=lambda r: (r[0], r[1][1]))
+        done = sum(1 for t in truth.values() if t["status"] == "Complete")
+        delayed = [m for m in ours if truth[m]["status"] == "Delayed"]
+        at_risk = [m for m in ours if truth[m]["status"] == "At risk"]
+
+        # -- risks and actions ----------------------------------------------------------------------
+        picked = rng.sample(RISKS, rng.randint(5, 6))
+        ours_risks, sister_risk = picked[:-1], picked[-1]
+        n_closed = rng.randint(1, 2)
+        risks = []
+        for i, (desc, mitigation) in enumerate(ours_risks):
+            raised = rng.randrange(n_meet - 1) if i < n_closed else rng.randrange(n_meet)
+            closed = rng.randrange(raised + 1, n_meet) if i < n_closed else None
+            risks.append({"risk": desc, "mitigation": mitigation, "owner": person(fake),
+                          "raised": raised, "closed": closed})
+        open_risks = [r for r in risks if r["closed"] is None]
+        action_texts = rng.sample(ACTIONS, 2 * n_meet + 2)
+        actions: list[list[str]] = []
+        for i in range(n_meet):
+            count = rng.randint(3, 4) if i == n_meet - 1 else 2
+            actions.append([f"{fake.first_name()} to {action_texts.pop()}" for _ in range(count)])
+        latest_actions = actions[-1]
+
+        # -- files ---------------------------------------------------------------------------------
+        heads = {k: rng.choice(v) for k, v in HEADINGS.items()}
+        middle = ["milestones", "risks"]
+        rng.shuffle(middle)
+        head_order = ["summary", *middle, "next"]
+        head_texts = [heads[k] for k in head_order]
+        guidance = {
+            "summary": "[One paragraph: how many milestones are complete out of the total, and which are delayed.]",
+            "milestones": f"[One bullet (List Bullet) per milestone: <Milestone> {DASH} <Status> {DASH} due <YYYY-MM-DD>]",
+            "risks": "[Table of the open risks with the columns Risk | Owner | Mitigation]",
+            "next": "[One bullet per action item agreed at the latest sync]",
+        }
+        template_blocks: list = [("Title", "[Project name] Status Report"), "Reporting date: [YYYY-MM-DD]"]
+        for k in head_order:
+            template_blocks += [("Heading 1", heads[k]), guidance[k]]
+        base = "pmo"
+        tracker_path = f"{base}/milestones.xlsx"
+        archive_path = f"{base}/archive/milestones_{(report_day - dt.timedelta(weeks=8)).isoformat()}.xlsx"
+        template_path = f"{base}/templates/status_report_template.docx"
+        report = f"{base}/reports/{project}_status_{report_day.isoformat()}.docx"
+        last_week = report_day - dt.timedelta(weeks=1)
+        last_report = f"{base}/reports/{project}_status_{last_week.isoformat()}.docx"
+
+        def note_text(i: int, day: dt.date, proj: str, lines: list[str], risk_lines: list[str], acts: list[str]) -> str:
+            people = ", ".join(fake.first_name() for _ in range(rng.randint(3, 6)))
+            progress = list(lines) + ([rng.choice(CHATTER)] if rng.random() < 0.6 else [])
+            if rng.random() < 0.5:
+                progress = [p if p.startswith("- ") else f"- {p}" for p in progress]
+            body = [f"# {proj} weekly sync {DASH} {day.isoformat()}", "", f"Attendees: {people}", "",
+                    "## Progress"]
+            body += [p if p.startswith("- ") else f"- {p}" for p in progress] or ["- No milestone changes."]
+            body += ["", "## Risks"] + (risk_lines or ["- No changes to the risk log."])
+            body += ["", "## Actions"] + [f"- {a}" for a in acts]
+            return "\n".join(body) + "\n"
+
+        note_files: dict[str, str] = {}
+        for i, day in enumerate(meetings):
+            rl = []
+            for r in risks:
+                if r["raised"] == i:
+                    rl.append(f"- New risk: {r['risk']} (owner: {r['owner']}; mitigation: {r['mitigation']})")
+                if r["closed"] == i:
+                    rl.append(f"- Closed: {r['risk']} {DASH} no longer a concern.")
+            note_files[f"{base}/meetings/{day.isoformat()}_{_slug(project)}_sync.md"] = note_text(
+                i, day, project, notes_lines[day], rl, actions[i])
+        sister_days = [meetings[-1] + dt.timedelta(days=1), meetings[-2] + dt.timedelta(days=1)]
+        for j, day in enumerate(sister_days):
+            lines = [f"- {theirs[j]}: status is now {rng.choice(['Delayed', 'At risk'])}."]
+            rl = [f"- New risk: {sister_risk[0]} (owner: {person(fake)}; mitigation: {sister_risk[1]})"] if j == 0 else []
+            note_files[f"{base}/meetings/{day.isoformat()}_{_slug(sister)}_sync.md"] = note_text(
+                0, day, sister, lines, rl, [f"{fake.first_name()} to {rng.choice(ACTIONS)}"])
+
+        stale_rows = [[r[1][0], r[1][1], r[1][2], r[1][3] - dt.timedelta(days=14), rng.choice(STATUSES),
+                       r[1][5] - dt.timedelta(days=40)] for r in tracker_rows]
+        last_blocks: list = [("Title", f"{project} Status Report"), f"Reporting date: {last_week.isoformat()}"]
+        for k in head_order:
+            last_blocks.append(("Heading 1", heads[k]))
+            if k == "summary":
+                last_blocks.append(f"{max(done - 1, 0)} of {n} milestones are complete.")
+            elif k == "milestones":
+                last_blocks += [("List Bullet", f"{m} {DASH} {truth[m].get('tracker_status', truth[m]['status'])} {DASH} "
+                                                f"due {truth[m].get('tracker_due', truth[m]['due']).isoformat()}")
+                                for m in ours[: n - 2]]
+            elif k == "risks":
+                last_blocks.append({"table": [["Risk", "Owner", "Mitigation"]]
+                                    + [[r["risk"], r["owner"], r["mitigation"]] for r in risks if r["raised"] < n_meet - 1]})
+            else:
+                last_blocks += [("List Bullet", a) for a in actions[-2]]
+
+        def make() -> dict[str, bytes]:
+            files = {
+                tracker_path: workbook_bytes(_tracker([r for _, r in tracker_rows])),
+                archive_path: workbook_bytes(_tracker(stale_rows)),
+                template_path: document_bytes(build_document(template_blocks, title="Status report template")),
+                last_report: document_bytes(build_document(last_blocks, title=f"{project} Status Report")),
+            }
+            files.update({p: t.encode() for p, t in note_files.items()})
+            return files
+
+        sources = Sources(make)
+        data = {
+            "project": project, "sister": sister, "report": report, "report_day": report_day.isoformat(),
+            "truth": {m: {**t, "due": t["due"].isoformat(),
+                          **({"tracker_due": t["tracker_due"].isoformat()} if "tracker_due" in t else {})}
+                      for m, t in truth.items()},
+            "milestones": ours, "sister_milestones": theirs, "done": done, "delayed": delayed, "at_risk": at_risk,
+            "risks": risks, "open_risks": open_risks, "latest_actions": latest_actions,
+            "previous_actions": actions[-2], "headings": head_texts, "head_order": head_order,
+            "template": template_path, "tracker": tracker_path, "notes": sorted(p for p in note_files if _slug(sister) not in p),
+            "last_report": last_report,
+        }
+        instruction = (
+            f"Hi {me}, could you draft the {project} status report for {report_day.strftime('%A %-d %B')}? "
+            f"Please start from the template in {base}/templates/ and save it as {report}.\n\n"
+            f"The milestones are in the PMO tracker ({tracker_path}); it also tracks {sister}, so only take our "
+            f"rows: one bullet per milestone with its status and due date. Heads-up: the tracker lags behind the "
+            f"weekly syncs (notes in {base}/meetings/). If a sync recorded a change after the row's Last updated "
+            f"date, go with the sync; if the tracker was updated after the sync, the tracker is right.\n\n"
+            f"Risks: a table (Risk, Owner, Mitigation) with the risks that are still open after the latest sync. "
+            f"Summary: how many milestones are complete out of the total, and name the delayed ones. "
+            f"Next steps: the action items from the latest {project} sync. Remove the bracketed guidance once "
+            f"filled in.\n\nPlease don't change the tracker, the notes, the template or last week's report. "
+            f"Thanks!\n{pm}"
+        )
+        task = Task(
+            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps, build=sources.build,
+            oracle=partial(_oracle, data, None), criteria=_criteria(data, sources), data=data,
+        )
+        task.perturbations = {c.id: partial(_oracle, data, c.id) for c in task.criteria}
+        return task
+
+
+# -- grading -----------------------------------------------------------------------------------------
+
+
+def _criteria(d: dict, sources: Sources) -> list[Criterion]:
+    report, project, sister = d["report"], d["project"], d["sister"]
+    truth, ours = d["truth"], d["milestones"]
+    day = dt.date.fromisoformat(d["report_day"])
+    heads = dict(zip(d["head_order"], d["headings"]))
+
+    def doc(world):
+        return read_blocks(world.file(report))
+
+    def section(world, key: str) -> list[dict] | None:
+        for head, body in sections(doc(world)):
+            if head["style"] == "Heading 1" and norm(head["text"]) == norm(heads[key]):
+                return body
+        return None
+
+    def section_text(body: list[dict]) -> str:
+        parts = []
+        for b in body:
+            parts.append(b["text"] if b["type"] == "paragraph" else " ".join(" ".join(r) for r in b["rows"]))
+        return "\n".join(parts)
+
+    def title_and_date(world, traj):
+        blocks = doc(world)
+        before = []
+        for b in blocks:
+            if b["type"] == "paragraph" and b["style"] == "Heading 1":
+                break
+            if b["type"] == "paragraph" and b["text"].strip():
+                before.append(b["text"])
+        if not before:
+            return False, "nothing before the first heading"
+        title = before[0]
+        ok_title = words_in(title, project) and "status report" in norm(title) and not mentions(title, sister)
+        dates = [x for t in before[1:] + [title] for x in find_dates(t, day.year)]
+        ok_date = day in dates and not PLACEHOLDER_RE.search(" ".join(before))
+        return ok_title and ok_date, f"title {title!r}, dates {dates}"
+
+    def headings_in_order(world, traj):
+        got = [norm(b["text"]) for b in doc(world) if b["type"] == "paragraph" and b["style"] == "Heading 1"]
+        want = [norm(h) for h in d["headings"]]
+        if got != want:
+            return False, f"Heading 1s: {got}, expected {want}"
+        empty = []
+        for head, body in sections(doc(world)):
+            if head["style"] != "Heading 1":
+                continue
+            filled = [b for b in body if b["type"] == "table" or (b["text"].strip() and not PLACEHOLDER_RE.search(b["text"]))]
+            if not filled:
+                empty.append(head["text"])
+        return not empty, f"sections with nothing but guidance: {empty}"
+
+    def milestone_map(world) -> tuple[dict[str, list[str]], list[str]]:
+        body = section(world, "milestones")
+        items = bullet_items(body or [])
+        named: dict[str, list[str]] = {m: [] for m in ours}
+        stray = []
+        for it in items:
+            hits = [m for m in ours if mentions(it, m)]
+            if len(hits) != 1 or any(mentions(it, m) for m in d["sister_milestones"]):
+                stray.append(it)
+            for m in hits:
+                named[m].append(it)
+        return named, stray
+
+    def milestone_bullets(world, traj):
+        if section(world, "milestones") is None:
+            return False, "no milestones section"
+        named, stray = milestone_map(world)
+        bad = [m for m, its in named.items() if len(its) != 1]
+        return not bad and not stray, f"milestones without exactly one bullet: {bad}; other bullets: {stray}"
+
+    def milestone_status(world, traj):
+        named, _ = milestone_map(world)
+        bad = []
+        for m, its in named.items():
+            found = statuses_in(its[0]) if its else set()
+            if found != {norm(truth[m]["status"])}:
+                bad.append(f"{m}: {sorted(found)} (expected {truth[m]['status']})")
+        return not bad, "; ".join(bad)
+
+    def milestone_dates(world, traj):
+        named, _ = milestone_map(world)
+        bad = []
+        for m, its in named.items():
+            due = due_date(its[0].replace(m, " "), day.year) if its else None
+            if due is None or due.isoformat() != truth[m]["due"]:
+                bad.append(f"{m}: {due} (expected {truth[m]['due']})")
+        return not bad, "; ".join(bad)
+
+    def risk_table(world) -> tuple[list[str] | None, list[list[str]]]:
+        body = section(world, "risks")
+        tables = [b for b in body or [] if b["type"] == "table"]
+        if not tables or not tables[0]["rows"]:
+            return None, []
+        rows = tables[0]["rows"]
+        return [norm(c) for c in rows[0]], [r for r in rows[1:] if any(c.strip() for c in r)]
+
+    def risks_table(world, traj):
+        head, rows = risk_table(world)
+        if head is None:
+            return False, "no table in the risks section"
+        if head[:3] != ["risk", "owner", "mitigation"]:
+            return False, f"header {head}"
+        want = [r["risk"] for r in d["open_risks"]]
+        matched = [next((w for w in want if similar(r[0], w)), None) for r in rows]
+        ok = len(rows) == len(want) and sorted(filter(None, matched)) == sorted(want)
+        return ok, f"rows {[r[0] for r in rows]}, expected {want}"
+
+    def risk_details(world, traj):
+        _, rows = risk_table(world)
+        bad = []
+        for r in d["open_risks"]:
+            row = next((x for x in rows if similar(x[0], r["risk"])), None)
+            if row is None or len(row) < 3 or not mentions(row[1], r["owner"]) or not similar(row[2], r["mitigation"]):
+                bad.append(r["risk"])
+        return not bad, f"wrong or missing owner/mitigation: {bad}"
+
+    def summary_counts(world, traj):
+        body = section(world, "summary")
+        text = norm(section_text(body or []))
+        pairs = {(int(a), int(b)) for a, b in re.findall(r"(\d+)\s*(?:of|out of|/)\s*(?:the\s+)?(\d+)", text)}
+        return (d["done"], len(ours)) in pairs, f"count pairs {sorted(pairs)}, expected {d['done']} of {len(ours)}"
+
+    def summary_delays(world, traj):
+        body = section(world, "summary")
+        text = section_text(body or [])
+        named = [m for m in ours if mentions(text, m)]
+        missing = [m for m in d["delayed"] if m not in named]
+        allowed = set(d["delayed"]) | set(d["at_risk"])
+        extra = [m for m in named if m not in allowed]
+        return not missing and not extra, f"missing delayed: {missing}; named but not delayed/at risk: {extra}"
+
+    def next_steps(world, traj):
+        items = bullet_items(section(world, "next") or [])
+        want = d["latest_actions"]
+        matched = [next((w for w in want if similar(it, w)), None) for it in items]
+        ok = len(items) == len(want) and sorted(filter(None, matched)) == sorted(want)
+        return ok, f"bullets {items}, expected {want}"
+
+    def no_placeholders(world, traj):
+        left = []
+        for b in doc(world):
+            texts = [b["text"]] if b["type"] == "paragraph" else [c for r in b["rows"] for c in r]
+            left += [t for t in texts if PLACEHOLDER_RE.search(t)]
+        return not left, f"guidance left: {left}"
+
+    def sources_unchanged(world, traj):
+        changed = sources.changed(world)
+        return not changed, f"changed or missing: {changed}"
+
+    def no_source_writes(world, traj):
+        hits = writes_to(traj, sources.bytes)
+        return not hits, f"wrote to sources: {hits}"
+
+    def only_report_created(world, traj):
+        extra = sorted(workspace_files(world) - set(sources.bytes) - {report})
+        return not extra, f"unexpected files: {extra}"
+
+    return [
+        Criterion("title_and_date", f"{report} opens with a '{project} Status Report' title and the reporting date",
+                  "final_state", title_and_date),
+        Criterion("headings_in_order", "the template's Heading 1 sections are kept, in order, each filled in",
+                  "final_state", headings_in_order),
+        Criterion("milestone_bullets", f"exactly one bullet per {project} milestone, none for {sister}",
+                  "final_state", milestone_bullets, 2.0),
+        Criterion("milestone_status", "each milestone's status is the newest one (sync vs tracker)", "final_state",
+                  milestone_status, 2.0),
+        Criterion("milestone_dates", "each milestone's due date is the newest one", "final_state", milestone_dates, 2.0),
+        Criterion("risks_table", "the risks section has a Risk/Owner/Mitigation table of exactly the open risks",
+                  "final_state", risks_table, 2.0),
+        Criterion("risk_details", "each open risk has its owner and mitigation", "final_state", risk_details),
+        Criterion("summary_counts", "the summary says how many milestones are complete out of the total",
+                  "final_state", summary_counts),
+        Criterion("summary_delays", "the summary names the delayed milestones (and no on-track ones)",
+                  "final_state", summary_delays),
+        Criterion("next_steps", "next steps are the latest sync's action items, one bullet each", "final_state",
+                  next_steps),
+        Criterion("no_placeholders", "no bracketed template guidance is left", "final_state", no_placeholders,
+                  guard=True),
+        Criterion("sources_unchanged", "tracker, notes, template and last week's report are byte-identical",
+                  "final_state", sources_unchanged, guard=True),
+        Criterion("no_source_writes", "no tool call wrote to a source file", "process", no_source_writes, guard=True),
+        Criterion("only_report_created", f"no new files besides {report}", "final_state", only_report_created,
+                  guard=True),
+    ]
+
+
+# -- reference solution ------------------------------------------------------------------------------
+
+
+def _oracle(d: dict, flaw: str | None):
+    """Survey the folder, read the tracker, the project's sync notes and the template, copy the
+    template and fill it bottom-up (so block indexes above stay put), then read it back."""
+    report, project, truth = d["report"], d["project"], d["truth"]
+    ours = sorted(d["milestones"], key=lambda m: (truth[m]["due"], m))
+    template = d["template"]
+
+    yield ToolCall("files__list_dir", {"path": "pmo", "recursive": True}, "Survey the PMO folder first.")
+    yield ToolCall("sheets__list_sheets", {"path": d["tracker"]}, "Check the tracker's size.")
+    yield ToolCall("sheets__read_range", {"path": d["tracker"], "sheet": "Tracker"},
+                   f"Read the tracker; only {project} rows count.")
+    for note in d["notes"]:
+        yield ToolCall("files__read_file", {"path": note}, f"Read the sync notes {note.rsplit('/', 1)[-1]}.")
+    yield ToolCall("docs__read_document", {"path": d["last_report"]}, "See how last week's report was written.")
+    tpl = parse_json((yield ToolCall("docs__read_document", {"path": template}, "Read the template's structure.")))
+    blocks = tpl["blocks"]
+    heading_at = {b["text"]: b["index"] for b in blocks if b.get("style") == "Heading 1"}
+    heads = dict(zip(d["head_order"], d["headings"]))
+
+    yield ToolCall("files__copy", {"src": template, "dst": report}, "Start the report from a copy of the template.")
+    if flaw == "no_source_writes":
+        yield ToolCall("docs__set_paragraph", {"path": template, "index": 0, "text": "[Project name] Status Report"},
+                       "Touch the template (same text).")
+
+    def status_of(m):
+        if flaw == "milestone_status" and truth[m]["mode"] == "note":
+            return truth[m]["tracker_status"]
+        return truth[m]["status"]
+
+    def due_of(m):
+        if flaw == "milestone_dates" and "tracker_due" in truth[m]:
+            return truth[m]["tracker_due"]
+        return truth[m]["due"]
+
+    bullets = [f"{m} {DASH} {status_of(m)} {DASH} due {due_of(m)}" for m in ours]
+    if flaw == "milestone_bullets":
+        bullets.append(f"{d['sister_milestones'][0]} {DASH} On track {DASH} due {d['report_day']}")
+    actions = d["previous_actions"] if flaw == "next_steps" else d["latest_actions"]
+    risks = list(d["open_risks"])
+    if flaw == "risks_table":
+        risks += [r for r in d["risks"] if r["closed"] is not None][:1]
+    rows = [["Risk", "Owner", "Mitigation"]] + [[r["risk"], r["owner"], r["mitigation"]] for r in risks]
+    if flaw == "risk_details" and len(rows) > 2:
+        rows[1][1], rows[2][1] = rows[2][1], rows[1][1]
+    done = d["done"] + (1 if flaw == "summary_counts" else 0)
+    summary = f"{done} of {len(ours)} milestones are complete."
+    if flaw != "summary_delays":
+        summary += f" Delayed: {', '.join(d['delayed'])}."
+        if d["at_risk"]:
+            summary += f" At risk: {', '.join(d['at_risk'])}."
+
+    def fill_list(index: int, items: list[str], keep_placeholder: bool = False):
+        start = index
+        if keep_placeholder:
+            start = index + 1
+            for k, text in enumerate(items):
+                yield ToolCall("docs__insert_paragraph", {"path": report, "index": start + k, "text": text,
+                                                          "style": "List Bullet"}, "Add a bullet.")
+            return
+        yield ToolCall("docs__set_paragraph", {"path": report, "index": start, "text": items[0], "style": "List Bullet"},
+                       "Replace the guidance with the first bullet.")
+        for k, text in enumerate(items[1:], start=1):
+            yield ToolCall("docs__insert_paragraph", {"path": report, "index": start + k, "text": text,
+                                                      "style": "List Bullet"}, "Add the next bullet.")
+
+    # bottom-up: each section's guidance paragraph sits right after its heading
+    for key in reversed(d["head_order"]):
+        guide = heading_at[heads[key]] + 1
+        if key == "next":
+            yield from fill_list(guide, actions, keep_placeholder=flaw == "no_placeholders")
+        elif key == "milestones":
+            yield from fill_list(guide, bullets)
+        elif key == "risks":
+            yield ToolCall("docs__delete_paragraph", {"path": report, "index": guide}, "Drop the table guidance.")
+            yield ToolCall("docs__add_table", {"path": report, "rows": rows, "after_index": guide - 1},
+                           "Add the open-risks table under the heading.")
+        else:
+            yield ToolCall("docs__set_paragraph", {"path": report, "index": guide, "text": summary},
+                           "Write the summary.")
+    day = d["report_day"]
+    if flaw == "title_and_date":
+        day = (dt.date.fromisoformat(day) - dt.timedelta(weeks=1)).isoformat()
+    yield ToolCall("docs__set_paragraph", {"path": report, "index": 1, "text": f"Reporting date: {day}"},
+                   "Fill in the reporting date.")
+    yield ToolCall("docs__set_paragraph", {"path": report, "index": 0, "text": f"{project} Status Report"},
+                   "Fill in the title.")
+    if flaw == "headings_in_order":
+        yield ToolCall("docs__set_paragraph", {"path": report, "index": heading_at[heads["summary"]],
+                                               "text": "Overview"}, "Rename a heading.")
+    if flaw == "sources_unchanged":
+        yield ToolCall("sheets__write_cells", {"path": d["tracker"], "sheet": "Tracker", "cells": {"H1": "reported"}},
+                       "Mark the tracker as reported.")
+    if flaw == "only_report_created":
+        yield ToolCall("docs__create_document", {"path": "pmo/reports/draft.docx", "title": "Draft"}, "Keep a draft.")
+    final = parse_json((yield ToolCall("docs__read_document", {"path": report}, "Read the report back to check it.")))
+    return (f"Drafted {report}: {len(ours)} milestones ({d['done']} complete; delayed: {', '.join(d['delayed'])}), "
+            f"{len(d['open_risks'])} open risks, {len(actions)} next steps; {final['total_blocks']} blocks in all.")

@@ -1,0 +1,442 @@
+"""Slide decks: a quarterly business review deck built from a results workbook and regional notes.
+
+The workbook has one sheet per sales region with six months of figures (last quarter's three
+are there too), a non-region "Corporate" sheet, and hand-made total rows on some sheets that
+also sum last quarter. Each region's update note names its lead (some leads handed over during
+the quarter) and marks one highlight as the headline. The deck needs a title slide, one slide
+per region ordered by revenue with revenue, attainment, new customers and the headline, the
+presenter in the speaker notes, and a summary slide with the totals and the top performer by
+attainment. Then every slide is checked against the numbers.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from functools import partial
+
+from openpyxl import Workbook
+
+from longhorizon.apps.docs.state import norm
+from longhorizon.apps.sheets.state import workbook_bytes
+from longhorizon.apps.slides.state import build_presentation, presentation_bytes, read_deck
+from longhorizon.core.registry import register
+from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.tasks.common import rng_and_faker
+from longhorizon.tasks.documents import (
+    Sources,
+    find_numbers,
+    last_write_index,
+    mentions,
+    parse_json,
+    person,
+    workspace_files,
+    writes_to,
+)
+
+REGIONS = [
+    "North America", "Latin America", "UK & Ireland", "DACH", "Nordics", "Southern Europe", "Middle East",
+    "Africa", "India", "Southeast Asia", "Japan", "Australia & NZ",
+]
+HIGHLIGHTS = [
+    "Signed {c} as our largest new logo this year", "Renewed the {c} contract for three more years",
+    "Opened a partner channel with {c}", "Launched the self-serve tier with {c} as the first customer",
+    "Closed the {c} expansion two months early", "Won the {c} tender against two incumbents",
+    "Migrated {c} to the new platform without downtime", "Hired a dedicated team for the {c} account",
+    "Completed the {c} pilot with a full rollout agreed", "Recovered the {c} account after last year's churn",
+]
+MINOR = [
+    "Pipeline coverage is healthy for next quarter.", "Two account executives joined the team.",
+    "Quarterly customer council held with good attendance.", "Support backlog cleared by mid-quarter.",
+    "Pricing review with finance is under way.", "Trade show leads are being followed up.",
+]
+PCT = re.compile(r"(\d+(?:\.\d+)?)\s*%")
+MONTH_NAMES = ["January", "February", "March", "April", "May", "June", "July", "August", "September",
+               "October", "November", "December"]
+
+
+def _money(x: float) -> str:
+    return f"${x:,.0f}"
+
+
+def _pct(revenue: float, target: float) -> int:
+    return int(revenue * 100 / target + 0.5)
+
+
+def close_money(got: float, want: float) -> bool:
+    """A written amount is right when within half a percent (so $1.23M for $1,234,567 is fine)."""
+    return abs(got - want) <= max(1.0, 0.005 * abs(want))
+
+
+def _bullet(bullets: list[str], *labels: str) -> str | None:
+    for b in bullets:
+        if any(lab in norm(b) for lab in labels):
+            return b
+    return None
+
+
+@register
+class QuarterlyReviewDeck(TaskFamily):
+    name = "quarterly_review_deck"
+    category = "slide decks"
+    apps = ("slides", "sheets", "files")
+    description = (
+        "Build a quarterly business review deck: a slide per region (ordered by revenue) with figures for the "
+        "quarter only, the headline from the regional notes, the current lead as presenter in the notes, and a "
+        "summary slide; then check every slide."
+    )
+
+    def generate(self, seed: int) -> Task:
+        rng, fake = rng_and_faker(seed, self.name)
+        year, q = 2026, rng.randint(2, 4)
+        company = fake.company().split(",")[0].split(" and ")[0]
+        months = [dt.date(year, 3 * (q - 1) + i, 1) for i in range(-2, 4)]  # last quarter, then this one
+        this_q = months[3:]
+        regions = rng.sample(REGIONS, rng.randint(7, 9))
+        figures: dict[str, dict] = {}
+        rows: dict[str, list[list]] = {}
+        for r in regions:
+            scale = rng.choice([180_000, 300_000, 450_000, 700_000, 1_100_000])
+            sheet = []
+            for m in months:
+                target = round(scale * rng.uniform(0.9, 1.2), -3)
+                revenue = round(target * rng.uniform(0.78, 1.25), 2)
+                sheet.append([m.strftime("%Y-%m"), revenue, target, rng.randint(2, 40)])
+            rows[r] = sheet
+            rev = round(sum(x[1] for x in sheet[3:]), 2)
+            tgt = sum(x[2] for x in sheet[3:])
+            figures[r] = {"revenue": rev, "target": tgt, "pct": _pct(rev, tgt), "new": sum(x[3] for x in sheet[3:])}
+        # orders and the top performer must be unambiguous
+        by_rev = sorted(regions, key=lambda r: -figures[r]["revenue"])
+        pcts = sorted((figures[r]["revenue"] / figures[r]["target"], r) for r in regions)
+        if pcts[-1][0] - pcts[-2][0] < 0.01:
+            top = pcts[-1][1]
+            for x in rows[top][3:]:
+                x[1] = round(x[1] * 1.03, 2)
+            figures[top]["revenue"] = round(sum(x[1] for x in rows[top][3:]), 2)
+            figures[top]["pct"] = _pct(figures[top]["revenue"], figures[top]["target"])
+            by_rev = sorted(regions, key=lambda r: -figures[r]["revenue"])
+        top = max(regions, key=lambda r: figures[r]["revenue"] / figures[r]["target"])
+        total_rev = round(sum(f["revenue"] for f in figures.values()), 2)
+        total_tgt = sum(f["target"] for f in figures.values())
+        total_pct = _pct(total_rev, total_tgt)
+        total_rows = set(rng.sample(regions, 2))
+
+        # -- notes: lead (with hand-overs), highlights, headline ----------------------------------
+        notes: dict[str, str] = {}
+        leads: dict[str, str] = {}
+        former: dict[str, str] = {}
+        headline: dict[str, str] = {}
+        handover = set(rng.sample(regions, 2))
+        picks = rng.sample(HIGHLIGHTS, len(regions))
+        for r, h in zip(regions, picks):
+            lead = person(fake)
+            leads[r] = lead
+            head = h.format(c=fake.company().split(",")[0])
+            headline[r] = head
+            others = rng.sample(MINOR, 2)
+            lines = [f"# {r} {chr(8212)} Q{q} {year} update", ""]
+            if r in handover:
+                old = person(fake)
+                former[r] = old
+                when = MONTH_NAMES[this_q[1].month - 1]
+                lines += [f"Regional lead: {old}", "",
+                          f"Note: {old} moved to the Partnerships team; {lead} has led {r} since {when} "
+                          f"and will present it.", ""]
+            else:
+                lines += [f"Regional lead: {lead}", ""]
+            hl = [f"- {others[0]}", f"- Headline: {head}.", f"- {others[1]}"]
+            rng.shuffle(hl)
+            lines += ["## Highlights"] + hl + [""]
+            lines += ["## Figures", f"See the {r} sheet in the results workbook.", ""]
+            notes[r] = "\n".join(lines)
+
+        # -- files ---------------------------------------------------------------------------------
+        workbook = f"finance/Q{q}_{year}_regional_results.xlsx"
+        prev_deck = f"decks/Q{q - 1}_{year}_business_review.pptx"
+        deck = f"decks/Q{q}_{year}_business_review.pptx"
+        note_path = {r: f"notes/Q{q}_{year}/{re.sub(r'[^a-z0-9]+', '_', r.lower()).strip('_')}.md" for r in regions}
+        title = f"Q{q} {year} Business Review"
+
+        def make_workbook() -> Workbook:
+            wb = Workbook()
+            wb.remove(wb.active)
+            for r in sorted(regions):
+                ws = wb.create_sheet(r)
+                ws.append(["Month", "Revenue", "Target", "New customers"])
+                for x in rows[r]:
+                    ws.append(x)
+                if r in total_rows:
+                    ws.append([])
+                    ws.append(["Total", "=SUM(B2:B7)", "=SUM(C2:C7)", "=SUM(D2:D7)"])
+            ws = wb.create_sheet("Corporate")
+            ws.append(["Month", "Revenue", "Target", "New customers"])
+            for m in months:
+                ws.append([m.strftime("%Y-%m"), round(rng.uniform(-40_000, 60_000), 2), 0, 0])
+            return wb
+
+        prev_figs = {r: (round(sum(x[1] for x in rows[r][:3]), 2), sum(x[2] for x in rows[r][:3])) for r in regions}
+        prev_order = sorted(regions, key=lambda r: -prev_figs[r][0])
+        prev_slides = [{"title": f"Q{q - 1} {year} Business Review", "bullets": [company], "layout": "title"}]
+        for r in prev_order:
+            rev, tgt = prev_figs[r]
+            prev_slides.append({"title": r, "bullets": [f"Revenue: {_money(rev)} ({_pct(rev, tgt)}% of target)",
+                                                        f"New customers: {sum(x[3] for x in rows[r][:3])}"],
+                                "notes": f"Presenter: {former.get(r, leads[r])}"})
+        prev_slides.append({"title": "Summary", "bullets": [
+            f"Total revenue: {_money(sum(v[0] for v in prev_figs.values()))}"]})
+
+        def make() -> dict[str, bytes]:
+            files = {workbook: workbook_bytes(make_workbook()),
+                     prev_deck: presentation_bytes(build_presentation(prev_slides))}
+            files.update({note_path[r]: notes[r].encode() for r in regions})
+            return files
+
+        sources = Sources(make)
+        requester = fake.first_name()
+        instruction = (
+            f"Hi! Could you build the Q{q} {year} business review deck for Thursday? Save it as {deck}, laid out "
+            f"like last quarter's ({prev_deck}).\n\n"
+            f"- Slide 1: title slide \"{title}\" with \"{company}\" as the subtitle.\n"
+            f"- Then one slide per sales region, biggest Q{q} revenue first, titled with the region's name. "
+            f"Bullets: \"Revenue: $1,234,567 (104% of target)\", \"New customers: 42\", and the headline "
+            f"highlight from the region's update in notes/Q{q}_{year}/. Speaker notes: \"Presenter: <name>\", "
+            f"the person leading the region now.\n"
+            f"- Last slide: \"Summary\" with the total revenue (and % of target) across the regions, and the top "
+            f"performer, meaning the region with the highest % of target.\n\n"
+            f"Numbers come from {workbook}: one sheet per region. Use only the Q{q} months, not the previous "
+            f"quarter, and careful with the Total rows some people added. The Corporate sheet isn't a region. "
+            f"Once it's built, please check each slide against the figures. Don't change the workbook, the notes "
+            f"or last quarter's deck.\n\nThanks, {requester}"
+        )
+        data = {
+            "deck": deck, "title": title, "company": company, "regions": by_rev, "figures": figures,
+            "leads": leads, "former": former, "headline": headline, "top": top, "total_revenue": total_rev,
+            "total_pct": total_pct, "workbook": workbook, "prev_deck": prev_deck, "notes": note_path,
+            "months": [m.strftime("%Y-%m") for m in this_q],
+        }
+        task = Task(
+            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps, build=sources.build,
+            oracle=partial(_oracle, data, None), criteria=_criteria(data, sources), data=data,
+        )
+        task.perturbations = {c.id: partial(_oracle, data, c.id) for c in task.criteria}
+        return task
+
+
+# -- grading -----------------------------------------------------------------------------------------
+
+
+def _criteria(d: dict, sources: Sources) -> list[Criterion]:
+    deck, regions, figs = d["deck"], d["regions"], d["figures"]
+
+    def slides(world):
+        return read_deck(world.file(deck))
+
+    def region_slides(world) -> dict[str, dict]:
+        out = {}
+        for s in slides(world):
+            for r in regions:
+                if norm(s["title"]) == norm(r) and r not in out:
+                    out[r] = s
+        return out
+
+    def title_slide(world, traj):
+        s = slides(world)
+        if not s:
+            return False, "the deck has no slides"
+        first = s[0]
+        ok = norm(first["title"]) == norm(d["title"]) and any(mentions(b, d["company"]) for b in first["bullets"])
+        return ok, f"first slide {first['title']!r} / {first['bullets']}"
+
+    def one_slide_per_region(world, traj):
+        s = slides(world)
+        titles = [norm(x["title"]) for x in s[1:-1]]
+        ok = sorted(titles) == sorted(norm(r) for r in regions) and len(s) == len(regions) + 2
+        return ok, f"titles between the first and last slide: {[x['title'] for x in s[1:-1]]}"
+
+    def region_order(world, traj):
+        got = [r for s in slides(world) for r in regions if norm(s["title"]) == norm(r)]
+        return got == regions, f"order {got}, expected {regions}"
+
+    def revenue(world, traj):
+        bad = []
+        for r, s in region_slides(world).items():
+            b = _bullet(s["bullets"], "revenue")
+            nums = find_numbers(PCT.sub(" ", b)) if b else []
+            if not nums or not close_money(nums[0], figs[r]["revenue"]):
+                bad.append(f"{r}: {b!r}")
+        missing = [r for r in regions if r not in region_slides(world)]
+        return not bad and not missing, f"wrong: {bad}; no slide: {missing}"
+
+    def attainment(world, traj):
+        bad = []
+        for r in regions:
+            s = region_slides(world).get(r)
+            lines = [x for x in (s["bullets"] if s else []) if any(w in norm(x) for w in ("revenue", "target", "attain"))]
+            p = [float(x) for line in lines for x in PCT.findall(line)]
+            if not p or abs(p[0] - figs[r]["revenue"] * 100 / figs[r]["target"]) > 0.51:
+                bad.append(f"{r}: {lines!r}")
+        return not bad, "; ".join(bad)
+
+    def new_customers(world, traj):
+        bad = []
+        for r in regions:
+            s = region_slides(world).get(r)
+            b = _bullet(s["bullets"], "new customer") if s else None
+            nums = find_numbers(b) if b else []
+            if not nums or nums[0] != figs[r]["new"]:
+                bad.append(f"{r}: {b!r} (expected {figs[r]['new']})")
+        return not bad, "; ".join(bad)
+
+    def headlines(world, traj):
+        from longhorizon.tasks.documents.status_report import similar
+
+        bad = []
+        for r in regions:
+            s = region_slides(world).get(r)
+            if not s or not any(similar(b, d["headline"][r]) for b in s["bullets"]):
+                bad.append(r)
+        return not bad, f"headline missing on: {bad}"
+
+    def presenters(world, traj):
+        bad = []
+        for r in regions:
+            s = region_slides(world).get(r)
+            text = s["notes"] if s else ""
+            old = d["former"].get(r)
+            if not mentions(text, d["leads"][r]) or (old and mentions(text, old)):
+                bad.append(f"{r}: {text!r}")
+        return not bad, "; ".join(bad)
+
+    def summary(world, traj):
+        s = slides(world)
+        if not s or norm(s[-1]["title"]) != "summary":
+            return False, "the last slide is not titled Summary"
+        text = " ".join(s[-1]["bullets"])
+        nums = find_numbers(PCT.sub(" ", text))
+        pcts = [float(x) for x in PCT.findall(text)]
+        ok_rev = any(close_money(n, d["total_revenue"]) for n in nums)
+        ok_pct = any(abs(p - d["total_revenue"] * 100 / sum(f["target"] for f in figs.values())) <= 0.51 for p in pcts)
+        return ok_rev and ok_pct, f"summary bullets {s[-1]['bullets']}"
+
+    def top_performer(world, traj):
+        s = slides(world)
+        if not s or norm(s[-1]["title"]) != "summary":
+            return False, "no summary slide"
+        named = [r for r in regions if any(mentions(b, r) for b in s[-1]["bullets"])]
+        return named == [d["top"]], f"regions named on the summary: {named}, expected {d['top']}"
+
+    def checked_every_slide(world, traj):
+        last = last_write_index(traj, deck)
+        if last < 0:
+            return False, "the deck was never written"
+        n = len(slides(world))
+        seen = {c.arguments.get("index") for c in traj.tool_calls[last + 1:]
+                if not c.is_error and c.name == "slides__read_slide" and isinstance(c.arguments, dict)
+                and str(c.arguments.get("path", "")).strip("/") == deck}
+        missing = [i for i in range(n) if i not in seen]
+        return not missing, f"slides not read after the last edit: {missing}"
+
+    def sources_unchanged(world, traj):
+        changed = sources.changed(world)
+        return not changed, f"changed or missing: {changed}"
+
+    def no_source_writes(world, traj):
+        hits = writes_to(traj, sources.bytes)
+        return not hits, f"wrote to sources: {hits}"
+
+    def only_deck_created(world, traj):
+        extra = sorted(workspace_files(world) - set(sources.bytes) - {deck})
+        return not extra, f"unexpected files: {extra}"
+
+    return [
+        Criterion("title_slide", f"slide 1 is titled {d['title']!r} with the company as subtitle", "final_state",
+                  title_slide),
+        Criterion("one_slide_per_region", "exactly one slide per region between the title and summary slides",
+                  "final_state", one_slide_per_region),
+        Criterion("region_order", "region slides are ordered by quarter revenue, highest first", "final_state",
+                  region_order),
+        Criterion("revenue", "each region's revenue is its quarter total", "final_state", revenue, 2.0),
+        Criterion("attainment", "each region's % of target is right", "final_state", attainment, 2.0),
+        Criterion("new_customers", "each region's new customers is its quarter total", "final_state",
+                  new_customers),
+        Criterion("headlines", "each region slide carries the headline highlight from its notes", "final_state",
+                  headlines),
+        Criterion("presenters", "speaker notes name the region's current lead (not the former one)", "final_state",
+                  presenters),
+        Criterion("summary_totals", "the summary gives total revenue and total % of target", "final_state", summary),
+        Criterion("top_performer", "the summary names the region with the highest % of target (and no other)",
+                  "final_state", top_performer),
+        Criterion("checked_every_slide", "every slide was read back after the last edit (counts once real work "
+                  "is done)", "process", checked_every_slide, guard=True),
+        Criterion("sources_unchanged", "workbook, notes and last quarter's deck are byte-identical", "final_state",
+                  sources_unchanged, guard=True),
+        Criterion("no_source_writes", "no tool call wrote to a source file", "process", no_source_writes, guard=True),
+        Criterion("only_deck_created", f"no new files besides {deck}", "final_state", only_deck_created, guard=True),
+    ]
+
+
+# -- reference solution ------------------------------------------------------------------------------
+
+
+def _oracle(d: dict, flaw: str | None):
+    """Look at last quarter's deck, read every region's sheet and update, build the deck slide by
+    slide, then read every slide back."""
+    deck, wb, figs = d["deck"], d["workbook"], d["figures"]
+    regions = list(d["regions"])
+    yield ToolCall("files__list_dir", {"path": ".", "recursive": True}, "See what is in the workspace.")
+    prev = parse_json((yield ToolCall("slides__list_slides", {"path": d["prev_deck"]}, "Last quarter's layout.")))
+    for s in prev["slides"][:2]:
+        yield ToolCall("slides__read_slide", {"path": d["prev_deck"], "index": s["index"]}, "How a slide was laid out.")
+    yield ToolCall("sheets__list_sheets", {"path": wb}, "Which sheets does the workbook have?")
+    for r in sorted(regions):
+        yield ToolCall("sheets__read_range", {"path": wb, "sheet": r}, f"Read {r}'s monthly figures.")
+        yield ToolCall("files__read_file", {"path": d["notes"][r]}, f"Read {r}'s update.")
+
+    if flaw == "region_order":
+        regions = sorted(regions)
+        if regions == d["regions"]:
+            regions.reverse()
+    yield ToolCall("slides__create_deck", {"path": deck}, "Create the deck.")
+    subtitle = d["company"] if flaw != "title_slide" else "Quarterly review"
+    yield ToolCall("slides__add_slide", {"path": deck, "title": d["title"], "bullets": [subtitle], "layout": "title"},
+                   "Title slide.")
+    for k, r in enumerate(regions):
+        f = figs[r]
+        rev, pct, new = f["revenue"], f["pct"], f["new"]
+        if flaw == "revenue" and k == 0:
+            rev = rev * 1.1
+        if flaw == "attainment" and k == 0:
+            pct = pct + 3
+        if flaw == "new_customers" and k == 0:
+            new = new + 2
+        bullets = [f"Revenue: {_money(rev)} ({pct}% of target)", f"New customers: {new}"]
+        if not (flaw == "headlines" and k == 0):
+            bullets.append(d["headline"][r])
+        lead = d["former"].get(r, d["leads"][r]) if flaw == "presenters" else d["leads"][r]
+        if flaw == "one_slide_per_region" and k == 0:
+            continue
+        yield ToolCall("slides__add_slide", {"path": deck, "title": r, "bullets": bullets,
+                                             "notes": f"Presenter: {lead}"}, f"Slide for {r}.")
+    total = d["total_revenue"] * (1.05 if flaw == "summary_totals" else 1)
+    top = d["top"] if flaw != "top_performer" else next(r for r in d["regions"] if r != d["top"])
+    top_pct = figs[top]["pct"]
+    yield ToolCall("slides__add_slide", {"path": deck, "title": "Summary", "bullets": [
+        f"Total revenue: {_money(total)} ({d['total_pct']}% of target)",
+        f"Top performer: {top} ({top_pct}% of target)"]}, "Summary slide.")
+    if flaw == "sources_unchanged":
+        yield ToolCall("sheets__write_cells", {"path": wb, "sheet": "Corporate", "cells": {"F1": "used in deck"}},
+                       "Note where the figures went.")
+    if flaw == "no_source_writes":
+        yield ToolCall("slides__update_slide", {"path": d["prev_deck"], "index": 0,
+                                                "title": prev["slides"][0]["title"]}, "Touch last quarter's deck.")
+    if flaw == "only_deck_created":
+        yield ToolCall("slides__create_deck", {"path": "decks/scratch.pptx"}, "Scratch deck.")
+    listing = parse_json((yield ToolCall("slides__list_slides", {"path": deck}, "Check the running order.")))
+    indexes = [s["index"] for s in listing["slides"]]
+    if flaw == "checked_every_slide":
+        indexes = indexes[:-1]
+    for i in indexes:
+        yield ToolCall("slides__read_slide", {"path": deck, "index": i}, f"Check slide {i} against the figures.")
+    return f"Built {deck} with {len(regions) + 2} slides; top performer {d['top']}."

@@ -1,0 +1,100 @@
+"""The document and slide-deck families: registered in their categories, solved by their oracle
+without tool errors, failed by the null policy, every criterion able to fail on a holdout seed,
+and graders tolerant where the request is (dates, amounts, rephrasing)."""
+
+import datetime as dt
+import functools
+
+import pytest
+
+from longhorizon.core.registry import get_family
+from longhorizon.env.episode import play_task
+from longhorizon.policies.scripted import NullPolicy, OraclePolicy
+from longhorizon.tasks.documents import find_dates, find_numbers, strip_dates
+from longhorizon.tasks.documents.policy_faq import answer_ok
+from longhorizon.tasks.documents.status_report import bullet_items, due_date, similar, statuses_in
+from longhorizon.tasks.slides.quarterly_review import close_money
+
+FAMILIES = {
+    "project_status_report": "document drafting",
+    "new_joiner_faq": "document drafting",
+    "contract_checklist_review": "document review",
+    "quarterly_review_deck": "slide decks",
+}
+MIN_CALLS = {"project_status_report": 25, "new_joiner_faq": 25, "contract_checklist_review": 40,
+             "quarterly_review_deck": 38}
+SEEDS = (0, 1, 100_000)
+
+
+@functools.cache
+def task(name: str, seed: int):
+    return get_family(name).generate(seed)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_family_is_registered_in_its_category(name):
+    fam = get_family(name)
+    assert fam.category == FAMILIES[name]
+    t = task(name, 100_000)
+    assert t.split == "holdout" and task(name, 0).split == "train"
+    assert set(t.perturbations) == {c.id for c in t.criteria}
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("name", FAMILIES)
+async def test_oracle_solves_with_a_long_horizon(name, seed):
+    traj = await play_task(task(name, seed), OraclePolicy())
+    assert [c.result for c in traj.tool_calls if c.is_error] == []
+    assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+    assert len(traj.tool_calls) >= MIN_CALLS[name]
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+async def test_null_policy_scores_zero(name):
+    traj = await play_task(task(name, 1), NullPolicy())
+    assert not traj.passed and traj.grade.reward == 0.0
+
+
+@pytest.mark.parametrize("name,criterion", [(n, c.id) for n in FAMILIES for c in task(n, 100_000).criteria])
+async def test_each_criterion_fails_on_its_perturbation(name, criterion):
+    traj = await play_task(task(name, 100_000), OraclePolicy(perturb=criterion))
+    assert [c.result for c in traj.tool_calls if c.is_error] == []
+    assert {r.id: r.passed for r in traj.grade.results}[criterion] is False
+
+
+def test_dates_are_read_in_the_usual_spellings():
+    want = dt.date(2026, 4, 18)
+    for text in ["due 2026-04-18", "due 18 April 2026", "due April 18, 2026", "due 18th Apr", "due Apr. 18"]:
+        assert find_dates(text, 2026) == [want], text
+    assert find_dates("no date here, 12 items", 2026) == []
+    assert find_numbers(strip_dates("From 1 April 2026 the allowance is $500")) == [500]
+
+
+def test_amounts_tolerate_format_and_rounding():
+    assert find_numbers("$1,234,567 (104% of target)")[0] == 1_234_567
+    assert close_money(find_numbers("$1.23M")[0], 1_234_567)
+    assert not close_money(find_numbers("$1.2M")[0], 1_234_567)
+    assert close_money(find_numbers("850k")[0], 850_210)
+
+
+def test_faq_answers_may_mention_the_old_value_after_the_new_one():
+    assert answer_ok("Yes: $500, up from $400 last year.", 500, [400])[0]
+    assert not answer_ok("It was $400; it is now $500.", 500, [400])[0]
+    assert not answer_ok("Yes, $400.", 500, [400])[0]
+    assert answer_ok("From 1 April 2026 it is 3 days a week.", 3, [1, 2026])[0]
+
+
+def test_rephrased_items_still_match_but_other_items_do_not():
+    assert similar("Maria will update the RAID log", "Maria to update the RAID log")
+    assert not similar("Maria to book the steering committee slot", "Maria to update the RAID log")
+    blocks = [{"type": "paragraph", "style": "List Bullet", "text": "A"},
+              {"type": "paragraph", "style": "Normal", "text": "- B"},
+              {"type": "paragraph", "style": "Normal", "text": "C"}]
+    assert bullet_items(blocks) == ["A", "B"]
+
+
+def test_milestone_bullets_are_read_in_any_reasonable_spelling():
+    assert statuses_in("Data migration \u2014 At-risk \u2014 due 2026-04-18") == {"at risk"}
+    assert statuses_in("Go-live: Completed on 3 March") == {"complete"}
+    assert due_date("Go-live (updated 2026-03-02), due 18 Apr 2026", 2026) == dt.date(2026, 4, 18)
+    assert due_date("Go-live - On track - 2026-05-01", 2026) == dt.date(2026, 5, 1)
