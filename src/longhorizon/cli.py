@@ -102,7 +102,7 @@ def cmd_tasks_catalogue(args) -> int:
         "| family | category | split | apps | horizon | criteria (final_state + process) | instances |",
         "|---|---|---|---|---|---|---|",
     ]
-    for f in sorted(fams, key=lambda f: (f.category, f.name)):
+    for f in sorted(fams, key=lambda f: (f.category.lower(), f.name)):
         calls = sorted(counts[t.id] for t in sample if t.family == f.name)
         task = next(t for t in sample if t.family == f.name)
         kinds = [c.kind for c in task.criteria]
