@@ -2,10 +2,9 @@
 VENV   := .venv
 PY     := $(VENV)/bin/python
 LH     := $(VENV)/bin/longhorizon
-SEEDS  ?= 10
-DEMO   ?= runs/demo
+SUITE  ?= runs/suite
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo suite test bench clean
 
 setup: $(VENV)/.installed
 
@@ -16,17 +15,22 @@ $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q torch==2.13.0
-	$(VENV)/bin/pip install -q -e '.[test,model]'
+	$(VENV)/bin/pip install -q -e '.[test,train]'
 	touch $@
 
-# The main job on the embedded defaults: oracle and null policies over the train split,
-# evaluated and compared. Reruns resume (delete $(DEMO) to start over).
+# The main job on the embedded defaults: the whole training pipeline with a report.
+# Every stage resumes (delete runs/demo to start over).
 demo: setup
-	$(LH) run --policy oracle --split train --seeds $(SEEDS) --out $(DEMO)/oracle
-	$(LH) run --policy null --split train --seeds $(SEEDS) --out $(DEMO)/null
-	$(LH) eval $(DEMO)/oracle
-	$(LH) eval $(DEMO)/null
-	$(LH) compare $(DEMO)/null $(DEMO)/oracle
+	$(LH) demo --out runs/demo
+
+# The suite check: oracle and null over every instance of every split.
+suite: setup
+	$(LH) run --policy oracle --split train --out $(SUITE)/oracle-train
+	$(LH) run --policy oracle --split holdout --out $(SUITE)/oracle-holdout
+	$(LH) run --policy oracle --split holdout-family --out $(SUITE)/oracle-holdout-family
+	$(LH) run --policy null --split train --out $(SUITE)/null-train
+	$(LH) compare $(SUITE)/null-train $(SUITE)/oracle-train
+	$(LH) tasks stats
 
 test: setup
 	$(VENV)/bin/pytest

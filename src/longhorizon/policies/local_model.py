@@ -9,6 +9,13 @@ Log-probs are under the distribution each token was drawn from: softmax(logits /
 restricted to the top-p nucleus. Greedy decoding (temperature 0) has no spread to measure, so
 there they are the model's own log-probs (temperature 1).
 
+Token-in/token-out: within an episode (one ``EpisodeContext``), each turn's prompt is the
+previous turn's prompt, plus the ids it *sampled*, plus the rendered tool results
+(``ChatRenderer.continuation_ids``); the history is never re-rendered and re-tokenized. So the
+ids RL trains are the ids the policy sampled, even when the model wrote something the template
+would render (or the tokenizer would split) differently. The KV cache is kept across the turns
+of an episode, so each turn only runs the model over the new tool-result tokens.
+
 Context: a prompt that leaves no room in the model's context window raises
 ``ContextLengthExceeded`` (the agent used its context up: end and grade the episode, do not
 retry); otherwise the completion is cut to fit.
@@ -29,8 +36,9 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from longhorizon.policies.base import EpisodeContext
 from longhorizon.core.errors import ContextLengthExceeded
+from longhorizon.policies.base import EpisodeContext
+from longhorizon.policies.render import ChatRenderer, resolve_model
 
 __all__ = ["ContextLengthExceeded", "LocalModelPolicy", "parse_completion"]
 
@@ -112,8 +120,11 @@ class LocalModelPolicy:
 
         if temperature < 0 or not 0 < top_p <= 1 or max_new_tokens < 1:
             raise ValueError("need temperature >= 0, 0 < top_p <= 1 and max_new_tokens >= 1")
-        if isinstance(model, (str, Path)):
+        loaded = isinstance(model, (str, Path))
+        if loaded:
             self.model_path = str(model)
+            if local_files_only:
+                self.model_path = resolve_model(self.model_path)
             model = AutoModelForCausalLM.from_pretrained(self.model_path, local_files_only=local_files_only,
                                                          **({"dtype": dtype} if dtype is not None else {}))
         else:
@@ -124,7 +135,9 @@ class LocalModelPolicy:
             raise ValueError(f"tokenizer of {self.model_path!r} has no chat template")
         if device is None:  # stay where the model is (a path loads onto the CPU)
             device = str(getattr(model, "device", "cpu"))
-        self.model = model.to(device).eval()
+        # A model we loaded is ours to put in eval mode; a model passed in (e.g. one a trainer is
+        # training) keeps its mode: sampling switches to eval mode only while it runs.
+        self.model = model.to(device).eval() if loaded else model.to(device)
         self.tokenizer = tokenizer
         self.device = device
         self.temperature, self.top_p, self.max_new_tokens, self.seed = temperature, top_p, max_new_tokens, seed
@@ -144,9 +157,7 @@ class LocalModelPolicy:
         self._rng = torch.Generator(device=device).manual_seed(seed)
         self._thread_lock = threading.Lock()
         self._locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-        # Templates that print string arguments verbatim (this project's, Qwen3's) get the JSON the
-        # model sampled; others (which apply tojson to arguments) get the parsed object.
-        self._string_args = "arguments is string" in tokenizer.chat_template
+        self.renderer = ChatRenderer(tokenizer)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -159,24 +170,25 @@ class LocalModelPolicy:
         }
 
     # -- prompt ------------------------------------------------------------------------------
-    def _template_messages(self, messages: list[dict]) -> list[dict]:
-        out = []
-        for m in messages:
-            m = {k: v for k, v in m.items() if k not in ("token_ids", "prompt_ids", "logprobs")}
-            if m.get("tool_calls") and not self._string_args:
-                m["tool_calls"] = [_with_object_args(c) for c in m["tool_calls"]]
-            out.append(m)
-        return out
-
     def prompt_ids(self, messages: list[dict], tools: list[dict]) -> list[int]:
         """The token ids the model is conditioned on: the chat template with a generation prompt."""
-        text = self.tokenizer.apply_chat_template(
-            self._template_messages(messages), tools=tools or None, add_generation_prompt=True, tokenize=False)
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return self.renderer.prompt_ids(messages, tools)
+
+    def _next_prompt(self, messages: list[dict], tools: list[dict], state: dict | None) -> list[int]:
+        """Token-in/token-out: extend the episode's ids with the messages that came after our last
+        turn, or render from scratch on an episode's first turn."""
+        n = state["messages"] if state else 0
+        if state and len(messages) > n and messages[n - 1].get("role") == "assistant":
+            return state["ids"] + self.renderer.continuation_ids(messages[n:])
+        return self.prompt_ids(messages, tools)
 
     # -- sampling ----------------------------------------------------------------------------
-    def generate(self, prompt_ids: list[int]) -> tuple[list[int], list[float]]:
-        """Sample a completion: (ids, log-prob of each). Thread-safe; one generation at a time."""
+    def generate(self, prompt_ids: list[int], state: dict | None = None) -> tuple[list[int], list[float]]:
+        """Sample a completion: (ids, log-prob of each). Thread-safe; one generation at a time.
+
+        ``state`` (per episode) keeps the KV cache between turns: when ``prompt_ids`` extends the
+        ids the cache holds, only the new ids are run through the model.
+        """
         torch = self._torch
         budget = self.max_new_tokens
         if self.max_context:
@@ -188,8 +200,18 @@ class LocalModelPolicy:
         ids: list[int] = []
         logprobs: list[float] = []
         with self._thread_lock, torch.inference_mode(), _eval_mode(self.model):
-            out = self.model(input_ids=torch.tensor([prompt_ids], device=self.device), use_cache=True,
-                             **self._forward_kw)
+            # The cache is taken out of the state while it grows, so a generation that fails
+            # midway never leaves a cache that disagrees with the ids recorded for it.
+            cache, held, start = (state.pop("cache", None), state.pop("cache_ids", None), 0) if state is not None \
+                else (None, None, 0)
+            if cache is not None and len(held) < len(prompt_ids) and prompt_ids[:len(held)] == held:
+                start = len(held)
+            else:
+                cache = None
+            kw = {self._cache_kw: cache} if cache is not None else {}
+            out = self.model(input_ids=torch.tensor([prompt_ids[start:]], device=self.device), use_cache=True,
+                             **kw, **self._forward_kw)
+            fed = list(prompt_ids)
             for _ in range(budget):
                 token, lp = self._pick(out.logits[0, -1].float())
                 ids.append(token)
@@ -198,6 +220,9 @@ class LocalModelPolicy:
                     break
                 out = self.model(input_ids=torch.tensor([[token]], device=self.device), use_cache=True,
                                  **{self._cache_kw: getattr(out, self._cache_kw)}, **self._forward_kw)
+                fed.append(token)
+            if state is not None:
+                state["cache"], state["cache_ids"] = getattr(out, self._cache_kw), fed
         return ids, logprobs
 
     def _pick(self, logits) -> tuple[int, float]:
@@ -224,17 +249,25 @@ class LocalModelPolicy:
             lock = self._locks[loop] = asyncio.Lock()
         return lock
 
-    def complete(self, messages: list[dict], tools: list[dict], first_call: int = 0) -> dict[str, Any]:
-        prompt = self.prompt_ids(messages, tools)
-        ids, logprobs = self.generate(prompt)
+    def complete(self, messages: list[dict], tools: list[dict], first_call: int = 0,
+                 state: dict | None = None) -> dict[str, Any]:
+        """One assistant turn. ``state`` (a dict kept per episode) makes it token-in/token-out."""
+        prompt = self._next_prompt(messages, tools, state)
+        ids, logprobs = self.generate(prompt, state)
         msg = parse_completion(self.tokenizer.decode(ids, skip_special_tokens=True), first_call)
         msg.update(token_ids=ids, prompt_ids=prompt, logprobs=logprobs)
+        if state is not None:
+            # A completion cut by the token budget gets the end-of-turn token (an env token) so the
+            # conversation stays well formed; the model sampled everything before it.
+            state["ids"] = prompt + ids + ([] if ids and ids[-1] in self.eos_ids else [self.renderer.eos_id])
+            state["messages"] = len(messages) + 1
         return msg
 
     async def act(self, messages: list[dict], tools: list[dict], ctx: EpisodeContext | None = None) -> dict:
         scratch = ctx.scratch if ctx is not None else {}
+        state = scratch.setdefault("local_model", {}) if ctx is not None else None
         async with self._lock():
-            msg = await asyncio.to_thread(self.complete, messages, tools, scratch.get("local_calls", 0))
+            msg = await asyncio.to_thread(self.complete, messages, tools, scratch.get("local_calls", 0), state)
         scratch["local_calls"] = scratch.get("local_calls", 0) + len(msg.get("tool_calls") or [])
         return msg
 
@@ -248,16 +281,3 @@ def _eval_mode(model):
         yield
     finally:
         model.train(was_training)
-
-
-def _with_object_args(call: dict) -> dict:
-    fn = dict(call.get("function") or {})
-    args = fn.get("arguments")
-    if isinstance(args, str):
-        try:
-            parsed = json.loads(args)
-        except json.JSONDecodeError:
-            parsed = None
-        if isinstance(parsed, dict):
-            fn["arguments"] = parsed
-    return {**call, "function": fn}

@@ -1,4 +1,10 @@
-"""CLI subcommands of the training half (`longhorizon data ...`, `longhorizon train ...`).
+"""CLI subcommands of the training half.
+
+    longhorizon model init --out DIR                         the embedded tiny model + tokenizer
+    longhorizon data sft RUN_DIR... --min-reward 0.9 --out D teacher data (rejection-sampled)
+    longhorizon train sft --data D --model M --out CKPT      SFT (TRL SFTTrainer)
+    longhorizon train rl --model CKPT --group-size 8 --out CKPT2   GSPO (TRL GRPOTrainer)
+    longhorizon demo --out runs/demo                         the whole pipeline + report
 
 Kept here so the training pipeline owns its commands; cli.py only calls ``add_commands``.
 Heavy imports (torch, transformers, TRL) happen inside the command functions.
@@ -6,6 +12,200 @@ Heavy imports (torch, transformers, TRL) happen inside the command functions.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+from longhorizon.core.errors import UsageError
+
+
+def _need_train_extra() -> None:
+    missing = []
+    for mod in ("torch", "transformers", "trl", "datasets", "peft"):
+        try:
+            __import__(mod)
+        except ImportError:
+            missing.append(mod)
+    if missing:
+        raise UsageError(f"training needs the train extra (pip install 'longhorizon[train]'); missing: "
+                         f"{', '.join(missing)}")
+
+
+# -- model init ------------------------------------------------------------------------------
+def cmd_model_init(args) -> int:
+    _need_train_extra()
+    from longhorizon.train.config import ModelConfig, load_stage
+    from longhorizon.train.tiny import init_model
+
+    cfg = load_stage(ModelConfig, args.config, {"vocab_size": args.vocab_size, "seed": args.seed})
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()) and not args.overwrite:
+        raise UsageError(f"{out} exists and is not empty (pass --overwrite to replace it)")
+    info = init_model(out, cfg, families=args.family)
+    print(json.dumps(info, indent=2))
+    return 0
+
+
+# -- data sft --------------------------------------------------------------------------------
+def cmd_data_sft(args) -> int:
+    _need_train_extra()
+    from longhorizon.train.data import build_sft_dataset
+
+    summary = build_sft_dataset(args.run_dirs, args.out, min_reward=args.min_reward, overwrite=args.overwrite)
+    if args.format == "json":
+        print(json.dumps(summary, indent=2))
+    else:
+        print(f"kept {summary['kept']} of {summary['episodes_seen']} episodes (reward >= {args.min_reward}, "
+              f"finished by the agent); {summary['mean_tool_calls']:.1f} tool calls on average")
+        for fam, n in summary["families"].items():
+            print(f"  {fam:<32} {n:>5}")
+        if summary["dropped"]:
+            print("dropped: " + ", ".join(f"{k} {v}" for k, v in summary["dropped"].items()))
+        print(f"dataset: {Path(args.out) / 'hf'} (datasets.load_from_disk)")
+    return 0
+
+
+# -- train sft / rl ----------------------------------------------------------------------------
+def _lora_flag(value):
+    if value is None:
+        return None
+    from longhorizon.train.config import LoraSettings
+
+    return LoraSettings(enabled={"auto": "auto", "on": True, "off": False}[value])
+
+
+def cmd_train_sft(args) -> int:
+    _need_train_extra()
+    from longhorizon.train.config import SFTConfig, load_stage
+    from longhorizon.train.sft import run_sft
+
+    cfg = load_stage(SFTConfig, args.config, {
+        "data": args.data, "model": args.model, "out": args.out, "epochs": args.epochs, "max_steps": args.max_steps,
+        "learning_rate": args.lr, "max_length": args.max_length, "batch_size": args.batch_size,
+        "grad_accum": args.grad_accum, "save_steps": args.save_steps, "seed": args.seed,
+        "lora": _lora_flag(args.lora), "threads": args.threads,
+    })
+    summary = run_sft(cfg, resume=args.resume, progress=not args.quiet, console=not args.quiet)
+    print(json.dumps({k: summary[k] for k in ("out", "steps", "examples", "lora", "wall_s")}, indent=2))
+    return 0
+
+
+def cmd_train_rl(args) -> int:
+    _need_train_extra()
+    from longhorizon.train.config import RLConfig, load_stage
+    from longhorizon.train.rl import run_rl
+
+    cfg = load_stage(RLConfig, args.config, {
+        "model": args.model, "out": args.out, "split": args.split, "families": args.family, "seeds": args.seeds,
+        "group_size": args.group_size, "tasks_per_rollout": args.tasks_per_rollout,
+        "updates_per_rollout": args.updates_per_rollout, "micro_batch_size": args.micro_batch_size,
+        "max_steps": args.max_steps, "loss": args.loss, "reward": args.reward, "effort_floor": args.effort_floor,
+        "learning_rate": args.lr, "max_turns": args.max_turns, "max_new_tokens": args.max_new_tokens,
+        "max_context": args.max_context, "save_steps": args.save_steps, "seed": args.seed,
+        "lora": _lora_flag(args.lora), "threads": args.threads,
+    })
+    summary = run_rl(cfg, resume=args.resume, progress=not args.quiet, console=not args.quiet)
+    print(json.dumps({k: summary[k] for k in ("out", "steps", "loss", "clip_range", "group_size", "wall_s")}, indent=2))
+    return 0
+
+
+# -- demo ------------------------------------------------------------------------------------
+def cmd_demo(args) -> int:
+    _need_train_extra()
+    from longhorizon.train.pipeline import run_pipeline
+
+    result = run_pipeline(args.out, config=args.config, fresh=args.fresh, progress=not args.quiet)
+    return 0 if result.get("complete") else 1
+
 
 def add_commands(sub) -> None:
     """Register the training subcommands on the top-level parser's subparsers."""
+    # model
+    model = sub.add_parser("model", help="the embedded tiny model").add_subparsers(dest="model_command", required=True)
+    mi = model.add_parser("init", help="train a tokenizer on the suite's text and create a tiny random Qwen3",
+                          description="Builds the embedded default model offline in seconds: a byte-level BPE "
+                                      "trained on the suite's instructions, tool schemas and rendered episodes, "
+                                      "with a chat template for tools, and a random-init Qwen3-style causal LM.")
+    mi.add_argument("--out", required=True, help="model folder to write (loads with from_pretrained)")
+    mi.add_argument("--config", help="YAML with model settings (a 'model:' section or top-level keys)")
+    mi.add_argument("--family", action="append", help="only this family's text in the corpus (repeatable)")
+    mi.add_argument("--vocab-size", type=int)
+    mi.add_argument("--seed", type=int)
+    mi.add_argument("--overwrite", action="store_true")
+    mi.set_defaults(func=cmd_model_init)
+
+    # data
+    data = sub.add_parser("data", help="build training data from runs").add_subparsers(dest="data_command", required=True)
+    ds = data.add_parser("sft", help="rejection-sample teacher trajectories into a chat dataset with tools",
+                         description="Keeps every episode of the given run folders that the agent finished "
+                                     "(status completed) with reward >= --min-reward, and writes them as a "
+                                     "Hugging Face dataset (messages + tools) to OUT/hf.")
+    ds.add_argument("run_dirs", nargs="+", help="run folders written by `longhorizon run`")
+    ds.add_argument("--min-reward", type=float, default=0.9, help="keep episodes at or above this reward (0.9)")
+    ds.add_argument("--out", required=True)
+    ds.add_argument("--overwrite", action="store_true")
+    ds.add_argument("--format", choices=["table", "json"], default="table")
+    ds.set_defaults(func=cmd_data_sft)
+
+    # train
+    train = sub.add_parser("train", help="SFT and RL (GSPO)").add_subparsers(dest="train_command", required=True)
+    common = [("--config", dict(help="stage config YAML (flags override it), e.g. configs/sft_tiny.yaml")),
+              ("--resume", dict(action="store_true", help="continue from the last checkpoint in OUT")),
+              ("--save-steps", dict(type=int, help="checkpoint every N optimizer steps")),
+              ("--lora", dict(choices=["auto", "on", "off"],
+                              help="LoRA r32/a32 on attention+MLP (auto: real models yes, tiny model no)")),
+              ("--lr", dict(type=float, help="learning rate")),
+              ("--max-steps", dict(type=int, help="optimizer steps")),
+              ("--seed", dict(type=int)),
+              ("--threads", dict(type=int, help="torch CPU threads")),
+              ("--quiet", dict(action="store_true", help="no progress bar or per-step lines"))]
+
+    ts = train.add_parser("sft", help="supervised fine-tuning on teacher data (assistant tokens only)",
+                          description="TRL SFTTrainer on a dataset from `longhorizon data sft`. Loss on the "
+                                      "assistant's tokens only. Writes the final model to OUT, checkpoints to "
+                                      "OUT/checkpoint-N, a per-step log to OUT/log.jsonl (and TensorBoard).")
+    ts.add_argument("--data", help="dataset folder (longhorizon data sft --out)")
+    ts.add_argument("--model", help="model folder or name (e.g. from `longhorizon model init`)")
+    ts.add_argument("--out", help="output folder")
+    ts.add_argument("--epochs", type=float)
+    ts.add_argument("--max-length", type=int, help="tokens per example (longer ones are cut at the end)")
+    ts.add_argument("--batch-size", type=int)
+    ts.add_argument("--grad-accum", type=int)
+    for flag, kw in common:
+        ts.add_argument(flag, **kw)
+    ts.set_defaults(func=cmd_train_sft)
+
+    tr = train.add_parser("rl", help="GSPO over multi-turn MCP episodes (TRL GRPOTrainer)",
+                          description="For each task, --group-size episodes from byte-identical forks of its "
+                                      "World, played concurrently by the policy being trained; the sampled token "
+                                      "ids and log-probs are trained, tool results masked; group-normalised "
+                                      "advantages; GSPO's sequence ratio clipped to [1-3e-4, 1+4e-4] (no KL) by "
+                                      "default, token-level GRPO with --loss grpo.")
+    tr.add_argument("--model", help="policy to train (usually the SFT output)")
+    tr.add_argument("--out", help="output folder")
+    tr.add_argument("--split", choices=["train", "holdout"])
+    tr.add_argument("--family", action="append", help="only this family (repeatable)")
+    tr.add_argument("--seeds", type=int, help="task instances per family")
+    tr.add_argument("--group-size", type=int, help="episodes per task (8)")
+    tr.add_argument("--tasks-per-rollout", type=int, help="groups played per rollout batch")
+    tr.add_argument("--updates-per-rollout", type=int, help="optimizer steps per rollout batch (mini-batches)")
+    tr.add_argument("--micro-batch-size", type=int, help="episodes per forward/backward pass")
+    tr.add_argument("--loss", choices=["gspo", "grpo"])
+    tr.add_argument("--reward", choices=["dense", "pass"], help="dense criterion fraction (default) or pass/fail")
+    tr.add_argument("--effort-floor", type=float, help="reward floor for low-scoring episodes (0: off)")
+    tr.add_argument("--max-turns", type=int)
+    tr.add_argument("--max-new-tokens", type=int, help="tokens per assistant turn")
+    tr.add_argument("--max-context", type=int, help="tokens per episode")
+    for flag, kw in common:
+        tr.add_argument(flag, **kw)
+    tr.set_defaults(func=cmd_train_rl)
+
+    # demo
+    dm = sub.add_parser("demo", help="the whole pipeline on the embedded defaults, with a report",
+                        description="tiny model -> oracle teacher data -> SFT -> a few GSPO steps -> greedy "
+                                    "evaluation of base, SFT and RL on the holdout -> report (Markdown, HTML, "
+                                    "learning curves). Every stage resumes: rerun to finish an interrupted demo.")
+    dm.add_argument("--out", default="runs/demo", help="demo folder (default runs/demo)")
+    dm.add_argument("--config", help="pipeline YAML with model/teacher/sft/rl/eval sections (e.g. configs/demo.yaml)")
+    dm.add_argument("--fresh", action="store_true", help="delete OUT first")
+    dm.add_argument("--quiet", action="store_true")
+    dm.set_defaults(func=cmd_demo)

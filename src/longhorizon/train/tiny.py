@@ -248,3 +248,21 @@ def default_corpus(families=None, seeds: tuple[int, ...] = (0, 1, 2)) -> list[st
         rendered, _ = render_jinja_template([msgs], tools=tls, chat_template=CHAT_TEMPLATE)
         texts.extend(rendered)
     return texts
+
+
+def init_model(out_dir: str | Path, cfg=None, families: list[str] | None = None) -> dict[str, Any]:
+    """``longhorizon model init``: the tiny model from a ``ModelConfig``, its corpus from the suite
+    (every family, or only ``families``). Returns what was built."""
+    from longhorizon.core import registry
+    from longhorizon.train.config import ModelConfig
+
+    cfg = cfg or ModelConfig()
+    fams = [registry.get_family(f) for f in families] if families else None
+    corpus = default_corpus(fams, seeds=tuple(range(max(1, cfg.corpus_seeds))))
+    path = build_tiny_model(out_dir, corpus, vocab_size=cfg.vocab_size, seed=cfg.seed, hidden_size=cfg.hidden_size,
+                            num_layers=cfg.num_layers, num_heads=cfg.num_heads, num_kv_heads=cfg.num_kv_heads,
+                            intermediate_size=cfg.intermediate_size, max_positions=cfg.max_positions)
+    config = json.loads((Path(path) / "config.json").read_text())
+    return {"model": str(path), "model_type": config.get("model_type"), "vocab_size": config.get("vocab_size"),
+            "hidden_size": config.get("hidden_size"), "layers": config.get("num_hidden_layers"),
+            "corpus_texts": len(corpus), "corpus_chars": sum(map(len, corpus))}

@@ -1,0 +1,287 @@
+"""Typed configs for each training stage, loaded from YAML and overridden by CLI flags.
+
+    defaults here  <  the YAML file (``--config``)  <  flags given on the command line
+
+A YAML file holds one stage's keys at the top level (``configs/sft_tiny.yaml``), or several
+stages under ``teacher:``, ``sft:``, ``rl:`` and ``eval:`` (``configs/recipe_qwen3_30b_a3b.yaml``):
+each stage reads its own section. Unknown keys are an error, so a typo never goes unnoticed.
+Defaults are the embedded tiny model's; the recipe file holds the published recipe's values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from longhorizon.core.errors import UsageError
+
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+"""Attention and MLP projections (Qwen, Llama, Mistral naming)."""
+
+
+@dataclass
+class LoraSettings:
+    enabled: bool | str = "auto"
+    """``auto``: LoRA for real models (over ``auto_min_params`` parameters), full fine-tune for the tiny one."""
+    r: int = 32
+    alpha: int = 32
+    dropout: float = 0.0
+    target_modules: list[str] = field(default_factory=lambda: list(LORA_TARGETS))
+    auto_min_params: int = 100_000_000
+
+
+@dataclass
+class SFTConfig:
+    data: str | None = None
+    """A dataset folder written by ``longhorizon data sft``."""
+    model: str | None = None
+    """A transformers model folder or name (the tiny model: ``longhorizon model init``)."""
+    out: str | None = None
+    epochs: float = 3.0
+    max_steps: int = -1
+    """Stop after this many optimizer steps (-1: run the epochs)."""
+    learning_rate: float = 1e-3
+    lr_scheduler: str = "cosine"
+    warmup_ratio: float = 0.05
+    weight_decay: float = 0.0
+    batch_size: int = 1
+    grad_accum: int = 4
+    max_length: int | None = 4096
+    """Longer examples are cut at the end (the start of an episode is kept)."""
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    save_steps: int = 0
+    """Checkpoint every N steps into OUT/checkpoint-N (0: only the final model)."""
+    save_total_limit: int | None = 2
+    logging_steps: int = 1
+    seed: int = 0
+    bf16: bool = False
+    gradient_checkpointing: bool = False
+    threads: int | None = None
+    """torch CPU threads (None: torch's default)."""
+
+
+@dataclass
+class RLConfig:
+    model: str | None = None
+    """The policy to train: usually the SFT output."""
+    out: str | None = None
+    split: str = "train"
+    families: list[str] | None = None
+    seeds: int = 10
+    """Task instances per family (the RL dataset is every family x seed of the split)."""
+    group_size: int = 8
+    """Episodes per task, each from a byte-identical fork of its World."""
+    tasks_per_rollout: int = 1
+    """Groups played (concurrently) per rollout."""
+    updates_per_rollout: int = 1
+    """Optimizer steps per rollout batch: >1 splits it into mini-batches, so later ones are
+    off-policy and the clip range acts (the GSPO paper uses several)."""
+    micro_batch_size: int = 8
+    """Episodes per forward/backward pass (gradient accumulation covers the rest)."""
+    max_steps: int = 8
+    """Optimizer steps in all."""
+    loss: str = "gspo"
+    """``gspo`` (sequence-level, length-normalised ratio) or ``grpo`` (token-level ratio)."""
+    epsilon_low: float | None = None
+    epsilon_high: float | None = None
+    """Clip range: ratio in [1 - epsilon_low, 1 + epsilon_high]. None: the loss's paper default
+    (GSPO 3e-4 / 4e-4; GRPO 0.2 / 0.2)."""
+    beta: float = 0.0
+    """KL penalty to the reference model (GSPO uses none)."""
+    scale_rewards: str = "group"
+    """Advantage = (r - group mean) / group std (``group``), or without the std (``none``)."""
+    reward: str = "dense"
+    """``dense``: the Grade's weighted fraction of criteria met; ``pass``: 1 if all are met, else 0."""
+    effort_floor: float = 0.0
+    """Off when 0. Otherwise an episode scoring below it earns ``effort_floor x`` the share of its
+    tool calls that succeeded (at most the floor): some signal for low-scoring groups."""
+    learning_rate: float = 1e-4
+    lr_scheduler: str = "constant"
+    warmup_ratio: float = 0.0
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 256
+    """Tokens per assistant turn."""
+    max_turns: int = 12
+    max_tool_calls: int = 40
+    max_context: int | None = 8192
+    """Tokens per episode; a longer episode ends (status ``context_length``) and is graded as it stands."""
+    max_wall_s: float = 600.0
+    concurrency: int = 8
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    save_steps: int = 0
+    save_total_limit: int | None = 2
+    logging_steps: int = 1
+    seed: int = 0
+    bf16: bool = False
+    gradient_checkpointing: bool = False
+    threads: int | None = None
+
+    def clip_range(self) -> tuple[float, float]:
+        default = (3e-4, 4e-4) if self.loss == "gspo" else (0.2, 0.2)
+        return (default[0] if self.epsilon_low is None else self.epsilon_low,
+                default[1] if self.epsilon_high is None else self.epsilon_high)
+
+    def validate(self) -> None:
+        if self.loss not in ("gspo", "grpo"):
+            raise UsageError(f"loss must be gspo or grpo, not {self.loss!r}")
+        if self.reward not in ("dense", "pass"):
+            raise UsageError(f"reward must be dense or pass, not {self.reward!r}")
+        if self.scale_rewards not in ("group", "none", "batch"):
+            raise UsageError(f"scale_rewards must be group, batch or none, not {self.scale_rewards!r}")
+        if self.group_size < 2:
+            raise UsageError("group_size must be at least 2 (advantages are relative to the group)")
+        episodes = self.group_size * self.tasks_per_rollout
+        if episodes % self.micro_batch_size:
+            raise UsageError(f"micro_batch_size ({self.micro_batch_size}) must divide the episodes per rollout "
+                             f"(group_size x tasks_per_rollout = {episodes})")
+        if (episodes // self.micro_batch_size) % self.updates_per_rollout:
+            raise UsageError(f"updates_per_rollout ({self.updates_per_rollout}) must divide the micro-batches per "
+                             f"rollout ({episodes // self.micro_batch_size})")
+        if not 0 <= self.effort_floor < 1:
+            raise UsageError("effort_floor must be in [0, 1)")
+
+
+@dataclass
+class TeacherConfig:
+    policy: str = "oracle"
+    """oracle, or openai (any OpenAI-compatible server: base_url, model)."""
+    model: str | None = None
+    base_url: str | None = None
+    temperature: float = 0.0
+    split: str = "train"
+    families: list[str] | None = None
+    seeds: int = 10
+    samples: int = 1
+    min_reward: float = 0.9
+    recovery: float = 0.25
+    """oracle only: share of episodes with one failed call and its repair (``train.teacher``)."""
+
+
+@dataclass
+class EvalConfig:
+    split: str = "holdout"
+    families: list[str] | None = None
+    seeds: int = 3
+    max_new_tokens: int = 256
+    max_turns: int = 12
+    max_tool_calls: int = 40
+    max_context: int | None = 8192
+    concurrency: int = 4
+
+
+@dataclass
+class ModelConfig:
+    """The embedded default model (``longhorizon model init``)."""
+
+    vocab_size: int = 1024
+    hidden_size: int = 256
+    num_layers: int = 4
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    intermediate_size: int = 1024
+    max_positions: int = 32768
+    seed: int = 0
+    corpus_seeds: int = 3
+    """Instances per family whose instructions go into the tokenizer's training text."""
+
+
+@dataclass
+class PipelineConfig:
+    """``longhorizon demo``: every stage on the embedded defaults."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    teacher: TeacherConfig = field(default_factory=TeacherConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    rl: RLConfig = field(default_factory=RLConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+
+STAGES = {"model": ModelConfig, "teacher": TeacherConfig, "sft": SFTConfig, "rl": RLConfig, "eval": EvalConfig}
+
+
+def _build(cls, data: dict[str, Any], where: str):
+    if not isinstance(data, dict):
+        raise UsageError(f"{where}: expected a mapping, got {type(data).__name__}")
+    known = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise UsageError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(known)})")
+    kwargs = {}
+    for name, value in data.items():
+        default = known[name].default_factory() if known[name].default_factory is not dataclasses.MISSING else None
+        if dataclasses.is_dataclass(default) and isinstance(value, dict):
+            value = _build(type(default), value, f"{where}.{name}")
+        elif isinstance(default, LoraSettings) and isinstance(value, (bool, str)):
+            value = LoraSettings(enabled=value)
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"no such config file: {p}")
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{p}: not valid YAML ({exc})") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{p}: expected a mapping at the top level")
+    return data
+
+
+def load_stage(cls, path: str | Path | None = None, overrides: dict[str, Any] | None = None):
+    """A stage config: defaults, then the YAML file's keys (its section for this stage when it
+    has several), then ``overrides`` whose value is not None."""
+    data: dict[str, Any] = {}
+    if path:
+        raw = read_yaml(path)
+        section = next((k for k, v in STAGES.items() if v is cls), None)
+        if section and section in raw and isinstance(raw[section], dict):
+            data = raw[section]
+        elif any(k in STAGES for k in raw):
+            raise UsageError(f"{path} has no {section!r} section")
+        else:
+            data = raw
+    cfg = _build(cls, data, str(path or cls.__name__))
+    for k, v in (overrides or {}).items():
+        if v is not None:
+            if not hasattr(cfg, k):
+                raise UsageError(f"{cls.__name__} has no setting {k!r}")
+            setattr(cfg, k, v)
+    return cfg
+
+
+def load_pipeline(path: str | Path | None = None, base: PipelineConfig | None = None) -> PipelineConfig:
+    """The pipeline config: ``base`` (default: every stage's defaults) with the YAML's sections on top."""
+    base = base or PipelineConfig()
+    if not path:
+        return base
+    raw = read_yaml(path)
+    unknown = sorted(set(raw) - set(STAGES))
+    if unknown:
+        raise UsageError(f"{path}: unknown section(s) {', '.join(unknown)} (known: {', '.join(STAGES)})")
+    sections = {}
+    for name, cls in STAGES.items():
+        merged = dataclasses.asdict(getattr(base, name))
+        section = raw.get(name) or {}
+        if not isinstance(section, dict):
+            raise UsageError(f"{path}:{name}: expected a mapping")
+        for k, v in section.items():
+            if isinstance(v, dict) and isinstance(merged.get(k), dict):
+                merged[k] = {**merged[k], **v}
+            else:
+                merged[k] = v
+        sections[name] = _build(cls, merged, f"{path}:{name}")
+    return PipelineConfig(**sections)
+
+
+def to_dict(cfg) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)

@@ -1,0 +1,190 @@
+"""``longhorizon demo``: the whole recipe on the embedded defaults, end to end on a CPU.
+
+    1 model     a tokenizer trained on the suite's text + a tiny random Qwen3    OUT/models/base
+    2 teacher   the oracle plays the train split                                 OUT/teacher
+    3 data      rejection sampling (reward >= 0.9) into a chat dataset           OUT/sft_data
+    4 sft       TRL SFTTrainer, assistant tokens only                            OUT/models/sft
+    5 rl        a few GSPO steps on TRL GRPOTrainer, 8 episodes per task         OUT/models/rl
+    6 eval      greedy pass@1 of base, SFT and RL on the holdout split           OUT/eval/{base,sft,rl}
+    7 report    Markdown + HTML + learning curves                                OUT/report.{md,html}
+
+Every stage resumes: a finished stage is skipped, runs pick up where they stopped. The demo's
+settings (which families, how many seeds and steps) are ``demo_config()``; ``configs/demo.yaml``
+holds the same values for editing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from longhorizon.train.config import (
+    EvalConfig, ModelConfig, PipelineConfig, RLConfig, SFTConfig, TeacherConfig, load_pipeline,
+)
+
+DEMO_FAMILIES = ["log_error_summary"]
+"""The suite's shortest-horizon family (~10 tool calls, ~6k tokens an episode with the tiny
+tokenizer): long enough to be a real multi-turn tool episode, short enough for a CPU."""
+
+
+def demo_config() -> PipelineConfig:
+    fams = list(DEMO_FAMILIES)
+    limits = dict(max_new_tokens=256, max_turns=12, max_tool_calls=20, max_context=8192)
+    return PipelineConfig(
+        model=ModelConfig(),
+        teacher=TeacherConfig(policy="oracle", split="train", families=fams, seeds=4, min_reward=0.9,
+                              recovery=0.25),
+        sft=SFTConfig(epochs=10, learning_rate=4e-3, batch_size=1, grad_accum=1, max_length=8192,
+                      warmup_ratio=0.05, lr_scheduler="cosine"),
+        rl=RLConfig(split="train", families=fams, seeds=4, group_size=8, tasks_per_rollout=1,
+                    updates_per_rollout=2, micro_batch_size=4, max_steps=2, learning_rate=2e-5, loss="gspo",
+                    effort_floor=0.05,
+                    **limits),
+        eval=EvalConfig(split="holdout", families=fams, seeds=2, concurrency=4, **limits),
+    )
+
+
+class Stages:
+    """Prints each stage as it starts and ends, with its wall time (kept in ``times_path`` across resumes)."""
+
+    def __init__(self, names: list[str], times_path: Path):
+        self.names, self.times_path = names, times_path
+        self.times: dict[str, float] = json.loads(times_path.read_text()) if times_path.exists() else {}
+        self.t0 = time.time()
+
+    def run(self, name: str, what: str, fn, done: bool = False):
+        i = self.names.index(name) + 1
+        if done:
+            print(f"[{i}/{len(self.names)}] {name}: {what} (already done, skipped)", flush=True)
+            return None
+        print(f"[{i}/{len(self.names)}] {name}: {what}", flush=True)
+        t = time.time()
+        result = fn()
+        self.times[name] = round(time.time() - t, 1)
+        self.times_path.write_text(json.dumps(self.times, indent=2) + "\n")
+        print(f"[{i}/{len(self.names)}] {name} done in {self.times[name]:.0f} s "
+              f"(this session {time.time() - self.t0:.0f} s)", flush=True)
+        return result
+
+
+def _run_policy(tasks, policy, out: Path, *, split: str, seeds: int, families, limits, concurrency: int,
+                progress: bool) -> dict[str, Any]:
+    from longhorizon.rollout.runner import RunSpec, run_episodes
+
+    spec = RunSpec(policy=policy.describe(), split=split, seeds=seeds,
+                   families=sorted(families) if families else None, samples=1, limits=limits)
+    return asyncio.run(run_episodes(tasks, policy, spec, out, concurrency=concurrency, progress=progress))
+
+
+def evaluate_model(model_path: str | Path, out: str | Path, cfg: EvalConfig, *, progress: bool = True) -> dict:
+    """Greedy pass@1 of a model folder on ``cfg``'s split: a resumable run folder at ``out``."""
+    from longhorizon.core.registry import tasks_for
+    from longhorizon.env.episode import Limits
+    from longhorizon.policies.local_model import LocalModelPolicy
+
+    tasks = tasks_for(cfg.split, cfg.seeds, cfg.families)
+    policy = LocalModelPolicy(str(model_path), temperature=0.0, max_new_tokens=cfg.max_new_tokens,
+                              max_context=cfg.max_context)
+    limits = Limits(max_turns=cfg.max_turns, max_tool_calls=cfg.max_tool_calls)
+    return _run_policy(tasks, policy, Path(out), split=cfg.split, seeds=cfg.seeds, families=cfg.families,
+                       limits=limits, concurrency=cfg.concurrency, progress=progress)
+
+
+def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bool = False,
+                 progress: bool = True) -> dict[str, Any]:
+    from longhorizon.core.registry import tasks_for
+    from longhorizon.policies.factory import make_policy
+    from longhorizon.train.data import build_sft_dataset
+    from longhorizon.train.report import write_report
+    from longhorizon.train.rl import run_rl
+    from longhorizon.train.sft import run_sft
+    from longhorizon.train.tiny import init_model
+
+    import datasets
+
+    datasets.disable_progress_bars()
+    out = Path(out)
+    if fresh and out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = load_pipeline(config, base=demo_config())
+    (out / "pipeline_config.json").write_text(json.dumps(_asdict(cfg), indent=2) + "\n")
+    models = out / "models"
+    base, sft, rl = models / "base", models / "sft", models / "rl"
+    stages = Stages(["model", "teacher", "data", "sft", "rl", "eval", "report"], out / "stage_times.json")
+
+    stages.run("model", f"tokenizer + tiny Qwen3 -> {base}",
+               lambda: init_model(base, cfg.model), done=(base / "config.json").exists())
+
+    t = cfg.teacher
+    teacher_dir = out / "teacher"
+
+    def teacher():
+        from longhorizon.env.episode import Limits
+
+        if t.policy == "oracle" and t.recovery > 0:
+            from longhorizon.train.teacher import RecoveringOracle
+
+            policy = RecoveringOracle(t.recovery)
+        else:
+            policy = make_policy(t.policy, model=t.model, base_url=t.base_url, temperature=t.temperature)
+        summary = _run_policy(tasks_for(t.split, t.seeds, t.families), policy, teacher_dir, split=t.split,
+                              seeds=t.seeds, families=t.families, limits=Limits(), concurrency=8,
+                              progress=progress)
+        o = summary["overall"]
+        print(f"  teacher: {o['episodes']} episodes, pass@1 {o['pass@1']:.3f}, reward {o['mean_reward']:.3f}, "
+              f"{o['mean_tool_calls']:.1f} tool calls per episode")
+        return summary
+
+    stages.run("teacher", f"{t.policy} plays {t.split} ({', '.join(t.families or ['all families'])}, "
+               f"{t.seeds} seeds) -> {teacher_dir}", teacher)
+
+    data_dir = out / "sft_data"
+
+    def data():
+        summary = build_sft_dataset([teacher_dir], data_dir, min_reward=t.min_reward, overwrite=True)
+        print(f"  kept {summary['kept']} of {summary['episodes_seen']} episodes at reward >= {t.min_reward}")
+        return summary
+
+    stages.run("data", f"rejection sampling (reward >= {t.min_reward}) -> {data_dir}", data,
+               done=(data_dir / "summary.json").exists())
+
+    s = cfg.sft
+    s.data, s.model, s.out = str(data_dir), str(base), str(sft)
+    stages.run("sft", f"SFT of the tiny model ({s.epochs:g} epochs, lr {s.learning_rate:g}) -> {sft}",
+               lambda: run_sft(s, resume=any(sft.glob("checkpoint-*")), progress=progress),
+               done=(sft / "summary.json").exists())
+
+    r = cfg.rl
+    r.model, r.out = str(sft), str(rl)
+    stages.run("rl", f"{r.loss.upper()} for {r.max_steps} steps, {r.group_size} episodes per task -> {rl}",
+               lambda: run_rl(r, resume=any(rl.glob("checkpoint-*")), progress=progress),
+               done=(rl / "summary.json").exists())
+
+    e = cfg.eval
+
+    def evaluate():
+        results = {}
+        for name, path in (("base", base), ("sft", sft), ("rl", rl)):
+            print(f"  {name}: greedy on {e.split} ({', '.join(e.families or ['all families'])}, {e.seeds} seeds)")
+            results[name] = evaluate_model(path, out / "eval" / name, e, progress=progress)
+        return results
+
+    stages.run("eval", f"greedy pass@1 of base, SFT and RL on {e.split}", evaluate)
+    report = stages.run("report", f"-> {out / 'report.md'}, {out / 'report.html'}",
+                        lambda: write_report(out, stage_times=stages.times))
+    print()
+    print(report["table"])
+    print(f"\nreport: {out / 'report.md'}  {out / 'report.html'}  "
+          f"(stages: {sum(stages.times.values()):.0f} s; this session {time.time() - stages.t0:.0f} s)")
+    return {"complete": report["complete"], "report": report, "times": stages.times}
+
+
+def _asdict(cfg) -> dict:
+    import dataclasses
+
+    return dataclasses.asdict(cfg)

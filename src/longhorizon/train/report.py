@@ -1,0 +1,196 @@
+"""The pipeline report: base vs SFT vs RL on the holdout, learning curves, what the data was.
+
+Writes ``report.md``, ``report.html`` and ``learning_curve.png`` into the demo folder and
+returns the printed table. Numbers come from the run folders and training logs on disk, so
+the report can be rebuilt at any time (``write_report(folder)``).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+MODELS = (("base", "base (untrained)"), ("sft", "SFT"), ("rl", "SFT + GSPO"))
+
+
+def _load_run(path: Path):
+    from longhorizon.evaluate.metrics import summarize
+    from longhorizon.rollout.store import RunStore
+
+    store = RunStore(path)
+    if not (path / "run.json").exists():
+        return None, []
+    rows = store.trajectories()
+    return summarize(rows, store.infra_errors(), expected=store.manifest().get("episodes")), rows
+
+
+def _fmt_ci(ci) -> str:
+    return f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def results_table(folder: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    rows, runs = [], {}
+    for key, label in MODELS:
+        summary, trajs = _load_run(folder / "eval" / key)
+        if summary is None:
+            continue
+        runs[key] = trajs
+        o = summary["overall"]
+        rows.append({"model": key, "label": label, "episodes": o["episodes"], "pass@1": o["pass@1"],
+                     "pass@1_ci95": o["pass@1_ci95"], "mean_reward": o["mean_reward"],
+                     "mean_reward_ci95": o["mean_reward_ci95"], "tool_calls": o["mean_tool_calls"],
+                     "families": {f: {"pass@1": g["pass@1"], "mean_reward": g["mean_reward"], "episodes": g["episodes"]}
+                                  for f, g in summary["families"].items()},
+                     "complete": summary["complete"]})
+    return rows, runs
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    lines = [f"{'model':<20} {'eps':>4} {'pass@1':>7} {'95% CI':<16} {'reward':>7} {'95% CI':<16} {'calls':>6}"]
+    for r in rows:
+        lines.append(f"{r['label']:<20} {r['episodes']:>4} {r['pass@1']:>7.3f} {_fmt_ci(r['pass@1_ci95']):<16} "
+                     f"{r['mean_reward']:>7.3f} {_fmt_ci(r['mean_reward_ci95']):<16} {r['tool_calls']:>6.1f}")
+    fams = sorted({f for r in rows for f in r["families"]})
+    if fams:
+        lines.append("")
+        lines.append(f"{'mean reward by family':<32} " + " ".join(f"{r['model']:>7}" for r in rows))
+        for f in fams:
+            vals = " ".join(f"{r['families'].get(f, {}).get('mean_reward', float('nan')):>7.3f}" for r in rows)
+            lines.append(f"{f:<32} {vals}")
+    return "\n".join(lines)
+
+
+def learning_curves(folder: Path, png: Path) -> bool:
+    """SFT loss and RL reward per step; False when matplotlib is missing or there is no log."""
+    from longhorizon.train.logs import read_log
+
+    sft_log = folder / "models" / "sft" / "log.jsonl"
+    rl_log = folder / "models" / "rl" / "log.jsonl"
+    sft = read_log(sft_log) if sft_log.exists() else []
+    rl = read_log(rl_log) if rl_log.exists() else []
+    if not sft and not rl:
+        return False
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    ax = axes[0]
+    pts = [(r["step"], r["loss"]) for r in sft if r.get("loss") is not None]
+    if pts:
+        ax.plot(*zip(*pts), marker=".", color="tab:blue")
+    ax.set_title("SFT: loss on assistant tokens")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("cross-entropy")
+    ax.grid(alpha=0.3)
+    ax = axes[1]
+    for key, label, color in (("reward", "mean reward", "tab:green"), ("pass_rate", "pass rate", "tab:orange"),
+                              ("zero_variance_groups", "zero-variance groups", "tab:gray")):
+        pts = [(r["step"], r[key]) for r in rl if r.get(key) is not None]
+        if pts:
+            ax.plot(*zip(*pts), marker="o", label=label, color=color)
+    ax.set_title("RL (GSPO): rollouts, 8 episodes per task")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylim(-0.05, 1.05)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def _comparisons(runs: dict[str, list[dict]]) -> list[tuple[str, dict[str, Any]]]:
+    from longhorizon.evaluate.metrics import compare
+
+    out = []
+    for a, b in (("base", "sft"), ("sft", "rl"), ("base", "rl")):
+        if a in runs and b in runs:
+            out.append((f"{b} vs {a}", compare(runs[a], runs[b])))
+    return out
+
+
+def write_report(folder: str | Path, stage_times: dict[str, float] | None = None) -> dict[str, Any]:
+    folder = Path(folder)
+    rows, runs = results_table(folder)
+    table = format_table(rows)
+    png = folder / "learning_curve.png"
+    has_plot = learning_curves(folder, png)
+    comps = _comparisons(runs)
+    data_summary = _read_json(folder / "sft_data" / "summary.json")
+    sft_summary = _read_json(folder / "models" / "sft" / "summary.json")
+    rl_summary = _read_json(folder / "models" / "rl" / "summary.json")
+    config = _read_json(folder / "pipeline_config.json")
+    times = stage_times or {}
+
+    md = ["# longhorizon demo report", "",
+          "Greedy pass@1 and mean dense reward on the holdout split (95% intervals: Wilson for pass@1, "
+          "bootstrap for reward).", "", "```", table, "```", ""]
+    if comps:
+        md += ["## Paired comparisons (by task)", "", "| comparison | Δ pass@1 | 95% CI | Δ mean reward | 95% CI |",
+               "|---|---|---|---|---|"]
+        for name, c in comps:
+            if c.get("paired_tasks"):
+                md.append(f"| {name} | {c['delta_pass@1']:+.3f} | {_fmt_ci(c['delta_pass@1_ci95'])} | "
+                          f"{c['delta_mean_reward']:+.3f} | {_fmt_ci(c['delta_mean_reward_ci95'])} |")
+        md.append("")
+    if has_plot:
+        md += ["## Learning curves", "", "![learning curves](learning_curve.png)", ""]
+    md += ["## Pipeline", ""]
+    if data_summary:
+        md.append(f"- Teacher data: kept {data_summary['kept']} of {data_summary['episodes_seen']} teacher episodes "
+                  f"(reward ≥ {data_summary['min_reward']}), {data_summary['mean_tool_calls']:.1f} tool calls each; "
+                  f"families: {', '.join(f'{k} ({v})' for k, v in data_summary['families'].items())}.")
+    if sft_summary:
+        last = sft_summary.get("last") or {}
+        md.append(f"- SFT: {sft_summary['steps']} steps on {sft_summary['examples']} examples, final loss "
+                  f"{last.get('loss', float('nan')):.3f}, LoRA {'yes' if sft_summary.get('lora') else 'no (full fine-tune)'}.")
+    if rl_summary:
+        md.append(f"- RL: {rl_summary['loss'].upper()}, {rl_summary['steps']} steps, group size "
+                  f"{rl_summary['group_size']}, clip range {rl_summary['clip_range']}.")
+    if times:
+        md.append("- Stage wall times: " + ", ".join(f"{k} {v:.0f} s" for k, v in times.items())
+                  + f" (total {sum(times.values()):.0f} s).")
+    if config:
+        md += ["", "<details><summary>configuration</summary>", "", "```json", json.dumps(config, indent=2), "```",
+               "", "</details>"]
+    (folder / "report.md").write_text("\n".join(md) + "\n")
+    (folder / "report.html").write_text(_html(table, comps, has_plot, md))
+    return {"table": table, "rows": rows, "complete": bool(rows) and all(r["complete"] for r in rows)
+            and len(rows) == len(MODELS)}
+
+
+def _read_json(path: Path):
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _html(table: str, comps, has_plot: bool, md: list[str]) -> str:
+    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>longhorizon demo report</title>",
+             "<style>body{font-family:sans-serif;max-width:960px;margin:2em auto;padding:0 1em}"
+             "pre{background:#f6f6f6;padding:1em;overflow-x:auto}table{border-collapse:collapse}"
+             "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}</style></head><body>",
+             "<h1>longhorizon demo report</h1>",
+             "<p>Greedy pass@1 and mean dense reward on the holdout split (95% intervals: Wilson for pass@1, "
+             "bootstrap for reward).</p>",
+             f"<pre>{html.escape(table)}</pre>"]
+    if comps:
+        parts.append("<h2>Paired comparisons (by task)</h2><table><tr><th>comparison</th><th>Δ pass@1</th>"
+                     "<th>95% CI</th><th>Δ mean reward</th><th>95% CI</th></tr>")
+        for name, c in comps:
+            if c.get("paired_tasks"):
+                parts.append(f"<tr><td>{html.escape(name)}</td><td>{c['delta_pass@1']:+.3f}</td>"
+                             f"<td>{_fmt_ci(c['delta_pass@1_ci95'])}</td><td>{c['delta_mean_reward']:+.3f}</td>"
+                             f"<td>{_fmt_ci(c['delta_mean_reward_ci95'])}</td></tr>")
+        parts.append("</table>")
+    if has_plot:
+        parts.append("<h2>Learning curves</h2><img src='learning_curve.png' alt='learning curves' width='100%'>")
+    pipeline = [line[2:] for line in md if line.startswith("- ")]
+    if pipeline:
+        parts.append("<h2>Pipeline</h2><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in pipeline) + "</ul>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,376 @@
+"""RL on multi-turn MCP episodes: GSPO (or token-level GRPO) on TRL's GRPOTrainer.
+
+How the pieces fit:
+
+* The RL dataset is a list of task ids. TRL's sampler repeats each one ``group_size`` times in
+  a row and hands a rollout batch to ``EpisodeRollout`` (GRPOTrainer's ``rollout_func``).
+* ``EpisodeRollout`` plays every episode of the batch concurrently (asyncio; in-process MCP
+  sessions), each on its own fork of the task's World: the forks of a task are byte-identical
+  (each fork's hash is recorded and checked). The policy is ``LocalModelPolicy`` over the very
+  model being trained, sampling token-in/token-out.
+* An episode becomes one sequence for TRL: the first turn's prompt, then every later token in
+  order. ``env_mask`` is 1 on the ids the policy sampled and 0 on tool results and template
+  tokens, so only the policy's own tokens carry loss; their sampled log-probs ride along
+  (TRL keeps them as ``sampling_per_token_logps``; π_old in the ratio is TRL's own forward
+  pass over the same ids, which the tests check equals them).
+* Generation is one sequence at a time (episodes interleave while others run tools); batching
+  the decode across a group's episodes, or sampling from a vLLM server, plugs in through
+  ``policy_factory``.
+* The reward function hands TRL each episode's reward (the Grade's dense reward, or pass/fail,
+  with an optional effort floor). TRL normalises it within the group and optimises the GSPO
+  objective of ``longhorizon.train.gspo`` (sequence-level importance ratio, clip 3e-4/4e-4).
+
+    longhorizon train rl --model runs/sft --split train --group-size 8 --out runs/rl
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import time
+from collections import Counter
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from longhorizon.core.errors import InfraError, UsageError
+from longhorizon.core.task import Task
+from longhorizon.core.trajectory import Trajectory
+from longhorizon.core.world import WorldCache
+from longhorizon.env.episode import Limits, play
+from longhorizon.train.config import RLConfig
+
+MAX_ATTEMPTS = 3
+"""An episode that fails for infrastructure reasons is played again (never graded as the agent's)."""
+
+
+class TokenDriftError(RuntimeError):
+    """A turn's prompt does not extend the ids sampled before it: the episode cannot be trained as sampled."""
+
+
+def shaped_reward(traj: Trajectory, mode: str = "dense", effort_floor: float = 0.0) -> float:
+    """The RL reward of one episode.
+
+    dense: the Grade's weighted fraction of criteria met. pass: 1.0 if every criterion is met.
+    effort_floor (off at 0): an episode below the floor earns ``effort_floor x`` the share of its
+    tool calls that succeeded, if that is more, so groups that all fail still rank effort.
+    """
+    reward = float(traj.passed) if mode == "pass" else traj.reward
+    if effort_floor > 0 and reward < effort_floor and traj.tool_calls:
+        ok = sum(not c.is_error for c in traj.tool_calls) / len(traj.tool_calls)
+        reward = max(reward, effort_floor * ok)
+    return reward
+
+
+def episode_sequence(traj: Trajectory, eos_id: int) -> dict[str, list]:
+    """One episode as TRL trains it: prompt ids, completion ids, env mask, sampled log-probs.
+
+    The completion is everything after the first turn's prompt: each turn's sampled ids (mask 1,
+    with their log-probs) and the env ids between turns (mask 0). Each turn's prompt must extend
+    the previous prompt and sampled ids exactly (token-in/token-out), else TokenDriftError.
+    """
+    turns = [t for t in traj.turns if "prompt_ids" in t and "token_ids" in t]
+    if not turns:  # the first prompt did not fit the context: nothing was sampled
+        return {"prompt_ids": [eos_id], "completion_ids": [eos_id], "env_mask": [0], "logprobs": [0.0]}
+    seq = list(turns[0]["prompt_ids"])
+    start = len(seq)
+    mask: list[int] = []
+    logprobs: list[float] = []
+    for k, t in enumerate(turns):
+        prompt = t["prompt_ids"]
+        if prompt[:len(seq)] != seq:
+            raise TokenDriftError(f"{traj.episode_id}: turn {k}'s prompt does not extend the ids sampled before it")
+        env = prompt[len(seq):]
+        seq += env
+        mask += [0] * len(env)
+        logprobs += [0.0] * len(env)
+        if len(t["logprobs"]) != len(t["token_ids"]):
+            raise TokenDriftError(f"{traj.episode_id}: turn {k} has {len(t['token_ids'])} ids but "
+                                  f"{len(t['logprobs'])} log-probs")
+        seq += t["token_ids"]
+        mask += [1] * len(t["token_ids"])
+        logprobs += list(t["logprobs"])
+    completion = seq[start:]
+    if not completion:
+        completion, mask, logprobs = [eos_id], [0], [0.0]
+    return {"prompt_ids": seq[:start], "completion_ids": completion, "env_mask": mask, "logprobs": logprobs}
+
+
+def _run(coro):
+    from longhorizon.train.tiny import _run as run
+
+    return run(coro)
+
+
+class EpisodeRollout:
+    """GRPOTrainer's ``rollout_func``: plays our episodes for a batch of task ids.
+
+    ``policy_factory(model)`` makes the sampling policy over the trainer's current model (the
+    default is ``LocalModelPolicy``; a served model behind vLLM would plug in here).
+    """
+
+    def __init__(self, tasks: dict[str, Task], cfg: RLConfig, tokenizer, *, policy_factory=None,
+                 record_dir: str | Path | None = None):
+        self.tasks = tasks
+        self.cfg = cfg
+        self.tokenizer = tokenizer
+        self.limits = Limits(max_turns=cfg.max_turns, max_tool_calls=cfg.max_tool_calls, max_wall_s=cfg.max_wall_s)
+        self.cache = WorldCache()
+        self.policy_factory = policy_factory or self._local_policy
+        self._policy = None
+        self._policy_model = None
+        self.record_dir = Path(record_dir) if record_dir else None
+        self.last: list[Trajectory] = []
+        """The last rollout's trajectories, in batch order (tests and logs read them)."""
+        self.rollouts = 0
+
+    def _local_policy(self, model):
+        from longhorizon.policies.local_model import LocalModelPolicy
+
+        c = self.cfg
+        return LocalModelPolicy(model, self.tokenizer, temperature=c.temperature, top_p=c.top_p,
+                                max_new_tokens=c.max_new_tokens, seed=c.seed + self.rollouts,
+                                max_context=c.max_context)
+
+    def policy(self, model):
+        if self._policy is None or self._policy_model is not model:
+            self._policy, self._policy_model = self.policy_factory(model), model
+        return self._policy
+
+    # -- playing ------------------------------------------------------------------------------
+    async def play_batch(self, task_ids: list[str], policy) -> list[Trajectory]:
+        unknown = sorted(set(task_ids) - set(self.tasks))
+        if unknown:
+            raise UsageError(f"rollout got unknown task ids: {', '.join(unknown)}")
+        sem = asyncio.Semaphore(max(1, self.cfg.concurrency))
+        seen: Counter = Counter()
+        jobs = []
+        for tid in task_ids:
+            jobs.append((tid, seen[tid]))
+            seen[tid] += 1
+
+        async def one(tid: str, sample: int) -> Trajectory:
+            task = self.tasks[tid]
+            error = None
+            for _ in range(MAX_ATTEMPTS):
+                async with sem:
+                    world = None
+                    try:
+                        world, digest = await asyncio.to_thread(self.cache.fork, task)
+                        fork_hash = await asyncio.to_thread(world.hash)  # the fork's own bytes, before play
+                        traj = await play(task, policy, world, sample=sample, limits=self.limits, world_hash=digest)
+                        traj.provenance["fork_hash"] = fork_hash
+                        return traj
+                    except Exception as exc:  # infrastructure: play the episode again
+                        error = exc
+                    finally:
+                        if world is not None:
+                            shutil.rmtree(world.root, ignore_errors=True)
+            raise InfraError(f"episode {tid}#{sample} failed {MAX_ATTEMPTS} times: {type(error).__name__}: {error}")
+
+        return list(await asyncio.gather(*(one(t, s) for t, s in jobs)))
+
+    def __call__(self, prompts: list, trainer) -> dict[str, Any]:
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        was_training = model.training
+        t0 = time.perf_counter()
+        try:
+            trajs = _run(self.play_batch([str(p) for p in prompts], self.policy(model)))
+        finally:
+            model.train(was_training)
+        self.last = trajs
+        self.rollouts += 1
+        out = self.to_trl(trajs)
+        elapsed = time.perf_counter() - t0
+        out["rollout_s"] = [elapsed] * len(trajs)
+        if self.record_dir is not None:
+            self._record(trajs, trainer.state.global_step)
+        return out
+
+    def to_trl(self, trajs: list[Trajectory]) -> dict[str, Any]:
+        eos = self.tokenizer.eos_token_id
+        seqs = [episode_sequence(t, eos) for t in trajs]
+        c = self.cfg
+        return {
+            "prompt_ids": [s["prompt_ids"] for s in seqs],
+            "completion_ids": [s["completion_ids"] for s in seqs],
+            "logprobs": [s["logprobs"] for s in seqs],
+            "env_mask": [s["env_mask"] for s in seqs],
+            "episode_reward": [shaped_reward(t, c.reward, c.effort_floor) for t in trajs],
+            "episode_dense_reward": [t.reward for t in trajs],
+            "episode_passed": [float(t.passed) for t in trajs],
+            "episode_turns": [len(t.turns) for t in trajs],
+            "episode_tool_calls": [len(t.tool_calls) for t in trajs],
+            "episode_sampled_tokens": [sum(s["env_mask"]) for s in seqs],
+            "episode_context_tokens": [len(s["prompt_ids"]) + len(s["completion_ids"]) for s in seqs],
+            "episode_id": [t.episode_id for t in trajs],
+            "episode_status": [t.status for t in trajs],
+            "world_hash": [t.provenance["world_hash"] for t in trajs],
+            "fork_hash": [t.provenance.get("fork_hash") for t in trajs],
+        }
+
+    def _record(self, trajs: list[Trajectory], step: int) -> None:
+        """Append the rollout's episodes (without token data) to ``record_dir/rollouts.jsonl``."""
+        self.record_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.record_dir / "rollouts.jsonl", "a", encoding="utf-8") as f:
+            for t in trajs:
+                d = t.to_dict()
+                d["turns"] = [{k: v for k, v in turn.items() if k not in ("prompt_ids", "token_ids", "logprobs")}
+                              | {"sampled_tokens": len(turn.get("token_ids", []))} for turn in d["turns"]]
+                d["rl_step"] = step
+                f.write(json.dumps(d, ensure_ascii=False) + "\n")
+
+    def close(self) -> None:
+        self.cache.close()
+
+
+def episode_reward(prompts, completions, completion_ids, episode_reward, log_metric=None, **kw) -> list[float]:
+    """TRL reward function: the reward each episode earned (computed by the rollout from its Grade)."""
+    if log_metric is not None:
+        def mean(key):
+            vals = kw.get(key) or []
+            return sum(vals) / len(vals) if vals else 0.0
+
+        log_metric("episode/reward", mean("episode_dense_reward"))
+        log_metric("episode/pass_rate", mean("episode_passed"))
+        log_metric("episode/turns", mean("episode_turns"))
+        log_metric("episode/tool_calls", mean("episode_tool_calls"))
+        log_metric("episode/sampled_tokens", mean("episode_sampled_tokens"))
+        log_metric("episode/context_tokens", mean("episode_context_tokens"))
+        log_metric("episode/rollout_s", mean("rollout_s"))
+    return [float(r) for r in episode_reward]
+
+
+episode_reward.__name__ = "episode"
+
+
+def rl_tasks(cfg: RLConfig) -> list[Task]:
+    from longhorizon.core.registry import tasks_for
+
+    return tasks_for(cfg.split, cfg.seeds, cfg.families)
+
+
+def grpo_args(cfg: RLConfig, *, progress: bool = True):
+    """TRL's GRPOConfig for ``cfg``."""
+    import torch
+    from trl import GRPOConfig
+
+    from longhorizon.train.gspo import trl_settings
+
+    episodes = cfg.group_size * cfg.tasks_per_rollout
+    steps_per_generation = episodes // cfg.micro_batch_size
+    eps_low, eps_high = cfg.clip_range()
+    return GRPOConfig(
+        output_dir=cfg.out,
+        num_generations=cfg.group_size,
+        per_device_train_batch_size=cfg.micro_batch_size,
+        steps_per_generation=steps_per_generation,
+        gradient_accumulation_steps=steps_per_generation // cfg.updates_per_rollout,
+        max_steps=cfg.max_steps,
+        learning_rate=cfg.learning_rate,
+        lr_scheduler_type=cfg.lr_scheduler,
+        warmup_steps=cfg.warmup_ratio,
+        weight_decay=cfg.weight_decay,
+        max_grad_norm=cfg.max_grad_norm,
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        max_completion_length=cfg.max_context or 8192,
+        logging_steps=cfg.logging_steps,
+        save_strategy="steps" if cfg.save_steps else "no",
+        save_steps=cfg.save_steps or 500,
+        save_total_limit=cfg.save_total_limit,
+        seed=cfg.seed,
+        bf16=cfg.bf16,
+        gradient_checkpointing=cfg.gradient_checkpointing,
+        use_cpu=not torch.cuda.is_available(),
+        report_to="none",
+        disable_tqdm=not progress,
+        log_completions=False,
+        **trl_settings(cfg.loss, eps_low, eps_high, cfg.beta, cfg.scale_rewards),
+    )
+
+
+def build_trainer(cfg: RLConfig, *, model=None, tokenizer=None, tasks: list[Task] | None = None,
+                  progress: bool = True, callbacks=(), policy_factory=None):
+    """A GRPOTrainer whose rollouts are our episodes, and its EpisodeRollout."""
+    import os
+
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOTrainer
+
+    from longhorizon.train.sft import lora_config
+
+    cfg.validate()
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    if model is None:
+        if not cfg.model:
+            raise UsageError("give the model to train (--model, or model: in the config)")
+        model = AutoModelForCausalLM.from_pretrained(_local(cfg.model), local_files_only=True)
+    if tokenizer is None:
+        tokenizer = AutoTokenizer.from_pretrained(_local(cfg.model) if cfg.model else model.name_or_path,
+                                                  local_files_only=True)
+    tasks = tasks if tasks is not None else rl_tasks(cfg)
+    if not tasks:
+        raise UsageError("no RL tasks (check --split, --family, --seeds)")
+    rollout = EpisodeRollout({t.id: t for t in tasks}, cfg, tokenizer, policy_factory=policy_factory,
+                             record_dir=cfg.out)
+    dataset = Dataset.from_dict({"prompt": [t.id for t in tasks]})
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[episode_reward],
+        args=grpo_args(cfg, progress=progress),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        rollout_func=rollout,
+        peft_config=lora_config(cfg.lora, model),
+        callbacks=list(callbacks),
+    )
+    return trainer, rollout
+
+
+def run_rl(cfg: RLConfig, *, resume: bool = False, progress: bool = True, console: bool = True) -> dict[str, Any]:
+    """Train, save the final policy to ``cfg.out`` and return a summary."""
+    import torch
+
+    from longhorizon.train.logs import StepLogger, quiet_progress, read_log
+    from longhorizon.train.sft import save_final
+
+    if not cfg.out:
+        raise UsageError("give an output folder (--out)")
+    out = Path(cfg.out)
+    if out.exists() and any(out.glob("checkpoint-*")) and not resume:
+        raise UsageError(f"{out} holds checkpoints of an earlier run: pass --resume to continue it, or choose "
+                         "another --out")
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    out.mkdir(parents=True, exist_ok=True)
+    if not resume:
+        for name in ("log.jsonl", "rollouts.jsonl"):
+            (out / name).unlink(missing_ok=True)
+    (out / "rl_config.json").write_text(json.dumps(asdict(cfg), indent=2) + "\n")
+    logger = StepLogger(out / "log.jsonl", "rl", console=console, tensorboard_dir=out / "tensorboard")
+    trainer, rollout = build_trainer(cfg, progress=progress, callbacks=[logger])
+    quiet_progress(trainer)
+    t0 = time.time()
+    try:
+        trainer.train(resume_from_checkpoint=resume and any(out.glob("checkpoint-*")) or None)
+    finally:
+        rollout.close()
+    save_final(trainer, out, cfg.lora)
+    log = read_log(out / "log.jsonl")
+    summary = {"stage": "rl", "out": str(out), "steps": trainer.state.global_step, "wall_s": time.time() - t0,
+               "loss": cfg.loss, "clip_range": list(cfg.clip_range()), "group_size": cfg.group_size,
+               "first": log[0] if log else None, "last": log[-1] if log else None}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def _local(name: str) -> str:
+    from longhorizon.policies.render import resolve_model
+
+    try:
+        return resolve_model(name)
+    except FileNotFoundError as exc:
+        raise UsageError(str(exc)) from None

@@ -1,0 +1,75 @@
+"""Teacher data: rejection sampling over real runs into a Hugging Face chat dataset with tools."""
+
+import asyncio
+import json
+
+import pytest
+
+pytest.importorskip("datasets")
+
+from longhorizon.core.errors import UsageError  # noqa: E402
+from longhorizon.core.registry import tasks_for  # noqa: E402
+from longhorizon.rollout.runner import RunSpec, run_episodes  # noqa: E402
+from longhorizon.train.data import build_sft_dataset, load_sft_dataset  # noqa: E402
+
+FAMILY = "downloads_cleanup"
+
+
+def _run(policy, out):
+    from longhorizon.policies.factory import make_policy
+
+    p = make_policy(policy)
+    tasks = tasks_for("train", 1, [FAMILY])
+    asyncio.run(run_episodes(tasks, p, RunSpec(policy=p.describe(), split="train", seeds=1, families=[FAMILY]),
+                             out, progress=False))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("runs")
+    _run("oracle", base / "oracle")
+    _run("null", base / "null")
+    return base
+
+
+def test_keeps_only_finished_episodes_at_or_above_the_threshold(runs, tmp_path):
+    summary = build_sft_dataset([runs / "oracle", runs / "null"], tmp_path / "d", min_reward=0.9)
+    assert (summary["episodes_seen"], summary["kept"]) == (2, 1)
+    assert summary["dropped"] == {"reward below threshold": 1}
+    ds = load_sft_dataset(tmp_path / "d")
+    row = ds[0]
+    assert row["family"] == FAMILY and row["reward"] == 1.0
+    tools = json.loads(row["tools"])
+    assert {t["function"]["name"] for t in tools} >= {"files__list_dir", "files__read_file"}
+    calls = [c for m in row["messages"] if m["role"] == "assistant" for c in (m.get("tool_calls") or [])]
+    assert calls and all(isinstance(c["function"]["arguments"], str) for c in calls)  # JSON strings, not structs
+    first = next(m for m in row["messages"] if m["role"] == "assistant")
+    assert first["content"]  # the oracle states its local goal alongside each call
+
+
+def test_nothing_kept_and_missing_runs_are_usage_errors(runs, tmp_path):
+    with pytest.raises(UsageError, match="nothing to train on"):
+        build_sft_dataset([runs / "null"], tmp_path / "e")
+    with pytest.raises(UsageError, match="no such run folder"):
+        build_sft_dataset([tmp_path / "nope"], tmp_path / "f")
+    (tmp_path / "g").mkdir()
+    (tmp_path / "g" / "x").write_text("")
+    with pytest.raises(UsageError, match="not empty"):
+        build_sft_dataset([runs / "oracle"], tmp_path / "g")
+
+
+def test_the_recovering_teacher_fails_once_repairs_and_still_passes():
+    from longhorizon.env.episode import play_task
+    from longhorizon.train.teacher import RecoveringOracle
+
+    task = tasks_for("train", 1, [FAMILY])[0]
+    traj = asyncio.run(play_task(task, RecoveringOracle(recovery=1.0)))
+    assert traj.passed
+    errors = [i for i, c in enumerate(traj.tool_calls) if c.is_error]
+    assert len(errors) == 1
+    bad, fixed = traj.tool_calls[errors[0]], traj.tool_calls[errors[0] + 1]
+    assert bad.name == fixed.name and bad.arguments == {} and fixed.arguments
+    repair = next(m for m in traj.messages if m.get("role") == "assistant" and "failed" in (m.get("content") or ""))
+    assert repair["content"].startswith("That call failed (the error says: ")
+    never = asyncio.run(play_task(task, RecoveringOracle(recovery=0.0)))
+    assert not any(c.is_error for c in never.tool_calls)

@@ -1,0 +1,91 @@
+"""`longhorizon demo` on a micro configuration: every stage runs, resumes, and the report is written.
+Also: the RL reward options and LoRA fine-tuning."""
+
+import json
+
+import pytest
+
+pytest.importorskip("trl")
+
+from longhorizon.cli import main  # noqa: E402
+from longhorizon.core.trajectory import ToolCallRecord, Trajectory  # noqa: E402
+from longhorizon.core.task import CriterionResult, Grade  # noqa: E402
+from longhorizon.train.rl import shaped_reward  # noqa: E402
+
+MICRO = """
+model: {hidden_size: 32, num_layers: 1, num_heads: 2, num_kv_heads: 1, intermediate_size: 64, corpus_seeds: 1}
+teacher: {families: [downloads_cleanup], seeds: 1, recovery: 1.0}
+sft: {max_steps: 1, max_length: 4096}
+rl: {families: [downloads_cleanup], seeds: 1, group_size: 2, micro_batch_size: 2, updates_per_rollout: 1,
+     max_steps: 1, max_new_tokens: 4, max_turns: 1, max_context: 4096}
+eval: {families: [downloads_cleanup], seeds: 1, max_new_tokens: 4, max_turns: 1, max_context: 4096}
+"""
+
+
+def test_demo_runs_every_stage_resumes_and_reports(tmp_path, capsys):
+    cfg = tmp_path / "micro.yaml"
+    cfg.write_text(MICRO)
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out), "--config", str(cfg), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    for label in ("base (untrained)", "SFT", "SFT + GSPO"):
+        assert label in printed
+    for f in ("report.md", "report.html", "learning_curve.png", "models/rl/model.safetensors",
+              "eval/base/trajectories.jsonl", "eval/rl/trajectories.jsonl"):
+        assert (out / f).exists(), f
+    md = (out / "report.md").read_text()
+    assert "pass@1" in md and "learning_curve.png" in md
+    data = json.loads((out / "sft_data" / "summary.json").read_text())
+    assert data["kept"] == 1
+    # rerun: finished stages are skipped, the report is rebuilt
+    assert main(["demo", "--out", str(out), "--config", str(cfg), "--quiet"]) == 0
+    assert "already done, skipped" in capsys.readouterr().out
+
+
+def _traj(reward_passed, calls):
+    t = Trajectory(episode_id="t#0", task_id="t", family="f", category="c", split="train", seed=0, sample=0,
+                   provenance={})
+    t.grade = Grade(tuple(CriterionResult(f"c{i}", "final_state", 1.0, p) for i, p in enumerate(reward_passed)))
+    t.tool_calls = [ToolCallRecord(turn=0, id=str(i), name="files__x", arguments={}, result="", is_error=err,
+                                   duration_ms=0.0) for i, err in enumerate(calls)]
+    return t
+
+
+def test_reward_modes_and_the_effort_floor():
+    half = _traj([True, False], [False, True])
+    assert shaped_reward(half, "dense") == 0.5
+    assert shaped_reward(half, "pass") == 0.0
+    zero = _traj([False, False], [False, False, False, True])
+    assert shaped_reward(zero, "dense") == 0.0  # off by default
+    assert shaped_reward(zero, "dense", effort_floor=0.1) == pytest.approx(0.075)  # 3 of 4 calls succeeded
+    assert shaped_reward(half, "dense", effort_floor=0.1) == 0.5  # above the floor: untouched
+    assert shaped_reward(_traj([False], []), "dense", effort_floor=0.1) == 0.0  # no calls, no effort
+
+
+def test_lora_rank_32_alpha_32_on_attention_and_mlp_and_a_merged_save(small_model, tmp_path):
+    from datasets import Dataset
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from longhorizon.train.config import LoraSettings, SFTConfig
+    from longhorizon.train.sft import build_trainer, save_final
+
+    ds = Dataset.from_list([{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+                             "tools": "[]"}])
+    model = AutoModelForCausalLM.from_pretrained(small_model)
+    cfg = SFTConfig(out=str(tmp_path / "o"), max_steps=1, lora=LoraSettings(enabled="auto"))
+    full = build_trainer(cfg, model=model, tokenizer=AutoTokenizer.from_pretrained(small_model), dataset=ds,
+                         progress=False)
+    assert not isinstance(full.model, PeftModel)  # auto: the tiny model is fully fine-tuned
+    cfg.lora = LoraSettings(enabled=True)
+    trainer = build_trainer(cfg, model=AutoModelForCausalLM.from_pretrained(small_model),
+                            tokenizer=AutoTokenizer.from_pretrained(small_model), dataset=ds, progress=False)
+    assert isinstance(trainer.model, PeftModel)
+    lora = trainer.model.peft_config["default"]
+    assert (lora.r, lora.lora_alpha) == (32, 32)
+    assert set(lora.target_modules) == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+    trainer.train()
+    save_final(trainer, tmp_path / "o", cfg.lora)
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "o")
+    assert not any("lora" in k for k in merged.state_dict())
+    assert (tmp_path / "o" / "adapter" / "adapter_config.json").exists()
