@@ -77,3 +77,17 @@ def test_renderer_pieces_add_up_to_the_whole_template(small_model, files_tools):
     assert ids[:len(r.prompt_ids(MESSAGES, files_tools))] == r.prompt_ids(MESSAGES, files_tools)
     assert sum(mask) == sum(len(r.assistant_ids(m)) for m in messages if m["role"] == "assistant")
     assert json.loads(json.dumps(mask)) == mask and set(mask) == {0, 1}
+
+
+def test_a_tool_call_written_without_tags_is_still_a_tool_call():
+    from longhorizon.policies.local_model import parse_completion
+
+    text = ('First, see which log files there are.\n{"name": "shell__run", "arguments": {"command":"ls -laR logs"}}\n'
+            '</tool_call>')
+    msg = parse_completion(text)
+    assert msg["content"] == "First, see which log files there are."
+    assert msg["tool_calls"][0]["function"] == {"name": "shell__run", "arguments": '{"command":"ls -laR logs"}'}
+    broken = 'Note.\n{"name": "shell__run", "arguments": "arguments":"ls"}}\n</tool_call>'
+    assert parse_completion(broken) == {"role": "assistant", "content": broken}
+    prose = 'The config is {"name": "x", "arguments": {}} inline.'  # not on its own line: prose
+    assert "tool_calls" not in parse_completion(prose)

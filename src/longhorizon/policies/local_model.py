@@ -78,10 +78,47 @@ def _parse_block(raw: str) -> tuple[str, str]:
     return (decoded if isinstance(decoded, str) else name.group(1)), (args.group(1) if args else raw)
 
 
+def _bare_calls(text: str) -> tuple[list[tuple[str, str]], str]:
+    """Tool calls written without ``<tool_call>`` tags: a line that starts a complete JSON object
+    with a string ``name`` and object ``arguments`` (as in JSON tool-calling formats without
+    tags). Returns the calls and the text left; never raises."""
+    decoder = json.JSONDecoder()
+    calls, parts, pos, i = [], [], 0, 0
+    while True:
+        i = text.find("{", i)
+        if i < 0:
+            break
+        if i == 0 or text[i - 1] == "\n":
+            try:
+                obj, end = decoder.raw_decode(text, i)
+            except (ValueError, RecursionError):
+                obj, end = None, i + 1
+            if isinstance(obj, dict) and isinstance(obj.get("name"), str) and isinstance(obj.get("arguments"), dict):
+                parts.append(text[pos:i])
+                written = _ARGS.search(text[i:end])
+                args = written.group(1) if written and _loads(written.group(1)) == obj["arguments"] \
+                    else json.dumps(obj["arguments"], ensure_ascii=False)
+                calls.append((obj["name"], args))
+                pos = i = end
+                continue
+        i += 1
+    parts.append(text[pos:])
+    rest = "".join(parts)
+    return calls, (rest.replace("</tool_call>", "") if calls else rest)
+
+
 def parse_completion(text: str, first_call: int = 0) -> dict[str, Any]:
     """An assistant message from a completion: ``<tool_call>`` blocks become tool calls (an
-    unterminated last block too), the remaining text is the content."""
+    unterminated last block too), the remaining text is the content. A completion with no
+    block at all may still hold calls written as bare JSON lines (see ``_bare_calls``)."""
     calls, parts, pos = [], [], 0
+    if "<tool_call>" not in text:
+        bare, rest = _bare_calls(text)
+        msg: dict[str, Any] = {"role": "assistant", "content": rest.strip()}
+        if bare:
+            msg["tool_calls"] = [{"id": f"call_{first_call + i}", "type": "function",
+                                  "function": {"name": name, "arguments": args}} for i, (name, args) in enumerate(bare)]
+        return msg
     for i, m in enumerate(_BLOCK.finditer(text)):
         parts.append(text[pos:m.start()])
         pos = m.end()
@@ -89,7 +126,7 @@ def parse_completion(text: str, first_call: int = 0) -> dict[str, Any]:
         calls.append({"id": f"call_{first_call + i}", "type": "function",
                       "function": {"name": name, "arguments": args}})
     parts.append(text[pos:])
-    msg: dict[str, Any] = {"role": "assistant", "content": "".join(parts).strip()}
+    msg = {"role": "assistant", "content": "".join(parts).strip()}
     if calls:
         msg["tool_calls"] = calls
     return msg
