@@ -68,7 +68,8 @@ def test_lora_rank_32_alpha_32_on_attention_and_mlp_and_a_merged_save(small_mode
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from longhorizon.train.config import LoraSettings, SFTConfig
-    from longhorizon.train.sft import build_trainer, save_final
+    from longhorizon.train.sft import build_trainer
+    from longhorizon.train.stage import save_final
 
     ds = Dataset.from_list([{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
                              "tools": "[]"}])

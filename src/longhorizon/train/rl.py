@@ -30,7 +30,6 @@ import json
 import shutil
 import time
 from collections import Counter
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,7 @@ from longhorizon.core.trajectory import Trajectory
 from longhorizon.core.world import WorldCache
 from longhorizon.env.episode import Limits, play
 from longhorizon.train.config import RLConfig
+from longhorizon.train.stage import load_model, lora_config, prepare_out, train_and_save
 
 MAX_ATTEMPTS = 3
 """An episode that fails for infrastructure reasons is played again (never graded as the agent's)."""
@@ -297,20 +297,11 @@ def build_trainer(cfg: RLConfig, *, model=None, tokenizer=None, tasks: list[Task
     import os
 
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOTrainer
-
-    from longhorizon.train.sft import lora_config
 
     cfg.validate()
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    if model is None:
-        if not cfg.model:
-            raise UsageError("give the model to train (--model, or model: in the config)")
-        model = AutoModelForCausalLM.from_pretrained(_local(cfg.model), local_files_only=True)
-    if tokenizer is None:
-        tokenizer = AutoTokenizer.from_pretrained(_local(cfg.model) if cfg.model else model.name_or_path,
-                                                  local_files_only=True)
+    model, tokenizer = load_model(cfg.model, model, tokenizer)
     tasks = tasks if tasks is not None else rl_tasks(cfg)
     if not tasks:
         raise UsageError("no RL tasks (check --split, --family, --seeds)")
@@ -332,45 +323,14 @@ def build_trainer(cfg: RLConfig, *, model=None, tokenizer=None, tasks: list[Task
 
 def run_rl(cfg: RLConfig, *, resume: bool = False, progress: bool = True, console: bool = True) -> dict[str, Any]:
     """Train, save the final policy to ``cfg.out`` and return a summary."""
-    import torch
+    from longhorizon.train.logs import StepLogger, quiet_progress
 
-    from longhorizon.train.logs import StepLogger, quiet_progress, read_log
-    from longhorizon.train.sft import save_final
-
-    if not cfg.out:
-        raise UsageError("give an output folder (--out)")
-    out = Path(cfg.out)
-    if out.exists() and any(out.glob("checkpoint-*")) and not resume:
-        raise UsageError(f"{out} holds checkpoints of an earlier run: pass --resume to continue it, or choose "
-                         "another --out")
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    out.mkdir(parents=True, exist_ok=True)
-    if not resume:
-        for name in ("log.jsonl", "rollouts.jsonl"):
-            (out / name).unlink(missing_ok=True)
-    (out / "rl_config.json").write_text(json.dumps(asdict(cfg), indent=2) + "\n")
+    out = prepare_out(cfg, "rl", resume=resume, logs=("log.jsonl", "rollouts.jsonl"))
     logger = StepLogger(out / "log.jsonl", "rl", console=console, tensorboard_dir=out / "tensorboard")
     trainer, rollout = build_trainer(cfg, progress=progress, callbacks=[logger])
     quiet_progress(trainer)
-    t0 = time.time()
     try:
-        trainer.train(resume_from_checkpoint=resume and any(out.glob("checkpoint-*")) or None)
+        return train_and_save(trainer, out, cfg, "rl", resume=resume, loss=cfg.loss,
+                              clip_range=list(cfg.clip_range()), group_size=cfg.group_size)
     finally:
         rollout.close()
-    save_final(trainer, out, cfg.lora)
-    log = read_log(out / "log.jsonl")
-    summary = {"stage": "rl", "out": str(out), "steps": trainer.state.global_step, "wall_s": time.time() - t0,
-               "loss": cfg.loss, "clip_range": list(cfg.clip_range()), "group_size": cfg.group_size,
-               "first": log[0] if log else None, "last": log[-1] if log else None}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    return summary
-
-
-def _local(name: str) -> str:
-    from longhorizon.policies.render import resolve_model
-
-    try:
-        return resolve_model(name)
-    except FileNotFoundError as exc:
-        raise UsageError(str(exc)) from None

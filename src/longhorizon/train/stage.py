@@ -1,0 +1,109 @@
+"""What SFT and RL share around their TRL trainer: loading the model, LoRA or not, the output
+folder, training with resume, saving a plain model folder and the run summary.
+
+Kept in one place so both stages resume, log and save the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from longhorizon.core.errors import UsageError
+from longhorizon.train.config import LoraSettings
+
+
+def local_path(name: str) -> str:
+    """A model folder or a name already in the local Hugging Face cache (never a download)."""
+    from longhorizon.policies.render import resolve_model
+
+    try:
+        return resolve_model(name)
+    except FileNotFoundError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def load_model(name: str | None, model=None, tokenizer=None):
+    """``(model, tokenizer)``: the given objects, else loaded from ``name`` offline."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if model is None:
+        if not name:
+            raise UsageError("give the model (--model, or model: in the config)")
+        model = AutoModelForCausalLM.from_pretrained(local_path(name), local_files_only=True)
+    if tokenizer is None:
+        tokenizer = AutoTokenizer.from_pretrained(local_path(name) if name else model.name_or_path,
+                                                  local_files_only=True)
+    return model, tokenizer
+
+
+def use_lora(settings: LoraSettings, model) -> bool:
+    if settings.enabled == "auto":
+        return sum(p.numel() for p in model.parameters()) >= settings.auto_min_params
+    if isinstance(settings.enabled, str):
+        raise UsageError(f"lora.enabled must be auto, true or false, not {settings.enabled!r}")
+    return bool(settings.enabled)
+
+
+def lora_config(settings: LoraSettings, model):
+    """A peft LoraConfig when LoRA applies to ``model``, else None (full fine-tune)."""
+    from peft import PeftModel
+
+    if isinstance(model, PeftModel) or not use_lora(settings, model):
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout,
+                      target_modules=list(settings.target_modules), task_type="CAUSAL_LM")
+
+
+def save_final(trainer, out: Path, lora: LoraSettings) -> None:
+    """Save a plain transformers model folder (LoRA merged in; the adapter kept in OUT/adapter)."""
+    from peft import PeftModel
+
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    tok = trainer.processing_class
+    if isinstance(model, PeftModel):
+        model.save_pretrained(out / "adapter")
+        model = model.merge_and_unload()
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+
+
+def prepare_out(cfg, stage: str, *, resume: bool, logs: tuple[str, ...]) -> Path:
+    """The stage's output folder, refusing to mix a fresh run into an earlier one's checkpoints;
+    a fresh run starts its logs anew, and the config it ran with is written beside them."""
+    import torch
+
+    if not cfg.out:
+        raise UsageError("give an output folder (--out)")
+    out = Path(cfg.out)
+    if out.exists() and any(out.glob("checkpoint-*")) and not resume:
+        raise UsageError(f"{out} holds checkpoints of an earlier run: pass --resume to continue it, or choose "
+                         "another --out")
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    out.mkdir(parents=True, exist_ok=True)
+    if not resume:
+        for name in logs:
+            (out / name).unlink(missing_ok=True)
+    (out / f"{stage}_config.json").write_text(json.dumps(asdict(cfg), indent=2) + "\n")
+    return out
+
+
+def train_and_save(trainer, out: Path, cfg, stage: str, *, resume: bool, **extra) -> dict[str, Any]:
+    """Train (from the last checkpoint when resuming), save the final model, write and return
+    the summary (steps, wall time, first and last logged step, and ``extra``)."""
+    from longhorizon.train.logs import read_log
+
+    t0 = time.time()
+    trainer.train(resume_from_checkpoint=resume and any(out.glob("checkpoint-*")) or None)
+    save_final(trainer, out, cfg.lora)
+    log = read_log(out / "log.jsonl")
+    summary = {"stage": stage, "out": str(out), "steps": trainer.state.global_step, "wall_s": time.time() - t0,
+               **extra, "first": log[0] if log else None, "last": log[-1] if log else None}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
