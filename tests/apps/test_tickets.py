@@ -209,3 +209,56 @@ async def test_links_both_directions(tworld):
 async def test_missing_tracker_is_a_tool_error(world):
     async with mcp.Client(build_server(world)) as c:
         assert "no ticket tracker" in await error(c, "list_projects")
+
+
+def seed_with_history(root):
+    state.create_tracker(
+        root / "state" / "tickets.sqlite", me="dana", now="2026-03-20T09:00:00",
+        projects=[{"key": "SUP", "name": "Customer support", "kind": "support"}],
+        teams=[{"name": "Mobile"}],
+        users=[{"username": "dana", "name": "Dana Whitfield", "email": "dana@corp.example", "team": "Mobile"},
+               {"username": "lee", "name": "Lee Park", "email": "lee@corp.example", "team": "Mobile"}],
+        tickets=[{"project": "SUP", "number": 4, "title": "App crashes", "status": "Resolved", "resolution": "Fixed",
+                  "created": "2026-03-02T10:00:00", "updated": "2026-03-18T16:30:00"}],
+        history=[{"ticket": "SUP-4", "field": "status", "old": "Triaged", "new": "In Progress",
+                  "author": "lee", "at": "2026-03-03T09:00:00"},
+                 {"ticket": "SUP-4", "field": "status", "old": "In Progress", "new": "Resolved", "author": "lee",
+                  "at": "2026-03-18T16:30:00"},
+                 {"ticket": "SUP-4", "field": "resolution", "old": None, "new": "Fixed", "author": "lee",
+                  "at": "2026-03-18T16:30:00"}],
+    )
+
+
+def test_create_tracker_seeds_updated_and_history(tmp_path):
+    w = World.build(tmp_path / "h", seed_with_history)
+    t = state.ticket(w, "SUP-4")
+    assert (t["created"], t["updated"]) == ("2026-03-02T10:00:00", "2026-03-18T16:30:00")
+    assert [(h["id"], h["field"], h["new"]) for h in state.history(w, "SUP-4")] == [
+        (1, "status", "In Progress"), (2, "status", "Resolved"), (3, "resolution", "Fixed")]
+    b = World.build(tmp_path / "h2", seed_with_history)
+    assert w.db_path("tickets").read_bytes() == b.db_path("tickets").read_bytes()
+
+
+def test_create_tracker_rejects_history_of_unknown_ticket(tmp_path):
+    with pytest.raises(ValueError, match="unknown ticket"):
+        state.create_tracker(tmp_path / "t.sqlite", me="dana", now="2026-03-20T09:00:00",
+                             projects=[{"key": "SUP", "name": "S", "kind": "support"}],
+                             users=[{"username": "dana", "name": "Dana", "email": "d@x.example"}],
+                             history=[{"ticket": "SUP-1", "field": "status", "at": "2026-03-01T09:00:00"}])
+
+
+async def test_get_history_lists_seeded_and_new_changes(tmp_path):
+    w = World.build(tmp_path / "h", seed_with_history)
+    async with mcp.Client(build_server(w)) as c:
+        h = json.loads(await call(c, "get_history", key="sup-4"))
+        assert (h["key"], h["created"], h["reporter"]) == ("SUP-4", "2026-03-02T10:00:00", "dana")
+        assert [(x["at"], x["author"], x["old"], x["new"]) for x in h["changes"] if x["field"] == "status"] == [
+            ("2026-03-03T09:00:00", "lee", "Triaged", "In Progress"),
+            ("2026-03-18T16:30:00", "lee", "In Progress", "Resolved")]
+        await call(c, "update_ticket", key="SUP-4", status="Closed", resolution="Fixed", priority="P1")
+        h = json.loads(await call(c, "get_history", key="SUP-4", field="Status"))
+        assert [(x["new"], x["author"], x["at"]) for x in h["changes"]][-1] == ("Closed", "dana", "2026-03-20T09:00:00")
+        assert all(x["field"] == "status" for x in h["changes"])
+        assert json.loads(await call(c, "get_history", key="SUP-4", field="sprint"))["changes"] == []
+        assert "fields:" in await error(c, "get_history", key="SUP-4", field="mood")
+        assert "search_tickets" in await error(c, "get_history", key="SUP-99")

@@ -37,6 +37,8 @@ MAX_LIMIT = 100
 ALL_STATUSES = tuple(dict.fromkeys(s for flow in WORKFLOWS.values() for s in flow))
 PRIORITY_TEXT = ", ".join(f"{p} ({n})" for p, n in PRIORITIES.items())
 INVERSE = {v: k for k, v in LINK_KINDS.items() if v != k}
+HISTORY_FIELDS = ("created", "status", "resolution", "priority", "assignee", "team", "title", "description", "type",
+                  "labels", "estimate", "sprint_id", "parent", "due_date", "component", "link", "unlink")
 
 INSTRUCTIONS = (
     "The team's ticket tracker. Tickets have keys like SUP-123 (support queue) or PRJ-45 (project "
@@ -387,6 +389,29 @@ def build_server(world):
         out.update(sprint=names.get(t["sprint_id"]), parent=t["parent"], created=t["created"], updated=t["updated"],
                    allowed_transitions=list(WORKFLOWS[kind][t["status"]]), comments=comments, links=links)
         return _dumps(out)
+
+    @srv.tool()
+    def get_history(key: str, field: str | None = None) -> str:
+        """A ticket's change history (its "activity" tab): every recorded change of status,
+        resolution, priority, assignee, team, sprint, labels and other fields, oldest first, with
+        who made it and when. Comments are not changes: get_ticket shows them.
+
+        Args:
+            key: the ticket, e.g. "SUP-12".
+            field: only changes of this field, e.g. "status" or "assignee".
+
+        Returns JSON: {"key", "created", "reporter", "changes": [{"at", "author", "field", "old",
+        "new"}]} (times are YYYY-MM-DDTHH:MM:SS)."""
+        with closing(connect()) as conn:
+            t = get(conn, key)
+            rows = conn.execute("SELECT * FROM history WHERE ticket = ? ORDER BY at, id", (t["key"],)).fetchall()
+        want = str(field or "").strip().lower().replace(" ", "_")
+        want = "sprint_id" if want == "sprint" else want
+        if want and want not in HISTORY_FIELDS:
+            raise ToolError(f"field {field!r} is not tracked; fields: {', '.join(HISTORY_FIELDS)}")
+        changes = [{"at": r["at"], "author": r["author"], "field": r["field"], "old": r["old"], "new": r["new"]}
+                   for r in rows if not want or r["field"] == want]
+        return _dumps({"key": t["key"], "created": t["created"], "reporter": t["reporter"], "changes": changes})
 
     # -- changing tickets -----------------------------------------------------------------
 

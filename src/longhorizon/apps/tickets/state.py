@@ -178,6 +178,7 @@ def create_tracker(
     comments: Iterable[Mapping[str, Any]] = (),
     links: Iterable[Mapping[str, Any]] = (),
     now: str,
+    history: Iterable[Mapping[str, Any]] = (),
 ) -> Path:
     """Write a new tracker. Same arguments -> byte-identical file.
 
@@ -188,9 +189,12 @@ def create_tracker(
     ``tickets``: ``project, title`` and optionally ``number`` (default: next in the project), ``type``
     (task), ``description, status`` (the workflow's first), ``resolution, priority`` (P3), ``assignee,
     team, reporter`` (me), ``customer, component, labels, due_date, estimate, sprint`` (a sprint name),
-    ``parent, created`` (default ``now``).
+    ``parent, created`` (default ``now``), ``updated`` (default ``created``).
     ``comments``: ``ticket, body`` and optional ``author, internal, created``.
     ``links``: ``source, target, kind`` (a key of ``LINK_KINDS``).
+    ``history``: past field changes, ``ticket, field, at`` and optional ``old, new, author`` (me),
+    e.g. ``{"ticket": "SUP-7", "field": "status", "old": "In Progress", "new": "Resolved", "at": ...}``;
+    stored in the given order (ids 1, 2, ...), as the tools record their own changes.
     """
     db_path = Path(db_path)
     if db_path.exists():
@@ -235,11 +239,12 @@ def create_tracker(
             raise ValueError(f"ticket {proj[0]}-{number}: unknown team {t['team']!r}")
         sprint = sprint_ids[(proj[0], t["sprint"])] if t.get("sprint") else None
         created = datetime.fromisoformat(t.get("created", clock)).strftime(NOW_FMT)
+        updated = datetime.fromisoformat(t["updated"]).strftime(NOW_FMT) if t.get("updated") else created
         ticket_rows.append((
             f"{proj[0]}-{number}", proj[0], number, kind, t["title"], t.get("description", ""), status,
             t.get("resolution"), priority, t.get("assignee"), t.get("team"), t.get("reporter", me),
             t.get("customer", ""), t.get("component", ""), json.dumps(clean_labels(t.get("labels", []))),
-            t.get("due_date"), t.get("estimate"), sprint, t.get("parent"), created, created,
+            t.get("due_date"), t.get("estimate"), sprint, t.get("parent"), created, updated,
         ))
     keys = {r[0] for r in ticket_rows}
     comment_rows = []
@@ -254,6 +259,15 @@ def create_tracker(
         if ln["kind"] not in LINK_KINDS or ln["source"] not in keys or ln["target"] not in keys:
             raise ValueError(f"link {i}: bad kind or ticket")
         link_rows.append((i, ln["source"], ln["target"], ln["kind"], clock))
+    history_rows = []
+    for i, h in enumerate(history, start=1):
+        if h["ticket"] not in keys:
+            raise ValueError(f"history {i}: unknown ticket {h['ticket']!r}")
+        if h.get("author", me) not in usernames:
+            raise ValueError(f"history {i}: unknown user {h.get('author')!r}")
+        show = lambda v: None if v is None else (json.dumps(v) if isinstance(v, list) else str(v))  # noqa: E731
+        history_rows.append((i, h["ticket"], h["field"], show(h.get("old")), show(h.get("new")), h.get("author", me),
+                             datetime.fromisoformat(h["at"]).strftime(NOW_FMT)))
     db_path.parent.mkdir(parents=True, exist_ok=True)
     with closing(sqlite3.connect(db_path)) as conn:
         conn.execute("PRAGMA journal_mode=DELETE")
@@ -266,6 +280,7 @@ def create_tracker(
         conn.executemany("INSERT INTO tickets VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", ticket_rows)
         conn.executemany("INSERT INTO comments VALUES (?,?,?,?,?,?)", comment_rows)
         conn.executemany("INSERT INTO links VALUES (?,?,?,?,?)", link_rows)
+        conn.executemany("INSERT INTO history VALUES (?,?,?,?,?,?,?)", history_rows)
         conn.commit()
     return db_path
 

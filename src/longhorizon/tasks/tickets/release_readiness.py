@@ -1,0 +1,458 @@
+"""Project tracking: the readiness review before a release, from the tracker and the team chat.
+
+The release manager's message in the release channel sets the rules: go through every ticket
+of the product's project labelled for the release, bring statuses up to date from this
+morning's stand-up thread, move what won't be Done to the next release (swap the label),
+keep blockers (P1) in the release and flag them, then post a summary in the channel.
+Distractors: the stand-up threads of the two previous days (one of them says a ticket went to
+review, the next day it went back), a correction later in today's thread, an engineer who is
+out today, the web project's tickets carrying a release label with the same number, the last
+release's channel, and tickets of the previous and next releases.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import date, datetime, time, timedelta
+from pathlib import Path
+
+from longhorizon.apps.chat import state as chat
+from longhorizon.apps.tickets import state as tix
+from longhorizon.core.registry import register
+from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.tasks.common import rng_and_faker
+from longhorizon.tasks.mail.common import People, company, day_month, norm, slug
+from longhorizon.tasks.tickets import mentions_key
+
+WORK = ["Offline mode for drafts", "Faster cold start", "Redesigned settings screen", "In-app feedback form",
+        "Push notification preferences", "Biometric unlock", "Crash on rotating the camera view",
+        "Share sheet for invoices", "Dark mode for charts", "Accessibility labels on buttons",
+        "Retry failed uploads", "Pagination in the activity feed", "Search history suggestions",
+        "Deep links to tickets", "Localised date formats", "Remove the legacy login screen",
+        "Upgrade the analytics SDK", "Memory leak in the image cache", "Sync conflicts on slow networks",
+        "Empty state for new accounts", "Tablet split view", "Onboarding checklist", "Export to PDF",
+        "Login loop after password change", "Badge count not clearing", "Attachment size limit message"]
+WEB_WORK = ["Cookie banner copy", "New pricing page", "Blog RSS feed", "Footer links audit"]
+
+DONE_SAYS = ["{k} is merged and verified on staging, so that one's done",
+             "finished {k}, QA signed it off: done",
+             "{k} is done, merged this morning"]
+REVIEW_SAYS = ["{k}: PR is up and waiting for review", "{k} is in review now", "opened the PR for {k}, it's in review"]
+PROGRESS_SAYS = ["started on {k}", "picked up {k} this morning, in progress now", "{k} is in progress"]
+TODO_SAYS = ["haven't started {k} yet", "{k} still not started"]
+STATUS_WORDS = {"Done": DONE_SAYS, "In Review": REVIEW_SAYS, "In Progress": PROGRESS_SAYS, "To Do": TODO_SAYS}
+PATH = {("To Do", "In Progress"): ["In Progress"], ("To Do", "In Review"): ["In Progress", "In Review"],
+        ("To Do", "Done"): ["In Progress", "Done"], ("In Progress", "In Review"): ["In Review"],
+        ("In Progress", "Done"): ["Done"], ("In Review", "Done"): ["Done"],
+        ("In Review", "In Progress"): ["In Progress"], ("In Progress", "To Do"): ["To Do"]}
+BLOCKER_LABEL = "release-blocker"
+
+
+def _numbers(text: str) -> set[int]:
+    """Whole numbers in ``text`` that are not part of a ticket key, a version, a date or a time."""
+    t = re.sub(r"[A-Za-z][A-Za-z0-9]*-\d+", " ", text or "")
+    t = re.sub(r"\d+(?:[.:-]\d+)+", " ", t)
+    return {int(n) for n in re.findall(r"(?<![\w.])\d+(?![\w.]\d)", t)}
+
+
+@register
+class ReleaseReadinessReview(TaskFamily):
+    name = "release_readiness_review"
+    category = "project tracking"
+    apps = ("tickets", "chat")
+    description = ("Run a release readiness review: update the release's tickets from today's stand-up thread, "
+                   "move unfinished non-blockers to the next release, flag open blockers, and post a summary in "
+                   "the release channel.")
+
+    def generate(self, seed: int) -> Task:
+        rng, fake = rng_and_faker(seed, self.name)
+        people = People(fake)
+        _, domain = company(fake)
+        today = date(2026, 2, 3) + timedelta(days=rng.randrange(280))
+        while today.weekday() in (0, 5, 6):  # Tuesday-Friday: the two previous stand-ups were workdays
+            today += timedelta(days=1)
+        days = [today - timedelta(days=2 if today.weekday() >= 2 else 4), today - timedelta(days=1)]
+        if today.weekday() == 1:  # Tuesday: the previous stand-ups were Friday and Monday
+            days = [today - timedelta(days=4), today - timedelta(days=1)]
+        now = datetime.combine(today, time(11, 0))
+        major, minor = rng.randint(3, 7), rng.randint(2, 8)
+        cur, nxt, prev = f"{major}.{minor}", f"{major}.{minor + 1}", f"{major}.{minor - 1}"
+        lab_cur, lab_nxt, lab_prev = f"release-{cur}", f"release-{nxt}", f"release-{prev}"
+        chan_cur, chan_prev = f"release-{major}-{minor}", f"release-{major}-{minor - 1}"
+        pkey = rng.choice([("APP", "Customer app"), ("MOB", "Mobile app")])
+
+        def person(title):
+            p = people.make(domain)
+            return {"username": slug(p.first) + slug(p.last)[:1], "handle": f"{slug(p.first)}.{slug(p.last)[:1]}",
+                    "name": p.name, "first": p.first, "email": p.email, "title": title}
+
+        me, rm, pm = person("Engineering manager"), person("Release manager"), person("Product manager")
+        engs = [person(rng.choice(["Mobile engineer", "Software engineer", "QA engineer"])) for _ in range(5)]
+        web_dev = person("Web developer")
+        absent = engs[4]
+        present = engs[:4]
+
+        pool = rng.sample(WORK, len(WORK))
+        tickets: list[dict] = []
+
+        def ticket(status, *, project=None, labels=(), assignee=None, priority=None, title=None, **kw):
+            t = {"project": project or pkey[0], "title": title or pool.pop(), "status": status,
+                 "labels": list(labels), "assignee": (assignee or rng.choice(engs))["username"],
+                 "priority": priority or rng.choice(["P2", "P3", "P3", "P4"]),
+                 "type": rng.choice(["story", "bug", "task"]), **kw}
+            tickets.append(t)
+            return t
+
+        # the release: (initial status, status after today's stand-up or None when not mentioned)
+        plan = [("Done", None), ("Done", None), ("In Review", "Done"), ("In Review", "Done"),
+                ("In Progress", "Done"), ("To Do", "In Progress"), ("In Progress", "In Review"),
+                ("To Do", "In Review"), ("In Progress", "correction"), ("In Progress", "stale"),
+                ("To Do", "To Do"), ("In Review", "absent")]
+        if rng.random() < 0.5:
+            plan.append(("To Do", "In Progress"))
+        if rng.random() < 0.5:
+            plan.append(("In Progress", "Done"))
+        rel = []
+        for init, after in plan:
+            who = absent if after == "absent" else rng.choice(present)
+            t = ticket(init, labels=[lab_cur, rng.choice(["ios", "android", "backend", "ux"])], assignee=who)
+            t["after"] = after
+            rel.append(t)
+        # blockers: one that finishes today, one or two that will not
+        finishing = [t for t in rel if t["after"] == "Done"]
+        unfinished_cands = [t for t in rel if t["after"] in ("In Progress", "In Review", "correction", "stale",
+                                                             "To Do", "absent")]
+        for t in [rng.choice(finishing)] + rng.sample(unfinished_cands, rng.randint(1, 2)):
+            t["priority"] = "P1"
+        for t in rel:
+            if t["priority"] == "P1":
+                t["type"] = "bug"
+        # final statuses
+        for t in rel:
+            a = t["after"]
+            t["final"] = {None: t["status"], "correction": "In Progress", "stale": t["status"],
+                          "absent": t["status"]}.get(a, a)
+        done_final = [t for t in rel if t["final"] == "Done"]
+        moved = [t for t in rel if t["final"] != "Done" and t["priority"] != "P1"]
+        blockers = [t for t in rel if t["final"] != "Done" and t["priority"] == "P1"]
+        changed = [t for t in rel if t["final"] != t["status"]]
+
+        # everything else
+        others = []
+        for _ in range(3):
+            others.append(ticket("Done", labels=[lab_prev], resolution="Done"))
+        for _ in range(2):
+            others.append(ticket("To Do", labels=[lab_nxt]))
+        for _ in range(2):
+            others.append(ticket(rng.choice(["To Do", "In Progress"])))
+        web_titles = rng.sample(WEB_WORK, 2)
+        for title in web_titles:
+            others.append(ticket(rng.choice(["In Progress", "In Review"]), project="WEB", labels=[lab_cur],
+                                 assignee=web_dev, title=title))
+        for t in tickets:
+            if t["status"] == "Done":
+                t["resolution"] = "Done"
+
+        rng.shuffle(tickets)
+        counters = {pkey[0]: rng.randint(100, 400), "WEB": rng.randint(20, 90)}
+        base_day = datetime.combine(today, time(9)) - timedelta(days=60)
+        for i, t in enumerate(tickets):
+            t["number"] = counters[t["project"]]
+            counters[t["project"]] += 1
+            t["key"] = f"{t['project']}-{t['number']}"
+            t["created"] = (base_day + timedelta(hours=7 * i + rng.randrange(5))).isoformat()
+        rel.sort(key=lambda t: t["number"])
+
+        # chat -----------------------------------------------------------------------------------------
+        bot = {"handle": "standup-bot", "name": "Stand-up bot", "title": "Bot", "email": ""}
+        chat_users = [bot] + [{k: u[k] for k in ("handle", "name", "title", "email")}
+                              for u in [me, rm, pm, *engs, web_dev]]
+        handle_of = {u["username"]: u["handle"] for u in [me, rm, pm, *engs, web_dev]}
+        msgs: list[dict] = []
+
+        def post(channel, user, text, at, thread=None):
+            msgs.append({"channel": channel, "user": user, "text": text, "ts": at.isoformat(),
+                         **({"thread_id": thread} if thread else {})})
+            return len(msgs)
+
+        def say(kind, key):
+            return rng.choice(STATUS_WORDS[kind]).format(k=key)
+
+        stale = next(t for t in rel if t["after"] == "stale")
+        correction = next(t for t in rel if t["after"] == "correction")
+        # the previous release's channel: last time's instructions and summary
+        prev_day = today - timedelta(days=rng.randint(25, 40))
+        pt = datetime.combine(prev_day, time(9, 45))
+        post(chan_prev, rm["handle"], f"Readiness review for {prev} today: usual drill, anything unfinished moves to "
+             f"{cur}. @{me['handle']} can you run it?", pt)
+        post(chan_prev, me["handle"], f"{prev} readiness: {rng.randint(8, 14)} tickets Done, "
+             f"{rng.randint(1, 4)} moved to {cur}, no open blockers. Ready to ship.", pt + timedelta(hours=2))
+        # the two earlier stand-ups
+        for n, d in enumerate(days):
+            root_at = datetime.combine(d, time(9, 30))
+            root = post("standup", "standup-bot", f"Stand-up for {day_month(d)}: reply in this thread with what "
+                        f"you did, what's next and anything blocking you.", root_at)
+            at = root_at
+            for e in engs:
+                mine = [t for t in rel if t["assignee"] == e["username"] and t["status"] != "Done"]
+                bits = []
+                for t in mine:
+                    if t is stale:
+                        bits.append(say("In Review", t["key"]) if n == 0 else
+                                    f"{t['key']} came back from review with comments, so it's back in progress")
+                    elif rng.random() < 0.6:
+                        bits.append(say(t["status"], t["key"]))
+                if not bits:
+                    bits = ["mostly reviews and meetings"]
+                at += timedelta(minutes=rng.randint(2, 9))
+                post("standup", e["handle"], "; ".join(bits) + ". No blockers.", at, root)
+        # today
+        root_at = datetime.combine(today, time(9, 30))
+        root = post("standup", "standup-bot", f"Stand-up for {day_month(today)}: reply in this thread with what you "
+                    "did, what's next and anything blocking you.", root_at)
+        at = root_at
+        corr_at = None
+        for e in present:
+            mine = [t for t in rel if t["assignee"] == e["username"] and t["after"] not in (None, "stale", "absent")]
+            bits = []
+            for t in mine:
+                if t["after"] == "correction":
+                    bits.append(say("In Review", t["key"]))
+                else:
+                    bits.append(say(t["after"], t["key"]))
+            if not bits:
+                bits = ["pairing with QA on regression tests"]
+            rng.shuffle(bits)
+            at += timedelta(minutes=rng.randint(2, 9))
+            post("standup", e["handle"], "; ".join(bits) + ".", at, root)
+            if e["username"] == correction["assignee"]:
+                corr_at = at
+        post("standup", handle_of[correction["assignee"]],
+             f"Correction on {correction['key']}: QA bounced it, so it's back in progress, not in review.",
+             corr_at + timedelta(minutes=rng.randint(40, 70)), root)
+        post("random", absent["handle"], "Out sick today, back tomorrow. Nothing urgent from me.",
+             datetime.combine(today, time(8, 5)))
+        post("random", pm["handle"], "Cake in the kitchen for anyone who wants some.",
+             datetime.combine(today, time(10, 2)))
+        # the release channel
+        y = datetime.combine(days[1], time(17, 10))
+        post(chan_cur, rm["handle"], f"Reminder: readiness review for {cur} tomorrow, code freeze right after.", y)
+        rules_at = datetime.combine(today, time(10, 20))
+        rules = post(chan_cur, rm["handle"], (
+            f"@{me['handle']} could you run the {cur} readiness review this morning? Everything labelled {lab_cur} in "
+            f"{pkey[0]} (the web team's {cur} is theirs, not ours):\n"
+            f"1. Bring each ticket's status up to date from today's stand-up thread.\n"
+            f"2. Anything that still won't be Done moves to {nxt}: swap the label to {lab_nxt}.\n"
+            f"3. Except blockers, i.e. any P1 in the release: those stay in {cur}, get the {BLOCKER_LABEL} label, "
+            f"and go in the summary.\n"
+            f"4. Then post the summary here: how many tickets are Done, which keys moved to {nxt}, and the open "
+            f"blockers."), rules_at)
+        post(chan_cur, pm["handle"], f"Thanks! If {cur} has open blockers I'll tell the customers it's late.",
+             rules_at + timedelta(minutes=4), rules)
+        post("eng", web_dev["handle"], f"Web {cur} is on track, deploying Thursday.",
+             datetime.combine(days[1], time(15, 0)))
+        chat_msgs = _with_ids(msgs)
+        seeded_msgs = len(chat_msgs)
+
+        def build(root: Path) -> None:
+            users = [{k: u[k] for k in ("username", "name", "email")} | {"team": "Engineering"}
+                     for u in [me, rm, pm, *engs]] + [{k: web_dev[k] for k in ("username", "name", "email")}
+                                                      | {"team": "Web"}]
+            tix.create_tracker(
+                root / "state" / "tickets.sqlite", me=me["username"], now=now.isoformat(),
+                projects=[{"key": pkey[0], "name": pkey[1], "kind": "project"},
+                          {"key": "WEB", "name": "Website", "kind": "project"}],
+                teams=[{"name": "Engineering"}, {"name": "Web"}], users=users,
+                tickets=[{k: v for k, v in t.items() if k not in ("key", "after", "final")} for t in tickets])
+            chat.create_chat(root / "state" / "chat.sqlite", me["handle"], chat_users, [
+                {"name": "standup", "topic": "Daily stand-up threads"},
+                {"name": chan_cur, "topic": f"Release {cur} ({pkey[1]})"},
+                {"name": chan_prev, "topic": f"Release {prev} ({pkey[1]}), shipped"},
+                {"name": "eng", "topic": "Engineering chatter"},
+                {"name": "random", "topic": "Anything goes"},
+            ], chat_msgs, now=now.isoformat())
+
+        instruction = (
+            f"{rm['first']} asked me to run the {cur} readiness review this morning; the details are in "
+            f"#{chan_cur}. Could you do it for me? Today's stand-up is in #standup."
+        )
+
+        # oracle ---------------------------------------------------------------------------------------
+        def script(flaw: str | None = None):
+            def run():
+                yield ToolCall("chat__list_channels", {}, "Find the release and stand-up channels.")
+                yield ToolCall("chat__read_channel", {"channel": f"#{chan_cur}", "limit": 20},
+                               f"Read {rm['first']}'s instructions.")
+                page = json.loads((yield ToolCall("chat__read_channel", {"channel": "#standup", "limit": 10},
+                                                  "Find today's stand-up thread.")))
+                roots = [m for m in page["messages"] if m["user"] == "standup-bot"]
+                today_root = roots[-1]["id"]
+                assert day_month(today) in roots[-1]["text"]
+                yield ToolCall("chat__read_thread", {"thread_id": roots[-2]["id"]},
+                               "Yesterday's stand-up, for context only.")
+                yield ToolCall("chat__read_thread", {"thread_id": today_root}, "Today's updates, corrections included.")
+                yield ToolCall("chat__search_messages", {"query": "today", "channel": "#random"},
+                               "Is anyone out today?")
+                found = json.loads((yield ToolCall("tickets__search_tickets",
+                                                   {"project": pkey[0], "label": lab_cur, "limit": 100},
+                                                   f"Every {pkey[0]} ticket labelled {lab_cur}.")))
+                assert [t["key"] for t in found["tickets"]] == [t["key"] for t in rel]
+                for t in changed:
+                    yield ToolCall("tickets__get_ticket", {"key": t["key"]}, f"Check {t['key']}'s allowed moves.")
+                    for step in PATH[(t["status"], t["final"])]:
+                        yield ToolCall("tickets__update_ticket", {"key": t["key"], "status": step},
+                                       f"{t['key']}: {step} per today's stand-up.")
+                if flaw == "statuses":
+                    yield ToolCall("tickets__update_ticket", {"key": correction["key"], "status": "In Review"},
+                                   "Its PR is up (the first message).")
+                if flaw == "unmentioned_kept":
+                    yield ToolCall("tickets__update_ticket", {"key": stale["key"], "status": "In Review"},
+                                   "It was in review two days ago.")
+                for i, t in enumerate(moved):
+                    if flaw == "moved_to_next" and i == 0:
+                        continue
+                    yield ToolCall("tickets__update_ticket", {"key": t["key"], "remove_labels": [lab_cur],
+                                                              "add_labels": [lab_nxt]},
+                                   f"{t['key']} won't be Done: move it to {nxt}.")
+                if flaw == "stay_in_release":
+                    yield ToolCall("tickets__update_ticket", {"key": done_final[0]["key"], "remove_labels": [lab_cur],
+                                                              "add_labels": [lab_nxt]}, "Move this one too.")
+                for i, t in enumerate(blockers):
+                    if flaw == "blockers_flagged" and i == 0:
+                        continue
+                    yield ToolCall("tickets__update_ticket", {"key": t["key"], "add_labels": [BLOCKER_LABEL]},
+                                   f"{t['key']} is a P1 and not Done: flag it as a blocker.")
+                if flaw == "others_untouched":
+                    web = next(t for t in others if t["project"] == "WEB")
+                    yield ToolCall("tickets__update_ticket",
+                                   {"key": web["key"], "remove_labels": [lab_cur], "add_labels": [lab_nxt]},
+                                   "Also labelled for the release.")
+                if flaw == "no_tickets_created":
+                    yield ToolCall("tickets__create_ticket", {"project": pkey[0], "title": f"{cur} readiness review",
+                                                              "type": "task"}, "Track the review.")
+                check = json.loads((yield ToolCall("tickets__search_tickets",
+                                                   {"project": pkey[0], "label": lab_cur, "limit": 100},
+                                                   f"Verify what is left in {cur}.")))
+                n_done = sum(1 for t in check["tickets"] if t["status"] == "Done")
+                assert flaw is not None or n_done == len(done_final)
+                listed = [t["key"] for t in moved][(1 if flaw == "summary_posted" else 0):]
+                text = (f"{cur} readiness review: {len(done_final)} tickets Done. Moved to {nxt}: "
+                        + ", ".join(listed) + ". Open blockers (P1, staying in " + cur + "): "
+                        + ", ".join(f"{t['key']} (@{handle_of[t['assignee']]})" for t in blockers)
+                        + ". Not ready to ship until the blockers are Done.")
+                for _ in range(2 if flaw == "one_summary" else 1):
+                    yield ToolCall("chat__post_message", {"channel": f"#{chan_cur}", "text": text},
+                                   "Post the readiness summary.")
+                return (f"Ran the {cur} review: {len(changed)} statuses updated from today's stand-up, "
+                        f"{len(moved)} tickets moved to {nxt}, {len(blockers)} open blocker(s) flagged, summary "
+                        f"posted in #{chan_cur}.")
+            return run
+
+        # graders --------------------------------------------------------------------------------------
+        def labels_of(w, key):
+            return {x.lower() for x in tix.ticket(w, key)["labels"]}
+
+        mentioned = [t for t in rel if t["after"] not in (None, "stale", "absent")]
+
+        def statuses(w, t):
+            wrong = [(x["key"], tix.ticket(w, x["key"])["status"], x["final"]) for x in mentioned
+                     if tix.ticket(w, x["key"])["status"] != x["final"]]
+            return not wrong, f"(key, got, want): {wrong}" if wrong else ""
+
+        def unmentioned_kept(w, t):
+            wrong = [x["key"] for x in rel if x not in mentioned and tix.ticket(w, x["key"])["status"] != x["status"]]
+            return not wrong, f"changed: {wrong}" if wrong else ""
+
+        def moved_to_next(w, t):
+            wrong = [x["key"] for x in moved
+                     if lab_nxt not in labels_of(w, x["key"]) or lab_cur in labels_of(w, x["key"])]
+            return not wrong, f"not moved to {nxt}: {wrong}" if wrong else ""
+
+        def stay_in_release(w, t):
+            wrong = [x["key"] for x in done_final + blockers
+                     if lab_cur not in labels_of(w, x["key"]) or lab_nxt in labels_of(w, x["key"])]
+            return not wrong, f"should stay in {cur}: {wrong}" if wrong else ""
+
+        blocker_keys = {x["key"] for x in blockers}
+
+        def blockers_flagged(w, t):
+            for x in tix.tickets(w):
+                has = BLOCKER_LABEL in {lb.lower() for lb in x["labels"]}
+                if has != (x["key"] in blocker_keys):
+                    return False, f"{x['key']}: {BLOCKER_LABEL} {'set' if has else 'missing'}"
+            return True
+
+        def summary_posted(w, t):
+            mine = [m for m in chat.messages(w, chan_cur) if m["id"] > seeded_msgs and m["user"] == me["handle"]]
+            for m in mine:
+                text = m["text"]
+                if all(mentions_key(text, x["key"]) for x in moved + blockers) and len(done_final) in _numbers(text):
+                    return True
+            return False, (f"no message in #{chan_cur} with the moved keys, the open blockers and the Done count "
+                           f"({len(done_final)})")
+
+        def one_summary(w, t):
+            posts = t.calls("chat__post_message", ok_only=True)
+            chans = [norm(str((c.arguments or {}).get("channel", "") if isinstance(c.arguments, dict) else ""))
+                     .lstrip("#") for c in posts]
+            return chans == [chan_cur], f"posted in: {chans}"
+
+        before = {x["key"]: (x["status"], sorted(lb.lower() for lb in x["labels"]), x["assignee"], x["priority"])
+                  for x in others}
+
+        def others_untouched(w, t):
+            for key, was in before.items():
+                x = tix.ticket(w, key)
+                if (x["status"], sorted(lb.lower() for lb in x["labels"]), x["assignee"], x["priority"]) != was:
+                    return False, f"{key} changed"
+            for x in rel:
+                now_ = tix.ticket(w, x["key"])
+                if (now_["assignee"], now_["priority"]) != (x["assignee"], x["priority"]):
+                    return False, f"{x['key']}: assignee or priority changed"
+            return True
+
+        def no_tickets_created(w, t):
+            made = t.calls("tickets__create_ticket", ok_only=True)
+            return not made, f"{len(made)} tickets created" if made else ""
+
+        criteria = [
+            Criterion("statuses", "Every release ticket mentioned in today's stand-up has the status stated there "
+                      "(corrections applied).", "final_state", statuses, 2.0),
+            Criterion("unmentioned_kept", "Release tickets not mentioned today keep their status (older stand-ups "
+                      "don't count).", "final_state", unmentioned_kept, guard=True),
+            Criterion("moved_to_next", f"Every unfinished non-blocker now carries {lab_nxt} instead of {lab_cur}.",
+                      "final_state", moved_to_next, 2.0),
+            Criterion("stay_in_release", f"Done tickets and open blockers still carry {lab_cur} only.",
+                      "final_state", stay_in_release, guard=True),
+            Criterion("blockers_flagged", f"Exactly the open P1 tickets of the release carry {BLOCKER_LABEL}.",
+                      "final_state", blockers_flagged),
+            Criterion("summary_posted", f"A message in #{chan_cur} gives the Done count, every moved key and every "
+                      "open blocker.", "final_state", summary_posted, 2.0),
+            Criterion("one_summary", f"Exactly one message was posted, in #{chan_cur}.", "process", one_summary),
+            Criterion("others_untouched", f"Tickets outside the {pkey[0]} {cur} release (previous and next release, "
+                      "backlog, the web project) are unchanged; no assignee or priority changed.", "final_state",
+                      others_untouched, guard=True),
+            Criterion("no_tickets_created", "No ticket was created.", "process", no_tickets_created, guard=True),
+        ]
+        return Task(
+            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
+            criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
+            data={"release": cur, "statuses": {x["key"]: x["final"] for x in rel},
+                  "moved": [x["key"] for x in moved], "blockers": sorted(blocker_keys), "done": len(done_final)},
+        )
+
+
+def _with_ids(msgs: list[dict]) -> list[dict]:
+    """Messages in time order with ids 1, 2, ...; thread references, given as positions (from 1) in
+    ``msgs`` as written, are rewritten to those ids."""
+    order = sorted(range(len(msgs)), key=lambda i: (msgs[i]["ts"], i))
+    new_id = {i + 1: n for n, i in enumerate(order, start=1)}
+    out = []
+    for n, i in enumerate(order, start=1):
+        m = dict(msgs[i], id=n)
+        if "thread_id" in m:
+            m["thread_id"] = new_id[m["thread_id"]]
+        out.append(m)
+    return out
