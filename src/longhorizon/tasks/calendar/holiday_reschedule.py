@@ -1,0 +1,798 @@
+"""Calendar scheduling: move the owner's meetings out of an office-closure week.
+
+Facilities first announced a provisional closure, then confirmed different days; every
+meeting the owner organises on a confirmed closure day moves to the following week: the
+same weekday and time when everyone is free, else the nearest half-hour slot that day
+(earlier on a tie), else the next working day. Rules live in the inbox too: Friday
+afternoons become meeting-free from that week, and a team member mentions a day they are
+out that is not on the calendar. The owner's "Hold" blocks do not count as busy (cancel
+one when a moved meeting needs its time, leave the others), the weekly recurring meeting
+is skipped (cancelled) rather than moved, meetings other people organise and the owner's
+meetings outside the closure stay as they are. One summary mail goes to everyone affected.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+from longhorizon.apps.calendar import state as cal
+from longhorizon.apps.mail import state as mail
+from longhorizon.core.registry import register
+from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.tasks.calendar.slots import at, blocks, iso, snapshot
+from longhorizon.tasks.common import rng_and_faker
+from longhorizon.tasks.mail.common import (
+    People,
+    company,
+    day_month,
+    loads,
+    long_date,
+    mentions_day,
+    mentions_time,
+    monday_of,
+    norm,
+)
+
+HOURS = [("08:00", "16:00"), ("08:30", "16:30"), ("09:00", "17:00"), ("09:30", "17:30"),
+         ("10:00", "18:00"), ("07:30", "15:30"), ("09:00", "18:00")]
+MY_HOURS = [("08:30", "17:30"), ("08:00", "17:00"), ("09:00", "18:00"), ("08:00", "18:00")]
+MEETINGS = [
+    "Roadmap review", "Budget check-in", "Hiring sync", "Vendor update", "Design critique",
+    "Customer escalation review", "Analytics deep dive", "Pricing workshop", "Release readiness",
+    "Partner pipeline review", "Security findings walkthrough", "Onboarding plan review",
+    "Quarterly goals check", "Support backlog triage", "Content calendar planning", "Data migration sync",
+    "Infrastructure cost review", "Launch retrospective", "Office move planning", "Procurement review",
+]
+WEEKLIES = ["Ops weekly", "Team weekly sync", "Leads weekly", "Weekly metrics review"]
+OTHER_EVENTS = ["Customer call", "Interview panel", "Training session", "Sprint planning", "Vendor demo",
+                "Pairing session", "Design review", "Lunch & learn", "Architecture forum", "1:1 with manager"]
+HOLDS = ["Hold: deep work", "Hold: board deck prep", "Hold: inbox zero", "Hold: planning time",
+         "Hold: reading & reviews", "Hold: admin"]
+ROOMS = ["Room 2A", "Room 3C", "Harbor room", "Maple room", "Video call", "Room 4B", "Boardroom"]
+RANGES = [(0, 4), (1, 4), (0, 3)]
+FRIDAY_CUTOFF = "12:00"
+OUT_REASONS = ["I'm moving house", "I have a family thing", "I'm taking a personal day", "I'm at a course"]
+
+
+def _ranges_text(days: list[date]) -> str:
+    return f"{day_month(days[0])} to {day_month(days[-1])}"
+
+
+def _is_hold(ev: dict) -> bool:
+    return ev["title"].lower().startswith("hold")
+
+
+def nearest_slot(day: date, orig: str, minutes: int, lo: str, hi: str,
+                 busy: list[tuple[str, str]], far: bool = False) -> tuple[str, str] | None:
+    """The ``minutes``-long half-hour-aligned slot on ``day`` inside [lo, hi) that clashes with
+    none of ``busy`` and starts closest to ``orig`` (earlier on a tie); ``far`` picks the farthest."""
+    length = timedelta(minutes=minutes)
+    target = at(day, orig)
+    best = None
+    t = at(day, lo)
+    while t + length <= at(day, hi):
+        s, e = iso(t), iso(t + length)
+        if not any(cal.overlaps(s, e, b0, b1) for b0, b1 in busy):
+            key = (abs((t - target).total_seconds()), t)
+            if far:
+                key = (-key[0], t)
+            if best is None or key < best[0]:
+                best = (key, (s, e))
+        t += timedelta(minutes=30)
+    return best[1] if best else None
+
+
+@register
+class HolidayWeekReschedule(TaskFamily):
+    name = "holiday_week_reschedule"
+    category = "calendar scheduling"
+    apps = ("calendar", "mail")
+    description = (
+        "Move every meeting the owner organises on the confirmed office-closure days to the next week "
+        "(same time if possible, else the nearest free slot within working hours, Friday-afternoon rule, "
+        "people out per mail), release clashing Hold blocks, skip the recurring weekly, leave everything "
+        "else alone, and mail one summary to everyone affected."
+    )
+
+    def generate(self, seed: int) -> Task:
+        rng, fake = rng_and_faker(seed, self.name)
+        people = People(fake)
+        our_company, domain = company(fake)
+        wmon = monday_of(rng, weeks=40)
+        today = wmon - timedelta(days=rng.choice([3, 4, 10, 11]))
+        wk = [wmon + timedelta(days=i) for i in range(5)]
+        nxt = [wmon + timedelta(days=7 + i) for i in range(5)]
+        prev = [wmon - timedelta(days=7 - i) for i in range(5)]
+        later = [wmon + timedelta(days=14 + i) for i in range(5)]
+        first, last = rng.choice(RANGES)
+        closure = wk[first:last + 1]
+        prov = rng.choice([r for r in RANGES if r != (first, last)])
+        prov_days = wk[prov[0]:prov[1] + 1]
+
+        me = people.make(domain)
+        my_hours = rng.choice(MY_HOURS)
+        team = [people.make(domain) for _ in range(rng.randint(8, 10))]
+        hours = {p.email: rng.choice(HOURS) for p in team}
+        hours[me.email] = my_hours
+        lookalikes = [people.make(domain, first=p.first) for p in rng.sample(team, 2)]
+        colleagues = [people.make(domain) for _ in range(5)]
+        boss = people.make(domain)
+        directory = [
+            {"email": me.email, "name": me.name, "work_start": my_hours[0], "work_end": my_hours[1]},
+            *({"email": p.email, "name": p.name, "work_start": hours[p.email][0],
+               "work_end": hours[p.email][1]} for p in team),
+            *({"email": p.email, "name": p.name} for p in lookalikes + colleagues + [boss]),
+        ]
+        directory.sort(key=lambda p: p["email"])
+
+        for _attempt in range(80):
+            scen = self._scenario(rng, me, team, hours, colleagues, lookalikes, wk, nxt, prev, later, closure)
+            if scen is not None:
+                break
+        else:  # pragma: no cover - generation bug
+            raise RuntimeError(f"{self.name}: no solvable closure week for seed {seed}")
+        events, movable, weekly, ooo = scen["events"], scen["movable"], scen["weekly"], scen["ooo"]
+        plan, cancel_holds = scen["plan"], scen["cancel_holds"]
+        shifted, spare_hold, other_mine = scen["shifted"], scen["spare_hold"], scen["other_mine"]
+        last_seed_id = len(events)
+        seeded = {e["id"]: snapshot(e, me.email) for e in events}
+        hold_ids = {e["id"] for e in events if e.get("organizer", me.email) == me.email and _is_hold(e)}
+        movable_ids = [m["id"] for m in movable]
+        by_id = {e["id"]: e for e in events}
+        weekly_w = weekly["w_id"]
+        watched = [eid for eid in seeded if eid not in hold_ids and eid not in movable_ids and eid != weekly_w]
+        affected_people = sorted({a["email"] for m in movable for a in m["attendees"]} | set(weekly["attendees"]))
+        ooo_person, ooo_day = ooo
+
+        # -- mailbox ----------------------------------------------------------------------------
+        facilities = f"facilities@{domain}"
+        stamp = lambda d, h, m: f"{d.isoformat()}T{h:02d}:{m:02d}:00"  # noqa: E731
+        closed_set = set(closure)
+        open_days = [d for d in wk if d not in closed_set]
+        ooo_p = next(p for p in team if p.email == ooo_person)
+        decoy_out = rng.choice([p for p in team if p.email != ooo_person])
+        decoy_day = rng.choice(later)
+        other_org = rng.choice(colleagues)
+        msgs = [
+            {"folder": "Inbox", "sender": facilities, "sender_name": "Facilities Team",
+             "to": [f"all@{domain}"], "subject": f"Heads-up: office closure week of {day_month(wk[0])}",
+             "body": (f"Hi all,\n\nBecause of the electrical works in the building we expect to close the office "
+                      f"from {_ranges_text(prov_days)}. These dates are provisional; we'll confirm them as soon "
+                      f"as the contractor does.\n\nFacilities"),
+             "date": stamp(today - timedelta(days=12), 8, 5), "is_read": True},
+            {"folder": "Inbox", "sender": facilities, "sender_name": "Facilities Team",
+             "to": [f"all@{domain}"], "subject": "Confirmed: office closure dates",
+             "body": (f"Hi all,\n\nThe contractor has confirmed: the office will be closed from "
+                      f"{long_date(closure[0])} to {long_date(closure[-1])}, both days included. "
+                      + (f"The office is open as normal on {', '.join(long_date(d) for d in open_days)}. "
+                         if open_days else "")
+                      + "Everyone is off on the closure days, so please move any meetings you organise on "
+                        "those days.\n\nThanks for your patience,\nFacilities"),
+             "date": stamp(today - timedelta(days=1), 16, 20)},
+            {"folder": "Inbox", "sender": boss.email, "sender_name": boss.name, "to": [f"managers@{domain}"],
+             "subject": "Meeting-free Friday afternoons",
+             "body": (f"Hi everyone,\n\nStarting the week of {day_month(nxt[0])}, Friday afternoons are "
+                      f"meeting-free: please don't schedule anything that runs past {FRIDAY_CUTOFF} on a "
+                      f"Friday.\n\nThanks,\n{boss.first}"),
+             "date": stamp(today - timedelta(days=3), 9, 40)},
+            {"folder": "Inbox", "sender": ooo_p.email, "sender_name": ooo_p.name,
+             "subject": f"Out on {day_month(ooo_day)}",
+             "body": (f"Hi {me.first},\n\nHeads-up: I'm off all day on {long_date(ooo_day)} "
+                      f"({rng.choice(OUT_REASONS).lower()}). It isn't in the calendar yet, so please don't "
+                      f"put anything with me on that day.\n\nThanks,\n{ooo_p.first}"),
+             "date": stamp(today - timedelta(days=2), 11, 15)},
+            {"folder": "Inbox", "sender": decoy_out.email, "sender_name": decoy_out.name,
+             "subject": "Day off later this month",
+             "body": (f"Hi {me.first},\n\nJust so you know, I'll take {long_date(decoy_day)} off. Nothing to "
+                      f"change for now.\n\n{decoy_out.first}"),
+             "date": stamp(today - timedelta(days=4), 15, 2)},
+            {"folder": "Inbox", "sender": other_org.email, "sender_name": other_org.name,
+             "subject": "Moving my review out of the closure",
+             "body": (f"Hi {me.first},\n\nI'll move the meetings I organise during the closure myself, "
+                      f"you'll get updated invites from me. No action needed on your side.\n\n{other_org.first}"),
+             "date": stamp(today, 7, 55)},
+            {"folder": "Inbox", "sender": "digest@worktips.example", "sender_name": "Work Tips",
+             "subject": "5 ways to reclaim your calendar", "body": "Block focus time, decline more, batch meetings.",
+             "date": stamp(today - timedelta(days=5), 6, 30), "is_read": True},
+        ]
+        msgs.sort(key=lambda m: m["date"])
+        for i, m in enumerate(msgs, start=1):
+            m["id"] = i
+        mid = {m["subject"]: m["id"] for m in msgs}
+        confirm_id = mid["Confirmed: office closure dates"]
+        friday_id = mid["Meeting-free Friday afternoons"]
+        ooo_id = mid[f"Out on {day_month(ooo_day)}"]
+        must_read = [confirm_id, friday_id, ooo_id]
+        to_read = [m["id"] for m in msgs if m["sender"] != "digest@worktips.example"]
+
+        def build(root: Path) -> None:
+            cal.create_calendar(root / "state" / "calendar.sqlite", me.email, directory, events,
+                                today=today.isoformat())
+            mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name,
+                                folders=["Inbox", "Sent", "Archive"], messages=msgs,
+                                now=stamp(today, 9, 0))
+
+        instruction = (
+            f"Hi, {me.first} here. Facilities have confirmed the office closure (it's in my inbox; there was "
+            f"an earlier provisional mail too). Could you move every meeting I organise that falls on a closure "
+            f"day to the following week? Try the same weekday and time first. If that doesn't work for everyone, "
+            f"take the free slot closest in time on that same day (starting on the hour or half past; if two are "
+            f"equally close, the earlier one), and if nothing fits that day, go to the next working day, again "
+            f"as close to the original time as possible. Everyone has to be within their working hours and free; "
+            f"check my inbox for people who are out and for new rules about meeting times. Keep each meeting's "
+            f"title, length, attendees and room. My \"Hold\" blocks don't count as busy: if a moved meeting needs "
+            f"that time, cancel the hold, but leave the other holds alone. The {weekly['title']} happens every "
+            f"week anyway, so just cancel it for the closure week instead of moving it. Don't touch meetings other "
+            f"people organise, or mine outside the closure. Please work through the meetings in date order. "
+            f"Then send one email to everyone affected (the attendees of the meetings you moved or cancelled) "
+            f"listing each moved meeting with its new day and time, and mentioning that this "
+            f"{weekly['title']} is skipped."
+        )
+
+        my_list_range = {"start": nxt[0].isoformat(), "end": nxt[-1].isoformat()}
+
+        def script(flaw: str | None = None):
+            def run():
+                listing = loads((yield ToolCall("mail__list_messages", {"folder": "Inbox"},
+                                                note="See what came in about the closure.")))
+                for m in sorted(listing["messages"], key=lambda m: m["id"]):
+                    if m["id"] not in to_read or (flaw == "mails_read" and m["id"] == ooo_id):
+                        continue
+                    yield ToolCall("mail__read_message", {"message_id": m["id"]},
+                                   note=f"Read message {m['id']}: closure dates, rules, people out.")
+                closure_evs = loads((yield ToolCall("calendar__list_events", {
+                    "start": closure[0].isoformat(), "end": closure[-1].isoformat()},
+                    note="List everything on the confirmed closure days.")))
+                mine = [e for e in closure_evs if e["organizer"] == me.email]
+                target = loads((yield ToolCall("calendar__list_events", dict(my_list_range),
+                                               note="See my calendar for the week after, holds included.")))
+                my_busy, holds = [], {}
+                for e in target:
+                    if e["organizer"] == me.email and _is_hold(e):
+                        holds[e["id"]] = (e["start"], e["end"])
+                    elif e["organizer"] == me.email or any(
+                            a["email"] == me.email and a["response"] != "declined" for a in e["attendees"]):
+                        my_busy.append((e["start"], e["end"]))
+                weekly_ev = next(e for e in mine if norm(e["title"]) == norm(weekly["title"]))
+                to_move = sorted((e for e in mine if e["id"] != weekly_ev["id"]), key=lambda e: (e["start"], e["id"]))
+                if flaw == "closure_cleared":
+                    to_move = to_move[:-1]
+                if flaw == "weekly_skipped":
+                    to_move = sorted(to_move + [weekly_ev], key=lambda e: (e["start"], e["id"]))
+                else:
+                    yield ToolCall("calendar__cancel_event", {"event_id": weekly_ev["id"]},
+                                   note=f"The {weekly['title']} recurs weekly: cancel this week's occurrence.")
+                cancelled: set[int] = set()
+                moved: dict[int, tuple[str, str]] = {}
+                for n, e in enumerate(to_move):
+                    guests = [a["email"] for a in e["attendees"]]
+                    if flaw == "checked_availability" and n == 0:
+                        att_busy = scen["busy_now"](guests, moved)
+                        my_hours_now = {"start": my_hours[0], "end": my_hours[1]}
+                        wh = [hours[g] for g in guests]
+                    else:
+                        fb = loads((yield ToolCall("calendar__free_busy", {
+                            "emails": [me.email, *guests], **my_list_range},
+                            note=f"Check who is free the week after for {e['title']!r}.")))
+                        mine_fb, others = fb["people"][0], fb["people"][1:]
+                        my_hours_now = mine_fb["working_hours"]
+                        att_busy = [(b["start"], b["end"]) for p in others for b in p["busy"]]
+                        wh = [(p["working_hours"]["start"], p["working_hours"]["end"]) for p in others]
+                    slot = self._place(e, guests, my_busy, att_busy, (my_hours_now["start"], my_hours_now["end"]),
+                                       wh, nxt, ooo, flaw if e["id"] == shifted else None)
+                    for hid, (hs, he) in sorted(holds.items()):
+                        if hid in cancelled or not cal.overlaps(slot[0], slot[1], hs, he):
+                            continue
+                        if flaw == "holds_released":
+                            continue
+                        yield ToolCall("calendar__cancel_event", {"event_id": hid},
+                                       note=f"Hold {hid} sits where {e['title']!r} has to go: release it.")
+                        cancelled.add(hid)
+                    args = {"event_id": e["id"], "start": slot[0], "end": slot[1]}
+                    if flaw == "details_kept" and n == 0:
+                        args["title"] = f"{e['title']} (moved)"
+                    yield ToolCall("calendar__update_event", args,
+                                   note=f"Move {e['title']!r} to {slot[0]}.")
+                    my_busy.append(slot)
+                    moved[e["id"]] = slot
+                if flaw == "holds_kept":
+                    yield ToolCall("calendar__cancel_event", {"event_id": spare_hold},
+                                   note="This hold looks stale; clear it too.")
+                if flaw == "others_untouched":
+                    yield ToolCall("calendar__update_event", {"event_id": other_mine, "location": "Cafe downstairs"},
+                                   note="Make this one a video call while I'm at it.")
+                yield ToolCall("calendar__list_events", dict(my_list_range),
+                               note="Verify the week after: every moved meeting in place, no clashes.")
+                yield ToolCall("calendar__list_events", {"start": closure[0].isoformat(),
+                                                         "end": closure[-1].isoformat()},
+                               note="Verify nothing of mine is left on the closure days.")
+                lines = []
+                for k, e in enumerate(to_move):
+                    s = datetime.strptime(moved[e["id"]][0], cal.TIME_FMT)
+                    when = f"{day_month(s.date())} at {s.strftime('%H:%M')}"
+                    if flaw == "summary_mail" and k == 0:
+                        when = day_month(s.date())
+                    lines.append(f"- {e['title']}: now {when}")
+                body = (f"Hi all,\n\nThe office is closed from {day_month(closure[0])} to {day_month(closure[-1])}, "
+                        f"so I've moved my meetings from those days to the following week:\n\n"
+                        + "\n".join(lines)
+                        + f"\n\nThe {weekly['title']} is skipped for the closure week; we'll pick it up again "
+                          f"as usual the week after. The updated invites are on your calendars.\n\n{me.first}")
+                rcpt = list(affected_people)
+                if flaw == "summary_recipients":
+                    rcpt = rcpt[:-1]
+                yield ToolCall("mail__send_message", {
+                    "to": rcpt, "subject": "Meetings moved out of the office closure", "body": body},
+                    note="Tell everyone affected where their meetings went.")
+                if flaw == "no_other_mail":
+                    yield ToolCall("mail__reply", {"message_id": confirm_id, "body": "Thanks, all moved!"},
+                                   note="Let Facilities know.")
+                return (f"Moved {len(to_move)} meetings out of the closure ({day_month(closure[0])} to "
+                        f"{day_month(closure[-1])}), cancelled this week's {weekly['title']} and sent a summary.")
+            return run
+
+        # -- graders ------------------------------------------------------------------------------
+        closure_iso = {d.isoformat() for d in closure}
+        next_iso = {d.isoformat() for d in nxt}
+        hours_of = {p["email"]: (p.get("work_start", "09:00"), p.get("work_end", "17:00")) for p in directory}
+
+        def copy_of(world, eid: int) -> dict | None:
+            ev = cal.event(world, eid)
+            if ev and ev["status"] == "active" and ev["organizer"] == me.email:
+                return ev
+            title = norm(by_id[eid]["title"])
+            for e in cal.events(world):
+                if e["id"] > last_seed_id and e["organizer"] == me.email and norm(e["title"]) == title:
+                    return e
+            return None
+
+        def copies(world) -> tuple[dict[int, dict], str]:
+            out = {}
+            for eid in movable_ids:
+                c = copy_of(world, eid)
+                if c is None or c["start"][:10] not in next_iso:
+                    return out, f"{by_id[eid]['title']!r} is not in the week after"
+                out[eid] = c
+            return out, ""
+
+        def guests(e: dict) -> set[str]:
+            return {a["email"] for a in e["attendees"]} - {me.email}
+
+        def check_cleared(world, traj):
+            left = [e["id"] for e in cal.events(world) if e["organizer"] == me.email
+                    and e["start"][:10] in closure_iso]
+            if left:
+                return False, f"still on closure days: {left}"
+            got, why = copies(world)
+            return (not why, why)
+
+        def check_slots(world, traj):
+            bad = []
+            for eid in movable_ids:
+                c = copy_of(world, eid)
+                if c is None or (c["start"], c["end"]) != plan[eid]:
+                    bad.append(f"{by_id[eid]['title']!r}: {None if c is None else (c['start'], c['end'])} "
+                               f"(expected {plan[eid]})")
+            return not bad, "; ".join(bad)
+
+        def check_details(world, traj):
+            got, why = copies(world)
+            if why:
+                return False, why
+            for eid, c in got.items():
+                o = by_id[eid]
+                want = {a if isinstance(a, str) else a["email"] for a in o.get("attendees", [])}
+                length = cal.parse_time(c["end"]) - cal.parse_time(c["start"])
+                if norm(c["title"]) != norm(o["title"]):
+                    return False, f"title {c['title']!r} (was {o['title']!r})"
+                if guests(c) != want:
+                    return False, f"{o['title']!r}: attendees {sorted(guests(c))}, expected {sorted(want)}"
+                if norm(c["location"]) != norm(o.get("location", "")):
+                    return False, f"{o['title']!r}: location {c['location']!r}"
+                if length != cal.parse_time(o["end"]) - cal.parse_time(o["start"]):
+                    return False, f"{o['title']!r}: length changed to {length}"
+            return True
+
+        def check_rules(world, traj):
+            got, why = copies(world)
+            if why:
+                return False, why
+            for eid, c in got.items():
+                who = [me.email, *sorted(guests(c))]
+                for x in who:
+                    ws, we = hours_of.get(x, ("09:00", "17:00"))
+                    if not cal.within_working_hours({"work_start": ws, "work_end": we}, c["start"], c["end"]):
+                        return False, f"{c['title']!r} at {c['start']} is outside {x}'s working hours"
+                    clash = [b["id"] for b in cal.busy(world, x, c["start"], c["end"])
+                             if b["id"] != c["id"] and b["id"] not in hold_ids]
+                    if clash:
+                        return False, f"{c['title']!r} at {c['start']}: {x} is busy (events {clash})"
+                d = cal.parse_time(c["start"]).date()
+                if d.weekday() == 4 and c["end"][11:] > FRIDAY_CUTOFF:
+                    return False, f"{c['title']!r} runs into Friday afternoon"
+                if ooo_person in who and d == ooo_day:
+                    return False, f"{c['title']!r} is on {ooo_day}, when {ooo_person} is out"
+            return True
+
+        def check_holds_released(world, traj):
+            got, why = copies(world)
+            if why:
+                return False, why
+            for h in hold_ids:
+                ev = cal.event(world, h)
+                if ev["status"] == "active" and any(cal.overlaps(ev["start"], ev["end"], c["start"], c["end"])
+                                                     for c in got.values()):
+                    return False, f"hold {h} ({ev['title']!r}) still overlaps a moved meeting"
+            return True
+
+        def check_holds_kept(world, traj):
+            got = [c for eid in movable_ids if (c := copy_of(world, eid)) is not None]
+            for h in sorted(hold_ids):
+                ev = cal.event(world, h)
+                needed = any(cal.overlaps(seeded[h]["start"], seeded[h]["end"], c["start"], c["end"]) for c in got)
+                if not needed and snapshot(ev, me.email) != seeded[h]:
+                    return False, f"hold {h} ({seeded[h]['title']!r}) was changed but no moved meeting needed it"
+            return True
+
+        def check_untouched(world, traj):
+            current = {e["id"]: e for e in cal.events(world, include_cancelled=True)}
+            for eid in watched:
+                now = current.get(eid)
+                if now is None or snapshot(now, me.email) != seeded[eid]:
+                    return False, f"event {eid} ({seeded[eid]['title']!r}) was changed"
+            return True
+
+        def check_weekly(world, traj):
+            ev = cal.event(world, weekly_w)
+            if ev is None or ev["status"] != "cancelled":
+                return False, f"the closure-week {weekly['title']} is not cancelled"
+            extra = [e["id"] for e in cal.events(world) if e["id"] > last_seed_id
+                     and norm(e["title"]) == norm(weekly["title"])]
+            return (not extra, f"new {weekly['title']} events {extra}" if extra else "")
+
+        def summary_candidates(world) -> list[dict]:
+            return [m for m in mail.sent_messages(world) if set(m["to"] + m["cc"]) & set(affected_people)]
+
+        def check_summary(world, traj):
+            msgs_ = summary_candidates(world)
+            if not msgs_:
+                return False, "no summary sent to the people affected"
+            why = ""
+            for m in msgs_:
+                lines = [norm(x) for x in re.split(r"[\n;]|\.\s", m["body"])]
+                ok = norm(weekly["title"]) in norm(m["body"])
+                why = "" if ok else f"{weekly['title']} not mentioned"
+                for eid in movable_ids:
+                    if not ok:
+                        break
+                    c = copy_of(world, eid)
+                    if c is None:
+                        ok, why = False, f"{by_id[eid]['title']!r} was not moved"
+                        break
+                    start = cal.parse_time(c["start"])
+                    t = norm(by_id[eid]["title"])
+                    if not any(t in ln and mentions_day(ln, start.date()) and mentions_time(ln, start)
+                               for ln in lines):
+                        ok, why = False, f"{by_id[eid]['title']!r} is not listed with {c['start']}"
+                if ok:
+                    return True
+            return False, why
+
+        def check_recipients(world, traj):
+            want = set(affected_people)
+            for m in summary_candidates(world):
+                if set(m["to"] + m["cc"]) - {me.email} == want:
+                    return True
+            return False, f"no single mail to exactly {sorted(want)}"
+
+        def check_no_other_mail(world, traj):
+            allowed = set(affected_people) | {me.email}
+            for m in mail.sent_messages(world):
+                extra = set(m["to"] + m["cc"]) - allowed
+                if extra:
+                    return False, f"mail {m['id']} went to {sorted(extra)}"
+            return True
+
+        def _emails_of(args) -> set[str]:
+            vals = args.get("emails") if isinstance(args, dict) else None
+            if not isinstance(vals, list):
+                return set()
+            return {str(v).strip().lower() for v in vals}
+
+        def check_availability(world, traj):
+            fbs: list[tuple[int, set[str], str, str]] = []
+            moves: dict[int, int] = {}
+            for i, c in enumerate(traj.tool_calls):
+                if c.is_error or not isinstance(c.arguments, dict):
+                    continue
+                if c.name == "calendar__free_busy":
+                    fbs.append((i, _emails_of(c.arguments), str(c.arguments.get("start", ""))[:10],
+                                str(c.arguments.get("end", ""))[:10]))
+                elif c.name == "calendar__update_event" and c.arguments.get("start") is not None:
+                    try:
+                        moves.setdefault(int(c.arguments.get("event_id")), i)
+                    except (TypeError, ValueError):
+                        continue
+                elif c.name == "calendar__create_event":
+                    t = norm(str(c.arguments.get("title", "")))
+                    for eid in movable_ids:
+                        if norm(by_id[eid]["title"]) == t:
+                            moves.setdefault(eid, i)
+            for eid in movable_ids:
+                if eid not in moves:
+                    return False, f"{by_id[eid]['title']!r} was never moved"
+                want = {a if isinstance(a, str) else a["email"] for a in by_id[eid].get("attendees", [])}
+                d = plan[eid][0][:10]
+                if not any(i < moves[eid] and want <= got and s <= d <= e for i, got, s, e in fbs):
+                    return False, f"no free_busy covering {by_id[eid]['title']!r}'s attendees before moving it"
+            return True
+
+        def check_read(world, traj):
+            calls = [c for c in traj.tool_calls if not c.is_error]
+            first_change = next((i for i, c in enumerate(calls) if c.name in (
+                "calendar__update_event", "calendar__create_event", "calendar__cancel_event")), None)
+            if first_change is None:
+                return False, "nothing was changed on the calendar"
+            read = set()
+            for c in calls[:first_change]:
+                if c.name == "mail__read_message" and isinstance(c.arguments, dict):
+                    try:
+                        read.add(int(c.arguments.get("message_id")))
+                    except (TypeError, ValueError):
+                        continue
+            missing = [m for m in must_read if m not in read]
+            return (not missing, f"unread before changing the calendar: {missing}" if missing else "")
+
+        criteria = [
+            Criterion("closure_cleared", "Nothing the owner organises is left on a closure day; every meeting "
+                      "to move is active in the following week.", "final_state", check_cleared, 2.0),
+            Criterion("new_slots", "Each moved meeting sits at the slot the rules give (same time, else nearest "
+                      "that day, else the next day).", "final_state", check_slots, 2.0),
+            Criterion("details_kept", "Moved meetings keep their title, attendees, room and length.",
+                      "final_state", check_details),
+            Criterion("working_rules", "Moved meetings are within everyone's working hours, clash with no one, "
+                      "avoid Friday afternoons and the day a team member is out.", "final_state", check_rules),
+            Criterion("holds_released", "Holds overlapping a moved meeting are cancelled.", "final_state",
+                      check_holds_released),
+            Criterion("holds_kept", "Holds no moved meeting needed are untouched.", "final_state",
+                      check_holds_kept, guard=True),
+            Criterion("others_untouched", "Meetings others organise and the owner's meetings outside the "
+                      "closure are unchanged.", "final_state", check_untouched, guard=True),
+            Criterion("weekly_skipped", f"The closure-week {weekly['title']} is cancelled, not moved.",
+                      "final_state", check_weekly),
+            Criterion("summary_mail", "A summary lists each moved meeting with its new day and time and "
+                      "mentions the skipped weekly.", "final_state", check_summary, 2.0),
+            Criterion("summary_recipients", "One summary mail goes to exactly the attendees of the moved and "
+                      "cancelled meetings.", "final_state", check_recipients),
+            Criterion("no_other_mail", "No mail to anyone outside the affected attendees.", "final_state",
+                      check_no_other_mail, guard=True),
+            Criterion("checked_availability", "Each meeting was moved only after a free_busy check of its "
+                      "attendees for its new day.", "process", check_availability),
+            Criterion("mails_read", "The confirmed closure, the Friday rule and the out-of-office mails were "
+                      "read before changing the calendar.", "process", check_read),
+        ]
+        return Task(
+            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
+            criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
+            data={"today": today.isoformat(), "closure": sorted(closure_iso), "plan": {str(k): v for k, v in
+                  plan.items()}, "weekly": weekly_w, "cancel_holds": sorted(cancel_holds),
+                  "affected": affected_people, "ooo": [ooo_person, ooo_day.isoformat()]},
+        )
+
+    # -- placing one meeting --------------------------------------------------------------------
+    @staticmethod
+    def _place(e: dict, guests: list[str], my_busy, att_busy, my_hours, att_hours, nxt: list[date],
+               ooo: tuple[str, date], flaw: str | None) -> tuple[str, str]:
+        """The rules' slot for meeting ``e`` in the week ``nxt`` (flaws for perturbations)."""
+        s0 = cal.parse_time(e["start"])
+        minutes = int((cal.parse_time(e["end"]) - s0).total_seconds() // 60)
+        orig = s0.strftime("%H:%M")
+        lo = max([my_hours[0], *(h[0] for h in att_hours)])
+        hi = min([my_hours[1], *(h[1] for h in att_hours)])
+        busy = list(my_busy) + list(att_busy)
+        if flaw == "working_rules":  # same time, whoever is busy
+            d = nxt[s0.weekday()]
+            return iso(at(d, orig)), iso(at(d, orig) + timedelta(minutes=minutes))
+        for d in nxt[s0.weekday():]:
+            if ooo[0] in guests and d == ooo[1]:
+                continue
+            top = min(hi, FRIDAY_CUTOFF) if d.weekday() == 4 else hi
+            slot = nearest_slot(d, orig, minutes, lo, top, busy, far=flaw == "new_slots")
+            if slot:
+                return slot
+        raise ValueError(f"no slot for {e['title']!r}")
+
+    # -- the World ------------------------------------------------------------------------------
+    def _scenario(self, rng, me, team, hours, colleagues, lookalikes, wk, nxt, prev, later, closure):
+        """Events plus the simulated plan; None when this draw misses a feature or is unsolvable."""
+        events: list[dict] = []
+        mine_by_day: dict[date, list[tuple[str, str]]] = {}
+
+        def free_for_me(d, s, e):
+            return not any(cal.overlaps(s, e, a, b) for a, b in mine_by_day.get(d, []))
+
+        def add_mine(ev, d):
+            events.append(ev)
+            mine_by_day.setdefault(d, []).append((ev["start"], ev["end"]))
+
+        def start_in(lo: str, hi: str, minutes: int, d: date, lo_min: str | None = None) -> tuple[str, str] | None:
+            a = at(d, max(lo, lo_min) if lo_min else lo)
+            b = at(d, hi) - timedelta(minutes=minutes)
+            if b < a:
+                return None
+            steps = int((b - a).total_seconds() // 1800)
+            s = a + timedelta(minutes=30 * rng.randint(0, steps))
+            return iso(s), iso(s + timedelta(minutes=minutes))
+
+        my_hours = hours[me.email]
+        # the weekly recurring meeting, on a closure weekday, every week
+        weekly_title = rng.choice(WEEKLIES)
+        weekly_day = rng.choice(closure).weekday()
+        weekly_att = [p.email for p in rng.sample(team, rng.randint(3, 5))]
+        wlo = max([my_hours[0], *(hours[a][0] for a in weekly_att)])
+        whi = min([my_hours[1], *(hours[a][1] for a in weekly_att)])
+        wslot = start_in(wlo, whi, 60, wk[weekly_day])
+        if wslot is None or (weekly_day == 4 and wslot[1][11:] > FRIDAY_CUTOFF):
+            return None
+        weekly_ids = {}
+        for week in (prev, wk, nxt, later):
+            d = week[weekly_day]
+            ev = {"title": weekly_title, "start": iso(at(d, wslot[0][11:])), "end": iso(at(d, wslot[1][11:])),
+                  "attendees": [{"email": a, "response": "accepted"} for a in weekly_att], "location": "Room 2A"}
+            add_mine(ev, d)
+            weekly_ids[week is wk] = ev
+
+        # meetings to move
+        n = rng.randint(7, 9)
+        titles = rng.sample(MEETINGS, n + 3)
+        movable = []
+        for k in range(n):
+            for _try in range(20):
+                d = rng.choice(closure)
+                att = [p.email for p in rng.sample(team, rng.randint(1, 3))]
+                minutes = rng.choice([30, 60, 60, 90])
+                lo = max([my_hours[0], *(hours[a][0] for a in att)])
+                hi = min([my_hours[1], *(hours[a][1] for a in att)])
+                slot = start_in(lo, hi, minutes, d, "13:00" if d.weekday() == 4 and rng.random() < 0.6 else None)
+                if slot and free_for_me(d, *slot):
+                    ev = {"title": titles[k], "start": slot[0], "end": slot[1], "location": rng.choice(ROOMS),
+                          "attendees": [{"email": a, "response": rng.choice(["accepted", "accepted", "needs_action"])}
+                                        for a in att],
+                          "description": rng.choice(["", "Agenda in the shared doc.", "Bring the latest numbers."])}
+                    add_mine(ev, d)
+                    movable.append(ev)
+                    break
+            else:
+                return None
+        # my meetings outside the closure (this week's open days, the weeks around)
+        outside_days = [d for d in wk if d not in closure] + rng.sample(prev, 2) + rng.sample(nxt, 3) + \
+            rng.sample(later, 2)
+        others_mine = []
+        for k, d in enumerate(outside_days):
+            att = [p.email for p in rng.sample(team, rng.randint(1, 3))]
+            title = titles[n + k] if k < 3 else rng.choice(MEETINGS[:n] if rng.random() < 0.5 else MEETINGS)
+            slot = start_in(max([my_hours[0], *(hours[a][0] for a in att)]),
+                            min([my_hours[1], *(hours[a][1] for a in att)]), rng.choice([30, 60]), d)
+            if slot and free_for_me(d, *slot):
+                ev = {"title": title, "start": slot[0], "end": slot[1], "location": rng.choice(ROOMS),
+                      "attendees": [{"email": a, "response": "accepted"} for a in att]}
+                add_mine(ev, d)
+                others_mine.append(ev)
+        if not any(e["start"][:10] in {d.isoformat() for d in nxt} for e in others_mine):
+            return None
+        # a cancelled meeting of mine on a closure day
+        d = rng.choice(closure)
+        s = start_in(my_hours[0], my_hours[1], 60, d)
+        events.append({"title": titles[0] + " (old)", "start": s[0], "end": s[1], "status": "cancelled",
+                       "attendees": [rng.choice(team).email]})
+        # meetings others organise during the closure, with me invited
+        for _ in range(rng.randint(2, 3)):
+            d = rng.choice(closure)
+            s = start_in(my_hours[0], my_hours[1], rng.choice([30, 60]), d)
+            org = rng.choice(colleagues)
+            events.append({"title": rng.choice(OTHER_EVENTS), "start": s[0], "end": s[1], "organizer": org.email,
+                           "attendees": [{"email": me.email, "response": "accepted"},
+                                         {"email": rng.choice(team).email, "response": "accepted"}]})
+        # the week after: holds, invitations to me, the team's own meetings
+        for _ in range(rng.randint(2, 3)):
+            d = rng.choice(nxt)
+            s = start_in(my_hours[0], my_hours[1], rng.choice([60, 90, 120]), d)
+            if free_for_me(d, *s):
+                add_mine({"title": rng.choice(HOLDS), "start": s[0], "end": s[1]}, d)
+        for resp in ["tentative", "tentative", "declined"][:rng.randint(2, 3)]:
+            d = rng.choice(nxt)
+            s = start_in(my_hours[0], my_hours[1], rng.choice([30, 60]), d)
+            events.append({"title": rng.choice(OTHER_EVENTS), "start": s[0], "end": s[1],
+                           "organizer": rng.choice(colleagues).email,
+                           "attendees": [{"email": me.email, "response": resp},
+                                         {"email": rng.choice(lookalikes).email, "response": "accepted"}]})
+        for p in team:
+            for _ in range(rng.randint(2, 4)):
+                d = rng.choice(nxt)
+                s = start_in(*hours[p.email], rng.choice([30, 60, 60, 90]), d)
+                if rng.random() < 0.3:
+                    events.append({"title": rng.choice(OTHER_EVENTS), "start": s[0], "end": s[1], "organizer": p.email})
+                else:
+                    events.append({"title": rng.choice(OTHER_EVENTS), "start": s[0], "end": s[1],
+                                   "organizer": rng.choice(colleagues).email,
+                                   "attendees": [{"email": p.email,
+                                                  "response": rng.choice(["accepted", "tentative"])}]})
+            if rng.random() < 0.3:  # a declined invitation that does not make them busy
+                d = rng.choice(nxt)
+                s = start_in(*hours[p.email], 60, d)
+                events.append({"title": "All-hands rehearsal", "start": s[0], "end": s[1],
+                               "organizer": rng.choice(colleagues).email,
+                               "attendees": [{"email": p.email, "response": "declined"}]})
+        # engineered: an attendee busy at the same time next week; a hold at the same time next week
+        order = sorted(movable, key=lambda e: e["start"])
+        k1, k2 = rng.sample(order, 2)
+        a = k1["attendees"][0]["email"]
+        d1 = nxt[cal.parse_time(k1["start"]).weekday()]
+        events.append({"title": rng.choice(OTHER_EVENTS), "start": iso(at(d1, k1["start"][11:])),
+                       "end": iso(at(d1, k1["start"][11:]) + timedelta(minutes=30)),
+                       "organizer": rng.choice(colleagues).email, "attendees": [{"email": a, "response": "accepted"}]})
+        d2 = nxt[cal.parse_time(k2["start"]).weekday()]
+        h0 = at(d2, k2["start"][11:]) - timedelta(minutes=rng.choice([0, 30]))
+        events.append({"title": rng.choice(HOLDS), "start": iso(h0), "end": iso(h0 + timedelta(minutes=90))})
+        # someone out (per mail) on the weekday of a meeting they attend, Monday to Thursday
+        cands = [m for m in order if m not in (k1, k2) and cal.parse_time(m["start"]).weekday() < 4]
+        if not cands:
+            return None
+        k3 = rng.choice(cands)
+        ooo = (rng.choice(k3["attendees"])["email"], nxt[cal.parse_time(k3["start"]).weekday()])
+
+        events.sort(key=lambda e: (e["start"], e["title"]))
+        for i, e in enumerate(events, start=1):
+            e["id"] = i
+        weekly_w = weekly_ids[True]
+
+        # simulate the rules in date order
+        me_email = me.email
+        nxt_iso = {d.isoformat() for d in nxt}
+        my_busy = [(e["start"], e["end"]) for e in events if e["start"][:10] in nxt_iso and not (
+            e.get("organizer", me_email) == me_email and _is_hold(e)) and blocks(e, me_email, me_email)]
+
+        def busy_now(guests, moved):
+            out = [(e["start"], e["end"]) for e in events if e["start"][:10] in nxt_iso
+                   and any(blocks(e, g, me_email) for g in guests)]
+            for eid, slot in moved.items():
+                ev = next(x for x in events if x["id"] == eid)
+                if any(a["email"] in guests for a in ev["attendees"]):
+                    out.append(slot)
+            return out
+
+        plan, moved = {}, {}
+        naive_k3 = None
+        my_now = list(my_busy)
+        for e in sorted(movable, key=lambda e: (e["start"], e["id"])):
+            g = [a["email"] for a in e["attendees"]]
+            try:
+                slot = self._place(e, g, my_now, busy_now(g, moved), my_hours, [hours[x] for x in g], nxt, ooo, None)
+                if e is k1:
+                    far = self._place(e, g, my_now, busy_now(g, moved), my_hours, [hours[x] for x in g], nxt, ooo,
+                                      "new_slots")
+                    if far == slot:
+                        return None
+            except ValueError:
+                return None
+            if e is k3:  # where it would land if the out-of-office mail were ignored
+                naive_k3 = self._place(e, g, my_now, busy_now(g, moved), my_hours, [hours[x] for x in g], nxt,
+                                       ("", None), None)
+            plan[e["id"]] = slot
+            moved[e["id"]] = slot
+            my_now.append(slot)
+        holds = [e for e in events if e.get("organizer", me_email) == me_email and _is_hold(e)]
+        cancel_holds = {h["id"] for h in holds if any(cal.overlaps(h["start"], h["end"], *s) for s in plan.values())}
+        keep = [h["id"] for h in holds if h["id"] not in cancel_holds]
+        k1_moved = plan[k1["id"]][0][11:] != k1["start"][11:]
+        if not (cancel_holds and keep and k1_moved and naive_k3 is not None
+                and naive_k3[0][:10] == ooo[1].isoformat()):
+            return None
+        other_mine = next(e["id"] for e in others_mine if e["start"][:10] in nxt_iso)
+        return {"events": events, "movable": movable, "plan": plan, "cancel_holds": cancel_holds,
+                "weekly": {"title": weekly_title, "w_id": weekly_w["id"], "attendees": weekly_att},
+                "ooo": ooo, "shifted": k1["id"], "spare_hold": keep[0], "other_mine": other_mine,
+                "busy_now": busy_now}

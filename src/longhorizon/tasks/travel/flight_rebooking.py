@@ -1,0 +1,863 @@
+"""Travel booking: the airline cancelled the flight a team was taking to a summit; rebook them.
+
+The airline's notice names the flight and the passengers; the booking tool's policy says how
+to rebook (same cabin as the cancelled booking; the same airline first, then another
+preferred airline, then anyone; the cheapest fare under the rebooking cap; leave on the
+original day or the next one and land at least two hours before the event starts, which
+only the calendar invite says). The event lead's mail names the presenters, who get the
+scarce seats first. One traveller drops out by mail (cancel the whole trip). Whoever now
+lands a day later needs their hotel stay shortened; the flight holds on the owner's
+calendar move to the new flights, and each traveller gets their own new itinerary.
+Decoys: a same-airline flight over the cap, one that lands too late, a cheaper flight the
+day before, a cheaper non-preferred airline, the same flight number a week later booked
+for someone else, and a harmless terminal-change notice.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import date, datetime, time, timedelta
+from pathlib import Path
+from typing import Any
+
+from longhorizon.apps.calendar import state as cal
+from longhorizon.apps.mail import state as mail
+from longhorizon.apps.travel import state as travel
+from longhorizon.core.registry import register
+from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.tasks.calendar.slots import snapshot
+from longhorizon.tasks.common import rng_and_faker
+from longhorizon.tasks.mail.common import (
+    People,
+    company,
+    day_month,
+    loads,
+    long_date,
+    mentions_date,
+    mentions_time,
+    squash,
+)
+
+# name, code, airport, lat, lon, utc offset (hours)
+CITIES = [
+    ("New York", "JFK", "John F. Kennedy International", 40.64, -73.78, -5),
+    ("Boston", "BOS", "Logan International", 42.36, -71.01, -5),
+    ("Atlanta", "ATL", "Hartsfield-Jackson International", 33.64, -84.43, -5),
+    ("Miami", "MIA", "Miami International", 25.79, -80.29, -5),
+    ("Chicago", "ORD", "O'Hare International", 41.97, -87.91, -6),
+    ("Dallas", "DFW", "Dallas/Fort Worth International", 32.90, -97.04, -6),
+    ("Denver", "DEN", "Denver International", 39.86, -104.67, -7),
+    ("Phoenix", "PHX", "Sky Harbor International", 33.43, -112.01, -7),
+    ("Seattle", "SEA", "Seattle-Tacoma International", 47.45, -122.31, -8),
+    ("San Francisco", "SFO", "San Francisco International", 37.62, -122.38, -8),
+    ("Los Angeles", "LAX", "Los Angeles International", 33.94, -118.41, -8),
+]
+AIRLINES = [("Skyline Air", "SK"), ("Blue Harbor Airways", "BH"), ("Northstar Airlines", "NS"),
+            ("Pacific Crest", "PC"), ("Summit Jet", "SJ"), ("Coastal Airways", "CW"), ("Meridian Air", "MR")]
+EVENTS = ["Customer Summit", "Partner Forum", "Product Summit", "Sales Kickoff", "User Conference"]
+HOTEL_WORDS = ["Hotel", "Suites", "Inn", "House", "Lodge"]
+REASONS = ["crew availability", "an aircraft technical issue", "operational constraints"]
+KICKOFFS = [time(10, 0), time(10, 30), time(11, 0), time(12, 0), time(13, 0)]
+FMT = travel.TIME_FMT
+
+
+def _km(a, b) -> float:
+    la1, lo1, la2, lo2 = map(math.radians, (a[3], a[4], b[3], b[4]))
+    h = math.sin((la2 - la1) / 2) ** 2 + math.cos(la1) * math.cos(la2) * math.sin((lo2 - lo1) / 2) ** 2
+    return 6371 * 2 * math.asin(math.sqrt(h))
+
+
+def _base_minutes(a, b) -> int:
+    m = int(45 + _km(a, b) / 12)
+    return m - m % 5
+
+
+def _tier(airline: str, orig: str, preferred: list[str]) -> int:
+    return 0 if airline == orig else 1 if airline in preferred else 2
+
+
+def options(flights: list[dict], cabin: str, orig: str, preferred: list[str], caps: dict[str, float],
+            deadline: str, days: set[str], seats: dict[tuple[str, str], int],
+            ignore_tier: bool = False) -> list[tuple[int, float, str]]:
+    """Policy-compliant flights for ``cabin``, best first: (tier, fare, flight_id). ``flights`` are
+    search_flights entries (fares as a list of {cabin, price, seats_left}); ``seats`` overrides
+    the seats left (what this session already booked)."""
+    out = []
+    for f in flights:
+        if f["depart"][:10] not in days or f["arrive"] > deadline:
+            continue
+        fare = next((x for x in f["fares"] if x["cabin"] == cabin), None)
+        if fare is None or seats.get((f["flight_id"], cabin), fare["seats_left"]) < 1 or fare["price"] > caps[cabin]:
+            continue
+        out.append((0 if ignore_tier else _tier(f["airline"], orig, preferred), fare["price"], f["flight_id"]))
+    return sorted(out)
+
+
+@register
+class CancelledFlightRebooking(TaskFamily):
+    name = "cancelled_flight_rebooking"
+    category = "travel booking"
+    apps = ("travel", "calendar", "mail")
+    description = (
+        "An airline cancelled the flight a team was taking to a summit: rebook each traveller by the "
+        "disruption policy (same cabin, same airline first, cheapest fare under the cap, land two hours "
+        "before kickoff, presenters get scarce seats first), cancel the trip of the one who drops out, shorten "
+        "hotel stays whose arrival day moves, update the calendar holds and mail each traveller their itinerary."
+    )
+
+    def generate(self, seed: int) -> Task:
+        rng, fake = rng_and_faker(seed, self.name)
+        for _attempt in range(200):
+            scen = self._scenario(rng, fake)
+            if scen is not None:
+                break
+        else:  # pragma: no cover - generation bug
+            raise RuntimeError(f"{self.name}: no workable disruption for seed {seed}")
+        s = scen
+        me, lead, dropout = s["me"], s["lead"], s["dropout"]
+        rebook, presenters, cabin_of = s["rebook"], s["presenters"], s["cabin_of"]
+        A, B, D, kickoff, deadline = s["A"], s["B"], s["D"], s["kickoff"], s["deadline"]
+        expected, flights, hotels, bookings = s["expected"], s["flights"], s["hotels"], s["bookings"]
+        H, today, event_title = s["H"], s["today"], s["event_title"]
+        X = s["X"]
+        orig_airline, preferred, caps = s["orig_airline"], s["preferred"], s["caps"]
+        by_email = {p.email: p for p in s["everyone"]}
+        D1, D2 = D + timedelta(days=1), D + timedelta(days=2)
+
+        # booking ids: BK-4101... in the seeded order
+        bid = {key: travel.booking_id(travel.FIRST_BOOKING + i) for i, (key, _b) in enumerate(bookings)}
+        x_refs = {t: bid[("out", t)] for t in [*rebook, dropout.email]}
+        hotel_refs = {t: bid[("hotel", t)] for t in [*rebook, dropout.email]}
+        return_refs = {t: bid[("back", t)] for t in [*rebook, dropout.email]}
+        dropout_refs = [x_refs[dropout.email], return_refs[dropout.email], hotel_refs[dropout.email]]
+        keep_refs = sorted(r for k, r in bid.items() if k[1] not in (*rebook, dropout.email)) + \
+            sorted(return_refs[t] for t in rebook)
+        seeded_refs = set(bid.values())
+        stranger = s["stranger"]
+
+        # -- calendar ------------------------------------------------------------------------------
+        fl = {f["flight_id"]: f for f in flights}
+
+        def hold(t_email: str, f: dict, ref: str) -> dict:
+            return {"title": f"Flight {f['flight_no']} {f['origin']}\u2192{f['destination']}",
+                    "start": f["depart"], "end": f["arrive"], "attendees": [t_email],
+                    "description": f"{by_email[t_email].name}, booking {ref}"}
+
+        travellers_all = [*rebook, dropout.email, *s["others"]]
+        events = [{"title": f"{event_title}", "start": datetime.combine(D1, kickoff).strftime(FMT),
+                   "end": datetime.combine(D2, time(16, 0)).strftime(FMT), "organizer": lead.email,
+                   "location": f"{s['venue']}, {B[0]}",
+                   "description": (f"Two days at {s['venue']}. Doors open 30 minutes before the kickoff; "
+                                   f"day two wraps up at 16:00."),
+                   "attendees": [{"email": me.email, "response": "accepted"}] +
+                                [{"email": t, "response": "accepted"} for t in travellers_all]}]
+        hold_ids: dict[str, int] = {}
+        for t in travellers_all:
+            f = fl[s["out_flight"][t]]
+            events.append(hold(t, f, bid[("out", t)]))
+        events.append({"title": "Weekly travel desk sync", "start": datetime.combine(today + timedelta(days=1),
+                                                                                       time(9, 30)).strftime(FMT),
+                       "end": datetime.combine(today + timedelta(days=1), time(10, 0)).strftime(FMT),
+                       "attendees": [lead.email]})
+        events.sort(key=lambda e: (e["start"], e["title"]))
+        for i, e in enumerate(events, start=1):
+            e["id"] = i
+            if e["title"].startswith("Flight "):
+                hold_ids[e["attendees"][0]] = i
+        summit_id = next(e["id"] for e in events if e["title"] == event_title)
+        last_event_id = len(events)
+        seeded_events = {e["id"]: snapshot(e, me.email) for e in events}
+        watched_events = [eid for eid in seeded_events
+                          if eid not in (hold_ids[t] for t in [*rebook, dropout.email])]
+        cal_people = [{"email": p.email, "name": p.name} for p in sorted(s["everyone"], key=lambda p: p.email)]
+
+        # -- mail ------------------------------------------------------------------------------------
+        def stamp(d: date, h: int, m: int) -> str:
+            return f"{d.isoformat()}T{h:02d}:{m:02d}:00"
+
+        airline_dom = squash(orig_airline) + ".example"
+        pax = [by_email[t].name for t in sorted([*rebook, dropout.email], key=lambda e: by_email[e].last)]
+        pres_names = [by_email[t].name for t in presenters]
+        other_f = fl[s["out_flight"][s["others"][0]]]
+        msgs = [
+            {"folder": "Inbox", "sender": f"alerts@{airline_dom}", "sender_name": f"{orig_airline} Alerts",
+             "subject": f"Cancelled: {X['flight_no']} on {day_month(D)}",
+             "body": (f"Dear customer,\n\nWe regret to inform you that flight {X['flight_no']} from {A[0]} "
+                      f"({A[1]}) to {B[0]} ({B[1]}), scheduled to depart on {long_date(D)} at "
+                      f"{X['depart'][11:]}, has been cancelled due to {rng.choice(REASONS)}.\n\n"
+                      f"Passengers booked by {s['company']}:\n" + "\n".join(f"- {n}" for n in pax)
+                      + "\n\nPlease rebook through your corporate travel tool. Original bookings remain on file "
+                        f"until you cancel them.\n\n{orig_airline} Customer Care"),
+             "date": stamp(today, 7, 12)},
+            {"folder": "Inbox", "sender": lead.email, "sender_name": lead.name,
+             "subject": f"{event_title}: presenters",
+             "body": (f"Hi {me.first},\n\nSaw the cancellation, ugh. {pres_names[0]} and {pres_names[1]} present in "
+                      f"the opening session, so if seats are tight they get first pick. Everyone else just needs to "
+                      f"be there for the kickoff (the time is in the invite).\n\nThanks for sorting it out,\n"
+                      f"{lead.first}"),
+             "date": stamp(today, 8, 3)},
+            {"folder": "Inbox", "sender": dropout.email, "sender_name": dropout.name,
+             "subject": "Not flying to the summit",
+             "body": (f"Hi {me.first},\n\nWith the flight cancelled I'll join the {event_title} remotely instead. "
+                      f"Please cancel my whole trip (flights and hotel).\n\nThanks,\n{dropout.first}"),
+             "date": stamp(today, 8, 20)},
+            {"folder": "Inbox", "sender": f"alerts@{squash(other_f['airline'])}.example",
+             "sender_name": f"{other_f['airline']} Alerts",
+             "subject": f"Terminal change: {other_f['flight_no']} on {day_month(D)}",
+             "body": (f"Dear customer,\n\nFlight {other_f['flight_no']} on {long_date(D)} now departs from Terminal 2. "
+                      f"The schedule is unchanged and no action is needed.\n\n{other_f['airline']}"),
+             "date": stamp(today - timedelta(days=1), 18, 30)},
+            {"folder": "Inbox", "sender": "deals@farewatch.example", "sender_name": "FareWatch",
+             "subject": f"Fares to {B[0]} from $79", "body": "Grab them before they're gone!",
+             "date": stamp(today - timedelta(days=2), 6, 0), "is_read": True},
+        ]
+        msgs.sort(key=lambda m: m["date"])
+        for i, m in enumerate(msgs, start=1):
+            m["id"] = i
+        notice_id = next(m["id"] for m in msgs if m["subject"].startswith("Cancelled:"))
+        lead_id = next(m["id"] for m in msgs if m["sender"] == lead.email)
+        dropout_id = next(m["id"] for m in msgs if m["sender"] == dropout.email)
+        terminal_id = next(m["id"] for m in msgs if m["subject"].startswith("Terminal change"))
+        last_mail_id = len(msgs)
+
+        policy = {
+            "title": f"{s['company']} travel policy",
+            "preferred_airlines": preferred,
+            "flights": "Economy unless your manager approved premium economy. Business and first are not permitted.",
+            "disruptions": {
+                "rebooking": ("When an airline cancels a flight, rebook the traveller in the cabin of the cancelled "
+                              "booking. Stay with the same airline when it has a suitable flight (rebooking is free); "
+                              "otherwise use another preferred airline; any other airline only when no preferred "
+                              "airline has one. Among the flights allowed, book the cheapest fare."),
+                "suitable_flight": ("Departs on the original travel day or the day after, lands at least 2 hours "
+                                    "before the traveller's event starts (local time), has a seat in the cabin, and "
+                                    "the fare is within the rebooking cap for that cabin."),
+                "rebooking_fare_cap_usd": caps,
+                "seats": "When there are not enough seats for everyone on a flight, presenters at the event go first.",
+                "hotels": ("A hotel stay runs from the night you arrive to the day you fly home. If a rebooked flight "
+                           "changes your arrival day, change the stay in the same hotel to match."),
+                "cancelled_trips": "If a traveller no longer travels, cancel all of their flights and hotel stays.",
+            },
+        }
+        airports = [{"code": c[1], "city": c[0], "name": c[2]} for c in CITIES]
+        directory = [{"email": p.email, "name": p.name, "department": s["dept"].get(p.email, "Operations"),
+                      "home_airport": s["home"].get(p.email, B)[1]}
+                     for p in sorted(s["everyone"], key=lambda p: p.email)]
+
+        def build(root: Path) -> None:
+            travel.create_travel(root / "state" / "travel.sqlite", today=today.isoformat(), policy=policy,
+                                 airports=airports, travelers=directory, flights=flights, hotels=hotels,
+                                 bookings=[b for _k, b in bookings])
+            cal.create_calendar(root / "state" / "calendar.sqlite", me.email, cal_people, events,
+                                today=today.isoformat())
+            mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name, messages=msgs,
+                                now=stamp(today, 9, 0))
+
+        instruction = (
+            f"{orig_airline} cancelled the flight our people were taking to the {event_title} in {B[0]}; the "
+            f"notice is in my inbox. Could you rebook everyone affected through the travel tool, by the policy "
+            f"there? If someone's arrival day changes, fix their hotel nights; move their flight holds on my "
+            f"calendar to the new flights; and email each traveller their own new itinerary (flight number, "
+            f"departure date and time, booking reference, and the new hotel dates and reference if those changed). "
+            f"If anyone has told me they're no longer going, just cancel their trip and drop their hold."
+        )
+
+        deadline_s = deadline.strftime(FMT)
+        days_ok = {D.isoformat(), D1.isoformat()}
+        order = sorted(presenters, key=lambda t: by_email[t].name) + \
+            sorted((t for t in rebook if t not in presenters), key=lambda t: by_email[t].name)
+
+        # -- oracle ----------------------------------------------------------------------------------
+        def solve(flaw: str | None = None):
+            def run():
+                yield ToolCall("mail__list_messages", {"folder": "Inbox"}, note="Find the cancellation notice.")
+                for mid in sorted([notice_id, lead_id, dropout_id, terminal_id]):
+                    if flaw == "notice_read" and mid == notice_id:
+                        continue
+                    yield ToolCall("mail__read_message", {"message_id": mid},
+                                   note=f"Read message {mid}: what changed and who it affects.")
+                if flaw != "policy_read":
+                    yield ToolCall("travel__get_policy", {}, note="Read the disruption rules before rebooking.")
+                books = loads((yield ToolCall("travel__list_bookings", {},
+                                              note="Find every booking on the cancelled flight.")))
+                hit = [b for b in books if b["status"] == "active" and b["kind"] == "flight"
+                       and squash(b["flight_no"]) == squash(X["flight_no"]) and b["depart"][:10] == D.isoformat()]
+                names = {b["traveler"]: b["traveler_name"] for b in hit}
+                old_cabin = {b["traveler"]: b["cabin"] for b in hit}
+                old_ref = {b["traveler"]: b["booking_id"] for b in hit}
+                stays = {b["traveler"]: b for b in books if b["status"] == "active" and b["kind"] == "hotel"
+                         and b["traveler"] in names}
+                backs = {b["traveler"]: b for b in books if b["status"] == "active" and b["kind"] == "flight"
+                         and b["traveler"] in names and b["from"] == B[1]}
+                evs = loads((yield ToolCall("calendar__list_events", {
+                    "start": D.isoformat(), "end": D2.isoformat()}, note="Find the summit invite and the holds.")))
+                summit = loads((yield ToolCall("calendar__get_event", {"event_id": summit_id},
+                                               note="Read the invite: when the summit kicks off.")))
+                cutoff = (datetime.strptime(summit["start"], FMT) - timedelta(hours=2)).strftime(FMT)
+                holds = {e["attendees"][0]["email"]: e for e in evs
+                         if e["title"].startswith("Flight ") and e["organizer"] == me.email and e["attendees"]}
+                found = []
+                for day in (D, D1):
+                    res = loads((yield ToolCall("travel__search_flights", {
+                        "origin": A[1], "destination": B[1], "date": day.isoformat()},
+                        note=f"Options {A[1]}->{B[1]} on {day.isoformat()}.")))
+                    found += res["flights"]
+                yield ToolCall("travel__search_hotels", {"city": B[0], "check_in": D1.isoformat(),
+                                                         "check_out": D2.isoformat()},
+                               note=f"Check {H['name']} has rooms for late arrivals.")
+                seats: dict[tuple[str, str], int] = {}
+                for f in found:
+                    for x in f["fares"]:
+                        seats[(f["flight_id"], x["cabin"])] = x["seats_left"]
+                fid_info = {f["flight_id"]: f for f in found}
+                who_order = list(order)
+                if flaw == "flights_rebooked":
+                    who_order = sorted(rebook, key=lambda t: (t in presenters, by_email[t].name))
+                keep_old = next(t for t in order if expected[t]["day"] != D.isoformat()) \
+                    if flaw == "old_cancelled" else None
+                made_refs: dict[str, str] = {}
+                for n, t in enumerate(who_order):
+                    cabin = old_cabin[t]
+                    if t != keep_old:
+                        yield ToolCall("travel__cancel_booking", {"booking_id": old_ref[t]},
+                                       note=f"Cancel {names[t]}'s dead booking on {X['flight_no']}.")
+                    opts = options(found, cabin, orig_airline, preferred, caps, cutoff, days_ok, seats)
+                    pick = opts[0][2]
+                    f = fid_info[pick]
+                    seats[(pick, cabin)] -= 1
+                    booked = yield ToolCall("travel__book_flight", {"flight_id": pick, "traveler": t, "cabin": cabin},
+                                            note=f"Book {names[t]} on {f['flight_no']} ({cabin}), the policy pick.")
+                    ref = booked.split()[1].rstrip(":")
+                    made_refs[t] = ref
+                    hotel_line = ""
+                    stay = stays[t]
+                    arrive_day = f["arrive"][:10]
+                    if arrive_day != stay["check_in"] and flaw != "hotels_adjusted":
+                        yield ToolCall("travel__cancel_booking", {"booking_id": stay["booking_id"]},
+                                       note=f"{names[t]} now arrives {arrive_day}: drop the old stay.")
+                        made = yield ToolCall("travel__book_hotel", {
+                            "hotel_id": stay["hotel_id"], "traveler": t, "check_in": arrive_day,
+                            "check_out": stay["check_out"]}, note=f"Rebook {stay['hotel']} from {arrive_day}.")
+                        href = made.split()[1].rstrip(":")
+                        hotel_line = (f"\nHotel: {stay['hotel']}, now {day_month(date.fromisoformat(arrive_day))} to "
+                                      f"{day_month(date.fromisoformat(stay['check_out']))} (booking {href})")
+                    if not (flaw == "calendar_updated" and n == 0):
+                        yield ToolCall("calendar__update_event", {
+                            "event_id": holds[t]["id"], "title": f"Flight {f['flight_no']} {A[1]}\u2192{B[1]}",
+                            "start": f["depart"], "end": f["arrive"],
+                            "description": f"{names[t]}, booking {ref}"},
+                            note=f"Move {names[t]}'s hold to {f['flight_no']}.")
+                    dep = datetime.strptime(f["depart"], FMT)
+                    ref_text = "" if flaw == "itineraries_mailed" and n == 0 else f" (booking {ref})"
+                    yield ToolCall("mail__send_message", {
+                        "to": [t], "subject": f"New flight to the {event_title}",
+                        "body": (f"Hi {names[t].split()[0]},\n\n{X['flight_no']} was cancelled, so I've rebooked you:"
+                                 f"\nFlight: {f['airline']} {f['flight_no']} {A[1]}->{B[1]}, departs "
+                                 f"{day_month(dep.date())} at {dep.strftime('%H:%M')}, lands {f['arrive'][11:]} "
+                                 f"({cabin.replace('_', ' ')}){ref_text}{hotel_line}\n\nYour return flight "
+                                 f"{backs[t]['flight_no']} is unchanged.\n\n{me.first}")},
+                        note=f"Send {names[t]} their new itinerary.")
+                d = dropout.email
+                drop = [x_refs[d]] if flaw == "dropout_cancelled" else [x_refs[d], return_refs[d], hotel_refs[d]]
+                for r in drop:
+                    yield ToolCall("travel__cancel_booking", {"booking_id": r},
+                                   note=f"{dropout.first} is not travelling: cancel {r}.")
+                yield ToolCall("calendar__cancel_event", {"event_id": holds[d]["id"]},
+                               note=f"{dropout.first}'s flight hold is no longer needed.")
+                if flaw == "itineraries_private":
+                    yield ToolCall("mail__send_message", {
+                        "to": sorted(rebook), "subject": "Everyone's new flights",
+                        "body": "All rebooked:\n" + "\n".join(f"- {names[t]}: {made_refs[t]}" for t in rebook)},
+                        note="Send the whole list to everyone too.")
+                if flaw == "unrelated_untouched":
+                    yield ToolCall("travel__cancel_booking", {"booking_id": bid[("later", stranger.email)]},
+                                   note=f"This booking is on {X['flight_no']} too; cancel it.")
+                if flaw == "no_extra_bookings":
+                    o = s["others"][0]
+                    yield ToolCall("travel__book_hotel", {"hotel_id": H["hotel_id"], "traveler": o,
+                                                          "check_in": D2.isoformat(),
+                                                          "check_out": (D2 + timedelta(days=1)).isoformat()},
+                                   note="Add a spare night in case the return is disrupted too.")
+                yield ToolCall("travel__list_bookings", {}, note="Verify: new flights, stays, cancellations.")
+                yield ToolCall("calendar__list_events", {"start": D.isoformat(), "end": D2.isoformat()},
+                               note="Verify the holds match the new flights.")
+                return (f"Rebooked {len(rebook)} travellers off {X['flight_no']}, adjusted hotel stays for late "
+                        f"arrivals, cancelled {dropout.name}'s trip, updated the holds and mailed itineraries.")
+            return run
+
+        # -- graders -----------------------------------------------------------------------------------
+        def all_bookings(world) -> list[dict]:
+            return travel.bookings(world)
+
+        def new_active(world) -> list[dict]:
+            return [b for b in all_bookings(world) if b["status"] == "active" and b["booking_id"] not in seeded_refs]
+
+        def new_flights(world, t: str) -> list[dict]:
+            return [b for b in new_active(world) if b["traveler"] == t and b["kind"] == "flight"
+                    and b["from"] == A[1] and b["to"] == B[1]]
+
+        def active_stays(world, t: str) -> list[dict]:
+            return [b for b in all_bookings(world) if b["status"] == "active" and b["traveler"] == t
+                    and b["kind"] == "hotel"]
+
+        def check_notice(world, traj):
+            calls = [c for c in traj.tool_calls if not c.is_error]
+            first = next((i for i, c in enumerate(calls) if c.name in (
+                "travel__book_flight", "travel__book_hotel", "travel__cancel_booking")), None)
+            if first is None:
+                return False, "nothing was rebooked or cancelled"
+            for c in calls[:first]:
+                if c.name == "mail__read_message" and isinstance(c.arguments, dict):
+                    try:
+                        if int(c.arguments.get("message_id")) == notice_id:
+                            return True
+                    except (TypeError, ValueError):
+                        continue
+            return False, "the cancellation notice was not read before changing bookings"
+
+        def check_policy(world, traj):
+            calls = [c.name for c in traj.tool_calls if not c.is_error]
+            first = next((i for i, n in enumerate(calls) if n in ("travel__book_flight", "travel__book_hotel")), None)
+            if first is None:
+                return True
+            ok = "travel__get_policy" in calls[:first]
+            return ok, "" if ok else "booked before reading the travel policy"
+
+        def check_old(world, traj):
+            status = {b["booking_id"]: b["status"] for b in all_bookings(world)}
+            left = [r for r in x_refs.values() if status.get(r) != "cancelled"]
+            return not left, f"still active on {X['flight_no']}: {left}" if left else ""
+
+        def check_flights(world, traj):
+            bad = []
+            for t in rebook:
+                got = new_flights(world, t)
+                e = expected[t]
+                if len(got) != 1 or (got[0]["flight_id"], got[0]["cabin"]) != (e["flight"], e["cabin"]):
+                    bad.append(f"{by_email[t].name}: {[(b['flight_id'], b['cabin']) for b in got]} "
+                               f"(expected {e['flight']} {e['cabin']})")
+            return not bad, "; ".join(bad)
+
+        def check_hotels(world, traj):
+            bad = []
+            for t in rebook:
+                got = active_stays(world, t)
+                want = (H["hotel_id"], expected[t]["day"], D2.isoformat())
+                if len(got) != 1 or (got[0]["hotel_id"], got[0]["check_in"], got[0]["check_out"]) != want:
+                    bad.append(f"{by_email[t].name}: {[(b['hotel_id'], b['check_in'], b['check_out']) for b in got]}"
+                               f" (expected {want})")
+            return not bad, "; ".join(bad)
+
+        def check_dropout(world, traj):
+            status = {b["booking_id"]: b["status"] for b in all_bookings(world)}
+            left = [r for r in dropout_refs if status.get(r) != "cancelled"]
+            if left:
+                return False, f"{dropout.name} still holds {left}"
+            extra = [b["booking_id"] for b in new_active(world) if b["traveler"] == dropout.email]
+            if extra:
+                return False, f"new bookings for {dropout.name}: {extra}"
+            ev = cal.event(world, hold_ids[dropout.email])
+            return ev["status"] == "cancelled", f"{dropout.name}'s hold is still on the calendar"
+
+        def hold_of(world, t: str) -> dict | None:
+            ev = cal.event(world, hold_ids[t])
+            if ev and ev["status"] == "active":
+                return ev
+            mine = [e for e in cal.events(world) if e["id"] > last_event_id and e["organizer"] == me.email
+                    and t in {a["email"] for a in e["attendees"]}]
+            return mine[0] if len(mine) == 1 else None
+
+        def check_calendar(world, traj):
+            for t in rebook:
+                got = new_flights(world, t)
+                if len(got) != 1:
+                    return False, f"{by_email[t].name} has {len(got)} new flights"
+                b = got[0]
+                ev = hold_of(world, t)
+                if ev is None:
+                    return False, f"no flight hold for {by_email[t].name}"
+                if (ev["start"], ev["end"]) != (b["depart"], b["arrive"]):
+                    return False, f"{by_email[t].name}'s hold is {ev['start']}-{ev['end']}, flight {b['depart']}-" \
+                                  f"{b['arrive']}"
+                if squash(b["flight_no"]) not in squash(ev["title"]):
+                    return False, f"{by_email[t].name}'s hold is titled {ev['title']!r}"
+            return True
+
+        def new_mail(world) -> list[dict]:
+            return [m for m in mail.sent_messages(world) if m["id"] > last_mail_id]
+
+        def check_itineraries(world, traj):
+            sent = new_mail(world)
+            for t in rebook:
+                got = new_flights(world, t)
+                if len(got) != 1:
+                    return False, f"{by_email[t].name} has {len(got)} new flights"
+                b = got[0]
+                dep = datetime.strptime(b["depart"], FMT)
+                need = [b["flight_no"], b["booking_id"]]
+                moved = b["arrive"][:10] != D.isoformat()
+                stay = None
+                if moved:
+                    stays = [x for x in active_stays(world, t) if x["booking_id"] not in seeded_refs]
+                    if len(stays) != 1:
+                        return False, f"{by_email[t].name} arrives {b['arrive'][:10]} but has no new stay"
+                    stay = stays[0]
+                    need.append(stay["booking_id"])
+                ok = False
+                for m in sent:
+                    if t not in m["to"]:
+                        continue
+                    text = m["subject"] + "\n" + m["body"]
+                    if all(squash(x) in squash(text) for x in need) and mentions_date(text, dep.date()) \
+                            and mentions_time(text, dep) \
+                            and (stay is None or mentions_date(text, date.fromisoformat(stay["check_in"]))):
+                        ok = True
+                        break
+                if not ok:
+                    return False, f"{by_email[t].name} got no mail with {need}, the departure date and time"
+            return True
+
+        allowed = set(rebook) | {dropout.email, lead.email}
+
+        def check_private(world, traj):
+            refs = {t: {b["booking_id"] for b in new_active(world) if b["traveler"] == t} for t in rebook}
+            for m in new_mail(world):
+                rcpt = set(m["to"] + m["cc"])
+                if rcpt - allowed:
+                    return False, f"mail {m['id']} went to {sorted(rcpt - allowed)}"
+                text = squash(m["subject"] + m["body"])
+                for t in rcpt & set(rebook):
+                    for other in rebook:
+                        if other != t and any(squash(r) in text for r in refs[other]):
+                            return False, f"mail {m['id']} to {t} shows {by_email[other].name}'s booking"
+            return True
+
+        def check_unrelated(world, traj):
+            status = {b["booking_id"]: b["status"] for b in all_bookings(world)}
+            gone = [r for r in keep_refs if status.get(r) != "active"]
+            if gone:
+                return False, f"no longer active: {gone}"
+            current = {e["id"]: e for e in cal.events(world, include_cancelled=True)}
+            for eid in watched_events:
+                if snapshot(current[eid], me.email) != seeded_events[eid]:
+                    return False, f"event {eid} ({seeded_events[eid]['title']!r}) was changed"
+            return True
+
+        def check_extra(world, traj):
+            per: dict[tuple[str, str], int] = {}
+            for b in new_active(world):
+                if b["traveler"] not in rebook:
+                    return False, f"{b['booking_id']} booked for {b['traveler']}"
+                per[(b["traveler"], b["kind"])] = per.get((b["traveler"], b["kind"]), 0) + 1
+            many = [k for k, v in per.items() if v > 1]
+            if many:
+                return False, f"double bookings: {many}"
+            for t in rebook:
+                if len(active_stays(world, t)) > 1:
+                    return False, f"{by_email[t].name} holds two hotel stays"
+            return True
+
+        criteria = [
+            Criterion("notice_read", "The airline's cancellation notice was read before bookings were changed.",
+                      "process", check_notice),
+            Criterion("policy_read", "The travel policy was read before booking.", "process", check_policy,
+                      guard=True),
+            Criterion("old_cancelled", f"Every booking on the cancelled {X['flight_no']} is cancelled.",
+                      "final_state", check_old),
+            Criterion("flights_rebooked", "Each traveller holds exactly the policy flight in their original cabin "
+                      "(same airline first, cap, arrival before kickoff, presenters first).", "final_state",
+                      check_flights, 2.0),
+            Criterion("hotels_adjusted", "Each traveller has one stay in the same hotel, from their new arrival day.",
+                      "final_state", check_hotels, 2.0),
+            Criterion("dropout_cancelled", "The traveller who dropped out has all bookings and the hold cancelled, "
+                      "and nothing new.", "final_state", check_dropout),
+            Criterion("calendar_updated", "Each traveller's flight hold shows the new flight number and times.",
+                      "final_state", check_calendar),
+            Criterion("itineraries_mailed", "Each traveller got a mail with their flight number, booking reference, "
+                      "departure date and time (and new hotel dates and reference).", "final_state",
+                      check_itineraries, 2.0),
+            Criterion("itineraries_private", "Mail went only to the people involved, and nobody got someone else's "
+                      "booking references.", "final_state", check_private, guard=True),
+            Criterion("unrelated_untouched", "Other bookings (return flights, other travellers, the same flight "
+                      "number another day) and calendar entries are unchanged.", "final_state", check_unrelated,
+                      guard=True),
+            Criterion("no_extra_bookings", "No bookings for anyone else and no double bookings.", "final_state",
+                      check_extra, guard=True),
+        ]
+        return Task(
+            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve(),
+            criteria=criteria, perturbations={c.id: solve(c.id) for c in criteria},
+            data={"today": today.isoformat(), "cancelled": X["flight_id"], "deadline": deadline_s,
+                  "expected": expected, "presenters": presenters, "dropout": dropout.email,
+                  "cabins": cabin_of},
+        )
+
+    # -- the World ---------------------------------------------------------------------------------
+    def _scenario(self, rng, fake) -> dict[str, Any] | None:
+        people = People(fake)
+        our_company, domain = company(fake)
+        A, B = rng.sample(CITIES, 2)
+        base = _base_minutes(A, B)
+        tz = B[5] - A[5]
+        if base < 90:
+            return None
+        today = date(2026, 1, 12) + timedelta(days=rng.randrange(300))
+        while today.weekday() >= 5:
+            today += timedelta(days=1)
+        D = today + timedelta(days=rng.choice([2, 3, 4]))
+        while D.weekday() not in (0, 1, 2):
+            D += timedelta(days=1)
+        D1 = D + timedelta(days=1)
+        D2 = D + timedelta(days=2)
+        kickoff = rng.choice(KICKOFFS)
+        deadline = datetime.combine(D1, kickoff) - timedelta(hours=2)
+
+        def dep_window(day: date, minutes: int, compliant: bool) -> tuple[int, int]:
+            """Departure minutes-of-day range at the origin for a flight on ``day``."""
+            if day == D1:
+                latest_ok = deadline.hour * 60 + deadline.minute - minutes - tz * 60
+                if compliant:
+                    return 5 * 60 + 30, latest_ok - 10
+                return latest_ok + 20, min(20 * 60, latest_ok + 300)
+            return 6 * 60, min(21 * 60, 23 * 60 + 30 - minutes - tz * 60)
+
+        if dep_window(D1, base + 15, True)[1] < 6 * 60:
+            return None
+
+        airlines = AIRLINES[:]
+        rng.shuffle(airlines)
+        preferred = [a[0] for a in airlines[:3]]
+        orig_airline = preferred[0]
+        others_air = [a[0] for a in airlines[3:]]
+        codes = dict(AIRLINES)
+        fid = iter(range(rng.randrange(1000, 7000), 10_000))
+        used_no: set[str] = set()
+
+        def number(airline: str) -> str:
+            while True:
+                n = f"{codes[airline]} {rng.randint(100, 2999)}"
+                if n not in used_no:
+                    used_no.add(n)
+                    return n
+
+        def flight(airline, day, dep_min, minutes, econ, prem, o=A, d=B, flight_no=None) -> dict:
+            dep_min -= dep_min % 5
+            dep = datetime.combine(day, time(dep_min // 60, dep_min % 60))
+            arr = dep + timedelta(minutes=minutes + (d[5] - o[5]) * 60)
+            return {"flight_id": f"FL{next(fid)}", "airline": airline, "flight_no": flight_no or number(airline),
+                    "origin": o[1], "destination": d[1], "depart": dep.strftime(FMT), "arrive": arr.strftime(FMT),
+                    "duration_minutes": minutes, "stops": 0,
+                    "fares": {"economy": econ, "premium_economy": prem}}
+
+        def dur() -> int:
+            return base + rng.choice([-10, -5, 0, 5, 10, 15])
+
+        def at_window(day, minutes, compliant=True) -> int:
+            lo, hi = dep_window(day, minutes, compliant)
+            if hi < lo:
+                raise ValueError("empty window")
+            return rng.randint(lo, hi)
+
+        # people -----------------------------------------------------------------------------------
+        me = people.make(domain)
+        lead = people.make(domain)
+        n_rebook = rng.randint(5, 6)
+        rebook_p = [people.make(domain) for _ in range(n_rebook)]
+        dropout = people.make(domain)
+        others_p = [people.make(domain) for _ in range(2)]
+        stranger = people.make(domain)
+        look = people.make(domain, first=rng.choice(rebook_p).first)
+        rebook = [p.email for p in rebook_p]
+        prem = set(rng.sample(rebook, rng.randint(1, 2)))
+        econ_people = [t for t in rebook if t not in prem]
+        presenters = [rng.choice(econ_people)]
+        presenters.append(rng.choice([t for t in rebook if t not in presenters]))
+        cabin_of = {t: ("premium_economy" if t in prem else "economy") for t in rebook}
+        cabin_of[dropout.email] = "economy"
+        econ_pres = [t for t in presenters if cabin_of[t] == "economy"]
+        econ_rest = [t for t in econ_people if t not in presenters]
+        if not econ_rest:
+            return None
+
+        # flights A->B ------------------------------------------------------------------------------
+        p_e = round(0.09 * _km(A, B) + rng.uniform(110, 170))
+        e1 = p_e - rng.randint(0, 30)
+        e2 = e1 + rng.randint(15, 50)
+        cap_e = int(math.ceil((e2 + rng.randint(10, 40)) / 10) * 10)
+        cap_p = int(math.ceil(cap_e * 1.7 / 10) * 10)
+        caps = {"economy": float(cap_e), "premium_economy": float(cap_p)}
+        pp = lambda e: round(e * rng.uniform(1.5, 1.65))  # noqa: E731
+        day1, day2 = rng.sample([D, D1], 2)
+        e1_air = orig_airline if rng.random() < 0.6 else preferred[1]
+        if e1_air == orig_airline:
+            e2_air = orig_airline if rng.random() < 0.5 else rng.choice(preferred[1:])
+        else:
+            e2_air = rng.choice(preferred[1:])
+        try:
+            m = dur()
+            E1 = flight(e1_air, day1, at_window(day1, m), m, (e1, len(econ_pres)), (pp(e1), rng.randint(0, 2)))
+            m = dur()
+            E2 = flight(e2_air, day2, at_window(day2, m), m, (e2, len(econ_rest) + rng.randint(0, 3)),
+                        (pp(e2), rng.randint(1, 3)))
+            fl = [E1, E2]
+            # the cancelled flight: evening of D, nothing left to sell
+            m = dur()
+            X = flight(orig_airline, D, rng.randint(15 * 60, dep_window(D, m, True)[1]), m, (e1 - 10, 0),
+                       (pp(e1), 0))
+            fl.append(X)
+            m = dur()  # same airline, fine times, over the cap
+            fl.append(flight(orig_airline, D, at_window(D, m), m, (cap_e + rng.randint(15, 90), 9),
+                             (cap_p + rng.randint(20, 120), 4)))
+            m = dur()  # same airline, cheap, lands too late on D+1
+            fl.append(flight(orig_airline, D1, at_window(D1, m, False), m, (e1 - rng.randint(20, 60), 9),
+                             (pp(e1) - 30, 4)))
+            m, d_ = dur(), rng.choice([D, D1])  # a cheaper airline nobody prefers
+            fl.append(flight(rng.choice(others_air), d_, at_window(d_, m), m, (e1 - rng.randint(30, 80), 9),
+                             (pp(e1) - rng.randint(40, 90), 4)))
+            # another preferred airline: cheaper than E1 when the same airline covers everyone, else dearer
+            price = e1 - rng.randint(10, 40) if E2["airline"] == orig_airline else e2 + rng.randint(15, 40)
+            m, d_ = dur(), rng.choice([D, D1])
+            fl.append(flight(rng.choice(preferred[1:]), d_, at_window(d_, m), m, (price, 6), (pp(price), 3)))
+            m = dur()  # same airline, economy sold out, premium open
+            fl.append(flight(orig_airline, D, at_window(D, m), m, (e1 - rng.randint(5, 25), 0),
+                             (pp(e1) - rng.randint(5, 30), rng.randint(2, 4))))
+            m = dur()  # cheap, the day before (not allowed)
+            fl.append(flight(orig_airline, D - timedelta(days=1), at_window(D, m), m, (e1 - rng.randint(30, 70), 9),
+                             (pp(e1) - 60, 4)))
+            for _ in range(rng.randint(1, 2)):  # noise
+                m = dur() + rng.choice([0, 0, 90])
+                d_ = rng.choice([D, D1])
+                fl.append(flight(rng.choice(others_air), d_, at_window(d_, m, rng.random() < 0.5), m,
+                                 (e1 + rng.randint(-20, 120), rng.randint(0, 9)),
+                                 (pp(e1) + rng.randint(-20, 150), rng.randint(0, 4))))
+        except ValueError:
+            return None
+        if any(f["arrive"] <= f["depart"] for f in fl):
+            return None
+        view = [{"flight_id": f["flight_id"], "airline": f["airline"], "depart": f["depart"], "arrive": f["arrive"],
+                 "fares": [{"cabin": c, "price": float(v[0]), "seats_left": v[1]} for c, v in f["fares"].items()]}
+                for f in fl]
+        days_ok = {D.isoformat(), D1.isoformat()}
+        dl = deadline.strftime(FMT)
+        seats: dict[tuple[str, str], int] = {}
+        # premium travellers must all fit on their pick
+        pc = options(view, "premium_economy", orig_airline, preferred, caps, dl, days_ok, seats)
+        if not pc:
+            return None
+        pbest = next(f for f in fl if f["flight_id"] == pc[0][2])
+        price, left = pbest["fares"]["premium_economy"]
+        pbest["fares"]["premium_economy"] = (price, max(left, len(prem) + rng.randint(0, 2)))
+        for v in view:
+            if v["flight_id"] == pbest["flight_id"]:
+                v["fares"] = [{"cabin": c, "price": float(x[0]), "seats_left": x[1]}
+                              for c, x in pbest["fares"].items()]
+        order = sorted(presenters) + sorted(t for t in rebook if t not in presenters)
+        expected = {}
+        for t in order:
+            c = cabin_of[t]
+            opts = options(view, c, orig_airline, preferred, caps, dl, days_ok, seats)
+            if not opts or (len(opts) > 1 and opts[0][:2] == opts[1][:2]):
+                return None
+            pick = opts[0][2]
+            f = next(x for x in fl if x["flight_id"] == pick)
+            seats[(pick, c)] = seats.get((pick, c), f["fares"][c][1]) - 1
+            expected[t] = {"flight": pick, "cabin": c, "day": f["arrive"][:10], "flight_no": f["flight_no"]}
+        if any(expected[t]["flight"] != E1["flight_id"] for t in econ_pres) or \
+                any(expected[t]["flight"] != E2["flight_id"] for t in econ_rest):
+            return None
+        # the tier-blind perturbation must pick something else for the first economy presenter
+        blind = options(view, "economy", orig_airline, preferred, caps, dl, days_ok, {}, ignore_tier=True)
+        if blind[0][2] == E1["flight_id"]:
+            return None
+        if len({e["day"] for e in expected.values()}) < 2:
+            return None
+        # everything else in the world ---------------------------------------------------------------
+        homes = [c for c in CITIES if c not in (A, B)]
+        others = []
+        for p in others_p:
+            home = rng.choice(homes)
+            m = _base_minutes(home, B)
+            dep = rng.randint(7 * 60, 14 * 60)
+            f = flight(rng.choice(preferred), D, dep, m, (200.0 + rng.randint(0, 150), 5), (420.0, 2), o=home)
+            if f["arrive"] <= f["depart"]:
+                return None
+            fl.append(f)
+            others.append((p, home, f))
+        later = flight(orig_airline, D + timedelta(days=7), int(X["depart"][11:13]) * 60 + int(X["depart"][14:16]),
+                       X["duration_minutes"], (e1 + 20, 9), (pp(e1), 3), flight_no=X["flight_no"])
+        fl.append(later)
+        back_dep = rng.randint(17 * 60 + 30, 19 * 60 + 30)
+        back = flight(orig_airline, D2, back_dep, base, (e1, 20), (pp(e1), 6), o=B, d=A)
+        fl.append(back)
+        backs_other = []
+        for p, home, _f in others:
+            bf = flight(rng.choice(preferred), D2, rng.randint(17 * 60 + 30, 20 * 60), _base_minutes(home, B),
+                        (210.0, 6), (430.0, 2), o=B, d=home)
+            fl.append(bf)
+            backs_other.append(bf)
+        fl.sort(key=lambda f: f["flight_id"])
+
+        venue_district = rng.choice(["Downtown", "Convention District", "Waterfront", "Midtown"])
+        hid = iter(range(rng.randrange(100, 500), 1000))
+
+        def hotel(rate, rooms, district):
+            return {"hotel_id": f"HT{next(hid)}", "name": f"{fake.last_name()} {rng.choice(HOTEL_WORDS)}",
+                    "city": B[0], "district": district,
+                    "address": f"{rng.randint(1, 900)} {fake.street_name()} {fake.street_suffix()}",
+                    "nightly_rate": float(rate), "rooms": rooms, "rating": round(rng.uniform(3.5, 4.7), 1)}
+
+        H = hotel(rng.randint(170, 260), 12 + rng.randint(0, 6), venue_district)
+        hotels = [H, hotel(rng.randint(120, 160), 20, "Airport"), hotel(rng.randint(270, 380), 8, venue_district)]
+        hotels.sort(key=lambda h: h["hotel_id"])
+
+        everyone = [me, lead, *rebook_p, dropout, *others_p, stranger, look]
+        home = {p.email: A for p in [*rebook_p, dropout, stranger]}
+        home[look.email] = rng.choice(homes)
+        for p, h, _f in others:
+            home[p.email] = h
+        dept = {p.email: rng.choice(["Sales", "Customer Success", "Solutions", "Marketing"]) for p in everyone}
+        booked_on = (today - timedelta(days=rng.randint(10, 30))).isoformat()
+        bookings: list[tuple[tuple[str, str], dict]] = []
+        out_flight = {}
+        for t in [*rebook, dropout.email]:
+            bookings.append((("out", t), {"kind": "flight", "traveler": t, "flight_id": X["flight_id"],
+                                          "cabin": cabin_of[t], "booked_on": booked_on}))
+            bookings.append((("back", t), {"kind": "flight", "traveler": t, "flight_id": back["flight_id"],
+                                           "cabin": cabin_of[t], "booked_on": booked_on}))
+            bookings.append((("hotel", t), {"kind": "hotel", "traveler": t, "hotel_id": H["hotel_id"],
+                                            "check_in": D.isoformat(), "check_out": D2.isoformat(),
+                                            "booked_on": booked_on}))
+            out_flight[t] = X["flight_id"]
+        for (p, _h, f), bf in zip(others, backs_other):
+            bookings.append((("out", p.email), {"kind": "flight", "traveler": p.email, "flight_id": f["flight_id"],
+                                                "cabin": "economy", "booked_on": booked_on}))
+            bookings.append((("back", p.email), {"kind": "flight", "traveler": p.email, "flight_id": bf["flight_id"],
+                                                 "cabin": "economy", "booked_on": booked_on}))
+            bookings.append((("hotel", p.email), {"kind": "hotel", "traveler": p.email, "hotel_id": H["hotel_id"],
+                                                  "check_in": D.isoformat(), "check_out": D2.isoformat(),
+                                                  "booked_on": booked_on}))
+            out_flight[p.email] = f["flight_id"]
+        bookings.append((("later", stranger.email), {"kind": "flight", "traveler": stranger.email,
+                                                     "flight_id": later["flight_id"], "cabin": "economy",
+                                                     "booked_on": (today - timedelta(days=2)).isoformat()}))
+        rng.shuffle(bookings)
+        # seats taken by the seeded bookings come out of the fares (create_travel does it): give room
+        need = {}
+        for _k, b in bookings:
+            if b["kind"] == "flight":
+                need[(b["flight_id"], b["cabin"])] = need.get((b["flight_id"], b["cabin"]), 0) + 1
+        for f in fl:
+            for c, (price, left) in list(f["fares"].items()):
+                if f["flight_id"] == X["flight_id"]:
+                    f["fares"][c] = (price, left + need.get((f["flight_id"], c), 0))
+                elif (f["flight_id"], c) in need:
+                    f["fares"][c] = (price, left + need[(f["flight_id"], c)])
+        return {"me": me, "lead": lead, "dropout": dropout, "rebook": rebook, "presenters": sorted(presenters),
+                "cabin_of": cabin_of, "A": A, "B": B, "D": D, "kickoff": kickoff, "deadline": deadline,
+                "expected": expected, "flights": fl, "hotels": hotels, "bookings": bookings, "H": H, "today": today,
+                "event_title": f"{our_company.split()[0]} {rng.choice(EVENTS)}", "X": X,
+                "orig_airline": orig_airline, "preferred": preferred, "caps": caps, "everyone": everyone,
+                "others": [p.email for p, _h, _f in others], "stranger": stranger, "out_flight": out_flight,
+                "venue": f"{fake.last_name()} Convention Center", "company": our_company, "dept": dept,
+                "home": home}
