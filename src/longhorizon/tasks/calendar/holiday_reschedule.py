@@ -510,6 +510,10 @@ class HolidayWeekReschedule(TaskFamily):
                 if c.name == "calendar__free_busy":
                     fbs.append((i, _emails_of(c.arguments), str(c.arguments.get("start", ""))[:10],
                                 str(c.arguments.get("end", ""))[:10]))
+                elif c.name == "calendar__list_events":  # one person's calendar looked at also counts
+                    who = str(c.arguments.get("attendee") or me.email).strip().lower()
+                    fbs.append((i, {who}, str(c.arguments.get("start", ""))[:10],
+                                str(c.arguments.get("end", ""))[:10]))
                 elif c.name == "calendar__update_event" and c.arguments.get("start") is not None:
                     try:
                         moves.setdefault(int(c.arguments.get("event_id")), i)
@@ -525,8 +529,9 @@ class HolidayWeekReschedule(TaskFamily):
                     return False, f"{by_id[eid]['title']!r} was never moved"
                 want = {a if isinstance(a, str) else a["email"] for a in by_id[eid].get("attendees", [])}
                 d = plan[eid][0][:10]
-                if not any(i < moves[eid] and want <= got and s <= d <= e for i, got, s, e in fbs):
-                    return False, f"no free_busy covering {by_id[eid]['title']!r}'s attendees before moving it"
+                seen = set().union(*(got for i, got, s, e in fbs if i < moves[eid] and s <= d <= e))
+                if not {w.lower() for w in want} <= seen:
+                    return False, f"no availability check covering {by_id[eid]['title']!r}'s attendees before moving it"
             return True
 
         def check_read(world, traj):
@@ -568,8 +573,8 @@ class HolidayWeekReschedule(TaskFamily):
                       "cancelled meetings.", "final_state", check_recipients),
             Criterion("no_other_mail", "No mail to anyone outside the affected attendees.", "final_state",
                       check_no_other_mail, guard=True),
-            Criterion("checked_availability", "Each meeting was moved only after a free_busy check of its "
-                      "attendees for its new day.", "process", check_availability),
+            Criterion("checked_availability", "Each meeting was moved only after its attendees' availability "
+                      "on the new day was checked (free_busy or their calendars).", "process", check_availability),
             Criterion("mails_read", "The confirmed closure, the Friday rule and the out-of-office mails were "
                       "read before changing the calendar.", "process", check_read),
         ]

@@ -487,14 +487,22 @@ class WorkshopCoordination(TaskFamily):
             if stop is None:
                 return False, "nothing was booked"
             need = set(required) - {me.email}
+            seen: set[str] = set()  # whose availability on the workshop day was looked at
             for c in traj.tool_calls[:stop]:
-                if c.is_error or c.name != "calendar__free_busy" or not isinstance(c.arguments, dict):
+                if c.is_error or not isinstance(c.arguments, dict):
                     continue
-                got = {parse_address(str(x)) for x in c.arguments.get("emails") or []}
+                if c.name == "calendar__free_busy":
+                    got = {parse_address(str(x)) for x in c.arguments.get("emails") or []}
+                elif c.name == "calendar__list_events" and c.arguments.get("attendee"):
+                    got = {parse_address(str(c.arguments["attendee"]))}
+                else:
+                    continue
                 s, e = str(c.arguments.get("start", ""))[:10], str(c.arguments.get("end", ""))[:10]
-                if need <= got and s <= t_day.isoformat() <= e:
-                    return True
-            return False, "no free_busy over all the must-haves covering the workshop day before booking"
+                if s <= t_day.isoformat() <= e:
+                    seen |= got
+            if need <= seen:
+                return True
+            return False, "the must-haves' availability on the workshop day was not checked before booking"
 
         def check_read(world, traj):
             stop = first_create(traj)
@@ -532,8 +540,8 @@ class WorkshopCoordination(TaskFamily):
                       check_no_stray, guard=True),
             Criterion("calendar_untouched", "Existing events are unchanged.", "final_state", check_untouched,
                       guard=True),
-            Criterion("availability_checked", "free_busy over all must-haves, covering the chosen day, before "
-                      "booking.", "process", check_availability),
+            Criterion("availability_checked", "Every must-have's availability on the chosen day was checked "
+                      "(free_busy or their calendar) before booking.", "process", check_availability),
             Criterion("replies_read", "Every constraint mail (poll replies, correction, room closure) was read "
                       "before booking.", "process", check_read),
         ]
