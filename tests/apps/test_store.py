@@ -418,3 +418,42 @@ async def test_badly_typed_arguments_are_tool_errors(sworld):
 async def test_missing_store_is_a_tool_error(world):
     async with mcp.Client(build_server(world)) as c:
         assert "no store" in await error(c, "get_store_info")
+
+
+async def test_set_product_sourcing_switches_supplier_and_cost(sworld):
+    async with mcp.Client(build_server(sworld)) as c:
+        assert "nothing to change" in await error(c, "set_product_sourcing", sku="KIT-002")
+        assert "inactive" in await error(c, "set_product_sourcing", sku="KIT-002", supplier_id="SUP-103")
+        assert "search_suppliers" in await error(c, "set_product_sourcing", sku="KIT-002", supplier_id="SUP-999")
+        assert "positive" in await error(c, "set_product_sourcing", sku="KIT-002", cost="0")
+        text = await call(c, "set_product_sourcing", sku="kit-002", supplier_id="sup-102", cost="8.75")
+        assert "SUP-102" in text and "8.75" in text
+        p = await js(c, "get_product", sku="KIT-002")
+        assert p["supplier_id"] == "SUP-102" and p["cost"] == "8.75"
+        pid = (await call(c, "create_purchase_order", supplier_id="SUP-102")).split("purchase order ")[1].split()[0]
+        assert "at 8.75" in await call(c, "add_po_line", po_id=pid, sku="KIT-002", qty=4)
+        assert "cost = 9.10" in await call(c, "set_product_sourcing", sku="KIT-002", cost=9.1)
+    assert state.products(sworld)["KIT-002"]["cost_cents"] == 910
+    assert state.purchase_orders(sworld)["PO-0008"]["lines"][0]["unit_cost_cents"] == 875
+
+
+async def test_record_payment_up_to_the_outstanding_balance(sworld):
+    async with mcp.Client(build_server(sworld)) as c:
+        assert "outstanding" in await error(c, "record_payment", order_id="SO-5003", amount="30.00")
+        assert "already fully paid" in await error(c, "record_payment", order_id="SO-5002", amount="1")
+        assert "future" in await error(c, "record_payment", order_id="SO-5003", amount="5", paid_at="2026-03-11")
+        assert "positive" in await error(c, "record_payment", order_id="SO-5003", amount="-5")
+        text = await call(c, "record_payment", order_id="so-5003", amount="10.00", paid_at="2026-03-09",
+                          reference="SO5003 part")
+        assert "PAY-00004" in text and "15.00 is still outstanding" in text
+        assert "cannot be marked paid" in await error(c, "update_order_status", order_id="SO-5003", status="paid")
+        text = await call(c, "record_payment", order_id="SO-5003", amount=15)
+        assert "fully paid" in text
+        await call(c, "update_order_status", order_id="SO-5003", status="paid")
+        o = await js(c, "get_order", order_id="SO-5003")
+        assert o["paid"] == "25.00" and [p["paid_at"] for p in o["payments"]] == ["2026-03-09", TODAY]
+        assert any("ref SO5003 part" in e["event"] for e in o["history"])
+        await call(c, "cancel_order", order_id="SO-5002", reason="customer request")
+    async with mcp.Client(build_server(sworld)) as c:
+        assert "cancelled" in await error(c, "record_payment", order_id="SO-5002", amount="1")
+    assert [p["method"] for p in (state.order(sworld, "SO-5003"))["payments"]] == ["bank transfer", "bank transfer"]

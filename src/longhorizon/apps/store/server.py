@@ -337,6 +337,40 @@ def build_server(world):
         return f"Updated {r['sku']}: " + ", ".join(f"{k} = {v}" for k, v in shown.items()) + "."
 
     @srv.tool()
+    def set_product_sourcing(sku: str, supplier_id: str | None = None, cost: float | str | None = None) -> str:
+        """Change where a product is bought from and/or what we pay for it (after a quote round,
+        or when a supplier changes its price). Only the fields you pass change. Purchase orders
+        already raised keep their own supplier and prices.
+
+        Args:
+            sku: the product.
+            supplier_id: the supplier we now buy it from, e.g. "SUP-104" (must be active).
+            cost: the new purchase cost per unit, e.g. "12.40" (what add_po_line uses by default).
+
+        Returns what changed."""
+        with closing(connect()) as conn, conn:
+            r = product_row(conn, sku)
+            changes: dict[str, Any] = {}
+            if supplier_id is not None:
+                sup = supplier_row(conn, supplier_id)
+                if not sup["active"]:
+                    raise ToolError(f"supplier {sup['id']} is inactive; we no longer buy from them")
+                changes["supplier_id"] = sup["id"]
+            if cost is not None:
+                cents = _amount(cost, "cost")
+                if cents <= 0:
+                    raise ToolError("cost must be positive")
+                changes["cost_cents"] = cents
+            if not changes:
+                raise ToolError("nothing to change: pass supplier_id and/or cost")
+            conn.execute(f"UPDATE products SET {', '.join(f'{k} = ?' for k in changes)} WHERE sku = ?",
+                         [*changes.values(), r["sku"]])
+        shown = [f"supplier = {changes['supplier_id']}"] if "supplier_id" in changes else []
+        if "cost_cents" in changes:
+            shown.append(f"cost = {money(changes['cost_cents'])}")
+        return f"Updated {r['sku']}: " + ", ".join(shown) + "."
+
+    @srv.tool()
     def adjust_stock(sku: str, delta: int, reason: str) -> str:
         """Correct a product's stock on hand (a count, damage, write-off, a customer return put back
         on the shelf). Purchase-order receipts and shipments move stock by themselves.
@@ -558,6 +592,49 @@ def build_server(world):
             rows = conn.execute(" ".join(sql), [*args, limit]).fetchall()
         return _dumps([{"id": r["id"], "order_id": r["order_id"], "amount": money(r["amount_cents"]),
                         "method": r["method"], "paid_at": r["paid_at"]} for r in rows])
+
+    @srv.tool()
+    def record_payment(order_id: str, amount: float | str, paid_at: str | None = None, method: str = "bank transfer",
+                       reference: str = "") -> str:
+        """Record money received for an order outside the checkout (a bank transfer, a cheque).
+        It does not change the order's status: once an order is fully paid, move it to paid with
+        update_order_status.
+
+        Args:
+            order_id: the order the money is for, e.g. "SO-10234" (not cancelled).
+            amount: how much, e.g. "149.90"; at most what is still outstanding on the order
+                (its total minus what was already paid). Split a payment that covers several
+                orders into one payment per order.
+            paid_at: the day the money arrived (YYYY-MM-DD), not after today; default today.
+            method: e.g. "bank transfer", "cheque".
+            reference: the payer's reference as it appeared on the statement (kept in the order history).
+
+        Returns the new payment id and what is still outstanding."""
+        cents = _amount(amount, "amount")
+        if cents <= 0:
+            raise ToolError("amount must be positive")
+        how = (method or "").strip() or "bank transfer"
+        with closing(connect()) as conn, conn:
+            o = get_order_or_fail(conn, order_id)
+            day = _day(paid_at, "paid_at") if paid_at else today(conn)
+            if day > today(conn):
+                raise ToolError(f"paid_at {day} is in the future (today is {today(conn)})")
+            if o["status"] == "cancelled":
+                raise ToolError(f"order {o['id']} is cancelled; a payment cannot be recorded on it")
+            due = o["total_cents"] - o["paid_cents"]
+            if due <= 0:
+                raise ToolError(f"order {o['id']} is already fully paid ({money(o['paid_cents'])} of "
+                                f"{money(o['total_cents'])}); nothing is outstanding")
+            if cents > due:
+                raise ToolError(f"order {o['id']} has only {money(due)} outstanding (total {money(o['total_cents'])}, "
+                                f"paid {money(o['paid_cents'])}); record at most that much on it")
+            pid = next_id(conn, "payments", "PAY")
+            conn.execute("INSERT INTO payments VALUES (?, ?, ?, ?, ?)", (pid, o["id"], cents, how, day))
+            ref = reference.strip()
+            event(conn, o["id"], f"payment {pid} {money(cents)} by {how}" + (f" (ref {ref})" if ref else ""))
+        left = due - cents
+        tail = "the order is now fully paid." if left == 0 else f"{money(left)} is still outstanding."
+        return f"Recorded payment {pid} of {money(cents)} on order {o['id']} ({day}); {tail}"
 
     @srv.tool()
     def search_refunds(order_id: str | None = None, since: str | None = None, until: str | None = None,

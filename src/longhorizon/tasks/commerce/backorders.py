@@ -1,0 +1,653 @@
+"""Order operations: a delivery has come in; allocate it to the backorders and tell the customers.
+
+Paid orders wait for stock that a purchase order was bringing in. This morning the delivery
+arrived; the warehouse's receiving note has what was counted (one line came short of what
+the supplier's dispatch advice claims). The agent books the delivery in, then works the
+backorder list (exported last night) by the written policy: priority accounts first, then
+oldest order first; an order ships only when every line can be filled, unless the customer
+accepts partial shipments, in which case the lines that can be filled go now and the rest
+stays on backorder with a note on the order; an order that cannot ship takes no stock.
+Priority accounts go by express carrier. Every customer on the list gets one update: the
+tracking number, what is still to come, or that the order is still waiting. Traps: the
+dispatch advice's quantities, a priority customer's namesake, an order cancelled since the
+export, an item on backorder that this delivery does not bring, paid orders that are not on
+backorder (the afternoon pick run's), an older receiving note already booked, and a
+customer who already wrote in asking (answer in that thread).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+from datetime import datetime, time, timedelta
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from longhorizon.apps.mail import state as mail
+from longhorizon.apps.mail.state import parse_address
+from longhorizon.apps.store import state as store
+from longhorizon.core.registry import register
+from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.tasks.commerce import (
+    Customer,
+    Product,
+    make_customers,
+    make_products,
+    make_suppliers,
+    mentions_id,
+    mentions_tracking,
+    pick_today,
+    tracking_for,
+)
+from longhorizon.tasks.common import norm_path, rng_and_faker
+from longhorizon.tasks.mail.common import People, loads, long_date, mentions_code, slug, squash
+
+POLICY = "ops/backorder_policy.md"
+PRIORITY = "ops/priority_accounts.md"
+EXPRESS, STANDARD = "FedEx", "UPS"
+PARTIAL_NOTE = "Customer accepts partial shipments"
+
+
+@dataclass
+class Backorder:
+    customer: Customer
+    lines: list[tuple[Product, int]]
+    placed: datetime
+    partial_ok: bool
+    priority: bool
+    cancelled: bool = False
+    id: str = ""
+    outcome: str = ""
+    """full, partial, held (or cancelled)."""
+    ship_lines: list[int] = field(default_factory=list)
+    """1-based line numbers shipped now."""
+    awaited: list[Product] = field(default_factory=list)
+    msg_id: int = 0
+    shipping: int = 0
+
+    @property
+    def carrier(self) -> str:
+        return EXPRESS if self.priority else STANDARD
+
+
+def _allocate(backorders: list[Backorder], stock: dict[str, int]) -> None:
+    """The written policy: priority accounts first, then oldest first; ship complete orders,
+    the fillable lines of orders that accept partial shipments, and hold the rest (no stock)."""
+    left = dict(stock)
+    for b in sorted(backorders, key=lambda b: (not b.priority, b.placed, b.id)):
+        if b.cancelled:
+            b.outcome = "cancelled"
+            continue
+        fill = [k for k, (p, q) in enumerate(b.lines, start=1) if left[p.sku] >= q]
+        if len(fill) == len(b.lines):
+            b.outcome, b.ship_lines, b.awaited = "full", fill, []
+        elif fill and b.partial_ok:
+            b.outcome, b.ship_lines = "partial", fill
+            b.awaited = [p for k, (p, _) in enumerate(b.lines, start=1) if k not in fill]
+        else:
+            b.outcome, b.ship_lines = "held", []
+            b.awaited = [p for k, (p, q) in enumerate(b.lines, start=1) if k not in fill]
+        for k in b.ship_lines:
+            p, q = b.lines[k - 1]
+            left[p.sku] -= q
+
+
+@register
+class BackorderFulfilment(TaskFamily):
+    name = "backorder_fulfilment"
+    category = "order operations"
+    apps = ("store", "mail", "files")
+    description = (
+        "Book today's delivery in as counted, allocate the stock to the backordered orders by the policy (priority "
+        "accounts first, then oldest; complete orders, partial shipments only where accepted), ship with the right "
+        "carrier, note what stays on backorder, and send every customer on the list one update."
+    )
+
+    def generate(self, seed: int) -> Task:
+        rng, fake = rng_and_faker(seed, self.name)
+        people = People(fake)
+        store_name = f"{fake.last_name()} {rng.choice(['Home & Garden', 'Goods', 'Living', 'Outfitters'])}"
+        domain = f"{slug(store_name)[:20]}.example"
+        me, lead, colleague = (people.make(domain) for _ in range(3))
+        today = pick_today(rng)
+        now = datetime.combine(today, time(9, 10))
+        suppliers = make_suppliers(rng, fake, 3)
+        products = make_products(rng, 30, suppliers)
+        for p in products:
+            p.stock = rng.randint(25, 90)
+            p.reorder_point = rng.randint(5, 15)
+        sup = suppliers[0]
+        mine = [p for p in products if p.supplier_id == sup.id]
+        rng.shuffle(mine)
+        delivered = mine[:rng.randint(3, 4)]
+        missing = next(p for p in products if p.supplier_id != sup.id)  # on backorder, not in this delivery
+        in_stock = [p for p in products if p not in delivered and p is not missing]
+        for p in delivered + [missing]:
+            p.stock = 0
+
+        customers = make_customers(rng, fake, 16)
+        namesake_of = customers[0]
+        first, last = namesake_of.name.split(" ", 1)
+        twin = Customer(f"C-{int(namesake_of.id.split('-')[1]) + 3 + rng.randint(500, 900)}", namesake_of.name,
+                        f"{slug(first)}{slug(last)}{rng.randint(100, 999)}@{rng.choice(['webmail', 'homenet'])}.example",
+                        fake.city())
+        customers.append(twin)
+        priority_accounts = [customers[0]] + rng.sample(customers[1:12], 2)
+        prio_ids = {c.id for c in priority_accounts}
+
+        # -- backorders: redraw until the policy gives every kind of outcome --------------------------
+        for _attempt in range(400):
+            buyers = rng.sample(customers[:12], rng.randint(8, 9))
+            if twin not in buyers and rng.random() < 0.8:
+                buyers[-1] = twin
+            backorders: list[Backorder] = []
+            for cust in buyers:
+                n = rng.choice([1, 1, 2, 2, 3])
+                items = [rng.choice(delivered)]
+                extra = [p for p in delivered if p is not items[0]]
+                if n >= 2 and rng.random() < 0.5:
+                    items.append(rng.choice(extra))
+                while len(items) < n:
+                    items.append(rng.choice([p for p in in_stock if p not in items]))
+                lines = [(p, rng.randint(1, 4) if p in delivered else rng.randint(1, 2)) for p in items]
+                placed = datetime.combine(today - timedelta(days=rng.randint(3, 24)),
+                                          time(rng.randint(7, 21), rng.randrange(60)))
+                backorders.append(Backorder(cust, lines, placed, rng.random() < 0.35, cust.id in prio_ids))
+            # one order also waits for an item this delivery does not bring
+            b = rng.choice(backorders)
+            if all(p is not missing for p, _ in b.lines):
+                b.lines.append((missing, 1))
+            rng.choice([b for b in backorders if len(b.lines) > 1]).partial_ok = True
+            rng.choice(backorders).cancelled = True
+            demand = {p.sku: sum(q for b in backorders if not b.cancelled for p2, q in b.lines if p2 is p)
+                      for p in delivered}
+            ordered = {p.sku: max(3, demand[p.sku] - rng.randint(0, 3)) for p in delivered}
+            counted = dict(ordered)
+            short = rng.choice(delivered)
+            counted[short.sku] = ordered[short.sku] - rng.randint(1, min(4, ordered[short.sku] - 1))
+            stock_after = {p.sku: p.stock + counted.get(p.sku, 0) for p in products}
+            backorders.sort(key=lambda b: b.placed)
+            for k, b in enumerate(backorders):
+                b.id = f"#{k}"
+            _allocate(backorders, stock_after)
+            outcomes = [b.outcome for b in backorders]
+            prio_jump = any(b.priority and b.outcome in ("full", "partial") and any(
+                not o.priority and o.placed < b.placed and o.outcome == "held" for o in backorders)
+                for b in backorders)
+            if outcomes.count("full") >= 2 and "partial" in outcomes and outcomes.count("held") >= 1 and prio_jump \
+                    and any(b.customer is twin and not b.cancelled for b in backorders) \
+                    and any(b.outcome == "held" and any(p is not missing for p in b.awaited) for b in backorders) \
+                    and any(len(b.ship_lines) >= 2 for b in backorders):
+                break
+        else:  # pragma: no cover - the loop above finds a world within a few tries
+            raise AssertionError("no backorder mix found")
+
+        for b in backorders:
+            b.shipping = rng.choice([0, 499, 799])
+            # what the store's stock would have needed: keep the order itself consistent
+        # other paid orders today (the afternoon pick run), some with the delivered items
+        specs: list[tuple[Customer, list[tuple[Product, int]], datetime, str, Backorder | None]] = []
+        for b in backorders:
+            specs.append((b.customer, b.lines, b.placed, "cancelled" if b.cancelled else "paid", b))
+        for cust in rng.sample(customers[12:], 3):
+            items = rng.sample(in_stock, rng.randint(1, 2)) + ([rng.choice(delivered)] if rng.random() < 0.6 else [])
+            specs.append((cust, [(p, 1) for p in items],
+                          now - timedelta(hours=rng.randint(1, 12), minutes=rng.randrange(60)), "paid", None))
+        for cust in rng.sample(customers, 6):
+            items = rng.sample(in_stock, rng.randint(1, 2))
+            specs.append((cust, [(p, rng.randint(1, 2)) for p in items],
+                          datetime.combine(today - timedelta(days=rng.randint(10, 50)), time(12, 0)), "delivered", None))
+        specs.sort(key=lambda s: s[2])
+
+        number = rng.randint(30000, 70000)
+        order_rows = []
+        n_pay = n_ship = 0
+        for cust, lines, placed, status, b in specs:
+            number += rng.randint(1, 25)
+            oid = f"SO-{number}"
+            shipping = b.shipping if b else rng.choice([0, 599])
+            total = sum(p.price_cents * q for p, q in lines) + shipping
+            row: dict[str, Any] = {"id": oid, "customer_id": cust.id, "status": status,
+                                   "placed_at": placed.strftime("%Y-%m-%dT%H:%M"), "shipping_cents": shipping,
+                                   "lines": [{"sku": p.sku, "qty": q, "unit_price_cents": p.price_cents}
+                                             for p, q in lines],
+                                   "note": PARTIAL_NOTE if b and b.partial_ok else "",
+                                   "payments": [{"id": f"PAY-{n_pay + 1:05d}", "amount_cents": total, "method": "card",
+                                                 "paid_at": (placed + timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M")}],
+                                   "events": []}
+            n_pay += 1
+            if b:
+                b.id = oid
+                waiting = [p.sku for p, _ in lines if p in delivered or p is missing]
+                row["events"].append({"at": (placed + timedelta(hours=3)).date().isoformat(),
+                                      "event": f"backordered: waiting for {', '.join(waiting)}"})
+                if b.cancelled:
+                    row["events"].append({"at": (today - timedelta(days=1)).isoformat(),
+                                          "event": "cancelled: customer no longer needs it"})
+                    row["refunds"] = [{"amount_cents": total, "reason": "order cancelled at customer request",
+                                       "created_at": (today - timedelta(days=1)).isoformat()}]
+            if status == "delivered":
+                n_ship += 1
+                carrier = rng.choice([EXPRESS, STANDARD, "USPS"])
+                shipped = placed.date() + timedelta(days=1)
+                row["shipments"] = [{"id": f"SHP-{n_ship:05d}", "carrier": carrier,
+                                     "tracking": tracking_for(rng, carrier), "status": "delivered",
+                                     "shipped_at": shipped.isoformat(),
+                                     "delivered_at": (shipped + timedelta(days=3)).isoformat()}]
+            order_rows.append(row)
+        seeded_shipments = {s["id"] for r in order_rows for s in r.get("shipments", [])}
+        initial_status = {r["id"]: r["status"] for r in order_rows}
+        n_events = sum(len(r["events"]) for r in order_rows)
+
+        # -- purchase orders: today's delivery, an older one already booked --------------------------
+        po_no = rng.randint(3000, 7000)
+        old_po = f"PO-{po_no}"
+        po_id = f"PO-{po_no + rng.randint(5, 30)}"
+        old_items = rng.sample([p for p in mine if p not in delivered] or in_stock[:2], 1)
+        sent_day = today - timedelta(days=sup.lead_time_days + rng.randint(0, 3))
+        old_day = today - timedelta(days=rng.randint(20, 30))
+        pos = [
+            {"id": old_po, "supplier_id": old_items[0].supplier_id, "status": "received",
+             "created_at": old_day.isoformat(), "sent_at": old_day.isoformat(),
+             "received_at": (old_day + timedelta(days=6)).isoformat(),
+             "lines": [{"sku": p.sku, "qty": 24, "unit_cost_cents": p.cost_cents, "received_qty": 24}
+                       for p in old_items]},
+            {"id": po_id, "supplier_id": sup.id, "status": "sent", "created_at": sent_day.isoformat(),
+             "sent_at": sent_day.isoformat(), "note": "backorder restock",
+             "lines": [{"sku": p.sku, "qty": ordered[p.sku], "unit_cost_cents": p.cost_cents} for p in delivered]},
+        ]
+
+        # -- files ---------------------------------------------------------------------------------
+        rec_path = f"warehouse/receiving/{today.isoformat()}_{po_id}.txt"
+        rec_lines = "\n".join(f"  {p.sku:<10} {p.name:<30} counted {counted[p.sku]:>4}" for p in delivered)
+        receiving = (f"RECEIVING NOTE\nDate: {today.isoformat()}\nSupplier: {sup.name}\nPurchase order: {po_id}\n\n"
+                     f"{rec_lines}\n\nChecked by: {colleague.name}\nRemarks: {short.sku} short against the dispatch "
+                     f"advice; cartons otherwise intact.\n")
+        old_rec = (f"RECEIVING NOTE\nDate: {(old_day + timedelta(days=6)).isoformat()}\nSupplier: "
+                   f"{[s for s in suppliers if s.id == old_items[0].supplier_id][0].name}\nPurchase order: {old_po}\n\n"
+                   + "\n".join(f"  {p.sku:<10} {p.name:<30} counted   24" for p in old_items)
+                   + "\n\nChecked by: " + colleague.name + "\nBooked in the same day.\n")
+        export_day = today - timedelta(days=1)
+        out = io.StringIO()
+        w = csv.writer(out, lineterminator="\n")
+        w.writerow(["order", "customer_id", "customer", "placed", "waiting_for"])
+        for b in sorted(backorders, key=lambda b: b.id):
+            waiting = [p.sku for p, _ in b.lines if p in delivered or p is missing]
+            w.writerow([b.id, b.customer.id, b.customer.name, b.placed.strftime("%Y-%m-%d %H:%M"), " ".join(waiting)])
+        bo_path = f"warehouse/backorders_{export_day.isoformat()}.csv"
+        prio_text = ("# Priority accounts\n\nThese trade and loyalty accounts are served first whenever stock is "
+                     "short. Match on the customer id: some names are shared by other customers.\n\n"
+                     + "\n".join(f"- {c.id}  {c.name} ({c.city})" for c in priority_accounts) + "\n")
+        policy = f"""# Backorders: allocating a delivery
+
+When a delivery for backordered items arrives:
+
+1. Book it in first, against its purchase order, with the quantities the warehouse counted
+   (the receiving note), not what the supplier says it sent.
+2. Then go through the backorder list (the warehouse exports it every night) and check each
+   order in the store: an order cancelled since the export is skipped.
+3. Allocate the stock on hand: priority accounts first (see {PRIORITY}), then everyone
+   else; within each group the oldest order (by order time) first.
+4. An order ships only if every line can be filled from stock. An order whose note says
+   "{PARTIAL_NOTE}" may instead ship the lines that can be filled in full now; the rest
+   stays on backorder: add a note to the order naming the SKUs still owed. An order that
+   cannot ship takes no stock: move on to the next one.
+5. Carrier: priority accounts go {EXPRESS}, everyone else {STANDARD}.
+6. Tell every customer on the list (except cancelled orders) where they stand, one email
+   each (answer in their thread if they have written in): the tracking number of what
+   shipped, and which items are still on backorder.
+7. Paid orders that are not on the backorder list belong to the afternoon pick run: leave
+   them alone.
+"""
+        files = {POLICY: policy, PRIORITY: prio_text, rec_path: receiving, bo_path: out.getvalue(),
+                 f"warehouse/receiving/{(old_day + timedelta(days=6)).isoformat()}_{old_po}.txt": old_rec}
+
+        # -- mailbox ---------------------------------------------------------------------------------
+        support = f"orders@{domain}"
+        msgs: list[dict[str, Any]] = []
+        adv_lines = "\n".join(f"  {p.sku:<10} {p.name:<30} shipped {ordered[p.sku]:>4}" for p in delivered)
+        msgs.append({"folder": "Inbox", "sender": sup.email, "sender_name": f"{sup.name} Dispatch", "to": [support],
+                     "subject": f"Dispatch advice for {po_id}",
+                     "date": datetime.combine(today - timedelta(days=2), time(15, 12)).isoformat(),
+                     "body": f"Hello,\n\nYour order {po_id} left our warehouse today:\n\n{adv_lines}\n\n"
+                             f"Expected delivery in two days.\n\n{sup.contact}\n{sup.name}"})
+        asker = rng.choice([b for b in backorders if not b.cancelled])
+        msgs.append({"folder": "Inbox", "sender": asker.customer.email, "sender_name": asker.customer.name,
+                     "to": [support], "subject": "Any news on my order?",
+                     "date": datetime.combine(today - timedelta(days=1), time(19, 40)).isoformat(),
+                     "body": f"Hi,\n\nI ordered on {asker.placed.date().isoformat()} and was told some items were on "
+                             f"backorder. Any idea when it will ship?\n\nThanks,\n{asker.customer.name}",
+                     "asker": True})
+        msgs.append({"folder": "Inbox", "sender": lead.email, "sender_name": lead.name, "to": [support],
+                     "subject": "Delivery today", "date": datetime.combine(today, time(7, 55)).isoformat(),
+                     "body": f"Morning! The {sup.name} delivery is on the dock; the receiving note is in "
+                             f"warehouse/receiving. Backorders first today please.\n\n{lead.first}"})
+        msgs.append({"folder": "Inbox", "sender": colleague.email, "sender_name": colleague.name, "to": [support],
+                     "subject": "Pick run at 14:00", "date": datetime.combine(today, time(8, 20)).isoformat(),
+                     "body": f"The normal pick run for today's new orders starts at 14:00.\n\n{colleague.first}"})
+        msgs.sort(key=lambda m: m["date"])
+        for i, m in enumerate(msgs, start=1):
+            m["id"] = i
+            if m.pop("asker", False):
+                asker.msg_id = i
+        n_seeded = len(msgs)
+
+        store_args = dict(store_name=store_name, today=today.isoformat(), carriers=[STANDARD, EXPRESS, "USPS", "DHL"],
+                          suppliers=[s.row() for s in suppliers], products=[p.row() for p in products],
+                          customers=[c.row() for c in customers], orders=order_rows, purchase_orders=pos)
+
+        def build(root: Path) -> None:
+            for rel, text in files.items():
+                p = root / "workspace" / rel
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_text(text)
+            store.create_store(root / "state" / "store.sqlite", **store_args)
+            mail.create_mailbox(root / "state" / "mail.sqlite", support, f"{store_name} Orders", messages=msgs,
+                                now=now.isoformat())
+
+        instruction = (
+            f"Hi {me.first}, {lead.first} here. The {sup.name} delivery for the backorders arrived this morning "
+            f"({long_date(today)}). Could you book it in and get the backorders out the door today? The rules are "
+            f"in {POLICY}; last night's backorder list is in the warehouse folder. Every customer on the list "
+            f"should hear from us today. The rest of today's orders go out with the afternoon pick run, so leave "
+            f"those alone."
+        )
+        ctx = _Ctx(backorders=backorders, po_id=po_id, counted={p.sku: counted[p.sku] for p in delivered},
+                   rec_path=rec_path, bo_path=bo_path, seeded_shipments=seeded_shipments,
+                   initial_status=initial_status, n_seeded=n_seeded, n_events=n_events, me=me.name,
+                   delivered=[p.sku for p in delivered], stock_after=stock_after)
+        criteria = _criteria(ctx)
+        return Task(
+            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=partial(_oracle, ctx, None),
+            criteria=criteria, perturbations={c.id: partial(_oracle, ctx, c.id) for c in criteria},
+            data={"today": today.isoformat(), "po": po_id, "counted": ctx.counted,
+                  "backorders": [{"order": b.id, "customer": b.customer.id, "priority": b.priority,
+                                  "partial_ok": b.partial_ok, "outcome": b.outcome, "ship_lines": b.ship_lines,
+                                  "awaited": [p.sku for p in b.awaited]} for b in backorders]},
+        )
+
+
+@dataclass
+class _Ctx:
+    backorders: list[Backorder]
+    po_id: str
+    counted: dict[str, int]
+    rec_path: str
+    bo_path: str
+    seeded_shipments: set[str]
+    initial_status: dict[str, str]
+    n_seeded: int
+    n_events: int
+    me: str
+    delivered: list[str]
+    stock_after: dict[str, int]
+
+    def live(self) -> list[Backorder]:
+        return [b for b in self.backorders if not b.cancelled]
+
+
+# -- reference solution ----------------------------------------------------------------------
+
+
+def _oracle(ctx: _Ctx, flaw: str | None):
+    """Read the policy, the priority list, the receiving note and the backorder list; book the
+    delivery; open every listed order; ship by the allocation; note partials; write to every
+    customer; check. ``flaw`` breaks one criterion."""
+    yield ToolCall("files__list_dir", {"path": ".", "recursive": True}, "Find the policy, notes and the list.")
+    yield ToolCall("files__read_file", {"path": POLICY}, "Read the backorder policy.")
+    if flaw != "rules_read":
+        yield ToolCall("files__read_file", {"path": PRIORITY}, "Who are the priority accounts (by id)?")
+    yield ToolCall("files__read_file", {"path": ctx.rec_path}, "What the warehouse counted.")
+    yield ToolCall("files__read_file", {"path": ctx.bo_path}, "Last night's backorder list.")
+    inbox = loads((yield ToolCall("mail__list_messages", {"folder": "Inbox"}, "Anything about the delivery or "
+                                                                                "the backorders?")))
+    asker = next(b for b in ctx.live() if b.msg_id)
+    yield ToolCall("mail__read_message", {"message_id": asker.msg_id}, "A customer asking about a backorder.")
+    assert any(m["id"] == asker.msg_id for m in inbox["messages"])
+    po = loads((yield ToolCall("store__get_purchase_order", {"po_id": ctx.po_id}, "The purchase order to book.")))
+    counted = dict(ctx.counted)
+    if flaw == "delivery_received":
+        counted = {ln["sku"]: ln["qty"] for ln in po["lines"]}
+    shorts = [f"{ln['sku']} short {ln['qty'] - ctx.counted[ln['sku']]}" for ln in po["lines"]
+              if ctx.counted[ln["sku"]] < ln["qty"]]
+
+    def receive():
+        return ToolCall("store__receive_purchase_order", {
+            "po_id": ctx.po_id, "lines": [{"sku": s, "qty": q} for s, q in counted.items()],
+            "note": "counted per receiving note; " + "; ".join(shorts)}, "Book the delivery in as counted.")
+
+    yield receive()
+    skip_check = next(b for b in ctx.backorders if b.outcome in ("full", "partial"))
+    for b in ctx.backorders:
+        if flaw == "orders_checked" and b is skip_check:
+            continue
+        o = loads((yield ToolCall("store__get_order", {"order_id": b.id},
+                                  f"{b.id}: still waiting? lines, note, placed at.")))
+        assert o["status"] == ("cancelled" if b.cancelled else "paid")
+    order = sorted(ctx.live(), key=lambda b: (not b.priority, b.placed))
+    tracking: dict[str, str] = {}
+    first_full = next(b for b in order if b.outcome == "full")
+    first_partial = next(b for b in order if b.outcome == "partial")
+    multi = next(b for b in order if len(b.ship_lines) >= 2)
+    for b in order:
+        if b.outcome == "held":
+            continue
+        args: dict[str, Any] = {"order_id": b.id, "carrier": b.carrier}
+        if flaw == "carriers" and b is first_full:
+            args["carrier"] = STANDARD if b.carrier == EXPRESS else EXPRESS
+        if b.outcome == "partial":
+            args["line_nos"] = b.ship_lines
+        if flaw == "shipped_lines" and b is multi:
+            args["line_nos"] = b.ship_lines[:-1]
+        if flaw == "shipped_orders" and b is first_full:
+            continue
+        text = (yield ToolCall("store__create_shipment", args,
+                               f"{b.id}: ship {'everything' if b.outcome == 'full' else 'the lines we can fill'} "
+                               f"by {b.carrier}."))
+        tracking[b.id] = text.rsplit("tracking number ", 1)[1].rstrip(".")
+        if b.outcome == "partial" and not (flaw == "partial_notes" and b is first_partial):
+            yield ToolCall("store__add_order_note", {
+                "order_id": b.id, "note": "still on backorder: " + ", ".join(p.sku for p in b.awaited)},
+                "Record what is still owed.")
+    for b in sorted(ctx.live(), key=lambda b: b.id):
+        first = b.customer.name.split()[0]
+        parts = [f"Hi {first},", ""]
+        if b.outcome == "full":
+            parts.append(f"Good news: your order {b.id} is complete and has shipped today with {b.carrier}, tracking "
+                         f"number {tracking.get(b.id, '(to follow)')}.")
+        elif b.outcome == "partial":
+            parts.append(f"Part of your order {b.id} has shipped today with {b.carrier}, tracking number "
+                         f"{tracking.get(b.id, '(to follow)')}. Still on backorder: "
+                         + ", ".join(f"{p.name} ({p.sku})" for p in b.awaited) + ". We'll send them as soon as they "
+                         "arrive.")
+        else:
+            parts.append(f"Your order {b.id} is still on backorder: we are waiting for "
+                         + ", ".join(f"{p.name} ({p.sku})" for p in b.awaited)
+                         + ". It will ship complete as soon as everything is in stock.")
+        if flaw == "notice_details" and b is first_partial:
+            parts[-1] = f"Part of your order {b.id} has shipped today; the rest will follow."
+        parts += ["", f"Best regards,\n{ctx.me}"]
+        body = "\n".join(parts)
+        if flaw == "customer_notices" and b is order[-1]:
+            continue
+        if b.msg_id:
+            yield ToolCall("mail__reply", {"message_id": b.msg_id, "body": body}, f"Answer {b.customer.name} in "
+                                                                                   "their thread.")
+        else:
+            yield ToolCall("mail__send_message", {"to": [b.customer.email], "subject": f"Your order {b.id}",
+                                                  "body": body}, f"Update {b.customer.name} on {b.id}.")
+    if flaw == "no_stray_mail":
+        c = next(b for b in ctx.backorders if b.cancelled).customer
+        yield ToolCall("mail__send_message", {"to": [c.email], "subject": "Your cancelled order",
+                                              "body": "Your order was cancelled as requested."}, "Confirm.")
+    if flaw == "others_untouched":
+        other = next(o for o, s in ctx.initial_status.items() if s == "paid"
+                     and all(o != b.id for b in ctx.backorders))
+        yield ToolCall("store__cancel_order", {"order_id": other, "reason": "duplicate order"}, "Tidy up.")
+    yield ToolCall("store__search_shipments", {"limit": 20}, "Check today's shipments.")
+    yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 20}, "Check every customer was written to.")
+    n_ship = sum(1 for b in ctx.live() if b.outcome != "held")
+    return (f"Booked {ctx.po_id} as counted, shipped {n_ship} backorders (priority first), kept "
+            f"{sum(1 for b in ctx.live() if b.outcome == 'held')} waiting and updated every customer on the list.")
+
+
+# -- grading ---------------------------------------------------------------------------------
+
+
+def _criteria(ctx: _Ctx) -> list[Criterion]:
+    live = ctx.live()
+    listed = {b.id: b for b in ctx.backorders}
+    addrs = {b.customer.email for b in live}
+
+    def new_shipments(world) -> list[dict]:
+        return [s for s in store.shipments(world) if s["id"] not in ctx.seeded_shipments]
+
+    def shipped_lines_of(world) -> dict[str, set[tuple[str, int]]]:
+        by_ship = {s["id"]: s["order_id"] for s in new_shipments(world)}
+        out: dict[str, set[tuple[str, int]]] = {}
+        for m in store.stock_moves(world):
+            if m["reason"] == "shipment" and m["ref"] in by_ship:
+                out.setdefault(by_ship[m["ref"]], set()).add((m["sku"], -m["delta"]))
+        return out
+
+    def sent(world) -> list[dict]:
+        return [m for m in mail.sent_messages(world) if m["id"] > ctx.n_seeded]
+
+    def to_customer(world, b: Backorder) -> list[dict]:
+        return [m for m in sent(world) if b.customer.email in m["to"] + m["cc"]]
+
+    def delivery_received(world, traj):
+        po = store.purchase_orders(world)[ctx.po_id]
+        if po["status"] != "received":
+            return False, f"{ctx.po_id} is {po['status']}"
+        got = {ln["sku"]: ln["received_qty"] for ln in po["lines"]}
+        return got == ctx.counted, f"received {got}, counted {ctx.counted}"
+
+    def shipped_orders(world, traj):
+        got = {s["order_id"] for s in new_shipments(world)}
+        want = {b.id for b in live if b.outcome in ("full", "partial")}
+        return got == want, f"shipped {sorted(got)}, expected {sorted(want)}"
+
+    def shipped_lines(world, traj):
+        got = shipped_lines_of(world)
+        bad = []
+        for b in live:
+            want = {(b.lines[k - 1][0].sku, b.lines[k - 1][1]) for k in b.ship_lines}
+            if got.get(b.id, set()) != want:
+                bad.append(f"{b.id}: shipped {sorted(got.get(b.id, set()))}, expected {sorted(want)}")
+        if not any(got.get(b.id) for b in live):
+            bad.append("nothing shipped")
+        return not bad, "; ".join(bad)
+
+    def carriers(world, traj):
+        ships = [s for s in new_shipments(world) if s["order_id"] in listed]
+        if not ships:
+            return False, "no backorder shipped"
+        bad = [f"{s['order_id']} by {s['carrier']}" for s in ships if s["carrier"] != listed[s["order_id"]].carrier]
+        return not bad, f"wrong carrier: {bad}" if bad else ""
+
+    def partial_notes(world, traj):
+        orders = store.orders(world)
+        bad = []
+        for b in live:
+            if b.outcome != "partial":
+                continue
+            notes = " ".join(e["event"] for e in orders[b.id]["events"] if e["event"].startswith("note:"))
+            if not all(mentions_code(notes, p.sku) for p in b.awaited):
+                bad.append(b.id)
+        return not bad, f"no note naming the SKUs still owed on {bad}" if bad else ""
+
+    def customer_notices(world, traj):
+        bad = []
+        for b in live:
+            got = to_customer(world, b)
+            if len(got) != 1 or not mentions_id(f"{got[0]['subject']}\n{got[0]['body']}", b.id):
+                bad.append(f"{b.id}: {len(got)} mails")
+        return not bad, "; ".join(bad)
+
+    def notice_details(world, traj):
+        ships = {}
+        for s in new_shipments(world):
+            ships.setdefault(s["order_id"], []).append(s["tracking"])
+        bad = []
+        for b in live:
+            got = to_customer(world, b)
+            text = "\n".join(f"{m['subject']}\n{m['body']}" for m in got)
+            if not got:
+                bad.append(f"{b.id}: no mail")
+                continue
+            if b.outcome in ("full", "partial") and not any(mentions_tracking(text, t) for t in ships.get(b.id, [])):
+                bad.append(f"{b.id}: no tracking number")
+            for p in b.awaited:
+                if not (mentions_code(text, p.sku) or squash(p.name) in squash(text)):
+                    bad.append(f"{b.id}: does not name {p.sku} as still to come")
+        return not bad, "; ".join(bad)
+
+    def rules_read(world, traj):
+        calls = traj.tool_calls
+        k = next((i for i, t in enumerate(calls) if t.name == "store__create_shipment" and not t.is_error), None)
+        if k is None:
+            return False, "nothing shipped"
+        read = {norm_path(t.arguments.get("path")) for t in calls[:k]
+                if t.name == "files__read_file" and not t.is_error and isinstance(t.arguments, dict)}
+        missing = [f for f in (POLICY, PRIORITY) if f not in read]
+        return not missing, f"not read before shipping: {missing}" if missing else ""
+
+    def orders_checked(world, traj):
+        calls = traj.tool_calls
+        ships = [(k, str(t.arguments.get("order_id", "")).strip().upper()) for k, t in enumerate(calls)
+                 if t.name == "store__create_shipment" and not t.is_error and isinstance(t.arguments, dict)]
+        if not ships:
+            return False, "nothing shipped"
+        for k, oid in ships:
+            if not any(c.name == "store__get_order" and not c.is_error and isinstance(c.arguments, dict)
+                       and str(c.arguments.get("order_id", "")).strip().upper() == oid for c in calls[:k]):
+                return False, f"{oid} shipped without opening it first"
+        return True
+
+    def no_stray_mail(world, traj):
+        for m in sent(world):
+            if any(a not in addrs for a in m["to"] + m["cc"]):
+                return False, f"mail to {m['to'] + m['cc']}"
+        for name in ("mail__send_message", "mail__forward"):
+            for t in traj.calls(name, ok_only=True):
+                args = t.arguments if isinstance(t.arguments, dict) else {}
+                rcpts = [parse_address(a) for a in [*(args.get("to") or []), *(args.get("cc") or [])]]
+                if any(a not in addrs for a in rcpts):
+                    return False, f"{name} to {rcpts}"
+        return True
+
+    def others_untouched(world, traj):
+        st = store.order_statuses(world)
+        ship_ok = {b.id for b in live if b.outcome in ("full", "partial")}
+        changed = [o for o, s in st.items() if s != ctx.initial_status.get(o) and o not in ship_ok]
+        stray = [s["order_id"] for s in new_shipments(world) if s["order_id"] not in listed]
+        moves = [m for m in store.stock_moves(world) if m["reason"] not in ("shipment", "purchase order receipt")]
+        bad = changed + stray + [f"stock {m['sku']} {m['delta']:+d}" for m in moves]
+        return not bad, f"changed: {bad}" if bad else ""
+
+    return [
+        Criterion("delivery_received", "the purchase order is received with the counted quantities", "final_state",
+                  delivery_received),
+        Criterion("shipped_orders", "exactly the backorders the policy can ship now were shipped", "final_state",
+                  shipped_orders, 2.0),
+        Criterion("shipped_lines", "each shipped backorder shipped exactly the lines the allocation fills",
+                  "final_state", shipped_lines, 2.0),
+        Criterion("carriers", "priority accounts shipped express, everyone else standard", "final_state", carriers),
+        Criterion("partial_notes", "each partly shipped order has a note naming the SKUs still owed", "final_state",
+                  partial_notes),
+        Criterion("customer_notices", "every customer on the list (cancelled orders aside) got exactly one mail "
+                  "quoting the order", "final_state", customer_notices, 2.0),
+        Criterion("notice_details", "each mail gives the new tracking number and names what is still on backorder",
+                  "final_state", notice_details),
+        Criterion("rules_read", "the policy and the priority list were read before anything shipped", "process",
+                  rules_read),
+        Criterion("orders_checked", "each order was opened before it was shipped", "process", orders_checked),
+        Criterion("no_stray_mail", "mail went only to customers with live backorders", "process", no_stray_mail,
+                  guard=True),
+        Criterion("others_untouched", "no other order changed or shipped, and stock moved only by the receipt and "
+                  "the shipments", "final_state", others_untouched, guard=True),
+    ]

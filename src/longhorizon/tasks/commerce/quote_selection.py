@@ -1,0 +1,882 @@
+"""Inventory and procurement: evaluate a round of supplier quotes and place the orders.
+
+Last week the buyer sent a request for quotation (RFQ) for a handful of low-stock products,
+each with a quantity and a needed-by date. The suppliers' answers sit in the inbox, pasted
+into the mail body as a table or as a list. The head of purchasing's rules (a mail) say
+which quotes count (this RFQ, still valid, the latest revision, the exact item, a lead time
+that makes the needed-by date, a minimum order no larger than our quantity, a supplier still
+active in the store) and how to pick (lowest unit price, then a preferred supplier, then the
+shorter lead time). The agent moves each product to its awarded supplier at the quoted cost,
+raises and sends one purchase order per awarded supplier at the quoted prices, and answers
+each winner's quote with the purchase order number. Traps: a cheaper quote that has
+expired, one from a supplier whose account is closed, one too slow, one with too large a
+minimum, a substitute offered for the item asked for, a quote revised upwards (or down)
+after it was sent, a price tie between a preferred supplier and its near-namesake, a
+no-bid, an old round's quote, low-stock products that were not part of the round and a
+draft purchase order on hold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from longhorizon.apps.mail import state as mail
+from longhorizon.apps.mail.state import parse_address
+from longhorizon.apps.store import state as store
+from longhorizon.core.registry import register
+from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.tasks.commerce import (
+    VARIANTS,
+    Product,
+    Supplier,
+    amounts_in,
+    make_products,
+    make_suppliers,
+    pick_today,
+    plain,
+    usd,
+)
+from longhorizon.tasks.common import rng_and_faker
+from longhorizon.tasks.mail.common import MONTHS, People, loads, long_date, mentions_code, slug, squash
+
+ROLES = ("expired", "inactive", "slow", "moq", "substitute", "revised", "tie", "pricier")
+SUFFIXES = ["Supply", "Wholesale", "Trading", "Distribution", "Goods"]
+
+
+@dataclass
+class Line:
+    """One supplier's quote line for one RFQ item (prices in cents)."""
+
+    sku: str
+    price: int
+    moq: int
+    lead: int
+    role: str
+    substitute: str = ""
+    revised_price: int | None = None
+    """The price in the supplier's revised quote, when it differs from the first one."""
+
+
+@dataclass
+class Item:
+    product: Product
+    qty: int
+    needed_by: date
+    winner: str = ""
+    price: int = 0
+    lines: dict[str, Line] = field(default_factory=dict)
+    """supplier id -> that supplier's line for this item."""
+
+
+@dataclass
+class QuoteMail:
+    supplier: Supplier
+    number: str
+    sent: datetime
+    valid_until: date
+    lines: list[tuple[Item, Line, int]]
+    """(item, line, price quoted in this mail)."""
+    style: str
+    revision_of: "QuoteMail | None" = None
+    msg_id: int = 0
+
+
+def _day_text(d: date, rng) -> str:
+    return d.isoformat() if rng.random() < 0.5 else f"{MONTHS[d.month - 1].capitalize()} {d.day}, {d.year}"
+
+
+def _lead_text(days: int, rng) -> str:
+    if days % 7 == 0 and rng.random() < 0.6:
+        weeks = days // 7
+        return f"{weeks} week" + ("s" if weeks > 1 else "")
+    return f"{days} days"
+
+
+def _money(cents: int) -> str:
+    return f"{cents // 100:,}.{cents % 100:02d}"
+
+
+@register
+class SupplierQuoteSelection(TaskFamily):
+    name = "supplier_quote_selection"
+    category = "inventory and procurement"
+    apps = ("store", "mail")
+    description = (
+        "Evaluate the suppliers' answers to an RFQ against the purchasing rules (validity, revisions, exact item, "
+        "lead time, minimum order, active supplier, lowest price with a preferred-supplier tie break), move each "
+        "product to its awarded supplier at the quoted cost, send one purchase order per winner and answer each "
+        "winning quote with its purchase order."
+    )
+
+    def generate(self, seed: int) -> Task:
+        rng, fake = rng_and_faker(seed, self.name)
+        people = People(fake)
+        store_name = f"{fake.last_name()} {rng.choice(['Home & Garden', 'Goods', 'Supply Co', 'Outfitters', 'Living'])}"
+        domain = f"{slug(store_name)[:20]}.example"
+        me, head, colleague = (people.make(domain) for _ in range(3))
+        today = pick_today(rng)
+        now = datetime.combine(today, time(8, 45))
+        year = today.year
+        rfq = f"RFQ-{year}-{rng.randint(20, 80):03d}"
+        old_rfq = f"RFQ-{year}-{int(rfq.rsplit('-', 1)[1]) - rng.randint(2, 6):03d}"
+
+        # -- suppliers: five or six active, a near-namesake of a preferred one, a closed account ---
+        base = make_suppliers(rng, fake, rng.randint(5, 6) + 1)
+        closed = base[-1]
+        active = base[:-1]
+        preferred = rng.sample(active, 2)
+        twin_of = preferred[0]
+        stem = twin_of.name.rsplit(" ", 1)[0]
+        twin_suffix = rng.choice([s for s in SUFFIXES if not twin_of.name.endswith(s)])
+        twin_name = f"{stem} {twin_suffix}"
+        twin_domain = f"{slug(twin_name)[:28]}.example"
+        if any(s.email.endswith("@" + twin_domain) for s in base):
+            twin_domain = f"{slug(stem)[:12]}{slug(twin_suffix)}-trade.example"
+        last_num = max(int(s.id.split("-")[1]) for s in base)
+        twin = Supplier(f"SUP-{last_num + rng.randint(1, 3)}", twin_name,
+                        f"{rng.choice(['quotes', 'sales', 'orders'])}@{twin_domain}", fake.name(),
+                        rng.choice([5, 7, 10]), "Net 30")
+        suppliers = active + [twin]
+        everyone = suppliers + [closed]
+        sup_by_id = {s.id: s for s in everyone}
+
+        products = make_products(rng, rng.randint(30, 36), suppliers)
+        for p in products:
+            p.case_size = rng.choice([1, 2, 4, 6, 12])
+            p.reorder_point = rng.randint(8, 30)
+            p.reorder_qty = p.reorder_point * 3
+            p.stock = p.reorder_point + rng.randint(1, 50)
+
+        # -- the RFQ: five to seven products low on stock, distinct base names ----------------------
+        n_items = rng.randint(6, 7)
+        pool = products[:]
+        rng.shuffle(pool)
+        chosen: list[Product] = []
+        bases: set[str] = set()
+        for p in pool:
+            b = p.name.rsplit(" ", 1)[0]
+            if b in bases:
+                continue
+            bases.add(b)
+            chosen.append(p)
+            if len(chosen) == n_items:
+                break
+        items: list[Item] = []
+        for p in chosen:
+            p.stock = rng.randint(0, p.reorder_point - 1)
+            qty = rng.choice([24, 36, 48, 60, 72, 96, 120, 144])
+            needed = today + timedelta(days=rng.randint(9, 21))
+            items.append(Item(p, qty, needed))
+        rfq_sent = today - timedelta(days=rng.randint(6, 9))
+        others_low = [p for p in products if p not in chosen][:rng.randint(2, 3)]
+        for p in others_low:  # low on stock too, but not part of this round
+            p.stock = rng.randint(0, p.reorder_point)
+
+        # -- roles: who quotes what, designed so each trap appears at least once -------------------
+        expired_sup = rng.choice([s for s in active if s not in preferred])
+        reviser = rng.choice([s for s in active if s not in preferred and s is not expired_sup])
+        bidders = [s for s in suppliers if s is not expired_sup]  # active suppliers with a live quote
+        role_plan: list[list[str]] = [[] for _ in items]
+        must = list(ROLES)
+        rng.shuffle(must)
+        for k, role in enumerate(must):
+            role_plan[k % len(items)].append(role)
+        for plan in role_plan:
+            extra = [r for r in ("pricier", "slow", "moq", "substitute", "expired", "inactive") if r not in plan]
+            plan.extend(rng.sample(extra, rng.randint(0, 1)))
+            if "pricier" not in plan and rng.random() < 0.6:
+                plan.append("pricier")
+
+        order = {"tie": 0, "revised": 1, "expired": 2, "inactive": 3}
+        for plan in role_plan:
+            plan.sort(key=lambda r: order.get(r, 9))
+        # winners: spread over the regular bidders; a tie is won by a preferred supplier, and the
+        # reviser may win one item thanks to its revision
+        regular = [s for s in bidders if s is not twin and s is not reviser]
+        rng.shuffle(regular)
+        cycle = iter(regular * 3)
+        reviser_wins = rng.random() < 0.5
+        win_of: list[Supplier] = []
+        for plan in role_plan:
+            if "tie" in plan:
+                win_of.append(preferred[0])
+            elif reviser_wins and "revised" not in plan:
+                win_of.append(reviser)
+                reviser_wins = False
+            else:
+                win_of.append(next(cycle))
+
+        for item, plan, win in zip(items, role_plan, win_of):
+            p = item.product
+            used: set[str] = {win.id}
+            price = max(150, int(p.cost_cents * rng.uniform(0.85, 1.1)))
+            D = (item.needed_by - today).days
+            win_lead = rng.choice([d for d in (3, 5, 7, 10, 14) if d <= D])
+            win_moq = rng.choice([m for m in (6, 12, 24, 36) if m <= item.qty])
+            item.winner, item.price = win.id, price
+            win_line = Line(p.sku, price, win_moq, win_lead, "winner")
+            if win is reviser:
+                win_line.price = price + max(7, round(price * rng.uniform(0.04, 0.1)))
+                win_line.revised_price = price
+            item.lines[win.id] = win_line
+            prices = {price}
+
+            def cheaper() -> int:
+                while True:
+                    v = price - max(5, round(price * rng.uniform(0.02, 0.15)))
+                    if v not in prices and v > 50:
+                        prices.add(v)
+                        return v
+
+            def dearer() -> int:
+                while True:
+                    v = price + max(5, round(price * rng.uniform(0.02, 0.2)))
+                    if v not in prices:
+                        prices.add(v)
+                        return v
+
+            def ok_lead() -> int:
+                return rng.choice([d for d in (3, 5, 7, 10, 14) if d <= D])
+
+            def ok_moq() -> int:
+                return rng.choice([m for m in (6, 12, 24, 36) if m <= item.qty])
+
+            def free(cands: list[Supplier]) -> Supplier | None:
+                left = [s for s in cands if s.id not in used]
+                if not left:
+                    return None
+                s = rng.choice(left)
+                used.add(s.id)
+                return s
+
+            for role in plan:
+                if role == "expired":
+                    s = expired_sup if expired_sup.id not in used else None
+                    if s:
+                        used.add(s.id)
+                        item.lines[s.id] = Line(p.sku, cheaper(), ok_moq(), ok_lead(), role)
+                elif role == "inactive":
+                    if closed.id not in used:
+                        used.add(closed.id)
+                        item.lines[closed.id] = Line(p.sku, cheaper(), ok_moq(), ok_lead(), role)
+                elif role == "revised":
+                    if reviser.id not in used:
+                        used.add(reviser.id)
+                        ln = Line(p.sku, cheaper(), ok_moq(), ok_lead(), role)
+                        ln.revised_price = dearer()
+                        item.lines[reviser.id] = ln
+                elif role == "tie":
+                    if twin.id not in used:
+                        used.add(twin.id)
+                        item.lines[twin.id] = Line(p.sku, price, ok_moq(), ok_lead(), role)
+                else:
+                    s = free(bidders)
+                    if s is None:
+                        continue
+                    if role == "slow":
+                        lead = rng.choice([d for d in (14, 21, 28, 30, 35) if d > D])
+                        item.lines[s.id] = Line(p.sku, cheaper(), ok_moq(), lead, role)
+                    elif role == "moq":
+                        moq = rng.choice([item.qty + 12, item.qty * 2, (item.qty // 50 + 1) * 100 + 50])
+                        item.lines[s.id] = Line(p.sku, cheaper(), moq, ok_lead(), role)
+                    elif role == "substitute":
+                        base_name = p.name.rsplit(" ", 1)[0]
+                        other = rng.choice([v for v in VARIANTS if not p.name.endswith(v)])
+                        item.lines[s.id] = Line(p.sku, cheaper(), ok_moq(), ok_lead(), role,
+                                                substitute=f"{base_name} {other}")
+                    elif role == "pricier":
+                        item.lines[s.id] = Line(p.sku, dearer(), ok_moq(), ok_lead(), role)
+
+        roles_seen = {ln.role for it in items for ln in it.lines.values()}
+        assert roles_seen >= set(ROLES), f"roles not placed: {set(ROLES) - roles_seen}"
+        # every item's winner must be what the written rules give (guards against a generator slip)
+        active_ids = {s.id for s in suppliers}
+        pref_ids = {s.id for s in preferred}
+        for item in items:
+            best = _award(item, active_ids, pref_ids, today, expired={expired_sup.id})
+            assert best == (item.winner, item.price), (item.product.sku, best, item.winner, item.price)
+
+        # -- current sourcing: some items already come from their winner, the rest move ---------------
+        for item in items:
+            if rng.random() < 0.35:
+                item.product.supplier_id = item.winner
+            elif item.product.supplier_id == item.winner:
+                item.product.supplier_id = rng.choice([s.id for s in suppliers if s.id != item.winner])
+
+        # -- quote mails -----------------------------------------------------------------------------
+        quotes: list[QuoteMail] = []
+        numbers: set[str] = set()
+
+        def qnumber(s: Supplier) -> str:
+            while True:
+                n = f"{''.join(w[0] for w in s.name.split()[:2]).upper()}-Q{rng.randint(1000, 9999)}"
+                if n not in numbers:
+                    numbers.add(n)
+                    return n
+
+        def at(d: date, lo: int = 8, hi: int = 17) -> datetime:
+            return min(datetime.combine(d, time(rng.randint(lo, hi), rng.randrange(60))),
+                       now - timedelta(minutes=rng.randint(10, 90)))
+
+        for s in everyone:
+            mine = [(it, it.lines[s.id]) for it in items if s.id in it.lines]
+            if not mine:
+                continue
+            if s is expired_sup:
+                sent = datetime.combine(rfq_sent + timedelta(days=1), time(rng.randint(8, 16), rng.randrange(60)))
+                valid = today - timedelta(days=rng.randint(1, 3))
+            else:
+                sent = at(rfq_sent + timedelta(days=rng.randint(1, 4)))
+                valid = today + timedelta(days=rng.randint(5, 30))
+            first = QuoteMail(s, qnumber(s), sent, valid, [(it, ln, ln.price) for it, ln in mine],
+                              rng.choice(["table", "list"]))
+            quotes.append(first)
+            if s is reviser:
+                rsent = at(today - timedelta(days=rng.randint(0, 1)))
+                if rsent <= sent:
+                    rsent = sent + timedelta(hours=3)
+                quotes.append(QuoteMail(s, f"{first.number}-R1", rsent, valid + timedelta(days=7),
+                                        [(it, ln, ln.revised_price or ln.price) for it, ln in mine],
+                                        rng.choice(["table", "list"]), revision_of=first))
+        winners = sorted({it.winner for it in items})
+        quoting = {q.supplier.id for q in quotes}
+        silent = [s for s in suppliers if s.id not in quoting]
+        no_bid = rng.choice(silent) if silent else None
+
+        msgs: list[dict[str, Any]] = []
+        rfq_lines = "\n".join(f"  {it.product.sku:<10} {it.product.name:<34} qty {it.qty:>4}   needed by "
+                              f"{it.needed_by.isoformat()}" for it in items)
+        invited = [s.email for s in everyone]
+        msgs.append({"folder": "Sent", "sender": me.email, "sender_name": me.name, "to": invited, "is_read": True,
+                     "subject": f"{rfq}: request for quotation", "date": datetime.combine(rfq_sent, time(10, 5)).isoformat(),
+                     "body": f"Hello,\n\n{store_name} invites you to quote for the items below ({rfq}). Please give, "
+                             f"for each item you can supply: unit price, minimum order quantity and lead time "
+                             f"(calendar days from our order to delivery at our warehouse), and how long your "
+                             f"quote is valid.\n\n{rfq_lines}\n\nQuantities are firm. Please quote our SKU; "
+                             f"if you cannot supply the exact item, say so.\n\nKind regards,\n{me.name}\n"
+                             f"Purchasing, {store_name}"})
+
+        for q in quotes:
+            msgs.append(_quote_message(q, rfq, me, store_name, rng))
+
+        rules_day = rfq_sent - timedelta(days=rng.randint(1, 3))
+        pref_names = "\n".join(f"   - {s.name}" for s in preferred)
+        rules = f"""Hi {me.first},
+
+For the quote rounds from now on, please evaluate the answers like this:
+
+1. Only quotes that answer the RFQ in question count, and only while they are valid (the
+   "valid until" day is today or later). If a supplier sent a revised quote, only its
+   latest one counts.
+2. Exact items only: a substitute or "equivalent" product is not acceptable.
+3. The supplier must deliver in time: today plus its lead time (calendar days) must be on
+   or before the item's needed-by date in the RFQ.
+4. We order exactly the RFQ quantity, so a quote whose minimum order quantity is above it
+   does not qualify.
+5. Only suppliers whose account is active in the store. We closed a few accounts this year.
+6. Among the quotes that qualify, the lowest unit price wins. On a tie, one of our
+   preferred suppliers wins:
+{pref_names}
+   If still tied, the shorter lead time wins.
+
+Once you have the awards: in the store, switch each product to its awarded supplier with the
+awarded unit price as its cost, raise one purchase order per awarded supplier with all of its
+items at the quoted unit prices, and send it. Then answer each winning quote (reply in its
+thread) with the purchase order number and the items and quantities on it. Don't write to
+the suppliers who lost; I send the regret letters myself at the end of the month.
+
+Thanks,
+{head.first}"""
+        msgs.append({"folder": "Inbox", "sender": head.email, "sender_name": head.name, "to": [me.email],
+                     "subject": "How we evaluate quotes", "body": rules, "is_read": True,
+                     "date": datetime.combine(rules_day, time(16, 20)).isoformat()})
+
+        # the no-bid, an old round's quote, and everyday mail
+        if no_bid is not None:
+            msgs.append({"folder": "Inbox", "sender": no_bid.email, "sender_name": no_bid.contact, "to": [me.email],
+                         "subject": f"Re: {rfq}: request for quotation",
+                         "date": at(rfq_sent + timedelta(days=2)).isoformat(),
+                         "body": f"Hello {me.first},\n\nThank you for thinking of us. Unfortunately we cannot quote "
+                                 f"for {rfq} this time; our production slots are full until next quarter.\n\n"
+                                 f"Best regards,\n{no_bid.contact}\n{no_bid.name}"})
+        old_sup = rng.choice([s for s in suppliers if s is not expired_sup])
+        old_items = rng.sample([p for p in products if p not in chosen], 2)
+        old_sent = rfq_sent - timedelta(days=rng.randint(30, 45))
+        old_lines = "\n".join(f"  {p.sku:<10} {p.name:<30} {_money(int(p.cost_cents * 0.9)):>10}   MOQ 12   5 days"
+                              for p in old_items)
+        msgs.append({"folder": "Inbox", "sender": old_sup.email, "sender_name": old_sup.contact, "to": [me.email],
+                     "subject": f"Quote for {old_rfq}", "is_read": True,
+                     "date": datetime.combine(old_sent, time(11, 2)).isoformat(),
+                     "body": f"Hello,\n\nOur quote for {old_rfq}, valid until "
+                             f"{(old_sent + timedelta(days=14)).isoformat()}:\n\n{old_lines}\n\nRegards,\n"
+                             f"{old_sup.contact}"})
+        news_sup = rng.choice(suppliers)
+        msgs.append({"folder": "Inbox", "sender": f"news@{news_sup.email.split('@')[1]}",
+                     "sender_name": f"{news_sup.name} News", "to": [me.email],
+                     "subject": rng.choice(["New season catalogue out now", "Our spring price list",
+                                            "Trade show invitation"]),
+                     "date": at(today - timedelta(days=rng.randint(1, 4))).isoformat(),
+                     "body": "Discover our new range! Catalogue prices are indicative only; ask your account "
+                             "manager for a quotation."})
+        msgs.append({"folder": "Inbox", "sender": colleague.email, "sender_name": colleague.name, "to": [me.email],
+                     "subject": rng.choice(["Dock 3 closed Thursday", "Stocktake next week", "Forklift training"]),
+                     "date": at(today - timedelta(days=1)).isoformat(),
+                     "body": f"Hi {me.first}, heads up: dock 3 is closed on Thursday for repairs; deliveries go to "
+                             f"dock 1.\n\n{colleague.first}"})
+        msgs.sort(key=lambda m: m["date"])
+        for i, m in enumerate(msgs, start=1):
+            m["id"] = i
+            if "quote" in m:
+                m["quote"].msg_id = i
+        mail_rows = [{k: v for k, v in m.items() if k != "quote"} for m in msgs]
+        n_seeded = len(msgs)
+
+        # -- purchase orders already in the store -------------------------------------------------
+        pos: list[dict[str, Any]] = []
+        po_no = rng.randint(2100, 6000)
+        for k in range(rng.randint(3, 4)):
+            sup = rng.choice(suppliers)
+            mine = [p for p in products if p.supplier_id == sup.id and p not in chosen]
+            if not mine:
+                continue
+            po_no += rng.randint(3, 20)
+            created = today - timedelta(days=rng.randint(20, 60))
+            lines = [{"sku": p.sku, "qty": p.case_size * rng.randint(2, 6), "unit_cost_cents": p.cost_cents}
+                     for p in rng.sample(mine, min(len(mine), rng.randint(1, 3)))]
+            for ln in lines:
+                ln["received_qty"] = ln["qty"]
+            pos.append({"id": f"PO-{po_no}", "supplier_id": sup.id, "status": "received",
+                        "created_at": created.isoformat(), "sent_at": created.isoformat(),
+                        "received_at": (created + timedelta(days=sup.lead_time_days)).isoformat(), "lines": lines})
+        for status in ("sent", "draft"):
+            sup = rng.choice([s for s in suppliers if any(p.supplier_id == s.id and p not in chosen for p in products)])
+            mine = [p for p in products if p.supplier_id == sup.id and p not in chosen]
+            po_no += rng.randint(3, 20)
+            created = today - timedelta(days=rng.randint(1, 5))
+            po = {"id": f"PO-{po_no}", "supplier_id": sup.id, "status": status, "created_at": created.isoformat(),
+                  "lines": [{"sku": p.sku, "qty": p.case_size * rng.randint(2, 6), "unit_cost_cents": p.cost_cents}
+                            for p in rng.sample(mine, min(len(mine), 2))]}
+            if status == "sent":
+                po["sent_at"] = created.isoformat()
+            else:
+                po["note"] = "on hold until the new price list arrives"
+            pos.append(po)
+        initial_pos = {po["id"]: (po["status"], [(ln["sku"], ln["qty"], ln["unit_cost_cents"]) for ln in po["lines"]])
+                       for po in pos}
+
+        sup_rows = [s.row() for s in suppliers] + [{**closed.row(), "active": False}]
+        store_args = dict(store_name=store_name, today=today.isoformat(), suppliers=sup_rows,
+                          products=[p.row() for p in products], purchase_orders=pos)
+
+        def build(root: Path) -> None:
+            store.create_store(root / "state" / "store.sqlite", **store_args)
+            mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name,
+                                folders=["Inbox", "Sent", "Archive"], messages=mail_rows, now=now.isoformat())
+
+        instruction = (
+            f"Hi {me.first}, {head.first} here. The answers to {rfq} are all in, so could you close that round "
+            f"today ({long_date(today)})? Evaluate the quotes in your inbox the way I described in my mail on how "
+            f"we evaluate quotes, update the products in the store, place and send the purchase orders, and let "
+            f"the winning suppliers know. Only the items in {rfq}, please; nothing else in the store should change."
+        )
+        ctx = _Ctx(
+            items=items, quotes=quotes, rfq=rfq, me=me.name, n_seeded=n_seeded, initial_pos=initial_pos,
+            initial_products={p.sku: p.row() for p in products}, sup_by_id=sup_by_id, winners=winners,
+            on_hold=pos[-1]["id"], head=head.email,
+        )
+        criteria = _criteria(ctx)
+        return Task(
+            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=partial(_oracle, ctx, None),
+            criteria=criteria, perturbations={c.id: partial(_oracle, ctx, c.id) for c in criteria},
+            data={"today": today.isoformat(), "rfq": rfq,
+                  "awards": {it.product.sku: {"supplier": it.winner, "price": it.price, "qty": it.qty,
+                                              "roles": sorted(ln.role for ln in it.lines.values())} for it in items},
+                  "preferred": sorted(pref_ids), "closed": closed.id, "expired": expired_sup.id,
+                  "reviser": reviser.id},
+        )
+
+
+def _award(item: Item, active: set[str], preferred: set[str], today: date, expired: set[str]) -> tuple[str, int]:
+    """The rules, applied to one item's quote lines: (supplier id, unit price in cents)."""
+    ok = []
+    for sid, ln in item.lines.items():
+        price = ln.revised_price if ln.revised_price is not None else ln.price
+        if sid in expired or sid not in active or ln.substitute:
+            continue
+        if today + timedelta(days=ln.lead) > item.needed_by or ln.moq > item.qty:
+            continue
+        ok.append((price, sid not in preferred, ln.lead, sid))
+    ok.sort()
+    if len(ok) > 1 and ok[0][:3] == ok[1][:3]:
+        raise AssertionError(f"unresolved tie for {item.product.sku}: {ok[:2]}")
+    return ok[0][3], ok[0][0]
+
+
+def _quote_message(q: QuoteMail, rfq: str, me, store_name: str, rng) -> dict[str, Any]:
+    s = q.supplier
+    if q.style == "table":
+        width = max(len(it.product.name) for it, _, _ in q.lines) + 2
+        rows = [f"{'Your SKU':<10} {'Item':<{width}} {'Unit price':>10} {'MOQ':>6}  Lead time"]
+        for it, ln, price in q.lines:
+            name = it.product.name if not ln.substitute else f"{ln.substitute} (instead of {it.product.name})"
+            rows.append(f"{it.product.sku:<10} {name:<{max(width, len(name))}} {_money(price):>10} {ln.moq:>6}  "
+                        f"{_lead_text(ln.lead, rng)}")
+        body_lines = "\n".join(rows)
+    else:
+        rows = []
+        for it, ln, price in q.lines:
+            if ln.substitute:
+                rows.append(f"- {it.product.name} ({it.product.sku}): we no longer carry this one, but we can offer "
+                            f"the {ln.substitute} instead at ${_money(price)} per unit, minimum order {ln.moq} units, "
+                            f"delivery {_lead_text(ln.lead, rng)} after your order.")
+            else:
+                rows.append(f"- {it.product.name} ({it.product.sku}): ${_money(price)} per unit, minimum order "
+                            f"{ln.moq} units, delivery {_lead_text(ln.lead, rng)} after your order.")
+        body_lines = "\n".join(rows)
+    if q.revision_of is not None:
+        subject = f"Revised quote {q.number} for {rfq}"
+        lead = (f"Please note a correction to our quote {q.revision_of.number} of "
+                f"{q.revision_of.sent.date().isoformat()}: this revised quote replaces it in full.")
+    else:
+        subject = rng.choice([f"Quote {q.number} for {rfq}", f"Re: {rfq}: request for quotation",
+                              f"{s.name}: quotation {q.number}"])
+        lead = f"Thank you for your request {rfq}. Our quotation {q.number} is below."
+    body = (f"Hello {me.first},\n\n{lead}\n\n{body_lines}\n\nThis quote is valid until "
+            f"{_day_text(q.valid_until, rng)}. Prices are in USD, delivered to {store_name}.\n\n"
+            f"Kind regards,\n{s.contact}\n{s.name}")
+    return {"folder": "Inbox", "sender": s.email, "sender_name": s.contact, "to": [me.email], "subject": subject,
+            "body": body, "date": q.sent.isoformat(), "quote": q}
+
+
+@dataclass
+class _Ctx:
+    items: list[Item]
+    quotes: list[QuoteMail]
+    rfq: str
+    me: str
+    n_seeded: int
+    initial_pos: dict[str, tuple[str, list[tuple[str, int, int]]]]
+    initial_products: dict[str, dict[str, Any]]
+    sup_by_id: dict[str, Supplier]
+    winners: list[str]
+    on_hold: str
+    head: str
+
+    def latest_quote(self, sid: str) -> QuoteMail:
+        return max((q for q in self.quotes if q.supplier.id == sid), key=lambda q: q.sent)
+
+
+# -- reference solution ----------------------------------------------------------------------
+
+
+def _oracle(ctx: _Ctx, flaw: str | None):
+    """Read the rules, the RFQ and every answer to it, check the suppliers in the store, then award
+    each item, switch its sourcing, raise and send one purchase order per winner, answer each
+    winning quote, and check the result. ``flaw`` breaks one criterion."""
+    inbox = loads((yield ToolCall("mail__list_messages", {"folder": "Inbox", "limit": 50},
+                                  "See what came in for the RFQ.")))
+    by_subject = {m["id"]: m for m in inbox["messages"]}
+    rules_id = next(i for i, m in by_subject.items() if m["subject"] == "How we evaluate quotes")
+    yield ToolCall("mail__read_message", {"message_id": rules_id}, "Re-read the evaluation rules.")
+    sent = loads((yield ToolCall("mail__search_messages", {"query": ctx.rfq, "folder": "Sent"},
+                                 "Find the RFQ we sent: quantities and needed-by dates.")))
+    yield ToolCall("mail__read_message", {"message_id": sent["messages"][0]["id"]}, "Read the RFQ.")
+    skip = ctx.quotes[0].msg_id if flaw == "quotes_read" else None
+    for q in sorted(ctx.quotes, key=lambda q: q.msg_id):
+        if q.msg_id != skip:
+            yield ToolCall("mail__read_message", {"message_id": q.msg_id},
+                           f"Read {q.supplier.name}'s answer ({q.number}).")
+    suppliers = loads((yield ToolCall("store__search_suppliers", {}, "Which supplier accounts are still active?")))
+    active = {s["id"] for s in suppliers if s["active"]}
+    assert set(ctx.winners) <= active
+
+    items = ctx.items
+    award = {it.product.sku: (it.winner, it.price) for it in items}
+    qty = {it.product.sku: it.qty for it in items}
+    if flaw == "awarded_suppliers":
+        it = next(it for it in items if any(ln.role == "tie" for ln in it.lines.values()))
+        twin = next(sid for sid, ln in it.lines.items() if ln.role == "tie")
+        award[it.product.sku] = (twin, it.price)
+    for it in items:
+        yield ToolCall("store__get_product", {"sku": it.product.sku},
+                       f"Current supplier and cost of {it.product.sku}.")
+    broke = False
+    for it in items:
+        sid, price = award[it.product.sku]
+        args: dict[str, Any] = {"sku": it.product.sku, "supplier_id": sid, "cost": plain(price)}
+        if flaw == "catalogue_sourcing" and not broke and sid == it.product.supplier_id:
+            args.pop("cost")
+            broke = True
+        elif flaw == "catalogue_sourcing" and not broke and it is items[-1]:
+            args["cost"] = plain(price + 100)
+            broke = True
+        yield ToolCall("store__set_product_sourcing", args,
+                       f"Award {it.product.sku} to {sid} at {usd(price)}: switch its sourcing.")
+
+    plan: dict[str, list[Item]] = {}
+    for it in items:
+        plan.setdefault(award[it.product.sku][0], []).append(it)
+    made: dict[str, str] = {}
+    sent_ok: dict[str, bool] = {}
+    for n, (sid, its) in enumerate(sorted(plan.items())):
+        text = (yield ToolCall("store__create_purchase_order", {"supplier_id": sid, "note": f"{ctx.rfq} award"},
+                               f"One purchase order for {sid}."))
+        pid = text.split("purchase order ", 1)[1].split()[0]
+        made[sid] = pid
+        for k, it in enumerate(its):
+            q = qty[it.product.sku]
+            price = award[it.product.sku][1]
+            if flaw == "order_quantities" and n == 0 and k == 0:
+                q += 12
+            if flaw == "unit_prices" and n == 0 and k == 0:
+                price = it.product.cost_cents
+            yield ToolCall("store__add_po_line", {"po_id": pid, "sku": it.product.sku, "qty": q,
+                                                  "unit_cost": plain(price)},
+                           f"{it.qty} x {it.product.sku} at the quoted {usd(price)}.")
+        if flaw == "one_po_per_supplier" and n == 0:
+            yield ToolCall("store__create_purchase_order", {"supplier_id": sid, "note": "spare"}, "A spare draft.")
+        if flaw == "replied_after_send" and n == 0:
+            yield from _reply(ctx, sid, pid, its, qty, None)
+        sent_ok[sid] = not (flaw == "pos_sent" and n == len(plan) - 1)
+        if sent_ok[sid]:
+            yield ToolCall("store__send_purchase_order", {"po_id": pid}, f"Send {pid} to the supplier.")
+        if not (flaw == "replied_after_send" and n == 0):
+            yield from _reply(ctx, sid, pid, its, qty, flaw if n == 0 else None)
+    if flaw == "no_stray_mail":
+        q = next(q for q in ctx.quotes if q.supplier.id not in ctx.winners)
+        yield ToolCall("mail__reply", {"message_id": q.msg_id, "body": "Thank you; we went with another supplier."},
+                       "Let a losing supplier know.")
+    if flaw == "other_pos_untouched":
+        yield ToolCall("store__send_purchase_order", {"po_id": ctx.on_hold}, "Send the waiting draft too.")
+    if flaw == "catalogue_untouched":
+        other = next(s for s in ctx.initial_products if s not in {it.product.sku for it in ctx.items})
+        yield ToolCall("store__update_product", {"sku": other, "reorder_point": 1}, "Tidy a reorder point.")
+    check = loads((yield ToolCall("store__search_purchase_orders", {"status": "sent", "limit": 20},
+                                  "Check the new purchase orders all went out.")))
+    out = {p["id"] for p in check["purchase_orders"]}
+    assert flaw or set(made.values()) <= out
+    yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 10}, "Check the replies went out.")
+    return (f"Closed {ctx.rfq}: awarded {len(items)} items to {len(made)} suppliers, sent "
+            + ", ".join(made[s] for s in sorted(made)) + " and answered each winning quote.")
+
+
+def _reply(ctx: _Ctx, sid: str, pid: str, its: list[Item], qty: dict[str, int], flaw: str | None):
+    q = ctx.latest_quote(sid)
+    if flaw == "supplier_replies":
+        lines = [f"Thank you for your quote {q.number}. Our purchase order for these follows separately:"]
+    else:
+        lines = [f"Thank you for your quote {q.number}. We have placed purchase order {pid} with you for:"]
+    for k, it in enumerate(its):
+        if flaw == "reply_details" and k == 0:
+            continue
+        else:
+            lines.append(f"- {it.product.sku} {it.product.name}: {qty[it.product.sku]} units at {usd(it.price)}")
+    body = f"Hello {q.supplier.contact.split()[0]},\n\n" + "\n".join(lines) + f"\n\nKind regards,\n{ctx.me}"
+    yield ToolCall("mail__reply", {"message_id": q.msg_id, "body": body},
+                   f"Tell {q.supplier.name} about {pid} in the thread of its quote.")
+
+
+# -- grading ---------------------------------------------------------------------------------
+
+
+def _criteria(ctx: _Ctx) -> list[Criterion]:
+    items = ctx.items
+    by_sku = {it.product.sku: it for it in items}
+    winner_addr = {sid: ctx.sup_by_id[sid].email for sid in ctx.winners}
+    quote_ids = {q.msg_id for q in ctx.quotes}
+
+    def new_pos(world) -> list[dict]:
+        return [po for pid, po in store.purchase_orders(world).items()
+                if pid not in ctx.initial_pos and po["status"] != "cancelled"]
+
+    def new_lines(world) -> dict[str, list[tuple[dict, dict]]]:
+        out: dict[str, list[tuple[dict, dict]]] = {}
+        for po in new_pos(world):
+            for ln in po["lines"]:
+                out.setdefault(ln["sku"], []).append((po, ln))
+        return out
+
+    def mails_to(world, sid: str) -> list[dict]:
+        return [m for m in mail.sent_messages(world) if m["id"] > ctx.n_seeded and winner_addr[sid] in m["to"] + m["cc"]]
+
+    def awarded_suppliers(world, traj):
+        got = new_lines(world)
+        extra = sorted(set(got) - set(by_sku))
+        if extra:
+            return False, f"not in the RFQ: {extra}"
+        bad = []
+        for sku, it in by_sku.items():
+            lines = got.get(sku, [])
+            if len(lines) != 1 or lines[0][0]["supplier_id"] != it.winner:
+                bad.append(f"{sku}: {[(po['id'], po['supplier_id']) for po, _ in lines]}, expected {it.winner}")
+        return not bad, "; ".join(bad)
+
+    def order_quantities(world, traj):
+        got = new_lines(world)
+        found = [s for s in by_sku if s in got]
+        if not found:
+            return False, "no RFQ item was ordered"
+        bad = [f"{s}: {[ln['qty'] for _, ln in got[s]]} (want {by_sku[s].qty})" for s in by_sku
+               if s not in got or sum(ln["qty"] for _, ln in got[s]) != by_sku[s].qty]
+        return not bad, "; ".join(bad)
+
+    def unit_prices(world, traj):
+        got = new_lines(world)
+        if not any(s in got for s in by_sku):
+            return False, "no RFQ item was ordered"
+        bad = [f"{s}: {[ln['unit_cost_cents'] for _, ln in got.get(s, [])]} (want {by_sku[s].price})" for s in by_sku
+               if not got.get(s) or any(ln["unit_cost_cents"] != by_sku[s].price for _, ln in got[s])]
+        return not bad, "; ".join(bad)
+
+    def one_po_per_supplier(world, traj):
+        sups = sorted(po["supplier_id"] for po in new_pos(world))
+        return sups == ctx.winners, f"new purchase orders for {sups}, expected one each for {ctx.winners}"
+
+    def pos_sent(world, traj):
+        pos = new_pos(world)
+        unsent = [po["id"] for po in pos if po["status"] != "sent"]
+        have = {po["supplier_id"] for po in pos if po["status"] == "sent"
+                and any(ln["sku"] in by_sku for ln in po["lines"])}
+        missing = [s for s in ctx.winners if s not in have]
+        return not unsent and not missing, f"unsent: {unsent}; no sent order for {missing}"
+
+    def catalogue_sourcing(world, traj):
+        now = store.products(world)
+        bad = [f"{s}: {now[s]['supplier_id']} at {now[s]['cost_cents']}" for s, it in by_sku.items()
+               if now[s]["supplier_id"] != it.winner or now[s]["cost_cents"] != it.price]
+        return not bad, "; ".join(bad)
+
+    def supplier_replies(world, traj):
+        pos: dict[str, list[str]] = {}
+        for po in new_pos(world):
+            pos.setdefault(po["supplier_id"], []).append(po["id"])
+        bad = []
+        for sid in ctx.winners:
+            got = mails_to(world, sid)
+            if len(got) != 1:
+                bad.append(f"{sid}: {len(got)} mails")
+            elif not any(mentions_code(f"{got[0]['subject']} {got[0]['body']}", pid) for pid in pos.get(sid, [])):
+                bad.append(f"{sid}: mail does not quote its purchase order {pos.get(sid)}")
+        return not bad, "; ".join(bad)
+
+    def reply_details(world, traj):
+        bad = []
+        for sid in ctx.winners:
+            got = mails_to(world, sid)
+            if not got:
+                bad.append(f"no mail to {sid}")
+                continue
+            text = "\n".join(f"{m['subject']}\n{m['body']}" for m in got)
+            for it in items:
+                if it.winner != sid:
+                    continue
+                named = mentions_code(text, it.product.sku) or squash(it.product.name) in squash(text)
+                if not named or it.qty * 100 not in amounts_in(text):
+                    bad.append(f"{sid}: {it.product.sku} x {it.qty} not stated")
+        return not bad, "; ".join(bad)
+
+    def no_stray_mail(world, traj):
+        allowed = set(winner_addr.values()) | {ctx.head}
+        for m in mail.sent_messages(world):
+            if m["id"] > ctx.n_seeded and any(a not in allowed for a in m["to"] + m["cc"]):
+                return False, f"mail {m['id']} to {m['to'] + m['cc']}"
+        for name in ("mail__send_message", "mail__forward", "mail__reply"):
+            for t in traj.calls(name, ok_only=True):
+                args = t.arguments if isinstance(t.arguments, dict) else {}
+                rcpts = [parse_address(a) for a in [*(args.get("to") or []), *(args.get("cc") or [])]]
+                if any(a not in allowed for a in rcpts):
+                    return False, f"{name} to {rcpts}"
+        return True
+
+    def quotes_read(world, traj):
+        calls = traj.tool_calls
+        first_po = next((k for k, t in enumerate(calls) if t.name == "store__create_purchase_order"
+                         and not t.is_error), None)
+        if first_po is None:
+            return False, "no purchase order was raised"
+        read = {t.arguments.get("message_id") for t in calls[:first_po]
+                if t.name == "mail__read_message" and not t.is_error and isinstance(t.arguments, dict)}
+        read = {int(x) for x in read if str(x).isdigit()}
+        missing = sorted(quote_ids - read)
+        return not missing, f"quotes not opened before ordering: messages {missing}" if missing else ""
+
+    def replied_after_send(world, traj):
+        calls = traj.tool_calls
+        pos = {po["id"]: po["supplier_id"] for po in new_pos(world)}
+        sent_at: dict[str, int] = {}
+        for k, t in enumerate(calls):
+            if t.name == "store__send_purchase_order" and not t.is_error and isinstance(t.arguments, dict):
+                sid = pos.get(str(t.arguments.get("po_id", "")).strip().upper())
+                if sid:
+                    sent_at.setdefault(sid, k)
+        by_msg = {q.msg_id: q.supplier.id for q in ctx.quotes}
+        answered: dict[str, int] = {}
+        for k, t in enumerate(calls):
+            if t.is_error or not isinstance(t.arguments, dict):
+                continue
+            targets = set()
+            if t.name == "mail__reply" and str(t.arguments.get("message_id", "")).isdigit():
+                targets.add(by_msg.get(int(t.arguments["message_id"])))
+            if t.name in ("mail__send_message", "mail__forward"):
+                rcpts = {parse_address(a) for a in [*(t.arguments.get("to") or []), *(t.arguments.get("cc") or [])]}
+                targets |= {sid for sid, addr in winner_addr.items() if addr in rcpts}
+            for sid in targets & set(ctx.winners):
+                answered.setdefault(sid, k)
+        bad = [sid for sid in ctx.winners if sid not in answered or sid not in sent_at or answered[sid] < sent_at[sid]]
+        return not bad, f"answered before its purchase order was sent (or never): {bad}" if bad else ""
+
+    def other_pos_untouched(world, traj):
+        now = store.purchase_orders(world)
+        changed = [pid for pid, (status, lines) in ctx.initial_pos.items()
+                   if pid not in now or now[pid]["status"] != status
+                   or [(ln["sku"], ln["qty"], ln["unit_cost_cents"]) for ln in now[pid]["lines"]] != lines]
+        return not changed, f"changed: {changed}" if changed else ""
+
+    def catalogue_untouched(world, traj):
+        now = store.products(world)
+        changed = []
+        for sku, before in ctx.initial_products.items():
+            p = now.get(sku)
+            if p is None:
+                changed.append(sku)
+                continue
+            for key, value in before.items():
+                if sku in by_sku and key in ("supplier_id", "cost_cents"):
+                    continue
+                if p[key] != value:
+                    changed.append(f"{sku}.{key}")
+        if store.stock_moves(world):
+            changed.append("stock moved")
+        return not changed, f"changed: {changed}" if changed else ""
+
+    return [
+        Criterion("awarded_suppliers", "each RFQ item is ordered once, from the supplier the rules award it to, and "
+                  "nothing else is ordered", "final_state", awarded_suppliers, 2.0),
+        Criterion("order_quantities", "each RFQ item is ordered in exactly the RFQ quantity", "final_state",
+                  order_quantities),
+        Criterion("unit_prices", "each purchase order line carries the awarded quoted unit price", "final_state",
+                  unit_prices),
+        Criterion("one_po_per_supplier", "exactly one new purchase order per awarded supplier", "final_state",
+                  one_po_per_supplier),
+        Criterion("pos_sent", "every new purchase order was sent", "final_state", pos_sent),
+        Criterion("catalogue_sourcing", "each RFQ product is now bought from its awarded supplier at the awarded "
+                  "price", "final_state", catalogue_sourcing, 2.0),
+        Criterion("supplier_replies", "each awarded supplier got exactly one mail, quoting its purchase order "
+                  "number", "final_state", supplier_replies),
+        Criterion("reply_details", "each winner's mail names its items and quantities", "final_state", reply_details),
+        Criterion("quotes_read", "every quote for the RFQ (revisions, expired and closed-account ones included) was "
+                  "opened before the first purchase order", "process", quotes_read),
+        Criterion("replied_after_send", "each winner was answered only after its purchase order was sent",
+                  "process", replied_after_send),
+        Criterion("no_stray_mail", "mail went only to the awarded suppliers (and the head of purchasing)", "process",
+                  no_stray_mail, guard=True),
+        Criterion("other_pos_untouched", "every existing purchase order (including the draft on hold) is unchanged",
+                  "final_state", other_pos_untouched, guard=True),
+        Criterion("catalogue_untouched", "no other product setting changed and no stock moved", "final_state",
+                  catalogue_untouched, guard=True),
+    ]
