@@ -230,3 +230,27 @@ async def test_rewriting_a_commented_paragraph_keeps_its_comment(ws):
         await ok(c, "replace_text", path=DOC, old="Acme", new="Apex")
     assert texts(ws)[2] == ("Normal", "The Client means Apex Ltd.")
     assert [(x["index"], x["text"]) for x in read_comments(ws.file(DOC))] == [(2, "Check the definition")]
+
+
+async def test_copy_document_saves_a_new_version_and_leaves_the_original(ws):
+    before = ws.file(DOC).read_bytes()
+    async with session(ws) as c:
+        msg = await ok(c, "copy_document", source=DOC, path="legal/v2/msa_v2.docx")
+        assert "legal/v2/msa_v2.docx" in msg and "7 blocks" in msg
+        await ok(c, "replace_text", path="legal/v2/msa_v2.docx", old="Customer", new="Client")
+    assert ws.file(DOC).read_bytes() == before
+    assert texts(ws, "legal/v2/msa_v2.docx")[2] == ("Normal", "The Client means Acme Ltd. The Client pays.")
+    assert texts(ws, "legal/v2/msa_v2.docx")[4] == texts(ws)[4]
+
+
+async def test_copy_document_refuses_overwrites_and_bad_paths(ws):
+    (ws.workspace / "notes.txt").write_text("not a doc")
+    async with session(ws) as c:
+        assert "already exists" in await fails(c, "copy_document", source=DOC, path=DOC)
+        await ok(c, "copy_document", source=DOC, path="copy.docx")
+        assert "already exists" in await fails(c, "copy_document", source=DOC, path="copy.docx")
+        assert "does not exist" in await fails(c, "copy_document", source="missing.docx", path="x.docx")
+        assert ".docx" in await fails(c, "copy_document", source=DOC, path="copy.txt")
+        assert ".docx" in await fails(c, "copy_document", source="notes.txt", path="y.docx")
+        assert "outside the workspace" in await fails(c, "copy_document", source=DOC, path="../out.docx")
+    assert not (ws.workspace / "x.docx").exists() and not (ws.workspace / "y.docx").exists()

@@ -272,6 +272,27 @@ def build_server(world):
             return f"Created {rel(ws, p)}" + (f" with title {title!r} (block 0)." if title else " (empty).")
 
     @srv.tool()
+    def copy_document(source: str, path: str) -> str:
+        """Save a copy of a document as a new file ("save as"), e.g. to start a new version while
+        the original stays exactly as it is. Refuses to overwrite an existing file.
+
+        Args:
+            source: the .docx to copy, relative to the workspace root.
+            path: where to save the copy, relative to the workspace root, ending in .docx
+                (missing parent folders are created). Edit the copy by this path afterwards.
+
+        Returns a confirmation naming the copy and how many blocks it has; the source is not changed."""
+        with lock:
+            src, doc = open_doc(source, for_read=True)
+            dst = docx_path(path)
+            if dst.exists():
+                raise ToolError(f"{path!r} already exists; choose another path (copies never overwrite)")
+            data = src.read_bytes()
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(data)
+            return f"Copied {rel(ws, src)} to {rel(ws, dst)} ({len(blocks(doc))} blocks); the source is unchanged."
+
+    @srv.tool()
     def append_paragraph(path: str, text: str, style: str = "Normal") -> str:
         """Add a paragraph at the end of a document.
 

@@ -1,0 +1,557 @@
+"""Document review: bring an internal policy up to date from the committee's approved change notes.
+
+The travel and expense policy (a real .docx) is out of date. The committee secretary's mail lists
+the approved changes (an earlier "proposal" mail in the thread has other figures): a new meal
+allowance (the old figure also appears, correctly, as the taxi limit), a new hotel cap for major
+cities only, a renamed booking portal, a new policy owner (whose predecessor shares a surname
+with the travel-desk contact, who stays), a withdrawn section (a similar optional section stays),
+and a new version line. The agent saves a new version, edits only those paragraphs, adds a
+"Change log" section at the end, reads it back and mails it to the Legal reviewer. Everything
+else must come through word for word, and the current file must stay as it is.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from pathlib import Path
+
+from longhorizon.apps.docs.state import build_document, document_bytes, norm, read_blocks
+from longhorizon.apps.mail import state as mail
+from longhorizon.core.registry import register
+from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.tasks.common import rng_and_faker
+from longhorizon.tasks.documents import (
+    Sources,
+    find_dates,
+    find_numbers,
+    last_write_index,
+    parse_json,
+    workspace_files,
+    writes_to,
+)
+from longhorizon.tasks.mail.common import People, company, long_date, slug
+
+PORTALS = ["TripDesk", "GoTravel", "Navigo", "JetSet Pro", "Wayfare"]
+NEW_PORTALS = ["Voyagr", "TravelHub", "Skyway", "Roamly", "Tripwise"]
+OWNER_ROLES = ["Head of Finance Operations", "Director of People Operations", "Chief Financial Officer",
+               "Head of Procurement", "VP Finance"]
+APPROVERS = ["Finance Director", "department head", "Chief Operating Officer"]
+OPTIONAL = {
+    "loyalty": ("Loyalty programmes", [
+        "Employees may keep frequent-flyer miles and hotel points earned on business travel.",
+        "Points may not be used for upgrades charged to {company}.",
+    ]),
+    "personal": ("Combining personal travel", [
+        "Employees may add personal days to a business trip if the fare does not increase.",
+        "Any extra cost of personal days, including hotel nights, is paid by the employee.",
+    ]),
+}
+SENDS = ("mail__send_message", "mail__reply", "mail__forward")
+EXTRA_TAGS = {"adv": "p:booking:1", "submit": "p:approvals:2", "trip": "p:approvals:1"}
+EXTRA_NOTES = {"adv": "Book travel at least {new} days before departure (was {old}).",
+               "submit": "Expense reports are due within {new} days of returning (was {old}).",
+               "trip": "Trips costing more than ${new:,} need approval before booking (was ${old:,})."}
+EXTRA_PHRASES = {"adv": "at least {} days", "submit": "within {} days", "trip": "more than ${:,}"}
+EXTRA_LOG = {"adv": "Booking lead time: {old} to {new} days.",
+             "submit": "Expense report deadline: {old} to {new} days.",
+             "trip": "Trip approval threshold: ${old:,} to ${new:,}."}
+
+
+def _long(d: dt.date) -> str:
+    return f"{d.day} {d.strftime('%B %Y')}"
+
+
+def _anchor(text: str) -> str:
+    """The longest literal stretch of a template paragraph: finds the paragraph whatever its values."""
+    parts = re.split(r"\{[a-z_]+(?::[^}]*)?\}", text)
+    return max(parts, key=len).strip()
+
+
+def _count(text: str, phrase: str) -> int:
+    return len(re.findall(r"(?<![\w])" + re.escape(phrase) + r"(?![\w])", text))
+
+
+@register
+class PolicyRedline(TaskFamily):
+    name = "policy_document_redline"
+    category = "document review"
+    apps = ("docs", "mail")
+    description = (
+        "Apply the committee's approved change notes to an internal policy .docx in a new version: figures, "
+        "portal and owner names, version line, a withdrawn section, and a change log, leaving every other "
+        "paragraph word for word; then mail it to the Legal reviewer."
+    )
+
+    def generate(self, seed: int) -> Task:
+        rng, fake = rng_and_faker(seed, self.name)
+        people = People(fake)
+        company_name, domain = company(fake)
+        short = company_name.split()[0].strip(",")
+        me, secretary, reviewer = people.make(domain), people.make(domain), people.make(domain)
+        old_owner, new_owner = people.make(domain), people.make(domain)
+        desk = people.make(domain, last=old_owner.last)
+        old_role, new_role = rng.sample(OWNER_ROLES, 2)
+        approver = rng.choice(APPROVERS)
+        old_portal, new_portal = rng.choice(PORTALS), rng.choice(NEW_PORTALS)
+        major, minor = rng.randint(2, 4), rng.randint(0, 3)
+        old_ver, new_ver = f"{major}.{minor}", f"{major}.{minor + 1}"
+        old_eff = dt.date(2025, rng.randint(1, 12), 1)
+        new_eff = dt.date(2026, rng.randint(3, 12), 1)
+        approved_on = new_eff - dt.timedelta(days=rng.randint(20, 45))
+        old_meal = rng.choice([50, 55, 60, 65])
+        new_meal = old_meal + rng.choice([10, 15, 20])
+        old_hotel = rng.choice([220, 240, 250, 260])
+        new_hotel = old_hotel + rng.choice([20, 25, 30, 40])
+        hotel_other = rng.choice([150, 160, 170, 180])
+        withdrawn, kept_opt = rng.sample(sorted(OPTIONAL), 2)
+        values = {
+            "company": short, "approver": approver, "hours": rng.choice([6, 8]), "hotel_other": hotel_other,
+            "taxi": old_meal, "desk": desk.name, "desk_email": desk.email,
+        }
+        old_vals = {"portal": old_portal, "meal": old_meal, "hotel": old_hotel, "owner": old_owner.name,
+                    "owner_role": old_role, "owner_email": old_owner.email, "version": old_ver, "eff": _long(old_eff)}
+        new_vals = {"portal": new_portal, "meal": new_meal, "hotel": new_hotel, "owner": new_owner.name,
+                    "owner_role": new_role, "owner_email": new_owner.email, "version": new_ver, "eff": _long(new_eff)}
+        # some approved changes only some years: booking lead time, report deadline, approval threshold
+        extra = {"adv": (rng.choice([7, 10, 14]), 7), "submit": (rng.choice([30, 45, 60]), -15),
+                 "trip": (rng.choice([1500, 2000, 2500]), 500)}
+        extra_changes = sorted(rng.sample(sorted(extra), rng.randint(0, 2)))
+        for key, (value, step) in extra.items():
+            old_vals[key] = value
+            new_vals[key] = value + step if key in extra_changes else value
+
+        # the policy: (style, template, tag); optional sections in a fixed order
+        template = [
+            ("Title", "{company} Travel and Expense Policy", "title"),
+            ("Normal", "Version {version} - effective {eff}", "version"),
+            ("Normal", "Policy owner: {owner}, {owner_role}", "owner"),
+            ("Heading 1", "Purpose", "h:purpose"),
+            ("Normal", "This policy explains how employees of {company} book business travel and claim expenses.",
+             "p:purpose:1"),
+            ("Normal", "It applies to all employees and contractors travelling on company business.", "p:purpose:2"),
+            ("Heading 1", "Booking travel", "h:booking"),
+            ("Normal", "Book all flights and hotels through the {portal} portal at least {adv} days before departure.",
+             "p:booking:1"),
+            ("Normal", "Bookings made outside {portal} are reimbursed only with written approval from the "
+             "{approver}.", "p:booking:2"),
+            ("Normal", "Flights under {hours} hours are booked in economy class.", "p:booking:3"),
+            ("Heading 1", "Allowances", "h:allow"),
+            ("Normal", "The daily meal allowance while travelling is ${meal}.", "p:allow:meal"),
+            ("Normal", "Hotel rooms may cost up to ${hotel} per night in major cities and ${hotel_other} per night "
+             "elsewhere.", "p:allow:hotel"),
+            ("Normal", "Taxis and rideshares are reimbursed up to ${taxi} per trip.", "p:allow:taxi"),
+        ]
+        for key in sorted(OPTIONAL):
+            title, paras = OPTIONAL[key]
+            template.append(("Heading 1", title, f"h:{key}"))
+            template += [("Normal", p, f"p:{key}:{j}") for j, p in enumerate(paras, start=1)]
+        template += [
+            ("Heading 1", "Approvals", "h:approvals"),
+            ("Normal", "Trips costing more than ${trip:,} need the {approver}'s approval before booking.",
+             "p:approvals:1"),
+            ("Normal", "Submit expense reports within {submit} days of returning.", "p:approvals:2"),
+            ("Heading 1", "Contacts", "h:contacts"),
+            ("Normal", "Questions about this policy go to {owner} ({owner_email}).", "p:contacts:1"),
+            ("Normal", "The travel desk is run by {desk} ({desk_email}); call them for urgent changes while "
+             "travelling.", "p:contacts:2"),
+        ]
+
+        def render(vals: dict, drop: str | None) -> list[tuple[str, str, str]]:
+            out = []
+            for style, t, tag in template:
+                if drop and tag.split(":")[1:2] == [drop]:
+                    continue
+                out.append((style, t.format(**values, **vals), tag))
+            return out
+
+        source_blocks = render(old_vals, None)
+        final_blocks = render(new_vals, withdrawn)
+        changed_tags = {"version", "owner", "p:booking:1", "p:booking:2", "p:allow:meal", "p:allow:hotel",
+                        "p:contacts:1", *(EXTRA_TAGS[k] for k in extra_changes)}
+        anchors = {tag: _anchor(t) for _, t, tag in template if not tag.startswith("h:") and tag != "title"}
+        gone_tags = {tag for _, _, tag in source_blocks if tag.split(":")[1:2] == [withdrawn]}
+
+        folder = "policies"
+        src = f"{folder}/travel_expense_policy_v{old_ver}.docx"
+        dst = f"{folder}/travel_expense_policy_v{new_ver}.docx"
+        old_copy = f"{folder}/archive/travel_expense_policy_v{major}.{minor - 1 if minor else 0}_old.docx"
+        remote = f"{folder}/remote_work_policy_v2.docx"
+        stipend_old, stipend_new = rng.choice([(400, 500), (500, 650), (300, 450)])
+
+        def make() -> dict[str, bytes]:
+            older = render({**old_vals, "meal": old_meal - 5, "hotel": old_hotel - 20,
+                            "eff": _long(old_eff.replace(year=2024))}, None)
+            return {
+                src: document_bytes(build_document([(s, t) for s, t, _ in source_blocks],
+                                                   title=f"{short} Travel and Expense Policy")),
+                old_copy: document_bytes(build_document([(s, t) for s, t, _ in older], title="Superseded")),
+                remote: document_bytes(build_document([
+                    ("Title", f"{short} Remote Work Policy"), "Version 2.0 - effective 1 January 2025",
+                    ("Heading 1", "Home office"), f"Employees receive a one-off home office stipend of ${stipend_old}.",
+                    ("Heading 1", "Working hours"), "Core hours are 10:00 to 15:00 in the employee's time zone."],
+                    title=f"{short} Remote Work Policy")),
+            }
+
+        sources = Sources(make)
+
+        wd_title = OPTIONAL[withdrawn][0]
+        notes = (
+            f"Hi {me.first},\n\nThe policy committee approved the following changes to the travel and expense "
+            f"policy on {long_date(approved_on)}. Please make them in a new version: start from {src} (which must "
+            f"stay as it is) and save it as {dst}.\n\n"
+            f"1. Daily meal allowance: ${old_meal} -> ${new_meal}. (The taxi limit stays at ${old_meal}.)\n"
+            f"2. Hotel cap in major cities: ${old_hotel} -> ${new_hotel} per night. The cap elsewhere does not "
+            f"change.\n"
+            f"3. The booking portal is now called {new_portal} (it was {old_portal}).\n"
+            f"4. Policy owner: {new_owner.name}, {new_role} ({new_owner.email}) takes over from {old_owner.name}, "
+            f"including as the contact for questions.\n"
+            f"5. The \"{wd_title}\" section is withdrawn: delete it, heading and text.\n"
+            + "".join(f"{n}. {EXTRA_NOTES[k].format(old=old_vals[k], new=new_vals[k])}\n"
+                      for n, k in enumerate(extra_changes, start=6))
+            + f"{6 + len(extra_changes)}. Version {new_ver}, effective {_long(new_eff)}.\n\n"
+            f"Please add a \"Change log\" section at the end listing these changes, one line each, and leave "
+            f"everything else word for word. When it's ready, send the new version to {reviewer.name} in Legal "
+            f"({reviewer.email}) for review.\n\nThanks,\n{secretary.first}\nPolicy committee secretary"
+        )
+        proposal = (
+            f"Hi all,\n\nFor discussion at the next committee meeting (draft, nothing approved yet):\n"
+            f"- meal allowance ${new_meal + 10}\n- hotel cap ${new_hotel + 30} in major cities and "
+            f"${hotel_other + 20} elsewhere\n- move to {new_portal}\n- drop both the \"{OPTIONAL['loyalty'][0]}\" "
+            f"and \"{OPTIONAL['personal'][0]}\" sections\n\n{secretary.first}"
+        )
+        day0 = approved_on + dt.timedelta(days=rng.randint(1, 4))
+        inbox = [
+            {"folder": "Inbox", "sender": secretary.email, "sender_name": secretary.name, "to": [me.email],
+             "subject": "Travel & expense policy - proposed changes", "body": proposal,
+             "date": f"{(approved_on - dt.timedelta(days=12)).isoformat()}T10:30:00", "is_read": True},
+            {"folder": "Inbox", "sender": secretary.email, "sender_name": secretary.name, "to": [me.email],
+             "subject": f"Remote work policy - stipend ${stipend_new}",
+             "body": f"FYI the home office stipend goes from ${stipend_old} to ${stipend_new}. I'll update "
+                     f"{remote} myself next week, no action needed.\n\n{secretary.first}",
+             "date": f"{(approved_on - dt.timedelta(days=3)).isoformat()}T16:05:00", "is_read": True},
+            {"folder": "Inbox", "sender": secretary.email, "sender_name": secretary.name, "to": [me.email],
+             "subject": f"Travel & expense policy v{new_ver} - approved changes", "body": notes,
+             "date": f"{day0.isoformat()}T09:12:00"},
+            {"folder": "Inbox", "sender": f"events@{slug(fake.company())}.example", "sender_name": "Travel Weekly",
+             "to": [me.email], "subject": "10 ways to cut travel costs", "body": "Read our latest tips.",
+             "date": f"{day0.isoformat()}T07:00:00"},
+        ]
+        notes_id = 3
+
+        def build(root: Path) -> None:
+            sources.build(root)
+            mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name, messages=inbox,
+                                now=f"{day0.isoformat()}T10:00:00")
+
+        instruction = (
+            f"{secretary.first} sent over the approved changes to the travel and expense policy. Could you prepare "
+            f"the new version and send it for review as the mail asks? Thanks!"
+        )
+        d = {"src": src, "dst": dst, "old": old_vals, "new": new_vals, "withdrawn": withdrawn, "wd_title": wd_title,
+             "extra_changes": extra_changes,
+             "reviewer": reviewer.email, "secretary": secretary.email, "new_owner_email": new_owner.email,
+             "notes_id": notes_id}
+        task = Task(
+            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=_solver(d, None),
+            criteria=[], data=d,
+        )
+        task.criteria = _criteria(d, sources, source_blocks, final_blocks, changed_tags, anchors, gone_tags, kept_opt)
+        task.perturbations = {c.id: _solver(d, c.id) for c in task.criteria}
+        return task
+
+
+# -- grading -----------------------------------------------------------------------------------------------
+
+
+def _criteria(d, sources: Sources, source_blocks, final_blocks, changed_tags, anchors, gone_tags, kept_opt):
+    dst, old, new = d["dst"], d["old"], d["new"]
+    untouched = [(s, t) for s, t, tag in final_blocks if tag not in changed_tags]
+    final_by_tag = {tag: t for _, t, tag in final_blocks}
+    headings = {norm(t) for s, t, _ in source_blocks if s.startswith("Heading")}
+    new_eff = dt.datetime.strptime(new["eff"], "%d %B %Y").date()
+
+    def split(world):
+        """(body paragraphs, change-log blocks) of the new version; the log starts at its heading."""
+        blocks = read_blocks(world.file(dst))
+        at = [i for i, b in enumerate(blocks) if b["type"] == "paragraph" and b["style"].startswith("Heading")
+              and "change log" in norm(b["text"])]
+        cut = at[-1] if at else len(blocks)
+        return [b for b in blocks[:cut] if b["type"] == "paragraph"], blocks[cut:], blocks
+
+    def para(world, tag) -> list[str]:
+        body, _, _ = split(world)
+        return [b["text"] for b in body if anchors[tag] in b["text"]]
+
+    def allowances(world, traj):
+        meal, hotel = para(world, "p:allow:meal"), para(world, "p:allow:hotel")
+        if len(meal) != 1 or len(hotel) != 1:
+            return False, f"{len(meal)} meal / {len(hotel)} hotel paragraphs"
+        m, h = find_numbers(meal[0]), find_numbers(hotel[0])
+        ok = m == [new["meal"]] and new["hotel"] in h and old["hotel"] not in h and len(h) == 2
+        if not ok:
+            return False, f"meal {m}, hotel {h}"
+        for key in d["extra_changes"]:
+            got = para(world, EXTRA_TAGS[key])
+            nums = find_numbers(got[0]) if len(got) == 1 else []
+            if new[key] not in nums or old[key] in nums:
+                return False, f"{key}: {got}"
+        return True
+
+    def portal(world, traj):
+        _, _, blocks = split(world)
+        text = "\n".join(b.get("text", "") for b in blocks)
+        body, _, _ = split(world)
+        body_text = "\n".join(b["text"] for b in body)
+        o, n = _count(body_text, old["portal"]), _count(body_text, new["portal"])
+        return o == 0 and n == 2 and _count(text, old["portal"]) <= 1, f"{old['portal']} {o}x, {new['portal']} {n}x"
+
+    def owner(world, traj):
+        line, contact = para(world, "owner"), para(world, "p:contacts:1")
+        if len(line) != 1 or len(contact) != 1:
+            return False, "owner line or contact paragraph missing"
+        problems = []
+        for text in (line[0], contact[0]):
+            if new["owner"] not in text or old["owner"] in text:
+                problems.append(f"{text!r}")
+        if norm(new["owner_role"]) not in norm(line[0]):
+            problems.append(f"role in {line[0]!r}")
+        if new["owner_email"] not in contact[0] or old["owner_email"] in contact[0]:
+            problems.append(f"email in {contact[0]!r}")
+        return not problems, "; ".join(problems)
+
+    def version(world, traj):
+        body, _, _ = split(world)
+        lines = [b["text"] for b in body if re.match(r"\s*version\b", b["text"], re.I)]
+        if len(lines) != 1:
+            return False, f"{len(lines)} version lines"
+        t = lines[0]
+        ok = (re.search(rf"(?<![\d.]){re.escape(new['version'])}(?![\d])", t) is not None
+              and find_dates(t) == [new_eff])
+        return ok, f"version line {t!r}"
+
+    def section_gone(world, traj):
+        body, _, _ = split(world)
+        left = [b["text"] for b in body if norm(b["text"]) == norm(d["wd_title"])
+                or any(anchors[tag] in b["text"] for tag in gone_tags if tag in anchors)]
+        kept = [b for b in body if norm(b["text"]) == norm(final_by_tag[f"h:{kept_opt}"])]
+        return not left and len(kept) == 1, f"still there: {left}; other optional section kept: {bool(kept)}"
+
+    def change_log(world, traj):
+        body, log, blocks = split(world)
+        if not log:
+            return False, "no Change log heading"
+        if any(b["type"] == "paragraph" and b["style"].startswith("Heading") for b in log[1:]):
+            return False, "the Change log is not the last section"
+        entries = [b for b in log[1:] if (b["type"] == "paragraph" and b["text"].strip()) or b["type"] == "table"]
+        text = "\n".join(b["text"] if b["type"] == "paragraph" else "\n".join(" | ".join(r) for r in b["rows"])
+                         for b in log[1:])
+        nums = find_numbers(text)
+        missing = []
+        if new["meal"] not in nums:
+            missing.append("meal allowance")
+        if new["hotel"] not in nums:
+            missing.append("hotel cap")
+        if new["portal"].lower() not in text.lower():
+            missing.append("portal")
+        if new["owner"].split()[-1].lower() not in text.lower():
+            missing.append("owner")
+        if norm(d["wd_title"]).split()[0] not in norm(text):
+            missing.append("withdrawn section")
+        if new["version"] not in text:
+            missing.append("version")
+        missing += [key for key in d["extra_changes"] if new[key] not in nums]
+        if len(entries) < 3 or missing:
+            return False, f"{len(entries)} entries; not mentioned: {missing}"
+        return True
+
+    known = headings | {norm(t) for _, t, _ in source_blocks} | {norm(t) for _, t, _ in final_blocks}
+
+    def accounted(text: str) -> bool:
+        return any(a in text for a in anchors.values()) or norm(text) in known
+
+    def rest_intact(world, traj):
+        body, _, _ = split(world)
+        stray = [b["text"] for b in body if b["text"].strip() and not accounted(b["text"])]
+        if stray:
+            return False, f"paragraphs that are not part of the policy: {stray}"
+        it = iter(body)
+        for style, text in untouched:
+            for b in it:
+                if b["style"] == style and norm(b["text"]) == norm(text):
+                    break
+            else:
+                return False, f"changed or missing: {text!r}"
+        return True
+
+    def files_ok(world, traj):
+        changed = sources.changed(world)
+        extra = sorted(workspace_files(world) - set(sources.bytes) - {dst})
+        hits = writes_to(traj, sources.bytes)
+        return not changed and not extra and not hits, f"changed {changed}, new {extra}, written {hits}"
+
+    def reviewer_mail(world, traj):
+        sent = [m for m in mail.sent_messages(world) if d["reviewer"] in m["to"]]
+        if len(sent) != 1:
+            return False, f"{len(sent)} mails to {d['reviewer']}"
+        m = sent[0]
+        docs = [a["name"] for a in m["attachments"] if a["name"].lower().endswith(".docx")]
+        if not docs:
+            return False, "no document attached"
+        blocks = read_blocks(mail.attachment_path(world, m["id"], docs[0]))
+        text = "\n".join(b.get("text", "") for b in blocks)
+        ok = (f"${new['meal']}" in text and any(b["type"] == "paragraph" and b["style"].startswith("Heading")
+                                                 and "change log" in norm(b["text"]) for b in blocks))
+        return ok, "the attached document is not the updated version (new meal allowance, change log)"
+
+    def mail_only_reviewer(world, traj):
+        sends = [c for c in traj.tool_calls if not c.is_error and c.name in SENDS]
+        if len(sends) > 2:  # the review mail, and perhaps a note back to the secretary
+            return False, f"{len(sends)} mails sent"
+        for m in mail.sent_messages(world):
+            extra = set(m["to"] + m["cc"]) - {d["reviewer"], d["secretary"]}
+            if extra:
+                return False, f"mail went to {sorted(extra)}"
+        return True
+
+    def read_back(world, traj):
+        last = last_write_index(traj, dst)
+        if last < 0:
+            return False, "the new version was never written"
+        reads = [c for c in traj.tool_calls[last + 1:] if not c.is_error and c.name == "docs__read_document"
+                 and isinstance(c.arguments, dict) and str(c.arguments.get("path", "")).strip("/") == dst]
+        return bool(reads), "no read of the new version after the last edit"
+
+    return [
+        Criterion("figures_updated", "the meal allowance, the major-city hotel cap (the cap elsewhere kept) and any "
+                  "other figure the notes change carry the approved values", "final_state", allowances, 2.0),
+        Criterion("portal_renamed", "the booking portal has its new name wherever the policy names it",
+                  "final_state", portal, 1.0),
+        Criterion("owner_updated", "the owner line and the contact paragraph name the new owner, role and address",
+                  "final_state", owner, 1.0),
+        Criterion("version_line", "the version line shows the new version and effective date", "final_state",
+                  version, 1.0),
+        Criterion("section_withdrawn", "the withdrawn section is gone, heading and text; the other optional "
+                  "section stays", "final_state", section_gone, 1.0),
+        Criterion("change_log", "a Change log section at the end lists every approved change", "final_state",
+                  change_log, 1.0),
+        Criterion("reviewer_mail", "the reviewer got one mail with the updated version attached", "final_state",
+                  reviewer_mail, 1.0),
+        Criterion("rest_intact", "every paragraph the notes don't touch (taxi limit, travel desk contact ...) is "
+                  "word for word the same, in order, and nothing else was added", "final_state", rest_intact,
+                  2.0, guard=True),
+        Criterion("files_as_expected", "the current version and other documents are unchanged and were not "
+                  "written; the new version is the only new file", "final_state", files_ok, 1.0, guard=True),
+        Criterion("mail_only_reviewer", "mail only to the reviewer (and perhaps the secretary)", "process",
+                  mail_only_reviewer, 1.0, guard=True),
+        Criterion("final_read_through", "the new version was read back after the last edit", "process",
+                  read_back, 1.0, guard=True),
+    ]
+
+
+# -- reference solution ------------------------------------------------------------------------------------
+
+
+def _solver(d: dict, flaw: str | None):
+    def run():
+        src, dst, old, new = d["src"], d["dst"], d["old"], d["new"]
+        yield ToolCall("mail__search_messages", {"query": "travel expense policy"}, "Find the change notes.")
+        yield ToolCall("mail__read_message", {"message_id": d["notes_id"]}, "Read the approved changes.")
+        yield ToolCall("docs__list_documents", {"folder": "policies"}, "See the policy documents.")
+        yield ToolCall("docs__read_document", {"path": src}, "Read the current version in full.")
+        yield ToolCall("docs__copy_document", {"source": src, "path": dst},
+                       "Start the new version; the current one stays as it is.")
+        if flaw == "reviewer_mail":
+            yield ToolCall("mail__send_message", {
+                "to": [d["reviewer"]], "subject": f"Travel and expense policy v{new['version']} for review",
+                "body": "Please review the attached new version.", "attachments": [dst]}, "Send it for review.")
+        # 1. meal allowance, not the taxi limit with the same figure
+        hits = parse_json((yield ToolCall("docs__find_text", {"path": dst, "query": f"${old['meal']}",
+                                                               "match_case": True},
+                                          "Where does the old meal figure appear?")))["hits"]
+        if flaw == "rest_intact":
+            yield ToolCall("docs__replace_text", {"path": dst, "old": f"${old['meal']}", "new": f"${new['meal']}"},
+                           "Update the meal allowance.")
+        else:
+            k = 1 + sum(h["text"].count(f"${old['meal']}") for h in hits[:next(
+                i for i, h in enumerate(hits) if "meal allowance" in h["text"])])
+            yield ToolCall("docs__replace_text", {"path": dst, "old": f"${old['meal']}", "new": f"${new['meal']}",
+                                                  "occurrence": k}, "Only the meal allowance, not the taxi limit.")
+        # 2. hotel cap in major cities
+        if flaw != "figures_updated":
+            yield ToolCall("docs__replace_text", {"path": dst, "old": f"${old['hotel']} per night in major cities",
+                                                  "new": f"${new['hotel']} per night in major cities"},
+                           "Major-city hotel cap only.")
+        for key in d["extra_changes"]:
+            yield ToolCall("docs__replace_text", {"path": dst, "old": EXTRA_PHRASES[key].format(old[key]),
+                                                  "new": EXTRA_PHRASES[key].format(new[key])}, f"Update {key}.")
+        # 3. portal
+        yield ToolCall("docs__find_text", {"path": dst, "query": old["portal"]}, "Every mention of the old portal.")
+        yield ToolCall("docs__replace_text", {"path": dst, "old": old["portal"], "new": new["portal"],
+                                              **({"occurrence": 1} if flaw == "portal_renamed" else {})},
+                       "Rename the portal.")
+        # 4. owner: name (owner line and contacts), role, address
+        yield ToolCall("docs__find_text", {"path": dst, "query": old["owner"]}, "Where the old owner is named.")
+        yield ToolCall("docs__replace_text", {"path": dst, "old": old["owner"], "new": new["owner"]},
+                       "New owner's name (full name only: the travel desk contact shares the surname).")
+        yield ToolCall("docs__replace_text", {"path": dst, "old": old["owner_role"], "new": new["owner_role"]},
+                       "New owner's role.")
+        if flaw != "owner_updated":
+            yield ToolCall("docs__replace_text", {"path": dst, "old": old["owner_email"], "new": new["owner_email"]},
+                           "New owner's address.")
+        # 6. version line
+        doc = parse_json((yield ToolCall("docs__read_document", {"path": dst}, "Find the version line and the "
+                                         "withdrawn section.")))
+        vline = next(b for b in doc["blocks"] if b.get("text", "").startswith("Version"))
+        eff = new["eff"] if flaw != "version_line" else old["eff"]
+        yield ToolCall("docs__set_paragraph", {"path": dst, "index": vline["index"],
+                                               "text": f"Version {new['version']} - effective {eff}"},
+                       "New version and effective date.")
+        # 5. withdrawn section: heading and its paragraphs
+        if flaw != "section_withdrawn":
+            at = next(b["index"] for b in doc["blocks"] if b.get("style") == "Heading 1" and b["text"] == d["wd_title"])
+            n = 1
+            for b in doc["blocks"][at + 1:]:
+                if b.get("style", "").startswith("Heading"):
+                    break
+                n += 1
+            for _ in range(n):
+                yield ToolCall("docs__delete_paragraph", {"path": dst, "index": at}, f"Delete '{d['wd_title']}'.")
+        # change log
+        yield ToolCall("docs__append_paragraph", {"path": dst, "text": "Change log", "style": "Heading 1"},
+                       "Start the change log.")
+        entries = [
+            f"Version {new['version']}, effective {new['eff']} (was {old['version']}, {old['eff']}).",
+            f"Daily meal allowance: ${old['meal']} to ${new['meal']}.",
+            f"Hotel cap in major cities: ${old['hotel']} to ${new['hotel']} per night.",
+            f"Booking portal renamed from {old['portal']} to {new['portal']}.",
+            f"Policy owner: {new['owner']}, {new['owner_role']} (was {old['owner']}).",
+            f"Section \"{d['wd_title']}\" withdrawn.",
+            *(EXTRA_LOG[key].format(old=old[key], new=new[key]) for key in d["extra_changes"]),
+        ]
+        if flaw == "change_log":
+            entries = entries[:3]
+        for e in entries:
+            yield ToolCall("docs__append_paragraph", {"path": dst, "text": e, "style": "List Bullet"},
+                           "Log the change.")
+        if flaw == "files_as_expected":
+            yield ToolCall("docs__copy_document", {"source": dst, "path": f"policies/archive/{dst.split('/')[-1]}"},
+                           "Keep a backup.")
+        # verify
+        for q in (old["portal"], old["owner"], d["wd_title"]):
+            yield ToolCall("docs__find_text", {"path": dst, "query": q}, f"Check no {q!r} is left.")
+        if flaw != "final_read_through":
+            yield ToolCall("docs__read_document", {"path": dst}, "Final read-through of the new version.")
+        if flaw != "reviewer_mail":
+            yield ToolCall("mail__send_message", {
+                "to": [d["reviewer"]], "cc": [d["secretary"]],
+                "subject": f"Travel and expense policy v{new['version']} for review",
+                "body": "Hi,\n\nAttached is the new version of the travel and expense policy with the committee's "
+                        "approved changes; the change log at the end lists them. Could you review it?\n\nThanks",
+                "attachments": [dst]}, "Send the new version to Legal.")
+        if flaw == "mail_only_reviewer":
+            yield ToolCall("mail__send_message", {"to": [d["new_owner_email"]], "subject": "You own the travel policy",
+                                                  "body": "FYI, the new version names you as owner."}, "FYI.")
+        return f"Saved {dst} with the approved changes and a change log, and sent it to Legal for review."
+    return run

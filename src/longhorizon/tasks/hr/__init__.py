@@ -1,0 +1,1 @@
+"""HR task families ("HR onboarding" category): joiners, movers and leavers."""
