@@ -1,0 +1,597 @@
+"""Spreadsheet analysis: a quarter's sales commissions from a deals log, quotas, refunds and a plan.
+
+The World is a sales-ops folder: a year-to-date deals log with one sheet per rep (plus a house
+accounts sheet and the sheet of a rep who left mid-quarter), a quotas workbook with a sheet per
+quarter and a draft copy of this quarter's, finance's refunds CSV, this year's commission plan
+next to last year's, and last quarter's summary in an older layout. Crediting rules (status,
+close date inside the quarter, refunds, split deals, who earns) and the tiered rates live in the
+plan. The agent reads each rep's deals, credits bookings, applies the tiers and writes a summary
+sheet with a totals row, leaving every source untouched.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections import defaultdict
+from datetime import date, timedelta
+from decimal import ROUND_HALF_UP, Decimal
+from functools import partial
+from pathlib import Path
+
+from openpyxl import Workbook
+
+from longhorizon.core.registry import register
+from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.tasks.common import norm_path, rng_and_faker
+from longhorizon.tasks.mail.common import People
+from longhorizon.tasks.spreadsheets import (
+    Files,
+    blank,
+    close,
+    norm_text,
+    parse_json,
+    read_table,
+    sha256,
+    to_number,
+    workspace_files,
+    writes_to,
+)
+
+WON, LOST, CANCELLED = "Closed Won", "Closed Lost", "Cancelled"
+DEAL_HEADER = ["Deal ID", "Close Date", "Account", "Amount", "Status", "Split With", "Split %"]
+BOOKINGS_LABELS = ["Credited Bookings", "Net Bookings", "Bookings"]
+COMMISSION_LABELS = ["Commission", "Commission Due", "Payout"]
+REGIONS = ["East", "West", "Central", "North", "South"]
+REFUND_REASONS = ["Billing error", "Downgrade", "Cancelled within 30 days", "Service credit", "Duplicate invoice"]
+CHUNK = 15
+"""Rows the oracle reads per read_range call, as someone paging through a sheet would."""
+CENT = Decimal("0.01")
+
+
+def _cents(x: Decimal) -> Decimal:
+    return x.quantize(CENT, rounding=ROUND_HALF_UP)
+
+
+def _quarter(year: int, q: int) -> tuple[date, date]:
+    start = date(year, 3 * (q - 1) + 1, 1)
+    end = date(year + 1, 1, 1) - timedelta(days=1) if q == 4 else date(year, 3 * q + 1, 1) - timedelta(days=1)
+    return start, end
+
+
+def commission(bookings: Decimal, quota: Decimal, rates: tuple[Decimal, Decimal, Decimal], top: Decimal) -> Decimal:
+    """Tiered commission: r1 on bookings up to quota, r2 from quota to ``top`` x quota, r3 above."""
+    r1, r2, r3 = rates
+    b, q = bookings, quota
+    c = r1 * min(b, q) + r2 * max(Decimal(0), min(b, top * q) - q) + r3 * max(Decimal(0), b - top * q)
+    return _cents(c)
+
+
+def credit(sheets: dict[str, list[dict]], active: list[str], refunds: list[dict], start: date, end: date,
+           flaw: str | None = None) -> dict[str, Decimal]:
+    """Credited bookings per active rep under the plan's rules (``flaw`` plants one mistake)."""
+    refunded: dict[str, Decimal] = defaultdict(Decimal)
+    for r in refunds:
+        refunded[r["id"]] += Decimal(r["amount"])
+    book = {r: Decimal(0) for r in active}
+    for owner, deals in sheets.items():
+        for d in deals:
+            if d["status"] != WON and not (flaw == "status" and d["status"] == CANCELLED):
+                continue
+            if not start <= d["date"] <= end:
+                continue
+            net = Decimal(d["amount"]) - (Decimal(0) if flaw == "no_refunds" else refunded[d["id"]])
+            share = net * Decimal(d["pct"]) / 100 if d["split"] else Decimal(0)
+            if flaw == "split_reversed" and d["split"]:
+                share = net - share
+            if d["split"] in book:
+                book[d["split"]] += share
+            if owner in book:
+                book[owner] += net - share
+    return book
+
+
+@register
+class SalesCommissionCalc(TaskFamily):
+    name = "sales_commission_calc"
+    category = "spreadsheet analysis"
+    apps = ("sheets", "files")
+    description = (
+        "Work out a quarter's sales commissions: credit each rep's Closed Won deals inside the quarter "
+        "(net of refunds, split deals shared) from a per-rep deals log, apply the plan's tiered rates "
+        "against the quarter's quotas, and write a summary sheet with a totals row; sources untouched."
+    )
+
+    def generate(self, seed: int) -> Task:
+        rng, fake = rng_and_faker(seed, self.name)
+        year = rng.choice([2024, 2025])
+        q = rng.randint(2, 4)
+        start, end = _quarter(year, q)
+        people = People(fake)
+        company = fake.company().replace(",", "")
+
+        rates_pct = [rng.choice([5, 6, 7, 8])]
+        rates_pct.append(rates_pct[0] + rng.choice([3, 4, 5]))
+        rates_pct.append(rates_pct[1] + rng.choice([2, 3, 4]))
+        top_pct = rng.choice([125, 150])
+        rates = tuple(Decimal(r) / 100 for r in rates_pct)
+        top = Decimal(top_pct) / 100
+        old_rates = [rates_pct[0] - 1, rates_pct[1] - 2]
+
+        bookings_label, commission_label = rng.choice(BOOKINGS_LABELS), rng.choice(COMMISSION_LABELS)
+        header = ["Rep", "Quota", bookings_label, "Attainment", commission_label]
+        sheet_name = rng.choice([f"Q{q} Commissions", f"Q{q} {year}", "Commissions"])
+        by_commission = rng.random() < 0.5
+        out_path = f"sales/commissions/{year}-Q{q}_commissions.xlsx"
+        prev_out = f"sales/commissions/{year}-Q{q - 1}_commissions.xlsx"
+        deals_path = f"sales/deals_log_{year}.xlsx"
+        quotas_path = f"sales/quotas_{year}.xlsx"
+        refunds_path = f"sales/refunds_{year}.csv"
+        plan_path = f"sales/plans/commission_plan_FY{year}.md"
+        old_plan_path = f"sales/plans/commission_plan_FY{year - 1}.md"
+        domain = "sales.example"
+
+        for _attempt in range(80):
+            active = sorted(p.name for p in (people.make(domain) for _ in range(rng.randint(8, 10))))
+            departed = people.make(domain).name
+            left_on = start + timedelta(days=rng.randint(12, 40))
+
+            def deals(first: date, last: date, n: int, partners: list[str]) -> list[dict]:
+                out = []
+                for _ in range(n):
+                    r = rng.random()
+                    status = WON if r < 0.76 else LOST if r < 0.88 else CANCELLED
+                    split = rng.choice(partners) if partners and status == WON and rng.random() < 0.17 else None
+                    out.append({
+                        "date": first + timedelta(days=rng.randrange((last - first).days + 1)),
+                        "account": fake.company(), "amount": rng.randrange(120, 2400) * 25, "status": status,
+                        "split": split, "pct": rng.choice([20, 25, 30, 40, 50]) if split else None,
+                    })
+                return out
+
+            sheets: dict[str, list[dict]] = {}
+            for rep in active:
+                partners = [p for p in active if p != rep]
+                rows = []
+                for qq in range(1, q + 1):
+                    s, e = _quarter(year, qq)
+                    rows += deals(s, e, rng.randint(9, 15) if qq == q else rng.randint(7, 12), partners)
+                rows += deals(end + timedelta(days=1), end + timedelta(days=20), rng.randint(0, 3), partners)
+                sheets[rep] = rows
+            dep_rows = []
+            for qq in range(1, q):
+                s, e = _quarter(year, qq)
+                dep_rows += deals(s, e, rng.randint(6, 10), [])
+            dep_rows += deals(start, left_on, rng.randint(2, 4), [])
+            sheets[departed] = dep_rows
+            sheets["House Accounts"] = deals(date(year, 1, 1), end, rng.randint(8, 14), [])
+
+            everything = sorted(((d["date"], d["account"], owner, i) for owner, rows in sheets.items()
+                                 for i, d in enumerate(rows)))
+            next_id = rng.randint(20000, 60000)
+            for _, _, owner, i in everything:
+                sheets[owner][i]["id"] = f"SO-{next_id}"
+                next_id += rng.randint(1, 3)
+            for rows in sheets.values():
+                rows.sort(key=lambda d: d["id"])
+
+            # refunds: several on this quarter's won deals (one deal refunded twice), a few elsewhere
+            in_q = [d for rep in active for d in sheets[rep] if d["status"] == WON and start <= d["date"] <= end]
+            other = [d for owner, rows in sheets.items() for d in rows if d["status"] == WON
+                     and not (owner in active and start <= d["date"] <= end)]
+            refunds: list[dict] = []
+            for k, d in enumerate(rng.sample(in_q, rng.randint(4, 6)) + rng.sample(other, rng.randint(2, 4))):
+                full = rng.random() < 0.3
+                parts = 2 if k == 0 else 1
+                for _ in range(parts):
+                    amount = d["amount"] if full and parts == 1 else rng.randint(1, max(1, d["amount"] // 75)) * 25
+                    refunds.append({"id": d["id"], "account": d["account"], "amount": amount,
+                                    "date": d["date"] + timedelta(days=rng.randint(5, 40)),
+                                    "reason": rng.choice(REFUND_REASONS)})
+            refunds.sort(key=lambda r: (r["date"], r["id"]))
+
+            book = credit(sheets, active, refunds, start, end)
+            if min(book.values()) <= 0:
+                continue
+            bands = ["low", "low", "mid", "mid", "high"] + [rng.choice(["low", "mid", "mid", "high"])
+                                                              for _ in range(len(active) - 5)]
+            rng.shuffle(bands)
+            quota: dict[str, int] = {}
+            for rep, band in zip(active, bands):
+                att = (rng.uniform(0.45, 0.93) if band == "low" else
+                       rng.uniform(1.06, float(top) - 0.06) if band == "mid" else
+                       rng.uniform(float(top) + 0.06, float(top) + 0.45))
+                quota[rep] = max(1000, round(float(book[rep]) / att / 1000) * 1000)
+            truth = {r: commission(book[r], Decimal(quota[r]), rates, top) for r in active}
+            # the world must tell the common mistakes apart
+            splits_in_q = [d for rep in active for d in sheets[rep] if d["split"] and d["status"] == WON
+                           and start <= d["date"] <= end]
+            ok = len(splits_in_q) >= 3 and any(d["status"] == CANCELLED and start <= d["date"] <= end
+                                               for rep in active for d in sheets[rep])
+            ok = ok and any(d["date"] > end for rep in active for d in sheets[rep])
+            ok = ok and credit(sheets, active, refunds, start, end, "no_refunds") != book
+            ok = ok and credit(sheets, active, refunds, start, end, "split_reversed") != book
+            ok = ok and len(set(truth.values())) == len(active)
+            if ok:
+                break
+        else:  # pragma: no cover - a few tries always suffice
+            raise RuntimeError("could not generate a commission world")
+
+        regions = {r: rng.choice(REGIONS) for r in active + [departed]}
+        quarter_quotas: dict[int, dict[str, int]] = {}
+        for qq in range(1, 5):
+            if qq == q:
+                quarter_quotas[qq] = dict(quota)
+                continue
+            names = active + ([departed] if qq < q else [])
+            quarter_quotas[qq] = {r: max(10, round(quota.get(r, 250_000) * rng.uniform(0.8, 1.2) / 5000)) * 5000
+                                  for r in names}
+        draft = dict(quota)
+        for r in rng.sample(active, 3):
+            draft[r] = draft[r] + rng.choice([-1, 1]) * rng.randint(2, 6) * 5000
+        quota_sheets = [f"Q{qq}" for qq in range(1, 5)]
+        quota_sheets.insert(q - 1, f"Q{q} draft")
+        title_row = {name: rng.random() < 0.35 for name in sheets}
+        sheet_order = sorted(sheets, key=lambda n: (n == "House Accounts", rng.random()))
+
+        prev_book = credit(sheets, active, refunds, *_quarter(year, q - 1))
+        prev_rows = [[r, quarter_quotas[q - 1][r], float(prev_book[r]),
+                      float(commission(prev_book[r], Decimal(quarter_quotas[q - 1][r]),
+                                       tuple(Decimal(x) / 100 for x in (old_rates[0], old_rates[1], old_rates[1])),
+                                       Decimal(10)))]
+                     for r in active]
+
+        def make_files() -> dict[str, Workbook]:
+            wb = Workbook()
+            wb.remove(wb.active)
+            for name in sheet_order:
+                ws = wb.create_sheet(name[:31])
+                if title_row[name]:
+                    ws.append([f"{name}: closed deals {year} (year to date)"])
+                    ws.append([])
+                ws.append(DEAL_HEADER)
+                for d in sheets[name]:
+                    ws.append([d["id"], d["date"], d["account"], d["amount"], d["status"], d["split"], d["pct"]])
+                    ws.cell(row=ws.max_row, column=2).number_format = "yyyy-mm-dd"
+            qb = Workbook()
+            qb.remove(qb.active)
+            for title in quota_sheets:
+                ws = qb.create_sheet(title)
+                ws.append(["Rep", "Region", "Quota"])
+                amounts = draft if title.endswith("draft") else quarter_quotas[int(title[1])]
+                for r in sorted(amounts, key=lambda n: (regions[n], n)):
+                    ws.append([r, regions[r], amounts[r]])
+            pb = Workbook()
+            pb.active.title = f"Q{q - 1} Commissions"
+            pb.active.append(["Rep", "Quota", "Bookings", "Commission"])
+            for row in prev_rows:
+                pb.active.append(row)
+            return {deals_path: wb, quotas_path: qb, prev_out: pb}
+
+        files = Files(make_files)
+        refunds_csv = io.StringIO()
+        w = csv.writer(refunds_csv, lineterminator="\n")
+        w.writerow(["Deal ID", "Account", "Refund Date", "Refund Amount", "Reason"])
+        for r in refunds:
+            w.writerow([r["id"], r["account"], r["date"].isoformat(), f"{r['amount']:.2f}", r["reason"]])
+        example_q, example_b = 200_000, 200_000 * top + 40_000
+        example = (f"{example_q:,} x {rates_pct[0]}% + {int(example_q * (top - 1)):,} x {rates_pct[1]}% + "
+                   f"40,000 x {rates_pct[2]}%")
+        plan = (
+            f"# {company} sales commission plan, FY{year}\n\n"
+            f"Applies to quota-carrying account executives from January 1, {year}. Commission is worked out "
+            "and paid quarterly, on credited bookings against the quarter's quota.\n\n"
+            "## Crediting\n\n"
+            f"- Only deals with status \"{WON}\" count. \"{LOST}\" and \"{CANCELLED}\" deals earn nothing.\n"
+            "- A deal counts in the quarter its close date falls in. Deals that closed after the quarter "
+            "ended count next quarter.\n"
+            "- Refunds: subtract every refund finance lists for the deal from its amount before crediting it "
+            "(a deal can have more than one refund line; a full refund leaves nothing). The refund date does "
+            "not matter.\n"
+            "- Split deals: the rep whose sheet holds the deal owns it. \"Split With\" names the other rep and "
+            "\"Split %\" is that rep's share of the (net) amount; the owner is credited with the rest.\n"
+            "- Only reps with a quota for the quarter earn commission. House accounts and reps who have left "
+            "earn none.\n\n"
+            "## Rates\n\n"
+            "Commission is paid in tiers of quarterly attainment (credited bookings / quota):\n\n"
+            "| Band | Rate on the bookings inside the band |\n|---|---|\n"
+            f"| up to 100% of quota | {rates_pct[0]}% |\n"
+            f"| above 100% up to {top_pct}% of quota | {rates_pct[1]}% |\n"
+            f"| above {top_pct}% of quota | {rates_pct[2]}% |\n\n"
+            f"Example: quota {example_q:,}, credited bookings {int(example_b):,}: {example}.\n"
+            "Round each rep's commission to the cent.\n"
+        )
+        old_plan = (
+            f"# {company} sales commission plan, FY{year - 1} (superseded)\n\n"
+            f"Flat {old_rates[0]}% of bookings up to quota and {old_rates[1]}% above quota, no further tiers. "
+            "Split deals were credited in full to both reps.\n"
+        )
+        text_files = {plan_path: plan, old_plan_path: old_plan, refunds_path: refunds_csv.getvalue()}
+
+        def build(root: Path) -> None:
+            files.build(root)
+            for rel, text in text_files.items():
+                p = root / "workspace" / rel
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_text(text, encoding="utf-8")
+
+        order = sorted(active, key=lambda r: -truth[r]) if by_commission else active
+        data = {
+            "year": year, "q": q, "out": out_path, "sheet": sheet_name, "header": header, "order": order,
+            "quota": quota, "draft": draft, "bookings": {r: float(book[r]) for r in active},
+            "attainment": {r: float(book[r] / quota[r]) for r in active},
+            "commission": {r: float(truth[r]) for r in active}, "departed": departed,
+            "rates_pct": rates_pct, "top_pct": top_pct, "by_commission": by_commission,
+            "deals_path": deals_path, "quotas_path": quotas_path, "refunds_path": refunds_path,
+            "plan_path": plan_path, "prev_out": prev_out,
+        }
+        sender = fake.first_name()
+        order_text = (f"sorted by {commission_label.lower()}, highest first" if by_commission
+                      else "in alphabetical order by rep name")
+        instruction = (
+            f"Hi, {sender} from Sales Ops here. Payroll needs the Q{q} {year} commission numbers by Friday; could "
+            "you work them out? The crediting rules and the rates are in this year's plan under sales/plans/ "
+            f"(not last year's, the rates changed). Quotas are on the Q{q} sheet of {quotas_path}, the deals log "
+            f"is {deals_path} (one sheet per rep, year to date) and finance's refund list is {refunds_path}.\n\n"
+            f"Please create {out_path} with a sheet named \"{sheet_name}\": header in row 1 "
+            f"({', '.join(header)}), then one row per rep who has a Q{q} quota, {order_text}, and a last row "
+            f"labelled Total with the totals of Quota, {bookings_label} and {commission_label}. Attainment is "
+            f"{bookings_label} as a percentage of quota (one decimal is plenty); money to the cent.\n\n"
+            "Please don't edit any of the source files, and don't leave other new files around. Thanks!"
+        )
+
+        task = Task(
+            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps, build=build,
+            oracle=partial(_oracle, data, None), criteria=_criteria(data, files, text_files), data=data,
+        )
+        task.perturbations = {c.id: partial(_oracle, data, c.id) for c in task.criteria}
+        return task
+
+
+# -- grading ---------------------------------------------------------------------------------
+
+
+def _attainment_ok(v, want: float) -> bool:
+    """Attainment as a fraction (0.873), a percentage (87.3) or text ('87.3%'); one decimal is enough."""
+    if isinstance(v, str) and v.strip().endswith("%"):
+        x = to_number(v.strip()[:-1])
+        return x is not None and abs(x - want * 100) <= 0.051
+    x = to_number(v)
+    if x is None:
+        return False
+    return abs(x - want * 100) <= 0.051 or abs(x - want) <= 0.00051
+
+
+def _criteria(d: dict, files: Files, text_files: dict[str, str]) -> list[Criterion]:
+    out, sheet, header = d["out"], d["sheet"], d["header"]
+    reps = list(d["order"])
+    keys = {norm_text(r): r for r in reps}
+
+    def table(world):
+        t = read_table(world.file(out), sheet)
+        if t is None:
+            return None, f"{out} or its sheet {sheet!r} is missing"
+        head, rows = t
+        body = [list(r) + [None] * (5 - len(r)) for r in rows if not all(blank(v) for v in r)]
+        return (head, body), ""
+
+    def rep_rows(world):
+        t, why = table(world)
+        if t is None:
+            return None, why
+        rows: dict[str, list] = {}
+        for r in t[1]:
+            if norm_text(r[0]) in keys:
+                rows.setdefault(keys[norm_text(r[0])], r)
+        if len(rows) < len(reps) / 2:
+            return None, f"only {len(rows)} of {len(reps)} reps found"
+        return rows, ""
+
+    def summary_sheet(world, traj):
+        t, why = table(world)
+        if t is None:
+            return False, why
+        head = [norm_text(v) for v in t[0][:5]]
+        return head == [norm_text(h) for h in header], f"header {t[0][:5]!r}, expected {header!r}"
+
+    def reps_listed(world, traj):
+        t, why = table(world)
+        if t is None:
+            return False, why
+        names = [norm_text(r[0]) for r in t[1] if not norm_text(r[0]).startswith("total")]
+        return sorted(names) == sorted(keys), f"rows for: {names}"
+
+    def order(world, traj):
+        t, why = table(world)
+        if t is None:
+            return False, why
+        names = [keys[norm_text(r[0])] for r in t[1] if norm_text(r[0]) in keys]
+        want = [r for r in reps if r in names]
+        return names == want and len(names) == len(reps), f"order {names}"
+
+    def column(key: str, col: int, ok):
+        def check(world, traj):
+            rows, why = rep_rows(world)
+            if rows is None:
+                return False, why
+            bad = [f"{r}: {rows[r][col]!r} (expected {d[key][r]!r})" for r in reps
+                   if r in rows and not ok(rows[r][col], d[key][r])]
+            return not bad, "; ".join(bad[:5])
+        return check
+
+    def money(tol: float):
+        return lambda v, want: close(to_number(v), want, tol)
+
+    def totals_row(world, traj):
+        t, why = table(world)
+        if t is None:
+            return False, why
+        body = t[1]
+        at = [i for i, r in enumerate(body) if norm_text(r[0]).startswith("total")]
+        if not at:
+            return False, "no row labelled Total"
+        i = at[-1]
+        last_rep = max((j for j, r in enumerate(body) if norm_text(r[0]) in keys), default=-1)
+        if i < last_rep:
+            return False, "the Total row is not below the reps"
+        r = body[i]
+        want = (sum(d["quota"].values()), sum(d["bookings"].values()), sum(d["commission"].values()))
+        got = (to_number(r[1]), to_number(r[2]), to_number(r[4]))
+        ok = close(got[0], want[0]) and close(got[1], want[1]) and close(got[2], want[2], 0.06)
+        return ok, f"totals {got}, expected {want}"
+
+    def verified(world, traj):
+        writes = [i for i, c in enumerate(traj.tool_calls) if not c.is_error and c.app in ("sheets", "files")
+                  and c.name not in ("sheets__list_sheets", "sheets__read_range", "files__read_file",
+                                     "files__list_dir", "files__search", "files__file_info")
+                  and isinstance(c.arguments, dict) and norm_path(c.arguments.get("path")) == out]
+        if not writes:
+            return False, "the summary was never written"
+        later = [c for c in traj.tool_calls[writes[-1] + 1:] if not c.is_error and c.name == "sheets__read_range"
+                 and isinstance(c.arguments, dict) and norm_path(c.arguments.get("path")) == out
+                 and norm_text(c.arguments.get("sheet")) == norm_text(sheet)]
+        return bool(later), "" if later else "the summary was not read back after its last edit"
+
+    def sources_unchanged(world, traj):
+        changed = files.changed(world)
+        for rel, text in text_files.items():
+            p = world.file(rel)
+            if not p.is_file() or sha256(p.read_bytes()) != sha256(text.encode("utf-8")):
+                changed.append(rel)
+        return not changed, f"changed or missing: {changed}"
+
+    def no_source_writes(world, traj):
+        hits = writes_to(traj, sorted(set(files.bytes) | set(text_files)))
+        return not hits, f"wrote to sources: {hits}"
+
+    def only_summary(world, traj):
+        extra = sorted(workspace_files(world) - set(files.bytes) - set(text_files) - {out})
+        return not extra, f"unexpected files: {extra}"
+
+    b, c = header[2], header[4]
+    return [
+        Criterion("summary_sheet", f"{out} has a sheet {sheet!r} whose header is {', '.join(header)}",
+                  "final_state", summary_sheet),
+        Criterion("reps", f"one row per rep with a Q{d['q']} quota (no house accounts, nobody who left)",
+                  "final_state", reps_listed),
+        Criterion("order", "the reps are in the order asked", "final_state", order),
+        Criterion("quotas", f"each Quota is the rep's Q{d['q']} quota (not the draft)", "final_state",
+                  column("quota", 1, money(0.01))),
+        Criterion("bookings", f"each {b}: Closed Won deals closed in the quarter, net of refunds, split shares "
+                  "credited (to the cent)", "final_state", column("bookings", 2, money(0.01)), weight=2.0),
+        Criterion("attainment", f"each Attainment is {b} / Quota (as a percentage)", "final_state",
+                  column("attainment", 3, _attainment_ok)),
+        Criterion("commission", f"each {c} follows the plan's tiers (to the cent)", "final_state",
+                  column("commission", 4, money(0.011)), weight=2.0),
+        Criterion("totals_row", f"a Total row below the reps sums Quota, {b} and {c}", "final_state", totals_row),
+        Criterion("verified", "the summary sheet was read back after its last edit", "process", verified),
+        Criterion("sources_unchanged", "the deals log, quotas, refunds, plans and last quarter's summary are "
+                  "byte-identical", "final_state", sources_unchanged, guard=True),
+        Criterion("no_source_writes", "no tool call wrote to a source file", "process", no_source_writes, guard=True),
+        Criterion("only_summary_created", f"no new files besides {out}", "final_state", only_summary, guard=True),
+    ]
+
+
+# -- reference solution ----------------------------------------------------------------------
+
+
+def _oracle(d: dict, flaw: str | None):
+    """Read the plan, refunds and quotas, page through every quota-carrying rep's deals, credit
+    bookings, write the summary with formulas for attainment, tiers and totals, read it back.
+    ``flaw`` names the criterion this run should break."""
+    q, year, out, sheet = d["q"], d["year"], d["out"], d["sheet"]
+    start, end = _quarter(year, q)
+    r1, r2, r3 = (x / 100 for x in d["rates_pct"])
+    top = d["top_pct"] / 100
+
+    yield ToolCall("files__list_dir", {"path": "sales", "recursive": True}, "Get the lay of the sales folder.")
+    yield ToolCall("files__read_file", {"path": d["plan_path"]}, "Read this year's commission plan.")
+    refunds_text = yield ToolCall("files__read_file", {"path": d["refunds_path"]}, "Read finance's refund list.")
+    refunded: dict[str, Decimal] = defaultdict(Decimal)
+    for row in csv.DictReader(io.StringIO(refunds_text)):
+        refunded[row["Deal ID"].strip().upper()] += Decimal(row["Refund Amount"].replace(",", ""))
+
+    yield ToolCall("sheets__list_sheets", {"path": d["quotas_path"]}, "See which quota sheets there are.")
+    quota_sheet = f"Q{q} draft" if flaw == "quotas" else f"Q{q}"
+    rows = parse_json((yield ToolCall("sheets__read_range", {"path": d["quotas_path"], "sheet": quota_sheet},
+                                      f"Read the Q{q} quotas.")))["rows"]
+    quotas = {r["values"][0]: r["values"][2] for r in rows[1:] if r["values"][0]}
+    if flaw == "quotas":  # flaw: the draft's numbers for the reps it has
+        quotas = {r: quotas.get(r, v) for r, v in d["quota"].items()}
+
+    info = parse_json((yield ToolCall("sheets__list_sheets", {"path": d["deals_path"]},
+                                      "List the deals log's sheets and sizes.")))
+    size = {s["name"]: s["rows"] for s in info}
+    owners = list(quotas) + ([d["departed"]] if flaw == "reps" else [])
+    book: dict[str, Decimal] = {r: Decimal(0) for r in owners}
+    for rep in owners:
+        n = size[rep]
+        header_seen = False
+        for first in range(1, n + 1, CHUNK):
+            last = min(first + CHUNK - 1, n)
+            page = parse_json((yield ToolCall(
+                "sheets__read_range", {"path": d["deals_path"], "sheet": rep, "range": f"A{first}:G{last}"},
+                f"Read {rep}'s deals, rows {first}-{last}.")))["rows"]
+            for r in page:
+                deal_id, day, _, amount, status, split, pct = r["values"]
+                if deal_id == "Deal ID":
+                    header_seen = True
+                    continue
+                if not header_seen or not deal_id or status != WON:
+                    continue
+                if not (start.isoformat() <= str(day) <= end.isoformat()):
+                    continue
+                net = Decimal(str(amount)) - (Decimal(0) if flaw == "bookings" else refunded[deal_id])
+                share = net * Decimal(str(pct)) / 100 if split else Decimal(0)
+                if split in book:
+                    book[split] += share
+                book[rep] += net - share
+
+    if flaw == "reps":
+        quotas[d["departed"]] = 50_000
+    names = list(quotas)
+    if d["by_commission"]:
+        rates = tuple(Decimal(x) / 100 for x in d["rates_pct"])
+        names.sort(key=lambda r: -commission(book[r], Decimal(quotas[r]), rates, Decimal(d["top_pct"]) / 100))
+    else:
+        names.sort(key=str.lower)
+    if flaw == "order":
+        names.reverse()
+
+    head = list(d["header"])
+    if flaw == "summary_sheet":
+        head[2] = "Bookings Credit" if head[2] != "Bookings Credit" else "Credit"
+    table = [head]
+    for i, rep in enumerate(names, start=2):
+        att = f"=ROUND(B{i}/C{i}*100,1)" if flaw == "attainment" else f"=ROUND(C{i}/B{i}*100,1)"
+        tiers = (f"=ROUND({r1}*C{i},2)" if flaw == "commission" else
+                 f"=ROUND({r1}*MIN(C{i},B{i})+{r2}*MAX(0,MIN(C{i},{top}*B{i})-B{i})+{r3}*MAX(0,C{i}-{top}*B{i}),2)")
+        table.append([rep, quotas[rep], float(book[rep]), att, tiers])
+    last = len(names) + 1
+    sum_to = last - 1 if flaw == "totals_row" else last
+    table.append(["Total", f"=SUM(B2:B{sum_to})", f"=SUM(C2:C{sum_to})", None, f"=SUM(E2:E{sum_to})"])
+
+    yield ToolCall("sheets__create_workbook", {"path": out, "sheets": [sheet]}, f"Create {out}.")
+    yield ToolCall("sheets__write_rows", {"path": out, "sheet": sheet, "start_cell": "A1", "rows": table},
+                   "Write the header, one row per rep and the totals row.")
+    if flaw != "verified":
+        check = parse_json((yield ToolCall("sheets__read_range", {"path": out, "sheet": sheet},
+                                           "Read the summary back to check the formulas computed.")))
+        total = check["rows"][-1]["values"][4]
+        total = total["value"] if isinstance(total, dict) else total
+    else:
+        total = None
+
+    if flaw == "sources_unchanged":
+        yield ToolCall("sheets__write_cells", {"path": d["quotas_path"], "sheet": f"Q{q}", "cells": {"E1": "paid"}},
+                       "Mark the quarter as paid.")
+    if flaw == "no_source_writes":
+        yield ToolCall("files__write_file", {"path": d["refunds_path"], "content": refunds_text},
+                       "Save the refund list back (unchanged).")
+    if flaw == "only_summary_created":
+        yield ToolCall("files__write_file", {"path": f"sales/commissions/notes_Q{q}.txt", "content": "draft"},
+                       "Keep some working notes.")
+
+    return (f"Created {out} (sheet \"{sheet}\") with {len(names)} reps and a Total row"
+            + (f"; total commission {total}." if total is not None else "."))

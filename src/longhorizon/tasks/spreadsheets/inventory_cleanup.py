@@ -1,0 +1,665 @@
+"""Spreadsheet cleanup: consolidate a messy monthly stock count (one sheet per warehouse).
+
+Each site typed its count its own way: different column names and order, SKUs in lower case,
+with spaces or without the dash, its own spelling of the item names, quantities in eaches,
+dozens or cases (case sizes live in the catalog, whose old sheet has stale pack sizes), dates
+as date cells or text in four styles (one European site writes day/month/year), recounts
+listed next to the superseded count, aisle subtotal rows in the middle, blank rows, and stock
+of discontinued items. The README holds the rules; the agent adds one clean consolidated sheet
+to the same workbook and leaves the signed-off site sheets exactly as they were.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from datetime import date, datetime, timedelta
+from functools import partial
+from pathlib import Path
+
+import openpyxl
+from openpyxl import Workbook
+
+from longhorizon.apps.sheets.state import load_workbook
+from longhorizon.core.registry import register
+from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.tasks.common import norm_path, rng_and_faker
+from longhorizon.tasks.spreadsheets import (
+    Files,
+    blank,
+    norm_text,
+    parse_json,
+    read_table,
+    to_number,
+    workspace_files,
+    writes_to,
+)
+
+US_SITES = ["Reno", "Dallas", "Columbus", "Atlanta", "Memphis", "Phoenix", "Newark"]
+EU_SITES = ["Dublin", "Rotterdam", "Leeds"]
+SHEET_SUFFIX = ["", " WH", " DC", " Warehouse"]
+LAYOUTS = [
+    {"sku": "SKU", "item": "Item", "qty": "Qty", "unit": "Unit", "date": "Counted"},
+    {"sku": "Item Code", "item": "Description", "qty": "Count", "unit": "UoM", "date": "Count Date"},
+    {"sku": "SKU", "item": "Description", "unit": "Unit", "qty": "Qty", "date": "Last Count"},
+]
+LAYOUT_ORDER = [["sku", "item", "qty", "unit", "date"], ["sku", "item", "qty", "unit", "date"],
+                ["sku", "item", "unit", "qty", "date"]]
+PREFIXES = ["BRK", "CBL", "FLT", "GSK", "HNG", "LMP", "PMP", "VLV", "WSH", "BLT", "CLP", "NZL"]
+THINGS = {
+    "BRK": "Bracket", "CBL": "Cable", "FLT": "Filter", "GSK": "Gasket", "HNG": "Hinge", "LMP": "Lamp",
+    "PMP": "Pump Seal", "VLV": "Valve", "WSH": "Washer", "BLT": "Bolt", "CLP": "Clamp", "NZL": "Nozzle",
+}
+MATERIALS = ["Stainless", "Galvanised", "Brass", "Nylon", "Aluminium", "Steel", "Copper", "Rubber"]
+ABBREV = {"Stainless": "SS", "Galvanised": "Galv.", "Aluminium": "Alu", "Copper": "Cu"}
+SIZES = ["6mm", "8mm", "10mm", "12mm", "16mm", "20mm", "25mm", "1/4in", "1/2in", "3/4in", "1in", "Large", "Small"]
+CASE_QTYS = [6, 10, 12, 20, 24, 25, 48, 50]
+EACH_UNITS = ["ea", "EA", "each", "pcs", "Each"]
+CASE_UNITS = ["case", "cs", "CS", "cases", "Case"]
+DOZEN_UNITS = ["dz", "doz", "dozen"]
+MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September",
+          "October", "November", "December"]
+CHUNK = 20
+"""Rows the oracle reads or writes per call, as someone paging through a sheet would."""
+
+
+# -- the README's rules, as the oracle applies them to what it reads ---------------------------
+
+
+def sku_key(v) -> str | None:
+    """'vlv 2041', ' VLV2041', 'vlv-2041' -> 'VLV-2041'; None when the cell is not a SKU."""
+    if v is None:
+        return None
+    s = re.sub(r"[^A-Z0-9]", "", str(v).upper())
+    return f"{s[:3]}-{s[3:]}" if re.fullmatch(r"[A-Z]{3}\d{4}", s) else None
+
+
+def unit_factor(unit, case_qty: int) -> int:
+    u = norm_text(unit)
+    if u in (x.lower() for x in EACH_UNITS):
+        return 1
+    if u in DOZEN_UNITS:
+        return 12
+    if u in (x.lower() for x in CASE_UNITS):
+        return case_qty
+    raise ValueError(f"unknown unit {unit!r}")
+
+
+def parse_qty(v) -> int:
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return int(v)
+    return int(str(v).replace(",", "").strip())
+
+
+def parse_day(v, day_first: bool, swap: bool = False) -> date:
+    """Every date style the sites use; slashed dates per the site's convention (``swap``: the
+    mistake of reading a day-first site month-first whenever that gives a real date)."""
+    if isinstance(v, datetime):
+        return v.date()
+    if isinstance(v, date):
+        return v
+    s = " ".join(str(v).split())
+    if m := re.fullmatch(r"(\d{4})-(\d{1,2})-(\d{1,2})", s):
+        return date(int(m[1]), int(m[2]), int(m[3]))
+    if m := re.fullmatch(r"(\d{1,2})/(\d{1,2})/(\d{4})", s):
+        a, b, y = int(m[1]), int(m[2]), int(m[3])
+        if day_first and swap and a <= 12:
+            return date(y, a, b)
+        return date(y, b, a) if day_first else date(y, a, b)
+    if m := re.fullmatch(r"(\d{1,2}) ([A-Za-z]{3}) (\d{4})", s):
+        return date(int(m[3]), [x[:3] for x in MONTHS].index(m[2].title()) + 1, int(m[1]))
+    if m := re.fullmatch(r"([A-Za-z]+) (\d{1,2}), (\d{4})", s):
+        return date(int(m[3]), MONTHS.index(m[1].title()) + 1, int(m[2]))
+    raise ValueError(f"unknown date {v!r}")
+
+
+def consolidate(sites: list[dict], catalog: dict[str, dict], flaw: str | None = None) -> dict[str, dict]:
+    """SKU -> {"qty": {site: eaches}, "total", "last"} from the raw site rows (``flaw``: one mistake)."""
+    latest: dict[tuple[str, str], tuple[date, int]] = {}
+    for site in sites:
+        for r in site["rows"]:
+            key = sku_key(r["sku"])
+            if key is None or (catalog[key]["status"] != "Active" and flaw != "keep_discontinued"):
+                continue
+            day = parse_day(r["date"], site["day_first"], swap=flaw == "swap_dates")
+            case = catalog[key]["old_case"] if flaw == "old_case" else catalog[key]["case"]
+            qty = parse_qty(r["qty"]) * unit_factor(r["unit"], case)
+            prev = latest.get((site["name"], key))
+            if flaw == "sum_duplicates" and prev:
+                latest[(site["name"], key)] = (max(day, prev[0]), prev[1] + qty)
+            elif prev is None or day > prev[0]:
+                latest[(site["name"], key)] = (day, qty)
+    out: dict[str, dict] = {}
+    for (site, key), (day, qty) in sorted(latest.items()):
+        item = out.setdefault(key, {"qty": {s["name"]: 0 for s in sites}, "last": day})
+        item["qty"][site] = qty
+        item["last"] = max(item["last"], day)
+    for item in out.values():
+        item["total"] = sum(item["qty"].values())
+    return dict(sorted(out.items()))
+
+
+# -- messy spellings ------------------------------------------------------------------------------
+
+
+def _messy_sku(rng, sku: str) -> str:
+    style = rng.randrange(9)
+    if style < 4:
+        return sku
+    return [sku.lower(), sku.replace("-", ""), f" {sku} ", sku.replace("-", " ").lower(), f"{sku.lower()}  "][style - 4]
+
+
+def _messy_name(rng, desc: str) -> str:
+    style = rng.randrange(7)
+    if style == 0:
+        return desc
+    if style == 1:
+        return desc.lower()
+    if style == 2:
+        return f"  {desc}"
+    if style == 3:
+        return desc.replace(" ", "  ", 1)
+    if style == 4:
+        words = desc.split(" ")
+        return f"{' '.join(words[1:])}, {words[0]}"
+    if style == 5:
+        first = desc.split(" ")[0]
+        return desc.replace(first, ABBREV.get(first, first.upper()), 1)
+    return desc.upper()
+
+
+def _messy_date(rng, d: date, day_first: bool):
+    style = rng.randrange(6 if not day_first else 8)
+    if style == 0:
+        return datetime(d.year, d.month, d.day)
+    if style == 1:
+        return d.isoformat()
+    if style == 2:
+        return f"{d.day} {MONTHS[d.month - 1][:3]} {d.year}"
+    if style == 3:
+        return f"{MONTHS[d.month - 1]} {d.day}, {d.year}"
+    return f"{d.day:02d}/{d.month:02d}/{d.year}" if day_first else f"{d.month}/{d.day}/{d.year}"
+
+
+def _messy_qty(rng, n: int):
+    if n >= 1000 and rng.random() < 0.6:
+        return f"{n:,}"
+    if rng.random() < 0.1:
+        return f"{n} "
+    return n
+
+
+@register
+class InventorySheetCleanup(TaskFamily):
+    name = "inventory_sheet_cleanup"
+    category = "spreadsheet cleanup"
+    apps = ("sheets", "files")
+    description = (
+        "Consolidate a messy multi-warehouse stock count into one clean sheet by the README's rules: "
+        "canonical SKUs and catalog descriptions, units converted to eaches with the current case sizes, "
+        "recounts replacing superseded lines, subtotal/blank rows and discontinued items dropped, "
+        "ISO count dates (one site writes day/month/year); the site sheets stay untouched."
+    )
+
+    def generate(self, seed: int) -> Task:
+        rng, fake = rng_and_faker(seed, self.name)
+        year = rng.choice([2024, 2025])
+        month = rng.randint(2, 11)
+        stock_path = f"inventory/stock_count_{year}-{month:02d}.xlsx"
+        archive_path = f"inventory/archive/stock_count_{year}-{month - 1:02d}.xlsx"
+        catalog_path = "inventory/catalog.xlsx"
+        readme_path = "inventory/README.md"
+        clean = rng.choice(["Consolidated", "All Sites", "Combined Stock"])
+
+        for _attempt in range(60):
+            # the catalog
+            catalog: dict[str, dict] = {}
+            descs: set[str] = set()
+            prefixes = rng.sample(PREFIXES, 7)
+            size = rng.randint(70, 84)
+            while len(catalog) < size:
+                p = rng.choice(prefixes)
+                sku = f"{p}-{rng.randint(1000, 9999)}"
+                desc = f"{rng.choice(MATERIALS)} {THINGS[p]} {rng.choice(SIZES)}"
+                if sku in catalog or desc in descs:
+                    continue
+                descs.add(desc)
+                case = rng.choice(CASE_QTYS)
+                stale = rng.choice([c for c in CASE_QTYS if c != case]) if rng.random() < 0.4 else case
+                catalog[sku] = {"desc": desc, "case": case, "status": "Active", "old_case": stale}
+            for sku in rng.sample(sorted(catalog), rng.randint(4, 6)):
+                catalog[sku]["status"] = "Discontinued"
+            skus = sorted(catalog)
+
+            # the sites and their raw rows
+            names = rng.sample(US_SITES, rng.randint(4, 5)) + [rng.choice(EU_SITES)]
+            rng.shuffle(names)
+            sites = []
+            for i, name in enumerate(names):
+                day_first = name in EU_SITES
+                layout = rng.randrange(3)
+                stocked = rng.sample(skus, round(len(skus) * rng.uniform(0.44, 0.6)))
+                rows = []
+                for sku in stocked:
+                    kind = rng.choices(["each", "case", "dozen"], [0.55, 0.3, 0.15])[0]
+                    n = rng.randint(1, 40) if kind != "each" else rng.randint(0, 1500)
+                    unit = rng.choice({"each": EACH_UNITS, "case": CASE_UNITS, "dozen": DOZEN_UNITS}[kind])
+                    day = date(year, month, rng.randint(3, 28))
+                    rows.append({"sku": _messy_sku(rng, sku), "item": _messy_name(rng, catalog[sku]["desc"]),
+                                 "qty": _messy_qty(rng, n), "unit": unit, "day": day,
+                                 "date": _messy_date(rng, day, day_first), "aisle": rng.choice("ABCDEF")})
+                for sku in rng.sample(stocked, rng.randint(2, 3)):  # superseded counts, with an earlier date
+                    later = next(r for r in rows if sku_key(r["sku"]) == sku)
+                    day = later["day"] - timedelta(days=rng.randint(1, min(10, later["day"].day - 1)))
+                    n = rng.randint(0, 1200)
+                    rows.append({"sku": _messy_sku(rng, sku), "item": _messy_name(rng, catalog[sku]["desc"]),
+                                 "qty": n, "unit": rng.choice(EACH_UNITS), "day": day,
+                                 "date": _messy_date(rng, day, day_first), "aisle": later["aisle"]})
+                rows.sort(key=lambda r: (r["aisle"], rng.random()))
+                sites.append({"name": name, "sheet": name + rng.choice(SHEET_SUFFIX), "day_first": day_first,
+                              "layout": layout, "rows": rows,
+                              "subtotals": set(rng.sample("ABCDEF", rng.randint(2, 3)))})
+
+            truth = consolidate(sites, catalog)
+            stocked_disc = [k for s in sites for r in s["rows"] if (k := sku_key(r["sku"]))
+                            and catalog[k]["status"] != "Active"]
+            ok = bool(stocked_disc)
+            ok = ok and consolidate(sites, catalog, "swap_dates") != truth
+            ok = ok and consolidate(sites, catalog, "old_case") != truth
+            ok = ok and consolidate(sites, catalog, "sum_duplicates") != truth
+            typed = {sku_key(r["sku"]): r["item"] for s in sites for r in s["rows"]}
+            ok = ok and any(norm_text(typed[k]) != norm_text(catalog[k]["desc"]) for k in truth)
+            if ok:
+                break
+        else:  # pragma: no cover - a few tries always suffice
+            raise RuntimeError("could not generate a stock count")
+
+        def site_book() -> Workbook:
+            wb = Workbook()
+            wb.remove(wb.active)
+            for s in sites:
+                ws = wb.create_sheet(s["sheet"])
+                head, order = LAYOUTS[s["layout"]], LAYOUT_ORDER[s["layout"]]
+                ws.append([head[k] for k in order])
+                qty_col = "ABCDE"[order.index("qty")]
+                aisle, first = None, 2
+                blank_after = set(rng.sample(range(len(s["rows"])), 2))
+                for i, r in enumerate(s["rows"]):
+                    if aisle is not None and r["aisle"] != aisle and aisle in s["subtotals"]:
+                        label = [None] * 5
+                        label[order.index("item")] = f"Aisle {aisle} subtotal"
+                        label[order.index("qty")] = f"=SUM({qty_col}{first}:{qty_col}{ws.max_row})"
+                        ws.append(label)
+                        first = ws.max_row + 1
+                    elif r["aisle"] != aisle:
+                        first = ws.max_row + 1
+                    aisle = r["aisle"]
+                    ws.append([r[k] for k in order])
+                    if isinstance(r["date"], datetime):
+                        ws.cell(row=ws.max_row, column=order.index("date") + 1).number_format = "yyyy-mm-dd"
+                    if i in blank_after:
+                        ws.append([])  # a blank line
+            return wb
+
+        def catalog_book() -> Workbook:
+            wb = Workbook()
+            wb.remove(wb.active)
+            sheets = [("Items", "case", "status"), ("Items 2023", "old_case", None)]
+            if rng.random() < 0.5:
+                sheets.reverse()
+            for title, case_key, status_key in sheets:
+                ws = wb.create_sheet(title)
+                ws.append(["SKU", "Description", "Case Qty", "Status"])
+                for sku in skus:
+                    c = catalog[sku]
+                    ws.append([sku, c["desc"], c[case_key], c[status_key] if status_key else "Active"])
+            return wb
+
+        def archive_book() -> Workbook:
+            wb = Workbook()
+            ws = wb.active
+            ws.title = "Consolidated"
+            ws.append(["SKU", "Description", *names, "Total", "Last Counted"])
+            for sku in skus[::3]:
+                qty = [rng.randint(0, 800) for _ in names]
+                day = f"{year}-{month - 1:02d}-{rng.randint(10, 28):02d}"
+                ws.append([sku, catalog[sku]["desc"], *qty, sum(qty), day])
+            return wb
+
+        files = Files(lambda: {stock_path: site_book(), catalog_path: catalog_book(), archive_path: archive_book()})
+        original = files.bytes[stock_path]  # pin the random choices made while building the workbooks
+
+        site_table = "".join(
+            f"| {s['sheet']} | {s['name']} | {'day/month/year' if s['day_first'] else 'month/day/year'} |\n"
+            for s in sites)
+        readme = (
+            "# Monthly stock count: consolidation rules\n\n"
+            "Every warehouse enters its count on its own sheet of the month's stock_count workbook. Planning "
+            "needs one clean sheet with the whole picture. The site sheets are the signed-off counts: never "
+            "edit them, build the clean sheet next to them.\n\n"
+            "| Sheet | Column in the clean sheet | Slashed dates are written |\n|---|---|---|\n"
+            + site_table +
+            "\nRules:\n\n"
+            "1. One row per SKU across all sites. A SKU is three letters, a dash and four digits, in upper "
+            "case (e.g. VLV-2041); sites type them in lower case, with spaces or without the dash.\n"
+            "2. Description: the catalog's description (inventory/catalog.xlsx, sheet Items), not what the "
+            "site typed.\n"
+            "3. Quantities in eaches. ea / each / pcs are eaches; a dozen (dz, doz) is 12; a case (case, cs) "
+            "holds the SKU's Case Qty on the catalog's Items sheet. (The Items 2023 sheet has last year's "
+            "pack sizes; don't use it.)\n"
+            "4. If a site lists the same SKU more than once, the line with the latest count date is the "
+            "recount: use it and ignore the earlier line (don't add them up).\n"
+            "5. Lines without a SKU (aisle subtotals, notes, blank lines) are not items.\n"
+            "6. Leave out SKUs the catalog marks Discontinued, even if a site still has some.\n"
+            "7. A site that does not stock a SKU gets 0 in its column.\n"
+            "8. Total is the sum of the site columns. Last Counted is the most recent count date for the "
+            "SKU at any site, written YYYY-MM-DD.\n"
+            "9. Rows sorted by SKU.\n"
+        )
+        text_files = {readme_path: readme}
+        header = ["SKU", "Description", *names, "Total", "Last Counted"]
+
+        def build(root: Path) -> None:
+            files.build(root)
+            for rel, text in text_files.items():
+                p = root / "workspace" / rel
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_text(text, encoding="utf-8")
+
+        data = {
+            "stock": stock_path, "catalog": catalog_path, "readme": readme_path, "archive": archive_path,
+            "clean": clean, "header": header, "names": names,
+            "sheets": {s["name"]: s["sheet"] for s in sites},
+            "day_first": {s["name"]: s["day_first"] for s in sites},
+            "truth": {k: {"desc": catalog[k]["desc"], "qty": v["qty"], "total": v["total"],
+                          "last": v["last"].isoformat()} for k, v in truth.items()},
+            "discontinued": sorted(k for k, v in catalog.items() if v["status"] != "Active"),
+        }
+        sender = fake.first_name()
+        instruction = (
+            f"Hi! The {MONTHS[month - 1]} stock count is in: {stock_path} has one sheet per warehouse and, as "
+            f"usual, it's a mess. Planning needs it consolidated. Could you add a sheet called \"{clean}\" to that "
+            "workbook following the rules in inventory/README.md? Columns: SKU, Description, then one column per "
+            f"site ({', '.join(names)}), Total, Last Counted, with the header in row 1. Last month's clean "
+            f"sheet is in {archive_path} if you want to see how it came out.\n\n"
+            "Leave the site sheets exactly as they are (they're signed off) and don't create any other files. "
+            f"Thanks, {sender}"
+        )
+        task = Task(
+            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps, build=build,
+            oracle=partial(_oracle, data, None), criteria=_criteria(data, files, text_files, original), data=data,
+        )
+        task.perturbations = {c.id: partial(_oracle, data, c.id) for c in task.criteria}
+        return task
+
+
+# -- grading ---------------------------------------------------------------------------------
+
+
+def _cells(wb, title: str) -> dict | None:
+    ws = wb[title] if title in wb.sheetnames else None
+    if ws is None:
+        return None
+    return {k: c.value for k, c in ws._cells.items() if c.value is not None}
+
+
+def _criteria(d: dict, files: Files, text_files: dict[str, str], original: bytes) -> list[Criterion]:
+    stock, clean, header, names, truth = d["stock"], d["clean"], d["header"], d["names"], d["truth"]
+    width = len(header)
+    orig_cells: dict[str, dict] = {}
+
+    def table(world):
+        t = read_table(world.file(stock), clean)
+        if t is None:
+            return None, f"{stock} has no sheet {clean!r}"
+        head, rows = t
+        return (head, [list(r) + [None] * (width - len(r)) for r in rows]), ""
+
+    def by_sku(world):
+        t, why = table(world)
+        if t is None:
+            return None, why
+        out: dict[str, list] = {}
+        for r in t[1]:
+            k = sku_key(r[0])
+            if k in truth:
+                out.setdefault(k, r)
+        if len(out) < len(truth) / 2:
+            return None, f"only {len(out)} of {len(truth)} SKUs found"
+        return out, ""
+
+    def clean_sheet(world, traj):
+        t, why = table(world)
+        if t is None:
+            return False, why
+        head = [norm_text(v) for v in t[0][:width]]
+        return head == [norm_text(h) for h in header], f"header {t[0][:width]!r}, expected {header!r}"
+
+    def all_skus(world, traj):
+        t, why = table(world)
+        if t is None:
+            return False, why
+        got = {sku_key(r[0]) for r in t[1]}
+        missing = sorted(set(truth) - got)
+        return not missing, f"missing: {missing[:8]}"
+
+    def one_row_per_sku(world, traj):
+        t, why = table(world)
+        if t is None:
+            return False, why
+        keys = [sku_key(r[0]) for r in t[1]]
+        no_sku = [i + 2 for i, k in enumerate(keys) if k is None]
+        twice = sorted({k for k in keys if k and keys.count(k) > 1})
+        ok = bool(keys) and not no_sku and not twice
+        return ok, f"rows without a SKU (blank, subtotal): {no_sku[:6]}; repeated: {twice[:6]}"
+
+    def discontinued(world, traj):
+        rows, why = by_sku(world)
+        if rows is None:
+            return False, why
+        t, _ = table(world)
+        found = sorted({k for r in t[1] if (k := sku_key(r[0])) in d["discontinued"]})
+        return not found, f"discontinued SKUs listed: {found}"
+
+    def field(check_one, what: str):
+        def check(world, traj):
+            rows, why = by_sku(world)
+            if rows is None:
+                return False, why
+            bad = [f"{k}: {rows[k]!r}" for k, t in truth.items() if k in rows and not check_one(rows[k], t)]
+            return not bad, f"{what} wrong: " + "; ".join(bad[:4])
+        return check
+
+    def sku_ok(r, t) -> bool:
+        return isinstance(r[0], str) and r[0] == sku_key(r[0])
+
+    def desc_ok(r, t) -> bool:
+        return norm_text(r[1]) == norm_text(t["desc"])
+
+    def qty_ok(r, t) -> bool:
+        for i, site in enumerate(names):
+            v = r[2 + i]
+            got = 0.0 if blank(v) else to_number(v)
+            if got is None or abs(got - t["qty"][site]) > 1e-6:
+                return False
+        return True
+
+    def total_ok(r, t) -> bool:
+        got = to_number(r[2 + len(names)])
+        return got is not None and abs(got - t["total"]) <= 1e-6
+
+    def date_ok(r, t) -> bool:
+        v = r[3 + len(names)]
+        if isinstance(v, (datetime, date)):
+            return parse_day(v, False).isoformat() == t["last"]
+        return isinstance(v, str) and v.strip() == t["last"]
+
+    def order(world, traj):
+        rows, why = by_sku(world)
+        if rows is None:
+            return False, why
+        t, _ = table(world)
+        seen: list[str] = []
+        for r in t[1]:
+            k = sku_key(r[0])
+            if k and k not in seen:
+                seen.append(k)
+        return seen == sorted(seen), "rows are not sorted by SKU"
+
+    def sites_intact(world, traj):
+        if not orig_cells:
+            wb = openpyxl.load_workbook(io.BytesIO(original))
+            orig_cells.update({t: _cells(wb, t) for t in d["sheets"].values()})
+        p = world.file(stock)
+        if not p.is_file():
+            return False, f"{stock} is gone"
+        wb = load_workbook(p)
+        changed = [t for t, cells in orig_cells.items() if _cells(wb, t) != cells]
+        return not changed, f"site sheets changed or gone: {changed}"
+
+    def references_untouched(world, traj):
+        hits = writes_to(traj, [d["readme"], d["catalog"], d["archive"]])
+        return not hits, f"wrote to: {hits}"
+
+    def no_extra_files(world, traj):
+        extra = sorted(workspace_files(world) - set(files.bytes) - set(text_files))
+        gone = [rel for rel in [d["readme"], d["catalog"], d["archive"]] if not world.file(rel).is_file()]
+        return not extra and not gone, f"unexpected files: {extra}; missing: {gone}"
+
+    def verified(world, traj):
+        writes = [i for i, c in enumerate(traj.tool_calls) if not c.is_error and c.app == "sheets"
+                  and c.tool not in ("list_sheets", "read_range") and isinstance(c.arguments, dict)
+                  and norm_path(c.arguments.get("path")) == stock]
+        if not writes:
+            return False, "the clean sheet was never written"
+        later = [c for c in traj.tool_calls[writes[-1] + 1:] if not c.is_error and c.name == "sheets__read_range"
+                 and isinstance(c.arguments, dict) and norm_path(c.arguments.get("path")) == stock
+                 and norm_text(c.arguments.get("sheet")) == norm_text(clean)]
+        return bool(later), "" if later else "the clean sheet was not read back after its last edit"
+
+    return [
+        Criterion("clean_sheet", f"{stock} has a sheet {clean!r} with header {', '.join(header)}",
+                  "final_state", clean_sheet),
+        Criterion("all_skus", "every active SKU any site stocks has a row", "final_state", all_skus, weight=2.0),
+        Criterion("one_row_per_sku", "each SKU appears once; no subtotal, note or blank rows", "final_state",
+                  one_row_per_sku),
+        Criterion("discontinued_dropped", "no SKU the catalog marks Discontinued is listed", "final_state",
+                  discontinued),
+        Criterion("sku_format", "SKUs written as AAA-0000 in upper case, no spaces", "final_state",
+                  field(sku_ok, "SKU")),
+        Criterion("descriptions", "descriptions are the catalog's (Items sheet)", "final_state",
+                  field(desc_ok, "description")),
+        Criterion("quantities", "per-site quantities in eaches (current case sizes, recounts replace "
+                  "superseded lines, 0 where not stocked)", "final_state", field(qty_ok, "quantity"), weight=2.0),
+        Criterion("totals", "Total is the sum of the site columns", "final_state", field(total_ok, "total")),
+        Criterion("last_counted", "Last Counted is the latest count date as YYYY-MM-DD (day/month/year for the "
+                  "European site)", "final_state", field(date_ok, "date")),
+        Criterion("order", "rows sorted by SKU", "final_state", order),
+        Criterion("verified", "the clean sheet was read back after its last edit", "process", verified),
+        Criterion("site_sheets_intact", "every site sheet holds exactly what it held", "final_state",
+                  sites_intact, guard=True),
+        Criterion("references_untouched", "no tool call wrote to the README, the catalog or the archive",
+                  "process", references_untouched, guard=True),
+        Criterion("no_extra_files", "no new files; README, catalog and archive still there", "final_state",
+                  no_extra_files, guard=True),
+    ]
+
+
+# -- reference solution ----------------------------------------------------------------------
+
+
+def _oracle(d: dict, flaw: str | None):
+    """Read the README and the catalog, page through each site sheet, apply the rules to what was
+    read, add the clean sheet, read it back. ``flaw`` names the criterion this run should break."""
+    stock, clean, names = d["stock"], d["clean"], d["names"]
+
+    yield ToolCall("files__list_dir", {"path": "inventory", "recursive": True}, "See what's in the inventory folder.")
+    readme = yield ToolCall("files__read_file", {"path": d["readme"]}, "Read the consolidation rules.")
+    day_first = {name: "day/month/year" in line for line in readme.splitlines() for name in names
+                 if line.startswith("|") and f"| {name} |" in line}
+
+    yield ToolCall("sheets__list_sheets", {"path": d["archive"]}, "Open last month's consolidated workbook.")
+    yield ToolCall("sheets__read_range", {"path": d["archive"], "sheet": "Consolidated", "range": "A1:J4"},
+                   "See how last month's clean sheet looked.")
+    info = parse_json((yield ToolCall("sheets__list_sheets", {"path": d["catalog"]},
+                                      "Find the current catalog sheet.")))
+    n = next(s["rows"] for s in info if s["name"] == "Items")
+    catalog: dict[str, dict] = {}
+    for first in range(1, n + 1, CHUNK):
+        last = min(first + CHUNK - 1, n)
+        page = parse_json((yield ToolCall("sheets__read_range", {"path": d["catalog"], "sheet": "Items",
+                                                                 "range": f"A{first}:D{last}"},
+                                          f"Read catalog rows {first}-{last}.")))
+        for r in page["rows"]:
+            sku, desc, case, status = r["values"]
+            if sku and sku != "SKU":
+                catalog[sku] = {"desc": desc, "case": int(case), "status": status, "old_case": int(case)}
+
+    info = parse_json((yield ToolCall("sheets__list_sheets", {"path": stock}, "List the site sheets.")))
+    size = {s["name"]: (s["rows"], s["columns"]) for s in info}
+    sites = []
+    for name in names:
+        sheet = d["sheets"][name]
+        rows_n, cols = size[sheet]
+        raw: list[list] = []
+        for first in range(1, rows_n + 1, CHUNK):
+            last = min(first + CHUNK - 1, rows_n)
+            page = parse_json((yield ToolCall(
+                "sheets__read_range",
+                {"path": stock, "sheet": sheet, "range": f"A{first}:{'ABCDEFGH'[cols - 1]}{last}"},
+                f"Read {sheet}, rows {first}-{last}.")))
+            raw.extend(r["values"] for r in page["rows"])
+        head = [norm_text(h) for h in raw[0]]
+        col = {"sku": next(i for i, h in enumerate(head) if h in ("sku", "item code")),
+               "qty": next(i for i, h in enumerate(head) if h in ("qty", "count")),
+               "unit": next(i for i, h in enumerate(head) if h in ("unit", "uom")),
+               "date": next(i for i, h in enumerate(head) if "count" in h and h != "count"),
+               "item": next(i for i, h in enumerate(head) if h in ("item", "description"))}
+        rows = [{k: r[i] for k, i in col.items()} for r in raw[1:] if not blank(r[col["sku"]])]
+        sites.append({"name": name, "day_first": day_first[name], "rows": rows})
+
+    mistake = {"quantities": "sum_duplicates", "last_counted": "swap_dates",
+               "discontinued_dropped": "keep_discontinued"}.get(flaw)
+    result = consolidate(sites, catalog, mistake)
+    typed = {sku_key(r["sku"]): r["item"] for s in sites for r in s["rows"]}
+    table = [list(d["header"])]
+    if flaw == "clean_sheet":
+        table[0][-1] = "Last Count"
+    keys = sorted(result, key=lambda k: catalog[k]["desc"]) if flaw == "order" else list(result)
+    if flaw == "all_skus":
+        keys = keys[:-1]
+    last_site = "ABCDEFGHIJ"[1 + len(names) - (1 if flaw == "totals" else 0)]
+    misnamed = next((k for k in keys if norm_text(typed[k]) != norm_text(catalog[k]["desc"])), None)
+    for i, k in enumerate(keys, start=2):
+        item = result[k]
+        sku = k.replace("-", "").lower() if flaw == "sku_format" and i == 2 else k
+        desc = typed[k] if flaw == "descriptions" and k == misnamed else catalog[k]["desc"]
+        table.append([sku, desc, *(item["qty"][s] for s in names), f"=SUM(C{i}:{last_site}{i})",
+                      item["last"].isoformat()])
+    if flaw == "one_row_per_sku":
+        table.append([None, "Aisle A subtotal", *([None] * len(names)), None, None])
+
+    if flaw == "site_sheets_intact":
+        yield ToolCall("sheets__write_cells",
+                       {"path": stock, "sheet": d["sheets"][names[0]], "cells": {"G1": "in clean sheet"}},
+                       "Note on the site sheet that it has been consolidated.")
+    yield ToolCall("sheets__add_sheet", {"path": stock, "name": clean}, f"Add the {clean} sheet.")
+    yield ToolCall("sheets__write_rows", {"path": stock, "sheet": clean, "start_cell": "A1", "rows": table},
+                   f"Write the header and {len(table) - 1} clean rows.")
+    end_col = "ABCDEFGHIJ"[len(names) + 3]
+    if flaw != "verified":
+        for first in range(1, len(table) + 1, CHUNK):
+            yield ToolCall("sheets__read_range", {"path": stock, "sheet": clean,
+                                                  "range": f"A{first}:{end_col}{min(first + CHUNK - 1, len(table))}"},
+                           "Read the clean sheet back to check it.")
+
+    if flaw == "references_untouched":
+        yield ToolCall("files__write_file", {"path": d["readme"], "content": readme}, "Save the README (unchanged).")
+    if flaw == "no_extra_files":
+        yield ToolCall("files__copy", {"src": stock, "dst": stock.replace(".xlsx", "_backup.xlsx")},
+                       "Keep a backup of the workbook.")
+
+    dropped = sorted({k for s in sites for r in s["rows"] if (k := sku_key(r["sku"])) and k not in result})
+    return (f"Added \"{clean}\" to {stock}: {len(keys)} SKUs across {len(names)} sites"
+            f" (left out discontinued: {', '.join(dropped) or 'none'}).")
