@@ -13,10 +13,13 @@ FAMILIES = [f.name for f in families()]
 SEEDS = [0, HOLDOUT_SEED_BASE]  # seeds 0-9 also run through the runner in tests/rollout/test_suite_run.py
 
 
-def test_suite_has_enough_breadth():
-    fams = families()
-    assert len(fams) >= 8
-    assert len({f.category for f in fams}) >= 4
+def test_suite_has_27_categories_each_with_several_families():
+    per_category = {}
+    for f in families():
+        per_category.setdefault(f.category, []).append(f.name)
+    assert len(per_category) >= 27, sorted(per_category)
+    thin = {c: names for c, names in per_category.items() if len(names) < 2}
+    assert not thin, f"categories with a single family: {thin}"
 
 
 @pytest.mark.parametrize("seed", SEEDS)
