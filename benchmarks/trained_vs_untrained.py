@@ -4,8 +4,8 @@
     .venv/bin/python benchmarks/trained_vs_untrained.py --reuse runs/demo   # compare a finished demo
 
 Runs ``longhorizon demo``'s pipeline with a larger SFT budget than the demo (more teacher
-episodes, 24 epochs, on the shortest family), evaluates base, SFT and RL greedily on the
-holdout, and prints mean reward and pass@1 per family with the difference to the untrained
+episodes, 55 epochs, a 4096-token vocabulary, on the shortest family), evaluates base, SFT
+and RL greedily on the holdout, and prints mean reward and pass@1 per family with the difference to the untrained
 model measured in the same run. Resumable: rerun to finish. Not a test: it reports what it
 finds, including when training did not help.
 """
@@ -22,12 +22,14 @@ from longhorizon.train.config import PipelineConfig
 FAMILIES = ["log_error_summary"]
 
 
-def bench_config(teacher_seeds: int = 6, epochs: float = 24) -> PipelineConfig:
+def bench_config(teacher_seeds: int = 8, epochs: float = 55, vocab_size: int = 4096) -> PipelineConfig:
     """The demo's pipeline with a real SFT budget: more teacher episodes, many more epochs at a
-    higher rate (a random-init model has everything to learn), twice the holdout."""
+    higher rate (a random-init model has everything to learn), twice the holdout, and a larger
+    vocabulary (an episode is ~26% fewer tokens at 4096 than at 1024)."""
     from longhorizon.train.pipeline import demo_config
 
     cfg = demo_config()
+    cfg.model.vocab_size = vocab_size
     cfg.teacher.families = cfg.rl.families = cfg.eval.families = list(FAMILIES)
     cfg.teacher.seeds = teacher_seeds
     cfg.sft.epochs = epochs
@@ -40,8 +42,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="runs/bench-trained-vs-untrained")
     ap.add_argument("--reuse", help="a finished demo folder: only compare its evaluations")
-    ap.add_argument("--teacher-seeds", type=int, default=6, help="teacher episodes (train seeds) to learn from")
-    ap.add_argument("--epochs", type=float, default=24, help="SFT epochs")
+    ap.add_argument("--teacher-seeds", type=int, default=8, help="teacher episodes (train seeds) to learn from")
+    ap.add_argument("--epochs", type=float, default=55, help="SFT epochs")
+    ap.add_argument("--vocab-size", type=int, default=4096, help="tokenizer vocabulary of the tiny model")
     args = ap.parse_args(argv)
 
     from longhorizon.train.report import results_table
@@ -56,7 +59,8 @@ def main(argv=None) -> int:
 
         folder.mkdir(parents=True, exist_ok=True)
         cfg_path = folder / "bench_config.yaml"
-        cfg_path.write_text(yaml.safe_dump(dataclasses.asdict(bench_config(args.teacher_seeds, args.epochs)),
+        cfg = bench_config(args.teacher_seeds, args.epochs, args.vocab_size)
+        cfg_path.write_text(yaml.safe_dump(dataclasses.asdict(cfg),
                                            sort_keys=False))
         run_pipeline(folder, config=cfg_path)
     rows, _ = results_table(folder)
