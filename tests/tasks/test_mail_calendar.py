@@ -80,7 +80,7 @@ def test_seeds_give_different_tasks(family):
 def test_date_and_time_spellings_are_recognised():
     from datetime import date, datetime
 
-    from longhorizon.tasks.mail.common import mentions_code, mentions_date, mentions_time
+    from longhorizon.tasks.common import mentions_code, mentions_date, mentions_time
 
     d = date(2026, 3, 13)
     for text in ["on 2026-03-13", "Friday, March 13", "13 March", "Mar. 13th", "13/03/2026", "3/13"]:

@@ -1,11 +1,29 @@
-"""Small helpers task families share: seeded generators and argument normalisation."""
+"""Helpers task families share: seeded generators, people and dates, tolerant text checks,
+tool results, workspace files and the writes that touch them, and sheets read as values.
+
+Graders are tolerant where a person would be (case, spacing, dashes, date and time
+spellings, number formats) and strict on content (the right invoice number, the right day
+and hour, the right amount).
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import posixpath
 import random
+import re
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 from faker import Faker
+
+from longhorizon.apps.sheets.state import find_sheet, load_workbook, sheet_values, workbook_bytes
 
 
 def rng_and_faker(seed: int, family: str) -> tuple[random.Random, Faker]:
@@ -21,3 +39,352 @@ def norm_path(path) -> str:
     so graders compare what the agent touched, not how it spelled it."""
     p = posixpath.normpath(str(path or "").strip().replace("\\", "/").lstrip("/") or ".")
     return "." if p in ("", ".") else p
+
+
+MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august",
+          "september", "october", "november", "december"]
+WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+FIRST_MONDAY_2026 = date(2026, 1, 5)
+
+
+# -- people, companies ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Person:
+    first: str
+    last: str
+    email: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.first} {self.last}"
+
+
+def faker_for(seed: int) -> Faker:
+    fake = Faker("en_US")
+    fake.seed_instance(seed)
+    return fake
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def kebab(text: str) -> str:
+    """Lower case words joined by dashes: 'Q3 Vendor Review!' -> 'q3-vendor-review'."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def company(fake: Faker) -> tuple[str, str]:
+    """(company name, its mail domain) e.g. ("Turner Inc", "turnerinc.example")."""
+    name = fake.company()
+    return name, f"{slug(name)[:24]}.example"
+
+
+class People:
+    """Makes people with unique names and addresses (no two share a first name unless asked)."""
+
+    def __init__(self, fake: Faker):
+        self.fake = fake
+        self.used_names: set[str] = set()
+        self.used_first: set[str] = set()
+        self.used_emails: set[str] = set()
+
+    def make(self, domain: str, first: str | None = None, last: str | None = None) -> Person:
+        for _ in range(200):
+            f = first or self.fake.first_name()
+            l_ = last or self.fake.last_name()
+            if not slug(f) or not slug(l_):
+                continue
+            if first is None and f in self.used_first:
+                continue
+            email = f"{slug(f)}.{slug(l_)}@{domain}"
+            if f"{f} {l_}" in self.used_names or email in self.used_emails:
+                if first is not None and last is not None:
+                    raise ValueError(f"{f} {l_} already exists")
+                continue
+            self.used_names.add(f"{f} {l_}")
+            self.used_first.add(f)
+            self.used_emails.add(email)
+            return Person(f, l_, email)
+        raise RuntimeError("could not make a unique person")
+
+
+# -- dates -----------------------------------------------------------------------------
+
+def monday_of(rng: random.Random, weeks: int = 44) -> date:
+    """A Monday in 2026, chosen by ``rng``."""
+    return FIRST_MONDAY_2026 + timedelta(weeks=rng.randrange(weeks))
+
+
+def weekday(d: date) -> str:
+    return WEEKDAYS[d.weekday()].capitalize()
+
+
+def long_date(d: date) -> str:
+    """"Friday, March 13, 2026"."""
+    return f"{weekday(d)}, {MONTHS[d.month - 1].capitalize()} {d.day}, {d.year}"
+
+
+def day_month(d: date) -> str:
+    """"Friday 13 March"."""
+    return f"{weekday(d)} {d.day} {MONTHS[d.month - 1].capitalize()}"
+
+
+def day_month_year(d: date) -> str:
+    """"13 March 2026"."""
+    return f"{d.day} {d:%B %Y}"
+
+
+def hhmm(dt: datetime) -> str:
+    return dt.strftime("%H:%M")
+
+
+# -- tolerant text checks -----------------------------------------------------------------
+
+def norm(text: str) -> str:
+    """Lower case, one space between words, plain dashes and quotes."""
+    text = (text or "").lower()
+    text = re.sub(r"[\u2010-\u2015\u2212]", "-", text)
+    text = text.replace("\u2018", "'").replace("\u2019", "'").replace("\u201c", '"').replace("\u201d", '"')
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def squash(text: str) -> str:
+    """Only letters and digits, lower case: 'INV-2041' ~ 'inv 2041' ~ 'inv2041'."""
+    return re.sub(r"[^a-z0-9]", "", (text or "").lower())
+
+
+def mentions_code(text: str, code: str) -> bool:
+    """``code`` (an invoice number, say) appears, ignoring case and punctuation inside it."""
+    return squash(code) in squash(text)
+
+
+def mentions_date(text: str, d: date) -> bool:
+    """The day is named as ISO, 'March 13', '13 March', 'Mar. 13th', '13/03' or '3/13'."""
+    t = norm(text)
+    if d.isoformat() in t:
+        return True
+    month = MONTHS[d.month - 1]
+    mon = rf"(?:{month}|{month[:3]}\.?)"
+    day = rf"0?{d.day}(?:st|nd|rd|th)?"
+    patterns = [
+        rf"\b{mon},?\s+{day}\b",
+        rf"\b{day}\s+(?:of\s+)?{mon}\b",
+        rf"(?<![\d/.]){'0?' + str(d.day)}[/.]0?{d.month}(?![\d])",
+        rf"(?<![\d/.])0?{d.month}/0?{d.day}(?![\d])",
+    ]
+    return any(re.search(p, t) for p in patterns)
+
+
+def mentions_weekday(text: str, d: date) -> bool:
+    return WEEKDAYS[d.weekday()] in norm(text)
+
+
+def mentions_time(text: str, dt: datetime) -> bool:
+    """The clock time as '14:00', '14.00', '2pm', '2:00 pm', '2 p.m.', '2:30pm'."""
+    t = norm(text)
+    h, m = dt.hour, dt.minute
+    if re.search(rf"(?<![\d:.])0?{h}[:.h]{m:02d}(?![\d])", t):
+        return True
+    h12 = h % 12 or 12
+    ap = "a" if h < 12 else "p"
+    minutes = rf"(?:[:.]00)?" if m == 0 else rf"[:.]{m:02d}"
+    if re.search(rf"(?<![\d:.]){h12}{minutes}\s*{ap}\.?\s?m\b\.?", t):
+        return True
+    return h == 12 and m == 0 and "noon" in t
+
+
+def mentions_day(text: str, d: date) -> bool:
+    """Either the date or its weekday is named."""
+    return mentions_date(text, d) or mentions_weekday(text, d)
+
+
+# -- tool results ---------------------------------------------------------------------------
+
+def loads(result: str) -> Any:
+    """Parse a tool's JSON result (oracles read what they are given)."""
+    return json.loads(result)
+
+
+def parse_json(text: str) -> Any:
+    """Tool result JSON for oracles; a readable error when a tool answered with an error instead."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise RuntimeError(f"oracle expected JSON from a tool, got: {text[:300]}") from None
+
+
+def parse_id(result: str) -> int:
+    """The id in a confirmation like 'Sent message 42 ...' / 'Created event 7 ...'."""
+    m = re.search(r"(?:message|event) (\d+)", result)
+    if not m:
+        raise ValueError(f"no id in {result!r}")
+    return int(m.group(1))
+
+
+# -- mail the agent sent ---------------------------------------------------------------------
+
+MAIL_SENDS = ("mail__send_message", "mail__reply", "mail__forward")
+"""The mail tools that send a message."""
+
+
+def mails_sent(traj) -> list:
+    """The successful calls that sent a mail (a new message, a reply or a forward), in order."""
+    return [c for c in traj.tool_calls if not c.is_error and c.name in MAIL_SENDS]
+
+
+def at_most_one_mail(world, traj) -> tuple[bool, str]:
+    """Criterion check: no more than one mail was sent."""
+    sends = mails_sent(traj)
+    return len(sends) <= 1, f"{len(sends)} mails sent"
+
+
+# -- workspace files and the calls that write them -------------------------------------
+
+READ_ONLY_TOOLS = {
+    "sheets__list_sheets", "sheets__read_range",
+    "files__list_dir", "files__read_file", "files__search", "files__file_info",
+}
+WRITE_ARGS = {
+    "files__copy": ("dst",),
+    "files__move": ("src", "dst"),
+}
+"""Which arguments of a mutating tool name what it changes (default: ``path``)."""
+
+
+def written_paths(call) -> list[str]:
+    """Workspace paths a successful tool call may have changed (empty for reads and errors)."""
+    if call.is_error or call.name in READ_ONLY_TOOLS or not isinstance(call.arguments, dict):
+        return []
+    keys = WRITE_ARGS.get(call.name, ("path",))
+    return [norm_path(call.arguments[k]) for k in keys if k in call.arguments]
+
+
+def touches(written: str, target: str) -> bool:
+    """Whether changing ``written`` (a file or a whole folder) can change ``target``."""
+    return written == "." or written == target or target.startswith(written + "/")
+
+
+def writes_to(trajectory, targets: list[str]) -> list[str]:
+    """Targets that some successful mutating call touched, with the tool that did it."""
+    hits = []
+    for call in trajectory.tool_calls:
+        for w in written_paths(call):
+            hits.extend(f"{t} (by {call.name})" for t in targets if touches(w, t))
+    return hits
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def workspace_files(world) -> set[str]:
+    """Every file under the workspace, as relative posix paths."""
+    root = world.workspace
+    out = set()
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            out.add((Path(dirpath) / name).relative_to(root).as_posix())
+    return out
+
+
+def write_files(folder: Path, files: Mapping[str, str | bytes], encoding: str | None = "utf-8") -> None:
+    """Write ``files`` (relative path -> bytes, or text in ``encoding``) under ``folder``, making
+    the folders on the way, in the mapping's order."""
+    for rel, data in files.items():
+        p = folder / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, bytes):
+            p.write_bytes(data)
+        else:
+            p.write_text(data, encoding=encoding)
+
+
+class Files:
+    """The workbooks a task writes, made once on first use and shared by build and graders."""
+
+    def __init__(self, make: Callable[[], dict[str, Any]]):
+        self._make = make
+        self._bytes: dict[str, bytes] | None = None
+
+    @property
+    def bytes(self) -> dict[str, bytes]:
+        if self._bytes is None:
+            self._bytes = {rel: workbook_bytes(wb) for rel, wb in sorted(self._make().items())}
+        return self._bytes
+
+    def build(self, root: Path) -> None:
+        write_files(root / "workspace", self.bytes)
+
+    def changed(self, world) -> list[str]:
+        """Files whose bytes differ from what was built, or that are gone."""
+        out = []
+        for rel, data in self.bytes.items():
+            p = world.file(rel)
+            if not p.is_file() or sha256(p.read_bytes()) != sha256(data):
+                out.append(rel)
+        return out
+
+
+# -- sheets read as computed values ---------------------------------------------------------
+
+def read_table(path: Path, sheet: str) -> tuple[list[Any], list[list[Any]]] | None:
+    """(header, data rows) of a sheet as computed values; rows after the last non-empty one
+    are dropped; None when the file or sheet is missing."""
+    if not path.is_file():
+        return None
+    st = path.stat()
+    key = (str(path.resolve()), st.st_ino, st.st_mtime_ns, st.st_size, sheet)
+    with _TABLES_LOCK:
+        if key in _TABLES:
+            return _TABLES[key]
+    table = _read_table(path, sheet)
+    with _TABLES_LOCK:
+        while len(_TABLES) >= 32:
+            _TABLES.pop(next(iter(_TABLES)))
+        _TABLES[key] = table
+    return table
+
+
+_TABLES: dict[tuple, Any] = {}
+"""Graders of one episode read the same output file several times: load it once."""
+_TABLES_LOCK = threading.Lock()
+
+
+def _read_table(path: Path, sheet: str) -> tuple[list[Any], list[list[Any]]] | None:
+    wb = load_workbook(path)
+    ws = find_sheet(wb, sheet)
+    if ws is None:
+        return None
+    grid = sheet_values(wb, ws.title)
+    return (grid[0], grid[1:]) if grid else ([], [])
+
+
+def blank(v: Any) -> bool:
+    return v is None or (isinstance(v, str) and not v.strip())
+
+
+def norm_text(v: Any) -> str:
+    """Case- and whitespace-insensitive form of a cell, for labels and names."""
+    return " ".join(str(v).split()).lower() if v is not None else ""
+
+
+def to_number(v: Any) -> float | None:
+    """A cell as a number, accepting '1,234.50', '$1,234.50' and '(12.00)'; None if it is not one."""
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    s = str(v).strip().replace(",", "").replace("$", "").replace(" ", "")
+    neg = s.startswith("(") and s.endswith(")")
+    s = s.strip("()")
+    try:
+        x = float(s)
+    except ValueError:
+        return None
+    return -x if neg else x
+
+
+def close(a: float | None, b: float, tol: float = 0.01) -> bool:
+    return a is not None and abs(a - b) <= tol + 1e-9

@@ -7,7 +7,7 @@ import datetime as dt
 import re
 from typing import Any
 
-from longhorizon.tasks.spreadsheets import to_number
+from longhorizon.tasks.common import to_number
 
 MONTH_NAMES = ["january", "february", "march", "april", "may", "june", "july", "august", "september",
                "october", "november", "december"]

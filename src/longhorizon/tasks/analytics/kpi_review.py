@@ -32,9 +32,20 @@ from longhorizon.tasks.analytics import (
     pct_close,
 )
 from longhorizon.tasks.analytics.warehouse import make_warehouse, memory_db, ordered_rows, run
-from longhorizon.tasks.common import norm_path, rng_and_faker
-from longhorizon.tasks.mail.common import MONTHS, People, company
-from longhorizon.tasks.spreadsheets import close, norm_text, parse_json, read_table, to_number, writes_to
+from longhorizon.tasks.common import (
+    MONTHS,
+    People,
+    at_most_one_mail,
+    close,
+    company,
+    norm_path,
+    norm_text,
+    parse_json,
+    read_table,
+    rng_and_faker,
+    to_number,
+    writes_to,
+)
 
 
 # -- reference SQL (oracle, generator and graders all run exactly these) ----------------------
@@ -528,11 +539,6 @@ class QuarterlyKpiReview(TaskFamily):
                 problems.append(f"highest refund rate {top_r[0]} ({top_r[3]}%) not named")
             return not problems, "; ".join(problems)
 
-        def one_mail(world, traj):
-            sends = [c for c in traj.tool_calls if not c.is_error and c.name in
-                     ("mail__send_message", "mail__reply", "mail__forward")]
-            return len(sends) <= 1, f"{len(sends)} mails sent"
-
         def old_untouched(world, traj):
             hits = writes_to(traj, [norm_path(old_report)])
             if hits:
@@ -560,7 +566,7 @@ class QuarterlyKpiReview(TaskFamily):
                       "final_state", mailed_report, 1.0),
             Criterion("mail_summary", "the mail names the fastest-growing month and the highest refund rate",
                       "final_state", mail_summary, 1.0),
-            Criterion("one_mail", "no more than one mail was sent", "process", one_mail, 1.0, guard=True),
+            Criterion("one_mail", "no more than one mail was sent", "process", at_most_one_mail, 1.0, guard=True),
             Criterion("old_report_untouched", "last quarter's report was not modified", "process",
                       old_untouched, 1.0, guard=True),
         ]

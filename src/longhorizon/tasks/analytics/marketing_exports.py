@@ -22,9 +22,19 @@ from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
 from longhorizon.tasks.analytics import add_months, mentions_number, month_end, month_key, month_label, pct_close
 from longhorizon.tasks.analytics.warehouse import make_warehouse, memory_db, ordered_rows, run
-from longhorizon.tasks.common import norm_path, rng_and_faker
-from longhorizon.tasks.mail.common import People, company
-from longhorizon.tasks.spreadsheets import close, norm_text, parse_json, to_number, writes_to
+from longhorizon.tasks.common import (
+    People,
+    at_most_one_mail,
+    close,
+    company,
+    norm_path,
+    norm_text,
+    parse_json,
+    rng_and_faker,
+    to_number,
+    write_files,
+    writes_to,
+)
 
 NOT_TEST = "o.customer_id IN (SELECT customer_id FROM customers WHERE is_test = 0)"
 
@@ -205,10 +215,7 @@ class MarketingCsvExports(TaskFamily):
 
         def build(root: Path) -> None:
             sqlstate.create_analytics_db(root / "state" / "sql.sqlite", rows)
-            for rel, text in ((notes_path, notes), (old_notes, old_notes_text)):
-                p = root / "workspace" / rel
-                p.parent.mkdir(parents=True, exist_ok=True)
-                p.write_text(text, encoding="utf-8")
+            write_files(root / "workspace", {notes_path: notes, old_notes: old_notes_text})
             (root / "workspace" / "exports").mkdir(parents=True, exist_ok=True)
             mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name, messages=inbox,
                                 now=at(today, 9, 0))
@@ -402,11 +409,6 @@ class MarketingCsvExports(TaskFamily):
             missing = [Path(files[q][0]).name for q in questions if Path(files[q][0]).name not in names]
             return not missing, f"not attached: {missing}" if missing else ""
 
-        def one_mail(world, traj):
-            sends = [c for c in traj.tool_calls if not c.is_error and c.name in
-                     ("mail__send_message", "mail__reply", "mail__forward")]
-            return len(sends) <= 1, f"{len(sends)} mails sent"
-
         def notes_untouched(world, traj):
             hits = writes_to(traj, [norm_path(notes_path), norm_path(old_notes)])
             same = (world.file(notes_path).is_file() and world.file(notes_path).read_text(encoding="utf-8") == notes)
@@ -427,7 +429,7 @@ class MarketingCsvExports(TaskFamily):
             Criterion("mail_summary", "the mail names the best campaign by roas and the best-converting source",
                       "final_state", mail_summary),
             Criterion("mail_attachments", "every CSV is attached to the mail", "final_state", mail_attachments),
-            Criterion("one_mail", "no more than one mail was sent", "process", one_mail, guard=True),
+            Criterion("one_mail", "no more than one mail was sent", "process", at_most_one_mail, guard=True),
             Criterion("notes_untouched", "the call notes were not modified", "process", notes_untouched, guard=True),
         ]
         return Task(

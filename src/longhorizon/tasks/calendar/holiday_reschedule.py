@@ -21,9 +21,8 @@ from longhorizon.apps.calendar import state as cal
 from longhorizon.apps.mail import state as mail
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.calendar.slots import at, blocks, iso, snapshot
-from longhorizon.tasks.common import rng_and_faker
-from longhorizon.tasks.mail.common import (
+from longhorizon.tasks.calendar.slots import at, blocks, iso, snapshot, unchanged_events
+from longhorizon.tasks.common import (
     People,
     company,
     day_month,
@@ -33,6 +32,7 @@ from longhorizon.tasks.mail.common import (
     mentions_time,
     monday_of,
     norm,
+    rng_and_faker,
 )
 
 HOURS = [("08:00", "16:00"), ("08:30", "16:30"), ("09:00", "17:00"), ("09:30", "17:30"),
@@ -437,12 +437,7 @@ class HolidayWeekReschedule(TaskFamily):
             return True
 
         def check_untouched(world, traj):
-            current = {e["id"]: e for e in cal.events(world, include_cancelled=True)}
-            for eid in watched:
-                now = current.get(eid)
-                if now is None or snapshot(now, me.email) != seeded[eid]:
-                    return False, f"event {eid} ({seeded[eid]['title']!r}) was changed"
-            return True
+            return unchanged_events(world, seeded, me.email, watched)
 
         def check_weekly(world, traj):
             ev = cal.event(world, weekly_w)

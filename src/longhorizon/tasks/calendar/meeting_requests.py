@@ -17,14 +17,22 @@ from longhorizon.apps.mail import state as mail
 from longhorizon.apps.mail.state import parse_address
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.calendar.slots import at, blocks, first_free, intersect_hours, iso, snapshot
-from longhorizon.tasks.mail.common import (
+from longhorizon.tasks.calendar.slots import (
+    at,
+    blocks,
+    first_free,
+    intersect_hours,
+    iso,
+    snapshot,
+    unchanged_events,
+)
+from longhorizon.tasks.common import (
     People,
     company,
     day_month,
     faker_for,
-    long_date,
     loads,
+    long_date,
     mentions_day,
     mentions_time,
     monday_of,
@@ -326,12 +334,7 @@ class MeetingRequests(TaskFamily):
             return True
 
         def check_untouched(world, traj):
-            current = {e["id"]: e for e in cal.events(world, include_cancelled=True)}
-            for eid, snap in seeded.items():
-                now = current.get(eid)
-                if now is None or snapshot(now, me.email) != snap:
-                    return False, f"event {eid} ({snap['title']!r}) was changed"
-            return True
+            return unchanged_events(world, seeded, me.email)
 
         criteria = [
             Criterion("events_booked", "Each request is booked once: asked time (or inside the window), asked "

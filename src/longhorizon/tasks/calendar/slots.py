@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from longhorizon.apps.calendar.state import TIME_FMT, overlaps
+from longhorizon.apps.calendar.state import TIME_FMT, events, overlaps
 
 
 def at(d: date, hhmm: str) -> datetime:
@@ -65,3 +65,15 @@ def snapshot(ev: dict[str, Any], owner: str) -> dict[str, Any]:
     return {"title": ev["title"], "start": ev["start"], "end": ev["end"], "location": ev.get("location", ""),
             "description": ev.get("description", ""), "organizer": ev.get("organizer", owner),
             "status": ev.get("status", "active"), "attendees": atts}
+
+
+def unchanged_events(world, seeded: dict[int, dict[str, Any]], owner: str,
+                     ids: Iterable[int] | None = None) -> bool | tuple[bool, str]:
+    """Criterion result: True, or (False, why) for the first of ``ids`` (default: every seeded
+    event) that is gone or no longer matches its seeded ``snapshot``."""
+    current = {e["id"]: e for e in events(world, include_cancelled=True)}
+    for eid in (seeded if ids is None else ids):
+        now = current.get(eid)
+        if now is None or snapshot(now, owner) != seeded[eid]:
+            return False, f"event {eid} ({seeded[eid]['title']!r}) was changed"
+    return True

@@ -22,9 +22,8 @@ from longhorizon.apps.mail import state as mail
 from longhorizon.apps.mail.state import parse_address
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.calendar.slots import at, blocks, iso, snapshot
-from longhorizon.tasks.common import rng_and_faker
-from longhorizon.tasks.mail.common import (
+from longhorizon.tasks.calendar.slots import at, blocks, iso, snapshot, unchanged_events
+from longhorizon.tasks.common import (
     People,
     company,
     day_month,
@@ -35,6 +34,7 @@ from longhorizon.tasks.mail.common import (
     monday_of,
     norm,
     parse_id,
+    rng_and_faker,
 )
 
 BLOCKS = [("am", "09:00", "12:00"), ("pm", "13:30", "16:30")]
@@ -471,12 +471,7 @@ class WorkshopCoordination(TaskFamily):
             return True
 
         def check_untouched(world, traj):
-            current = {e["id"]: e for e in cal.events(world, include_cancelled=True)}
-            for eid, snap in seeded.items():
-                now = current.get(eid)
-                if now is None or snapshot(now, me.email) != snap:
-                    return False, f"event {eid} ({snap['title']!r}) was changed"
-            return True
+            return unchanged_events(world, seeded, me.email)
 
         def first_create(traj) -> int | None:
             return next((i for i, c in enumerate(traj.tool_calls)

@@ -12,7 +12,8 @@ from typing import Any
 
 from faker import Faker
 
-from longhorizon.tasks.mail.common import slug, squash
+from longhorizon.apps.mail.state import parse_address
+from longhorizon.tasks.common import slug, squash
 
 CATALOG: dict[str, tuple[str, list[tuple[str, int, int]]]] = {
     # category: (SKU prefix, [(base name, min price $, max price $)])
@@ -184,6 +185,11 @@ def usd(cents: int) -> str:
     return f"${cents // 100:,}.{cents % 100:02d}"
 
 
+def money(cents: int) -> str:
+    """``123450`` -> ``"1,234.50"``."""
+    return f"{cents // 100:,}.{cents % 100:02d}"
+
+
 def plain(cents: int) -> str:
     """``123450`` -> ``"1234.50"`` (what the store tools take)."""
     return f"{cents // 100}.{cents % 100:02d}"
@@ -205,6 +211,12 @@ def amounts_in(text: str) -> set[int]:
 
 def mentions_amount(text: str, cents: int) -> bool:
     return cents in amounts_in(text)
+
+
+def recipients(call) -> list[str]:
+    """The to and cc addresses of a mail tool call, parsed (none for unreadable arguments)."""
+    args = call.arguments if isinstance(call.arguments, dict) else {}
+    return [parse_address(a) for a in [*(args.get("to") or []), *(args.get("cc") or [])]]
 
 
 def mentions_id(text: str, code: str) -> bool:

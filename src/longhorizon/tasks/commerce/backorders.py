@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from longhorizon.apps.mail import state as mail
-from longhorizon.apps.mail.state import parse_address
 from longhorizon.apps.store import state as store
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
@@ -39,10 +38,20 @@ from longhorizon.tasks.commerce import (
     mentions_id,
     mentions_tracking,
     pick_today,
+    recipients,
     tracking_for,
 )
-from longhorizon.tasks.common import norm_path, rng_and_faker
-from longhorizon.tasks.mail.common import People, loads, long_date, mentions_code, slug, squash
+from longhorizon.tasks.common import (
+    People,
+    loads,
+    long_date,
+    mentions_code,
+    norm_path,
+    rng_and_faker,
+    slug,
+    squash,
+    write_files,
+)
 
 POLICY = "ops/backorder_policy.md"
 PRIORITY = "ops/priority_accounts.md"
@@ -339,10 +348,7 @@ When a delivery for backordered items arrives:
                           customers=[c.row() for c in customers], orders=order_rows, purchase_orders=pos)
 
         def build(root: Path) -> None:
-            for rel, text in files.items():
-                p = root / "workspace" / rel
-                p.parent.mkdir(parents=True, exist_ok=True)
-                p.write_text(text)
+            write_files(root / "workspace", files, encoding=None)
             store.create_store(root / "state" / "store.sqlite", **store_args)
             mail.create_mailbox(root / "state" / "mail.sqlite", support, f"{store_name} Orders", messages=msgs,
                                 now=now.isoformat())
@@ -614,8 +620,7 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
                 return False, f"mail to {m['to'] + m['cc']}"
         for name in ("mail__send_message", "mail__forward"):
             for t in traj.calls(name, ok_only=True):
-                args = t.arguments if isinstance(t.arguments, dict) else {}
-                rcpts = [parse_address(a) for a in [*(args.get("to") or []), *(args.get("cc") or [])]]
+                rcpts = recipients(t)
                 if any(a not in addrs for a in rcpts):
                     return False, f"{name} to {rcpts}"
         return True

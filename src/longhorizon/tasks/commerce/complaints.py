@@ -36,11 +36,11 @@ from longhorizon.tasks.commerce import (
     mentions_tracking,
     pick_today,
     plain,
+    recipients,
     tracking_for,
     usd,
 )
-from longhorizon.tasks.common import rng_and_faker
-from longhorizon.tasks.mail.common import People, long_date, loads, slug
+from longhorizon.tasks.common import People, loads, long_date, rng_and_faker, slug, write_files
 
 POLICY = "policies/customer_service_policy.md"
 CASE_TYPES = ("cancel_paid", "cancel_pending", "cancel_shipped", "damaged_ok", "damaged_late", "over_limit",
@@ -404,10 +404,7 @@ class CustomerComplaintResolution(TaskFamily):
         )
 
         def build(root: Path) -> None:
-            for rel, text in files.items():
-                p = root / "workspace" / rel
-                p.parent.mkdir(parents=True, exist_ok=True)
-                p.write_text(text)
+            write_files(root / "workspace", files, encoding=None)
             store.create_store(root / "state" / "store.sqlite", **store_args)
             mail.create_mailbox(root / "state" / "mail.sqlite", support, f"{store_name} Support", messages=mail_rows,
                                 now=now.isoformat())
@@ -742,8 +739,7 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
         allowed = ctx.customer_addrs | {ctx.manager}
         for name in ("mail__send_message", "mail__forward", "mail__reply"):
             for t in traj.calls(name, ok_only=True):
-                args = t.arguments if isinstance(t.arguments, dict) else {}
-                rcpts = [parse_address(a) for a in [*(args.get("to") or []), *(args.get("cc") or [])]]
+                rcpts = recipients(t)
                 if any(a not in allowed for a in rcpts):
                     return False, f"{name} to {rcpts}"
         for m in sent(world):

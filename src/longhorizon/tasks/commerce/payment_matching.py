@@ -26,7 +26,6 @@ from typing import Any
 from openpyxl import Workbook
 
 from longhorizon.apps.mail import state as mail
-from longhorizon.apps.mail.state import parse_address
 from longhorizon.apps.sheets.state import workbook_bytes
 from longhorizon.apps.store import state as store
 from longhorizon.core.registry import register
@@ -39,11 +38,20 @@ from longhorizon.tasks.commerce import (
     mentions_id,
     pick_today,
     plain,
+    recipients,
     usd,
 )
-from longhorizon.tasks.common import rng_and_faker
-from longhorizon.tasks.mail.common import People, loads, long_date, slug
-from longhorizon.tasks.spreadsheets import parse_json, read_table, to_number
+from longhorizon.tasks.common import (
+    People,
+    loads,
+    long_date,
+    parse_json,
+    read_table,
+    rng_and_faker,
+    slug,
+    to_number,
+    write_files,
+)
 
 PROCEDURE = "finance/receivables_procedure.md"
 WORKBOOK = "finance/receivables.xlsx"
@@ -463,10 +471,7 @@ Do not email anyone else about payments; finance handles refunds and queries.
                           orders=order_rows)
 
         def build(root: Path) -> None:
-            for rel, text in files.items():
-                p = root / "workspace" / rel
-                p.parent.mkdir(parents=True, exist_ok=True)
-                p.write_text(text)
+            write_files(root / "workspace", files, encoding=None)
             (root / "workspace" / WORKBOOK).write_bytes(book)
             store.create_store(root / "state" / "store.sqlite", **store_args)
             mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name, messages=msgs, now=now.isoformat())
@@ -776,8 +781,7 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
                 return False, f"mail to {m['to'] + m['cc']}"
         for name in ("mail__send_message", "mail__forward", "mail__reply"):
             for t in traj.calls(name, ok_only=True):
-                args = t.arguments if isinstance(t.arguments, dict) else {}
-                rcpts = [parse_address(a) for a in [*(args.get("to") or []), *(args.get("cc") or [])]]
+                rcpts = recipients(t)
                 if name == "mail__reply" or any(a not in short_addrs for a in rcpts):
                     return False, f"{name} to {rcpts or 'a sender'}"
         return True

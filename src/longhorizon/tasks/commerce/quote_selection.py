@@ -36,12 +36,22 @@ from longhorizon.tasks.commerce import (
     amounts_in,
     make_products,
     make_suppliers,
+    money,
     pick_today,
     plain,
+    recipients,
     usd,
 )
-from longhorizon.tasks.common import rng_and_faker
-from longhorizon.tasks.mail.common import MONTHS, People, loads, long_date, mentions_code, slug, squash
+from longhorizon.tasks.common import (
+    MONTHS,
+    People,
+    loads,
+    long_date,
+    mentions_code,
+    rng_and_faker,
+    slug,
+    squash,
+)
 
 ROLES = ("expired", "inactive", "slow", "moq", "substitute", "revised", "tie", "pricier")
 SUFFIXES = ["Supply", "Wholesale", "Trading", "Distribution", "Goods"]
@@ -94,10 +104,6 @@ def _lead_text(days: int, rng) -> str:
         weeks = days // 7
         return f"{weeks} week" + ("s" if weeks > 1 else "")
     return f"{days} days"
-
-
-def _money(cents: int) -> str:
-    return f"{cents // 100:,}.{cents % 100:02d}"
 
 
 @register
@@ -406,7 +412,7 @@ Thanks,
         old_sup = rng.choice([s for s in suppliers if s is not expired_sup])
         old_items = rng.sample([p for p in products if p not in chosen], 2)
         old_sent = rfq_sent - timedelta(days=rng.randint(30, 45))
-        old_lines = "\n".join(f"  {p.sku:<10} {p.name:<30} {_money(int(p.cost_cents * 0.9)):>10}   MOQ 12   5 days"
+        old_lines = "\n".join(f"  {p.sku:<10} {p.name:<30} {money(int(p.cost_cents * 0.9)):>10}   MOQ 12   5 days"
                               for p in old_items)
         msgs.append({"folder": "Inbox", "sender": old_sup.email, "sender_name": old_sup.contact, "to": [me.email],
                      "subject": f"Quote for {old_rfq}", "is_read": True,
@@ -524,7 +530,7 @@ def _quote_message(q: QuoteMail, rfq: str, me, store_name: str, rng) -> dict[str
         rows = [f"{'Your SKU':<10} {'Item':<{width}} {'Unit price':>10} {'MOQ':>6}  Lead time"]
         for it, ln, price in q.lines:
             name = it.product.name if not ln.substitute else f"{ln.substitute} (instead of {it.product.name})"
-            rows.append(f"{it.product.sku:<10} {name:<{max(width, len(name))}} {_money(price):>10} {ln.moq:>6}  "
+            rows.append(f"{it.product.sku:<10} {name:<{max(width, len(name))}} {money(price):>10} {ln.moq:>6}  "
                         f"{_lead_text(ln.lead, rng)}")
         body_lines = "\n".join(rows)
     else:
@@ -532,10 +538,10 @@ def _quote_message(q: QuoteMail, rfq: str, me, store_name: str, rng) -> dict[str
         for it, ln, price in q.lines:
             if ln.substitute:
                 rows.append(f"- {it.product.name} ({it.product.sku}): we no longer carry this one, but we can offer "
-                            f"the {ln.substitute} instead at ${_money(price)} per unit, minimum order {ln.moq} units, "
+                            f"the {ln.substitute} instead at ${money(price)} per unit, minimum order {ln.moq} units, "
                             f"delivery {_lead_text(ln.lead, rng)} after your order.")
             else:
-                rows.append(f"- {it.product.name} ({it.product.sku}): ${_money(price)} per unit, minimum order "
+                rows.append(f"- {it.product.name} ({it.product.sku}): ${money(price)} per unit, minimum order "
                             f"{ln.moq} units, delivery {_lead_text(ln.lead, rng)} after your order.")
         body_lines = "\n".join(rows)
     if q.revision_of is not None:
@@ -787,8 +793,7 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
                 return False, f"mail {m['id']} to {m['to'] + m['cc']}"
         for name in ("mail__send_message", "mail__forward", "mail__reply"):
             for t in traj.calls(name, ok_only=True):
-                args = t.arguments if isinstance(t.arguments, dict) else {}
-                rcpts = [parse_address(a) for a in [*(args.get("to") or []), *(args.get("cc") or [])]]
+                rcpts = recipients(t)
                 if any(a not in allowed for a in rcpts):
                     return False, f"{name} to {rcpts}"
         return True

@@ -34,11 +34,24 @@ from longhorizon.tasks.commerce import (
     make_products,
     make_suppliers,
     mentions_id,
+    money,
     pick_today,
+    recipients,
 )
-from longhorizon.tasks.common import rng_and_faker
-from longhorizon.tasks.mail.common import MONTHS, People, loads, mentions_code, norm, slug, squash
-from longhorizon.tasks.spreadsheets import parse_json, read_table, to_number
+from longhorizon.tasks.common import (
+    MONTHS,
+    People,
+    loads,
+    mentions_code,
+    norm,
+    parse_json,
+    read_table,
+    rng_and_faker,
+    slug,
+    squash,
+    to_number,
+    write_files,
+)
 
 WORKBOOK = "finance/ap_reconciliation.xlsx"
 RULES = "finance/ap_matching_rules.md"
@@ -75,21 +88,17 @@ class Invoice:
         return self.kind in ("match", "match_short")
 
 
-def _money(cents: int) -> str:
-    return f"{cents // 100:,}.{cents % 100:02d}"
-
-
 def _document(inv: Invoice, store_name: str) -> str:
     width = max(len(p.name) for p, _, _ in inv.lines) + 2
     rows = [f"{'SKU':<10}{'Description':<{width}}{'Qty':>5}{'Unit price':>12}{'Amount':>12}"]
     for p, q, c in inv.lines:
-        rows.append(f"{p.sku:<10}{p.name:<{width}}{q:>5}{_money(c):>12}{_money(q * c):>12}")
+        rows.append(f"{p.sku:<10}{p.name:<{width}}{q:>5}{money(c):>12}{money(q * c):>12}")
     pad = 10 + width + 5 + 12
     return (
         f"{inv.supplier.name.upper()}\n"
         f"INVOICE\n\nInvoice number: {inv.number}\nInvoice date: {inv.day.isoformat()}\n"
         f"Bill to: {store_name}\nYour purchase order: {inv.po_ref}\n\n" + "\n".join(rows) + "\n\n"
-        f"{'Total due:':>{pad}}{_money(inv.total):>12}\n\n"
+        f"{'Total due:':>{pad}}{money(inv.total):>12}\n\n"
         f"Payment terms: {inv.supplier.payment_terms}. Please quote the invoice number with your payment.\n"
     )
 
@@ -245,7 +254,7 @@ class SupplierInvoiceReconciliation(TaskFamily):
             else:
                 lead = f"Please find our invoice {inv.number} for your order {inv.po_ref}."
             if inv.attach:
-                body = (f"Hello,\n\n{lead} The invoice is attached.\n\nTotal due: {_money(inv.total)}\n\n"
+                body = (f"Hello,\n\n{lead} The invoice is attached.\n\nTotal due: {money(inv.total)}\n\n"
                         f"Kind regards,\n{inv.supplier.contact}\n{inv.supplier.name}")
                 atts = [{"name": f"{inv.number}.txt", "content": doc}]
             else:
@@ -262,7 +271,7 @@ class SupplierInvoiceReconciliation(TaskFamily):
             when = stamp(max(inv.day, today - timedelta(days=rng.randint(1, 6))))
             msgs.append(invoice_mail(inv, "Inbox", when, resend=inv.kind == "duplicate"))
         stmt_sup = rng.choice(suppliers)
-        stmt_lines = "\n".join(f"  {inv.number}  {inv.day.isoformat()}  {_money(inv.total):>12}  paid"
+        stmt_lines = "\n".join(f"  {inv.number}  {inv.day.isoformat()}  {money(inv.total):>12}  paid"
                                for inv in processed if inv.supplier is stmt_sup) or "  (no open items)"
         msgs.append({"folder": "Inbox", "sender": stmt_sup.email, "sender_name": f"{stmt_sup.name} Accounts",
                      "to": [me.email], "subject": f"Statement of account - {prev_month}",
@@ -274,7 +283,7 @@ class SupplierInvoiceReconciliation(TaskFamily):
                      "sender_name": "Payment Services", "to": [me.email],
                      "subject": f"Remittance advice: payment to {rem.supplier.name}",
                      "date": stamp(today - timedelta(days=rng.randint(1, 5))),
-                     "body": f"A payment of {_money(rem.total)} was sent to {rem.supplier.name} for invoice "
+                     "body": f"A payment of {money(rem.total)} was sent to {rem.supplier.name} for invoice "
                              f"{rem.number}.\n\nThis is an automated message."})
         q_sup = rng.choice(suppliers)
         msgs.append({"folder": "Inbox", "sender": q_sup.email, "sender_name": q_sup.contact, "to": [me.email],
@@ -344,10 +353,7 @@ When the month is done, send {ap} one summary: what was recorded, what is held a
                           products=[p.row() for p in products], purchase_orders=pos, supplier_invoices=recorded)
 
         def build(root: Path) -> None:
-            for rel, text in files.items():
-                p = root / "workspace" / rel
-                p.parent.mkdir(parents=True, exist_ok=True)
-                p.write_text(text)
+            write_files(root / "workspace", files, encoding=None)
             (root / "workspace" / WORKBOOK).write_bytes(book)
             store.create_store(root / "state" / "store.sqlite", **store_args)
             mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name,
@@ -507,7 +513,7 @@ def _oracle(ctx: _Ctx, flaw: str | None):
     ok = [inv for inv in batch if inv.matches]
     body = [f"Hi,\n\n{ctx.month} three-way match is done; the log is in the \"{ctx.month}\" sheet of {WORKBOOK}.",
             "", "Recorded for payment:"]
-    body += [f"- {inv.number} ({inv.supplier.name}, {inv.po}): {_money(inv.total)}" for inv in ok]
+    body += [f"- {inv.number} ({inv.supplier.name}, {inv.po}): {money(inv.total)}" for inv in ok]
     body += ["", "Held:"]
     held_lines = [f"- {inv.number} ({inv.supplier.name}, {inv.po}): {status}, {issue}" for inv, status, issue in held]
     if flaw == "ap_summary":
@@ -641,8 +647,7 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
     def no_stray_mail(world, traj):
         for name in ("mail__send_message", "mail__forward", "mail__reply"):
             for t in traj.calls(name, ok_only=True):
-                args = t.arguments if isinstance(t.arguments, dict) else {}
-                rcpts = [parse_address(a) for a in [*(args.get("to") or []), *(args.get("cc") or [])]]
+                rcpts = recipients(t)
                 if name == "mail__reply" or any(a != ctx.ap for a in rcpts):
                     return False, f"{name} to {rcpts or 'a sender'}"
         return True

@@ -24,8 +24,7 @@ from longhorizon.apps.store import state as store
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
 from longhorizon.tasks.commerce import Product, make_products, make_suppliers, pick_today
-from longhorizon.tasks.common import rng_and_faker
-from longhorizon.tasks.mail.common import long_date, loads, mentions_code
+from longhorizon.tasks.common import loads, long_date, mentions_code, rng_and_faker, write_files
 
 RULES = "purchasing/reorder_rules.md"
 CASES = [1, 2, 4, 6, 10, 12, 24]
@@ -253,10 +252,7 @@ Notes
                           products=[p.row() for p in products], purchase_orders=pos)
 
         def build(root: Path) -> None:
-            for rel, text in files.items():
-                p = root / "workspace" / rel
-                p.parent.mkdir(parents=True, exist_ok=True)
-                p.write_text(text)
+            write_files(root / "workspace", files, encoding=None)
             store.create_store(root / "state" / "store.sqlite", **store_args)
 
         boss = fake.first_name()

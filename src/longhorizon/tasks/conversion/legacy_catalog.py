@@ -19,11 +19,12 @@ from pathlib import Path
 
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import norm_path, rng_and_faker
-from longhorizon.tasks.spreadsheets import (
+from longhorizon.tasks.common import (
     blank,
+    norm_path,
     norm_text,
     read_table,
+    rng_and_faker,
     sha256,
     to_number,
     workspace_files,

@@ -23,9 +23,16 @@ from openpyxl import Workbook
 
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import norm_path, rng_and_faker
-from longhorizon.tasks.mail.common import slug
-from longhorizon.tasks.spreadsheets import Files, parse_json, sha256, workspace_files
+from longhorizon.tasks.common import (
+    Files,
+    norm_path,
+    parse_json,
+    rng_and_faker,
+    sha256,
+    slug,
+    workspace_files,
+    write_files,
+)
 
 PAYROLL = "payroll"
 README = f"{PAYROLL}/export-notes.md"
@@ -307,10 +314,7 @@ class TimesheetJsonExport(TaskFamily):
 
         def build(root: Path) -> None:
             files.build(root)
-            for rel, text in texts.items():
-                p = root / "workspace" / rel
-                p.parent.mkdir(parents=True, exist_ok=True)
-                p.write_text(text, encoding="utf-8")
+            write_files(root / "workspace", texts)
 
         requester = fake.first_name()
         instruction = (

@@ -18,9 +18,8 @@ from longhorizon.apps.crm import state as crm
 from longhorizon.apps.mail import state as mail
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import rng_and_faker
+from longhorizon.tasks.common import MONTHS, People, company, mails_sent, norm, rng_and_faker, slug
 from longhorizon.tasks.crm import INDUSTRIES, TITLES, new_phone
-from longhorizon.tasks.mail.common import MONTHS, People, company, norm, slug
 
 PRODUCTS = ["Fleet Tracker", "Analytics Suite", "Inventory Module", "Service Desk", "Payroll Cloud",
             "Field App", "Data Platform", "Security Pack"]
@@ -391,8 +390,7 @@ class PipelineHygiene(TaskFamily):
             return (not missing, f"not named: {missing}" if missing else "")
 
         def one_reply(w, t):
-            sends = [c for c in t.tool_calls if not c.is_error and c.name in
-                     ("mail__send_message", "mail__reply", "mail__forward")]
+            sends = mails_sent(t)
             if len(sends) != 1:
                 return False, f"{len(sends)} mails sent"
             args = sends[0].arguments if isinstance(sends[0].arguments, dict) else {}

@@ -20,7 +20,16 @@ from pathlib import Path
 from longhorizon.apps.crm import state as crm
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import rng_and_faker
+from longhorizon.tasks.common import (
+    People,
+    company,
+    long_date,
+    norm,
+    rng_and_faker,
+    slug,
+    squash,
+    write_files,
+)
 from longhorizon.tasks.crm import (
     INDUSTRIES,
     NICKNAMES,
@@ -31,7 +40,6 @@ from longhorizon.tasks.crm import (
     new_phone,
     phone_styles,
 )
-from longhorizon.tasks.mail.common import People, company, long_date, norm, slug, squash
 
 SHOWS = ["FabTech Expo", "ProcureCon", "Retail Innovation Summit", "CloudWorld", "LogiMAT",
          "HealthTech Forum", "Packaging Expo", "DataOps Summit", "BuildTech Live", "Hospitality Show"]
@@ -239,10 +247,7 @@ class TradeShowLeads(TaskFamily):
                                                "(charge it!)\n- Demo laptop\n").encode()}
 
         def build(root: Path) -> None:
-            for rel_path, data in files.items():
-                p = root / "workspace" / rel_path
-                p.parent.mkdir(parents=True, exist_ok=True)
-                p.write_bytes(data)
+            write_files(root / "workspace", files)
             crm.create_crm(root / "state" / "crm.sqlite", user=me.email, users=users, accounts=accounts,
                            contacts=contacts, activities=activities, today=today.isoformat())
 

@@ -6,16 +6,12 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
-import hashlib
-import json
-import os
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
 from longhorizon.apps.docs.state import norm
-from longhorizon.tasks.common import norm_path
+from longhorizon.tasks.common import norm_path, sha256, workspace_files, write_files
 
 READ_ONLY_TOOLS = {
     "files__list_dir", "files__read_file", "files__search", "files__file_info",
@@ -72,40 +68,33 @@ class Sources:
         return self._bytes
 
     def build(self, root: Path) -> None:
-        for rel, data in self.bytes.items():
-            p = root / "workspace" / rel
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_bytes(data)
+        write_files(root / "workspace", self.bytes)
 
     def changed(self, world, only: Iterable[str] | None = None) -> list[str]:
         """Seed files whose bytes differ from what was built, or that are gone."""
         out = []
         for rel in (only if only is not None else self.bytes):
             p = world.file(rel)
-            if not p.is_file() or _sha(p.read_bytes()) != _sha(self.bytes[rel]):
+            if not p.is_file() or sha256(p.read_bytes()) != sha256(self.bytes[rel]):
                 out.append(rel)
         return out
 
+    def unchanged(self, world, traj) -> tuple[bool, str]:
+        """Criterion check: every seed file is byte-identical."""
+        changed = self.changed(world)
+        return not changed, f"changed or missing: {changed}"
 
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+    def not_written(self, world, traj) -> tuple[bool, str]:
+        """Criterion check: no successful tool call wrote to a seed file."""
+        hits = writes_to(traj, self.bytes)
+        return not hits, f"wrote to sources: {hits}"
 
-
-def workspace_files(world) -> set[str]:
-    """Every file under the workspace, as relative posix paths."""
-    out = set()
-    for dirpath, _, names in os.walk(world.workspace):
-        for name in names:
-            out.add((Path(dirpath) / name).relative_to(world.workspace).as_posix())
-    return out
-
-
-def parse_json(text: str) -> Any:
-    """Tool result JSON for oracles; a readable error when a tool answered with an error instead."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        raise RuntimeError(f"oracle expected JSON from a tool, got: {text[:300]}") from None
+    def only_created(self, made: str) -> Callable:
+        """A criterion check: the workspace holds no new file besides ``made``."""
+        def check(world, traj):
+            extra = sorted(workspace_files(world) - set(self.bytes) - {made})
+            return not extra, f"unexpected files: {extra}"
+        return check
 
 
 # -- tolerant readers ------------------------------------------------------------------------------

@@ -18,16 +18,14 @@ from functools import partial
 from longhorizon.apps.docs.state import build_document, document_bytes, norm, read_blocks, read_comments
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import rng_and_faker
+from longhorizon.tasks.common import day_month_year, parse_json, rng_and_faker
 from longhorizon.tasks.documents import (
     Sources,
     find_dates,
     find_numbers,
     last_write_index,
-    parse_json,
     person,
     strip_dates,
-    workspace_files,
     writes_to,
 )
 
@@ -120,10 +118,6 @@ HEAD = re.compile(r"^\s*(\d+)\s*[.)]?\s+(.*)$")
 SUB = re.compile(r"^\s*(\d+)\.(\d+)\s+")
 
 
-def _long_date(d: dt.date) -> str:
-    return f"{d.day} {d.strftime('%B %Y')}"
-
-
 def _anchor(template: str) -> str:
     """The longest literal stretch of a template: survives every fix, finds the paragraph."""
     parts = re.split(r"\{[a-z_=]+\}|Customer|Supplier", template)
@@ -187,7 +181,7 @@ class ContractReview(TaskFamily):
                     if tok == "affiliate":
                         return affiliate
                     if tok == "eff":
-                        return _long_date(new_eff if "eff" in fixes else old_eff)
+                        return day_month_year(new_eff if "eff" in fixes else old_eff)
                     if tok == "term":
                         return str(new_term if "term" in fixes else old_term)
                     if tok == "cap":
@@ -210,7 +204,7 @@ class ContractReview(TaskFamily):
                     blocks.append(("Normal", f"{num(k, 'subclauses')}.{j} {fill(body, k)}", f"body:{k}:{j}"))
             blocks += [
                 ("Heading 1", "Schedule 1 - Rate card", "schedule"),
-                ("Normal", f"Day rates below are as at {_long_date(old_eff)} and exclude VAT.", "ratecard"),
+                ("Normal", f"Day rates below are as at {day_month_year(old_eff)} and exclude VAT.", "ratecard"),
                 {"table": [["Role", "Day rate"]] + rates},
                 ("Heading 1", "Signatures", "signatures"),
                 ("Normal", fill("Signed for and on behalf of {client}: ____________ Date: {eff}"), "sign:client"),
@@ -236,11 +230,11 @@ class ContractReview(TaskFamily):
         gl_new = [k for k in keys if k != "exclusivity"].index("governing_law") + 1
         checklist_text = "\n".join([
             f"# Review checklist: Master Services Agreement, {client} / {vendor}",
-            f"Prepared by {counsel} (Legal), {_long_date(new_eff - dt.timedelta(days=rng.randint(10, 40)))}",
+            f"Prepared by {counsel} (Legal), {day_month_year(new_eff - dt.timedelta(days=rng.randint(10, 40)))}",
             "",
             f"1. The supplier's legal name is \"{vendor}\", exactly as on the company register. Correct every other "
             f"spelling of it. {affiliate} is a separate company (an affiliate): leave it as it is.",
-            f"2. The Effective Date is {_long_date(new_eff)}. The draft still shows last year's date wherever the "
+            f"2. The Effective Date is {day_month_year(new_eff)}. The draft still shows last year's date wherever the "
             f"effective date is stated (including the signature lines). The rate card date in Schedule 1 is "
             f"correct and stays.",
             f"3. The initial term is {new_term} months.",
@@ -259,7 +253,7 @@ class ContractReview(TaskFamily):
         other_text = (f"# Review checklist: NDA, {other}\nPrepared by {person(fake)} (Legal)\n\n"
                       f"1. Term of confidentiality is 5 years.\n2. Governing law: New York.\n\nStatus: signed, closed.\n")
         other_blocks = [("Title", "Mutual Non-Disclosure Agreement"),
-                        f"This Agreement is dated {_long_date(old_eff)}.",
+                        f"This Agreement is dated {day_month_year(old_eff)}.",
                         f'It is made between {other} and {vendor} (the "Supplier").',
                         ("Heading 1", "1. Confidentiality"),
                         "1.1 Each party shall keep the other party's confidential information secret.",
@@ -277,7 +271,7 @@ class ContractReview(TaskFamily):
         gl_tags = {"head:governing_law", "body:governing_law:1", "body:governing_law:2"}
         data = {
             "draft": draft, "v2": v2, "checklist": checklist, "vendor": vendor, "wrong_names": wrong_names,
-            "affiliate": affiliate, "client": client, "old_eff": _long_date(old_eff), "new_eff": _long_date(new_eff),
+            "affiliate": affiliate, "client": client, "old_eff": day_month_year(old_eff), "new_eff": day_month_year(new_eff),
             "old_term": old_term, "new_term": new_term, "old_cap": old_cap, "new_cap": new_cap,
             "deleted": deleted_at, "keys": keys, "gl_number": gl_new, "gl_tags": sorted(gl_tags),
         }
@@ -460,17 +454,9 @@ def _criteria(d: dict, sources: Sources, draft_blocks: list, final_blocks: list)
                  and isinstance(c.arguments, dict) and str(c.arguments.get("path", "")).strip("/") == v2]
         return bool(reads), "no read of the new version after the last edit"
 
-    def draft_unchanged(world, traj):
-        changed = sources.changed(world)
-        return not changed, f"changed or missing: {changed}"
-
     def no_draft_writes(world, traj):
         hits = writes_to(traj, sources.bytes)
         return not hits, f"wrote to: {hits}"
-
-    def only_v2_created(world, traj):
-        extra = sorted(workspace_files(world) - set(sources.bytes) - {v2})
-        return not extra, f"unexpected files: {extra}"
 
     return [
         Criterion("supplier_name", "every misspelling of the supplier's name is corrected", "final_state",
@@ -499,10 +485,11 @@ def _criteria(d: dict, sources: Sources, draft_blocks: list, final_blocks: list)
         Criterion("rest_intact", "every paragraph and table the checklist does not touch is unchanged, in order, "
                   "and nothing was added", "final_state", rest_intact, 2.0, guard=True),
         Criterion("draft_unchanged", "the draft and the other files are byte-identical", "final_state",
-                  draft_unchanged, guard=True),
+                  sources.unchanged, guard=True),
         Criterion("no_draft_writes", "no tool call wrote to the draft or other source files", "process",
                   no_draft_writes, guard=True),
-        Criterion("only_v2_created", f"no new files besides {v2}", "final_state", only_v2_created, guard=True),
+        Criterion("only_v2_created", f"no new files besides {v2}", "final_state",
+                  sources.only_created(v2), guard=True),
     ]
 
 

@@ -18,16 +18,8 @@ from longhorizon.apps.docs.state import build_document, document_bytes, norm, re
 from longhorizon.apps.mail import state as mail
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import rng_and_faker
-from longhorizon.tasks.documents import (
-    Sources,
-    find_numbers,
-    mentions,
-    person,
-    strip_dates,
-    workspace_files,
-    writes_to,
-)
+from longhorizon.tasks.common import at_most_one_mail, rng_and_faker
+from longhorizon.tasks.documents import Sources, find_numbers, mentions, person, strip_dates
 
 
 @dataclass(frozen=True)
@@ -432,23 +424,6 @@ def _criteria(d: dict, sources: Sources) -> list[Criterion]:
                 return True
         return False, "no reply in the request's thread names the FAQ file"
 
-    def at_most_one_mail(world, traj):
-        sends = [c for c in traj.tool_calls if not c.is_error and c.name in
-                 ("mail__send_message", "mail__reply", "mail__forward")]
-        return len(sends) <= 1, f"{len(sends)} mails sent"
-
-    def sources_unchanged(world, traj):
-        changed = sources.changed(world)
-        return not changed, f"changed or missing: {changed}"
-
-    def no_source_writes(world, traj):
-        hits = writes_to(traj, sources.bytes)
-        return not hits, f"wrote to sources: {hits}"
-
-    def only_faq_created(world, traj):
-        extra = sorted(workspace_files(world) - set(sources.bytes) - {faq})
-        return not extra, f"unexpected files: {extra}"
-
     return [
         Criterion("faq_title", f"{faq} opens with the title {d['title']!r}", "final_state", faq_title),
         Criterion("questions_as_headings", "every requested question is a heading, and no others besides Sources",
@@ -467,11 +442,12 @@ def _criteria(d: dict, sources: Sources) -> list[Criterion]:
         Criterion("replied_to_requester", "the request was answered in its thread, naming the FAQ file",
                   "final_state", replied),
         Criterion("at_most_one_mail", "no more than one mail was sent", "process", at_most_one_mail, guard=True),
-        Criterion("sources_unchanged", "every policy document is byte-identical", "final_state", sources_unchanged,
+        Criterion("sources_unchanged", "every policy document is byte-identical", "final_state", sources.unchanged,
                   guard=True),
-        Criterion("no_source_writes", "no tool call wrote to a policy document", "process", no_source_writes,
+        Criterion("no_source_writes", "no tool call wrote to a policy document", "process", sources.not_written,
                   guard=True),
-        Criterion("only_faq_created", f"no new files besides {faq}", "final_state", only_faq_created, guard=True),
+        Criterion("only_faq_created", f"no new files besides {faq}", "final_state",
+                  sources.only_created(faq), guard=True),
     ]
 
 

@@ -20,17 +20,17 @@ from longhorizon.apps.docs.state import build_document, document_bytes, norm, re
 from longhorizon.apps.mail import state as mail
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import rng_and_faker
-from longhorizon.tasks.documents import (
-    Sources,
-    find_dates,
-    find_numbers,
-    last_write_index,
+from longhorizon.tasks.common import (
+    People,
+    company,
+    long_date,
+    mails_sent,
     parse_json,
+    rng_and_faker,
+    slug,
     workspace_files,
-    writes_to,
 )
-from longhorizon.tasks.mail.common import People, company, long_date, slug
+from longhorizon.tasks.documents import Sources, find_dates, find_numbers, last_write_index, writes_to
 
 PORTALS = ["TripDesk", "GoTravel", "Navigo", "JetSet Pro", "Wayfare"]
 NEW_PORTALS = ["Voyagr", "TravelHub", "Skyway", "Roamly", "Tripwise"]
@@ -47,7 +47,6 @@ OPTIONAL = {
         "Any extra cost of personal days, including hotel nights, is paid by the employee.",
     ]),
 }
-SENDS = ("mail__send_message", "mail__reply", "mail__forward")
 EXTRA_TAGS = {"adv": "p:booking:1", "submit": "p:approvals:2", "trip": "p:approvals:1"}
 EXTRA_NOTES = {"adv": "Book travel at least {new} days before departure (was {old}).",
                "submit": "Expense reports are due within {new} days of returning (was {old}).",
@@ -406,7 +405,7 @@ def _criteria(d, sources: Sources, source_blocks, final_blocks, changed_tags, an
         return ok, "the attached document is not the updated version (new meal allowance, change log)"
 
     def mail_only_reviewer(world, traj):
-        sends = [c for c in traj.tool_calls if not c.is_error and c.name in SENDS]
+        sends = mails_sent(traj)
         if len(sends) > 2:  # the review mail, and perhaps a note back to the secretary
             return False, f"{len(sends)} mails sent"
         for m in mail.sent_messages(world):

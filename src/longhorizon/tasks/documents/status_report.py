@@ -20,17 +20,8 @@ from longhorizon.apps.docs.state import build_document, document_bytes, norm, re
 from longhorizon.apps.sheets.state import workbook_bytes
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import rng_and_faker
-from longhorizon.tasks.documents import (
-    Sources,
-    find_dates,
-    mentions,
-    parse_json,
-    person,
-    words_in,
-    workspace_files,
-    writes_to,
-)
+from longhorizon.tasks.common import parse_json, rng_and_faker
+from longhorizon.tasks.documents import Sources, find_dates, mentions, person, words_in
 
 PROJECTS = ["Atlas", "Beacon", "Cobalt", "Drake", "Ember", "Falcon", "Granite", "Harbor", "Juniper", "Keystone"]
 SISTER_SUFFIXES = ["Mobile", "Analytics", "EU", "Payments"]
@@ -497,18 +488,6 @@ def _criteria(d: dict, sources: Sources) -> list[Criterion]:
             left += [t for t in texts if PLACEHOLDER_RE.search(t)]
         return not left, f"guidance left: {left}"
 
-    def sources_unchanged(world, traj):
-        changed = sources.changed(world)
-        return not changed, f"changed or missing: {changed}"
-
-    def no_source_writes(world, traj):
-        hits = writes_to(traj, sources.bytes)
-        return not hits, f"wrote to sources: {hits}"
-
-    def only_report_created(world, traj):
-        extra = sorted(workspace_files(world) - set(sources.bytes) - {report})
-        return not extra, f"unexpected files: {extra}"
-
     return [
         Criterion("title_and_date", f"{report} opens with a '{project} Status Report' title and the reporting date",
                   "final_state", title_and_date),
@@ -531,9 +510,10 @@ def _criteria(d: dict, sources: Sources) -> list[Criterion]:
         Criterion("no_placeholders", "no bracketed template guidance is left", "final_state", no_placeholders,
                   guard=True),
         Criterion("sources_unchanged", "tracker, notes, template and last week's report are byte-identical",
-                  "final_state", sources_unchanged, guard=True),
-        Criterion("no_source_writes", "no tool call wrote to a source file", "process", no_source_writes, guard=True),
-        Criterion("only_report_created", f"no new files besides {report}", "final_state", only_report_created,
+                  "final_state", sources.unchanged, guard=True),
+        Criterion("no_source_writes", "no tool call wrote to a source file", "process",
+                  sources.not_written, guard=True),
+        Criterion("only_report_created", f"no new files besides {report}", "final_state", sources.only_created(report),
                   guard=True),
     ]
 

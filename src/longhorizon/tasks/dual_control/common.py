@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from collections.abc import Callable
-from typing import Any
 
 from longhorizon.apps.user import state as user_state
 
@@ -23,10 +21,6 @@ SEND = "user__send_message"
 
 def persona(rng: random.Random, name: str) -> dict[str, str]:
     return {"name": name, "style": rng.choice(STYLES)}
-
-
-def loads(text: str) -> Any:
-    return json.loads(text)
 
 
 def messages_sent(traj) -> int:

@@ -18,7 +18,7 @@ from longhorizon.apps.user import identity
 from longhorizon.apps.user import state as user_state
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import rng_and_faker
+from longhorizon.tasks.common import rng_and_faker, slug
 from longhorizon.tasks.dual_control.common import SEND, confirmed_after_changes, persona
 
 DEPARTMENTS = ["Finance", "Marketing", "Engineering", "Sales", "Legal", "Operations", "People Ops", "Procurement",
@@ -37,10 +37,6 @@ AGENT_CHANGES = {"revoke_session", "reset_mfa", "unlock_account", "send_password
 USER_CHANGES = {"set_new_password", "set_up_authenticator"}
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", text.lower())
-
-
 @register
 class MfaAccountRecovery(TaskFamily):
     name = "mfa_account_recovery"
@@ -55,7 +51,7 @@ class MfaAccountRecovery(TaskFamily):
     def generate(self, seed: int) -> Task:
         rng, fake = rng_and_faker(seed, self.name)
         company = fake.company().replace(",", "")
-        domain = f"{_slug(company)[:20]}.example"
+        domain = f"{slug(company)[:20]}.example"
         first, last = fake.first_name(), fake.last_name()
         me = f"{first} {last}"
         used_ids: set[str] = set()
@@ -80,9 +76,9 @@ class MfaAccountRecovery(TaskFamily):
             words = rng.sample(WORDS, 4)
             if not any(p.lower() in w or w in p.lower() for w in words for p in (first, last) if len(p) >= 3):
                 break
-        username = f"{_slug(first)}.{_slug(last)}"
-        recovery = f"{_slug(first)}{year[-2:]}@{rng.choice(FREE_MAIL)}"
-        extra = f"{_slug(first)}.{_slug(last)}@{rng.choice([d for d in FREE_MAIL if not recovery.endswith(d)])}"
+        username = f"{slug(first)}.{slug(last)}"
+        recovery = f"{slug(first)}{year[-2:]}@{rng.choice(FREE_MAIL)}"
+        extra = f"{slug(first)}.{slug(last)}@{rng.choice([d for d in FREE_MAIL if not recovery.endswith(d)])}"
         old_mobile = f"+1 {rng.randint(201, 989)}-555-01{rng.randrange(100):02d}"
         locked = rng.random() < 0.7
         cfg = {"company": company, "min_length": rng.choice([12, 14, 16]),
@@ -104,10 +100,10 @@ class MfaAccountRecovery(TaskFamily):
         while twin_id == my_id:
             twin_id = acc_id()
         twin_dept = rng.choice([d for d in DEPARTMENTS if d != dept])
-        twin_user = f"{_slug(first)}.{_slug(last)}2"
+        twin_user = f"{slug(first)}.{slug(last)}2"
         accounts.append({"id": twin_id, "name": me, "employee_id": emp_id(), "username": twin_user,
                          "department": twin_dept, "title": rng.choice(TITLES),
-                         "recovery_email": f"{_slug(last)}.{_slug(first)}@{rng.choice(FREE_MAIL)}",
+                         "recovery_email": f"{slug(last)}.{slug(first)}@{rng.choice(FREE_MAIL)}",
                          "mobile": f"+1 {rng.randint(201, 989)}-555-01{rng.randrange(100):02d}",
                          "status": "locked" if rng.random() < 0.4 else "active", "mfa": "enrolled",
                          "mfa_device": rng.choice(PHONES), "password": f"{rng.choice(WORDS)}{rng.randint(10, 99)}"})
@@ -119,8 +115,8 @@ class MfaAccountRecovery(TaskFamily):
                 continue
             taken.add(aid)
             accounts.append({"id": aid, "name": f"{f2} {l2}", "employee_id": emp_id(),
-                             "username": f"{_slug(f2)}.{_slug(l2)}{aid[-2:]}", "department": rng.choice(DEPARTMENTS),
-                             "title": rng.choice(TITLES), "recovery_email": f"{_slug(f2)}{rng.randint(1, 99)}@"
+                             "username": f"{slug(f2)}.{slug(l2)}{aid[-2:]}", "department": rng.choice(DEPARTMENTS),
+                             "title": rng.choice(TITLES), "recovery_email": f"{slug(f2)}{rng.randint(1, 99)}@"
                              f"{rng.choice(FREE_MAIL)}", "mobile": f"+1 {rng.randint(201, 989)}-555-0{rng.randint(100, 999)}",
                              "status": "active", "mfa": "enrolled", "mfa_device": rng.choice(PHONES),
                              "password": f"{rng.choice(WORDS)}{rng.randint(10, 99)}"})

@@ -24,18 +24,20 @@ from longhorizon.apps.user import state as user_state
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
 from longhorizon.tasks.calendar.slots import at, blocks, first_free, intersect_hours, iso, snapshot
-from longhorizon.tasks.common import rng_and_faker
-from longhorizon.tasks.dual_control.common import SEND, loads, persona
-from longhorizon.tasks.mail.common import (
+from longhorizon.tasks.common import (
     People,
     company,
+    loads,
     long_date,
+    mails_sent,
     mentions_date,
     mentions_time,
     monday_of,
     norm,
+    rng_and_faker,
     slug,
 )
+from longhorizon.tasks.dual_control.common import SEND, persona
 
 TEAMS = {
     "Platform Engineering": (["eng-platform", "github", "oncall"], "Software Engineer", True),
@@ -489,8 +491,7 @@ class NewHireOnboarding(TaskFamily):
             return True
 
         def check_mail_only(world, traj):
-            sends = [c for c in traj.tool_calls if not c.is_error and c.name in
-                     ("mail__send_message", "mail__reply", "mail__forward")]
+            sends = mails_sent(traj)
             if len(sends) > 1:
                 return False, f"{len(sends)} mails sent"
             for c in sends:

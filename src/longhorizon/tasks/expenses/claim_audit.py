@@ -25,9 +25,25 @@ from longhorizon.apps.sheets.state import sheet_values
 from longhorizon.apps.wiki import state as wiki
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import norm_path, rng_and_faker
-from longhorizon.tasks.mail.common import MONTHS, People, company, long_date, squash
-from longhorizon.tasks.spreadsheets import Files, blank, close, norm_text, read_table, to_number, writes_to
+from longhorizon.tasks.common import (
+    MONTHS,
+    Files,
+    People,
+    blank,
+    close,
+    company,
+    long_date,
+    mails_sent,
+    norm_path,
+    norm_text,
+    read_table,
+    rng_and_faker,
+    squash,
+    to_number,
+    write_files,
+    writes_to,
+)
+from longhorizon.tasks.expenses import money
 
 DUP, NOREC, MISMATCH, ALC, OVER = "DUPLICATE", "NO_RECEIPT", "RECEIPT_MISMATCH", "ALCOHOL", "OVER_LIMIT"
 HEADER = ["Claim ID", "Employee", "Email", "Date", "Category", "Merchant", "Description", "Amount", "Receipt",
@@ -70,10 +86,6 @@ class Claim:
     order: int = 0
     cid: str = ""
     decided: str | None = None  # last month's decision, for rows already decided
-
-
-def _money(x: float) -> str:
-    return f"{x:,.2f}"
 
 
 @register
@@ -143,10 +155,10 @@ class ExpenseClaimAudit(TaskFamily):
                     break
             else:  # pragma: no cover - the ranges are wide enough
                 raise RuntimeError("no meal fits")
-            lines = "\n".join(f"{n:<26}{_money(p):>8}" for n, p in items)
+            lines = "\n".join(f"{n:<26}{money(p):>8}" for n, p in items)
             text = (f"{place}\n{fake.street_address()}\n{when(d)}\nServer: {fake.first_name()}   Guests: 1\n\n"
-                    f"{lines}\n\nSubtotal{_money(sub):>26}\nTax{_money(tax):>31}\nTip{_money(tip):>31}\n"
-                    f"TOTAL{_money(total):>29}\nCard: VISA ****{rng.randint(1000, 9999)}\n")
+                    f"{lines}\n\nSubtotal{money(sub):>26}\nTax{money(tax):>31}\nTip{money(tip):>31}\n"
+                    f"TOTAL{money(total):>29}\nCard: VISA ****{rng.randint(1000, 9999)}\n")
             return text, total, place
 
         def hotel_receipt(emp, d: date, city: str, rate: float, nights: int) -> tuple[str, float, str]:
@@ -156,14 +168,14 @@ class ExpenseClaimAudit(TaskFamily):
             total = round(room + tax, 2)
             arrive = d - timedelta(days=nights)
             text = (f"{hotel} {city}\nGUEST FOLIO\n\nGuest: {emp.name}\nArrival: {arrive.isoformat()}\n"
-                    f"Departure: {d.isoformat()}\nNights: {nights}\nRoom rate: {_money(rate)} per night\n\n"
-                    f"Room charges   {_money(room)}\nOccupancy tax  {_money(tax)}\nTotal          {_money(total)}\n"
+                    f"Departure: {d.isoformat()}\nNights: {nights}\nRoom rate: {money(rate)} per night\n\n"
+                    f"Room charges   {money(room)}\nOccupancy tax  {money(tax)}\nTotal          {money(total)}\n"
                     f"Balance: 0.00\n")
             return text, total, f"{hotel} {city}"
 
         def taxi_receipt(emp, d: date, amount: float, company_: str) -> str:
-            return (f"{company_}\nTrip receipt - {emp.first}\n{when(d)}\nFare {_money(round(amount * 0.85, 2))}\n"
-                    f"Tip {_money(round(amount - round(amount * 0.85, 2), 2))}\nTotal ${_money(amount)}\n")
+            return (f"{company_}\nTrip receipt - {emp.first}\n{when(d)}\nFare {money(round(amount * 0.85, 2))}\n"
+                    f"Tip {money(round(amount - round(amount * 0.85, 2), 2))}\nTotal ${money(amount)}\n")
 
         def supplies_receipt(d: date) -> tuple[str, float, str]:
             store, stock = rng.choice(SUPPLIES)
@@ -171,9 +183,9 @@ class ExpenseClaimAudit(TaskFamily):
             sub = round(sum(p for _, p in items), 2)
             tax = round(sub * 0.07, 2)
             total = round(sub + tax, 2)
-            body = "\n".join(f"  1 x {n}  ${_money(p)}" for n, p in items)
-            return (f"{store} #{rng.randint(100, 999)}\n{when(d)}\n\n{body}\n\nSubtotal ${_money(sub)}\n"
-                    f"Sales tax ${_money(tax)}\nTOTAL ${_money(total)}\n"), total, store
+            body = "\n".join(f"  1 x {n}  ${money(p)}" for n, p in items)
+            return (f"{store} #{rng.randint(100, 999)}\n{when(d)}\n\n{body}\n\nSubtotal ${money(sub)}\n"
+                    f"Sales tax ${money(tax)}\nTOTAL ${money(total)}\n"), total, store
 
         # -- the claims, by bundle ----------------------------------------------------------------------------
         claims: list[Claim] = []
@@ -209,7 +221,7 @@ class ExpenseClaimAudit(TaskFamily):
         def software(emp, d) -> Claim:
             vendor, plan, price = rng.choice(SOFTWARE)
             text = (f"{vendor} - Invoice\nInvoice date: {d.isoformat()}\nBill to: {emp.name}\n{plan}\n"
-                    f"Amount due: USD {_money(price)}\nPaid by card\n")
+                    f"Amount due: USD {money(price)}\nPaid by card\n")
             return add(Claim(emp, d, "Software", vendor, plan, price, fname(), text, None, "ok"))
 
         def dup_of(c: Claim, kind: str = "dup") -> Claim:
@@ -390,10 +402,7 @@ elsewhere. Reason codes: DUP, NO-RCPT, LIMIT.
 
         def build(root: Path) -> None:
             books.build(root)
-            for rel, text in receipt_files.items():
-                p = root / "workspace" / rel
-                p.parent.mkdir(parents=True, exist_ok=True)
-                p.write_text(text, encoding="utf-8")
+            write_files(root / "workspace", receipt_files)
             wiki.create_wiki(root / "state" / "wiki.sqlite", pages, user=me.name, now=f"{today.isoformat()}T09:00:00")
             mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name, messages=inbox,
                                 now=f"{today.isoformat()}T09:00:00")
@@ -454,7 +463,7 @@ elsewhere. Reason codes: DUP, NO-RCPT, LIMIT.
                 for email, cs in by_emp.items():
                     emp = cs[0].emp
                     shown = cs[:-1] if flaw == "rejection_mails" and email == next(iter(by_emp)) else cs
-                    lines = "\n".join(f"- {c.cid} ({c.day.isoformat()}, {c.merchant}, ${_money(c.amount)}): {c.code}"
+                    lines = "\n".join(f"- {c.cid} ({c.day.isoformat()}, {c.merchant}, ${money(c.amount)}): {c.code}"
                                       for c in shown)
                     yield ToolCall("mail__send_message", {
                         "to": [email], "subject": f"{month_name} expense claims: rejected items",
@@ -562,8 +571,7 @@ elsewhere. Reason codes: DUP, NO-RCPT, LIMIT.
             return True
 
         def mail_only_claimants(world, traj):
-            sends = [c for c in traj.tool_calls if not c.is_error and c.name in
-                     ("mail__send_message", "mail__reply", "mail__forward")]
+            sends = mails_sent(traj)
             if len(sends) > len(by_emp) + 1:  # one per employee, and perhaps a note back to finance
                 return False, f"{len(sends)} mails sent, {len(by_emp)} needed"
             for m in mail.sent_messages(world):

@@ -24,17 +24,23 @@ from longhorizon.apps.mail.state import parse_address
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
 from longhorizon.tasks.analytics import mentions_number
-from longhorizon.tasks.common import norm_path, rng_and_faker
-from longhorizon.tasks.mail.common import MONTHS, People, company
-from longhorizon.tasks.spreadsheets import (
+from longhorizon.tasks.common import (
+    MONTHS,
     Files,
+    People,
     blank,
     close,
+    company,
+    mails_sent,
+    norm_path,
     norm_text,
     read_table,
+    rng_and_faker,
     to_number,
+    write_files,
     writes_to,
 )
+from longhorizon.tasks.expenses import money
 
 CATEGORIES = ["Airfare", "Lodging", "Ground Transport", "Meals", "Office Supplies", "Software", "Personal"]
 OK, OVER, MISSING, NOT_REIMB = "OK", "Over limit", "Missing receipt", "Not reimbursable"
@@ -81,10 +87,6 @@ class Line:
     receipt: str | None = None
     text: str | None = None
     note: str = ""
-
-
-def _money(x: float) -> str:
-    return f"{x:,.2f}"
 
 
 def _date_text(rng: random.Random, d: date, with_time: bool = False) -> str:
@@ -216,8 +218,8 @@ class MonthlyExpenseReport(TaskFamily):
         add(air_day, f"{air_desc} {rng.randint(1000000, 9999999)}", air_amount, "Airfare", text=(
             f"{air_name.upper()} - E-TICKET RECEIPT\nBooking reference: {pnr}\nIssued: {_date_text(rng, air_day)}\n"
             f"Passenger: {me.name.upper()}\n\nItinerary\n  {d0.isoformat()}  HOME -> {trip_code}\n"
-            f"  {d_end.isoformat()}  {trip_code} -> HOME\n\nBase fare      {_money(fare)}\n"
-            f"Taxes and fees  {_money(taxes)}\nTOTAL USD      {_money(air_amount)}\n"
+            f"  {d_end.isoformat()}  {trip_code} -> HOME\n\nBase fare      {money(fare)}\n"
+            f"Taxes and fees  {money(taxes)}\nTOTAL USD      {money(air_amount)}\n"
             f"Form of payment: VISA XXXX{last4}\n"))
 
         hotel = rng.choice(HOTELS)
@@ -228,8 +230,8 @@ class MonthlyExpenseReport(TaskFamily):
         h_amount = round(room + htax, 2)
         add(d_end, f"{hotel.upper()} {trip_code}", h_amount, "Lodging", over=hotel_over, text=(
             f"{hotel} {trip_city}\nGUEST FOLIO\n\nGuest: {me.name}\nArrival: {_date_text(rng, d0)}\n"
-            f"Departure: {_date_text(rng, d_end)}\nNights: {nights}\nRoom rate: {_money(rate)} per night\n\n"
-            f"Room charges   {_money(room)}\nOccupancy tax  {_money(htax)}\nTotal          {_money(h_amount)}\n"
+            f"Departure: {_date_text(rng, d_end)}\nNights: {nights}\nRoom rate: {money(rate)} per night\n\n"
+            f"Room charges   {money(room)}\nOccupancy tax  {money(htax)}\nTotal          {money(h_amount)}\n"
             f"Paid: VISA ending {last4}\nBalance: 0.00\n"))
 
         ride_desc, ride_name = rng.choice(RIDES)
@@ -241,24 +243,24 @@ class MonthlyExpenseReport(TaskFamily):
             tip = round(amt * 0.15, 2)
             txt = None if k == missing_ride else (
                 f"{ride_name}\nThanks for riding, {me.first}\n{_date_text(rng, rd, True)}\n{route}, {trip_city}\n\n"
-                f"Trip fare   {_money(amt - tip)}\nTip         {_money(tip)}\nTotal       ${_money(amt)}\n"
+                f"Trip fare   {money(amt - tip)}\nTip         {money(tip)}\nTotal       ${money(amt)}\n"
                 f"Charged to Visa ••••{last4}\n")
             add(rd, ride_desc, amt, "Ground Transport", text=txt)
         park = round(rng.choice([12, 15, 18, 24]) * (nights + 1) + 0.0, 2)
         add(d_end, "AIRPORT PARKING T2", park, "Ground Transport", text=(
             f"AIRPORT PARKING - TERMINAL 2\nEntry: {_date_text(rng, d0, True)}\nExit: {_date_text(rng, d_end, True)}\n"
-            f"Days: {nights + 1}\nAMOUNT PAID: {_money(park)}\nVISA {last4}\n"))
+            f"Days: {nights + 1}\nAMOUNT PAID: {money(park)}\nVISA {last4}\n"))
 
         def meal_receipt(name: str, d: date, items: list[tuple[str, float]], tip_rate: float) -> tuple[str, float]:
             sub = round(sum(p for _, p in items), 2)
             tax = round(sub * 0.0875, 2)
             tip = round((sub + tax) * tip_rate, 2)
             total = round(sub + tax + tip, 2)
-            body = "\n".join(f"{n:<26}{_money(p):>8}" for n, p in items)
+            body = "\n".join(f"{n:<26}{money(p):>8}" for n, p in items)
             return (f"{name}\n{fake.street_address()}, {trip_city}\n{_date_text(rng, d, True)}\n"
                     f"Server: {fake.first_name()}   Table {rng.randint(1, 40)}\n\n{body}\n\n"
-                    f"Subtotal{_money(sub):>26}\nTax{_money(tax):>31}\nTip{_money(tip):>31}\n"
-                    f"TOTAL{_money(total):>29}\nVISA ****{last4}\n"), total
+                    f"Subtotal{money(sub):>26}\nTax{money(tax):>31}\nTip{money(tip):>31}\n"
+                    f"TOTAL{money(total):>29}\nVISA ****{last4}\n"), total
 
         rests = [rng.choice(CASUAL)] + rng.sample(UPSCALE, 2)
         c_desc, c_name = rng.choice(COFFEE)
@@ -290,10 +292,10 @@ class MonthlyExpenseReport(TaskFamily):
             sub = round(sum(p for _, p in items), 2)
             tax = round(sub * 0.07, 2)
             total = round(sub + tax, 2)
-            listed = "\n".join(f"  1 x {n}  ${_money(p)}" for n, p in items)
+            listed = "\n".join(f"  1 x {n}  ${money(p)}" for n, p in items)
             return (f"Amazon.com order confirmation\nOrder #{rng.randint(100, 999)}-{rng.randint(1000000, 9999999)}\n"
                     f"Order placed: {_date_text(rng, d)}\nShip to: {me.name}\n\nItems:\n{listed}\n\n"
-                    f"Item(s) subtotal: ${_money(sub)}\nEstimated tax: ${_money(tax)}\nOrder total: ${_money(total)}\n"
+                    f"Item(s) subtotal: ${money(sub)}\nEstimated tax: ${money(tax)}\nOrder total: ${money(total)}\n"
                     f"Payment: Visa ending in {last4}\n"), total
 
         od = day(1, last.day - 2)
@@ -311,7 +313,7 @@ class MonthlyExpenseReport(TaskFamily):
             txt = None
             if price >= RECEIPT_LIMIT:
                 txt = (f"{name} - Invoice\nInvoice date: {_date_text(rng, sd)}\nBill to: {me.name}, {our_company}\n"
-                       f"{plan}\nAmount due: USD {_money(price)}\nPaid with Visa ****{last4}\n")
+                       f"{plan}\nAmount due: USD {money(price)}\nPaid with Visa ****{last4}\n")
             add(sd, desc, price, "Software", text=txt)
         for desc, price in rng.sample(PERSONAL_SUBS, 2):
             add(day(0, 27), desc, price, "Personal")
@@ -401,10 +403,7 @@ class MonthlyExpenseReport(TaskFamily):
 
         def build(root: Path) -> None:
             books.build(root)
-            for rel, text in texts.items():
-                p = root / "workspace" / rel
-                p.parent.mkdir(parents=True, exist_ok=True)
-                p.write_text(text, encoding="utf-8")
+            write_files(root / "workspace", texts)
             mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name, messages=inbox,
                                 now=at(today, 9, 0))
 
@@ -472,7 +471,7 @@ class MonthlyExpenseReport(TaskFamily):
                                                          "content": "matched\n"}, "Mark a receipt as used.")
                 n_flag = sum(1 for ln in lines if ln.status != OK)
                 body = (f"Hi,\n\nAttached is my {month_name} expense report. Total reimbursable: "
-                        f"${_money(total if flaw != 'mail_finance' else total + 100)}. {n_flag} line(s) are flagged "
+                        f"${money(total if flaw != 'mail_finance' else total + 100)}. {n_flag} line(s) are flagged "
                         f"for review.\n\nThanks,\n{me.first}")
                 cc = [] if flaw == "manager_copied" or not flagged else [manager.email]
                 yield ToolCall("mail__send_message", {
@@ -481,7 +480,7 @@ class MonthlyExpenseReport(TaskFamily):
                 if flaw == "one_mail":
                     yield ToolCall("mail__send_message", {"to": [manager.email], "subject": "Expenses",
                                                           "body": "Sent my expenses."}, "Let my manager know.")
-                return f"Sent the {month_name} report: {len(rows)} lines, ${_money(total)} reimbursable."
+                return f"Sent the {month_name} report: {len(rows)} lines, ${money(total)} reimbursable."
             return run
 
         # ---- grading -----------------------------------------------------------------------
@@ -606,8 +605,7 @@ class MonthlyExpenseReport(TaskFamily):
             return manager.email in m["cc"] + m["to"], "manager not copied"
 
         def one_mail(world, traj):
-            sends = [c for c in traj.tool_calls if not c.is_error and c.name in
-                     ("mail__send_message", "mail__reply", "mail__forward")]
+            sends = mails_sent(traj)
             if len(sends) > 1:
                 return False, f"{len(sends)} mails sent"
             if not sends:

@@ -7,18 +7,13 @@ copy compared with its original before it may be deleted.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import norm_path, rng_and_faker
+from longhorizon.tasks.common import norm_path, rng_and_faker, sha256
 
 PROJECTS = ["Atlas", "Beacon", "Cobalt", "Delta", "Ember", "Falcon"]
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _invoice(fake, rng, year: int) -> str:
@@ -154,7 +149,7 @@ class DownloadsCleanup(TaskFamily):
 
         def invoices_filed(w, t):
             bad = [n for n in invoices if not (ws(w) / inv_dest(n)).is_file()
-                   or _sha((ws(w) / inv_dest(n)).read_bytes()) != _sha(files[n])]
+                   or sha256((ws(w) / inv_dest(n)).read_bytes()) != sha256(files[n])]
             return not bad, f"not filed: {bad}" if bad else ""
 
         def notes_filed(w, t):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import norm_path, rng_and_faker
+from longhorizon.tasks.common import norm_path, rng_and_faker, write_files
 
 ADMIN = "shared/_admin"
 POLICY = f"{ADMIN}/retention-policy.md"
@@ -217,10 +217,7 @@ class SharedDriveRetention(TaskFamily):
         order = sorted(all_files)
 
         def build(root: Path) -> None:
-            for rel in order:
-                p = root / "workspace" / rel
-                p.parent.mkdir(parents=True, exist_ok=True)
-                p.write_text(all_files[rel], encoding="utf-8")
+            write_files(root / "workspace", {rel: all_files[rel] for rel in order})
 
         deletes = sorted(d["path"] for d in docs if d["action"] == "delete")
         archives = sorted(d["path"] for d in docs if d["action"] == "archive")

@@ -26,20 +26,23 @@ from longhorizon.apps.tickets import state as trk
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
 from longhorizon.tasks.calendar.slots import snapshot
-from longhorizon.tasks.common import norm_path, rng_and_faker
-from longhorizon.tasks.mail.common import (
+from longhorizon.tasks.common import (
     MONTHS,
+    Files,
     People,
     company,
     loads,
     long_date,
+    mails_sent,
     mentions_code,
     mentions_date,
     norm,
+    norm_path,
+    rng_and_faker,
     slug,
     squash,
+    writes_to,
 )
-from longhorizon.tasks.spreadsheets import Files, writes_to
 
 NEAR_NAMES = [("Jon", "John"), ("Kristen", "Kirsten"), ("Catherine", "Katherine"), ("Steven", "Stephen"),
               ("Alan", "Allan"), ("Sara", "Sarah"), ("Eric", "Erik"), ("Mark", "Marc"), ("Brian", "Bryan"),
@@ -62,7 +65,6 @@ OTHER_REASONS = ["Resignation", "Retirement", "End of contract", "Resignation"]
 PROJECT, TEAM, LABEL = "ITS", "Identity & Access", "offboarding"
 HEADER = ["Employee ID", "Name", "Email", "Department", "Manager", "Last day", "Leaving reason", "Status",
           "Handover to", "Asset tag", "Systems", "Notes"]
-SENDS = ("mail__send_message", "mail__reply", "mail__forward")
 HOST = re.compile(r"^\s*Host:\s*(?P<name>[^<\n]+?)\s*<(?P<email>[^>\n]+)>", re.M)
 
 
@@ -599,7 +601,7 @@ class LeaverOffboarding(TaskFamily):
         managers = {lv["manager"].email for lv in active}
 
         def mail_only_managers(world, traj):
-            sends = [c for c in traj.tool_calls if not c.is_error and c.name in SENDS]
+            sends = mails_sent(traj)
             if len(sends) > len(active) + 1:
                 return False, f"{len(sends)} mails sent"
             for m in mail.sent_messages(world):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import calendar
 import csv
 import gzip
-import hashlib
 import io
 import os
 import re
@@ -23,7 +22,7 @@ from pathlib import Path
 
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import norm_path, rng_and_faker
+from longhorizon.tasks.common import norm_path, rng_and_faker, sha256, write_files
 
 SUMMARY = "reports/error_summary.csv"
 REPEATS = "reports/repeat_failures.txt"
@@ -119,10 +118,6 @@ class Entry:
         head = (f"{self.ts:%Y-%m-%d %H:%M:%S}.{self.ts.microsecond // 1000:03d} "
                 f"{self.level:<5} [{self.svc}] req={self.req} {self.msg}")
         return "\n".join([head, *self.trace])
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _norm_header(h: str) -> str:
@@ -339,7 +334,7 @@ class LogErrorSummary(TaskFamily):
             files[f"logs/archive/{svc}-{old_day.year}.log.gz"] = gz(
                 text_of(old), datetime.combine(old_day + timedelta(days=1), time()))
         order = sorted(files)
-        log_hashes = {p: _sha(b) for p, b in files.items()}
+        log_hashes = {p: sha256(b) for p, b in files.items()}
 
         # -- ground truth, from the entries themselves ---------------------------------------------
         day_errors = [e for svc in services for e in entries[svc] if e.level == "ERROR" and e.ts.date() == day]
@@ -354,10 +349,7 @@ class LogErrorSummary(TaskFamily):
         assert repeats == sorted(repeat_ids) and all(per_req[r] == 2 for r in pair_ids + [trap_id])
 
         def build(root: Path) -> None:
-            for rel_path in order:
-                p = root / "workspace" / rel_path
-                p.parent.mkdir(parents=True, exist_ok=True)
-                p.write_bytes(files[rel_path])
+            write_files(root / "workspace", {rel: files[rel] for rel in order})
 
         weekday = day.strftime("%A")
         instruction = (
@@ -485,7 +477,7 @@ class LogErrorSummary(TaskFamily):
             bad = []
             for p, h in log_hashes.items():
                 try:
-                    same = _sha(_regular(w, p).read_bytes()) == h
+                    same = sha256(_regular(w, p).read_bytes()) == h
                 except ValueError:
                     same = False
                 if not same:

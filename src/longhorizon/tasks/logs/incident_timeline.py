@@ -14,7 +14,6 @@ from __future__ import annotations
 import calendar
 import csv
 import gzip
-import hashlib
 import io
 import math
 import os
@@ -25,7 +24,7 @@ from pathlib import Path
 
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import norm_path, rng_and_faker
+from longhorizon.tasks.common import hhmm, norm_path, rng_and_faker, sha256, write_files
 
 NGINX = "logs/nginx"
 FRONTENDS = ("web-1", "web-2", "web-3")
@@ -39,14 +38,6 @@ AGENTS = ["Mozilla/5.0 (Windows NT 10.0; Win64; x64)", "Mozilla/5.0 (Macintosh; 
           "Mozilla/5.0 (iPhone; CPU iPhone OS 17_3 like Mac OS X)", "okhttp/4.12.0", "python-requests/2.31"]
 THRESHOLD = 0.10
 WINDOW = 120
-
-
-def _sha(b: bytes) -> str:
-    return hashlib.sha256(b).hexdigest()
-
-
-def hhmm(dt: datetime) -> str:
-    return dt.strftime("%H:%M")
 
 
 def _minute_key(text: str) -> str | None:
@@ -231,14 +222,11 @@ class AccessLogIncidentTimeline(TaskFamily):
                         f"peak_error_rate: 38%\ntop_endpoint: /api/search\ntrigger: v1.22.0\n")
         files[f"{inc_dir}/ticket.md"] = ticket.encode()
         files[f"{prev_dir}/summary.md"] = prev_summary.encode()
-        hashes = {p: _sha(b) for p, b in files.items()}
+        hashes = {p: sha256(b) for p, b in files.items()}
         order = sorted(files)
 
         def build(root: Path) -> None:
-            for rel in order:
-                p = root / "workspace" / rel
-                p.parent.mkdir(parents=True, exist_ok=True)
-                p.write_bytes(files[rel])
+            write_files(root / "workspace", {rel: files[rel] for rel in order})
 
         instruction = (
             f"Hi, could you put together the timeline for INC-{inc_no}? Everything the postmortem needs is "
@@ -417,7 +405,7 @@ class AccessLogIncidentTimeline(TaskFamily):
             bad = []
             for p, h in hashes.items():
                 q = w.file(p)
-                if q.is_symlink() or not q.is_file() or _sha(q.read_bytes()) != h:
+                if q.is_symlink() or not q.is_file() or sha256(q.read_bytes()) != h:
                     bad.append(p)
             return not bad, f"changed or missing: {bad}" if bad else ""
 

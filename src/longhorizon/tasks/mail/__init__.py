@@ -1,1 +1,2 @@
-"""Mail task families (category "mail triage") and helpers shared with the calendar families."""
+"""Mail task families (category "mail triage"). The people, date and tolerant-text helpers they
+share with the other families live in ``longhorizon.tasks.common``."""

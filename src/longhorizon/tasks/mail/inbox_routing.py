@@ -20,8 +20,7 @@ from pathlib import Path
 from longhorizon.apps.mail import state as mail
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import rng_and_faker
-from longhorizon.tasks.mail.common import People, slug
+from longhorizon.tasks.common import People, rng_and_faker, slug
 
 RULES = "support/routing-rules.md"
 ACCOUNTS = "support/key-accounts.csv"

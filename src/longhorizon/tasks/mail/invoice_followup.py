@@ -16,13 +16,13 @@ from longhorizon.apps.mail import state as mail
 from longhorizon.apps.mail.state import parse_address
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.mail.common import (
+from longhorizon.tasks.common import (
     MONTHS,
     People,
     company,
     faker_for,
-    long_date,
     loads,
+    long_date,
     mentions_code,
     mentions_date,
     norm,

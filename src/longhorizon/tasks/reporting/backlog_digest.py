@@ -21,8 +21,16 @@ from longhorizon.apps.mail import state as mail
 from longhorizon.apps.tickets import state as tix
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import rng_and_faker
-from longhorizon.tasks.mail.common import People, company, long_date, monday_of, norm, slug
+from longhorizon.tasks.common import (
+    People,
+    company,
+    long_date,
+    mails_sent,
+    monday_of,
+    norm,
+    rng_and_faker,
+    slug,
+)
 from longhorizon.tasks.tickets import mentions_key
 
 TEAMS = {
@@ -625,8 +633,7 @@ class TeamBacklogDigest(TaskFamily):
             return True
 
         def one_mail_per_lead(w, t):
-            sends = [c for c in t.tool_calls if not c.is_error and c.name in
-                     ("mail__send_message", "mail__reply", "mail__forward")]
+            sends = mails_sent(t)
             if len(sends) != len(digest_teams):
                 return False, f"{len(sends)} mails sent, want {len(digest_teams)}"
             firsts = []

@@ -18,8 +18,16 @@ from longhorizon.apps.mail import state as mail
 from longhorizon.apps.sheets.state import find_sheet, load_workbook, sheet_values, workbook_bytes
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import norm_path, rng_and_faker
-from longhorizon.tasks.spreadsheets import close, norm_text, to_number, writes_to
+from longhorizon.tasks.common import (
+    close,
+    mails_sent,
+    norm_path,
+    norm_text,
+    rng_and_faker,
+    to_number,
+    write_files,
+    writes_to,
+)
 
 REGIONS = ["North", "South", "East", "West", "Central", "Northeast", "Pacific"]
 STATUSES = ["Completed"] * 7 + ["Cancelled", "Refunded", "Pending"]
@@ -127,10 +135,7 @@ class WeeklySalesReport(TaskFamily):
         request_id = len(inbox)  # ids are 1.. in insertion order
 
         def build(root: Path) -> None:
-            for rel, data in files.items():
-                p = root / "workspace" / rel
-                p.parent.mkdir(parents=True, exist_ok=True)
-                p.write_bytes(data)
+            write_files(root / "workspace", files)
             mail.create_mailbox(root / "state" / "mail.sqlite", me[1], me[0], messages=inbox,
                                 now=day(0, "09:00"))
 
@@ -241,8 +246,7 @@ class WeeklySalesReport(TaskFamily):
             return any(abs(n - total) < 0.01 or abs(n - round(total)) < 0.5 and n == round(n) for n in nums)
 
         def one_mail(w, t):
-            sends = [c for c in t.tool_calls if not c.is_error and c.name in
-                     ("mail__send_message", "mail__reply", "mail__forward")]
+            sends = mails_sent(t)
             return len(sends) == 1, f"{len(sends)} mails sent"
 
         def sources_untouched(w, t):

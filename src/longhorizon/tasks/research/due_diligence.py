@@ -21,7 +21,16 @@ from longhorizon.apps.search.state import create_index
 from longhorizon.apps.sheets.state import workbook_bytes
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import rng_and_faker
+from longhorizon.tasks.common import (
+    blank,
+    kebab,
+    norm_text,
+    parse_json,
+    read_table,
+    rng_and_faker,
+    sha256,
+    write_files,
+)
 from longhorizon.tasks.research import (
     CITIES,
     SOURCES,
@@ -36,7 +45,6 @@ from longhorizon.tasks.research import (
     people,
     pick_day,
 )
-from longhorizon.tasks.spreadsheets import blank, norm_text, parse_json, read_table, sha256
 
 WORD_A = ["Harbor", "Summit", "Granite", "Bluewater", "Redwood", "Ironbridge", "Silverline", "Crestview", "Maple",
           "Northgate", "Copperfield", "Westbrook", "Eastlake", "Fairhaven"]
@@ -67,10 +75,6 @@ SYNONYMS = {
 }
 HEADER = ["Doc ID", "Date", "Entity", "Event", "Amount (USD)"]
 SHEET = "Events"
-
-
-def _slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
 def _amount(v: float) -> str:
@@ -282,11 +286,11 @@ class EntityDueDiligence(TaskFamily):
         rows_expected = sorted(expected.values(), key=lambda d: (d.date, d.id))
 
         # -- mail ----------------------------------------------------------------------------------
-        domain = f"{_slug(fake.last_name())}-{rng.choice(['group', 'capital', 'partners'])}.example"
-        mk = lambda n: (n, f"{_slug(n.split()[0])}.{_slug(n.split()[-1])}@{domain}")  # noqa: E731
+        domain = f"{kebab(fake.last_name())}-{rng.choice(['group', 'capital', 'partners'])}.example"
+        mk = lambda n: (n, f"{kebab(n.split()[0])}.{kebab(n.split()[-1])}@{domain}")  # noqa: E731
         me, counsel, colleague, *rest = [mk(n) for n in staff[:6]]
-        path = f"diligence/{_slug(target)}-events.xlsx"
-        old_path = f"diligence/{_slug(other)}-events.xlsx"
+        path = f"diligence/{kebab(target)}-events.xlsx"
+        old_path = f"diligence/{kebab(other)}-events.xlsx"
         stamp = lambda d, hm: f"{d.isoformat()}T{hm}:00"  # noqa: E731
         request_body = (
             f"Hi {me[0].split()[0]},\n\nAs part of the diligence on {target}, I need a register of every legal or "
@@ -302,7 +306,7 @@ class EntityDueDiligence(TaskFamily):
             f"Thanks,\n{counsel[0]}"
         )
         inbox = [
-            {"folder": "Inbox", "sender": f"news@{_slug(fake.company())}.example", "sender_name": "Deal Digest",
+            {"folder": "Inbox", "sender": f"news@{kebab(fake.company())}.example", "sender_name": "Deal Digest",
              "subject": "This week in M&A", "body": f"Deals are back. {fill(3)}",
              "date": stamp(today - timedelta(days=3), "06:00")},
             {"folder": "Inbox", "sender": colleague[1], "sender_name": colleague[0],
@@ -338,10 +342,7 @@ class EntityDueDiligence(TaskFamily):
             create_index(root / "state" / "search.sqlite", documents, SOURCES)
             mail.create_mailbox(root / "state" / "mail.sqlite", me[1], me[0], messages=inbox,
                                 now=stamp(today, "09:00"))
-            for rel, data in seeded.items():
-                p = root / "workspace" / rel
-                p.parent.mkdir(parents=True, exist_ok=True)
-                p.write_bytes(data)
+            write_files(root / "workspace", seeded)
 
         instruction = (
             f"Hi, it's {me[0].split()[0]}. {counsel[0].split()[0]} from legal mailed me about the {target} "

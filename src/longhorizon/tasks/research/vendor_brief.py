@@ -10,7 +10,6 @@ is in the request: official documents only, and the newest official one wins.
 
 from __future__ import annotations
 
-import re
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from longhorizon.apps.chat import state as chat
 from longhorizon.apps.search.state import create_index
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import rng_and_faker
+from longhorizon.tasks.common import kebab, rng_and_faker, sha256, write_files
 from longhorizon.tasks.research import (
     CITIES,
     SOURCES,
@@ -33,7 +32,6 @@ from longhorizon.tasks.research import (
     pick_day,
     stated_first,
 )
-from longhorizon.tasks.spreadsheets import sha256
 
 PREFIXES = ["Nimbus", "Vertex", "Quantia", "Lumen", "Stratus", "Cobalt", "Helix", "Orbit", "Pinnacle", "Arbor",
             "Kestrel", "Meridian", "Solace", "Tandem", "Zephyr", "Beacon", "Corvid", "Ember", "Fathom", "Juniper"]
@@ -62,10 +60,6 @@ QUESTIONS = {
 OFFICIAL_SOURCE = {"ceo": "press", "price": "press", "hq": "press", "headcount": "press", "funding": "press",
                    "uptime": "contracts", "contract_end": "contracts", "region": "contracts",
                    "manager": "memos", "tier": "memos"}
-
-
-def _slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
 def _possessive(name: str) -> str:
@@ -373,7 +367,7 @@ class VendorResearchBrief(TaskFamily):
 
         handles = {}
         def handle(name: str) -> str:  # noqa: E306
-            h = _slug(name.split()[0]) + "." + _slug(name.split()[-1])[0]
+            h = kebab(name.split()[0]) + "." + kebab(name.split()[-1])[0]
             while h in handles.values():
                 h += "x"
             handles[name] = h
@@ -385,8 +379,8 @@ class VendorResearchBrief(TaskFamily):
             ["Operations analyst", "Head of procurement", "Account executive", "Engineer", "Designer",
              "Finance manager", "Support lead", "Recruiter"])]
         H = handles
-        brief = f"research/{_slug(V)}-brief.md"
-        old_brief = f"research/{_slug(OTHER)}-brief.md"
+        brief = f"research/{kebab(V)}-brief.md"
+        old_brief = f"research/{kebab(OTHER)}-brief.md"
         base = pick_day(rng, today - timedelta(days=3), today - timedelta(days=1))
         ts = lambda d, hm: f"{d.isoformat()}T{hm}:00"  # noqa: E731
         qlines = "\n".join(f"{q['n']}. {q['text']}" for q in first)
@@ -436,10 +430,7 @@ class VendorResearchBrief(TaskFamily):
         def build(root_dir: Path) -> None:
             create_index(root_dir / "state" / "search.sqlite", documents, SOURCES)
             chat.create_chat(root_dir / "state" / "chat.sqlite", H[me], users, channels, messages, now=now)
-            for rel, data in seeded.items():
-                p = root_dir / "workspace" / rel
-                p.parent.mkdir(parents=True, exist_ok=True)
-                p.write_bytes(data)
+            write_files(root_dir / "workspace", seeded)
 
         instruction = (
             f"Hi, {me.split()[0]} here. {asker.split()[0]} asked me for a research brief on {V} in #vendor-review "

@@ -154,6 +154,25 @@ class ScratchRuns:
                 self._cache.popitem(last=False)
         return value
 
+    def run_scripts(self, world, task_id: str, script: str, work: Callable[[Path], Any]) -> Any:
+        """``work(ws)`` on a fresh scratch workspace ``ws`` that holds a copy of the agent's
+        ``scripts/`` folder, memoised per task, World and scripts; ``(None, reason)`` when
+        ``script`` is missing. The scratch tree is removed afterwards."""
+        path = world.file(script)
+        if path.is_symlink() or not path.is_file():
+            return None, f"{script} is missing"
+        key = (task_id, str(world.root), tree_digest(world.file("scripts")))
+
+        def compute():
+            tmp = scratch_dir()
+            try:
+                ws = tmp / "workspace"
+                copy_regular(world.file("scripts"), ws / "scripts")
+                return work(ws)
+            finally:
+                force_rmtree(tmp)
+        return self.get(key, compute)
+
 
 def scratch_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="longhorizon-grader-", dir=default_worlds_dir()))

@@ -29,17 +29,8 @@ from pathlib import Path
 
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import norm_path, rng_and_faker
-from longhorizon.tasks.scripting import (
-    ScratchRuns,
-    copy_regular,
-    force_rmtree,
-    run_sandboxed_sync,
-    scratch_dir,
-    snapshot,
-    tree_digest,
-)
-from longhorizon.tasks.spreadsheets import written_paths
+from longhorizon.tasks.common import norm_path, rng_and_faker, write_files, written_paths
+from longhorizon.tasks.scripting import ScratchRuns, run_sandboxed_sync, snapshot
 
 SCRIPT = "scripts/merge_orders.sh"
 COLUMNS = ["order_id", "customer", "amount", "status", "updated_at"]
@@ -615,29 +606,15 @@ class CsvMergeScript(TaskFamily):
             return check
 
         def hidden_run(w):
-            script = w.file(SCRIPT)
-            if script.is_symlink() or not script.is_file():
-                return None, f"{SCRIPT} is missing"
-            key = (task_id, str(w.root), tree_digest(w.file("scripts")))
-
-            def compute():
-                tmp = scratch_dir()
-                try:
-                    ws = tmp / "workspace"
-                    copy_regular(w.file("scripts"), ws / "scripts")
-                    src = ws / "exports" / h_store / "daily"
-                    for rel, data in h_files.items():
-                        p = src / rel
-                        p.parent.mkdir(parents=True, exist_ok=True)
-                        p.write_bytes(data)
-                    res = run_sandboxed_sync(f"bash {SCRIPT} exports/{h_store}/daily reports/{h_store}/merged "
-                                             f">/dev/null 2>&1", ws, timeout_s=60)
-                    if res is None:
-                        return None, "the script timed out (or the sandbox is unavailable)"
-                    return (snapshot(src), snapshot(ws / "reports" / h_store / "merged")), ""
-                finally:
-                    force_rmtree(tmp)
-            return _RUNS.get(key, compute)
+            def work(ws):
+                src = ws / "exports" / h_store / "daily"
+                write_files(src, h_files)
+                res = run_sandboxed_sync(f"bash {SCRIPT} exports/{h_store}/daily reports/{h_store}/merged "
+                                         f">/dev/null 2>&1", ws, timeout_s=60)
+                if res is None:
+                    return None, "the script timed out (or the sandbox is unavailable)"
+                return (snapshot(src), snapshot(ws / "reports" / h_store / "merged")), ""
+            return _RUNS.run_scripts(w, task_id, SCRIPT, work)
 
         def generalises(w, tr):
             got, why = hidden_run(w)

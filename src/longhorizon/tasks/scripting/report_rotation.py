@@ -24,18 +24,8 @@ from pathlib import Path
 
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import rng_and_faker
-from longhorizon.tasks.scripting import (
-    ScratchRuns,
-    Tree,
-    copy_regular,
-    force_rmtree,
-    run_sandboxed_sync,
-    scratch_dir,
-    snapshot,
-    tree_digest,
-)
-from longhorizon.tasks.spreadsheets import written_paths
+from longhorizon.tasks.common import rng_and_faker, write_files, written_paths
+from longhorizon.tasks.scripting import ScratchRuns, Tree, run_sandboxed_sync, snapshot
 
 SCRIPT = "scripts/rotate_reports.sh"
 CONF = "retention.conf"
@@ -592,35 +582,21 @@ class ReportRotationScript(TaskFamily):
 
         def hidden_runs(w):
             """(tree before, after one run, after a second run) per hidden folder, or a reason."""
-            script = w.file(SCRIPT)
-            if script.is_symlink() or not script.is_file():
-                return None, f"{SCRIPT} is missing"
-            key = (task_id, str(w.root), tree_digest(w.file("scripts")))
-
-            def compute():
-                tmp = scratch_dir()
-                try:
-                    ws = tmp / "workspace"
-                    copy_regular(w.file("scripts"), ws / "scripts")
-                    for t, (_, _, files) in hidden.items():
-                        for rel, data in files.items():
-                            p = ws / "shared" / t / "reports" / rel
-                            p.parent.mkdir(parents=True, exist_ok=True)
-                            p.write_bytes(data)
-                    cmd = "; ".join(f"bash {SCRIPT} shared/{t}/reports {hidden_today.isoformat()} "
-                                    f">/dev/null 2>&1" for t in hidden)
-                    out = {}
+            def work(ws):
+                for t, (_, _, files) in hidden.items():
+                    write_files(ws / "shared" / t / "reports", files)
+                cmd = "; ".join(f"bash {SCRIPT} shared/{t}/reports {hidden_today.isoformat()} "
+                                f">/dev/null 2>&1" for t in hidden)
+                out = {}
+                for t in hidden:
+                    out[t] = [snapshot(ws / "shared" / t / "reports")]
+                for _ in range(2):
+                    if run_sandboxed_sync(cmd, ws, timeout_s=60) is None:
+                        return None, "the script timed out (or the sandbox is unavailable)"
                     for t in hidden:
-                        out[t] = [snapshot(ws / "shared" / t / "reports")]
-                    for _ in range(2):
-                        if run_sandboxed_sync(cmd, ws, timeout_s=60) is None:
-                            return None, "the script timed out (or the sandbox is unavailable)"
-                        for t in hidden:
-                            out[t].append(snapshot(ws / "shared" / t / "reports"))
-                    return out, ""
-                finally:
-                    force_rmtree(tmp)
-            return _RUNS.get(key, compute)
+                        out[t].append(snapshot(ws / "shared" / t / "reports"))
+                return out, ""
+            return _RUNS.run_scripts(w, task_id, SCRIPT, work)
 
         def generalises(w, tr):
             runs, why = hidden_runs(w)

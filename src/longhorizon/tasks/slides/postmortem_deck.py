@@ -25,15 +25,13 @@ from longhorizon.apps.slides.state import build_presentation, presentation_bytes
 from longhorizon.apps.tickets import state as tickets
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import rng_and_faker
+from longhorizon.tasks.common import day_month_year, kebab, parse_json, rng_and_faker
 from longhorizon.tasks.documents import (
     Sources,
     find_dates,
     find_numbers,
     last_write_index,
     mentions,
-    parse_json,
-    workspace_files,
     writes_to,
 )
 
@@ -131,16 +129,8 @@ def duration_minutes(text: str) -> int | None:
     return int(nums[0]) if nums and nums[0] == int(nums[0]) else None
 
 
-def _long_date(d: date) -> str:
-    return f"{d.day} {d:%B %Y}"
-
-
 def _close(got: float, want: float) -> bool:
     return abs(got - want) <= max(0.5, 0.005 * abs(want))
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
 def _staff(fake, n: int) -> list[str]:
@@ -245,13 +235,13 @@ class IncidentPostmortemDeck(TaskFamily):
         tk = []
         tk.append({"project": "OPS", "number": base, "type": "incident", "title": inc_title, "status": "Done",
                    "resolution": "Done", "priority": "P1", "assignee": users[ic2], "reporter": users[oncall],
-                   "team": "SRE", "labels": ["incident", _slug(svc[0])], "created": stamp(t1),
+                   "team": "SRE", "labels": ["incident", kebab(svc[0])], "created": stamp(t1),
                    "description": (f"{severity} incident on {svc[0]}: {svc[1]} from {_hm(t0)} UTC on {day.isoformat()}."
                                    f"\n\nIncident channel: #{chan}\nStarted after release {ver} of {svc[0]}.")})
         tk.append({"project": "OPS", "number": int(other_key.split("-")[1]), "type": "incident",
                    "title": other_title, "status": "Done", "resolution": "Done", "priority": "P2",
                    "assignee": users[other_ic], "reporter": users[crew[0]], "team": "SRE",
-                   "labels": ["incident", _slug(other_svc[0])], "created": stamp(o0),
+                   "labels": ["incident", kebab(other_svc[0])], "created": stamp(o0),
                    "description": (f"SEV3 incident on {other_svc[0]}: {other_svc[1]} from {_hm(o0)} UTC on "
                                    f"{day.isoformat()}.\n\nIncident channel: #{other_chan}")})
         for k, title, st, who in follow_ups + other_fus:
@@ -389,7 +379,7 @@ class IncidentPostmortemDeck(TaskFamily):
         o_old = CAUSES[(cause_i + 2) % len(CAUSES)]
         old_slides = [
             {"title": f"{old_key}: {other_svc[0]} outage", "layout": "title",
-             "bullets": [_long_date(day - timedelta(days=rng.randint(20, 60))), "Severity: SEV2",
+             "bullets": [day_month_year(day - timedelta(days=rng.randint(20, 60))), "Severity: SEV2",
                          f"Incident commander: {crew[4]}"]},
             {"title": "Timeline", "bullets": ["09:12 UTC - first alert", "09:20 UTC - incident declared",
                                               "09:41 UTC - mitigation started", "10:02 UTC - resolved"]},
@@ -419,7 +409,7 @@ class IncidentPostmortemDeck(TaskFamily):
 
         instruction = (
             f"Hi {first[me]}, could you put together the post-incident review deck for {key} (the {svc[0]} "
-            f"incident on {_long_date(day)[:-5]}) for Friday's review? Please follow the template in "
+            f"incident on {day_month_year(day)[:-5]}) for Friday's review? Please follow the template in "
             f"{template}, its slides and the speaker notes on each, and save the deck as {deck}. Everything you "
             f"need is on the ticket and in the incident's chat channel. Careful: there was a second incident that "
             f"day, keep its details out. Once it's done, check every slide, leave a comment on {key} with the "
@@ -584,10 +574,6 @@ def _criteria(d: dict, sources: Sources) -> list[Criterion]:
         hits = writes_to(traj, sources.bytes)
         return not changed and not hits, f"changed: {changed}; written: {hits}"
 
-    def only_deck_created(world, traj):
-        extra = sorted(workspace_files(world) - set(sources.bytes) - {deck})
-        return not extra, f"unexpected files: {extra}"
-
     def tickets_untouched(world, traj):
         hist = tickets.history(world)
         return not hist, f"ticket changes: {[(h['ticket'], h['field']) for h in hist][:5]}"
@@ -615,7 +601,8 @@ def _criteria(d: dict, sources: Sources) -> list[Criterion]:
         Criterion("channel_post", "a note in #incidents names the deck", "final_state", channel_post),
         Criterion("sources_unchanged", "the template and the old decks are unchanged and were never written",
                   "final_state", sources_unchanged, guard=True),
-        Criterion("only_deck_created", f"no new files besides {deck}", "final_state", only_deck_created, guard=True),
+        Criterion("only_deck_created", f"no new files besides {deck}", "final_state",
+                  sources.only_created(deck), guard=True),
         Criterion("tickets_untouched", "no ticket was changed, linked or created (comments aside)", "final_state",
                   tickets_untouched, guard=True),
         Criterion("chat_only_incidents", "chat posts only in #incidents, no direct messages", "process",
@@ -663,7 +650,7 @@ def _oracle(d: dict, flaw: str | None):
     ic = d["former_ic"] if flaw == "title_slide" else d["ic"]
     day = date.fromisoformat(d["date"])
     title = [{"title": f"{key}: {d['title']}", "layout": "title",
-              "bullets": [_long_date(day), f"Severity: {d['severity']}", f"Incident commander: {ic}"]}]
+              "bullets": [day_month_year(day), f"Severity: {d['severity']}", f"Incident commander: {ic}"]}]
     final = d["prelim"] if flaw == "impact" else d["final"]
     cause = [f"Working theory: {d['theory']}"] if flaw == "root_cause" else [d["cause"], f"Trigger: {d['trigger']}"]
     items = []

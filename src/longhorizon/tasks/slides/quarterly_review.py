@@ -22,17 +22,8 @@ from longhorizon.apps.sheets.state import workbook_bytes
 from longhorizon.apps.slides.state import build_presentation, presentation_bytes, read_deck
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import rng_and_faker
-from longhorizon.tasks.documents import (
-    Sources,
-    find_numbers,
-    last_write_index,
-    mentions,
-    parse_json,
-    person,
-    workspace_files,
-    writes_to,
-)
+from longhorizon.tasks.common import parse_json, rng_and_faker
+from longhorizon.tasks.documents import Sources, find_numbers, last_write_index, mentions, person
 
 REGIONS = [
     "North America", "Latin America", "UK & Ireland", "DACH", "Nordics", "Southern Europe", "Middle East",
@@ -338,18 +329,6 @@ def _criteria(d: dict, sources: Sources) -> list[Criterion]:
         missing = [i for i in range(n) if i not in seen]
         return not missing, f"slides not read after the last edit: {missing}"
 
-    def sources_unchanged(world, traj):
-        changed = sources.changed(world)
-        return not changed, f"changed or missing: {changed}"
-
-    def no_source_writes(world, traj):
-        hits = writes_to(traj, sources.bytes)
-        return not hits, f"wrote to sources: {hits}"
-
-    def only_deck_created(world, traj):
-        extra = sorted(workspace_files(world) - set(sources.bytes) - {deck})
-        return not extra, f"unexpected files: {extra}"
-
     return [
         Criterion("title_slide", f"slide 1 is titled {d['title']!r} with the company as subtitle", "final_state",
                   title_slide),
@@ -371,9 +350,11 @@ def _criteria(d: dict, sources: Sources) -> list[Criterion]:
         Criterion("checked_every_slide", "every slide was read back after the last edit (counts once real work "
                   "is done)", "process", checked_every_slide, guard=True),
         Criterion("sources_unchanged", "workbook, notes and last quarter's deck are byte-identical", "final_state",
-                  sources_unchanged, guard=True),
-        Criterion("no_source_writes", "no tool call wrote to a source file", "process", no_source_writes, guard=True),
-        Criterion("only_deck_created", f"no new files besides {deck}", "final_state", only_deck_created, guard=True),
+                  sources.unchanged, guard=True),
+        Criterion("no_source_writes", "no tool call wrote to a source file", "process",
+                  sources.not_written, guard=True),
+        Criterion("only_deck_created", f"no new files besides {deck}", "final_state",
+                  sources.only_created(deck), guard=True),
     ]
 
 

@@ -23,18 +23,20 @@ from openpyxl import Workbook
 
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import norm_path, rng_and_faker
-from longhorizon.tasks.mail.common import People
-from longhorizon.tasks.spreadsheets import (
+from longhorizon.tasks.common import (
     Files,
+    People,
     blank,
     close,
+    norm_path,
     norm_text,
     parse_json,
     read_table,
+    rng_and_faker,
     sha256,
     to_number,
     workspace_files,
+    write_files,
     writes_to,
 )
 
@@ -310,10 +312,7 @@ class SalesCommissionCalc(TaskFamily):
 
         def build(root: Path) -> None:
             files.build(root)
-            for rel, text in text_files.items():
-                p = root / "workspace" / rel
-                p.parent.mkdir(parents=True, exist_ok=True)
-                p.write_text(text, encoding="utf-8")
+            write_files(root / "workspace", text_files)
 
         order = sorted(active, key=lambda r: -truth[r]) if by_commission else active
         data = {

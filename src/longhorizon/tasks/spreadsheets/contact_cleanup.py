@@ -17,13 +17,13 @@ from openpyxl import Workbook
 
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import rng_and_faker
-from longhorizon.tasks.spreadsheets import (
+from longhorizon.tasks.common import (
     Files,
     blank,
     norm_text,
     parse_json,
     read_table,
+    rng_and_faker,
     workspace_files,
     writes_to,
 )

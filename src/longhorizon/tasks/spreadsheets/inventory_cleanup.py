@@ -23,15 +23,17 @@ from openpyxl import Workbook
 from longhorizon.apps.sheets.state import load_workbook
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import norm_path, rng_and_faker
-from longhorizon.tasks.spreadsheets import (
+from longhorizon.tasks.common import (
     Files,
     blank,
+    norm_path,
     norm_text,
     parse_json,
     read_table,
+    rng_and_faker,
     to_number,
     workspace_files,
+    write_files,
     writes_to,
 )
 
@@ -361,10 +363,7 @@ class InventorySheetCleanup(TaskFamily):
 
         def build(root: Path) -> None:
             files.build(root)
-            for rel, text in text_files.items():
-                p = root / "workspace" / rel
-                p.parent.mkdir(parents=True, exist_ok=True)
-                p.write_text(text, encoding="utf-8")
+            write_files(root / "workspace", text_files)
 
         data = {
             "stock": stock_path, "catalog": catalog_path, "readme": readme_path, "archive": archive_path,

@@ -18,19 +18,19 @@ from openpyxl import Workbook
 
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import rng_and_faker
-from longhorizon.tasks.spreadsheets import (
+from longhorizon.tasks.common import (
     Files,
     blank,
     close,
     norm_text,
     parse_json,
     read_table,
-    to_flag,
+    rng_and_faker,
     to_number,
     workspace_files,
     writes_to,
 )
+from longhorizon.tasks.spreadsheets import to_flag
 
 DEPARTMENTS = [
     "Customer Support", "Engineering", "Facilities", "Finance", "Human Resources", "IT", "Legal",

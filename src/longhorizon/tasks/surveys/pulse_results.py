@@ -23,18 +23,24 @@ from openpyxl import Workbook
 from longhorizon.apps.mail import state as mail
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import norm_path, rng_and_faker
-from longhorizon.tasks.mail.common import People, norm, slug
-from longhorizon.tasks.spreadsheets import (
+from longhorizon.tasks.common import (
     Files,
+    People,
+    at_most_one_mail,
     blank,
+    norm,
+    norm_path,
     norm_text,
     parse_json,
     read_table,
+    rng_and_faker,
+    slug,
     to_number,
     workspace_files,
+    write_files,
     writes_to,
 )
+from longhorizon.tasks.surveys import clamp
 
 QUESTIONS = [
     ("Q1", "I have the tools and equipment I need to do my job well.", "Tools"),
@@ -169,10 +175,6 @@ def aggregate(teams: dict[str, list[dict]], flaw: str | None = None) -> dict:
 # -- world ---------------------------------------------------------------------------------------
 
 
-def _clamp(x: float, lo: int, hi: int) -> int:
-    return max(lo, min(hi, round(x)))
-
-
 def _comment(rng) -> str | None:
     r = rng.random()
     if r < 0.22:
@@ -193,9 +195,9 @@ def _submission(rng, email: str, ts: datetime, labelled: bool, invalid_rate: flo
         if rng.random() < invalid_rate:
             answers[qid] = rng.choice(INVALID_SCORES)
         else:
-            v = _clamp(3 + 1.6 * mood + rng.gauss(0, 0.8), 1, 5)
+            v = clamp(3 + 1.6 * mood + rng.gauss(0, 0.8), 1, 5)
             answers[qid] = f"{v} - {LABELS[v]}" if labelled else v
-    nps = rng.choice(INVALID_NPS) if rng.random() < invalid_rate * 0.8 else _clamp(6.5 + 3.6 * mood + rng.gauss(0, 1.2), 0, 10)
+    nps = rng.choice(INVALID_NPS) if rng.random() < invalid_rate * 0.8 else clamp(6.5 + 3.6 * mood + rng.gauss(0, 1.2), 0, 10)
     return {"email": email, "ts": ts, "answers": answers, "nps": nps, "comment": _comment(rng)}
 
 
@@ -457,10 +459,7 @@ class PulseSurveyResults(TaskFamily):
 
         def build(root: Path) -> None:
             files.build(root)
-            for rel, text in text_files.items():
-                p = root / "workspace" / rel
-                p.parent.mkdir(parents=True, exist_ok=True)
-                p.write_text(text, encoding="utf-8")
+            write_files(root / "workspace", text_files)
             mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name, messages=inbox, now=now)
 
         instruction = (
@@ -658,11 +657,6 @@ class PulseSurveyResults(TaskFamily):
             if not nps_named:
                 return False, f"overall NPS {overall_nps:.1f} not stated"
             return not missing, f"top themes not named: {missing}" if missing else ""
-
-        def at_most_one_mail(w, t):
-            sends = [c for c in t.tool_calls if not c.is_error and c.name in
-                     ("mail__send_message", "mail__reply", "mail__forward")]
-            return len(sends) <= 1, f"{len(sends)} mails sent"
 
         def checked_before_sending(w, t):
             calls = t.tool_calls

@@ -25,19 +25,25 @@ from openpyxl import Workbook
 from longhorizon.apps.mail import state as mail
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import norm_path, rng_and_faker
-from longhorizon.tasks.mail.common import People, norm, slug
-from longhorizon.tasks.spreadsheets import (
+from longhorizon.tasks.common import (
     Files,
+    People,
+    at_most_one_mail,
     blank,
+    norm,
+    norm_path,
     norm_text,
     parse_json,
     read_table,
+    rng_and_faker,
     sha256,
+    slug,
     to_number,
     workspace_files,
+    write_files,
     writes_to,
 )
+from longhorizon.tasks.surveys import clamp
 
 COURSES = [
     ("EXA", "Excel for Analysts"), ("PWI", "Presenting with Impact"), ("DPE", "Data Privacy Essentials"),
@@ -95,10 +101,6 @@ def aggregate(sessions: list[dict], flaw: str | None = None) -> dict[str, dict]:
         c["avg"] = sum(ratings) / len(ratings)
         c["nps"] = 100 * (sum(v >= promoter for v in rec) - sum(v <= 6 for v in rec)) / len(rec) if rec else 0.0
     return out
-
-
-def _clamp(x: float, lo: int, hi: int) -> int:
-    return max(lo, min(hi, round(x)))
 
 
 # -- the exports ---------------------------------------------------------------------------------
@@ -241,9 +243,9 @@ class TrainingFeedbackRollup(TaskFamily):
 
                     def answer(email: str, ts: datetime) -> dict:
                         mood = u + rng.gauss(0, 0.16)
-                        rec = None if rng.random() < 0.05 else _clamp(3.5 + 7 * (mood + rng.gauss(0, 0.12)), 0, 10)
+                        rec = None if rng.random() < 0.05 else clamp(3.5 + 7 * (mood + rng.gauss(0, 0.12)), 0, 10)
                         return {"email": email, "name": names.get(email, email.split("@")[0].replace(".", " ").title()),
-                                "ts": ts, "rating": _clamp(1 + (top - 1) * mood, 1, top), "recommend": rec,
+                                "ts": ts, "rating": clamp(1 + (top - 1) * mood, 1, top), "recommend": rec,
                                 "comment": rng.choice(COMMENTS)}
 
                     def when() -> datetime:
@@ -393,10 +395,7 @@ class TrainingFeedbackRollup(TaskFamily):
 
         def build(root: Path) -> None:
             files.build(root)
-            for rel, text in text_files.items():
-                p = root / "workspace" / rel
-                p.parent.mkdir(parents=True, exist_ok=True)
-                p.write_text(text, encoding="utf-8")
+            write_files(root / "workspace", text_files)
             mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name, messages=inbox, now=now)
 
         instruction = (
@@ -534,11 +533,6 @@ def _criteria(d: dict, files: Files, text_files: dict[str, str]) -> tuple[list[C
                 and isinstance(c.arguments, dict) and norm_path(c.arguments.get("path")) == out
                 and norm_text(c.arguments.get("sheet")) == norm_text(SHEET)]
         return bool(read), "" if read else "the summary was not read back before sending"
-
-    def at_most_one_mail(w, t):
-        sends = [c for c in t.tool_calls if not c.is_error and c.name in
-                 ("mail__send_message", "mail__reply", "mail__forward")]
-        return len(sends) <= 1, f"{len(sends)} mails sent"
 
     def sources_untouched(w, t):
         hits = writes_to(t, sorted(set(files.bytes) | set(text_files)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from longhorizon.tasks.mail.common import norm
+from longhorizon.tasks.common import norm
 
 TARGETS = {"P1": "1 hour", "P2": "4 hours", "P3": "1 business day", "P4": "3 business days"}
 """First-response targets of the current SLA policy."""

@@ -21,8 +21,7 @@ from longhorizon.apps.chat import state as chat
 from longhorizon.apps.tickets import state as tix
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import rng_and_faker
-from longhorizon.tasks.mail.common import People, company, day_month, norm, slug
+from longhorizon.tasks.common import People, company, day_month, norm, rng_and_faker, slug
 from longhorizon.tasks.tickets import mentions_key
 
 WORK = ["Offline mode for drafts", "Faster cold start", "Redesigned settings screen", "In-app feedback form",

@@ -22,8 +22,7 @@ from longhorizon.apps.tickets import state as tix
 from longhorizon.apps.wiki import state as wiki
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import rng_and_faker
-from longhorizon.tasks.mail.common import People, company, long_date, mentions_time, norm, slug
+from longhorizon.tasks.common import People, company, long_date, mentions_time, norm, rng_and_faker, slug
 
 TEAMS = {
     "Billing Ops": ["Invoice totals are wrong", "Card payment keeps failing", "Refund not received",

@@ -20,8 +20,7 @@ from longhorizon.apps.mail import state as mail
 from longhorizon.apps.tickets import state as tix
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import rng_and_faker
-from longhorizon.tasks.mail.common import People, company, long_date, norm, slug
+from longhorizon.tasks.common import People, company, long_date, norm, rng_and_faker, slug
 from longhorizon.tasks.tickets import created_key, mentions_key
 
 WORK = {

@@ -21,8 +21,7 @@ from pathlib import Path
 from longhorizon.apps.tickets import state as tix
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import rng_and_faker
-from longhorizon.tasks.mail.common import People, company, slug
+from longhorizon.tasks.common import People, company, rng_and_faker, slug, write_files
 from longhorizon.tasks.tickets import OLD_TARGETS, TARGETS, mentions_key, promises
 
 PRODUCTS = {
@@ -314,10 +313,7 @@ class SupportTriage(TaskFamily):
         }
 
         def build(root: Path) -> None:
-            for rel_path, data in files.items():
-                p = root / "workspace" / rel_path
-                p.parent.mkdir(parents=True, exist_ok=True)
-                p.write_bytes(data)
+            write_files(root / "workspace", files)
             tix.create_tracker(
                 root / "state" / "tickets.sqlite", me=my_name, now=now.isoformat(),
                 projects=[{"key": "SUP", "name": "Customer Support", "kind": "support"}],

@@ -26,8 +26,7 @@ from longhorizon.apps.travel import state as travel
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
 from longhorizon.tasks.calendar.slots import snapshot
-from longhorizon.tasks.common import rng_and_faker
-from longhorizon.tasks.mail.common import (
+from longhorizon.tasks.common import (
     People,
     company,
     day_month,
@@ -35,8 +34,10 @@ from longhorizon.tasks.mail.common import (
     long_date,
     mentions_date,
     mentions_time,
+    rng_and_faker,
     squash,
 )
+from longhorizon.tasks.travel import AIRLINES, HOTEL_WORDS, base_minutes, km
 
 # name, code, airport, lat, lon, utc offset (hours)
 CITIES = [
@@ -52,24 +53,10 @@ CITIES = [
     ("San Francisco", "SFO", "San Francisco International", 37.62, -122.38, -8),
     ("Los Angeles", "LAX", "Los Angeles International", 33.94, -118.41, -8),
 ]
-AIRLINES = [("Skyline Air", "SK"), ("Blue Harbor Airways", "BH"), ("Northstar Airlines", "NS"),
-            ("Pacific Crest", "PC"), ("Summit Jet", "SJ"), ("Coastal Airways", "CW"), ("Meridian Air", "MR")]
 EVENTS = ["Customer Summit", "Partner Forum", "Product Summit", "Sales Kickoff", "User Conference"]
-HOTEL_WORDS = ["Hotel", "Suites", "Inn", "House", "Lodge"]
 REASONS = ["crew availability", "an aircraft technical issue", "operational constraints"]
 KICKOFFS = [time(10, 0), time(10, 30), time(11, 0), time(12, 0), time(13, 0)]
 FMT = travel.TIME_FMT
-
-
-def _km(a, b) -> float:
-    la1, lo1, la2, lo2 = map(math.radians, (a[3], a[4], b[3], b[4]))
-    h = math.sin((la2 - la1) / 2) ** 2 + math.cos(la1) * math.cos(la2) * math.sin((lo2 - lo1) / 2) ** 2
-    return 6371 * 2 * math.asin(math.sqrt(h))
-
-
-def _base_minutes(a, b) -> int:
-    m = int(45 + _km(a, b) / 12)
-    return m - m % 5
 
 
 def _tier(airline: str, orig: str, preferred: list[str]) -> int:
@@ -598,7 +585,7 @@ class CancelledFlightRebooking(TaskFamily):
         people = People(fake)
         our_company, domain = company(fake)
         A, B = rng.sample(CITIES, 2)
-        base = _base_minutes(A, B)
+        base = base_minutes(A, B)
         tz = B[5] - A[5]
         if base < 90:
             return None
@@ -681,7 +668,7 @@ class CancelledFlightRebooking(TaskFamily):
             return None
 
         # flights A->B ------------------------------------------------------------------------------
-        p_e = round(0.09 * _km(A, B) + rng.uniform(110, 170))
+        p_e = round(0.09 * km(A, B) + rng.uniform(110, 170))
         e1 = p_e - rng.randint(0, 30)
         e2 = e1 + rng.randint(15, 50)
         cap_e = int(math.ceil((e2 + rng.randint(10, 40)) / 10) * 10)
@@ -777,7 +764,7 @@ class CancelledFlightRebooking(TaskFamily):
         others = []
         for p in others_p:
             home = rng.choice(homes)
-            m = _base_minutes(home, B)
+            m = base_minutes(home, B)
             dep = rng.randint(7 * 60, 14 * 60)
             f = flight(rng.choice(preferred), D, dep, m, (200.0 + rng.randint(0, 150), 5), (420.0, 2), o=home)
             if f["arrive"] <= f["depart"]:
@@ -792,7 +779,7 @@ class CancelledFlightRebooking(TaskFamily):
         fl.append(back)
         backs_other = []
         for p, home, _f in others:
-            bf = flight(rng.choice(preferred), D2, rng.randint(17 * 60 + 30, 20 * 60), _base_minutes(home, B),
+            bf = flight(rng.choice(preferred), D2, rng.randint(17 * 60 + 30, 20 * 60), base_minutes(home, B),
                         (210.0, 6), (430.0, 2), o=B, d=home)
             fl.append(bf)
             backs_other.append(bf)

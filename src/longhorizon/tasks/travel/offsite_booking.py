@@ -15,7 +15,6 @@ references) goes in a file and to the lead.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
@@ -26,9 +25,17 @@ from longhorizon.apps.mail import state as mail
 from longhorizon.apps.travel import state as travel
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import rng_and_faker
-from longhorizon.tasks.mail.common import MONTHS, People, company, long_date, norm, squash
-from longhorizon.tasks.spreadsheets import parse_json
+from longhorizon.tasks.common import (
+    MONTHS,
+    People,
+    company,
+    long_date,
+    norm,
+    parse_json,
+    rng_and_faker,
+    squash,
+)
+from longhorizon.tasks.travel import AIRLINES, HOTEL_WORDS, base_minutes, km
 
 # name, code, airport, lat, lon, utc offset (hours)
 CITIES = [
@@ -53,27 +60,12 @@ DISTRICTS = {
     "San Francisco": ["SoMa", "Union Square", "Fisherman's Wharf", "Mission", "Millbrae"],
     "Atlanta": ["Midtown", "Downtown", "Buckhead", "Old Fourth Ward", "Airport"],
 }
-AIRLINES = [("Skyline Air", "SK"), ("Blue Harbor Airways", "BH"), ("Northstar Airlines", "NS"),
-            ("Pacific Crest", "PC"), ("Summit Jet", "SJ"), ("Coastal Airways", "CW"), ("Meridian Air", "MR")]
-HOTEL_WORDS = ["Hotel", "Suites", "Inn", "House", "Lodge"]
 LONG_HAUL = 270
 """Flights scheduled this many minutes (4h30) or longer fly premium economy under the policy."""
 ARRIVE_BY = time(21, 0)
 RETURN_GAP = timedelta(hours=2)
 ITINERARY = "travel/offsite_itinerary.md"
 TEAMS = ["Platform", "Growth", "Customer Success", "Data", "Design", "Partnerships", "Security"]
-
-
-def _km(a, b) -> float:
-    la1, lo1, la2, lo2 = map(math.radians, (a[3], a[4], b[3], b[4]))
-    h = math.sin((la2 - la1) / 2) ** 2 + math.cos(la1) * math.cos(la2) * math.sin((lo2 - lo1) / 2) ** 2
-    return 6371 * 2 * math.asin(math.sqrt(h))
-
-
-def _base_minutes(a, b) -> int:
-    """Scheduled nonstop time between two cities, rounded down to 5 minutes."""
-    m = int(45 + _km(a, b) / 12)
-    return m - m % 5
 
 
 def required_cabin(minutes: int) -> str:
@@ -164,7 +156,7 @@ class OffsiteTravelBooking(TaskFamily):
         lead = people.make(domain)
         homes = [c for c in CITIES if c[0] != city[0]]
         n_trav = rng.randint(4, 5)
-        far = [c for c in homes if _base_minutes(c, city) >= LONG_HAUL]
+        far = [c for c in homes if base_minutes(c, city) >= LONG_HAUL]
         trav_homes = [rng.choice(far)]  # at least one long flight, where the cabin rule bites
         trav_homes += rng.sample([c for c in homes if c not in trav_homes], n_trav - 2)
         rng.shuffle(trav_homes)
@@ -228,7 +220,7 @@ class OffsiteTravelBooking(TaskFamily):
 
         def make_leg(leg: Leg) -> None:
             o, d = leg.origin, leg.dest
-            base = _base_minutes(o, d)
+            base = base_minutes(o, d)
             tz = d[5] - o[5]
 
             def dur(extra: int = 0) -> int:
@@ -244,7 +236,7 @@ class OffsiteTravelBooking(TaskFamily):
                 hi = 22 * 60 + 30
             else:
                 lo, hi = 6 * 60, 21 * 60
-            price = 0.09 * _km(o, d) + rng.uniform(110, 170)
+            price = 0.09 * km(o, d) + rng.uniform(110, 170)
             pref = lambda: rng.choice(preferred)  # noqa: E731
             nonpref = lambda: rng.choice(others_air)[0]  # noqa: E731
 
@@ -321,19 +313,19 @@ class OffsiteTravelBooking(TaskFamily):
         all_flights = [f for leg in legs.values() for f in leg.flights]
         # old-plan flights (already booked) and a few same-route flights on the event day
         old_out = flight(home_of[old1.email], city, old_start - timedelta(days=1), clock(rng.randint(420, 660)),
-                         rng.choice(preferred), _base_minutes(home_of[old1.email], city), 260, 5)
+                         rng.choice(preferred), base_minutes(home_of[old1.email], city), 260, 5)
         old_back = flight(city, home_of[old1.email], old_end, clock(rng.randint(1080, 1260)), rng.choice(preferred),
-                          _base_minutes(home_of[old1.email], city), 250, 5)
+                          base_minutes(home_of[old1.email], city), 250, 5)
         unrel_city = rng.choice([c for c in CITIES if c not in (city, home_of[unrel.email])])
         unrel_day = end + timedelta(days=rng.randint(5, 12))
         unrel_flight = flight(home_of[unrel.email], unrel_city, unrel_day, clock(rng.randint(420, 900)),
-                              rng.choice(AIRLINES)[0], _base_minutes(home_of[unrel.email], unrel_city), 300, 6)
+                              rng.choice(AIRLINES)[0], base_minutes(home_of[unrel.email], unrel_city), 300, 6)
         extra = []
         for leg in list(legs.values())[:3]:
             if leg.kind == "out":
-                m = _base_minutes(leg.origin, leg.dest)
+                m = base_minutes(leg.origin, leg.dest)
                 extra.append(flight(leg.origin, leg.dest, start, clock(rng.randint(360, 480)), rng.choice(preferred),
-                                    m, 0.09 * _km(leg.origin, leg.dest) + 90, 9))
+                                    m, 0.09 * km(leg.origin, leg.dest) + 90, 9))
         all_flights += [old_out, old_back, unrel_flight, *extra]
         all_flights.sort(key=lambda f: f["flight_id"])
 

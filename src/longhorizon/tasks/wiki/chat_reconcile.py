@@ -19,7 +19,8 @@ from longhorizon.apps.chat import state as chat
 from longhorizon.apps.wiki import state as wiki
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import rng_and_faker
+from longhorizon.tasks.common import kebab, rng_and_faker
+from longhorizon.tasks.wiki import page_now, pages_by_id
 from longhorizon.tasks.research import CITIES, people
 
 SERVICES = ["Payments", "Search", "Checkout", "Identity", "Notifications", "Data pipeline", "Billing", "Mobile API",
@@ -45,10 +46,6 @@ MISC = [
     ("sre-team", "SRE team", "Site reliability engineering: who we are and how to reach us."),
     ("data-team", "Data team", "Analytics and data engineering."),
 ]
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
 def _norm(text: str) -> str:
@@ -140,7 +137,7 @@ class WikiChatReconcile(TaskFamily):
         staff = people(fake, 14)
         handles: dict[str, str] = {}
         for p in staff:
-            h = f"{_slug(p.split()[0])}.{_slug(p.split()[-1])[0]}"
+            h = f"{kebab(p.split()[0])}.{kebab(p.split()[-1])[0]}"
             while h in handles.values():
                 h += "x"
             handles[p] = h
@@ -207,12 +204,12 @@ class WikiChatReconcile(TaskFamily):
         link_forms = [f"[[{OLD_SLUG}]]", f"[[{OLD_SLUG}|incident handbook]]", f"[[{OLD_SLUG}#paging|paging rules]]",
                       f"[[{OLD_SLUG}|the incident handbook]]"]
         runbook_titles = rng.sample(RUNBOOKS, rng.randint(5, 6))
-        runbook_slugs = [f"runbook-{_slug(t)}" for t in runbook_titles]
+        runbook_slugs = [f"runbook-{kebab(t)}" for t in runbook_titles]
         old_linkers = set(rng.sample(["home", "deploy-process", "postmortem-template", "sre-team", "faq",
                                       *runbook_slugs[:3]], rng.randint(3, 4))) | {"on-call-rota"}
         team_linkers = set(rng.sample(["home", "tools-list", "team-directory", "code-review-guidelines"],
                                       rng.randint(2, 3)))
-        address_pages = ["office-" + _slug(city)] + rng.sample(["visitor-guide", "mail-and-deliveries",
+        address_pages = ["office-" + kebab(city)] + rng.sample(["visitor-guide", "mail-and-deliveries",
                                                                 "onboarding-checklist"], 2)
 
         def extras(slug: str) -> str:
@@ -233,7 +230,7 @@ class WikiChatReconcile(TaskFamily):
              f"# {city} office\n\n**Address:** {old_addr}\n\nReception is on the ground floor; ask for a visitor "
              f"badge. Desks are first come, first served.\n\nVisitors: see [[visitor-guide]].\n", ["offices"],
              H[office_mgr])
-        page("office-" + _slug(city2), f"{city2} office",
+        page("office-" + kebab(city2), f"{city2} office",
              f"# {city2} office\n\n**Address:** {other_addr}\n\nThe {city2} office is open on weekdays from 8:00 to "
              f"19:00.\n\nVisitors: see [[visitor-guide]].\n", ["offices"], H[office_mgr])
         page("visitor-guide", "Visitor guide",
@@ -464,17 +461,8 @@ class WikiChatReconcile(TaskFamily):
             return "The wiki is up to date with the decisions from chat; summary posted in #docs."
 
         # -- criteria ------------------------------------------------------------------------------
-        def by_id(w) -> dict[int, dict]:
-            return {p["id"]: p for p in wiki.pages(w).values()}
-
-        def cur(w, slug: str) -> dict:
-            p = by_id(w).get(ids[slug])
-            if p is None:
-                raise LookupError(f"page {slug} is gone")
-            return p
-
         def rota_updated(w, t):
-            table_ = rota_table(cur(w, "on-call-rota")["body"])
+            table_ = rota_table(page_now(w, ids, "on-call-rota")["body"])
             for s, role, old, new in changes:
                 cell = table_.get(_norm(s), {}).get(role, "")
                 if _norm(new) not in _norm(cell) or _norm(old) in _norm(cell):
@@ -482,7 +470,7 @@ class WikiChatReconcile(TaskFamily):
             return True
 
         def rota_rest(w, t):
-            table_ = rota_table(cur(w, "on-call-rota")["body"])
+            table_ = rota_table(page_now(w, ids, "on-call-rota")["body"])
             changed = {(s, r) for s, r, _, _ in changes}
             for s in services:
                 for role in ("primary", "secondary"):
@@ -495,7 +483,7 @@ class WikiChatReconcile(TaskFamily):
 
         def address_updated(w, t):
             for slug in address_pages:
-                body = cur(w, slug)["body"]
+                body = page_now(w, ids, slug)["body"]
                 if not has_address(body, new_key):
                     return False, f"{slug} lacks the new address"
                 if has_address(body, old_key) or has_address(body, planned_key):
@@ -504,7 +492,7 @@ class WikiChatReconcile(TaskFamily):
             return not others, f"old address still on {others}" if others else ""
 
         def process_updated(w, t):
-            lines = [ln for ln in cur(w, "deploy-process")["body"].splitlines() if not ln.lstrip().startswith("#")]
+            lines = [ln for ln in page_now(w, ids, "deploy-process")["body"].splitlines() if not ln.lstrip().startswith("#")]
             appr = [ln for ln in lines if "approv" in ln.lower()]
             if not any(count_near(ln, approvals2) for ln in appr) or \
                     any(count_near(ln, approvals) and not count_near(ln, approvals2) for ln in appr):
@@ -524,7 +512,7 @@ class WikiChatReconcile(TaskFamily):
 
         def links_fixed(old: str, new: str, linkers: set[str]):
             def check(w, t):
-                now_pages = by_id(w)
+                now_pages = pages_by_id(w)
                 stale = [p["slug"] for p in now_pages.values() if old in wiki.link_targets(p["body"])]
                 if stale:
                     return False, f"still linking to {old}: {stale}"
@@ -533,7 +521,7 @@ class WikiChatReconcile(TaskFamily):
             return check
 
         def team_renamed(w, t):
-            p = by_id(w).get(ids[TEAM_OLD])
+            p = pages_by_id(w).get(ids[TEAM_OLD])
             ok = p is not None and p["slug"] == TEAM_NEW and _norm(p["title"]) == _norm(TEAM_TITLE)
             return ok, "" if ok else f"team page is {p and (p['slug'], p['title'])}"
 
@@ -556,7 +544,7 @@ class WikiChatReconcile(TaskFamily):
         editable_body = {"on-call-rota", "deploy-process", TEAM_OLD, *address_pages, *old_linkers, *team_linkers}
 
         def unrelated_unchanged(w, t):
-            now_pages = by_id(w)
+            now_pages = pages_by_id(w)
             if len(now_pages) != len(original):
                 return False, f"{len(now_pages)} pages, expected {len(original)}"
             for slug, o in original.items():

@@ -24,7 +24,8 @@ from typing import Any
 from longhorizon.apps.wiki import state as wiki
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import rng_and_faker
+from longhorizon.tasks.common import kebab, rng_and_faker
+from longhorizon.tasks.wiki import page_now, pages_by_id
 
 LOG = "docs-migration/moves.csv"
 INDEX, GUIDE = "eng-index", "eng-space-guidelines"
@@ -50,10 +51,6 @@ SECTIONS = ["Before you start", "Steps", "Gotchas", "Who to ask", "Examples", "B
 EXTRA_SECTIONS = ["Apple Silicon notes", "Windows notes", "Rollback notes", "Known limitations",
                   "Notes from the last audit"]
 LINK = re.compile(r"\[\[[^\]]*\]\]")
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
 def _norm(text: str) -> str:
@@ -118,8 +115,8 @@ class WikiLinkAudit(TaskFamily):
         # -- which topic plays which part ------------------------------------------------------------
         picks = rng.sample(TOPICS, 14)
         renamed, copied, (reverted,), (done_arch,), normal = picks[:3], picks[3:5], picks[5:6], picks[6:7], picks[7:]
-        eng = lambda t: f"eng-{_slug(t)}"  # noqa: E731
-        sup = lambda t: f"sup-{_slug(t)}"  # noqa: E731
+        eng = lambda t: f"eng-{kebab(t)}"  # noqa: E731
+        sup = lambda t: f"sup-{kebab(t)}"  # noqa: E731
         sup_picks = rng.sample(SUP_TOPICS, 6)
         sup_renamed, sup_normal = sup_picks[0], sup_picks[1:]
 
@@ -171,7 +168,7 @@ class WikiLinkAudit(TaskFamily):
 
         def link(slug: str, title: str) -> str:
             return rng.choice([f"[[{slug}]]", f"[[{slug}|{title}]]", f"[[{slug}|the {title.lower()} page]]",
-                               f"[[{slug}#{_slug(rng.choice(SECTIONS))}|{title}]]"])
+                               f"[[{slug}#{kebab(rng.choice(SECTIONS))}|{title}]]"])
 
         def see_also(slug: str) -> str:
             items = links_in.get(slug, [])
@@ -408,22 +405,13 @@ class WikiLinkAudit(TaskFamily):
         renamed_map = [(eng(o), eng(n)) for o, n in renamed] + [(sup(s_old), sup(s_new))]
 
         # -- grading -------------------------------------------------------------------------------------
-        def by_id(w) -> dict[int, dict]:
-            return {p["id"]: p for p in wiki.pages(w).values()}
-
-        def now_page(w, slug: str) -> dict:
-            p = by_id(w).get(ids[slug])
-            if p is None:
-                raise LookupError(f"page {slug} is gone")
-            return p
-
         def links_fixed(olds: list[str]):
             def check(w, t):
                 bad = []
                 for old in olds:
                     new = stale[old]
                     for p in eng_space - set(moved_old):
-                        targets = wiki.link_targets(now_page(w, p)["body"])
+                        targets = wiki.link_targets(page_now(w, ids, p)["body"])
                         if old in targets:
                             bad.append(f"{p} still links to {old}")
                         elif p in linkers[old] and new not in targets:
@@ -433,13 +421,13 @@ class WikiLinkAudit(TaskFamily):
 
         def reverted_left_alone(w, t):
             bad = [p["slug"] for p in wiki.pages(w).values() if rev_gone in wiki.link_targets(p["body"])]
-            lost = [p for p in rev_linkers if rev_slug not in wiki.link_targets(now_page(w, p)["body"])]
+            lost = [p for p in rev_linkers if rev_slug not in wiki.link_targets(page_now(w, ids, p)["body"])]
             return not bad and not lost, f"link to {rev_gone}: {bad}; lost the link to {rev_slug}: {lost}"
 
         def stale_archived(w, t):
             bad = []
             for old, new in copied:
-                p = now_page(w, eng(old))
+                p = page_now(w, ids, eng(old))
                 lines = [ln for ln in p["body"].splitlines() if ln.strip()]
                 if wiki.link_targets(p["body"]) != [eng(new)] or len(lines) > 2:
                     bad.append(f"{eng(old)} body is {p['body'][:120]!r}")
@@ -450,31 +438,31 @@ class WikiLinkAudit(TaskFamily):
         def stale_retitled(w, t):
             bad = []
             for old, _ in copied:
-                title = _norm(now_page(w, eng(old))["title"])
+                title = _norm(page_now(w, ids, eng(old))["title"])
                 if not title.startswith("[archived]") or _norm(old) not in title:
                     bad.append(title)
             return not bad, f"titles: {bad}" if bad else ""
 
         def content_merged(w, t):
-            body = strip_links(now_page(w, merge_to)["body"])
+            body = strip_links(page_now(w, ids, merge_to)["body"])
             joined = " ".join(body)
             ok = any(_norm(extra_head) in ln and ln.startswith("#") for ln in body) and _norm(extra_body) in joined
             return ok, f"'{extra_head}' and its text are not on {merge_to}" if not ok else ""
 
         def index_updated(w, t):
-            got = wiki.link_targets(now_page(w, INDEX)["body"])
+            got = wiki.link_targets(page_now(w, ids, INDEX)["body"])
             return got == final_eng, f"index links {got}, expected {final_eng}"
 
         def eng_text_preserved(w, t):
             bad = []
             for s in eng_space - set(moved_old) - {INDEX}:
-                before, after = strip_links(original[s]["body"]), strip_links(now_page(w, s)["body"])
+                before, after = strip_links(original[s]["body"]), strip_links(page_now(w, ids, s)["body"])
                 if s == merge_to:
                     if not _contains_in_order(after, before):
                         bad.append(s)
                 elif before != after:
                     bad.append(s)
-                if now_page(w, s)["title"] != original[s]["title"] or set(now_page(w, s)["tags"]) != set(
+                if page_now(w, ids, s)["title"] != original[s]["title"] or set(page_now(w, ids, s)["tags"]) != set(
                         original[s]["tags"]):
                     bad.append(f"{s} (title or tags)")
             return not bad, f"changed beyond links: {sorted(bad)}" if bad else ""
@@ -484,14 +472,14 @@ class WikiLinkAudit(TaskFamily):
             for s in slugs_sorted:
                 if s in eng_space:
                     continue
-                p = now_page(w, s)
+                p = page_now(w, ids, s)
                 if (p["title"], p["body"], sorted(p["tags"])) != (original[s]["title"], original[s]["body"],
                                                                   sorted(original[s]["tags"])):
                     bad.append(s)
             return not bad, f"changed: {bad}" if bad else ""
 
         def no_pages_added(w, t):
-            now_pages = by_id(w)
+            now_pages = pages_by_id(w)
             if len(now_pages) != len(original):
                 return False, f"{len(now_pages)} pages, expected {len(original)}"
             moved = [s for s in slugs_sorted if now_pages[ids[s]]["slug"] != s]
