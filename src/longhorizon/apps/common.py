@@ -74,3 +74,43 @@ class AppServer:
             tpl = AppServer._templates[self.template_key] = [Tool.from_function(f) for f in self._fns]
         tools = [t.model_copy(update={"fn": f}) for t, f in zip(tpl, self._fns)]
         return MCPServer(self.name, instructions=self.instructions, tools=tools)
+
+
+class OfficeFiles:
+    """One kind of office file (.docx, .pptx, .xlsx) in the workspace, as an app's tools open it:
+    confined paths, the right extension, errors the agent can act on, and reads that reuse an
+    unchanged file's last load (same inode, mtime, size). Edits always load a fresh copy, so a
+    failed edit never leaks into the cache."""
+
+    CACHE_SIZE = 16
+
+    def __init__(self, workspace: Path, suffix: str, noun: str, load, *, kind: str, missing_hint: str):
+        self.workspace, self.suffix, self.noun, self.load = workspace, suffix, noun, load
+        self.kind = kind  # e.g. "a .docx document": what a file that fails to load is not
+        self.missing_hint = missing_hint
+        self._cache: dict[Path, tuple[tuple[int, int, int], object]] = {}
+
+    def path(self, path: str, wrong_type: str) -> Path:
+        p = confine(self.workspace, path)
+        if p.suffix.lower() != self.suffix:
+            raise ToolError(f"{path!r} {wrong_type}")
+        return p
+
+    def open(self, p: Path, path: str, for_read: bool = False):
+        if not p.exists():
+            raise ToolError(f"{self.noun} {path!r} does not exist{self.missing_hint}")
+        if not p.is_file():
+            raise ToolError(f"{path!r} is a folder, not a {self.noun}")
+        st = p.stat()
+        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if for_read and p in self._cache and self._cache[p][0] == stamp:
+            return self._cache[p][1]
+        try:
+            obj = self.load(p)
+        except Exception as exc:  # corrupt, or not really that format: the agent should know, not crash
+            raise ToolError(f"{path!r} could not be opened as {self.kind} ({type(exc).__name__})") from None
+        if for_read:
+            if len(self._cache) >= self.CACHE_SIZE:
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[p] = (stamp, obj)
+        return obj

@@ -17,7 +17,7 @@ from docx.table import Table
 from docx.text.paragraph import Paragraph
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import AppServer, cap, confine, rel
+from longhorizon.apps.common import AppServer, OfficeFiles, cap, confine, rel
 from longhorizon.apps.docs.state import (
     add_table as _add_table,
 )
@@ -61,36 +61,15 @@ def build_server(world):
     srv = AppServer("docs", instructions=INSTRUCTIONS)
     lock = threading.Lock()  # sync tools run on worker threads: one document edit at a time
 
+    files = OfficeFiles(ws, ".docx", "document", load_document, kind="a .docx document",
+                        missing_hint='; use list_documents to find documents (paths are relative to the workspace root)')
+
     def docx_path(path: str) -> Path:
-        p = confine(ws, path)
-        if p.suffix.lower() != ".docx":
-            raise ToolError(f"{path!r} is not a .docx file; this app only opens Word .docx documents")
-        return p
+        return files.path(path, 'is not a .docx file; this app only opens Word .docx documents')
 
-    read_cache: dict[Path, tuple[tuple[int, int, int], Document]] = {}
-
-    def open_doc(path: str, for_read: bool = False) -> tuple[Path, Document]:
-        """Load a document; reads reuse an unchanged file's last load (same inode, mtime, size),
-        edits always load a fresh copy so a failed edit never leaks into the cache."""
+    def open_doc(path: str, for_read: bool = False):
         p = docx_path(path)
-        if not p.exists():
-            raise ToolError(f"document {path!r} does not exist; use list_documents to find documents "
-                            "(paths are relative to the workspace root)")
-        if not p.is_file():
-            raise ToolError(f"{path!r} is a folder, not a document")
-        st = p.stat()
-        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
-        if for_read and p in read_cache and read_cache[p][0] == stamp:
-            return p, read_cache[p][1]
-        try:
-            doc = load_document(p)
-        except Exception as exc:  # corrupt or not really docx
-            raise ToolError(f"{path!r} could not be opened as a .docx document ({type(exc).__name__})") from None
-        if for_read:
-            if len(read_cache) >= 16:
-                read_cache.pop(next(iter(read_cache)))
-            read_cache[p] = (stamp, doc)
-        return p, doc
+        return p, files.open(p, path, for_read)
 
     def save(doc: Document, p: Path) -> None:
         try:

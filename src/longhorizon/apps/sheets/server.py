@@ -18,7 +18,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from openpyxl import Workbook
 from openpyxl.utils.cell import column_index_from_string, get_column_letter
 
-from longhorizon.apps.common import AppServer, cap, confine, rel
+from longhorizon.apps.common import AppServer, OfficeFiles, cap, rel
 from longhorizon.apps.sheets.state import (
     MAX_COL,
     MAX_ROW,
@@ -128,35 +128,15 @@ def build_server(world):
     )
     lock = threading.Lock()  # sync tools run on worker threads: one workbook edit at a time
 
+    files = OfficeFiles(ws_root, ".xlsx", "workbook", load_workbook, kind="an .xlsx workbook",
+                        missing_hint=" (paths are relative to the workspace root)")
+
     def xlsx_path(path: str) -> Path:
-        p = confine(ws_root, path)
-        if p.suffix.lower() != ".xlsx":
-            raise ToolError(f"{path!r} is not an .xlsx file; this app only opens .xlsx workbooks")
-        return p
+        return files.path(path, "is not an .xlsx file; this app only opens .xlsx workbooks")
 
-    read_cache: dict[Path, tuple[tuple[int, int, int], Workbook]] = {}
-
-    def open_wb(path: str, for_read: bool = False) -> tuple[Path, Workbook]:
-        """Load a workbook; reads reuse an unchanged file's last load (same inode, mtime, size),
-        writes always load a fresh copy so a failed edit never leaks into the cache."""
+    def open_wb(path: str, for_read: bool = False):
         p = xlsx_path(path)
-        if not p.exists():
-            raise ToolError(f"workbook {path!r} does not exist (paths are relative to the workspace root)")
-        if not p.is_file():
-            raise ToolError(f"{path!r} is a folder, not a workbook")
-        st = p.stat()
-        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
-        if for_read and p in read_cache and read_cache[p][0] == stamp:
-            return p, read_cache[p][1]
-        try:
-            wb = load_workbook(p)
-        except Exception as exc:  # corrupt or not really xlsx: the agent should know, not crash
-            raise ToolError(f"{path!r} could not be opened as an .xlsx workbook ({type(exc).__name__})") from None
-        if for_read:
-            if len(read_cache) >= 16:
-                read_cache.pop(next(iter(read_cache)))
-            read_cache[p] = (stamp, wb)
-        return p, wb
+        return p, files.open(p, path, for_read)
 
     def get_sheet(wb: Workbook, path: str, sheet: str):
         if sheet in wb.sheetnames:

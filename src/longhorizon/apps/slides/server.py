@@ -15,7 +15,7 @@ from typing import Any
 from mcp.server.mcpserver.exceptions import ToolError
 from pptx.presentation import Presentation
 
-from longhorizon.apps.common import AppServer, cap, confine, rel
+from longhorizon.apps.common import AppServer, OfficeFiles, cap, rel
 from longhorizon.apps.slides.state import (
     LAYOUTS,
     body_shape,
@@ -53,36 +53,15 @@ def build_server(world):
     srv = AppServer("slides", instructions=INSTRUCTIONS)
     lock = threading.Lock()  # sync tools run on worker threads: one deck edit at a time
 
+    files = OfficeFiles(ws, ".pptx", "deck", load_presentation, kind="a .pptx deck",
+                        missing_hint=' (paths are relative to the workspace root; files__list_dir shows what is there)')
+
     def pptx_path(path: str) -> Path:
-        p = confine(ws, path)
-        if p.suffix.lower() != ".pptx":
-            raise ToolError(f"{path!r} is not a .pptx file; this app only opens PowerPoint .pptx decks")
-        return p
+        return files.path(path, 'is not a .pptx file; this app only opens PowerPoint .pptx decks')
 
-    read_cache: dict[Path, tuple[tuple[int, int, int], Presentation]] = {}
-
-    def open_deck(path: str, for_read: bool = False) -> tuple[Path, Presentation]:
-        """Load a deck; reads reuse an unchanged file's last load (same inode, mtime, size),
-        edits always load a fresh copy so a failed edit never leaks into the cache."""
+    def open_deck(path: str, for_read: bool = False):
         p = pptx_path(path)
-        if not p.exists():
-            raise ToolError(f"deck {path!r} does not exist (paths are relative to the workspace root; "
-                            "files__list_dir shows what is there)")
-        if not p.is_file():
-            raise ToolError(f"{path!r} is a folder, not a deck")
-        st = p.stat()
-        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
-        if for_read and p in read_cache and read_cache[p][0] == stamp:
-            return p, read_cache[p][1]
-        try:
-            prs = load_presentation(p)
-        except Exception as exc:  # corrupt or not really pptx
-            raise ToolError(f"{path!r} could not be opened as a .pptx deck ({type(exc).__name__})") from None
-        if for_read:
-            if len(read_cache) >= 16:
-                read_cache.pop(next(iter(read_cache)))
-            read_cache[p] = (stamp, prs)
-        return p, prs
+        return p, files.open(p, path, for_read)
 
     def save(prs: Presentation, p: Path) -> None:
         try:
