@@ -39,7 +39,7 @@ from longhorizon.core.trajectory import Trajectory
 from longhorizon.core.world import WorldCache
 from longhorizon.env.episode import Limits, play
 from longhorizon.train.config import RLConfig
-from longhorizon.train.stage import load_model, lora_config, prepare_out, train_and_save
+from longhorizon.train.stage import load_model, lora_config, prepare_out, train_and_save, trainer_args
 
 MAX_ATTEMPTS = 3
 """An episode that fails for infrastructure reasons is played again (never graded as the agent's)."""
@@ -253,7 +253,6 @@ def rl_tasks(cfg: RLConfig) -> list[Task]:
 
 def grpo_args(cfg: RLConfig, *, progress: bool = True):
     """TRL's GRPOConfig for ``cfg``."""
-    import torch
     from trl import GRPOConfig
 
     from longhorizon.train.gspo import trl_settings
@@ -262,30 +261,15 @@ def grpo_args(cfg: RLConfig, *, progress: bool = True):
     steps_per_generation = episodes // cfg.micro_batch_size
     eps_low, eps_high = cfg.clip_range()
     return GRPOConfig(
-        output_dir=cfg.out,
+        **trainer_args(cfg, progress=progress),
         num_generations=cfg.group_size,
         per_device_train_batch_size=cfg.micro_batch_size,
         steps_per_generation=steps_per_generation,
         gradient_accumulation_steps=steps_per_generation // cfg.updates_per_rollout,
-        max_steps=cfg.max_steps,
-        learning_rate=cfg.learning_rate,
-        lr_scheduler_type=cfg.lr_scheduler,
-        warmup_steps=cfg.warmup_ratio,
-        weight_decay=cfg.weight_decay,
         max_grad_norm=cfg.max_grad_norm,
         temperature=cfg.temperature,
         top_p=cfg.top_p,
         max_completion_length=cfg.max_context or 8192,
-        logging_steps=cfg.logging_steps,
-        save_strategy="steps" if cfg.save_steps else "no",
-        save_steps=cfg.save_steps or 500,
-        save_total_limit=cfg.save_total_limit,
-        seed=cfg.seed,
-        bf16=cfg.bf16,
-        gradient_checkpointing=cfg.gradient_checkpointing,
-        use_cpu=not torch.cuda.is_available(),
-        report_to="none",
-        disable_tqdm=not progress,
         log_completions=False,
         **trl_settings(cfg.loss, eps_low, eps_high, cfg.beta, cfg.scale_rewards),
     )

@@ -16,7 +16,7 @@ from typing import Any
 
 from longhorizon.core.errors import UsageError
 from longhorizon.train.config import SFTConfig
-from longhorizon.train.stage import load_model, lora_config, prepare_out, train_and_save
+from longhorizon.train.stage import load_model, lora_config, prepare_out, train_and_save, trainer_args
 
 
 def tokenize_dataset(dataset, tokenizer):
@@ -35,32 +35,16 @@ def tokenize_dataset(dataset, tokenizer):
 
 
 def sft_args(cfg: SFTConfig, *, progress: bool = True):
-    import torch
     from trl import SFTConfig as TRLSFTConfig
 
     return TRLSFTConfig(
-        output_dir=cfg.out,
+        **trainer_args(cfg, progress=progress),
         num_train_epochs=cfg.epochs,
-        max_steps=cfg.max_steps,
-        learning_rate=cfg.learning_rate,
-        lr_scheduler_type=cfg.lr_scheduler,
-        warmup_steps=cfg.warmup_ratio,
-        weight_decay=cfg.weight_decay,
         per_device_train_batch_size=cfg.batch_size,
         gradient_accumulation_steps=cfg.grad_accum,
         max_length=cfg.max_length,
         truncation_mode="keep_start",
         packing=False,
-        logging_steps=cfg.logging_steps,
-        save_strategy="steps" if cfg.save_steps else "no",
-        save_steps=cfg.save_steps or 500,
-        save_total_limit=cfg.save_total_limit,
-        seed=cfg.seed,
-        bf16=cfg.bf16,
-        gradient_checkpointing=cfg.gradient_checkpointing,
-        use_cpu=not torch.cuda.is_available(),
-        report_to="none",
-        disable_tqdm=not progress,
     )
 
 

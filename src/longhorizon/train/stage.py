@@ -73,6 +73,31 @@ def save_final(trainer, out: Path, lora: LoraSettings) -> None:
     tok.save_pretrained(out)
 
 
+def trainer_args(cfg, *, progress: bool) -> dict[str, Any]:
+    """The TrainingArguments both stages set the same way from their config (optimiser schedule,
+    checkpoints, precision, device, logging); each stage adds its own on top."""
+    import torch
+
+    return dict(
+        output_dir=cfg.out,
+        max_steps=cfg.max_steps,
+        learning_rate=cfg.learning_rate,
+        lr_scheduler_type=cfg.lr_scheduler,
+        warmup_steps=cfg.warmup_ratio,
+        weight_decay=cfg.weight_decay,
+        logging_steps=cfg.logging_steps,
+        save_strategy="steps" if cfg.save_steps else "no",
+        save_steps=cfg.save_steps or 500,
+        save_total_limit=cfg.save_total_limit,
+        seed=cfg.seed,
+        bf16=cfg.bf16,
+        gradient_checkpointing=cfg.gradient_checkpointing,
+        use_cpu=not torch.cuda.is_available(),
+        report_to="none",
+        disable_tqdm=not progress,
+    )
+
+
 def prepare_out(cfg, stage: str, *, resume: bool, logs: tuple[str, ...]) -> Path:
     """The stage's output folder, refusing to mix a fresh run into an earlier one's checkpoints;
     a fresh run starts its logs anew, and the config it ran with is written beside them."""
