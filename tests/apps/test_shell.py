@@ -106,6 +106,24 @@ async def test_timeout_kills_every_process_it_started(world):
     assert alive == []
 
 
+async def test_a_file_larger_than_the_limit_cannot_be_written(world, monkeypatch):
+    monkeypatch.setattr(sandbox, "FILE_SIZE_LIMIT_BYTES", 1024**2)
+    text, err = await run(world, "head -c 5M /dev/zero > big.bin; echo exit=$?; ulimit -H -f 999999999")
+    assert not err
+    assert (world.workspace / "big.bin").stat().st_size == 1024**2
+    assert "exit=153" in stdout_of(text)  # killed by SIGXFSZ at the limit
+    assert not text.startswith("exit code: 0")  # and it cannot raise its hard limit
+
+
+async def test_memory_beyond_the_limit_cannot_be_allocated(world, monkeypatch):
+    monkeypatch.setattr(sandbox, "MEMORY_LIMIT_BYTES", 200 * 1024**2)
+    fits, err = await run(world, "x=$(head -c 20M /dev/zero | tr '\\0' a); echo ${#x}")
+    assert not err and stdout_of(fits).strip() == str(20 * 1024**2)
+    text, err = await run(world, "x=$(head -c 400M /dev/zero | tr '\\0' a); echo ${#x}")
+    assert not err and not text.startswith("exit code: 0")
+    assert "cannot allocate" in stderr_of(text) or stdout_of(text).strip() != str(400 * 1024**2)
+
+
 async def test_huge_output_is_truncated_keeping_head_and_tail(world):
     text, err = await run(world, "seq 1 1000000")
     assert not err and len(text) < 20_000

@@ -7,6 +7,12 @@ unprivileged uid, a clean environment, and cannot create further user namespaces
 else of the host (the World's ``state/``, the project, its venv) is mounted, so it cannot be
 read or written. There is no fallback: without bubblewrap a command is refused.
 
+Resources are bounded too: the timeout kills everything the command started, and hard
+rlimits (which the command cannot raise) cap each process's memory, the size of any file it
+writes, and core dumps, so a runaway command cannot exhaust the host's memory or disk. The
+number of processes is not capped: RLIMIT_NPROC does not bind a host root's uid, and a pids
+cgroup needs delegation the sandbox does not have; the timeout bounds a fork storm instead.
+
 Pure asyncio, no MCP: the shell app's server wraps it, benchmarks can call it directly.
 """
 
@@ -27,6 +33,10 @@ CAPTURE_BYTES = 64 * 1024
 """Head and tail kept per stream while reading, so a runaway command cannot eat memory."""
 MAX_COMMAND_CHARS = 100_000
 SANDBOX_UID = 1000
+MEMORY_LIMIT_BYTES = 4 * 1024**3
+"""Address space per process (RLIMIT_AS): far above what shell tools need, far below the host."""
+FILE_SIZE_LIMIT_BYTES = 256 * 1024**2
+"""Largest file a command may write (RLIMIT_FSIZE); the suite's files are kilobytes."""
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 
 # System paths the sandbox may read. /bin, /lib... are symlinks into /usr on merged-/usr
@@ -185,6 +195,15 @@ def _split_budget(a: int, b: int, total: int) -> tuple[int, int]:
     return half, total - half
 
 
+def limited_bash(command: str) -> list[str]:
+    """``bash -c command`` under hard rlimits, set by a bash that then execs it (``ulimit``
+    counts in KiB; ``-H -S``: the command can neither raise them nor have them lowered for it)."""
+    kib = lambda n: str(max(1, n // 1024))  # noqa: E731
+    limits = (f"ulimit -H -S -v {kib(MEMORY_LIMIT_BYTES)} -f {kib(FILE_SIZE_LIMIT_BYTES)} -c 0 "
+              '&& exec /bin/bash -c "$1"')
+    return ["/bin/bash", "-c", limits, "limits", command]
+
+
 def _pipe_with(data: str) -> int:
     """A pipe holding ``data`` (read end returned) for ``--ro-bind-data``."""
     r, w = os.pipe()
@@ -259,7 +278,7 @@ async def run_sandboxed(command: str, workspace: Path | str, timeout_s: int = 30
     info_r, info_w = os.pipe()
     try:
         argv = bwrap_argv(bwrap, ws, info_fd=info_w, data_fds=data_fds)
-        argv += ["/bin/bash", "-c", command]
+        argv += limited_bash(command)
         proc = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.DEVNULL,
