@@ -189,7 +189,7 @@ def mentions_time(text: str, dt: datetime) -> bool:
         return True
     h12 = h % 12 or 12
     ap = "a" if h < 12 else "p"
-    minutes = rf"(?:[:.]00)?" if m == 0 else rf"[:.]{m:02d}"
+    minutes = r"(?:[:.]00)?" if m == 0 else rf"[:.]{m:02d}"
     if re.search(rf"(?<![\d:.]){h12}{minutes}\s*{ap}\.?\s?m\b\.?", t):
         return True
     return h == 12 and m == 0 and "noon" in t

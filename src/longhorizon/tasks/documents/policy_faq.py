@@ -230,8 +230,8 @@ class NewJoinerFaq(TaskFamily):
         leaders = [hr_dir[1], cfo[1], coo[1]]
         prop_lines = [f"- {f.label}: from {f.amount(value[f.key])} to {f.amount(proposed[f.key])}" for f in changed]
         rng.shuffle(prop_lines)
-        m1 = (f"Hi all,\n\nAhead of Thursday's leadership meeting, these are the policy changes I'd like us to "
-              f"agree:\n\n" + "\n".join(prop_lines) + f"\n\nThanks,\n{first(hr_dir)}")
+        m1 = ("Hi all,\n\nAhead of Thursday's leadership meeting, these are the policy changes I'd like us to "
+              "agree:\n\n" + "\n".join(prop_lines) + f"\n\nThanks,\n{first(hr_dir)}")
         m2 = (f"{first(hr_dir)},\n\n{countered.label[0].upper() + countered.label[1:]}: I can live with "
               f"{countered.amount(current[countered.key])}, but not {countered.amount(proposed[countered.key])}.\n"
               f"{rejected.label[0].upper() + rejected.label[1:]}: no, let's keep it at "

@@ -51,7 +51,6 @@ class MfaAccountRecovery(TaskFamily):
     def generate(self, seed: int) -> Task:
         rng, fake = rng_and_faker(seed, self.name)
         company = fake.company().replace(",", "")
-        domain = f"{slug(company)[:20]}.example"
         first, last = fake.first_name(), fake.last_name()
         me = f"{first} {last}"
         used_ids: set[str] = set()

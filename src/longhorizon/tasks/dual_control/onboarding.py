@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import random
 import re
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from longhorizon.apps.calendar import state as cal

@@ -147,7 +147,7 @@ class SharedDriveRetention(TaskFamily):
                         doc["expires"] = (years_before(today, 1) - timedelta(days=rng.randint(1, 700))
                                           if band == "old" else years_before(today, 1) + timedelta(days=rng.randint(1, 900)))
                     docs.append(doc)
-        finance_inv = f"shared/finance/invoices"
+        finance_inv = "shared/finance/invoices"
         # exactly at the limit: kept
         for kind, where in (("invoice", finance_inv), ("meeting-notes", None), ("draft", None)):
             place = where or next((d["dir"] for d in docs if d["kind"] == kind), finance_inv)

@@ -237,7 +237,7 @@ class AccessLogIncidentTimeline(TaskFamily):
 
         # -- oracle ---------------------------------------------------------------------------------
         def solve(flaw: str | None = None):
-            yield ToolCall("shell__run", {"command": f"ls -laR logs incidents"}, "See which logs and incident files exist.")
+            yield ToolCall("shell__run", {"command": "ls -laR logs incidents"}, "See which logs and incident files exist.")
             yield ToolCall("files__read_file", {"path": f"{inc_dir}/ticket.md"}, "Read the ticket's definitions.")
             yield ToolCall("files__read_file", {"path": f"{prev_dir}/summary.md"}, "See how the last summary was written.")
             for fe in FRONTENDS:

@@ -179,7 +179,6 @@ class SharedInboxRouting(TaskFamily):
         if not any(m["subject"].startswith("Debug") for m in msgs):
             p = customer()
             add(OTHER[4][0], fill(OTHER[4][1], p.first), p.email, p.name, when_new())
-        n_new = len(msgs)
         # already handled last time: stays where it is, whatever it says
         for pool in (BILLING, TECH, OTHER, KEY_TOPICS):
             subj, body = rng.choice(pool)

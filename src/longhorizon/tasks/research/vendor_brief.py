@@ -284,7 +284,7 @@ class VendorResearchBrief(TaskFamily):
                 add(key, "new", f"Renewal: {V}",
                     f"RENEWAL of our agreement with {V}\nThe term is extended and now ends on {long_date(v1)}.\n\n"
                     f"{fill(1)}", f["d1"], "contracts", "Legal")
-                add(key, "unofficial", f"Renewals planning",
+                add(key, "unofficial", "Renewals planning",
                     f"Meeting notes: renewals planning\n\n- Reminder: the {V} contract term ends {long_date(unoff)}.\n"
                     f"- {fill(1)}", f["d2"], "meetings", rng.choice(staff))
                 if f["neardup"]:

@@ -378,7 +378,6 @@ class PulseSurveyResults(TaskFamily):
                     for t in [*prev_teams, ALL]},
             "themes": sorted(((t, rng.randint(0, 14)) for t in THEMES), key=lambda tc: -tc[1]),
         }
-        res_rows = _result_rows(truth, teams)
 
         def make_files() -> dict[str, Workbook]:
             out = {team_file[t]: _team_book(styles[t], subs[t], "Instructions" if styles[t]["intro"] else None)

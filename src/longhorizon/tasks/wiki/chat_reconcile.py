@@ -235,7 +235,7 @@ class WikiChatReconcile(TaskFamily):
              f"19:00.\n\nVisitors: see [[visitor-guide]].\n", ["offices"], H[office_mgr])
         page("visitor-guide", "Visitor guide",
              (f"# Visitor guide\n\nVisitors to the {city} office come to {old_addr} and sign in at reception."
-              if "visitor-guide" in address_pages else f"# Visitor guide\n\nSign in at reception in every office.")
+              if "visitor-guide" in address_pages else "# Visitor guide\n\nSign in at reception in every office.")
              + f"\nIn {city2}, visitors go to {other_addr}.\n\n{para(2)}\n", ["offices"], H[office_mgr])
         page("mail-and-deliveries", "Mail and deliveries",
              (f"# Mail and deliveries\n\nParcels for the {city} office should be addressed to {old_addr}, "
