@@ -98,3 +98,17 @@ async def test_spend_review_accepts_an_equivalent_formula_answer():
 
     traj = await play_task(dataclasses.replace(t, oracle=formula_oracle), OraclePolicy())
     assert traj.passed, [r for r in traj.grade.results if not r.passed]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_cleanup_pays_nothing_for_an_empty_clean_sheet(seed):
+    """Row rules (no duplicates, no blanks, formats) hold vacuously on no rows: they must not pay."""
+    t = task("contact_list_cleanup", seed)
+
+    def empty_sheet():
+        yield ToolCall("sheets__add_sheet", {"path": t.data["export"], "name": t.data["clean_sheet"]})
+        return "done"
+
+    traj = await play_task(dataclasses.replace(t, oracle=empty_sheet), OraclePolicy())
+    assert [c for c in traj.tool_calls if c.is_error] == []
+    assert traj.grade.reward == 0.0, [r.id for r in traj.grade.results if r.passed]

@@ -288,6 +288,8 @@ def _criteria(d: dict, files: Files, original: list[list]) -> list[Criterion]:
                 key = clean_email(r[1])
                 seen[key] = seen.get(key, 0) + 1
         twice = sorted(k for k, v in seen.items() if v > 1)
+        if not seen:  # an empty sheet has no duplicates, but has not earned anything either
+            return False, "the clean sheet lists no emails"
         return not twice, f"appear more than once: {twice}"
 
     def no_blank_rows(world, traj):
