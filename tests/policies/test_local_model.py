@@ -180,6 +180,16 @@ def test_parser_reads_an_unterminated_block_and_never_raises():
                                                 "arguments": '{"name": "files__list_dir", "argu'}
 
 
+def test_a_call_that_lost_its_opening_tag_is_a_malformed_call_not_a_final_answer():
+    msg = parse_completion('Look at the day.log"}} </tool_call>')
+    assert msg["content"] == 'Look at the day.log"}}'
+    (call,) = msg["tool_calls"]
+    assert call["function"] == {"name": "", "arguments": ""}
+    msg = parse_completion('Reading it. {"name": "files__read_file", "arguments": {"path": "a.txt"}}\n</tool_call>')
+    assert msg["content"] == "Reading it."
+    assert msg["tool_calls"][0]["function"] == {"name": "files__read_file", "arguments": '{"path": "a.txt"}'}
+
+
 def test_parser_never_raises_on_garbage():
     import random
 

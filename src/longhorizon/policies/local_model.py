@@ -112,6 +112,14 @@ def parse_completion(text: str, first_call: int = 0) -> dict[str, Any]:
     unterminated last block too), the remaining text is the content. A completion with no
     block at all may still hold calls written as bare JSON lines (see ``_bare_calls``)."""
     calls, parts, pos = [], [], 0
+    if "<tool_call>" not in text and "</tool_call>" in text:
+        # The opening tag is missing but the model closed a call: it meant to call a tool. Treat
+        # what precedes the tag (from its first "{") as a malformed block, so the episode answers
+        # with an error the agent can read, instead of ending on a garbled "final answer".
+        head = text[:text.rindex("</tool_call>")]
+        start = head.find("{")
+        start = len(head) if start < 0 else start
+        text = f"{head[:start]}<tool_call>{head[start:]}</tool_call>{text[len(head) + len('</tool_call>'):]}"
     if "<tool_call>" not in text:
         bare, rest = _bare_calls(text)
         msg: dict[str, Any] = {"role": "assistant", "content": rest.strip()}
