@@ -202,3 +202,29 @@ def test_sft_labels_cover_exactly_the_assistant_tokens(small_model, files_tools,
     messages = [clean_message(m) for m in teacher.messages]
     whole = renderer.render(messages, files_tools)
     assert whole[:len(ids)] == ids and tok.decode(whole[len(ids):]) == "\n"  # the template's closing newline
+
+
+def test_sft_with_loss_on_all_trains_every_token(small_model, files_tools, make_copy_task, tmp_path):
+    """The language-model warm-up: tool results and the request are learned too."""
+    from datasets import Dataset
+
+    from longhorizon.core.errors import UsageError
+    from longhorizon.train.data import clean_message
+    from longhorizon.train.sft import build_trainer
+
+    import json
+
+    teacher = asyncio.run(play_task(make_copy_task(), OraclePolicy()))
+    ds = Dataset.from_list([{"messages": [clean_message(m) for m in teacher.messages],
+                             "tools": json.dumps(files_tools)}])
+    tok = AutoTokenizer.from_pretrained(small_model)
+    cfg = SFTConfig(out=str(tmp_path / "sft"), max_steps=1, max_length=None, loss_on="all")
+    trainer = build_trainer(cfg, model=AutoModelForCausalLM.from_pretrained(small_model), tokenizer=tok, dataset=ds,
+                            progress=False)
+    row = trainer.train_dataset[0]
+    assert row["labels"] == row["input_ids"]
+    assert "42" in tok.decode(row["input_ids"])  # the tool result is in what is trained
+    with pytest.raises(UsageError, match="loss_on"):
+        build_trainer(SFTConfig(out=str(tmp_path / "x"), loss_on="tools"),
+                      model=AutoModelForCausalLM.from_pretrained(small_model), tokenizer=tok, dataset=ds,
+                      progress=False)

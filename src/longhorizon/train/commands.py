@@ -82,7 +82,7 @@ def cmd_train_sft(args) -> int:
         "data": args.data, "model": args.model, "out": args.out, "epochs": args.epochs, "max_steps": args.max_steps,
         "learning_rate": args.lr, "max_length": args.max_length, "batch_size": args.batch_size,
         "grad_accum": args.grad_accum, "save_steps": args.save_steps, "seed": args.seed,
-        "lora": _lora_flag(args.lora), "threads": args.threads,
+        "lora": _lora_flag(args.lora), "threads": args.threads, "loss_on": args.loss_on,
     })
     summary = run_sft(cfg, resume=args.resume, progress=not args.quiet, console=not args.quiet)
     print(json.dumps({k: summary[k] for k in ("out", "steps", "examples", "lora", "wall_s")}, indent=2))
@@ -170,6 +170,9 @@ def add_commands(sub) -> None:
     ts.add_argument("--max-length", type=int, help="tokens per example (longer ones are cut at the end)")
     ts.add_argument("--batch-size", type=int)
     ts.add_argument("--grad-accum", type=int)
+    ts.add_argument("--loss-on", choices=["assistant", "all"],
+                    help="assistant: the assistant's tokens only (default); all: every token, a language-model "
+                         "warm-up that teaches a random-init model to read and copy from tool results")
     for flag, kw in common:
         ts.add_argument(flag, **kw)
     ts.set_defaults(func=cmd_train_sft)

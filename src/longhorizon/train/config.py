@@ -50,6 +50,11 @@ class SFTConfig:
     grad_accum: int = 4
     max_length: int | None = 4096
     """Longer examples are cut at the end (the start of an episode is kept)."""
+    loss_on: str = "assistant"
+    """``assistant``: the assistant's tokens only (SFT proper). ``all``: every token, tool results
+    and the request too: a language-model warm-up for a random-init model, which has to learn
+    to read tool results and copy from them before imitation can generalise (real models
+    arrive able to)."""
     lora: LoraSettings = field(default_factory=LoraSettings)
     save_steps: int = 0
     """Checkpoint every N steps into OUT/checkpoint-N (0: only the final model)."""

@@ -5,7 +5,8 @@
 Every example is rendered by ``ChatRenderer.episode`` (the renderer RL samples through), giving
 ``input_ids`` and ``assistant_masks``; TRL turns the mask into labels, so the loss covers the
 assistant's tokens only (its notes, tool calls and end-of-turn tokens) and never the system
-prompt, the user's request or tool results. Real models get LoRA (rank 32, alpha 32, on the
+prompt, the user's request or tool results (``loss_on: all`` is the exception: a language-model
+warm-up on whole episodes for a random-init model). Real models get LoRA (rank 32, alpha 32, on the
 attention and MLP projections) and the merged model is saved; the tiny model is fully
 fine-tuned. The final model and tokenizer land in OUT, checkpoints in OUT/checkpoint-N.
 """
@@ -19,17 +20,23 @@ from longhorizon.train.config import SFTConfig
 from longhorizon.train.stage import load_model, lora_config, prepare_out, train_and_save, trainer_args
 
 
-def tokenize_dataset(dataset, tokenizer):
-    """``input_ids`` and ``assistant_masks`` for every row, rendered turn by turn."""
+LOSS_ON = ("assistant", "all")
+
+
+def tokenize_dataset(dataset, tokenizer, loss_on: str = "assistant"):
+    """``input_ids`` and ``assistant_masks`` for every row, rendered turn by turn (``loss_on="all"``:
+    the mask covers every token)."""
     from longhorizon.policies.render import ChatRenderer
     from longhorizon.train.data import example_messages
 
+    if loss_on not in LOSS_ON:
+        raise UsageError(f"loss_on must be one of {', '.join(LOSS_ON)}, got {loss_on!r}")
     renderer = ChatRenderer(tokenizer)
 
     def encode(row):
         messages, tools = example_messages(row)
         ids, mask = renderer.episode(messages, tools)
-        return {"input_ids": ids, "assistant_masks": mask}
+        return {"input_ids": ids, "assistant_masks": mask if loss_on == "assistant" else [1] * len(ids)}
 
     return dataset.map(encode, remove_columns=dataset.column_names, desc="Rendering episodes")
 
@@ -60,7 +67,7 @@ def build_trainer(cfg: SFTConfig, *, model=None, tokenizer=None, dataset=None, p
     model, tokenizer = load_model(cfg.model, model, tokenizer)
     if len(dataset) == 0:
         raise UsageError("the SFT dataset is empty")
-    tokenized = tokenize_dataset(dataset, tokenizer)
+    tokenized = tokenize_dataset(dataset, tokenizer, cfg.loss_on)
     return SFTTrainer(model=model, args=sft_args(cfg, progress=progress), train_dataset=tokenized,
                       processing_class=tokenizer, peft_config=lora_config(cfg.lora, model),
                       callbacks=list(callbacks))
