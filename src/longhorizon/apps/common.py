@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 from mcp.server.mcpserver.exceptions import ToolError
@@ -40,6 +42,33 @@ def cap(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
     if len(text) <= limit:
         return text
     return text[:limit] + f"\n... [output truncated: {len(text) - limit} more characters; narrow the request]"
+
+
+
+def sqlite_connector(db_path: Path, what: str, app: str) -> Callable[[], sqlite3.Connection]:
+    """``connect()`` for an app's SQLite state: rows by column name, and a tool error the agent
+    can read when this World has no such app (never an empty database created on the fly)."""
+
+    def connect() -> sqlite3.Connection:
+        if not db_path.exists():
+            raise ToolError(f"this world has no {what} ({app} app state is missing)")
+        conn = sqlite3.connect(db_path)
+        conn.row_factory = sqlite3.Row
+        return conn
+
+    return connect
+
+
+def read_meta(conn: sqlite3.Connection) -> dict[str, str]:
+    """An app database's ``meta`` key/value table (its user, its clock, ...)."""
+    return dict(conn.execute("SELECT key, value FROM meta").fetchall())
+
+
+def tick_clock(conn: sqlite3.Connection, advance: Callable[[str], str]) -> str:
+    """The clock value for this write; moves the app's clock on (``advance``: one step of it)."""
+    now = read_meta(conn)["now"]
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'now'", (advance(now),))
+    return now
 
 
 class AppServer:

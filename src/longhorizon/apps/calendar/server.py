@@ -8,7 +8,6 @@ and says who is double-booked or outside working hours, so the agent can decide.
 from __future__ import annotations
 
 import json
-import sqlite3
 from contextlib import closing
 from datetime import datetime, timedelta
 from typing import Any
@@ -28,7 +27,7 @@ from longhorizon.apps.calendar.state import (
     query_events,
     within_working_hours,
 )
-from longhorizon.apps.common import AppServer, cap
+from longhorizon.apps.common import AppServer, cap, sqlite_connector
 
 INSTRUCTIONS = (
     "The company calendar, as seen by its owner (the user). Times are local, written "
@@ -91,12 +90,7 @@ def build_server(world):
     db_path = world.db_path("calendar")
     srv = AppServer("calendar", instructions=INSTRUCTIONS)
 
-    def connect() -> sqlite3.Connection:
-        if not db_path.exists():
-            raise ToolError("this world has no calendar (calendar app state is missing)")
-        conn = sqlite3.connect(db_path)
-        conn.row_factory = sqlite3.Row
-        return conn
+    connect = sqlite_connector(db_path, "calendar", "calendar")
 
     def owner(conn) -> str:
         return conn.execute("SELECT value FROM meta WHERE key = 'owner'").fetchone()[0]

@@ -9,14 +9,13 @@ from __future__ import annotations
 import difflib
 import json
 import re
-import sqlite3
 from contextlib import closing
 from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
 from longhorizon.apps.chat.state import advance, mentions, row_to_dict
-from longhorizon.apps.common import AppServer, cap
+from longhorizon.apps.common import AppServer, cap, read_meta, sqlite_connector
 
 MAX_LIMIT = 100
 MAX_TEXT = 8_000
@@ -38,15 +37,9 @@ def build_server(world):
     db_path = world.db_path("chat")
     srv = AppServer("chat", instructions=INSTRUCTIONS)
 
-    def connect() -> sqlite3.Connection:
-        if not db_path.exists():
-            raise ToolError("this world has no chat workspace (chat app state is missing)")
-        conn = sqlite3.connect(db_path)
-        conn.row_factory = sqlite3.Row
-        return conn
+    connect = sqlite_connector(db_path, "chat workspace", "chat")
 
-    def meta(conn) -> dict[str, str]:
-        return dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    meta = read_meta
 
     def handles(conn) -> list[str]:
         return [r[0] for r in conn.execute("SELECT handle FROM users ORDER BY position")]

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from contextlib import closing
 from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import AppServer, cap
+from longhorizon.apps.common import AppServer, cap, read_meta, sqlite_connector, tick_clock
 from longhorizon.apps.crm.state import (
     ACTIVITY_KINDS,
     CLOSED_STAGES,
@@ -85,21 +84,12 @@ def build_server(world):
     db_path = world.db_path("crm")
     srv = AppServer("crm", instructions=INSTRUCTIONS)
 
-    def connect() -> sqlite3.Connection:
-        if not db_path.exists():
-            raise ToolError("this world has no CRM (crm app state is missing)")
-        conn = sqlite3.connect(db_path)
-        conn.row_factory = sqlite3.Row
-        return conn
+    connect = sqlite_connector(db_path, "CRM", "crm")
 
-    def meta(conn) -> dict[str, str]:
-        return dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    meta = read_meta
 
     def tick(conn) -> str:
-        """The clock value for this write; moves the clock on a minute."""
-        now = meta(conn)["now"]
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'now'", (advance(now),))
-        return now
+        return tick_clock(conn, advance)
 
     def user_of(conn, who: str | None, field: str = "owner") -> str:
         """A CRM user by email or (part of) name, case-insensitive; None -> the current user."""

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import sqlite3
 from contextlib import closing
 from datetime import datetime
 from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import AppServer, cap, confine, rel
+from longhorizon.apps.common import AppServer, cap, confine, read_meta, rel, sqlite_connector
 from longhorizon.apps.mail.state import (
     DATE_FMT,
     advance,
@@ -87,15 +86,9 @@ def build_server(world):
     ws = world.workspace
     srv = AppServer("mail", instructions=INSTRUCTIONS)
 
-    def connect() -> sqlite3.Connection:
-        if not db_path.exists():
-            raise ToolError("this world has no mailbox (mail app state is missing)")
-        conn = sqlite3.connect(db_path)
-        conn.row_factory = sqlite3.Row
-        return conn
+    connect = sqlite_connector(db_path, "mailbox", "mail")
 
-    def meta(conn) -> dict[str, str]:
-        return dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    meta = read_meta
 
     def folder_names(conn) -> list[str]:
         return [r[0] for r in conn.execute("SELECT name FROM folders ORDER BY position")]

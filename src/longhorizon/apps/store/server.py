@@ -19,7 +19,7 @@ from typing import Any
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
-from longhorizon.apps.common import AppServer, cap
+from longhorizon.apps.common import AppServer, cap, sqlite_connector
 from longhorizon.apps.store.state import (
     ORDER_STATUSES,
     PO_STATUSES,
@@ -166,12 +166,7 @@ def build_server(world):
     db_path = world.db_path("store")
     srv = AppServer("store", instructions=INSTRUCTIONS)
 
-    def connect() -> sqlite3.Connection:
-        if not db_path.exists():
-            raise ToolError("this world has no store (store app state is missing)")
-        conn = sqlite3.connect(db_path)
-        conn.row_factory = sqlite3.Row
-        return conn
+    connect = sqlite_connector(db_path, "store", "store")
 
     def today(conn) -> str:
         return meta(conn)["today"]

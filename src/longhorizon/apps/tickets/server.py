@@ -9,14 +9,13 @@ as a ToolError that says how to fix it.
 from __future__ import annotations
 
 import json
-import sqlite3
 from contextlib import closing
 from datetime import date, datetime
 from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import AppServer, cap
+from longhorizon.apps.common import AppServer, cap, read_meta, sqlite_connector, tick_clock
 from longhorizon.apps.tickets.state import (
     DONE_STATUSES,
     LINK_KINDS,
@@ -90,20 +89,12 @@ def build_server(world):
     db_path = world.db_path("tickets")
     srv = AppServer("tickets", instructions=INSTRUCTIONS)
 
-    def connect() -> sqlite3.Connection:
-        if not db_path.exists():
-            raise ToolError("this world has no ticket tracker (tickets app state is missing)")
-        conn = sqlite3.connect(db_path)
-        conn.row_factory = sqlite3.Row
-        return conn
+    connect = sqlite_connector(db_path, "ticket tracker", "tickets")
 
-    def meta(conn) -> dict[str, str]:
-        return dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    meta = read_meta
 
     def tick(conn) -> str:
-        now = meta(conn)["now"]
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'now'", (advance(now),))
-        return now
+        return tick_clock(conn, advance)
 
     def project_of(conn, key: str) -> dict:
         want = str(key or "").strip().upper()

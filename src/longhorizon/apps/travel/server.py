@@ -16,7 +16,7 @@ from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import AppServer, cap
+from longhorizon.apps.common import AppServer, cap, sqlite_connector
 from longhorizon.apps.travel.state import (
     CABINS,
     booking_dicts,
@@ -69,12 +69,7 @@ def build_server(world):
     db_path = world.db_path("travel")
     srv = AppServer("travel", instructions=INSTRUCTIONS)
 
-    def connect() -> sqlite3.Connection:
-        if not db_path.exists():
-            raise ToolError("this world has no travel booking tool (travel app state is missing)")
-        conn = sqlite3.connect(db_path)
-        conn.row_factory = sqlite3.Row
-        return conn
+    connect = sqlite_connector(db_path, "travel booking tool", "travel")
 
     def today(conn) -> str:
         return conn.execute("SELECT value FROM meta WHERE key = 'today'").fetchone()[0]

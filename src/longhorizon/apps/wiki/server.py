@@ -15,7 +15,7 @@ from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import AppServer, cap
+from longhorizon.apps.common import AppServer, cap, read_meta, sqlite_connector, tick_clock
 from longhorizon.apps.wiki.state import SLUG, TAG, advance, link_targets, page_dict
 
 MAX_LIMIT = 100
@@ -47,20 +47,12 @@ def build_server(world):
     db_path = world.db_path("wiki")
     srv = AppServer("wiki", instructions=INSTRUCTIONS)
 
-    def connect() -> sqlite3.Connection:
-        if not db_path.exists():
-            raise ToolError("this world has no wiki (wiki app state is missing)")
-        conn = sqlite3.connect(db_path)
-        conn.row_factory = sqlite3.Row
-        return conn
+    connect = sqlite_connector(db_path, "wiki", "wiki")
 
-    def meta(conn) -> dict[str, str]:
-        return dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    meta = read_meta
 
     def tick(conn) -> str:
-        clock = meta(conn)["now"]
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'now'", (advance(clock),))
-        return clock
+        return tick_clock(conn, advance)
 
     def get(conn, slug: str) -> sqlite3.Row:
         wanted = (slug or "").strip().strip("/").lower()
