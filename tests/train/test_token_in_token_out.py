@@ -87,7 +87,13 @@ def test_a_tool_call_written_without_tags_is_still_a_tool_call():
     msg = parse_completion(text)
     assert msg["content"] == "First, see which log files there are."
     assert msg["tool_calls"][0]["function"] == {"name": "shell__run", "arguments": '{"command":"ls -laR logs"}'}
+    # broken JSON before a closing tag: still a call (the episode answers it with a JSON error)
     broken = 'Note.\n{"name": "shell__run", "arguments": "arguments":"ls"}}\n</tool_call>'
-    assert parse_completion(broken) == {"role": "assistant", "content": broken}
+    msg = parse_completion(broken)
+    assert msg["content"] == "Note."
+    (call,) = msg["tool_calls"]
+    assert call["function"]["name"] == "shell__run"
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(call["function"]["arguments"])
     prose = 'The config is {"name": "x", "arguments": {}} inline.'  # not on its own line: prose
     assert "tool_calls" not in parse_completion(prose)
