@@ -15,7 +15,7 @@ import posixpath
 import random
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -243,9 +243,13 @@ def at_most_one_mail(world, traj) -> tuple[bool, str]:
 # -- workspace files and the calls that write them -------------------------------------
 
 READ_ONLY_TOOLS = {
-    "sheets__list_sheets", "sheets__read_range",
     "files__list_dir", "files__read_file", "files__search", "files__file_info",
+    "sheets__list_sheets", "sheets__read_range",
+    "docs__list_documents", "docs__read_document", "docs__find_text",
+    "slides__list_slides", "slides__read_slide",
 }
+WORKSPACE_APPS = ("files", "sheets", "docs", "slides")
+"""The apps whose tools take workspace paths."""
 WRITE_ARGS = {
     "files__copy": ("dst",),
     "files__move": ("src", "dst"),
@@ -257,6 +261,8 @@ def written_paths(call) -> list[str]:
     """Workspace paths a successful tool call may have changed (empty for reads and errors)."""
     if call.is_error or call.name in READ_ONLY_TOOLS or not isinstance(call.arguments, dict):
         return []
+    if call.app not in WORKSPACE_APPS:
+        return []
     keys = WRITE_ARGS.get(call.name, ("path",))
     return [norm_path(call.arguments[k]) for k in keys if k in call.arguments]
 
@@ -266,8 +272,9 @@ def touches(written: str, target: str) -> bool:
     return written == "." or written == target or target.startswith(written + "/")
 
 
-def writes_to(trajectory, targets: list[str]) -> list[str]:
+def writes_to(trajectory, targets: Iterable[str]) -> list[str]:
     """Targets that some successful mutating call touched, with the tool that did it."""
+    targets = list(targets)
     hits = []
     for call in trajectory.tool_calls:
         for w in written_paths(call):
@@ -301,30 +308,55 @@ def write_files(folder: Path, files: Mapping[str, str | bytes], encoding: str | 
             p.write_text(data, encoding=encoding)
 
 
-class Files:
-    """The workbooks a task writes, made once on first use and shared by build and graders."""
+class Sources:
+    """Seed files of a World (workspace path -> bytes), made once on first use and shared by
+    ``build`` and the graders that check nothing changed."""
 
-    def __init__(self, make: Callable[[], dict[str, Any]]):
+    def __init__(self, make: Callable[[], dict[str, bytes]]):
         self._make = make
         self._bytes: dict[str, bytes] | None = None
 
     @property
     def bytes(self) -> dict[str, bytes]:
         if self._bytes is None:
-            self._bytes = {rel: workbook_bytes(wb) for rel, wb in sorted(self._make().items())}
+            self._bytes = dict(sorted(self._make().items()))
         return self._bytes
 
     def build(self, root: Path) -> None:
         write_files(root / "workspace", self.bytes)
 
-    def changed(self, world) -> list[str]:
-        """Files whose bytes differ from what was built, or that are gone."""
+    def changed(self, world, only: Iterable[str] | None = None) -> list[str]:
+        """Seed files whose bytes differ from what was built, or that are gone."""
         out = []
-        for rel, data in self.bytes.items():
+        for rel in (only if only is not None else self.bytes):
             p = world.file(rel)
-            if not p.is_file() or sha256(p.read_bytes()) != sha256(data):
+            if not p.is_file() or sha256(p.read_bytes()) != sha256(self.bytes[rel]):
                 out.append(rel)
         return out
+
+    def unchanged(self, world, traj) -> tuple[bool, str]:
+        """Criterion check: every seed file is byte-identical."""
+        changed = self.changed(world)
+        return not changed, f"changed or missing: {changed}"
+
+    def not_written(self, world, traj) -> tuple[bool, str]:
+        """Criterion check: no successful tool call wrote to a seed file."""
+        hits = writes_to(traj, self.bytes)
+        return not hits, f"wrote to sources: {hits}"
+
+    def only_created(self, made: str) -> Callable:
+        """A criterion check: the workspace holds no new file besides ``made``."""
+        def check(world, traj):
+            extra = sorted(workspace_files(world) - set(self.bytes) - {made})
+            return not extra, f"unexpected files: {extra}"
+        return check
+
+
+class Files(Sources):
+    """The workbooks a task writes (path -> openpyxl Workbook), as seed files."""
+
+    def __init__(self, make: Callable[[], dict[str, Any]]):
+        super().__init__(lambda: {rel: workbook_bytes(wb) for rel, wb in make().items()})
 
 
 # -- sheets read as computed values ---------------------------------------------------------

@@ -1,47 +1,16 @@
 """Document task families ("document drafting", "document review") and the grading helpers
-they share with the slide-deck families: which tool calls wrote where, the seeded source
-files and whether they changed, and tolerant readers for dates, numbers and text."""
+they share with the slide-deck families: tolerant readers for dates, numbers and text, and
+(from ``tasks.common``, re-exported here) which tool calls wrote where and the seeded source
+files."""
 
 from __future__ import annotations
 
 import calendar
 import datetime as dt
 import re
-from collections.abc import Callable, Iterable
-from pathlib import Path
 
 from longhorizon.apps.docs.state import norm
-from longhorizon.tasks.common import norm_path, sha256, workspace_files, write_files
-
-READ_ONLY_TOOLS = {
-    "files__list_dir", "files__read_file", "files__search", "files__file_info",
-    "sheets__list_sheets", "sheets__read_range",
-    "docs__list_documents", "docs__read_document", "docs__find_text",
-    "slides__list_slides", "slides__read_slide",
-}
-WRITE_ARGS = {"files__copy": ("dst",), "files__move": ("src", "dst")}
-"""Which arguments of a mutating tool name what it changes (default: ``path``)."""
-
-
-def written_paths(call) -> list[str]:
-    """Workspace paths a successful tool call may have changed (empty for reads and errors)."""
-    if call.is_error or call.name in READ_ONLY_TOOLS or not isinstance(call.arguments, dict):
-        return []
-    if call.app not in ("files", "sheets", "docs", "slides"):
-        return []
-    keys = WRITE_ARGS.get(call.name, ("path",))
-    return [norm_path(call.arguments[k]) for k in keys if k in call.arguments]
-
-
-def writes_to(trajectory, targets: Iterable[str]) -> list[str]:
-    """Targets some successful mutating call touched (a file, or a folder above it)."""
-    targets = list(targets)
-    hits = []
-    for call in trajectory.tool_calls:
-        for w in written_paths(call):
-            hits.extend(f"{t} (by {call.name})" for t in targets
-                        if w == "." or w == t or t.startswith(w + "/"))
-    return hits
+from longhorizon.tasks.common import READ_ONLY_TOOLS, Sources, workspace_files, writes_to, written_paths
 
 
 def last_write_index(trajectory, target: str) -> int:
@@ -51,50 +20,6 @@ def last_write_index(trajectory, target: str) -> int:
         if target in written_paths(call):
             last = i
     return last
-
-
-class Sources:
-    """Seed files of a World (workspace path -> bytes), made once on first use and shared by
-    ``build`` and the graders that check nothing changed."""
-
-    def __init__(self, make: Callable[[], dict[str, bytes]]):
-        self._make = make
-        self._bytes: dict[str, bytes] | None = None
-
-    @property
-    def bytes(self) -> dict[str, bytes]:
-        if self._bytes is None:
-            self._bytes = dict(sorted(self._make().items()))
-        return self._bytes
-
-    def build(self, root: Path) -> None:
-        write_files(root / "workspace", self.bytes)
-
-    def changed(self, world, only: Iterable[str] | None = None) -> list[str]:
-        """Seed files whose bytes differ from what was built, or that are gone."""
-        out = []
-        for rel in (only if only is not None else self.bytes):
-            p = world.file(rel)
-            if not p.is_file() or sha256(p.read_bytes()) != sha256(self.bytes[rel]):
-                out.append(rel)
-        return out
-
-    def unchanged(self, world, traj) -> tuple[bool, str]:
-        """Criterion check: every seed file is byte-identical."""
-        changed = self.changed(world)
-        return not changed, f"changed or missing: {changed}"
-
-    def not_written(self, world, traj) -> tuple[bool, str]:
-        """Criterion check: no successful tool call wrote to a seed file."""
-        hits = writes_to(traj, self.bytes)
-        return not hits, f"wrote to sources: {hits}"
-
-    def only_created(self, made: str) -> Callable:
-        """A criterion check: the workspace holds no new file besides ``made``."""
-        def check(world, traj):
-            extra = sorted(workspace_files(world) - set(self.bytes) - {made})
-            return not extra, f"unexpected files: {extra}"
-        return check
 
 
 # -- tolerant readers ------------------------------------------------------------------------------
