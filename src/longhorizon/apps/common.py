@@ -44,7 +44,6 @@ def cap(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
     return text[:limit] + f"\n... [output truncated: {len(text) - limit} more characters; narrow the request]"
 
 
-
 def sqlite_connector(db_path: Path, what: str, app: str) -> Callable[[], sqlite3.Connection]:
     """``connect()`` for an app's SQLite state: rows by column name, and a tool error the agent
     can read when this World has no such app (never an empty database created on the fly)."""

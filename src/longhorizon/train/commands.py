@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 from longhorizon.core.errors import UsageError
+from longhorizon.train.config import LOSS_ON
 
 
 def _need_train_extra() -> None:
@@ -170,7 +171,7 @@ def add_commands(sub) -> None:
     ts.add_argument("--max-length", type=int, help="tokens per example (longer ones are cut at the end)")
     ts.add_argument("--batch-size", type=int)
     ts.add_argument("--grad-accum", type=int)
-    ts.add_argument("--loss-on", choices=["assistant", "all"],
+    ts.add_argument("--loss-on", choices=LOSS_ON,
                     help="assistant: the assistant's tokens only (default); all: every token, a language-model "
                          "warm-up that teaches a random-init model to read and copy from tool results")
     for flag, kw in common:

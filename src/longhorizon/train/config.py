@@ -19,6 +19,8 @@ from longhorizon.core.errors import UsageError
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 """Attention and MLP projections (Qwen, Llama, Mistral naming)."""
+LOSS_ON = ("assistant", "all")
+"""Which tokens SFT trains (``SFTConfig.loss_on``)."""
 
 
 @dataclass
@@ -65,6 +67,10 @@ class SFTConfig:
     gradient_checkpointing: bool = False
     threads: int | None = None
     """torch CPU threads (None: torch's default)."""
+
+    def validate(self) -> None:
+        if self.loss_on not in LOSS_ON:
+            raise UsageError(f"loss_on must be one of {', '.join(LOSS_ON)}, got {self.loss_on!r}")
 
 
 @dataclass

@@ -20,17 +20,12 @@ from longhorizon.train.config import SFTConfig
 from longhorizon.train.stage import load_model, lora_config, prepare_out, train_and_save, trainer_args
 
 
-LOSS_ON = ("assistant", "all")
-
-
 def tokenize_dataset(dataset, tokenizer, loss_on: str = "assistant"):
     """``input_ids`` and ``assistant_masks`` for every row, rendered turn by turn (``loss_on="all"``:
     the mask covers every token)."""
     from longhorizon.policies.render import ChatRenderer
     from longhorizon.train.data import example_messages
 
-    if loss_on not in LOSS_ON:
-        raise UsageError(f"loss_on must be one of {', '.join(LOSS_ON)}, got {loss_on!r}")
     renderer = ChatRenderer(tokenizer)
 
     def encode(row):
@@ -60,6 +55,7 @@ def build_trainer(cfg: SFTConfig, *, model=None, tokenizer=None, dataset=None, p
 
     from longhorizon.train.data import load_sft_dataset
 
+    cfg.validate()
     if dataset is None:
         if not cfg.data:
             raise UsageError("give the SFT data (--data, written by `longhorizon data sft`)")
