@@ -23,3 +23,54 @@ def test_guards_earn_nothing_until_real_work_is_credited():
 def test_grade_round_trips_through_json_dict():
     g = Grade((r("work", True), r("nothing_deleted", False, guard=True)))
     assert Grade.from_dict(g.to_dict()) == g
+
+
+def dep(cid, passed, requires, weight=1.0):
+    return CriterionResult(cid, "final_state", weight, passed, "", False, tuple(requires))
+
+
+def test_dependent_criteria_earn_only_with_what_they_require():
+    """An empty file with the right name (layout) or "read the inputs" (process) pays nothing
+    until the content they are about is right."""
+    junk = Grade((r("totals_right", False, 2.0), dep("file_exists", True, ["totals_right"]),
+                  dep("read_inputs", True, ["totals_right"])))
+    assert junk.reward == 0.0
+    real = Grade((r("totals_right", True, 2.0), dep("file_exists", True, ["totals_right"]),
+                  dep("read_inputs", False, ["totals_right"])))
+    assert real.reward == 0.75
+
+
+def test_dependent_criteria_never_unlock_guards():
+    junk = Grade((r("content", False), dep("layout", True, ["content"]), r("nothing_deleted", True, guard=True)))
+    assert junk.reward == 0.0
+    chained = Grade((r("content", True), dep("layout", True, ["content"]), dep("header", True, ["layout"]),
+                     r("nothing_deleted", True, guard=True)))
+    assert chained.reward == 1.0 and chained.passed
+
+
+def test_requirement_cycles_earn_nothing():
+    cyc = Grade((dep("a", True, ["b"]), dep("b", True, ["a"]), r("g", True, guard=True)))
+    assert cyc.reward == 0.0
+
+
+def test_dependent_grade_round_trips_through_json():
+    import json
+    g = Grade((r("content", True), dep("layout", True, ["content"])))
+    back = Grade.from_dict(json.loads(json.dumps(g.to_dict())))
+    assert back == g and back.reward == g.reward
+
+
+def test_task_refuses_requirements_on_unknown_or_guard_criteria():
+    import pytest
+
+    from longhorizon.core.task import Criterion, Task
+
+    def make(criteria):
+        return Task("t-1", "t", "c", "train", 1, "do it", (), lambda root: None, lambda: iter(()), criteria)
+
+    ok = Criterion("content", "d", "final_state", lambda w, t: True)
+    guard = Criterion("nothing_deleted", "d", "final_state", lambda w, t: True, guard=True)
+    with pytest.raises(ValueError, match="requires"):
+        make([ok, Criterion("layout", "d", "final_state", lambda w, t: True, requires=("missing",))])
+    with pytest.raises(ValueError, match="requires"):
+        make([ok, guard, Criterion("layout", "d", "final_state", lambda w, t: True, requires=("nothing_deleted",))])

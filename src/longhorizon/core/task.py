@@ -56,13 +56,23 @@ class Criterion:
     weight: float = 1.0
     guard: bool = False
     """A constraint that doing nothing meets (nothing deleted, no stray mail). A guard earns
-    its weight only once some non-guard criterion is met, so inaction scores 0."""
+    its weight only once a *substantive* criterion (neither a guard nor dependent) earns, so
+    inaction, and junk that only meets dependent criteria, score 0."""
+    requires: tuple[str, ...] = ()
+    """Ids of criteria that must be met for this one to earn: what junk can meet on its own
+    (the right file name or layout, "read the inputs", "verified the output", "mentions X")
+    pays only together with the content it is about. Such a criterion never unlocks guards."""
 
     def __post_init__(self) -> None:
         if self.kind not in ("final_state", "process"):
             raise ValueError(f"criterion {self.id}: kind must be final_state or process, not {self.kind!r}")
         if self.weight <= 0:
             raise ValueError(f"criterion {self.id}: weight must be positive")
+        if isinstance(self.requires, str):
+            raise ValueError(f"criterion {self.id}: requires must be a tuple of criterion ids")
+        object.__setattr__(self, "requires", tuple(self.requires))
+        if self.guard and self.requires:
+            raise ValueError(f"criterion {self.id}: a guard cannot also require other criteria")
 
 
 @dataclass(frozen=True)
@@ -73,21 +83,41 @@ class CriterionResult:
     passed: bool
     note: str = ""
     guard: bool = False
+    requires: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "requires", tuple(self.requires))  # lists, after a JSON round trip
 
 
 @dataclass(frozen=True)
 class Grade:
-    """Each criterion's result; ``reward`` is the weighted fraction met, ``passed`` means all met."""
+    """Each criterion's result; ``reward`` is the weighted fraction earned, ``passed`` means all met."""
 
     results: tuple[CriterionResult, ...]
 
+    def earned(self) -> dict[str, bool]:
+        """Which criteria earn their weight: met, with everything they require earned, and for
+        a guard, once some substantive criterion (no guard, no requirements) has earned."""
+        by_id = {r.id: r for r in self.results}
+        memo: dict[str, bool] = {}
+
+        def earns(cid: str, path: tuple[str, ...] = ()) -> bool:
+            if cid not in memo:
+                r = by_id.get(cid)
+                memo[cid] = bool(r and r.passed and cid not in path
+                                 and all(earns(q, path + (cid,)) for q in r.requires))
+            return memo[cid]
+
+        worked = any(earns(r.id) for r in self.results if not r.guard and not r.requires)
+        return {r.id: earns(r.id) and (worked or not r.guard) for r in self.results}
+
     @property
     def reward(self) -> float:
-        """Weighted fraction of criteria met; guards count only once real work has earned something."""
+        """Weighted fraction of criteria earned (see ``earned``): junk that meets only guards
+        or dependent criteria scores 0."""
         total = sum(r.weight for r in self.results)
-        worked = any(r.passed for r in self.results if not r.guard)
-        earned = sum(r.weight for r in self.results if r.passed and (worked or not r.guard))
-        return earned / total if total else 0.0
+        earned = self.earned()
+        return sum(r.weight for r in self.results if earned[r.id]) / total if total else 0.0
 
     @property
     def passed(self) -> bool:
@@ -125,6 +155,15 @@ class Task:
     data: dict[str, Any] = field(default_factory=dict)
     """Ground truth the generator knew (hidden from the agent; handy for graders and oracles)."""
 
+    def __post_init__(self) -> None:
+        ids = {c.id for c in self.criteria}
+        guards = {c.id for c in self.criteria if c.guard}
+        for c in self.criteria:
+            bad = [q for q in c.requires if q not in ids or q in guards or q == c.id]
+            if bad:
+                raise ValueError(f"task {self.id}: criterion {c.id} requires {bad}: "
+                                 "requirements must be other, non-guard criteria of the task")
+
     def grade(self, world: "World", trajectory: "Trajectory") -> Grade:
         results = []
         for c in self.criteria:
@@ -133,7 +172,7 @@ class Task:
             except Exception as exc:  # a broken World (e.g. agent deleted a file) fails the criterion
                 out = (False, f"check raised {type(exc).__name__}: {exc}")
             passed, note = (out if isinstance(out, tuple) else (out, ""))
-            results.append(CriterionResult(c.id, c.kind, c.weight, bool(passed), str(note), c.guard))
+            results.append(CriterionResult(c.id, c.kind, c.weight, bool(passed), str(note), c.guard, c.requires))
         return Grade(tuple(results))
 
     def card(self) -> dict[str, Any]:
@@ -147,7 +186,8 @@ class Task:
             "apps": list(self.apps),
             "instruction": self.instruction,
             "criteria": [
-                {"id": c.id, "kind": c.kind, "weight": c.weight, "guard": c.guard, "description": c.description}
+                {"id": c.id, "kind": c.kind, "weight": c.weight, "guard": c.guard,
+                 "requires": list(c.requires), "description": c.description}
                 for c in self.criteria
             ],
         }

@@ -5,6 +5,18 @@
 - ``ShotgunPolicy``: reads everything it can, then writes plausible junk with every
   mutating tool, using names, paths, ids and addresses it saw in the results.
 
+The junk adversaries first survey the World the way a diligent agent would (every file,
+mailbox folder, message, channel, ticket, page), note the output paths the texts name
+that do not exist yet, then game one kind of criterion:
+
+- ``ReadOnlyPolicy``: reads everything and writes nothing (pays "read the inputs").
+- ``EmptyArtefactPolicy``: creates every requested output empty, with only the layout the
+  texts describe (header row, sheet names), no content.
+- ``InstructionEchoPolicy``: pastes the instruction into every output, every reply and mail.
+- ``ReplyToEverythingPolicy``: answers every message, thread and ticket with a reply that
+  mentions everything it saw (pays naive "mentions X" checks).
+- ``CopyInputsPolicy``: copies the most similar input (last period's file) to each output.
+
 They are deterministic in (task, sample, seed) so a failing test can be replayed.
 """
 
@@ -12,6 +24,7 @@ from __future__ import annotations
 
 import random
 import re
+from types import SimpleNamespace
 from typing import Any
 
 from longhorizon.core.task import dumps_canonical
@@ -174,8 +187,253 @@ class ShotgunPolicy(_Base):
         return assistant("All done: everything has been read, updated and sent.")
 
 
+TEXT_EXTS = (".txt", ".md", ".csv", ".json", ".log", ".sh", ".py", ".yaml", ".tsv")
+MAX_SURVEY_READS = 120
+COLUMNS_RE = re.compile(r"columns?\s*(?:\(|:)?\s*([\w %/.-]+(?:\s*,\s*[\w %/.-]+)+)", re.I)
+SHEET_RE = re.compile(r"sheet (?:named|called) [\"'“]([^\"'”]+)[\"'”]", re.I)
+
+
+def _listed_paths(text: str) -> list[str]:
+    """Files in a ``files__list_dir(recursive=True)`` result ("path  (N bytes)" lines)."""
+    return [line.split("  (", 1)[0] for line in text.splitlines() if line.endswith(" bytes)")]
+
+
+class _Survey(_Base):
+    """Surveys the World (files, mail, chat, tickets, wiki, every no-argument read tool), then
+    runs ``junk``: a generator of (tool, arguments) that games one kind of criterion.
+
+    Written as a generator that receives each tool result, like the oracles.
+    """
+
+    final = "Done: I went through everything and completed the request."
+
+    async def act(self, messages, tools, ctx) -> dict:
+        st = self._state(ctx)
+        if "gen" not in st:
+            st["gen"] = self._script(ctx, {t["function"]["name"]: t for t in tools})
+            st["names"] = {t["function"]["name"]: t for t in tools}
+            result = None
+        else:
+            last = messages[-1] if messages else {}
+            result = str(last.get("content") or "") if last.get("role") == "tool" else ""
+        try:
+            name, args = st["gen"].send(result)
+        except StopIteration as stop:
+            return assistant(stop.value or self.final)
+        return self._call(st, st["names"][name], args)
+
+    def _script(self, ctx, tools: dict):
+        sv = SimpleNamespace()  # this episode's findings (one policy plays many episodes at once)
+        seen: list[str] = [ctx.task.instruction]
+        have = lambda n: n in tools  # noqa: E731
+        existing: list[str] = []
+
+        def read(name, args):
+            text = yield name, args
+            seen.append(text or "")
+            return text or ""
+
+        if have("files__list_dir"):
+            existing = _listed_paths((yield from read("files__list_dir", {"path": ".", "recursive": True})))
+        for path in existing[:40]:
+            ext = path[path.rfind("."):].lower() if "." in path else ""
+            if ext in TEXT_EXTS and have("files__read_file"):
+                yield from read("files__read_file", {"path": path})
+            elif ext == ".xlsx" and have("sheets__read_range"):
+                sheets = (yield from read("sheets__list_sheets", {"path": path}))
+                for sheet in re.findall(r'"name":\s*"([^"]+)"', sheets)[:4]:
+                    yield from read("sheets__read_range", {"path": path, "sheet": sheet})
+            elif ext == ".docx" and have("docs__read_document"):
+                yield from read("docs__read_document", {"path": path})
+            elif ext == ".pptx" and have("slides__list_slides"):
+                yield from read("slides__list_slides", {"path": path})
+        sv.mail_ids: list[int] = []
+        if have("mail__list_folders"):
+            folders = re.findall(r'"name":\s*"([^"]+)"', (yield from read("mail__list_folders", {})))
+            for folder in folders:
+                listing = yield from read("mail__list_messages", {"folder": folder, "limit": 100})
+                sv.mail_ids += [int(i) for i in re.findall(r'"id":\s*(\d+)', listing)]
+            for mid in sv.mail_ids[:40]:
+                yield from read("mail__read_message", {"message_id": mid})
+        sv.channels: list[str] = []
+        sv.threads: list[int] = []
+        if have("chat__list_channels"):
+            sv.channels = re.findall(r'"name":\s*"([^"]+)"', (yield from read("chat__list_channels", {})))
+            for ch in sv.channels:
+                text = yield from read("chat__read_channel", {"channel": ch, "limit": 100})
+                sv.threads += [int(i) for i in re.findall(r'"id":\s*(\d+)', text)]
+        sv.tickets: list[str] = []
+        if have("tickets__search_tickets"):
+            text = yield from read("tickets__search_tickets", {})
+            sv.tickets = list(dict.fromkeys(re.findall(r'"key":\s*"([^"]+)"', text)))
+            for key in sv.tickets[:30]:
+                yield from read("tickets__get_ticket", {"key": key})
+        if have("wiki__list_pages"):
+            for slug in re.findall(r'"slug":\s*"([^"]+)"', (yield from read("wiki__list_pages", {})))[:30]:
+                yield from read("wiki__get_page", {"slug": slug})
+        for name, tool in tools.items():
+            params = tool["function"].get("parameters") or {}
+            if _is_read(tool) and not params.get("required") and len(seen) < MAX_SURVEY_READS \
+                    and name not in ("files__list_dir", "mail__list_folders", "chat__list_channels",
+                                     "tickets__search_tickets", "wiki__list_pages"):
+                yield from read(name, {})
+        text = "\n".join(seen)
+        have_set = {p.strip("./") for p in existing}
+        outputs = [p for p in dict.fromkeys(PATH_RE.findall(text))
+                   if p.strip("./") not in have_set and not p.startswith(("http", "/"))]
+        sv.seen_text, sv.existing, sv.outputs = text, existing, outputs[:12]
+        sv.emails = list(dict.fromkeys(EMAIL_RE.findall(text)))[:30]
+        return (yield from self.junk(sv, ctx, tools))
+
+    def junk(self, sv, ctx, tools):  # pragma: no cover - overridden
+        return self.final
+        yield
+
+    # helpers for the junk writers
+    @staticmethod
+    def layout(sv, path: str) -> tuple[list[str], list[str]]:
+        """(header columns, sheet names) that the texts give near a mention of ``path``."""
+        text = sv.seen_text
+        i = text.find(path)
+        near = text[i: i + 600] if i >= 0 else ""
+        cols = COLUMNS_RE.search(near)
+        header = [c.strip().strip(".") for c in re.split(r",|\band\b", cols.group(1))] if cols else []
+        return [h for h in header if h][:12], SHEET_RE.findall(near)[:3]
+
+    def write(self, tools, path: str, lines: list[str], header: list[str], sheets: list[str]):
+        """Create ``path`` holding ``header`` then ``lines``, whatever its format."""
+        ext = path[path.rfind("."):].lower()
+        if ext == ".xlsx" and "sheets__create_workbook" in tools:
+            sheets = sheets or ["Sheet1"]
+            yield "sheets__create_workbook", {"path": path, "sheets": sheets}
+            rows = ([header] if header else []) + [[x] for x in lines]
+            if rows:
+                yield "sheets__write_rows", {"path": path, "sheet": sheets[0], "start_cell": "A1", "rows": rows}
+        elif ext == ".docx" and "docs__create_document" in tools:
+            yield "docs__create_document", {"path": path}
+            for x in ([", ".join(header)] if header else []) + lines[:20]:
+                yield "docs__append_paragraph", {"path": path, "text": x}
+        elif ext == ".pptx" and "slides__create_deck" in tools:
+            yield "slides__create_deck", {"path": path}
+            if lines or header:
+                yield "slides__add_slide", {"path": path, "title": (lines or header)[0][:80],
+                                            "bullets": (header + lines)[:10]}
+        elif "files__write_file" in tools:
+            sep = "," if ext == ".csv" else "\t" if ext == ".tsv" else " "
+            body = ([sep.join(header)] if header else []) + lines
+            yield "files__write_file", {"path": path, "content": "\n".join(body) + ("\n" if body else "")}
+        elif "shell__run" in tools:
+            yield "shell__run", {"command": f"mkdir -p \"$(dirname '{path}')\" && : > '{path}'"}
+
+
+class ReadOnlyPolicy(_Survey):
+    """Reads every input and changes nothing: "read the inputs" must not pay on its own."""
+
+    name = "read_only"
+
+    def junk(self, sv, ctx, tools):
+        return "I have read all the inputs, checked them carefully and verified the results."
+        yield
+
+
+class EmptyArtefactPolicy(_Survey):
+    """Every requested output exists, with the right name and layout but no content."""
+
+    name = "empty_artefact"
+
+    def junk(self, sv, ctx, tools):
+        for path in sv.outputs:
+            header, sheets = self.layout(sv, path)
+            yield from self.write(tools, path, [], header, sheets)
+        return "The requested files are in place."
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", text) if s.strip()][:30]
+
+
+class InstructionEchoPolicy(_Survey):
+    """Pastes the instruction into every output, answers every mail with it and sends it on."""
+
+    name = "instruction_echo"
+
+    def junk(self, sv, ctx, tools):
+        instruction = ctx.task.instruction
+        for path in sv.outputs:
+            header, sheets = self.layout(sv, path)
+            yield from self.write(tools, path, _sentences(instruction), header, sheets)
+        if "mail__reply" in tools:
+            for mid in sv.mail_ids[:25]:
+                yield "mail__reply", {"message_id": mid, "body": instruction}
+        if "mail__send_message" in tools and sv.emails:
+            yield "mail__send_message", {"to": sv.emails[:10], "subject": instruction[:60], "body": instruction}
+        if "chat__post_message" in tools:
+            for ch in sv.channels[:10]:
+                yield "chat__post_message", {"channel": ch, "text": instruction}
+        if "tickets__add_comment" in tools:
+            for key in sv.tickets[:25]:
+                yield "tickets__add_comment", {"key": key, "body": instruction}
+        return instruction
+
+
+class ReplyToEverythingPolicy(_Survey):
+    """Answers every message, thread and ticket with a reply that mentions everything seen."""
+
+    name = "reply_to_everything"
+
+    @staticmethod
+    def kitchen_sink(sv) -> str:
+        words = list(dict.fromkeys(re.findall(r"\b(?:[A-Z][\w'-]+|[\w-]*\d[\w.:/-]*)\b", sv.seen_text)))
+        return ("Thanks, this is handled. For the record: " + ", ".join(words))[:4000]
+
+    def junk(self, sv, ctx, tools):
+        body = self.kitchen_sink(sv)
+        if "mail__reply" in tools:
+            for mid in sv.mail_ids[:40]:
+                yield "mail__reply", {"message_id": mid, "body": body, "reply_all": True}
+        if "chat__post_message" in tools:
+            for ch in sv.channels[:10]:
+                yield "chat__post_message", {"channel": ch, "text": body}
+            for tid in sv.threads[:30]:
+                yield "chat__post_message", {"channel": sv.channels[0], "text": body, "thread_id": tid}
+        if "tickets__add_comment" in tools:
+            for key in sv.tickets[:40]:
+                yield "tickets__add_comment", {"key": key, "body": body}
+        if "user__send_message" in tools:
+            yield "user__send_message", {"text": body}
+        return body
+
+
+class CopyInputsPolicy(_Survey):
+    """Each requested output is a copy of the most similar existing input (last period's)."""
+
+    name = "copy_inputs"
+
+    def junk(self, sv, ctx, tools):
+        import difflib
+
+        for path in sv.outputs:
+            ext = path[path.rfind("."):].lower()
+            same = [p for p in sv.existing if p.lower().endswith(ext)] or sv.existing
+            if not same:
+                continue
+            src = max(same, key=lambda p: difflib.SequenceMatcher(None, p, path).ratio())
+            if "files__copy" in tools:
+                yield "files__copy", {"src": src, "dst": path}
+            elif ext == ".docx" and "docs__copy_document" in tools:
+                yield "docs__copy_document", {"source": src, "path": path}
+            elif "shell__run" in tools:
+                yield "shell__run", {"command": f"mkdir -p \"$(dirname '{path}')\" && cp '{src}' '{path}'"}
+        return "I prepared the outputs from the existing files."
+
+
 ADVERSARIES = {
     "claims_done": ClaimsDonePolicy,
     "random_tools": RandomToolPolicy,
     "shotgun": ShotgunPolicy,
+    "read_only": ReadOnlyPolicy,
+    "empty_artefact": EmptyArtefactPolicy,
+    "instruction_echo": InstructionEchoPolicy,
+    "reply_to_everything": ReplyToEverythingPolicy,
+    "copy_inputs": CopyInputsPolicy,
 }
