@@ -95,4 +95,5 @@ async def run_episodes(tasks: list[Task], policy, spec: RunSpec, out: Path | str
             await policy.aclose()
     summary = summarize(store.trajectories(), store.infra_errors(), expected=len(tasks) * spec.samples)
     store.write_summary(summary)
+    store.close()  # the folder is free for the next run (a crash frees it too)
     return summary

@@ -4,15 +4,29 @@
     trajectories.jsonl    one finished, graded episode per line, appended and fsync'd as it ends
     infra_errors.jsonl    episodes that failed for reasons outside the agent (retried on resume)
     summary.json          metrics, rewritten atomically when the run ends
+    run.lock              held (flock) by the one live run writing the folder; holds its pid
 
 Resuming reads the log, drops a torn last line left by a kill, and skips finished episodes,
 so a run killed at any moment and rerun yields every episode exactly once.
+
+One run writes a folder at a time: ``RunStore.open`` takes an exclusive ``flock`` on
+``run.lock`` and keeps it until ``close()``. The kernel drops the lock when the holder exits
+or dies (kill -9 included), so a stale lock never blocks a resume; a second live run into
+the folder is refused with the holder's pid. Readers (eval, compare, data sft) take no lock.
+
+Should a log still hold an episode twice (written before the lock existed, or by hand),
+readers count it once: ``unique_episodes`` keeps each episode's *first* line. That is the
+line ``open`` already treated as "done" when resuming, and appending to a log can then never
+change an episode already counted.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +36,7 @@ MANIFEST = "run.json"
 TRAJECTORIES = "trajectories.jsonl"
 INFRA_ERRORS = "infra_errors.jsonl"
 SUMMARY = "summary.json"
+LOCK = "run.lock"
 
 IDENTITY_KEYS = ("suite_version", "policy", "split", "seeds", "families", "samples")
 """Manifest fields that must match for a rerun to resume rather than be refused."""
@@ -59,25 +74,102 @@ def read_jsonl(path: Path, *, repair: bool = False) -> list[dict]:
     return rows
 
 
+def unique_episodes(rows: list[dict]) -> tuple[list[dict], int]:
+    """Each episode once, its first line kept (see the module docstring), and how many
+    duplicate lines were dropped."""
+    seen: set[str] = set()
+    out = []
+    for r in rows:
+        if r["episode_id"] not in seen:
+            seen.add(r["episode_id"])
+            out.append(r)
+    return out, len(rows) - len(out)
+
+
+def _release(fd: int) -> None:
+    try:
+        os.ftruncate(fd, 0)  # no pid left behind by a clean exit
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _holder_pid(fd: int) -> str:
+    """The pid the holder wrote. It writes it right after locking, so an empty file means it
+    is between the two: look again for a moment rather than say "unknown"."""
+    deadline = time.monotonic() + 1.0
+    while True:
+        text = os.pread(fd, 64, 0).decode(errors="replace").strip()
+        if text or time.monotonic() > deadline:
+            return text.splitlines()[0] if text else "unknown"
+        time.sleep(0.005)
+
+
 class RunStore:
+    """One run folder. ``open`` makes this process its only writer until ``close`` (also a
+    context manager); a store that is garbage-collected, or a process that dies, lets go too.
+    Opening the same folder again in one process after ``close`` is fine."""
+
     def __init__(self, out: Path | str):
         self.dir = Path(out)
+        self._lock: weakref.finalize | None = None
+
+    def _acquire(self) -> None:
+        if self._lock is not None and self._lock.alive:
+            return
+        fd = os.open(self.dir / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder_pid(fd)
+            os.close(fd)
+            raise UsageError(f"{self.dir} is in use by another run (pid {holder}); "
+                             "wait for it to end or stop it, then rerun to resume") from None
+        except BaseException:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock = weakref.finalize(self, _release, fd)
+
+    def close(self) -> None:
+        """Let go of the folder (idempotent)."""
+        if self._lock is not None:
+            self._lock()
+            self._lock = None
+
+    @property
+    def locked(self) -> bool:
+        return self._lock is not None and self._lock.alive
+
+    def __enter__(self) -> "RunStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def open(self, manifest: dict[str, Any]) -> set[str]:
-        """Create or resume the run; returns the ids of episodes already finished."""
+        """Lock, then create or resume the run; returns the ids of episodes already finished.
+        Refused (UsageError) while another live run holds the folder, or if it holds a
+        different run."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        path = self.dir / MANIFEST
-        if path.exists():
-            old = json.loads(path.read_text())
-            diff = [k for k in IDENTITY_KEYS if old.get(k) != manifest.get(k)]
-            if diff:
-                raise UsageError(
-                    f"{self.dir} holds a different run ({', '.join(diff)} differ); "
-                    "rerun with the same arguments to resume, or choose another --out"
-                )
-        else:
-            write_json_atomic(path, manifest)
-        return {row["episode_id"] for row in read_jsonl(self.dir / TRAJECTORIES, repair=True)}
+        self._acquire()  # before anything is read or repaired: a live writer may be mid-line
+        try:
+            path = self.dir / MANIFEST
+            if path.exists():
+                old = json.loads(path.read_text())
+                diff = [k for k in IDENTITY_KEYS if old.get(k) != manifest.get(k)]
+                if diff:
+                    raise UsageError(
+                        f"{self.dir} holds a different run ({', '.join(diff)} differ); "
+                        "rerun with the same arguments to resume, or choose another --out"
+                    )
+            else:
+                write_json_atomic(path, manifest)
+            return {row["episode_id"] for row in read_jsonl(self.dir / TRAJECTORIES, repair=True)}
+        except BaseException:
+            self.close()
+            raise
 
     def _append(self, name: str, line: str) -> None:
         with open(self.dir / name, "a", encoding="utf-8") as f:
@@ -95,7 +187,12 @@ class RunStore:
         return json.loads((self.dir / MANIFEST).read_text())
 
     def trajectories(self) -> list[dict]:
+        """Every line of the log, as written (duplicates included; see ``episodes``)."""
         return read_jsonl(self.dir / TRAJECTORIES)
+
+    def episodes(self) -> tuple[list[dict], int]:
+        """Each finished episode once (first line kept) and the number of duplicate lines dropped."""
+        return unique_episodes(self.trajectories())
 
     def infra_errors(self) -> list[dict]:
         return read_jsonl(self.dir / INFRA_ERRORS)
