@@ -1,8 +1,11 @@
 """The command line: JSON listings, one-line errors with exit code 2 on bad input."""
 
 import json
+import shutil
 import subprocess
 import sys
+
+import pytest
 
 from longhorizon.cli import main
 
@@ -66,3 +69,79 @@ def test_world_build_refuses_non_empty_dir(tmp_path):
     (tmp_path / "x" / "f").write_text("keep me")
     r = lh("world", "build", "downloads_cleanup-000001", "--out", str(tmp_path / "x"))
     assert r.returncode == 2 and (tmp_path / "x" / "f").read_text() == "keep me"
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("runs")
+    for policy in ("null", "oracle"):
+        assert main(["run", "--family", "downloads_cleanup", "--seeds", "3", "--quiet", "--policy", policy,
+                     "--out", str(base / policy)]) == 0
+    return base
+
+
+def copies(two_runs, tmp_path):
+    a, b = tmp_path / "null", tmp_path / "oracle"
+    shutil.copytree(two_runs / "null", a)
+    shutil.copytree(two_runs / "oracle", b)
+    return a, b
+
+
+def test_eval_and_compare_count_a_duplicated_episode_once_and_say_so(two_runs, tmp_path, capsys):
+    a, b = copies(two_runs, tmp_path)
+    log = b / "trajectories.jsonl"
+    first, *_ = log.read_text().splitlines(keepends=True)
+    with open(log, "a") as f:
+        f.write(first * 3)
+    capsys.readouterr()
+    assert main(["eval", str(b), "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    s = json.loads(out)
+    assert s["duplicates_dropped"] == 3 and s["overall"]["episodes"] == 3 and s["complete"]
+    assert err == f"{b}: dropped 3 duplicate episodes (each episode counted once, its first line kept)\n"
+    assert main(["compare", str(a), str(b)]) == 0
+    out, err = capsys.readouterr()
+    assert "paired tasks: 3" in out and "dropped 3 duplicate episodes" in err and str(a) not in err
+    assert main(["compare", str(a), str(b), "--format", "json"]) == 0
+    c = json.loads(capsys.readouterr().out)
+    assert c["duplicates_dropped"] == {"a": 0, "b": 3} and c["mcnemar"]["b_only_passed"] == 3
+
+
+def make_incomplete(run):
+    """The run's last episode keeps failing as an infrastructure error."""
+    log = run / "trajectories.jsonl"
+    *kept, last = log.read_text().splitlines(keepends=True)
+    log.write_text("".join(kept))
+    episode = json.loads(last)
+    (run / "infra_errors.jsonl").write_text(json.dumps(
+        {"episode_id": episode["episode_id"], "task_id": episode["task_id"], "sample": 0,
+         "error": "InfraError: connection refused"}) + "\n")
+    return episode["task_id"]
+
+
+def test_compare_refuses_an_incomplete_run(two_runs, tmp_path, capsys):
+    a, b = copies(two_runs, tmp_path)
+    make_incomplete(b)
+    capsys.readouterr()
+    assert main(["compare", str(a), str(b)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert f"{b}: 2 of 3 episodes finished, 1 missing (1 pending infrastructure errors)" in err
+    assert "--allow-incomplete" in err and f"{a}:" not in err
+
+
+def test_compare_with_allow_incomplete_pairs_common_tasks_and_is_flagged(two_runs, tmp_path, capsys):
+    a, b = copies(two_runs, tmp_path)
+    gone = make_incomplete(b)
+    capsys.readouterr()
+    assert main(["compare", str(a), str(b), "--allow-incomplete"]) == 0
+    text = capsys.readouterr().out
+    assert text.splitlines()[0] == (f"INCOMPLETE: B ({b}): 2 of 3 episodes finished, 1 missing "
+                                    "(1 pending infrastructure errors); only tasks present in both runs are paired")
+    assert "paired tasks: 2 (only in A: 1, only in B: 0)" in text
+    assert main(["compare", str(a), str(b), "--allow-incomplete", "--format", "json"]) == 0
+    c = json.loads(capsys.readouterr().out)
+    assert c["incomplete"] == ["b"] and c["paired_tasks"] == 2 and c["only_a"] == 1
+    assert c["runs"]["b"] == {"path": str(b), "expected": 3, "finished": 2, "missing": 1,
+                              "pending_infra_errors": 1, "complete": False}
+    assert c["runs"]["a"]["complete"] and gone not in json.dumps(c["mcnemar"])

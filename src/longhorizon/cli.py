@@ -172,21 +172,38 @@ def _load_run(path: str) -> tuple[list[dict], list[dict], dict]:
     return store.trajectories(), store.infra_errors(), store.manifest()
 
 
+def _note_duplicates(path: str, n: int) -> None:
+    if n:
+        print(f"{path}: dropped {n} duplicate episode{'s' * (n != 1)} (each episode counted once, "
+              "its first line kept)", file=sys.stderr)
+
+
 def cmd_eval(args) -> int:
     from longhorizon.evaluate.metrics import format_summary, summarize
 
     rows, infra, manifest = _load_run(args.run_dir)
     summary = summarize(rows, infra, expected=manifest.get("episodes"))
+    _note_duplicates(args.run_dir, summary["duplicates_dropped"])
     print(json.dumps(summary, indent=2) if args.format == "json" else format_summary(summary))
     return 0
 
 
 def cmd_compare(args) -> int:
-    from longhorizon.evaluate.metrics import compare, format_compare
+    from longhorizon.evaluate.metrics import compare, describe_incomplete, format_compare, run_status
 
-    a, _, _ = _load_run(args.run_a)
-    b, _, _ = _load_run(args.run_b)
-    result = compare(a, b)
+    runs = {"a": args.run_a, "b": args.run_b}
+    loaded = {k: _load_run(path) for k, path in runs.items()}
+    status = {k: run_status(rows, infra, manifest.get("episodes")) for k, (rows, infra, manifest) in loaded.items()}
+    incomplete = [k for k in runs if not status[k]["complete"]]
+    if incomplete and not args.allow_incomplete:
+        raise UsageError("incomplete run, not compared: " + "; ".join(describe_incomplete(runs[k], status[k])
+                                                                        for k in incomplete)
+                         + "; rerun it to finish, or pass --allow-incomplete to pair only the tasks both have")
+    result = compare(loaded["a"][0], loaded["b"][0])
+    result["runs"] = {k: {"path": runs[k], **status[k]} for k in runs}
+    result["incomplete"] = incomplete
+    for k in runs:
+        _note_duplicates(runs[k], result["duplicates_dropped"][k])
     print(json.dumps(result, indent=2) if args.format == "json" else format_compare(result, args.run_a, args.run_b))
     return 0
 
@@ -262,10 +279,16 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--format", choices=["table", "json"], default="table")
     e.set_defaults(func=cmd_eval)
 
-    c = sub.add_parser("compare", help="B vs A paired by task: Δpass@1 with bootstrap CI, McNemar p")
+    c = sub.add_parser("compare", help="B vs A paired by task: Δpass@1 with bootstrap CI, McNemar p",
+                       description="Pairs two runs by task. Refused (exit 2) when either run is incomplete "
+                                   "(episodes missing from its manifest's count, e.g. pending infrastructure "
+                                   "errors) unless --allow-incomplete is given.")
     c.add_argument("run_a")
     c.add_argument("run_b")
     c.add_argument("--format", choices=["table", "json"], default="table")
+    c.add_argument("--allow-incomplete", action="store_true",
+                   help="compare anyway, pairing only tasks present in both; the output is flagged "
+                        "INCOMPLETE (JSON: 'incomplete' lists the runs, 'runs' their counts)")
     c.set_defaults(func=cmd_compare)
 
     from longhorizon.train.commands import add_commands  # data / train subcommands

@@ -2,7 +2,7 @@
 
 import pytest
 
-from longhorizon.evaluate.metrics import compare, mcnemar_exact, summarize, wilson
+from longhorizon.evaluate.metrics import compare, mcnemar_exact, run_status, summarize, wilson
 
 
 def row(task, passed, reward, category="c1", sample=0):
@@ -57,3 +57,22 @@ def test_compare_identical_runs_shows_no_difference():
     a = [row(t, t in "ab", 0.5) for t in "abcd"]
     c = compare(a, a)
     assert c["delta_pass@1"] == 0 and c["delta_pass@1_ci95"] == [0, 0] and c["mcnemar"]["p_value"] == 1.0
+
+
+def test_an_episode_logged_twice_counts_once_first_line_kept():
+    rows = [row("a", True, 1.0), row("b", False, 0.0), row("a", False, 0.0), row("a", False, 0.0)]
+    s = summarize(rows, expected=2)
+    assert s["duplicates_dropped"] == 2 and s["complete"]
+    assert s["overall"]["episodes"] == 2 and s["overall"]["pass@1"] == 0.5  # a's first line: passed
+    c = compare(rows, [row("a", True, 1.0), row("b", True, 1.0), row("b", True, 1.0)])
+    assert c["duplicates_dropped"] == {"a": 2, "b": 1}
+    assert c["pass@1_a"] == 0.5 and c["mcnemar"] == {"a_only_passed": 0, "b_only_passed": 1, "p_value": 1.0}
+
+
+def test_run_status_counts_missing_and_pending_episodes():
+    rows = [row("a", True, 1.0), row("a", True, 1.0), row("b", False, 0.0)]
+    infra = [{"episode_id": "c#0"}, {"episode_id": "c#0"}, {"episode_id": "b#0"}]
+    assert run_status(rows, infra, expected=4) == {
+        "expected": 4, "finished": 2, "missing": 2, "pending_infra_errors": 1, "complete": False}
+    assert run_status(rows, infra, expected=2)["complete"]
+    assert not run_status(rows, infra, expected=None)["complete"]  # unknown is not complete

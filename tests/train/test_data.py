@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import shutil
 
 import pytest
 
@@ -56,6 +57,30 @@ def test_nothing_kept_and_missing_runs_are_usage_errors(runs, tmp_path):
     (tmp_path / "g" / "x").write_text("")
     with pytest.raises(UsageError, match="not empty"):
         build_sft_dataset([runs / "oracle"], tmp_path / "g")
+
+
+
+def test_an_episode_logged_twice_becomes_one_row_and_is_reported(runs, tmp_path, capsys):
+    from longhorizon.cli import main
+
+    run = tmp_path / "oracle"
+    shutil.copytree(runs / "oracle", run)
+    log = run / "trajectories.jsonl"
+    log.write_text(log.read_text() * 3)
+    summary = build_sft_dataset([run, runs / "null"], tmp_path / "d")
+    assert summary["duplicates_dropped"] == {str(run): 2}
+    assert (summary["episodes_seen"], summary["kept"]) == (2, 1) and len(load_sft_dataset(tmp_path / "d")) == 1
+    capsys.readouterr()
+    assert main(["data", "sft", str(run), "--out", str(tmp_path / "e"), "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["kept"] == 1
+    notes = [line for line in err.splitlines() if "duplicate" in line]  # (datasets draws progress bars there too)
+    assert notes == [f"{run}: dropped 2 duplicate episodes (each read once, its first line kept)"]
+
+
+def test_the_same_run_folder_given_twice_is_a_usage_error(runs, tmp_path):
+    with pytest.raises(UsageError, match="given twice"):
+        build_sft_dataset([runs / "oracle", runs / "oracle" / ".." / "oracle"], tmp_path / "d")
 
 
 def test_the_recovering_teacher_fails_once_repairs_and_still_passes():

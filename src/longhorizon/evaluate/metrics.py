@@ -4,6 +4,12 @@ Intervals: pass@1 uses the Wilson score interval over episodes (honest at 0 and 
 bootstrap collapses to a point); mean reward uses a percentile bootstrap over episodes.
 ``compare`` pairs runs by task: Δ with a paired bootstrap over tasks, and McNemar's exact
 test on the discordant tasks (first sample of each task: the greedy episode).
+
+An episode logged twice counts once (its first line; ``rollout.store.unique_episodes``) and
+the number dropped is reported (``duplicates_dropped``). ``run_status`` says whether a run
+has every episode its manifest expects; the CLI's ``compare`` refuses an incomplete run
+unless told otherwise, so episodes that keep failing as infrastructure errors cannot quietly
+shrink a comparison.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
+
+from longhorizon.rollout.store import unique_episodes
 
 Z95 = 1.959963984540054
 BOOTSTRAP = 2000
@@ -63,11 +71,33 @@ def _group_stats(rows: list[dict]) -> dict[str, Any]:
     }
 
 
+def run_status(trajectories: list[dict], infra_errors: list[dict] = (), expected: int | None = None) -> dict[str, Any]:
+    """How finished a run is: episodes expected (the manifest's count; None if unknown),
+    finished (distinct episode ids), missing, and pending infrastructure errors (failed
+    episodes with no trajectory yet). ``complete`` only when the expected count is known and met."""
+    done = {r["episode_id"] for r in trajectories}
+    pending = {e["episode_id"] for e in infra_errors if e["episode_id"] not in done}
+    missing = max(0, expected - len(done)) if expected is not None else None
+    return {"expected": expected, "finished": len(done), "missing": missing,
+            "pending_infra_errors": len(pending), "complete": expected is not None and missing == 0}
+
+
+def describe_incomplete(name: str, st: dict[str, Any]) -> str:
+    """One phrase saying why a run is incomplete, e.g. ``runs/b: 9 of 12 episodes finished, 3
+    missing (2 pending infrastructure errors)``."""
+    if st["expected"] is None:
+        head = f"{name}: {st['finished']} episodes finished, expected count unknown (no 'episodes' in run.json)"
+    else:
+        head = f"{name}: {st['finished']} of {st['expected']} episodes finished, {st['missing']} missing"
+    return head + f" ({st['pending_infra_errors']} pending infrastructure errors)"
+
+
 def summarize(trajectories: list[dict], infra_errors: list[dict] = (), expected: int | None = None) -> dict[str, Any]:
     """Metrics of one run: overall, per category, per family, plus episode statuses and
-    infrastructure errors (episodes that have no trajectory yet, counted apart)."""
-    done = {r["episode_id"] for r in trajectories}
-    pending_infra = {e["episode_id"] for e in infra_errors if e["episode_id"] not in done}
+    infrastructure errors (episodes that have no trajectory yet, counted apart). An episode
+    logged more than once counts once (first line kept); ``duplicates_dropped`` says how many."""
+    trajectories, dups = unique_episodes(list(trajectories))
+    status = run_status(trajectories, infra_errors, expected)
     by_cat, by_fam, statuses = defaultdict(list), defaultdict(list), defaultdict(int)
     for r in trajectories:
         by_cat[r["category"]].append(r)
@@ -78,9 +108,10 @@ def summarize(trajectories: list[dict], infra_errors: list[dict] = (), expected:
         "categories": {k: _group_stats(v) for k, v in sorted(by_cat.items())},
         "families": {k: _group_stats(v) for k, v in sorted(by_fam.items())},
         "statuses": dict(sorted(statuses.items())),
-        "infra_errors": len(pending_infra),
+        "infra_errors": status["pending_infra_errors"],
         "expected_episodes": expected,
-        "complete": expected is not None and len(done) >= expected,
+        "complete": status["complete"],
+        "duplicates_dropped": dups,
     }
 
 
@@ -94,11 +125,14 @@ def _per_task(rows: list[dict]) -> dict[str, dict[str, Any]]:
 
 
 def compare(rows_a: list[dict], rows_b: list[dict], n_boot: int = BOOTSTRAP, seed: int = SEED) -> dict[str, Any]:
-    """B minus A on the tasks both runs played."""
+    """B minus A on the tasks both runs played (each episode counted once; see module doc)."""
+    rows_a, dup_a = unique_episodes(list(rows_a))
+    rows_b, dup_b = unique_episodes(list(rows_b))
+    dups = {"a": dup_a, "b": dup_b}
     ta, tb = _per_task(rows_a), _per_task(rows_b)
     common = sorted(set(ta) & set(tb))
     if not common:
-        return {"paired_tasks": 0, "only_a": len(ta), "only_b": len(tb)}
+        return {"paired_tasks": 0, "only_a": len(ta), "only_b": len(tb), "duplicates_dropped": dups}
     pa = np.array([np.mean(ta[t]["pass"]) for t in common])
     pb = np.array([np.mean(tb[t]["pass"]) for t in common])
     ra = np.array([np.mean(ta[t]["reward"]) for t in common])
@@ -121,6 +155,7 @@ def compare(rows_a: list[dict], rows_b: list[dict], n_boot: int = BOOTSTRAP, see
         "delta_mean_reward": float((rb - ra).mean()),
         "delta_mean_reward_ci95": [float(np.percentile(dr, 2.5)), float(np.percentile(dr, 97.5))],
         "mcnemar": {"a_only_passed": int(b), "b_only_passed": int(c), "p_value": mcnemar_exact(b, c)},
+        "duplicates_dropped": dups,
     }
 
 
@@ -142,12 +177,17 @@ def format_summary(s: dict[str, Any]) -> str:
 
 
 def format_compare(c: dict[str, Any], name_a: str = "A", name_b: str = "B") -> str:
+    """The comparison as text; a first INCOMPLETE line when ``c['incomplete']`` lists runs
+    (the CLI's --allow-incomplete) and ``c['runs']`` holds their ``run_status``."""
+    names = {"a": name_a, "b": name_b}
+    flag = [f"INCOMPLETE: {describe_incomplete(f'{k.upper()} ({names[k]})', c['runs'][k])}; "
+            "only tasks present in both runs are paired" for k in c.get("incomplete", [])]
     if not c["paired_tasks"]:
-        return f"no tasks in common (A has {c['only_a']}, B has {c['only_b']})"
+        return "\n".join(flag + [f"no tasks in common (A has {c['only_a']}, B has {c['only_b']})"])
     lo, hi = c["delta_pass@1_ci95"]
     rlo, rhi = c["delta_mean_reward_ci95"]
     m = c["mcnemar"]
-    return "\n".join([
+    return "\n".join(flag + [
         f"paired tasks: {c['paired_tasks']} (only in A: {c['only_a']}, only in B: {c['only_b']})",
         f"pass@1       A {c['pass@1_a']:.3f}  B {c['pass@1_b']:.3f}  Δ {c['delta_pass@1']:+.3f}  95% CI [{lo:+.3f}, {hi:+.3f}]",
         f"mean reward  A {c['mean_reward_a']:.3f}  B {c['mean_reward_b']:.3f}  Δ {c['delta_mean_reward']:+.3f}  95% CI [{rlo:+.3f}, {rhi:+.3f}]",

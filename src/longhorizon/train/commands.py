@@ -13,6 +13,7 @@ Heavy imports (torch, transformers, TRL) happen inside the command functions.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from longhorizon.core.errors import UsageError
@@ -52,6 +53,9 @@ def cmd_data_sft(args) -> int:
     from longhorizon.train.data import build_sft_dataset
 
     summary = build_sft_dataset(args.run_dirs, args.out, min_reward=args.min_reward, overwrite=args.overwrite)
+    for run, n in summary["duplicates_dropped"].items():
+        print(f"{run}: dropped {n} duplicate episode{'s' * (n != 1)} (each read once, its first line kept)",
+              file=sys.stderr)
     if args.format == "json":
         print(json.dumps(summary, indent=2))
     else:

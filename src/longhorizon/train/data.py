@@ -8,7 +8,9 @@ stay JSON strings, so Arrow never merges argument keys across rows), ``tools`` (
 schemas the episode showed the agent, as one JSON string), and where it came from. Saved as a
 Hugging Face dataset (``datasets.load_from_disk``), plus ``data.jsonl`` and ``summary.json``.
 Only episodes the agent finished itself (status ``completed``) at or above ``min_reward`` are
-kept; infrastructure errors never become data.
+kept; infrastructure errors never become data. An episode logged twice in one run folder is
+read once (its first line, as ``eval`` counts it); ``duplicates_dropped`` says how many per
+folder. The same episode id in two different folders is two episodes (e.g. two teachers).
 """
 
 from __future__ import annotations
@@ -93,9 +95,18 @@ def build_sft_dataset(run_dirs: list[str | Path], out: str | Path, *, min_reward
         raise UsageError(f"{out} exists and is not empty (pass --overwrite to replace it)")
     if not run_dirs:
         raise UsageError("give at least one run folder")
-    rows = []
+    seen_dirs: dict[Path, str] = {}
     for d in run_dirs:
-        rows.extend({**r, "_run": str(d)} for r in open_existing(d).trajectories())
+        real = Path(d).resolve()
+        if real in seen_dirs:
+            raise UsageError(f"run folder {d} is given twice (as {seen_dirs[real]} too); give each once")
+        seen_dirs[real] = str(d)
+    rows, duplicates = [], {}
+    for d in run_dirs:
+        episodes, dups = open_existing(d).episodes()
+        if dups:
+            duplicates[str(d)] = dups
+        rows.extend({**r, "_run": str(d)} for r in episodes)
     kept, dropped = select(rows, min_reward)
     if not kept:
         raise UsageError(f"no trajectory in {', '.join(map(str, run_dirs))} reached reward {min_reward} "
@@ -124,6 +135,7 @@ def build_sft_dataset(run_dirs: list[str | Path], out: str | Path, *, min_reward
         "runs": [str(d) for d in run_dirs],
         "min_reward": min_reward,
         "episodes_seen": len(rows),
+        "duplicates_dropped": duplicates,
         "kept": len(records),
         "dropped": dict(dropped),
         "families": dict(sorted(Counter(r["family"] for r in records).items())),
