@@ -142,17 +142,39 @@ class WorldCache:
     """Builds each Task's World once (the snapshot) and hands out forks.
 
     Snapshots are in-memory images, so no episode can touch them; forks live in one
-    temporary folder that ``close()`` removes.
+    temporary folder: ``release(world)`` removes one fork, ``close()`` every fork left (and
+    the folder, when the cache made it).
+
+    Each fork's workspace is a tmpfs of its own when this process may mount one (root, or
+    CAP_SYS_ADMIN; ``mount=False`` opts out): at most ``WORKSPACE_BYTES`` and
+    ``WORKSPACE_FILES``, so nothing an agent or an app writes there can fill the host's memory,
+    and the shell sandbox's mount table shows the workspace's root as ``/``, not its host path.
+    Without the privilege (``bounded`` is then False) forks are plain folders: their bytes are
+    not bounded, and the sandbox can read the workspace's path within its filesystem (e.g.
+    ``/longhorizon-worlds-…/episodes/<task>.<n>/workspace``) from ``/proc/self/mountinfo``.
+
+    The folder holds ``owner.pid`` (the pid and start time of the process that made the cache,
+    beside ``build/`` and ``episodes/``): each new cache first unmounts the tmpfs and removes
+    the folders of caches whose owner is gone (``sweep_stale_worlds``), e.g. a killed run's.
     """
 
-    def __init__(self, base: Path | str | None = None):
+    def __init__(self, base: Path | str | None = None, *, mount: bool = True):
+        import weakref
+
+        sweep_stale_worlds()
         self._own = base is None
-        self.base = Path(base) if base else Path(tempfile.mkdtemp(prefix="longhorizon-worlds-",
+        self.base = Path(base) if base else Path(tempfile.mkdtemp(prefix=_CACHE_PREFIX,
                                                                   dir=default_worlds_dir()))
         self.base.mkdir(parents=True, exist_ok=True)
+        _write_owner(self.base)  # before any mount: a mount under a base without one is an orphan
+        self.bounded = mount
+        """Forks get a sized tmpfs workspace (turns False when this process may not mount)."""
         self._snapshots: dict[str, tuple[WorldImage, str]] = {}
         self._forks = 0
         self._lock = threading.Lock()  # forks may be taken from worker threads
+        self._mounted: set[Path] = set()
+        self._finalizer = weakref.finalize(self, _close_cache, self._mounted, self._lock,
+                                           self.base, self._own)  # at exit too, if never closed
 
     def snapshot(self, task) -> tuple[WorldImage, str]:
         """(snapshot image, its hash), building the World on first use."""
@@ -169,8 +191,212 @@ class WorldCache:
         with self._lock:
             self._forks += 1
             n = self._forks
-        return image.materialize(self.base / "episodes" / f"{task.id}.{n}"), digest
+        dest = self.base / "episodes" / f"{task.id}.{n}"
+        if not self.bounded:
+            return image.materialize(dest), digest
+        dest.mkdir(parents=True)
+        ws = dest / "workspace"
+        ws.mkdir()
+        if _mount_workspace(ws):
+            with self._lock:
+                self._mounted.add(ws)
+        else:
+            self.bounded = False
+        _write_image(image, dest, existing={"workspace"})
+        return World(dest), digest
+
+    def release(self, world: World) -> None:
+        """Remove one fork: unmount its workspace, then delete its folder (the end of an
+        episode; a plain ``rmtree`` cannot remove a mount point and would leave the mount)."""
+        ws = world.workspace
+        with self._lock:
+            mounted = ws in self._mounted
+            self._mounted.discard(ws)
+        if mounted:
+            _unmount(ws)
+        shutil.rmtree(world.root, ignore_errors=True)
 
     def close(self) -> None:
-        if self._own:
-            shutil.rmtree(self.base, ignore_errors=True)
+        """Unmount every fork's workspace left (their files go with it) and remove the folder
+        if this cache made it."""
+        self._finalizer()
+
+
+# -- per-episode workspace budget, and the folders dead caches leave -----------------------
+
+WORKSPACE_BYTES = 1024**3
+"""Bytes one fork's workspace may hold (the size of its tmpfs); every family's files are kilobytes."""
+WORKSPACE_FILES = 100_000
+"""Files and folders one fork's workspace may hold (its tmpfs's inodes: each costs host memory
+beyond its bytes, so they are bounded too)."""
+OWNER_FILE = "owner.pid"
+_CACHE_PREFIX = "longhorizon-worlds-"
+_FS_NAME = "lh-world"
+"""A fork tmpfs's source name in mount tables: how the stale ones are recognised."""
+_MS_NOSUID, _MS_NODEV, _MNT_DETACH = 2, 4, 2
+_LIBC = None
+
+
+def _libc():
+    """libc with ``mount``/``umount2`` (None where there is none: not Linux)."""
+    global _LIBC
+    if _LIBC is None:
+        import ctypes
+
+        try:
+            lib = ctypes.CDLL(None, use_errno=True)
+            lib.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
+            lib.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        except (OSError, AttributeError):
+            lib = False
+        _LIBC = lib
+    return _LIBC or None
+
+
+def _mount_workspace(path: Path) -> bool:
+    """Mount a sized tmpfs on the (empty) folder ``path``; False when this process may not."""
+    import ctypes
+    import errno
+
+    lib = _libc()
+    if lib is None:
+        return False
+    opts = f"size={WORKSPACE_BYTES},nr_inodes={WORKSPACE_FILES},mode=0755"
+    if lib.mount(_FS_NAME.encode(), os.fsencode(path), b"tmpfs", _MS_NOSUID | _MS_NODEV, opts.encode()) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EPERM, errno.EACCES, errno.ENODEV, errno.ENOSYS):
+        return False  # not root, or no tmpfs here: plain folders (see WorldCache)
+    raise OSError(err, f"cannot mount the workspace's tmpfs: {os.strerror(err)}", str(path))
+
+
+def _unmount(path: Path) -> None:
+    """Detach a mount (at once, even if a process still has files open in it; the memory goes
+    with its last user). Not mounted, or not allowed: nothing to do."""
+    lib = _libc()
+    if lib is not None:
+        lib.umount2(os.fsencode(path), _MNT_DETACH)
+
+
+def _write_image(image: WorldImage, dest: Path, existing: set[str]) -> None:
+    """Write ``image`` into the folder ``dest`` (whose folders ``existing`` are already made)."""
+    for d in image.dirs:
+        if d not in existing:
+            (dest / d).mkdir()
+    for rel_path, data, mode in image.files:
+        fd = os.open(dest / rel_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+
+
+def _close_cache(mounted: set[Path], lock: threading.Lock, base: Path, own: bool) -> None:
+    with lock:
+        forks = sorted(mounted, key=lambda p: len(p.parts), reverse=True)
+        mounted.clear()
+    for ws in forks:
+        _unmount(ws)
+    if own:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _mounts() -> list[tuple[Path, str, str]]:
+    """(mount point, fs type, source) of each mount in this process's mount table."""
+    import re
+
+    try:
+        text = Path("/proc/self/mountinfo").read_bytes().decode("utf-8", "surrogateescape")
+    except OSError:
+        return []
+    unescape = lambda s: re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), s)  # noqa: E731
+    found = []
+    for line in text.splitlines():
+        left, _, right = line.partition(" - ")
+        left, right = left.split(), right.split()
+        if len(left) > 4 and len(right) > 1:
+            found.append((Path(unescape(left[4])), right[0], unescape(right[1])))
+    return found
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (state first), or None."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _write_owner(base: Path) -> None:
+    pid = os.getpid()
+    stat = _proc_stat(pid)
+    tmp = base / f".{OWNER_FILE}.{pid}"
+    tmp.write_text(f"{pid} {stat[19] if stat and len(stat) > 19 else '-'}\n")
+    os.replace(tmp, base / OWNER_FILE)  # whole or absent: a sweeper never reads half of it
+
+
+def owner_alive(folder: Path | str) -> bool | None:
+    """Whether the process that made this cache folder still runs (None: unknown, i.e. no
+    readable owner file — made before owner files, or being made right now).
+
+    The start time recorded beside the pid tells a reused pid from the owner; a zombie is gone.
+    """
+    try:
+        pid_text, start = (Path(folder) / OWNER_FILE).read_text().split()
+        pid = int(pid_text)
+    except (OSError, ValueError):
+        return None
+    if pid <= 0:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process: alive
+    stat = _proc_stat(pid)
+    if stat is None:  # no /proc to look at: trust the pid
+        return True
+    if stat[0] == "Z" or (start != "-" and len(stat) > 19 and stat[19] != start):
+        return False
+    return True
+
+
+def sweep_stale_worlds(parent: Path | str | None = None) -> list[Path]:
+    """Unmount fork tmpfs and remove cache folders that caches of dead processes left behind.
+
+    A fork tmpfs (``<base>/episodes/<fork>/workspace``) is stale when ``<base>``'s owner is
+    gone or its owner file is (the folder was deleted around the mount). A cache folder
+    ``longhorizon-worlds-*`` of ours in ``parent`` (default: where caches are made) is
+    removed when its owner is gone; one without an owner file is left alone. Returns the
+    folders removed.
+    """
+    for point, fstype, source in _mounts():
+        if fstype != "tmpfs" or source != _FS_NAME or point.parent.parent.name != "episodes":
+            continue
+        base = point.parent.parent.parent
+        alive = owner_alive(base)
+        if alive is False or (alive is None and not (base / OWNER_FILE).exists()):
+            _unmount(point)
+    where = Path(parent) if parent else Path(default_worlds_dir() or tempfile.gettempdir())
+    try:
+        entries = [e for e in os.scandir(where) if e.name.startswith(_CACHE_PREFIX)]
+    except OSError:
+        return []
+    removed = []
+    mounts = None
+    for entry in entries:
+        try:
+            if not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != os.getuid():
+                continue
+        except OSError:
+            continue
+        folder = Path(os.path.realpath(entry.path))
+        if owner_alive(folder) is not False:
+            continue
+        mounts = _mounts() if mounts is None else mounts
+        if any(folder in point.parents for point, _, _ in mounts):
+            continue  # something is still mounted in it (not ours, or not unmountable): leave it
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed

@@ -82,7 +82,7 @@ async def run_episodes(tasks: list[Task], policy, spec: RunSpec, out: Path | str
                 stats["passed"] += traj.passed
             finally:
                 if world is not None:
-                    shutil.rmtree(world.root, ignore_errors=True)
+                    cache.release(world)  # unmounts its workspace, then removes it
             bar.update(1)
             bar.set_postfix(pass_rate=f"{stats['passed'] / max(1, stats['ended']):.2f}", infra=stats["infra"])
 

@@ -166,7 +166,7 @@ class EpisodeRollout:
                         error = exc
                     finally:
                         if world is not None:
-                            shutil.rmtree(world.root, ignore_errors=True)
+                            self.cache.release(world)
             raise InfraError(f"episode {tid}#{sample} failed {MAX_ATTEMPTS} times: {type(error).__name__}: {error}")
 
         return list(await asyncio.gather(*(one(t, s) for t, s in jobs)))
