@@ -3,6 +3,7 @@
 import asyncio
 import os
 import socket
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -162,3 +163,54 @@ async def test_missing_bubblewrap_refuses_instead_of_running_unsandboxed(world, 
     text, err = await run(world, "echo ran > ran.txt")
     assert err and "sandbox unavailable: install bubblewrap" in text
     assert not (world.workspace / "ran.txt").exists()
+
+
+@pytest.mark.parametrize("command", ["cp /dev/zero big.bin", "cat /dev/urandom > big.bin", "cat /dev/zero > /tmp/x; cp /tmp/x big.bin"])
+async def test_copying_a_device_writes_at_most_the_file_size_limit(world, monkeypatch, command):
+    monkeypatch.setattr(sandbox, "FILE_SIZE_LIMIT_BYTES", 1024**2)
+    text, err = await run(world, command)
+    assert not err and any(m in stderr_of(text) for m in ("File size limit exceeded", "File too large"))
+    assert (world.workspace / "big.bin").stat().st_size == 1024**2
+
+
+@pytest.mark.parametrize("folder, limit", [("/tmp", "TMP_BYTES"), ("/dev/shm", "SHM_BYTES")])
+async def test_scratch_folders_are_sized(world, monkeypatch, folder, limit):
+    monkeypatch.setattr(sandbox, limit, 2 * 1024**2)
+    text, err = await run(world, f"head -c 1M /dev/zero > {folder}/a; head -c 5M /dev/zero > {folder}/b; "
+                                 f"du -sk {folder} | cut -f1")
+    assert not err and "No space left on device" in stderr_of(text)
+    assert int(stdout_of(text).split()[-1]) <= 2 * 1024
+
+
+async def test_the_rest_of_dev_is_read_only(world):
+    text, err = await run(world, "echo x > /dev/planted; mkdir /dev/d; echo fine > /dev/null && echo null-ok")
+    assert not err and stderr_of(text).count("Read-only file system") == 2
+    assert stdout_of(text).strip() == "null-ok"
+
+
+def test_an_inherited_lower_hard_limit_is_kept_not_a_failure(world):
+    """A caller already under a lower hard RLIMIT_AS / RLIMIT_FSIZE than our caps: commands
+    still run, under the inherited limits (raising a hard limit is refused)."""
+    memory, file_size = 3 * 1024**3, 64 * 1024**2
+    assert memory < sandbox.MEMORY_LIMIT_BYTES and file_size < sandbox.FILE_SIZE_LIMIT_BYTES
+    code = (
+        "import asyncio, resource, sys\n"
+        f"resource.setrlimit(resource.RLIMIT_AS, ({memory}, {memory}))\n"
+        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({file_size}, {file_size}))\n"
+        "from longhorizon.apps.shell import sandbox\n"
+        "r = asyncio.run(sandbox.run_sandboxed('ulimit -H -v; ulimit -H -f; echo ran', sys.argv[1]))\n"
+        "print(r.render())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(world.workspace)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("exit code: 0"), done.stdout
+    assert stdout_of(done.stdout).split() == [str(memory // 1024), str(file_size // 1024), "ran"]
+
+
+async def test_errors_never_name_the_workspaces_host_path(world):
+    gone = world.root.parent / "gone"
+    world.workspace.rename(gone)
+    text, err = await run(world, "true")
+    assert err and "workspace folder is missing" in text
+    assert str(world.root) not in text

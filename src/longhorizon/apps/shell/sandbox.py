@@ -7,11 +7,21 @@ unprivileged uid, a clean environment, and cannot create further user namespaces
 else of the host (the World's ``state/``, the project, its venv) is mounted, so it cannot be
 read or written. There is no fallback: without bubblewrap a command is refused.
 
-Resources are bounded too: the timeout kills everything the command started, and hard
-rlimits (which the command cannot raise) cap each process's memory, the size of any file it
-writes, and core dumps, so a runaway command cannot exhaust the host's memory or disk. The
-number of processes is not capped: RLIMIT_NPROC does not bind a host root's uid, and a pids
-cgroup needs delegation the sandbox does not have; the timeout bounds a fork storm instead.
+Nothing in the sandbox names the host's paths: bubblewrap reads its arguments from a pipe
+(``--args``) and starts with an empty environment, the command itself is pid 1 of the pid
+namespace (``--as-pid-1``: no bubblewrap process, argv or memory inside to read), no host fd
+is inherited, and a World forked by ``WorldCache`` has its workspace on a tmpfs of its own, so
+``/proc/self/mountinfo`` shows its root as ``/`` (a plain folder shows its path within its
+filesystem there: see ``WorldCache``). Errors never quote the host path either.
+
+Resources are bounded too: the timeout kills everything the command started; hard rlimits
+(which the command cannot raise, and never above what the caller inherited) cap each
+process's memory, the size of any file it writes, and core dumps; ``/tmp`` and ``/dev/shm``
+are sized tmpfs and the rest of ``/dev`` is read-only, and the workspace's own tmpfs
+(``WorldCache``) caps its bytes and files. So a runaway command cannot exhaust the host's
+memory or disk through files. The number of processes is not capped: RLIMIT_NPROC does not
+bind a host root's uid, and a pids cgroup needs delegation the sandbox does not have; the
+timeout bounds a fork storm instead (and with it the memory many processes can hold).
 
 Pure asyncio, no MCP: the shell app's server wraps it, benchmarks can call it directly.
 """
@@ -21,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import resource
 import shutil
 import signal
 from dataclasses import dataclass
@@ -37,6 +48,10 @@ MEMORY_LIMIT_BYTES = 4 * 1024**3
 """Address space per process (RLIMIT_AS): far above what shell tools need, far below the host."""
 FILE_SIZE_LIMIT_BYTES = 256 * 1024**2
 """Largest file a command may write (RLIMIT_FSIZE); the suite's files are kilobytes."""
+TMP_BYTES = 512 * 1024**2
+"""Size of the sandbox's private ``/tmp`` (a tmpfs that lives for one command)."""
+SHM_BYTES = 64 * 1024**2
+"""Size of its ``/dev/shm`` (POSIX shared memory, semaphores); the rest of ``/dev`` is read-only."""
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 
 # System paths the sandbox may read. /bin, /lib... are symlinks into /usr on merged-/usr
@@ -97,16 +112,16 @@ def find_bwrap() -> str | None:
     return "/usr/bin/bwrap" if os.access("/usr/bin/bwrap", os.X_OK) else None
 
 
-def bwrap_argv(bwrap: str, workspace: Path, *, info_fd: int, data_fds: dict[str, int]) -> list[str]:
-    """The bubblewrap command line (without the command itself)."""
+def bwrap_options(workspace: Path, *, info_fd: int, data_fds: dict[str, int]) -> list[str]:
+    """bubblewrap's options (fed to it through ``--args``, so no process ever shows them)."""
     argv = [
-        bwrap,
         "--unshare-all",  # net, pid, ipc, uts, cgroup, user: no network, no host processes
         "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
         "--disable-userns",  # no nested user namespace to regain capabilities in
         "--cap-drop", "ALL",
         "--die-with-parent",
         "--new-session",  # no TIOCSTI into the caller's terminal
+        "--as-pid-1",  # the command is pid 1: no bubblewrap reaper whose argv or memory it could read
         "--hostname", "sandbox",
         "--info-fd", str(info_fd),
         "--ro-bind", "/usr", "/usr",
@@ -125,9 +140,11 @@ def bwrap_argv(bwrap: str, workspace: Path, *, info_fd: int, data_fds: dict[str,
     argv += [
         "--proc", "/proc",
         "--dev", "/dev",
-        "--tmpfs", "/tmp",
+        "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm",
+        "--remount-ro", "/dev",  # else /dev is a tmpfs of half the host's memory (not recursive: /dev/shm stays)
+        "--size", str(TMP_BYTES), "--tmpfs", "/tmp",
         "--bind", str(workspace), "/workspace",
-        "--remount-ro", "/",  # the sandbox's own root (and /etc) too: only /workspace and /tmp take writes
+        "--remount-ro", "/",  # the sandbox's own root (and /etc) too: only /workspace, /tmp, /dev/shm take writes
         "--chdir", "/workspace",
         "--clearenv",
         "--setenv", "PATH", SANDBOX_PATH,
@@ -195,20 +212,31 @@ def _split_budget(a: int, b: int, total: int) -> tuple[int, int]:
     return half, total - half
 
 
+def _capped(limit: int, which: int) -> int:
+    """``limit``, or the hard limit this process inherited when that is lower (raising a hard
+    limit is refused, so ``ulimit`` would fail and the command with it)."""
+    hard = resource.getrlimit(which)[1]
+    return limit if hard == resource.RLIM_INFINITY else min(limit, hard)
+
+
 def limited_bash(command: str) -> list[str]:
     """``bash -c command`` under hard rlimits, set by a bash that then execs it (``ulimit``
     counts in KiB; ``-H -S``: the command can neither raise them nor have them lowered for it)."""
-    kib = lambda n: str(max(1, n // 1024))  # noqa: E731
-    limits = (f"ulimit -H -S -v {kib(MEMORY_LIMIT_BYTES)} -f {kib(FILE_SIZE_LIMIT_BYTES)} -c 0 "
-              '&& exec /bin/bash -c "$1"')
+    kib = lambda n: str(n // 1024)  # noqa: E731  rounded down: never above an inherited hard limit
+    memory = _capped(MEMORY_LIMIT_BYTES, resource.RLIMIT_AS)
+    file_size = _capped(FILE_SIZE_LIMIT_BYTES, resource.RLIMIT_FSIZE)
+    limits = f'ulimit -H -S -v {kib(memory)} -f {kib(file_size)} -c 0 && exec /bin/bash -c "$1"'
     return ["/bin/bash", "-c", limits, "limits", command]
 
 
 def _pipe_with(data: str) -> int:
-    """A pipe holding ``data`` (read end returned) for ``--ro-bind-data``."""
+    """A pipe holding ``data`` (read end returned) for ``--ro-bind-data`` and ``--args``."""
+    raw = data.encode()
+    if len(raw) > 60_000:  # a pipe holds 64 KiB: more would block before bwrap starts reading
+        raise SandboxUnavailable("sandbox unavailable: bubblewrap's arguments are too long")
     r, w = os.pipe()
     try:
-        os.write(w, data.encode())
+        os.write(w, raw)
     finally:
         os.close(w)
     return r
@@ -271,30 +299,34 @@ async def run_sandboxed(command: str, workspace: Path | str, timeout_s: int = 30
     if not bwrap:
         raise SandboxUnavailable("sandbox unavailable: install bubblewrap (apt-get install bubblewrap)")
     ws = Path(os.path.realpath(workspace))
-    if not ws.is_dir():
-        raise SandboxUnavailable(f"sandbox unavailable: workspace {ws} does not exist")
+    if not ws.is_dir():  # never name the host path: the agent reads this
+        raise SandboxUnavailable("sandbox unavailable: the workspace folder is missing")
 
     data_fds = {dest: _pipe_with(text) for dest, text in _ETC_DATA.items()}
     info_r, info_w = os.pipe()
+    args_r = None
     try:
-        argv = bwrap_argv(bwrap, ws, info_fd=info_w, data_fds=data_fds)
-        argv += limited_bash(command)
+        options = bwrap_options(ws, info_fd=info_w, data_fds=data_fds)
+        args_r = _pipe_with("\0".join(options) + "\0")
         proc = await asyncio.create_subprocess_exec(
-            *argv,
+            bwrap, "--args", str(args_r), *limited_bash(command),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            pass_fds=(info_w, *data_fds.values()),
-            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+            pass_fds=(info_w, args_r, *data_fds.values()),  # bwrap closes each once read
+            env={},  # nothing of ours in bwrap's environment (it needs none)
             start_new_session=True,
         )
-    except OSError as exc:
+    except BaseException as exc:
         os.close(info_r)
-        raise SandboxUnavailable(f"sandbox unavailable: cannot start bubblewrap ({exc})") from exc
+        if isinstance(exc, OSError):
+            raise SandboxUnavailable(f"sandbox unavailable: cannot start bubblewrap ({exc})") from exc
+        raise
     finally:
         os.close(info_w)
-        for fd in data_fds.values():
-            os.close(fd)
+        for fd in (args_r, *data_fds.values()):
+            if fd is not None:
+                os.close(fd)
 
     out, err = _Capture(), _Capture()
     readers = asyncio.gather(out.drain(proc.stdout), err.drain(proc.stderr))
@@ -318,10 +350,8 @@ async def run_sandboxed(command: str, workspace: Path | str, timeout_s: int = 30
         os.close(info_r)
 
     if proc.returncode != 0 and bytes(err.head).startswith(b"bwrap: ") and not out.total:
-        raise SandboxUnavailable(
-            "sandbox unavailable: bubblewrap could not build the sandbox: "
-            + err.head.decode("utf-8", "replace").strip()[:500]
-        )
+        reason = err.head.decode("utf-8", "replace").strip().replace(str(ws), "/workspace")
+        raise SandboxUnavailable(f"sandbox unavailable: bubblewrap could not build the sandbox: {reason[:500]}")
     return _result(proc.returncode, out, err, OUTPUT_BUDGET_CHARS)
 
 
