@@ -93,13 +93,19 @@ class AppServer:
         return register
 
     def build(self):
+        """The MCPServer. Every tool is an ``AppTool`` (see apps/tool_guard.py): its schema refuses
+        unknown arguments and every failure comes back as a tool error that says why."""
         from mcp.server.mcpserver import MCPServer
-        from mcp.server.mcpserver.tools import Tool
+
+        from longhorizon.apps.tool_guard import strict, tool_class
 
         names = [f.__name__ for f in self._fns]
         tpl = AppServer._templates.get(self.template_key)
         if tpl is None or [t.name for t in tpl] != names:
-            tpl = AppServer._templates[self.template_key] = [Tool.from_function(f) for f in self._fns]
+            tpl = [tool_class().from_function(f) for f in self._fns]
+            for t in tpl:
+                strict(t.parameters)
+            AppServer._templates[self.template_key] = tpl
         tools = [t.model_copy(update={"fn": f}) for t, f in zip(tpl, self._fns)]
         return MCPServer(self.name, instructions=self.instructions, tools=tools)
 

@@ -2,15 +2,28 @@
 
 ``Episode`` opens one real MCP client session per app the Task uses and exposes their tools
 under ``APP__TOOL`` names in OpenAI function format. ``play`` runs a Policy against it under
-limits and returns a graded Trajectory. Anything the agent sends (unknown tool, bad JSON,
-wrong types, paths outside the workspace) comes back as a tool error it can read.
+limits and returns a graded Trajectory.
+
+Anything the agent sends comes back as a tool error it can read, and the episode goes on:
+a tool name that is unknown or not a string, arguments that are not JSON or not an object,
+that nest past 32 levels, hold invalid Unicode (lone surrogates), NaN or Infinity, integers
+past 64 bits, non-JSON values or more than 1,000,000 characters; a call or ``function`` that is
+not an object, a ``tool_calls`` that is not a list. Past that boundary the app's server
+refuses unknown argument names and wrong types with a message naming them, and turns any
+crash of a tool into an error that says what failed (apps/tool_guard.py). A policy reply that
+is not a message at all is recorded (``assistant_message``) and ends the episode as an answer.
+Only failures of the machinery itself (the policy raising, an MCP session dying, a grader
+crashing) raise: the runner records those as infrastructure errors.
 """
 
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
 import logging
+import math
+import os
 import time
 from contextlib import AsyncExitStack
 from dataclasses import asdict, dataclass
@@ -21,9 +34,10 @@ from mcp import Client
 from longhorizon import __version__
 from longhorizon.apps import build_server
 from longhorizon.apps.common import cap
+from longhorizon.apps.tool_guard import describe_exception, json_type
 from longhorizon.core.errors import ContextLengthExceeded
 from longhorizon.core.task import SUITE_VERSION, Task
-from longhorizon.core.trajectory import ToolCallRecord, Trajectory
+from longhorizon.core.trajectory import ToolCallRecord, Trajectory, clean_text, dumps, json_safe
 from longhorizon.core.world import World
 from longhorizon.policies.base import EpisodeContext
 
@@ -72,7 +86,10 @@ class Episode:
         self.task, self.world, self.limits = task, world, limits
         self.tools: list[dict] = []
         self._clients: dict[str, Client] = {}
+        self._names: set[str] = set()
         self._stack: AsyncExitStack | None = None
+        roots = {os.path.realpath(world.root), os.path.abspath(world.root)} - {"/"}
+        self._roots = sorted(roots, key=len, reverse=True)
 
     async def __aenter__(self) -> "Episode":
         self._stack = AsyncExitStack()
@@ -82,6 +99,7 @@ class Episode:
                 self._clients[app] = client
                 listed = await client.list_tools()
                 self.tools.extend(_openai_tool(app, t) for t in listed.tools)
+            self._names = set(self.tool_names)
         except BaseException:
             await self._stack.aclose()
             raise
@@ -95,27 +113,130 @@ class Episode:
     def tool_names(self) -> list[str]:
         return [t["function"]["name"] for t in self.tools]
 
-    async def call(self, name: str, arguments: Any) -> tuple[str, bool, Any]:
-        """Run one tool call. Returns (result text, is_error, parsed arguments)."""
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments) if arguments.strip() else {}
-            except json.JSONDecodeError as exc:
-                return f"Error: arguments are not valid JSON ({exc.msg} at position {exc.pos}); send a JSON object.", True, arguments
-        if not isinstance(arguments, dict):
-            return f"Error: arguments must be a JSON object, got {type(arguments).__name__}.", True, arguments
-        app, sep, tool = (name or "").partition(SEP)
-        if not sep or app not in self._clients or name not in self.tool_names:
-            return (
-                f"Error: unknown tool {name!r}. Available tools: {', '.join(self.tool_names)}.",
-                True,
-                arguments,
-            )
-        result = await self._clients[app].call_tool(tool, arguments)
+    async def call(self, name: Any, arguments: Any) -> tuple[str, bool, Any]:
+        """Run one tool call. Returns (result text, is_error, arguments as recorded).
+
+        Whatever the agent sent comes back as a tool error naming the problem (see the module
+        docstring); the arguments returned are record-safe (``json_safe``). Only the session
+        itself failing (an MCPError, a closed stream) raises: that is infrastructure.
+        """
+        problem, arguments = self._check(name, arguments)
+        if problem:
+            return clean_text(cap(f"Error: {problem}", self.limits.max_result_chars)), True, json_safe(arguments)
+        app, _, tool = name.partition(SEP)
+        try:
+            result = await self._clients[app].call_tool(tool, arguments)
+        except (ValueError, TypeError, RecursionError, UnicodeError, OverflowError) as exc:
+            # the client could not even send these arguments: still the agent's call to fix
+            return (f"Error: {name} could not be called with these arguments ({describe_exception(exc)})",
+                    True, json_safe(arguments))
         text = "\n".join(getattr(c, "text", "") or f"[{c.type} content]" for c in result.content)
+        text = self._scrub(clean_text(text))
         if result.is_error and not text.startswith("Error"):
-            text = f"Error: {text}"
-        return cap(text, self.limits.max_result_chars), bool(result.is_error), arguments
+            text = f"Error: {text}" if text.strip() else f"Error: {name} failed without saying why"
+        return cap(text, self.limits.max_result_chars), bool(result.is_error), json_safe(arguments)
+
+    def _check(self, name: Any, arguments: Any) -> tuple[str | None, Any]:
+        """(what is wrong with this call, or None; the arguments, parsed when they were JSON text)."""
+        if not isinstance(name, str):
+            return (f"the tool name must be a string, got {json_type(name)}. "
+                    f"Available tools: {', '.join(self.tool_names)}."), arguments
+        if name not in self._names:
+            close = difflib.get_close_matches(name[:200], self._names, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            return (f"unknown tool {clean_text(repr(name[:100]))}{'...' if len(name) > 100 else ''}.{hint} "
+                    f"Available tools: {', '.join(self.tool_names)}."), arguments
+        if isinstance(arguments, str):
+            if len(arguments) > MAX_ARGUMENT_CHARS:
+                return (f"the arguments are {len(arguments):,} characters long; at most {MAX_ARGUMENT_CHARS:,} "
+                        "are accepted in one call"), arguments
+            text = arguments.strip()
+            try:
+                arguments = json.loads(text) if text else {}
+            except json.JSONDecodeError as exc:
+                return (f"arguments are not valid JSON ({exc.msg} at position {exc.pos}); "
+                        "send a JSON object."), arguments
+            except ValueError:  # Python's json refuses integers of more than 4,300 digits
+                return "arguments are not valid JSON (a number in them has more than 4,300 digits).", arguments
+            except RecursionError:
+                return "arguments nest too deeply to be read; send a JSON object of plain values.", arguments
+        if not isinstance(arguments, dict):
+            return f"arguments must be a JSON object, got {json_type(arguments)}.", arguments
+        return json_problem(arguments), arguments
+
+    def _scrub(self, text: str) -> str:
+        """The World's own location never reaches the agent (paths show relative to the workspace)."""
+        for root in self._roots:
+            if root in text:
+                text = text.replace(root + "/workspace/", "").replace(root + "/workspace", ".")
+                text = text.replace(root, "<world>")
+        return text
+
+
+MAX_ARGUMENT_CHARS = 1_000_000
+MAX_ARGUMENT_DEPTH = 32
+MAX_ARGUMENT_VALUES = 200_000
+MAX_INT_BITS = 64
+MAX_CONTENT_CHARS = 500_000
+
+
+def _arg_path(parts: list) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return clean_text(out[:120])
+
+
+def json_problem(arguments: dict) -> str | None:
+    """What in already-parsed arguments is no JSON value a tool can take, or None: non-string
+    names, invalid Unicode, NaN/Infinity, integers past 64 bits, nesting past 32 levels,
+    non-JSON types, and more than 1,000,000 characters or 200,000 values in all."""
+    chars = values = 0
+    stack: list[tuple[Any, list, int]] = [(arguments, [], 0)]
+    while stack:
+        v, path, depth = stack.pop()
+        values += 1
+        where = f"argument {_arg_path(path)!r}" if path else "the arguments"
+        if values > MAX_ARGUMENT_VALUES:
+            return f"the arguments hold more than {MAX_ARGUMENT_VALUES:,} values; send less in one call"
+        if v is None or isinstance(v, bool):
+            continue
+        if isinstance(v, str):
+            chars += len(v)
+            if chars > MAX_ARGUMENT_CHARS:
+                return f"the arguments hold more than {MAX_ARGUMENT_CHARS:,} characters; send less in one call"
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                return (f"{where} is not valid Unicode text (a lone surrogate {v[exc.start]!r} at position "
+                        f"{exc.start}); send UTF-8 text")
+            continue
+        if isinstance(v, int):
+            if v.bit_length() > MAX_INT_BITS:
+                digits = int(v.bit_length() * 0.30103) + 1
+                return f"{where} is an integer of about {digits:,} digits; integers must fit in {MAX_INT_BITS} bits"
+            continue
+        if isinstance(v, float):
+            if not math.isfinite(v):
+                shown = "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+                return f"{where} is {shown}, which is not a JSON number; send a finite number"
+            continue
+        if not isinstance(v, (dict, list)):
+            return f"{where} is a {type(v).__name__}, which is not a JSON value"
+        if depth >= MAX_ARGUMENT_DEPTH:
+            return f"the arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels (at {_arg_path(path)!r})"
+        if isinstance(v, list):
+            stack.extend((x, path + [i], depth + 1) for i, x in enumerate(v))
+            continue
+        for k, x in v.items():
+            if not isinstance(k, str):
+                return f"argument names must be strings; {where} has a {json_type(k)} name"
+            try:
+                k.encode("utf-8")
+            except UnicodeEncodeError:
+                return f"the argument name {clean_text(repr(k[:60]))} is not valid Unicode text; send UTF-8 text"
+            stack.append((x, path + [k], depth + 1))
+    return None
 
 
 async def play(task: Task, policy, world: World, *, sample: int = 0, limits: Limits = Limits(),
@@ -173,36 +294,141 @@ async def _loop(ep: Episode, policy, traj: Trajectory, ctx, limits: Limits) -> s
     return "max_turns"
 
 
-async def step(ep: Episode, traj: Trajectory, msg: dict, latency_s: float = 0.0) -> str | None:
+async def step(ep: Episode, traj: Trajectory, msg: Any, latency_s: float = 0.0) -> str | None:
     """Record one assistant message and run its tool calls in order.
 
     Returns how the episode ended ("completed" when the message has no tool calls,
-    "max_tool_calls" when the budget runs out) or None to go on.
+    "max_tool_calls" when the budget runs out) or None to go on. Never raises for what the
+    message holds: a malformed message is recorded in a form any chat template or API can
+    replay (see ``assistant_message``) and each malformed call gets a tool error.
     """
-    msg = dict(msg)
     turn = len(traj.turns)
-    record = {"turn": turn, "latency_s": latency_s}
+    msg, calls, notes = assistant_message(msg, turn)
+    record: dict[str, Any] = {"turn": turn, "latency_s": latency_s}
     record.update({k: msg.pop(k) for k in TOKEN_KEYS if k in msg})
-    msg["role"] = "assistant"
+    if notes:
+        record["malformed"] = notes
     traj.turns.append(record)
     traj.messages.append(msg)
-    calls = msg.get("tool_calls") or []
     if not calls:
         return "completed"
-    for i, call in enumerate(calls):
+    for call_id, name, arguments, problem in calls:
         if len(traj.tool_calls) >= ep.limits.max_tool_calls:
             return "max_tool_calls"
-        call = call if isinstance(call, dict) else {}
-        fn = call.get("function") if isinstance(call.get("function"), dict) else {}
-        call_id = str(call.get("id") or f"call_{turn}_{i}")
         t = time.perf_counter()
-        text, is_error, args = await ep.call(fn.get("name", ""), fn.get("arguments", "{}"))
+        if problem:
+            text, is_error, args = f"Error: {problem}", True, json_safe(arguments)
+        else:
+            text, is_error, args = await ep.call(name, arguments)
         traj.tool_calls.append(ToolCallRecord(
-            turn=turn, id=call_id, name=fn.get("name", ""), arguments=args, result=text,
+            turn=turn, id=call_id, name=_recorded_name(name), arguments=args, result=text,
             is_error=is_error, duration_ms=(time.perf_counter() - t) * 1000,
         ))
         traj.messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
     return None
+
+
+CALL_SHAPE = '{"id": "...", "type": "function", "function": {"name": "APP__TOOL", "arguments": "{...}"}}'
+
+
+def _text(value: Any) -> str:
+    """A value the message cannot hold as it is, as JSON text."""
+    return dumps(json_safe(value))
+
+
+def _recorded_name(name: Any) -> str:
+    if isinstance(name, str):
+        return clean_text(name[:1000])
+    return "" if name is None else _text(name)[:1000]
+
+
+def assistant_message(msg: Any, turn: int) -> tuple[dict, list[tuple[str, Any, Any, str | None]], list[str]]:
+    """A policy's reply as it is recorded, the calls to run, and notes on what was malformed.
+
+    A well-formed OpenAI message is recorded as it came (token data included, for the turn
+    record). Otherwise only the malformed parts change, so the history stays replayable: a
+    non-dict reply becomes an empty message (a string is taken as the content), non-string
+    content becomes text, content over 500,000 characters is cut, values strict JSON cannot
+    carry are made record-safe, a call without an id gets one, a non-string tool name becomes
+    text, and a ``tool_calls`` that is not a list becomes one call answered with an error.
+    Each call is (id, name, arguments, problem): problem is set for calls that cannot be run.
+    """
+    notes: list[str] = []
+    if isinstance(msg, dict):
+        m = dict(msg)
+    elif isinstance(msg, str):
+        m = {"content": msg}
+        notes.append("the policy returned a string, not a message: taken as the content")
+    else:
+        m = {"content": ""}
+        notes.append(f"the policy returned {json_type(msg)}, not a message: {_text(msg)[:200]}")
+    tokens = {k: m.pop(k) for k in TOKEN_KEYS if k in m}  # kept exactly as sampled (the RL loss reads them)
+    raw_calls = m.pop("tool_calls", None)
+    m = {k if isinstance(k, str) else _text(k): v for k, v in m.items()}
+    content = m.get("content")
+    if content is not None and not isinstance(content, str):
+        parts = content if isinstance(content, list) else None
+        if parts and all(isinstance(p, dict) and isinstance(p.get("text"), str) for p in parts):
+            m["content"] = "".join(p["text"] for p in parts)
+        else:
+            m["content"] = _text(content)
+            notes.append(f"the content was {json_type(content)}, not a string: recorded as JSON text")
+    if isinstance(m.get("content"), str) and len(m["content"]) > MAX_CONTENT_CHARS:
+        notes.append(f"the content was {len(m['content']):,} characters: cut to {MAX_CONTENT_CHARS:,}")
+        m["content"] = m["content"][:MAX_CONTENT_CHARS]
+    m = json_safe(m)
+    m["role"] = "assistant"
+    calls: list[tuple[str, Any, Any, str | None]] = []
+    if raw_calls is None or (isinstance(raw_calls, list) and not raw_calls):
+        if raw_calls is not None:
+            m["tool_calls"] = raw_calls
+    elif not isinstance(raw_calls, list):
+        if raw_calls:
+            call_id = f"call_{turn}_0"
+            m["tool_calls"] = [{"id": call_id, "type": "function", "function": {"name": "", "arguments": _text(raw_calls)}}]
+            calls.append((call_id, None, raw_calls,
+                          f"tool_calls must be a list of tool calls, got {json_type(raw_calls)}; send "
+                          f"[{CALL_SHAPE}, ...]"))
+        notes.append(f"tool_calls was {json_type(raw_calls)}, not a list")
+    else:
+        m["tool_calls"] = []
+        for i, call in enumerate(raw_calls):
+            recorded, run = _tool_call(call, turn, i)
+            m["tool_calls"].append(recorded)
+            calls.append(run)
+    m.update(tokens)
+    return m, calls, notes
+
+
+def _tool_call(call: Any, turn: int, i: int) -> tuple[dict, tuple[str, Any, Any, str | None]]:
+    """One entry of ``tool_calls``: (as recorded, (id, name, arguments, problem))."""
+    if not isinstance(call, dict):
+        call_id = f"call_{turn}_{i}"
+        recorded = {"id": call_id, "type": "function", "function": {"name": "", "arguments": _text(call)}}
+        return recorded, (call_id, None, call, f"a tool call must be an object like {CALL_SHAPE}, "
+                                               f"got {json_type(call)}")
+    raw_id = call.get("id")
+    if isinstance(raw_id, str) and raw_id.strip():
+        call_id = clean_text(raw_id[:200])
+    elif isinstance(raw_id, int) and not isinstance(raw_id, bool) and abs(raw_id) < 2**63:
+        call_id = str(raw_id)
+    else:
+        call_id = f"call_{turn}_{i}"
+    fn = call.get("function")
+    if isinstance(fn, dict):
+        name, arguments = fn.get("name", ""), fn.get("arguments", "{}")
+        rec_fn = json_safe(fn)
+        rec_fn["name"] = _recorded_name(name)
+        if not isinstance(arguments, (str, dict)):
+            rec_fn["arguments"] = _text(arguments)
+        run = (call_id, name, arguments, None)
+    else:
+        rec_fn = {"name": "", "arguments": _text(fn)}
+        run = (call_id, None, fn, f"a tool call needs a 'function' object with a name and arguments, "
+                                  f"got {json_type(fn)}; send {CALL_SHAPE}")
+    recorded = json_safe({k: v for k, v in call.items()})  # the same keys, in the same order
+    recorded["id"], recorded["function"] = call_id, rec_fn
+    return recorded, run
 
 
 async def play_task(task: Task, policy, *, sample: int = 0, limits: Limits = Limits()) -> Trajectory:

@@ -3,6 +3,8 @@
 observation = the chat messages so far (OpenAI format), action = one assistant message
 (with or without tool calls), reward = the Grade's dense reward when the episode ends
 (0 before). ``info`` carries the tool schemas, and at the end the Grade and the Trajectory.
+A malformed action never raises: like in ``play``, each bad call comes back as a tool error
+in the next observation and the episode goes on.
 
 MCP sessions are async and must live in one asyncio task, so the Episode runs in a private
 event loop on a background thread; ``reset``/``step`` hand it work and wait.
@@ -29,7 +31,8 @@ class MessagesSpace(gym.Space):
 
 
 class AssistantMessageSpace(gym.Space):
-    """One assistant message: content and optional OpenAI-format tool_calls."""
+    """One assistant message: content and optional OpenAI-format tool_calls. ``step`` takes
+    any value: what is not such a message is recorded and answered with a tool error."""
 
     def contains(self, x: Any) -> bool:
         return isinstance(x, dict) and isinstance(x.get("tool_calls", []), list)
@@ -99,8 +102,8 @@ class TaskEnv(gym.Env):
     def step(self, action: dict):
         if self.trajectory is None or self.trajectory.grade is not None:
             raise RuntimeError("call reset() before step()")
-        if not self.action_space.contains(action):
-            raise ValueError("action must be an assistant message dict with an optional tool_calls list")
+        # No check against action_space: an action that is not a well-formed message is the
+        # agent's mistake, recorded and answered like any malformed call (env/episode.step).
         traj = self.trajectory
         status = self._submit(lambda ep: step(ep, traj, action))
         truncated = status == "max_tool_calls" or (status is None and len(traj.turns) >= self.limits.max_turns)
