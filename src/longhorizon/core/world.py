@@ -12,6 +12,7 @@ import hashlib
 import os
 import shutil
 import sqlite3
+import stat
 import tempfile
 import threading
 from collections.abc import Callable
@@ -47,6 +48,58 @@ class World:
 
     def hash(self) -> str:
         return tree_hash(self.root)
+
+    def drop_links_and_specials(self) -> list[str]:
+        """Remove every symbolic link, FIFO, socket and device from the workspace; returns what
+        went, as ``"path (kind)"`` (a link also names its target), sorted by path.
+
+        For grading: the agent's shell can leave a link where an output belongs (to an input,
+        which would fake the output; to ``/dev/zero`` or a host file, which a grader would
+        read), or a FIFO (opening one blocks). Graders read workspace files by path, so after
+        this every path they open is a regular file or folder the agent really wrote. The walk
+        never follows a link, and folders the agent made unreadable are made readable to the
+        owner again so nothing stays hidden in them.
+        """
+        removed: list[str] = []
+        if not self.workspace.is_dir() or self.workspace.is_symlink():
+            return removed
+
+        stack = [(str(self.workspace), "")]
+        while stack:  # depth-first, in name order; a stack, not recursion (folders nest deep)
+            folder, rel = stack.pop()
+            try:
+                mode = os.lstat(folder).st_mode
+                if mode & 0o700 != 0o700:
+                    os.chmod(folder, mode | 0o700)
+                with os.scandir(folder) as it:
+                    entries = sorted(it, key=lambda e: e.name)
+            except OSError:
+                continue
+            subfolders = []
+            for e in entries:
+                path = f"{rel}{e.name}"
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISDIR(st.st_mode):
+                    subfolders.append((e.path, f"{path}/"))
+                elif not stat.S_ISREG(st.st_mode):
+                    if stat.S_ISLNK(st.st_mode):
+                        try:
+                            what = f"link -> {os.readlink(e.path)}"
+                        except OSError:
+                            what = "link"
+                    else:
+                        what = ("fifo" if stat.S_ISFIFO(st.st_mode)
+                                else "socket" if stat.S_ISSOCK(st.st_mode) else "device")
+                    try:
+                        os.unlink(e.path)
+                    except OSError:
+                        continue
+                    removed.append(f"{path} ({what})")
+            stack.extend(reversed(subfolders))
+        return sorted(removed)
 
     @classmethod
     def build(cls, root: Path | str, build: Callable[[Path], None]) -> "World":

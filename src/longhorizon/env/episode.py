@@ -258,6 +258,11 @@ async def play(task: Task, policy, world: World, *, sample: int = 0, limits: Lim
         except ContextLengthExceeded:
             traj.status = "context_length"
     traj.wall_s = time.perf_counter() - t0
+    # graders read workspace files by path: a link the agent's shell left (to an input, to
+    # /dev/zero, to a host file) or a FIFO must not count as an output nor hang or leak
+    removed = await asyncio.to_thread(world.drop_links_and_specials)
+    if removed:
+        traj.provenance["removed_before_grading"] = removed
     # graders parse files and databases: off the event loop, so other episodes keep moving
     traj.grade = await asyncio.to_thread(task.grade, world, traj)
     return traj

@@ -112,6 +112,9 @@ class TaskEnv(gym.Env):
         reward = 0.0
         if terminated or truncated:
             traj.status = status or "max_turns"
+            removed = self.world.drop_links_and_specials()  # as play() does: see World
+            if removed:
+                traj.provenance["removed_before_grading"] = removed
             traj.grade = self.task.grade(self.world, traj)
             reward = traj.grade.reward
             info.update(grade=traj.grade.to_dict(), trajectory=traj)

@@ -8,6 +8,7 @@ edits it and saves it back byte-deterministically, so the file on disk is always
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from docx.table import Table
 from docx.text.paragraph import Paragraph
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import AppServer, OfficeFiles, cap, confine, rel
+from longhorizon.apps.common import AppServer, OfficeFiles, WorkspacePath, cap
 from longhorizon.apps.docs.state import (
     add_table as _add_table,
 )
@@ -25,12 +26,12 @@ from longhorizon.apps.docs.state import (
     StyleNames,
     blocks,
     comments,
+    document_bytes,
     find_style,
     load_document,
     new_document,
     paragraph_styles,
     replace_in_paragraph,
-    save_document,
     set_paragraph_text,
     style_name,
     table_rows,
@@ -64,18 +65,19 @@ def build_server(world):
     files = OfficeFiles(ws, ".docx", "document", load_document, kind="a .docx document",
                         missing_hint='; use list_documents to find documents (paths are relative to the workspace root)')
 
-    def docx_path(path: str) -> Path:
+    def docx_path(path: str) -> WorkspacePath:
         return files.path(path, 'is not a .docx file; this app only opens Word .docx documents')
 
     def open_doc(path: str, for_read: bool = False):
         p = docx_path(path)
         return p, files.open(p, path, for_read)
 
-    def save(doc: Document, p: Path) -> None:
+    def save(doc: Document, p: WorkspacePath, new: bool = False) -> None:
         try:
-            save_document(doc, p)
+            data = document_bytes(doc)
         except ValueError as exc:  # e.g. control characters XML cannot hold
             raise ToolError(f"the text cannot be stored in a document ({exc}); remove control characters") from None
+        files.save(p, data, new=new)
 
     def check_text(text: Any, what: str = "text") -> str:
         if not isinstance(text, str):
@@ -149,23 +151,35 @@ def build_server(world):
             folder: folder relative to the workspace root (default: the whole workspace).
 
         Returns JSON: [{"path", "title", "blocks" (number of paragraphs and tables), "bytes"}]."""
-        root = confine(ws, folder)
-        if not root.exists():
+        root = files.workspace.path(folder)
+        kind = root.kind()
+        if kind is None:
             raise ToolError(f"folder {folder!r} does not exist")
-        if not root.is_dir():
+        if kind == "link":
+            raise ToolError(f"{root.rel!r} is a symbolic link; file tools do not follow links")
+        if kind != "folder":
             raise ToolError(f"{folder!r} is a file, not a folder")
-        files = sorted(p for p in root.rglob("*.docx") if p.is_file() and not p.name.startswith("."))
+        found = [e for e in root.walk()  # links are listed, never opened nor entered
+                 if e.path.name.lower().endswith(".docx") and not e.path.name.startswith(".")
+                 and e.kind in ("file", "link")]
         out = []
-        for p in files[:MAX_LIST]:
+        for e in found[:MAX_LIST]:
+            p = e.path
+            if e.kind == "link":
+                out.append({"path": p.rel, "title": None, "blocks": None, "bytes": None,
+                            "note": f"a symbolic link to {e.target!r}; file tools do not follow links"})
+                continue
             try:
-                doc = load_document(p)
-                info = {"path": rel(ws, p), "title": title_of(doc), "blocks": len(blocks(doc))}
-            except Exception:  # noqa: BLE001 - a broken file is listed, not fatal
-                info = {"path": rel(ws, p), "title": None, "blocks": None, "note": "cannot be opened"}
-            info["bytes"] = p.stat().st_size
+                with p.open_read() as f:
+                    size = os.fstat(f.fileno()).st_size
+                    doc = load_document(f)
+                info = {"path": p.rel, "title": title_of(doc), "blocks": len(blocks(doc))}
+            except Exception:  # noqa: BLE001 - a broken (or meanwhile swapped) file is listed, not fatal
+                info, size = {"path": p.rel, "title": None, "blocks": None, "note": "cannot be opened"}, e.size
+            info["bytes"] = size
             out.append(info)
-        if len(files) > MAX_LIST:
-            out.append({"note": f"{len(files) - MAX_LIST} more documents; list a subfolder"})
+        if len(found) > MAX_LIST:
+            out.append({"note": f"{len(found) - MAX_LIST} more documents; list a subfolder"})
         return cap(_json(out))
 
     @srv.tool()
@@ -197,7 +211,7 @@ def build_server(world):
                 nxt = i
                 break
             shown.append(item)
-        out = {"path": rel(ws, p), "title": title_of(doc), "total_blocks": len(bl), "blocks": shown,
+        out = {"path": p.rel, "title": title_of(doc), "total_blocks": len(bl), "blocks": shown,
                "comments": comments(doc), "next_start": nxt}
         return cap(_json(out))
 
@@ -246,9 +260,8 @@ def build_server(world):
             if title is not None:
                 check_text(title, "title")
             doc = new_document(title or None)
-            p.parent.mkdir(parents=True, exist_ok=True)
-            save(doc, p)
-            return f"Created {rel(ws, p)}" + (f" with title {title!r} (block 0)." if title else " (empty).")
+            save(doc, p, new=True)
+            return f"Created {p.rel}" + (f" with title {title!r} (block 0)." if title else " (empty).")
 
     @srv.tool()
     def copy_document(source: str, path: str) -> str:
@@ -267,9 +280,8 @@ def build_server(world):
             if dst.exists():
                 raise ToolError(f"{path!r} already exists; choose another path (copies never overwrite)")
             data = src.read_bytes()
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            dst.write_bytes(data)
-            return f"Copied {rel(ws, src)} to {rel(ws, dst)} ({len(blocks(doc))} blocks); the source is unchanged."
+            files.save(dst, data, new=True)
+            return f"Copied {src.rel} to {dst.rel} ({len(blocks(doc))} blocks); the source is unchanged."
 
     @srv.tool()
     def append_paragraph(path: str, text: str, style: str = "Normal") -> str:
@@ -288,7 +300,7 @@ def build_server(world):
             doc.add_paragraph(check_text(text), style=name)
             index = len(blocks(doc)) - 1
             save(doc, p)
-            return f"Added paragraph {index} ({name}) to {rel(ws, p)}."
+            return f"Added paragraph {index} ({name}) to {p.rel}."
 
     @srv.tool()
     def insert_paragraph(path: str, index: int, text: str, style: str = "Normal") -> str:
@@ -311,7 +323,7 @@ def build_server(world):
             move_to(doc, par._p, index if index < len(bl) else None)  # noqa: SLF001
             save(doc, p)
             after = f"; block {index + 1} was block {index}" if index < len(bl) else " (at the end)"
-            return f"Inserted paragraph {index} ({name}) in {rel(ws, p)}{after}."
+            return f"Inserted paragraph {index} ({name}) in {p.rel}{after}."
 
     @srv.tool()
     def set_paragraph(path: str, index: int, text: str | None = None, style: str | None = None) -> str:
@@ -335,7 +347,7 @@ def build_server(world):
             if text is not None:
                 set_paragraph_text(par, check_text(text))
             save(doc, p)
-            return f"Updated {rel(ws, p)}: was {before}, now {label(index, par)}."
+            return f"Updated {p.rel}: was {before}, now {label(index, par)}."
 
     @srv.tool()
     def delete_paragraph(path: str, index: int) -> str:
@@ -352,7 +364,7 @@ def build_server(world):
             gone = label(index, par)
             par._p.getparent().remove(par._p)  # noqa: SLF001
             save(doc, p)
-            return f"Deleted {gone} from {rel(ws, p)}; later blocks moved up by one."
+            return f"Deleted {gone} from {p.rel}; later blocks moved up by one."
 
     @srv.tool()
     def replace_text(path: str, old: str, new: str, occurrence: int | None = None, match_case: bool = True) -> str:
@@ -393,7 +405,7 @@ def build_server(world):
                                 + ("; note that matching is case-sensitive (match_case=false to ignore case)"
                                    if match_case else ""))
             save(doc, p)
-            return (f"Replaced {replaced} of {seen} occurrence(s) of {old!r} in {rel(ws, p)} "
+            return (f"Replaced {replaced} of {seen} occurrence(s) of {old!r} in {p.rel} "
                     f"(locations: {', '.join(where[:40])}{' ...' if len(where) > 40 else ''}).")
 
     @srv.tool()
@@ -423,7 +435,7 @@ def build_server(world):
             move_to(doc, table._tbl, target if target is not None and target < len(bl) else None)  # noqa: SLF001
             index = len(bl) if target is None or target >= len(bl) else target
             save(doc, p)
-            return f"Added a {len(clean)}x{width} table as block {index} of {rel(ws, p)}."
+            return f"Added a {len(clean)}x{width} table as block {index} of {p.rel}."
 
     @srv.tool()
     def set_table_cell(path: str, index: int, row: int, column: int, text: str) -> str:
@@ -450,7 +462,7 @@ def build_server(world):
             for extra in pars[1:]:
                 extra._p.getparent().remove(extra._p)  # noqa: SLF001
             save(doc, p)
-            return f"Cell ({row},{column}) of table {index} in {rel(ws, p)}: {old!r} -> {text!r}."
+            return f"Cell ({row},{column}) of table {index} in {p.rel}: {old!r} -> {text!r}."
 
     @srv.tool()
     def delete_table(path: str, index: int) -> str:
@@ -467,7 +479,7 @@ def build_server(world):
             size = f"{len(table.rows)}x{len(table.columns)}"
             table._tbl.getparent().remove(table._tbl)  # noqa: SLF001
             save(doc, p)
-            return f"Deleted the {size} table at block {index} of {rel(ws, p)}; later blocks moved up by one."
+            return f"Deleted the {size} table at block {index} of {p.rel}; later blocks moved up by one."
 
     @srv.tool()
     def add_comment(path: str, index: int, text: str, author: str = "Reviewer") -> str:
@@ -494,6 +506,6 @@ def build_server(world):
             initials = "".join(w[0] for w in author.split()[:3]).upper()
             c = doc.add_comment(runs, text=text, author=author, initials=initials)
             save(doc, p)
-            return f"Added comment {c.comment_id} on paragraph {index} of {rel(ws, p)}."
+            return f"Added comment {c.comment_id} on paragraph {index} of {p.rel}."
 
     return srv.build()

@@ -18,7 +18,7 @@ import re
 import zipfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import docx
 from docx.document import Document
@@ -155,8 +155,9 @@ def save_document(doc: Document, path: Path | str) -> None:
     atomic_write(path, document_bytes(doc))
 
 
-def load_document(path: Path | str) -> Document:
-    return docx.Document(str(path))
+def load_document(path: Path | str | BinaryIO) -> Document:
+    """A document from a path or an open binary file (apps pass one opened by ``Workspace``)."""
+    return docx.Document(path if hasattr(path, "read") else str(path))
 
 
 KEEP_TABLE_STYLES = ("Normal Table", "Table Grid")

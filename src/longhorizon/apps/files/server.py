@@ -1,63 +1,88 @@
-"""The `files` app: the agent's workspace folder, every path confined to it."""
+"""The `files` app: the agent's workspace folder, every path confined to it.
+
+Paths go through ``apps.common.Workspace``: no tool follows a symbolic link (reading or
+writing through one is an error naming it), listings show links as links, and only regular
+files are ever opened (a FIFO, socket or device is listed, never read).
+"""
 
 from __future__ import annotations
 
 import fnmatch
+import io
 import json
-import os
-import shutil
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import AppServer, cap, confine, rel
+from longhorizon.apps.common import LINK_REFUSED, AppServer, Entry, Missing, Workspace, WrongKind, cap, kind_of
 
 MAX_READ_CHARS = 20_000
 MAX_LIST = 500
 MAX_HITS = 200
 
 
+def _line(e: Entry) -> str:
+    """One listing line: folders end with '/', files show their size, links their target."""
+    if e.kind == "folder":
+        return f"{e.path.rel}/"
+    if e.kind == "file":
+        return f"{e.path.rel}  ({e.size} bytes)"
+    if e.kind == "link":
+        return f"{e.path.rel} -> {e.target}  (link)"
+    return f"{e.path.rel}  ({e.kind})"
+
+
 def build_server(world):
-    ws = world.workspace
+    ws = Workspace(world.workspace)
     srv = AppServer(
         "files",
-        instructions="Files in the shared workspace. Paths are relative to the workspace root.",
+        instructions="Files in the shared workspace. Paths are relative to the workspace root. "
+                     "Symbolic links are listed as links and never followed.",
     )
 
     def existing(path: str):
-        p = confine(ws, path)
+        p = ws.path(path)
         if not p.exists():
             raise ToolError(f"{path!r} does not exist; use list_dir to see what is there")
         return p
 
     @srv.tool()
     def list_dir(path: str = ".", recursive: bool = False) -> str:
-        """List a folder: one entry per line, folders end with '/', files show their size in bytes.
+        """List a folder: one entry per line, folders end with '/', files show their size in bytes,
+        symbolic links show 'name -> target  (link)' (links are never followed).
         recursive=true lists the whole subtree (paths relative to the workspace)."""
         root = existing(path)
-        if not root.is_dir():
-            raise ToolError(f"{path!r} is a file, not a folder")
-        items = sorted(root.rglob("*")) if recursive else sorted(root.iterdir())
-        lines = [
-            f"{rel(ws, p)}/" if p.is_dir() else f"{rel(ws, p)}  ({p.stat().st_size} bytes)"
-            for p in items[:MAX_LIST]
-        ]
-        if len(items) > MAX_LIST:
-            lines.append(f"... {len(items) - MAX_LIST} more entries; list a subfolder")
-        return "\n".join(lines) if lines else f"{rel(ws, root)}/ is empty"
+        kind = root.kind()
+        if kind == "link":
+            raise ToolError(f"{root.rel!r} {LINK_REFUSED}; it points to {root.readlink()!r}")
+        if kind != "folder":
+            raise ToolError(f"{path!r} is a {kind}, not a folder")
+        items: list[Entry] = []
+        more = 0
+        for e in root.walk(recursive):
+            if len(items) < MAX_LIST:
+                items.append(e)
+            else:
+                more += 1
+        lines = [_line(e) for e in items]
+        if more:
+            lines.append(f"... {more} more entries; list a subfolder")
+        return "\n".join(lines) if lines else f"{root.rel}/ is empty"
 
     @srv.tool()
     def read_file(path: str, offset: int = 0, limit: int = MAX_READ_CHARS) -> str:
         """Read a text file. offset/limit are in characters; long files are returned in pieces,
         with a note saying which offset to read next."""
         p = existing(path)
-        if p.is_dir():
-            raise ToolError(f"{path!r} is a folder; use list_dir")
-        if not p.is_file():
-            raise ToolError(f"{path!r} is not a regular file (a pipe or device); it cannot be read")
         if offset < 0 or limit < 1:
             raise ToolError("offset must be >= 0 and limit >= 1")
         try:
-            text = p.read_text(encoding="utf-8")
+            data = p.read_bytes()
+        except WrongKind as exc:
+            if exc.kind == "folder":
+                raise ToolError(f"{path!r} is a folder; use list_dir") from None
+            raise
+        try:
+            text = data.decode("utf-8")
         except UnicodeDecodeError:
             raise ToolError(f"{path!r} is not a UTF-8 text file (use the app made for its format)") from None
         limit = min(limit, MAX_READ_CHARS)
@@ -70,90 +95,106 @@ def build_server(world):
     def write_file(path: str, content: str, overwrite: bool = True) -> str:
         """Create or replace a text file (parent folders are created). overwrite=false refuses to
         replace an existing file."""
-        p = confine(ws, path)
-        if p.is_dir():
+        p = ws.path(path)
+        kind = p.kind()
+        if kind == "folder":
             raise ToolError(f"{path!r} is a folder")
-        if p.exists() and not overwrite:
+        if kind is not None and not overwrite:
             raise ToolError(f"{path!r} exists; pass overwrite=true to replace it")
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(content, encoding="utf-8")
-        return f"wrote {rel(ws, p)} ({len(content.encode())} bytes)"
+        try:
+            data = content.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ToolError("content cannot be stored as UTF-8 text (it holds lone surrogates)") from None
+        p.write_bytes(data, new=not overwrite)
+        return f"wrote {p.rel} ({len(data)} bytes)"
 
     @srv.tool()
     def make_dir(path: str) -> str:
         """Create a folder (and its parents). Succeeds if it already exists."""
-        p = confine(ws, path)
-        if p.exists() and not p.is_dir():
-            raise ToolError(f"{path!r} is a file")
-        p.mkdir(parents=True, exist_ok=True)
-        return f"folder {rel(ws, p)}/ ready"
+        p = ws.path(path)
+        try:
+            p.mkdir()
+        except WrongKind as exc:
+            if exc.kind == "file" and p.kind() == "file":
+                raise ToolError(f"{path!r} is a file") from None
+            raise
+        return f"folder {p.rel}/ ready"
 
-    def _transfer(src: str, dst: str, op) -> str:
-        s, d = existing(src), confine(ws, dst)
-        if s == ws.resolve():
+    def _target(src: str, dst: str):
+        s, d = existing(src), ws.path(dst)
+        if s.is_root:
             raise ToolError("cannot move or copy the workspace root")
-        if d.is_dir():
+        if d.kind() == "folder":  # a link to a folder is not one: it is never followed
             d = d / s.name
         if d.exists():
-            raise ToolError(f"{rel(ws, d)!r} already exists; delete it first or pick another name")
-        if s.is_dir() and (d == s or s in d.parents):
-            raise ToolError("cannot put a folder inside itself")
-        d.parent.mkdir(parents=True, exist_ok=True)
-        op(s, d)
-        return rel(ws, d)
+            raise ToolError(f"{d.rel!r} already exists; delete it first or pick another name")
+        return s, d
 
     @srv.tool()
     def move(src: str, dst: str) -> str:
-        """Move or rename a file or folder. If dst is an existing folder, src goes inside it.
-        Never overwrites: fails if the target exists."""
-        return f"moved {src} -> {_transfer(src, dst, lambda s, d: shutil.move(s, d))}"
+        """Move or rename a file or folder (a symbolic link moves as the link itself). If dst is
+        an existing folder, src goes inside it. Never overwrites: fails if the target exists."""
+        s, d = _target(src, dst)
+        s.move_to(d)
+        return f"moved {src} -> {d.rel}"
 
     @srv.tool()
     def copy(src: str, dst: str) -> str:
         """Copy a file or folder. If dst is an existing folder, the copy goes inside it.
-        Never overwrites: fails if the target exists."""
-        def op(s, d):
-            shutil.copytree(s, d) if s.is_dir() else shutil.copy2(s, d)
-        return f"copied {src} -> {_transfer(src, dst, op)}"
+        Never overwrites: fails if the target exists. Inside a copied folder, symbolic links
+        are copied as links and pipes, sockets and devices are skipped."""
+        s, d = _target(src, dst)
+        counts = s.copy_to(d)
+        notes = []
+        if counts["links"]:
+            notes.append(f"{counts['links']} symbolic link(s) copied as links")
+        if counts["skipped"]:
+            notes.append(f"{counts['skipped']} pipe(s), socket(s) or device(s) skipped")
+        return f"copied {src} -> {d.rel}" + (f" ({'; '.join(notes)})" if notes else "")
 
     @srv.tool()
     def delete(path: str, recursive: bool = False) -> str:
-        """Delete a file, or a folder (a non-empty folder needs recursive=true)."""
+        """Delete a file, or a folder (a non-empty folder needs recursive=true). A symbolic link
+        is deleted itself, never what it points to."""
         p = existing(path)
-        if p == ws.resolve():
+        if p.is_root:
             raise ToolError("cannot delete the workspace root")
-        if p.is_dir():
-            if any(p.iterdir()) and not recursive:
-                raise ToolError(f"{path!r} is a non-empty folder; pass recursive=true to delete it")
-            shutil.rmtree(p)
-        else:
-            p.unlink()
-        return f"deleted {rel(ws, p)}"
+        kind = p.remove(recursive)
+        return f"deleted {p.rel}" + (" (the link only)" if kind == "link" else "")
 
     @srv.tool()
     def search(query: str, path: str = ".", glob: str = "*", case_sensitive: bool = False) -> str:
         """Find text in files under path whose names match glob (e.g. '*.txt'). Returns JSON
-        hits [{path, line, text}], at most 200; file names containing the query count too."""
+        hits [{path, line, text}], at most 200; file names containing the query count too.
+        Symbolic links are neither followed nor searched."""
         root = existing(path)
         if not query:
             raise ToolError("query must not be empty")
         needle = query if case_sensitive else query.lower()
         hits: list[dict] = []
-        files = [root] if not root.is_dir() else sorted(p for p in root.rglob("*") if p.is_file())
+        kind = root.kind()
+        if kind == "folder":
+            files = [e.path for e in root.walk() if e.kind == "file"]
+        elif kind == "file":
+            files = [root]
+        elif kind == "link":
+            raise ToolError(f"{root.rel!r} {LINK_REFUSED}")
+        else:
+            raise ToolError(f"{root.rel!r} is a {kind}, not a regular file; it cannot be searched")
         for f in files:
-            if not f.is_file() or not fnmatch.fnmatch(f.name, glob):
+            if not fnmatch.fnmatch(f.name, glob):
                 continue
             name = f.name if case_sensitive else f.name.lower()
             if needle in name:
-                hits.append({"path": rel(ws, f), "line": 0, "text": "(file name matches)"})
+                hits.append({"path": f.rel, "line": 0, "text": "(file name matches)"})
             try:
-                with open(f, encoding="utf-8") as fh:
+                with f.open_read() as raw, io.TextIOWrapper(raw, encoding="utf-8") as fh:
                     for i, line in enumerate(fh, 1):
                         if needle in (line if case_sensitive else line.lower()):
-                            hits.append({"path": rel(ws, f), "line": i, "text": line.rstrip("\n")[:300]})
+                            hits.append({"path": f.rel, "line": i, "text": line.rstrip("\n")[:300]})
                             if len(hits) >= MAX_HITS:
                                 break
-            except (UnicodeDecodeError, OSError):
+            except (UnicodeDecodeError, OSError, ToolError):  # not text, or swapped for a link meanwhile
                 continue
             if len(hits) >= MAX_HITS:
                 break
@@ -161,10 +202,17 @@ def build_server(world):
 
     @srv.tool()
     def file_info(path: str) -> str:
-        """Kind and size of a file or folder (and a folder's entry count), as JSON."""
+        """Kind and size of a file or folder (and a folder's entry count), as JSON. kind is
+        "file", "folder", "link" (with its "target", not followed), "fifo", "socket" or "device"."""
         p = existing(path)
-        st = p.stat()
-        return json.dumps({"path": rel(ws, p), "kind": "folder" if p.is_dir() else "file",
-                           "size": st.st_size, "entries": len(os.listdir(p)) if p.is_dir() else None})
+        st = p.lstat()
+        if st is None:
+            raise Missing(f"{path!r} does not exist; use list_dir to see what is there")
+        kind = kind_of(st.st_mode)
+        out = {"path": p.rel, "kind": kind, "size": st.st_size,
+               "entries": len(p.entries()) if kind == "folder" else None}
+        if kind == "link":
+            out["target"] = p.readlink()
+        return json.dumps(out, ensure_ascii=False)
 
     return srv.build()

@@ -8,14 +8,14 @@ says how to fix it.
 from __future__ import annotations
 
 import json
-import shutil
+import os
 from contextlib import closing
 from datetime import datetime
 from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import AppServer, cap, confine, read_meta, rel, sqlite_connector
+from longhorizon.apps.common import AppServer, Missing, Workspace, WrongKind, cap, read_meta, sqlite_connector
 from longhorizon.apps.mail.state import (
     DATE_FMT,
     advance,
@@ -83,7 +83,7 @@ def _addresses(values: list[str], field: str) -> list[str]:
 def build_server(world):
     db_path = world.db_path("mail")
     att_root = attachments_dir(db_path)
-    ws = world.workspace
+    ws = Workspace(world.workspace)
     srv = AppServer("mail", instructions=INSTRUCTIONS)
 
     connect = sqlite_connector(db_path, "mailbox", "mail")
@@ -118,14 +118,21 @@ def build_server(world):
     def stage_attachments(paths: list[str]) -> list[tuple[str, bytes]]:
         staged: list[tuple[str, bytes]] = []
         for p in paths:
-            src = confine(ws, p)
-            if not src.is_file():
-                raise ToolError(f"attachment {p!r} is not a file in the workspace; check the path with the files tools")
-            if src.stat().st_size > MAX_ATTACHMENT_BYTES:
-                raise ToolError(f"attachment {p!r} is larger than {MAX_ATTACHMENT_BYTES // (1024 * 1024)} MB")
+            src = ws.path(p)
+            try:  # only a regular file, opened without following links
+                with src.open_read() as f:
+                    if os.fstat(f.fileno()).st_size > MAX_ATTACHMENT_BYTES:
+                        raise ToolError(f"attachment {p!r} is larger than {MAX_ATTACHMENT_BYTES // (1024 * 1024)} MB")
+                    data = f.read()
+            except Missing:
+                raise ToolError(f"attachment {p!r} is not a file in the workspace; check the path with the files tools") from None
+            except WrongKind as exc:
+                if exc.kind == "link":
+                    raise
+                raise ToolError(f"attachment {p!r} is not a file in the workspace ({exc})") from None
             if any(name == src.name for name, _ in staged):
                 raise ToolError(f"two attachments are named {src.name!r}; rename one before sending")
-            staged.append((src.name, src.read_bytes()))
+            staged.append((src.name, data))
         return staged
 
     def store_sent(conn, *, to: list[str], cc: list[str], subject: str, body: str,
@@ -397,16 +404,15 @@ def build_server(world):
         if len(match) != 1:
             listing = ", ".join(names) if names else "none"
             raise ToolError(f"message {message_id} has no attachment named {filename!r} (attachments: {listing})")
-        target = confine(ws, dest_path)
-        if target.is_dir() or dest_path.rstrip().endswith("/"):
-            # re-confine: the joined name could be a symlink leading out of the workspace
-            target = confine(ws, (target / match[0]).relative_to(ws.resolve()).as_posix())
-        if target.is_dir():
+        target = ws.path(dest_path)
+        if target.is_root or target.kind() == "folder" or dest_path.rstrip().endswith("/"):
+            target = target / match[0]
+        kind = target.kind()
+        if kind == "folder":
             raise ToolError(f"{dest_path!r} is a folder that already contains a folder named {match[0]!r}")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        existed = target.exists()
-        shutil.copyfile(att_root / str(message_id) / match[0], target)
-        note = " (replaced the existing file)" if existed else ""
-        return f"Saved {match[0]} from message {message_id} to {rel(ws, target)}{note}."
+        data = (att_root / str(message_id) / match[0]).read_bytes()  # the app's own state
+        target.write_bytes(data)  # never through a link: a link in the way is refused
+        note = " (replaced the existing file)" if kind else ""
+        return f"Saved {match[0]} from message {message_id} to {target.rel}{note}."
 
     return srv.build()

@@ -18,7 +18,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from openpyxl import Workbook
 from openpyxl.utils.cell import column_index_from_string, get_column_letter
 
-from longhorizon.apps.common import AppServer, OfficeFiles, cap, rel
+from longhorizon.apps.common import AppServer, OfficeFiles, WorkspacePath, cap
 from longhorizon.apps.sheets.state import (
     MAX_COL,
     MAX_ROW,
@@ -27,8 +27,8 @@ from longhorizon.apps.sheets.state import (
     is_formula,
     load_workbook,
     parse_cell,
-    save_workbook,
     used_bounds,
+    workbook_bytes,
 )
 
 MAX_READ_CELLS = 2_000
@@ -131,8 +131,11 @@ def build_server(world):
     files = OfficeFiles(ws_root, ".xlsx", "workbook", load_workbook, kind="an .xlsx workbook",
                         missing_hint=" (paths are relative to the workspace root)")
 
-    def xlsx_path(path: str) -> Path:
+    def xlsx_path(path: str) -> WorkspacePath:
         return files.path(path, "is not an .xlsx file; this app only opens .xlsx workbooks")
+
+    def save_workbook(wb: Workbook, p: WorkspacePath, new: bool = False) -> None:
+        files.save(p, workbook_bytes(wb), new=new)
 
     def open_wb(path: str, for_read: bool = False):
         p = xlsx_path(path)
@@ -197,9 +200,8 @@ def build_server(world):
             wb.active.title = names[0]
             for name in names[1:]:
                 wb.create_sheet(name)
-            p.parent.mkdir(parents=True, exist_ok=True)
-            save_workbook(wb, p)
-            return f"Created {rel(ws_root, p)} with sheets: {', '.join(names)}"
+            save_workbook(wb, p, new=True)
+            return f"Created {p.rel} with sheets: {', '.join(names)}"
 
     @srv.tool()
     def list_sheets(path: str) -> str:
@@ -357,7 +359,7 @@ def build_server(world):
             _check_title(name, wb.sheetnames)
             wb.create_sheet(name)
             save_workbook(wb, p)
-            return f"Added sheet {name!r} to {rel(ws_root, p)}; sheets: {', '.join(wb.sheetnames)}"
+            return f"Added sheet {name!r} to {p.rel}; sheets: {', '.join(wb.sheetnames)}"
 
     @srv.tool()
     def rename_sheet(path: str, old: str, new: str) -> str:
@@ -374,7 +376,7 @@ def build_server(world):
             _check_title(new, [t for t in wb.sheetnames if t != old])
             ws.title = new
             save_workbook(wb, p)
-            return f"Renamed sheet {old!r} to {new!r} in {rel(ws_root, p)}"
+            return f"Renamed sheet {old!r} to {new!r} in {p.rel}"
 
     @srv.tool()
     def clear_range(path: str, sheet: str, range: str) -> str:  # noqa: A002 - tool arg name

@@ -18,7 +18,7 @@ import zipfile
 from decimal import ROUND_HALF_UP, Decimal
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import openpyxl
 from openpyxl.utils.cell import column_index_from_string, get_column_letter
@@ -70,9 +70,10 @@ def save_workbook(wb: Workbook, path: Path | str) -> None:
     os.replace(tmp, path)
 
 
-def load_workbook(path: Path | str) -> Workbook:
-    """Open an xlsx with formulas kept as their ``=...`` text (we compute them ourselves)."""
-    return openpyxl.load_workbook(Path(path), data_only=False)
+def load_workbook(path: Path | str | BinaryIO) -> Workbook:
+    """Open an xlsx (a path, or an open binary file) with formulas kept as their ``=...`` text
+    (we compute them ourselves)."""
+    return openpyxl.load_workbook(path if hasattr(path, "read") else Path(path), data_only=False)
 
 
 def find_sheet(wb: Workbook, name: str):

@@ -15,14 +15,14 @@ from typing import Any
 from mcp.server.mcpserver.exceptions import ToolError
 from pptx.presentation import Presentation
 
-from longhorizon.apps.common import AppServer, OfficeFiles, cap, rel
+from longhorizon.apps.common import AppServer, OfficeFiles, WorkspacePath, cap
 from longhorizon.apps.slides.state import (
     LAYOUTS,
     body_shape,
     layout_key,
     load_presentation,
     new_presentation,
-    save_presentation,
+    presentation_bytes,
     set_lines,
     set_notes,
     slide_info,
@@ -56,18 +56,19 @@ def build_server(world):
     files = OfficeFiles(ws, ".pptx", "deck", load_presentation, kind="a .pptx deck",
                         missing_hint=' (paths are relative to the workspace root; files__list_dir shows what is there)')
 
-    def pptx_path(path: str) -> Path:
+    def pptx_path(path: str) -> WorkspacePath:
         return files.path(path, 'is not a .pptx file; this app only opens PowerPoint .pptx decks')
 
     def open_deck(path: str, for_read: bool = False):
         p = pptx_path(path)
         return p, files.open(p, path, for_read)
 
-    def save(prs: Presentation, p: Path) -> None:
+    def save(prs: Presentation, p: WorkspacePath, new: bool = False) -> None:
         try:
-            save_presentation(prs, p)
+            data = presentation_bytes(prs)
         except ValueError as exc:
             raise ToolError(f"the text cannot be stored in a deck ({exc}); remove control characters") from None
+        files.save(p, data, new=new)
 
     def check_text(text: Any, what: str) -> str:
         if not isinstance(text, str):
@@ -117,9 +118,8 @@ def build_server(world):
             p = pptx_path(path)
             if p.exists():
                 raise ToolError(f"{path!r} already exists; edit it, or choose another path")
-            p.parent.mkdir(parents=True, exist_ok=True)
-            save(new_presentation(), p)
-            return f"Created {rel(ws, p)} (no slides yet)."
+            save(new_presentation(), p, new=True)
+            return f"Created {p.rel} (no slides yet)."
 
     @srv.tool()
     def list_slides(path: str) -> str:
@@ -137,7 +137,7 @@ def build_server(world):
             info = slide_info(s, i)
             out.append({"index": i, "layout": info["layout"], "title": info["title"],
                         "bullets": len(info["bullets"]), "has_notes": bool(info["notes"].strip())})
-        return cap(_json({"path": rel(ws, p), "slides": out[:MAX_LIST]}))
+        return cap(_json({"path": p.rel, "slides": out[:MAX_LIST]}))
 
     @srv.tool()
     def read_slide(path: str, index: int) -> str:
@@ -187,7 +187,7 @@ def build_server(world):
                 _move_slide(prs, n, position)
                 index = position
             save(prs, p)
-            return f"Added slide {index} ({key}) {title!r} to {rel(ws, p)}; the deck has {n + 1} slides."
+            return f"Added slide {index} ({key}) {title!r} to {p.rel}; the deck has {n + 1} slides."
 
     @srv.tool()
     def update_slide(path: str, index: int, title: str | None = None, bullets: list[str] | None = None,
@@ -229,7 +229,7 @@ def build_server(world):
             if notes is not None:
                 set_notes(slide, notes)
             save(prs, p)
-            return _json({"updated": rel(ws, p), **slide_info(slide, i)})
+            return _json({"updated": p.rel, **slide_info(slide, i)})
 
     @srv.tool()
     def delete_slide(path: str, index: int) -> str:
@@ -246,7 +246,7 @@ def build_server(world):
             title = slide_info(prs.slides[i], i)["title"]
             _delete_slide(prs, i)
             save(prs, p)
-            return f"Deleted slide {i} ({title!r}) from {rel(ws, p)}; {len(prs.slides)} slides remain."
+            return f"Deleted slide {i} ({title!r}) from {p.rel}; {len(prs.slides)} slides remain."
 
     @srv.tool()
     def move_slide(path: str, index: int, new_index: int) -> str:
@@ -266,6 +266,6 @@ def build_server(world):
                 _move_slide(prs, i, j)
                 save(prs, p)
             titles = [slide_info(s, k)["title"] for k, s in enumerate(prs.slides)]
-            return f"Moved slide {i} to {j} in {rel(ws, p)}. Order now: " + _json(titles)
+            return f"Moved slide {i} to {j} in {p.rel}. Order now: " + _json(titles)
 
     return srv.build()

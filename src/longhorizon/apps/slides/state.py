@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pptx
 from pptx.enum.shapes import PP_PLACEHOLDER
@@ -47,8 +47,9 @@ def save_presentation(prs: Presentation, path: Path | str) -> None:
     atomic_write(path, presentation_bytes(prs))
 
 
-def load_presentation(path: Path | str) -> Presentation:
-    return pptx.Presentation(str(path))
+def load_presentation(path: Path | str | BinaryIO) -> Presentation:
+    """A deck from a path or an open binary file (apps pass one opened by ``Workspace``)."""
+    return pptx.Presentation(path if hasattr(path, "read") else str(path))
 
 
 def new_presentation() -> Presentation:
