@@ -461,10 +461,12 @@ def test_drop_links_and_specials_walks_without_following(tmp_path):
     (ws / "locked").mkdir()
     os.mkfifo(ws / "locked" / "hidden-fifo")
     os.chmod(ws / "locked", 0o300)  # listing refused, opening by name still possible
+    os.symlink(b"/etc/\xff", os.fsencode(ws) + b"/not-utf8-\xff")
     removed = world.drop_links_and_specials()
     assert removed == ["a/b/file-link (link -> " + str(outside / "keep.txt") + ")", "a/fifo (fifo)",
                        "a/sock (socket)", "dangling (link -> /nonexistent)", "locked/hidden-fifo (fifo)",
-                       f"out (link -> {outside})"]
+                       "not-utf8-\ufffd (link -> /etc/\ufffd)", f"out (link -> {outside})"]
+    json.dumps(removed).encode("utf-8")  # provenance stays valid UTF-8 JSON
     assert (ws / "a" / "b" / "real.txt").read_text() == "real" and (ws / "locked").is_dir()
     assert (outside / "keep.txt").read_text() == "keep"
     assert world.drop_links_and_specials() == []

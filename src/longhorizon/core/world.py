@@ -97,7 +97,7 @@ class World:
                         os.unlink(e.path)
                     except OSError:
                         continue
-                    removed.append(f"{path} ({what})")
+                    removed.append(f"{path} ({what})".encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
             stack.extend(reversed(subfolders))
         return sorted(removed)
 
