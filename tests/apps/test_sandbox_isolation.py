@@ -253,3 +253,29 @@ def test_every_familys_workspace_fits_the_budget_many_times_over(tmp_path):
     assert max(sizes.values()) * 100 < world_mod.WORKSPACE_BYTES, max(sizes.items(), key=lambda kv: kv[1])
     files = max(sum(1 for _ in (tmp_path / name / "workspace").rglob("*")) for name in sizes)
     assert files * 100 < world_mod.WORKSPACE_FILES
+
+
+def test_the_package_is_hidden_when_installed_under_a_system_folder(monkeypatch):
+    """Installed under /usr (a system pip install), graders and oracles would be readable
+    through the read-only system bind: that folder is covered."""
+    from longhorizon.apps.shell import sandbox
+
+    monkeypatch.setattr(longhorizon, "__file__", "/usr/lib/python3/dist-packages/longhorizon/__init__.py")
+    assert sandbox.project_code_in_sandbox() == ["/usr/lib/python3/dist-packages/longhorizon"]
+    monkeypatch.setattr(longhorizon, "__file__", "/opt/venv/lib/python3.11/site-packages/longhorizon/__init__.py")
+    assert sandbox.project_code_in_sandbox() == []
+
+
+async def test_a_covered_system_folder_is_empty_and_read_only_inside(tmp_path, monkeypatch):
+    from longhorizon.apps.shell import sandbox
+
+    shown = sorted(os.listdir("/usr/share"))[:1]
+    assert shown, "nothing under /usr/share to cover"
+    target = f"/usr/share/{shown[0]}"
+    monkeypatch.setattr(sandbox, "project_code_in_sandbox", lambda: [target])
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    res = await sandbox.run_sandboxed(f"ls -A {target} | wc -l; touch {target}/x 2>&1 || echo refused", ws, 30)
+    assert res.exit_code == 0
+    lines = res.stdout.split()
+    assert lines[0] == "0" and "refused" in res.stdout

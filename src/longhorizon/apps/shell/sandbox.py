@@ -137,6 +137,8 @@ def bwrap_options(workspace: Path, *, info_fd: int, data_fds: dict[str, int]) ->
         argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     for dest, fd in data_fds.items():
         argv += ["--ro-bind-data", str(fd), dest]
+    for hidden in project_code_in_sandbox():
+        argv += ["--tmpfs", hidden, "--remount-ro", hidden]
     argv += [
         "--proc", "/proc",
         "--dev", "/dev",
@@ -154,6 +156,17 @@ def bwrap_options(workspace: Path, *, info_fd: int, data_fds: dict[str, int]) ->
         "--setenv", "USER", "agent",
     ]
     return argv
+
+
+def project_code_in_sandbox() -> list[str]:
+    """Folders of this package (graders, oracles, task generators) that the read-only system
+    binds would show, e.g. when it is installed under /usr: each gets covered by an empty
+    tmpfs. An editable or venv install outside /usr is not mounted at all."""
+    import longhorizon
+
+    visible = ("/usr",) + tuple(f"/{n}" for n in _TOP_LEVEL if Path(f"/{n}").is_dir() and not Path(f"/{n}").is_symlink())
+    pkg = str(Path(os.path.realpath(longhorizon.__file__)).parent)
+    return [pkg] if any(pkg == v or pkg.startswith(v + "/") for v in visible) else []
 
 
 class _Capture:
