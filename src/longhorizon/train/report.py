@@ -22,7 +22,7 @@ def _load_run(path: Path):
     store = RunStore(path)
     if not (path / "run.json").exists():
         return None, []
-    rows = store.trajectories()
+    rows, _ = store.episodes()  # each episode once, as eval and compare count it
     return summarize(rows, store.infra_errors(), expected=store.manifest().get("episodes")), rows
 
 
