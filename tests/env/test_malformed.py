@@ -13,7 +13,7 @@ from longhorizon.core.trajectory import Trajectory, json_safe
 from longhorizon.core.world import World
 from longhorizon.env.episode import Episode, play_task
 from longhorizon.env.gym_env import TaskEnv
-from longhorizon.policies.base import assistant, tool_call
+from longhorizon.policies.base import assistant
 from longhorizon.rollout.store import RunStore
 
 TASK = "downloads_cleanup-000004"
@@ -120,8 +120,8 @@ def test_huge_integers_and_non_finite_numbers(tmp_path):
     )
     r = results(traj)
     assert "4,300 digits" in r[0]
-    assert "5,001 digits" in r[1] and "64 bits" in r[1] and "'offset'" in r[1]
-    assert "'limit'" in r[2] and "64 bits" in r[2]
+    assert "5,001 digits" in r[1] and "64-bit range" in r[1] and "'offset'" in r[1]
+    assert "'limit'" in r[2] and "64-bit range" in r[2]
     assert "NaN" in r[3] and "Infinity" in r[4] and "-Infinity" in r[5]
     assert_goes_on(traj)
     back = round_trip(traj, tmp_path)

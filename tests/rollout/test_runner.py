@@ -126,3 +126,58 @@ def test_killed_run_finishes_every_episode_exactly_once(tmp_path):
     assert done.returncode == 0, done.stderr
     ids = Counter(r["episode_id"] for r in read_jsonl(path))
     assert len(ids) == total and set(ids.values()) == {1}
+
+
+def nested(depth):
+    top = cur = {}
+    for _ in range(depth):
+        cur["a"] = {}
+        cur = cur["a"]
+    return top
+
+
+POISON = [  # what a broken model or client might send; each is answered, none harms the episode
+    {"role": "assistant", "content": "", "tool_calls": [{"id": "p1", "type": "function", "function": {
+        "name": "files__read_file", "arguments": {"path": "a\ud800", "deep": nested(3000), "n": 10 ** 5000}}}]},
+    {"role": "assistant", "content": "\udfff", "tool_calls": "files__list_dir"},
+    {"role": "assistant", "content": "", "tool_calls": [{"id": None, "function": {"name": None,
+                                                                                 "arguments": "[" * 5000}}]},
+    {"role": "assistant", "content": "", "tool_calls": [{"id": "p4", "function": {
+        "name": "files__read_file", "arguments": '{"path": NaN, "x": ' + "9" * 5000 + "}"}}]},
+]
+
+
+class Poisoned(OraclePolicy):
+    """Opens every episode with poisoned calls, then plays the oracle; raises inside the
+    episodes of ``raise_for`` (a bug in our code, with a message that is not valid Unicode)."""
+
+    def __init__(self, raise_for=()):
+        super().__init__()
+        self.raise_for = set(raise_for)
+
+    async def act(self, messages, tools, ctx):
+        k = ctx.scratch.setdefault("poison", 0)
+        if k < len(POISON):
+            ctx.scratch["poison"] = k + 1
+            return POISON[k]
+        if ctx.task.id in self.raise_for:
+            raise RuntimeError("policy bug on \ud800 input")
+        return await super().act(messages, tools, ctx)
+
+
+async def test_a_run_survives_poisoned_calls_and_an_exception_inside_one_episode(tmp_path):
+    tasks = tasks_for("train", 4, [FAMILY])
+    s = spec(OraclePolicy(), seeds=4)
+    summary = await run_episodes(tasks, Poisoned({tasks[2].id}), s, tmp_path, concurrency=4, progress=False)
+    assert summary["infra_errors"] == 1 and not summary["complete"]
+    rows = lines(tmp_path)
+    assert sorted(r["episode_id"] for r in rows) == sorted(f"{t.id}#0" for i, t in enumerate(tasks) if i != 2)
+    for r in rows:  # the poisoned calls were answered and the episode went on to pass
+        assert [c["is_error"] for c in r["tool_calls"][:4]] == [True] * 4 and r["grade"]["passed"]
+    (tmp_path / "trajectories.jsonl").read_bytes().decode("utf-8")  # strict
+    errors = read_jsonl(tmp_path / "infra_errors.jsonl")
+    assert [e["episode_id"] for e in errors] == [f"{tasks[2].id}#0"]
+    assert "RuntimeError: policy bug on \\ud800 input" in errors[0]["error"]
+    summary = await run_episodes(tasks, Poisoned(), s, tmp_path, progress=False)  # resume retries it
+    assert summary["complete"] and summary["overall"]["episodes"] == 4 and summary["overall"]["pass@1"] == 1.0
+    assert sorted(r["episode_id"] for r in lines(tmp_path)) == sorted(f"{t.id}#0" for t in tasks)

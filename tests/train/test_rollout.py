@@ -7,6 +7,7 @@ GRPOTrainer batch preparation.
 """
 
 import asyncio
+import contextvars
 
 import pytest
 
@@ -228,3 +229,73 @@ def test_sft_with_loss_on_all_trains_every_token(small_model, files_tools, make_
         build_trainer(SFTConfig(out=str(tmp_path / "x"), loss_on="tools"),
                       model=AutoModelForCausalLM.from_pretrained(small_model), tokenizer=tok, dataset=ds,
                       progress=False)
+
+
+SAMPLE = contextvars.ContextVar("sample")
+
+
+class FailingCharPolicy(CharPolicy):
+    """CharPolicy whose answer depends on the sample (odd samples copy it wrong), and which
+    raises (a bug in our code) inside the episodes named in ``fail``, every attempt."""
+
+    fail: set = set()
+
+    async def act(self, messages, tools, ctx=None):
+        if (ctx.task.id, ctx.sample) in self.fail:
+            raise RuntimeError(f"policy bug in {ctx.task.id}#{ctx.sample}")
+        SAMPLE.set(ctx.sample)  # the worker thread that generates sees this episode's context
+        return await super().act(messages, tools, ctx)
+
+    def generate(self, prompt_ids, state=None):
+        if not state.get("turn"):
+            CharPolicy.episodes = SAMPLE.get()  # CharPolicy: even episodes copy "42", odd ones "41"
+        return super().generate(prompt_ids, state)
+
+
+def test_a_failed_episode_does_not_abort_the_rl_step(small_model, tasks, tmp_path):
+    """copya loses one of its 3 episodes (kept: the two survivors are normalised against each
+    other), copyb loses two (dropped whole: one survivor has no baseline); the step trains."""
+    import json
+
+    from longhorizon.core.errors import InfraError
+    from longhorizon.train.rl import build_trainer, dropped_episodes
+
+    tok = AutoTokenizer.from_pretrained(small_model)
+    cfg = RLConfig(out=str(tmp_path / "rl"), group_size=3, tasks_per_rollout=2, micro_batch_size=3, max_steps=1,
+                   max_turns=5, max_new_tokens=400, max_context=None, concurrency=4, logging_steps=1)
+    a, b = (t.id for t in tasks)
+    policy = FailingCharPolicy
+    policy.fail = {(a, 0), (b, 0), (b, 1)}
+    trainer, rollout = build_trainer(cfg, model=AutoModelForCausalLM.from_pretrained(small_model), tokenizer=tok,
+                                     tasks=tasks, progress=False,
+                                     policy_factory=lambda m: policy(m, tok, temperature=1.0))
+    seen = []
+    generate = trainer._generate_and_score_completions
+    trainer._generate_and_score_completions = lambda inputs: seen.append(generate(inputs)) or seen[-1]
+    try:
+        trainer.train()  # one whole step: rollout, advantages, loss, optimizer
+        assert trainer.state.global_step == 1
+        out = seen[0]
+        trajs = rollout.last
+        by_id = {t.episode_id: k for k, t in enumerate(trajs)}
+        assert {t.episode_id for t in trajs if t.status == "infra_error"} == {f"{a}#0", f"{b}#0", f"{b}#1"}
+        trained = (out["completion_mask"] * out["tool_mask"]).sum(1).tolist()
+        adv = out["advantages"].tolist()
+        for eid in (f"{a}#0", f"{b}#0", f"{b}#1", f"{b}#2"):  # left out of the update
+            assert trained[by_id[eid]] == 0 and adv[by_id[eid]] == 0.0
+        assert trained[by_id[f"{a}#1"]] > 0 and trained[by_id[f"{a}#2"]] > 0
+        assert adv[by_id[f"{a}#2"]] > 0 > adv[by_id[f"{a}#1"]]  # 42 (reward 1) beats 41 (reward 0.5)
+        errors = [json.loads(x) for x in (tmp_path / "rl" / "rollout_errors.jsonl").read_text().splitlines()]
+        assert sorted(e["episode_id"] for e in errors) == sorted([f"{a}#0", f"{b}#0", f"{b}#1"])
+        assert all("RuntimeError: policy bug" in e["error"] for e in errors)
+        rows = [json.loads(x) for x in (tmp_path / "rl" / "rollouts.jsonl").read_text().splitlines()]
+        assert {r["episode_id"]: r["rl_dropped"] for r in rows} == {f"{a}#1": False, f"{a}#2": False, f"{b}#2": True}
+        assert trainer.state.log_history[0]["episode/failed"] == 3.0
+
+        policy.fail = {(t.id, s) for t in tasks for s in range(3)}  # nothing left to learn from
+        rollout._policy = None
+        with pytest.raises(InfraError, match="no group is left"):
+            rollout([t.id for t in tasks for _ in range(3)], trainer)
+    finally:
+        rollout.close()
+    assert dropped_episodes([True, False, False, True, True, False], 3) == [True, False, False, True, True, True]

@@ -101,17 +101,29 @@ def json_type(value: Any) -> str:
     return type(value).__name__
 
 
-_UNION_TAGS = {"str", "int", "float", "bool", "none", "bytes", "dict", "list", "decimal", "date", "datetime"}
+_TYPE_TAGS = {"str", "int", "float", "bool", "none", "bytes", "dict", "list", "decimal", "date", "datetime"}
 
 
-def _loc(parts) -> str:
+def _union_tags(locs: list[tuple]) -> set[tuple]:
+    """Positions in error locations that name a union's member ('str', 'list[str]'), not an
+    argument: a type-like part with a sibling error that names another member there."""
+    tags = set()
+    for loc in locs:
+        for i in range(1, len(loc)):
+            p = loc[i]
+            if isinstance(p, str) and (p in _TYPE_TAGS or "[" in p) and any(
+                    other[:i] == loc[:i] and len(other) > i and other[i] != p for other in locs):
+                tags.add(loc[:i + 1])
+    return tags
+
+
+def _loc(parts: tuple, tags: set[tuple] = frozenset()) -> str:
     out = ""
-    for p in parts:
+    for i, p in enumerate(parts):
         if isinstance(p, int):
             out += f"[{p}]"
-        elif isinstance(p, str) and "[" not in p and p not in _UNION_TAGS:
-            # union members are tagged in the location ('str', 'list[str]'): no name the agent knows
-            out += f".{p}" if out else p
+        elif parts[:i + 1] not in tags:
+            out += f".{p}" if out else str(p)
     return out or "arguments"
 
 
@@ -120,8 +132,10 @@ def describe_validation(exc, signature: str) -> str:
     problems: dict[str, list[str]] = {}
     got: dict[str, str] = {}
     missing: list[str] = []
-    for err in exc.errors(include_url=False, include_context=False):
-        loc = _loc(err.get("loc", ()))
+    errors = exc.errors(include_url=False, include_context=False)
+    tags = _union_tags([tuple(e.get("loc", ())) for e in errors])
+    for err in errors:
+        loc = _loc(tuple(err.get("loc", ())), tags)
         kind = err.get("type", "")
         if kind == "missing":
             missing.append(loc)

@@ -7,7 +7,7 @@ limits and returns a graded Trajectory.
 Anything the agent sends comes back as a tool error it can read, and the episode goes on:
 a tool name that is unknown or not a string, arguments that are not JSON or not an object,
 that nest past 32 levels, hold invalid Unicode (lone surrogates), NaN or Infinity, integers
-past 64 bits, non-JSON values or more than 1,000,000 characters; a call or ``function`` that is
+outside the signed 64-bit range, non-JSON values or more than 1,000,000 characters; a call or ``function`` that is
 not an object, a ``tool_calls`` that is not a list. Past that boundary the app's server
 refuses unknown argument names and wrong types with a message naming them, and turns any
 crash of a tool into an error that says what failed (apps/tool_guard.py). A policy reply that
@@ -176,7 +176,8 @@ class Episode:
 MAX_ARGUMENT_CHARS = 1_000_000
 MAX_ARGUMENT_DEPTH = 32
 MAX_ARGUMENT_VALUES = 200_000
-MAX_INT_BITS = 64
+INT_RANGE = (-(2**63), 2**63 - 1)
+"""Integers a tool may receive: the signed 64-bit range (SQLite's INTEGER, most JSON readers)."""
 MAX_CONTENT_CHARS = 500_000
 
 
@@ -189,7 +190,7 @@ def _arg_path(parts: list) -> str:
 
 def json_problem(arguments: dict) -> str | None:
     """What in already-parsed arguments is no JSON value a tool can take, or None: non-string
-    names, invalid Unicode, NaN/Infinity, integers past 64 bits, nesting past 32 levels,
+    names, invalid Unicode, NaN/Infinity, integers outside ``INT_RANGE``, nesting past 32 levels,
     non-JSON types, and more than 1,000,000 characters or 200,000 values in all."""
     chars = values = 0
     stack: list[tuple[Any, list, int]] = [(arguments, [], 0)]
@@ -212,9 +213,10 @@ def json_problem(arguments: dict) -> str | None:
                         f"{exc.start}); send UTF-8 text")
             continue
         if isinstance(v, int):
-            if v.bit_length() > MAX_INT_BITS:
+            if not INT_RANGE[0] <= v <= INT_RANGE[1]:
                 digits = int(v.bit_length() * 0.30103) + 1
-                return f"{where} is an integer of about {digits:,} digits; integers must fit in {MAX_INT_BITS} bits"
+                return (f"{where} is an integer of about {digits:,} digits, outside the signed 64-bit range "
+                        f"({INT_RANGE[0]:,} to {INT_RANGE[1]:,})")
             continue
         if isinstance(v, float):
             if not math.isfinite(v):

@@ -3,13 +3,14 @@
 Worlds are built once per Task (snapshot) and forked per episode. Episodes run as asyncio
 tasks (in-process MCP sessions, async shell), at most ``concurrency`` at a time. A finished
 episode is appended to ``trajectories.jsonl`` at once; an exception from the policy or the
-infrastructure is appended to ``infra_errors.jsonl`` instead and retried on the next resume.
+infrastructure (building the World, a grader, writing the line) is appended to
+``infra_errors.jsonl`` instead and retried on the next resume; the other episodes go on.
 """
 
 from __future__ import annotations
 
 import asyncio
-import shutil
+import logging
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -19,9 +20,22 @@ from typing import Any
 from tqdm import tqdm
 
 from longhorizon.core.task import SUITE_VERSION, Task
+from longhorizon.core.trajectory import json_safe
 from longhorizon.core.world import WorldCache
 from longhorizon.env.episode import Limits, play
 from longhorizon.rollout.store import RunStore
+
+
+log = logging.getLogger("longhorizon.rollout")
+
+
+def release_fork(cache: WorldCache, world) -> None:
+    """``cache.release(world)``, never raising: what an agent leaves in its World (folders
+    thousands deep defeat a recursive remove) must not stop the other episodes."""
+    try:
+        cache.release(world)
+    except Exception as exc:
+        log.warning("could not remove the World at %s: %s: %s", world.root, type(exc).__name__, exc)
 
 
 @dataclass
@@ -69,20 +83,20 @@ async def run_episodes(tasks: list[Task], policy, spec: RunSpec, out: Path | str
             try:
                 world, digest = await asyncio.to_thread(cache.fork, task)
                 traj = await play(task, policy, world, sample=sample, limits=spec.limits, world_hash=digest)
+                store.add_trajectory(traj)
             except Exception as exc:  # infrastructure: recorded apart, retried on resume
                 stats["infra"] += 1
-                store.add_infra_error({
+                store.add_infra_error(json_safe({  # the message may quote what the agent sent
                     "episode_id": f"{task.id}#{sample}", "task_id": task.id, "sample": sample,
                     "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(),
                     "time": time.time(),
-                })
+                }))
             else:
-                store.add_trajectory(traj)
                 stats["ended"] += 1
                 stats["passed"] += traj.passed
             finally:
                 if world is not None:
-                    cache.release(world)  # unmounts its workspace, then removes it
+                    release_fork(cache, world)  # unmounts its workspace, then removes it
             bar.update(1)
             bar.set_postfix(pass_rate=f"{stats['passed'] / max(1, stats['ended']):.2f}", infra=stats["infra"])
 

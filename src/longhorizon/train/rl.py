@@ -19,6 +19,16 @@ How the pieces fit:
 * The reward function hands TRL each episode's reward (the Grade's dense reward, or pass/fail,
   with an optional effort floor). TRL normalises it within the group and optimises the GSPO
   objective of ``longhorizon.train.gspo`` (sequence-level importance ratio, clip 3e-4/4e-4).
+* An episode that fails for reasons outside the agent (an exception in our code or the
+  policy, ``MAX_ATTEMPTS`` times; or token data that cannot be trained as sampled) never stops
+  the step. It is left out of the update: its reward is None, which TRL treats as unscorable
+  (out of the group's mean and std, advantage 0), and its sequence is one masked token. The
+  group is kept with its survivors, whose advantages are relative to each other: the same
+  estimator on a smaller group, rather than throwing the survivors' episodes away. A group
+  with fewer than two survivors has no baseline left and is dropped whole (every reward
+  None). Failures go to ``OUT/rollout_errors.jsonl``, each rollout logs how many
+  (``episode/failed``, ``episode/dropped``) with a warning, and a rollout in which no group
+  survives raises InfraError: with nothing to learn from, the run should stop.
 
     longhorizon train rl --model runs/sft --split train --group-size 8 --out runs/rl
 """
@@ -26,8 +36,7 @@ How the pieces fit:
 from __future__ import annotations
 
 import asyncio
-import json
-import shutil
+import logging
 import time
 from collections import Counter
 from pathlib import Path
@@ -35,14 +44,23 @@ from typing import Any
 
 from longhorizon.core.errors import InfraError, UsageError
 from longhorizon.core.task import Task
-from longhorizon.core.trajectory import Trajectory
+from longhorizon.core.trajectory import Trajectory, dumps
 from longhorizon.core.world import WorldCache
-from longhorizon.env.episode import Limits, play
+from longhorizon.env.episode import Limits, new_trajectory, play
+from longhorizon.rollout.runner import release_fork
 from longhorizon.train.config import RLConfig
 from longhorizon.train.stage import load_model, lora_config, prepare_out, train_and_save, trainer_args
 
 MAX_ATTEMPTS = 3
 """An episode that fails for infrastructure reasons is played again (never graded as the agent's)."""
+
+INFRA_STATUS = "infra_error"
+"""The status of the stand-in for an episode that failed ``MAX_ATTEMPTS`` times (no agent outcome)."""
+
+MIN_SURVIVORS = 2
+"""A group with fewer surviving episodes is dropped from the update whole."""
+
+log = logging.getLogger("longhorizon.train")
 
 
 class TokenDriftError(RuntimeError):
@@ -166,10 +184,22 @@ class EpisodeRollout:
                         error = exc
                     finally:
                         if world is not None:
-                            self.cache.release(world)
-            raise InfraError(f"episode {tid}#{sample} failed {MAX_ATTEMPTS} times: {type(error).__name__}: {error}")
+                            release_fork(self.cache, world)
+            return self._failed(task, sample, policy, f"failed {MAX_ATTEMPTS} times; the last time "
+                                                      f"{type(error).__name__}: {error}")
 
         return list(await asyncio.gather(*(one(t, s) for t, s in jobs)))
+
+    def _failed(self, task: Task, sample: int, policy, error: str) -> Trajectory:
+        """The stand-in for an episode that could not be played: no turns, status ``infra_error``."""
+        try:
+            info = policy.describe()
+        except Exception:
+            info = {"policy": type(policy).__name__}
+        traj = new_trajectory(task, info, None, sample, self.limits)
+        traj.status = INFRA_STATUS
+        traj.provenance["infra_error"] = error
+        return traj
 
     def __call__(self, prompts: list, trainer) -> dict[str, Any]:
         model = trainer.accelerator.unwrap_model(trainer.model)
@@ -185,51 +215,115 @@ class EpisodeRollout:
         elapsed = time.perf_counter() - t0
         out["rollout_s"] = [elapsed] * len(trajs)
         if self.record_dir is not None:
-            self._record(trajs, trainer.state.global_step)
+            self._record(trajs, trainer.state.global_step, out["episode_dropped"])
+        self._check_survivors(trajs, out["episode_failed"], out["episode_dropped"])
         return out
 
+    def _check_survivors(self, trajs: list[Trajectory], failed: list[float], dropped: list[float]) -> None:
+        """Warn about failed episodes and dropped groups; raise when no group is left to learn from."""
+        if not any(failed) and not any(dropped):
+            return
+        groups = len(trajs) // self.cfg.group_size
+        lost = sum(all(dropped[k:k + self.cfg.group_size]) for k in range(0, len(trajs), self.cfg.group_size))
+        first = next((t for t, f in zip(trajs, failed) if f), trajs[0])
+        message = (f"rollout {self.rollouts}: {int(sum(failed))} of {len(trajs)} episodes failed (not the agent's "
+                   f"doing), {lost} of {groups} groups dropped from the update; first: {first.episode_id}: "
+                   f"{first.provenance.get('infra_error', '')[:300]}")
+        if lost == groups:
+            raise InfraError(message + " -- no group is left to learn from")
+        log.warning(message)
+
     def to_trl(self, trajs: list[Trajectory]) -> dict[str, Any]:
+        """The batch as TRL's rollout output; failed episodes and dropped groups are left out of
+        the update (reward None, no trained token) as the module docstring says."""
         eos = self.tokenizer.eos_token_id
-        seqs = [episode_sequence(t, eos) for t in trajs]
+        empty = {"prompt_ids": [eos], "completion_ids": [eos], "env_mask": [0], "logprobs": [0.0]}
+        seqs, failed = [], []
+        for t in trajs:
+            if t.status == INFRA_STATUS:
+                seqs.append(empty)
+                failed.append(True)
+                continue
+            try:
+                seqs.append(episode_sequence(t, eos))
+                failed.append(False)
+            except (TokenDriftError, TypeError, ValueError, KeyError) as exc:  # token data it cannot train on
+                t.provenance["infra_error"] = f"its token data cannot be trained: {type(exc).__name__}: {exc}"
+                seqs.append(empty)
+                failed.append(True)
+        dropped = dropped_episodes(failed, self.cfg.group_size)
+        for k, d in enumerate(dropped):
+            if d:
+                seqs[k] = {**seqs[k], "env_mask": [0] * len(seqs[k]["env_mask"])}
         c = self.cfg
         return {
             "prompt_ids": [s["prompt_ids"] for s in seqs],
             "completion_ids": [s["completion_ids"] for s in seqs],
             "logprobs": [s["logprobs"] for s in seqs],
             "env_mask": [s["env_mask"] for s in seqs],
-            "episode_reward": [shaped_reward(t, c.reward, c.effort_floor) for t in trajs],
-            "episode_dense_reward": [t.reward for t in trajs],
-            "episode_passed": [float(t.passed) for t in trajs],
+            "episode_reward": [None if d else shaped_reward(t, c.reward, c.effort_floor)
+                               for t, d in zip(trajs, dropped)],
+            "episode_failed": [float(f) for f in failed],
+            "episode_dropped": [float(d) for d in dropped],
+            "episode_dense_reward": [None if f else t.reward for t, f in zip(trajs, failed)],
+            "episode_passed": [None if f else float(t.passed) for t, f in zip(trajs, failed)],
             "episode_turns": [len(t.turns) for t in trajs],
             "episode_tool_calls": [len(t.tool_calls) for t in trajs],
             "episode_sampled_tokens": [sum(s["env_mask"]) for s in seqs],
             "episode_context_tokens": [len(s["prompt_ids"]) + len(s["completion_ids"]) for s in seqs],
             "episode_id": [t.episode_id for t in trajs],
             "episode_status": [t.status for t in trajs],
-            "world_hash": [t.provenance["world_hash"] for t in trajs],
+            "world_hash": [t.provenance.get("world_hash") for t in trajs],
             "fork_hash": [t.provenance.get("fork_hash") for t in trajs],
         }
 
-    def _record(self, trajs: list[Trajectory], step: int) -> None:
-        """Append the rollout's episodes (without token data) to ``record_dir/rollouts.jsonl``."""
+    def _record(self, trajs: list[Trajectory], step: int, dropped: list[float]) -> None:
+        """Append the rollout's episodes (without token data) to ``record_dir/rollouts.jsonl``
+        (``rl_dropped``: left out of the update), and those that could not be played or
+        trained to ``record_dir/rollout_errors.jsonl``."""
         self.record_dir.mkdir(parents=True, exist_ok=True)
+        errors = [dumps({"rl_step": step, "episode_id": t.episode_id, "task_id": t.task_id, "sample": t.sample,
+                         "error": t.provenance["infra_error"], "time": time.time()})
+                  for t in trajs if "infra_error" in t.provenance]
+        if errors:
+            with open(self.record_dir / "rollout_errors.jsonl", "a", encoding="utf-8") as f:
+                f.write("".join(line + "\n" for line in errors))
         with open(self.record_dir / "rollouts.jsonl", "a", encoding="utf-8") as f:
-            for t in trajs:
-                d = t.to_dict()
-                d["turns"] = [{k: v for k, v in turn.items() if k not in ("prompt_ids", "token_ids", "logprobs")}
-                              | {"sampled_tokens": len(turn.get("token_ids", []))} for turn in d["turns"]]
-                d["rl_step"] = step
-                f.write(json.dumps(d, ensure_ascii=False) + "\n")
+            for t, d in zip(trajs, dropped):
+                if t.status == INFRA_STATUS:
+                    continue
+                row = t.to_dict()
+                row["turns"] = [{k: v for k, v in turn.items() if k not in ("prompt_ids", "token_ids", "logprobs")}
+                                | {"sampled_tokens": _count(turn.get("token_ids"))} for turn in row["turns"]]
+                row["rl_step"] = step
+                row["rl_dropped"] = bool(d)
+                f.write(dumps(row) + "\n")
 
     def close(self) -> None:
         self.cache.close()
 
 
-def episode_reward(prompts, completions, completion_ids, episode_reward, log_metric=None, **kw) -> list[float]:
-    """TRL reward function: the reward each episode earned (computed by the rollout from its Grade)."""
+def _count(ids) -> int:
+    return len(ids) if isinstance(ids, list) else 0
+
+
+def dropped_episodes(failed: list[bool], group_size: int, min_survivors: int = MIN_SURVIVORS) -> list[bool]:
+    """Which episodes of a batch (groups of ``group_size`` in a row, as TRL orders them) the
+    update leaves out: the failed ones, and all of a group left with fewer than ``min_survivors``."""
+    out: list[bool] = []
+    for k in range(0, len(failed), group_size):
+        group = failed[k:k + group_size]
+        out += [True] * len(group) if len(group) - sum(group) < min(min_survivors, len(group)) else list(group)
+    return out
+
+
+def episode_reward(prompts, completions, completion_ids, episode_reward, log_metric=None,
+                   **kw) -> list[float | None]:
+    """TRL reward function: the reward each episode earned (computed by the rollout from its Grade);
+    None for an episode left out of the update (TRL gives it no advantage and no part in the baseline)."""
     if log_metric is not None:
         def mean(key):
-            vals = kw.get(key) or []
+            vals = [v for v in kw.get(key) or [] if v is not None]
             return sum(vals) / len(vals) if vals else 0.0
 
         log_metric("episode/reward", mean("episode_dense_reward"))
@@ -239,7 +333,9 @@ def episode_reward(prompts, completions, completion_ids, episode_reward, log_met
         log_metric("episode/sampled_tokens", mean("episode_sampled_tokens"))
         log_metric("episode/context_tokens", mean("episode_context_tokens"))
         log_metric("episode/rollout_s", mean("rollout_s"))
-    return [float(r) for r in episode_reward]
+        log_metric("episode/failed", float(sum(kw.get("episode_failed") or [])))
+        log_metric("episode/dropped", float(sum(kw.get("episode_dropped") or [])))
+    return [None if r is None else float(r) for r in episode_reward]
 
 
 episode_reward.__name__ = "episode"
@@ -309,7 +405,7 @@ def run_rl(cfg: RLConfig, *, resume: bool = False, progress: bool = True, consol
     """Train, save the final policy to ``cfg.out`` and return a summary."""
     from longhorizon.train.logs import StepLogger, quiet_progress
 
-    out = prepare_out(cfg, "rl", resume=resume, logs=("log.jsonl", "rollouts.jsonl"))
+    out = prepare_out(cfg, "rl", resume=resume, logs=("log.jsonl", "rollouts.jsonl", "rollout_errors.jsonl"))
     logger = StepLogger(out / "log.jsonl", "rl", console=console, tensorboard_dir=out / "tensorboard")
     trainer, rollout = build_trainer(cfg, progress=progress, callbacks=[logger])
     quiet_progress(trainer)
