@@ -135,7 +135,7 @@ def _with_object_args(call: dict) -> dict:
     if isinstance(args, str):
         try:
             parsed = json.loads(args)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, or JSON Python refuses (huge ints, deep nesting)
             parsed = None
         if isinstance(parsed, dict):
             fn["arguments"] = parsed
