@@ -107,3 +107,15 @@ async def test_pipes_are_refused_not_read(ws):
         assert err and "not a regular file" in text
         text, err = await call(c, "search", query="x")
         assert not err
+
+
+async def test_paths_deeper_than_the_walk_limit_are_refused_readably(tmp_path):
+    """A destination thousands of folders deep would make trees no cleanup can recurse into."""
+    from longhorizon.apps.common import MAX_WALK_DEPTH, Workspace
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    ws = Workspace(tmp_path)
+    assert ws.path("/".join(["a"] * MAX_WALK_DEPTH)).parts
+    import pytest
+    with pytest.raises(ToolError, match="folders deep"):
+        ws.path("a/" * 3000 + "x")

@@ -161,3 +161,19 @@ def test_a_mount_whose_cache_folder_was_deleted_is_swept(tmp_path):
     assert world_mod._mount_workspace(ws)  # no owner.pid: its cache folder was removed around it
     WorldCache(tmp_path / "other").close()
     assert not mounted_at(ws)
+
+
+def test_remove_tree_removes_folders_nested_deeper_than_python_recurses(tmp_path):
+    """A shell can nest folders thousands deep; cleaning up after such an episode must not
+    raise (shutil.rmtree recurses in Python and fails there)."""
+    import subprocess
+
+    from longhorizon.core.world import remove_tree
+
+    root = tmp_path / "world"
+    root.mkdir()
+    subprocess.run(["bash", "-c", "cd \"$1\" && for i in $(seq 1500); do mkdir d && cd d || exit 1; done",
+                    "_", str(root)], check=True)
+    remove_tree(root)
+    assert not root.exists()
+    remove_tree(root)  # already gone: nothing to do, no error

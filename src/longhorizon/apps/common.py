@@ -183,6 +183,8 @@ class Workspace:
                 parts.pop()
             else:
                 parts.append(part)
+        if len(parts) > MAX_WALK_DEPTH:
+            raise ToolError(f"path is {len(parts)} folders deep; file tools go at most {MAX_WALK_DEPTH} deep")
         return WorkspacePath(self, tuple(parts))
 
     @property

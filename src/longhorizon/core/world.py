@@ -158,6 +158,22 @@ class WorldImage:
         return World(dest)
 
 
+def remove_tree(path: Path | str) -> None:
+    """Delete a folder whatever the agent left in it: ``shutil.rmtree`` recurses in Python
+    (a shell can nest folders thousands deep, which raises RecursionError even with
+    ignore_errors), so fall back to ``rm -rf``, which walks iteratively and, with
+    ``--one-file-system``, never descends into a mount that could not be unmounted."""
+    import subprocess
+
+    try:
+        shutil.rmtree(path)
+    except FileNotFoundError:
+        return
+    except (RecursionError, OSError):
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], check=False,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def tree_hash(root: Path) -> str:
     """sha256 over every file's relative path and bytes, in sorted order."""
     h = hashlib.sha256()
@@ -267,7 +283,7 @@ class WorldCache:
             self._mounted.discard(ws)
         if mounted:
             _unmount(ws)
-        shutil.rmtree(world.root, ignore_errors=True)
+        remove_tree(world.root)
 
     def close(self) -> None:
         """Unmount every fork's workspace left (their files go with it) and remove the folder
@@ -351,7 +367,7 @@ def _close_cache(mounted: set[Path], lock: threading.Lock, base: Path, own: bool
     for ws in forks:
         _unmount(ws)
     if own:
-        shutil.rmtree(base, ignore_errors=True)
+        remove_tree(base)
 
 
 def _mounts() -> list[tuple[Path, str, str]]:
@@ -450,6 +466,6 @@ def sweep_stale_worlds(parent: Path | str | None = None) -> list[Path]:
         mounts = _mounts() if mounts is None else mounts
         if any(folder in point.parents for point, _, _ in mounts):
             continue  # something is still mounted in it (not ours, or not unmountable): leave it
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_tree(folder)
         removed.append(folder)
     return removed

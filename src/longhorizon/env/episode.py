@@ -443,8 +443,11 @@ async def play_task(task: Task, policy, *, sample: int = 0, limits: Limits = Lim
     import tempfile
     from pathlib import Path
 
-    from longhorizon.core.world import default_worlds_dir
+    from longhorizon.core.world import default_worlds_dir, remove_tree
 
-    with tempfile.TemporaryDirectory(prefix="longhorizon-", dir=default_worlds_dir()) as tmp:
+    tmp = tempfile.mkdtemp(prefix="longhorizon-", dir=default_worlds_dir())
+    try:
         world = World.build(Path(tmp) / "world", task.build)
         return await play(task, policy, world, sample=sample, limits=limits)
+    finally:
+        remove_tree(tmp)  # whatever the agent left (folders thousands deep too)

@@ -86,6 +86,8 @@ class TaskEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         self._stop_driver()
+        if getattr(self, "world", None) is not None:  # the last episode's fork (and its mount)
+            self._cache.release(self.world)
         self.world, digest = self._cache.fork(self.task)
 
         async def start():
