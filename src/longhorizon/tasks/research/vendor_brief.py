@@ -502,7 +502,11 @@ class VendorResearchBrief(TaskFamily):
             segs = segments(w)
             bad = [q["n"] for q in questions
                    if not any(cited_docs(s) & set(q["accept"]) for s in segs.get(q["n"], []))]
-            return not bad, f"questions without an accepted source: {bad}" if bad else ""
+            # citing every candidate is no sourcing: the stale, unofficial and namesake ones stay out
+            stale = [q["n"] for q in questions if any(cited_docs(s) & ({d.id for d in q["docs"]} - set(q["accept"]))
+                                                      for s in segs.get(q["n"], []))]
+            return not bad and not stale, (f"questions without an accepted source: {bad}; citing a superseded or "
+                                           f"unofficial document: {stale}")
 
         def replied(w, t):
             posts = [m for m in chat.posts_by_me(w) if m["thread_id"] == root]
@@ -526,9 +530,10 @@ class VendorResearchBrief(TaskFamily):
                               f"value, stated before any stale or unofficial one", "final_state", answer_check(q))
                     for q in questions]
         criteria += [
-            Criterion("sources_cited", "every answer cites a document that officially states the current value",
-                      "final_state", sources_cited),
-            Criterion("replied_in_thread", "a reply in the request thread points to the brief", "final_state", replied),
+            Criterion("sources_cited", "every answer cites a document that officially states the current value, "
+                      "and none of the superseded or unofficial ones", "final_state", sources_cited),
+            Criterion("replied_in_thread", "a reply in the request thread points to the brief", "final_state", replied,
+                      requires=("sources_cited",)),
             Criterion("chat_quiet", "no chat messages outside #vendor-review and no direct messages", "process",
                       chat_quiet, guard=True),
             Criterion("files_untouched", "last quarter's brief and the README are unchanged", "final_state",
