@@ -354,7 +354,7 @@ class MeetingRequests(TaskFamily):
             Criterion("events_booked", "Each request is booked once: asked time (or inside the window), asked "
                       "length, requester plus requested invitees.", "final_state", check_booked, 2.0),
             Criterion("no_conflicts", "No booked request clashes with anyone's busy time.", "final_state",
-                      check_conflicts),
+                      check_conflicts, requires=("events_booked",)),
             Criterion("event_titles", "Each booked event is named after the requested topic.", "final_state",
                       check_titles, requires=("events_booked",)),
             Criterion("confirmations", "Each booked requester got exactly one reply giving the day and time (and "

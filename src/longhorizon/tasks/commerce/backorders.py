@@ -649,7 +649,8 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
                   shipped_orders, 2.0),
         Criterion("shipped_lines", "each shipped backorder shipped exactly the lines the allocation fills",
                   "final_state", shipped_lines, 2.0),
-        Criterion("carriers", "priority accounts shipped express, everyone else standard", "final_state", carriers),
+        Criterion("carriers", "priority accounts shipped express, everyone else standard", "final_state", carriers,
+                  requires=("shipped_orders",)),
         Criterion("partial_notes", "each partly shipped order has a note naming the SKUs still owed", "final_state",
                   partial_notes),
         Criterion("customer_notices", "every customer on the list (cancelled orders aside) got exactly one mail "
