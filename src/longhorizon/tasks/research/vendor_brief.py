@@ -484,6 +484,8 @@ class VendorResearchBrief(TaskFamily):
                 raise FileNotFoundError(f"{brief} is missing")
             return answer_segments(p.read_text(encoding="utf-8", errors="replace"))
 
+        last_quarter = {d.id for d in old_docs}  # what last quarter's brief cites: another vendor's facts
+
         def answer_check(q: dict):
             def check(w, t):
                 segs = segments(w).get(q["n"], [])
@@ -491,6 +493,9 @@ class VendorResearchBrief(TaskFamily):
                     return False, f"no line for Q{q['n']}"
                 notes = []
                 for s in segs:
+                    if cited_docs(s) & last_quarter:
+                        notes.append("copied from last quarter's brief")
+                        continue
                     ok, note = stated_first(s, q["kind"], q["right"], q["wrong"])
                     if ok:
                         return True
