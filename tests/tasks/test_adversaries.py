@@ -1,40 +1,41 @@
-"""Graders cannot be gamed: doing nothing, claiming success, random tool calls and a shotgun of
-plausible junk pass no task and earn a mean dense reward of at most 0.15."""
+"""Graders cannot be gamed: doing nothing, claiming success, random tool calls, a shotgun of
+plausible junk, and five policies that game one kind of criterion each (read-only, empty
+artefacts, instruction echo, reply-to-everything, copy inputs to outputs) pass no task and
+earn a mean dense reward of at most 0.05 on every split."""
 
 import statistics
+from collections import defaultdict
 
 import pytest
 
 from longhorizon.core.registry import families
 from longhorizon.core.task import HOLDOUT_SEED_BASE
 from longhorizon.env.episode import Limits, play_task
-from longhorizon.policies.adversaries import ClaimsDonePolicy, RandomToolPolicy, ShotgunPolicy
+from longhorizon.policies.adversaries import ADVERSARIES, ShotgunPolicy
 from longhorizon.policies.scripted import NullPolicy
 
-ADVERSARIES = {
-    "null": NullPolicy,
-    "claims_done": ClaimsDonePolicy,
-    "random_tools": RandomToolPolicy,
-    "shotgun": ShotgunPolicy,
-}
+POLICIES = {"null": NullPolicy, **ADVERSARIES}
 SEEDS = [1, HOLDOUT_SEED_BASE + 1]
-MAX_MEAN_REWARD = 0.15
+MAX_MEAN_REWARD = 0.05
 
 
-@pytest.mark.parametrize("adversary", list(ADVERSARIES))
-async def test_adversary_passes_nothing_and_scores_low(adversary):
-    rewards, passed = {}, []
+@pytest.mark.parametrize("adversary", list(POLICIES))
+async def test_adversary_passes_nothing_and_scores_low_on_every_split(adversary):
+    rewards: dict[str, dict[str, float]] = defaultdict(dict)
+    passed = []
     for fam in families():
         for seed in SEEDS:
             task = fam.generate(seed)
-            traj = await play_task(task, ADVERSARIES[adversary](), limits=Limits(max_wall_s=120))
-            rewards[task.id] = traj.grade.reward
+            traj = await play_task(task, POLICIES[adversary](), limits=Limits(max_wall_s=120))
+            rewards[task.split][task.id] = traj.grade.reward
             if traj.passed:
                 passed.append(task.id)
-    mean = statistics.mean(rewards.values())
-    worst = sorted(rewards.items(), key=lambda kv: -kv[1])[:5]
+    assert set(rewards) == {"train", "holdout", "holdout-family"}
     assert not passed, f"{adversary} passed {passed}"
-    assert mean <= MAX_MEAN_REWARD, f"{adversary} mean reward {mean:.3f}; highest: {worst}"
+    for split, by_task in rewards.items():
+        mean = statistics.mean(by_task.values())
+        worst = sorted(by_task.items(), key=lambda kv: -kv[1])[:5]
+        assert mean <= MAX_MEAN_REWARD, f"{adversary} on {split}: mean reward {mean:.3f}; highest: {worst}"
 
 
 async def test_shotgun_really_writes():
@@ -43,3 +44,23 @@ async def test_shotgun_really_writes():
     traj = await play_task(task, ShotgunPolicy())
     ok_writes = [c for c in traj.tool_calls if not c.is_error and c.tool in ("write_file", "move", "delete", "copy")]
     assert ok_writes, "shotgun made no successful write"
+
+
+@pytest.mark.parametrize("adversary,tool", [
+    ("empty_artefact", "write_file"), ("instruction_echo", "write_file"),
+    ("copy_inputs", "copy"), ("reply_to_everything", "reply"),
+])
+async def test_junk_adversaries_really_make_their_junk(adversary, tool):
+    """Each junk adversary is only a fair test if its junk lands where a grader looks."""
+    name = {"reply": "invoice_followup"}.get(tool, "log_error_summary")
+    task = next(f for f in families() if f.name == name).generate(1)
+    traj = await play_task(task, POLICIES[adversary]())
+    assert [c for c in traj.tool_calls if not c.is_error and c.tool == tool], f"{adversary} made no {tool}"
+
+
+async def test_read_only_reads_every_input_and_writes_nothing():
+    task = next(f for f in families() if f.name == "log_error_summary").generate(1)
+    traj = await play_task(task, POLICIES["read_only"]())
+    reads = {c.arguments.get("path") for c in traj.tool_calls if c.tool == "read_file" and not c.is_error}
+    assert reads >= {"logs/inventory.log", "logs/orders.log"}
+    assert all(c.tool in ("list_dir", "read_file") for c in traj.tool_calls)

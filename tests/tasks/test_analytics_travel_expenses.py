@@ -1,7 +1,10 @@
 """The SQL analytics, travel booking and expense report families: their traps are really in the
 World (so the shortcut answer is wrong), and their graders are tolerant where the request is."""
 
+import dataclasses
 import functools
+import json
+import re
 from contextlib import closing
 from datetime import date
 
@@ -10,7 +13,10 @@ import pytest
 from longhorizon.apps.sql import state as sqlstate
 from longhorizon.apps.travel import state as travel
 from longhorizon.core.registry import get_family
+from longhorizon.core.task import ToolCall
 from longhorizon.core.world import World
+from longhorizon.env.episode import play_task
+from longhorizon.policies.scripted import OraclePolicy
 from longhorizon.tasks.analytics import add_months, mentions_month, mentions_number, month_end, month_key, pct_close
 from longhorizon.tasks.analytics.kpi_review import top_products_sql
 from longhorizon.tasks.travel.offsite_booking import required_cabin
@@ -95,3 +101,44 @@ def test_tolerant_parsers():
     assert pct_close("12.5%", 12.46) and pct_close(0.1246, 12.46) and not pct_close(13, 12.46)
     assert mentions_month("May 2025 grew fastest", "2025-05") and not mentions_month("you may", "2025-05")
     assert mentions_number("up $1,234.50 (12.3%)", 1234.5, 0.01) and mentions_number("fell 3.5%", -3.5, 0.05)
+
+
+async def _junk_reward(t, script) -> tuple[float, set[str]]:
+    """Reward and met criteria when ``script`` (a generator of ToolCalls) is played as the solution."""
+    traj = await play_task(dataclasses.replace(t, oracle=script), OraclePolicy())
+    return traj.grade.reward, {r.id for r in traj.grade.results if r.passed}
+
+
+@pytest.mark.parametrize("verdict", [("Approved", None), ("Rejected", "DUPLICATE"), ("Rejected", "OVER_LIMIT")])
+async def test_claim_audit_pays_nothing_for_one_verdict_on_every_claim(verdict):
+    """Approving (or rejecting with one code) every open claim meets no decision criterion."""
+    t = get_family("expense_claim_audit").generate(1)
+    book, open_ids = t.data["book"], set(t.data["decisions"])
+
+    def stamp_all():
+        rows = json.loads((yield ToolCall("sheets__read_range", {"path": book, "sheet": "Claims"})))["rows"]
+        cells = {}
+        for r in rows:
+            if r["values"] and r["values"][0] in open_ids:
+                cells[f"J{r['row']}"] = verdict[0]
+                if verdict[1]:
+                    cells[f"K{r['row']}"] = verdict[1]
+        yield ToolCall("sheets__write_cells", {"path": book, "sheet": "Claims", "cells": cells})
+        return "done"
+
+    reward, met = await _junk_reward(t, stamp_all)
+    assert reward == 0.0 and not met & {"duplicates", "receipts", "alcohol", "limits", "approvals"}, met
+
+
+async def test_rebooking_pays_nothing_for_cancelling_every_booking():
+    """Cancelling everything also cancels the cancelled flight's bookings and the dropout's: no credit."""
+    t = get_family("cancelled_flight_rebooking").generate(1)
+
+    def cancel_all():
+        listing = yield ToolCall("travel__list_bookings", {})
+        for ref in sorted(set(re.findall(r"BK-\d+", listing))):
+            yield ToolCall("travel__cancel_booking", {"booking_id": ref})
+        return "done"
+
+    reward, met = await _junk_reward(t, cancel_all)
+    assert reward == 0.0 and not met & {"old_cancelled", "dropout_cancelled"}, met

@@ -118,3 +118,55 @@ def test_generation_is_deterministic_per_family():
             a = World.build(Path(d) / f"{name}-a", get_family(name).generate(7).build).hash()
             b = World.build(Path(d) / f"{name}-b", get_family(name).generate(7).build).hash()
             assert a == b
+
+
+def pasting(t, extra: str, tools=("mail__send_message", "mail__reply", "mail__forward")):
+    """``t`` whose oracle also pastes ``extra`` into every mail it sends (a kitchen-sink reply)."""
+    from dataclasses import replace
+
+    from longhorizon.core.task import ToolCall
+
+    def script():
+        gen = t.oracle()
+        call = next(gen)
+        while True:
+            if call.name in tools:
+                call = ToolCall(call.name, {**call.arguments, "body": f"{call.arguments['body']}\n\n{extra}"}, call.note)
+            result = yield call
+            try:
+                call = gen.send(result)
+            except StopIteration as stop:
+                return stop.value
+    return replace(t, oracle=script)
+
+
+async def graded(t) -> dict:
+    traj = await play_task(t, OraclePolicy())
+    earned = traj.grade.earned()
+    return {r.id: (r.passed, earned[r.id]) for r in traj.grade.results}
+
+
+async def test_answers_that_quote_every_complaint_earn_neither_details_nor_replies():
+    t = task("customer_complaint_resolution", 1)
+    got = await graded(pasting(t, "Orders: " + ", ".join(c["order"] for c in t.data["cases"])))
+    assert got["reply_details"] == (False, False)
+    assert got["replies"] == (True, False), "one answer each pays only with the right details"
+
+
+async def test_a_winner_mail_naming_every_rfq_item_fails_reply_details():
+    t = task("supplier_quote_selection", 1)
+    got = await graded(pasting(t, "RFQ items: " + ", ".join(t.data["awards"])))
+    assert got["reply_details"][0] is False and got["awarded_suppliers"] == (True, True)
+
+
+async def test_an_ap_summary_that_also_names_last_months_invoices_fails():
+    t = task("supplier_invoice_reconciliation", 1)
+    ok = await graded(t)
+    assert ok["ap_summary"] == (True, True)
+    from longhorizon.apps.mail import state as mail
+
+    with tempfile.TemporaryDirectory() as d:
+        world = World.build(Path(d) / "w", t.build)
+        filed = "\n".join(m["subject"] for m in mail.messages(world, folder="Invoices/Processed"))
+    got = await graded(pasting(t, f"Also on file:\n{filed}"))
+    assert got["ap_summary"][0] is False

@@ -196,3 +196,33 @@ async def test_retention_oracle_is_long_and_reads_before_deleting():
     read = {c.arguments["path"] for c in traj.tool_calls if c.name == "files__read_file"}
     deleted = [c.arguments["path"] for c in traj.tool_calls if c.name == "files__delete"]
     assert deleted and all(p in read for p in deleted)
+
+
+async def test_rotation_pays_nothing_for_a_script_that_deletes_everything():
+    """rm -rf removes every expired report and is idempotent, but it keeps nothing it should."""
+    task = get_family("report_rotation_script").generate(1)
+    day = task.data["today"]
+
+    def wipe():
+        yield ToolCall("files__write_file", {"path": report_rotation.SCRIPT, "content": '#!/bin/bash\nrm -rf "$1"/*\n'})
+        for team in task.data["teams"]:
+            yield ToolCall("shell__run", {"command": f"bash {report_rotation.SCRIPT} shared/{team}/reports {day}"})
+        return "done"
+
+    traj = await play_task(dataclasses.replace(task, oracle=wipe), OraclePolicy())
+    met = {r.id for r in traj.grade.results if r.passed}
+    assert traj.grade.reward == 0.0 and not met & {"teams_expired_deleted", "script_idempotent"}, met
+
+
+@pytest.mark.parametrize("family,folder", [("shared_drive_retention", "shared"), ("downloads_cleanup", "Downloads")])
+async def test_deleting_the_whole_folder_pays_nothing(family, folder):
+    """Every expired document (every exact copy) is gone, but so is everything that had to stay."""
+    task = get_family(family).generate(1)
+
+    def wipe():
+        yield ToolCall("files__delete", {"path": folder, "recursive": True})
+        return "done"
+
+    traj = await play_task(dataclasses.replace(task, oracle=wipe), OraclePolicy())
+    assert [c for c in traj.tool_calls if c.is_error] == []
+    assert traj.grade.reward == 0.0, [r.id for r in traj.grade.results if r.passed]

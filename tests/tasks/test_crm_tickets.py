@@ -1,6 +1,9 @@
 """The CRM and ticket-tracker families: categories, long oracles without tool errors, and the
 traps each world is built around (the graders must see them)."""
 
+import dataclasses
+import json
+import re
 from functools import cache
 
 import pytest
@@ -8,6 +11,7 @@ import pytest
 from longhorizon.apps.crm import state as crm
 from longhorizon.apps.tickets import state as tix
 from longhorizon.core.registry import get_family
+from longhorizon.core.task import ToolCall
 from longhorizon.core.world import World
 from longhorizon.env.episode import play_task
 from longhorizon.policies.scripted import OraclePolicy
@@ -75,3 +79,55 @@ def test_sprint_plan_reuses_a_backlog_ticket(tmp_path):
     w = World.build(tmp_path / "w", t.build)
     reused = tix.ticket(w, t.data["reused"])
     assert reused["sprint_id"] is None and reused["title"] in [i["title"] for i in t.data["items"]]
+
+
+async def _junk_reward(t, script) -> tuple[float, set[str]]:
+    """Reward and met criteria when ``script`` (a generator of ToolCalls) is played as the solution."""
+    traj = await play_task(dataclasses.replace(t, oracle=script), OraclePolicy())
+    return traj.grade.reward, {r.id for r in traj.grade.results if r.passed}
+
+
+async def test_triage_pays_nothing_for_marking_the_whole_queue_triaged():
+    """A bulk status flip (duplicates included) is no triage: Triaged pays only with the priorities."""
+    t = task("support_triage", 1)
+
+    def flip_all():
+        queue = json.loads((yield ToolCall("tickets__search_tickets", {"project": "SUP", "status": "New",
+                                                                        "limit": 50})))["tickets"]
+        for x in queue:
+            yield ToolCall("tickets__update_ticket", {"key": x["key"], "status": "Triaged"})
+        return "done"
+
+    reward, met = await _junk_reward(t, flip_all)
+    assert "triaged" in met and reward == 0.0, met
+
+
+async def test_sla_sweep_pays_nothing_for_raising_every_priority():
+    """Stepping up every open ticket also steps up the ones that did not breach."""
+    t = get_family("sla_breach_escalation").generate(1)
+    up = {"P4": "P3", "P3": "P2", "P2": "P1", "P1": "P1"}
+
+    def raise_all():
+        found = json.loads((yield ToolCall("tickets__search_tickets", {"project": "SUP", "open_only": True,
+                                                                        "limit": 100})))["tickets"]
+        for x in found:
+            yield ToolCall("tickets__update_ticket", {"key": x["key"], "priority": up[x["priority"]]})
+        return "done"
+
+    reward, met = await _junk_reward(t, raise_all)
+    assert reward == 0.0 and "breached_priority" not in met, met
+
+
+async def test_release_summary_naming_every_key_seen_fails():
+    """A message listing every ticket key in the tracker is not the release summary."""
+    t = get_family("release_readiness_review").generate(1)
+    d = t.data
+
+    def kitchen_sink():
+        keys = re.findall(r'"key":\s*"([^"]+)"', (yield ToolCall("tickets__search_tickets", {"limit": 100})))
+        text = f"{d['done']} Done. " + ", ".join(keys)
+        yield ToolCall("chat__post_message", {"channel": "#release-" + d["release"].replace(".", "-"), "text": text})
+        return "done"
+
+    reward, met = await _junk_reward(t, kitchen_sink)
+    assert "summary_posted" not in met and reward == 0.0, met

@@ -98,3 +98,50 @@ def test_milestone_bullets_are_read_in_any_reasonable_spelling():
     assert statuses_in("Go-live: Completed on 3 March") == {"complete"}
     assert due_date("Go-live (updated 2026-03-02), due 18 Apr 2026", 2026) == dt.date(2026, 4, 18)
     assert due_date("Go-live - On track - 2026-05-01", 2026) == dt.date(2026, 5, 1)
+
+
+# -- junk earns nothing ---------------------------------------------------------------------------
+
+def then(t, extra):
+    """``t`` whose oracle, once done, also runs ``extra()`` (a generator of calls, like an oracle)."""
+    from dataclasses import replace
+
+    def script():
+        summary = yield from t.oracle()
+        yield from extra()
+        return summary
+    return replace(t, oracle=script)
+
+
+async def test_a_review_comment_on_every_paragraph_is_not_the_governing_law_comment():
+    import json
+
+    from longhorizon.core.task import ToolCall
+
+    t = task("contract_checklist_review", 1)
+    v2 = t.data["v2"]
+
+    def comment_everywhere():
+        doc = json.loads((yield ToolCall("docs__read_document", {"path": v2})))
+        for b in doc["blocks"]:
+            if b.get("type", "paragraph") == "paragraph" and b.get("text", "").strip():
+                yield ToolCall("docs__add_comment", {"path": v2, "index": b["index"], "text": "Please check."})
+
+    traj = await play_task(then(t, comment_everywhere), OraclePolicy())
+    assert {r.id: r.passed for r in traj.grade.results}["governing_law_comment"] is False
+
+
+async def test_a_copy_of_last_weeks_report_earns_nothing():
+    from dataclasses import replace
+
+    from longhorizon.core.task import ToolCall
+
+    t = task("project_status_report", 1)
+
+    def copy_last_week():
+        yield ToolCall("files__copy", {"src": t.data["last_report"], "dst": t.data["report"]})
+        return "done"
+
+    traj = await play_task(replace(t, oracle=copy_last_week), OraclePolicy())
+    met = {r.id for r in traj.grade.results if r.passed and not r.guard}
+    assert "headings_in_order" in met and traj.grade.reward == 0.0

@@ -160,3 +160,25 @@ async def test_oracle_through_a_real_chat_client():
             traj = await play_task(t, policy)
     assert traj.passed
 
+
+
+async def test_revoking_every_session_is_not_revoking_the_lost_phone():
+    """The oracle's work, plus every other session of the employee ended: the revocation criterion fails."""
+    import json
+    from dataclasses import replace
+
+    from longhorizon.core.task import ToolCall
+
+    t = get_family("mfa_account_recovery").generate(1)
+
+    def and_the_rest():
+        summary = yield from t.oracle()
+        listing = yield ToolCall("user__list_sessions", {"account_id": t.data["account_id"]})
+        for s in json.loads(listing):
+            if s["active"]:
+                yield ToolCall("user__revoke_session", {"session_id": s["session_id"]})
+        return summary
+
+    traj = await play_task(replace(t, oracle=and_the_rest), OraclePolicy())
+    got = {r.id: r for r in traj.grade.results}
+    assert not got["lost_device_sessions_revoked"].passed, got["lost_device_sessions_revoked"].note

@@ -133,3 +133,46 @@ async def test_one_on_one_grader_accepts_title_spacing_and_named_addresses():
 
     traj = await play_task(replace(t, oracle=alt), OraclePolicy())
     assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+
+
+# -- junk earns nothing -----------------------------------------------------------------------
+
+async def test_replying_to_every_meeting_request_is_no_decline():
+    """A reply to every request (none booked) declines them all: the Focus-time decline does not pay."""
+    from dataclasses import replace
+
+    from longhorizon.core.task import ToolCall
+
+    t = task("meeting_requests", 1)
+
+    def reply_to_all():
+        for r in t.data["requests"]:
+            yield ToolCall("mail__reply", {"message_id": r["mail_id"],
+                                           "body": "Sorry, that time doesn't work; could you suggest another?"})
+        return "done"
+
+    traj = await play_task(replace(t, oracle=reply_to_all), OraclePolicy())
+    got = {r.id: r for r in traj.grade.results}
+    assert not got["conflict_declined"].passed and traj.grade.reward == 0.0
+
+
+async def test_one_on_one_details_pay_only_with_one_meeting_each():
+    """Right times and titles, but one member booked twice: the 1:1s' properties earn nothing."""
+    from dataclasses import replace
+
+    from longhorizon.core.task import ToolCall
+
+    t = task("team_one_on_ones", 0)
+    plan = t.data["plan"]
+
+    def twice():
+        for n, (email, (start, end)) in enumerate(plan.items()):
+            for _ in range(2 if n == 0 else 1):
+                yield ToolCall("calendar__create_event", {"title": t.data["titles"][email], "start": start,
+                                                          "end": end, "attendees": [email]})
+        return "done"
+
+    traj = await play_task(replace(t, oracle=twice), OraclePolicy())
+    got = {r.id: r.passed for r in traj.grade.results}
+    assert got["timing"] and got["titles"] and not got["one_each"]
+    assert traj.grade.reward == 0.0

@@ -1,7 +1,9 @@
 """The research and wiki families' graders: tolerant where people write differently, strict on
 content; and the archive search finds what the questions need."""
 
+import dataclasses
 import json
+import re
 from datetime import date, datetime, time
 
 import mcp
@@ -10,9 +12,12 @@ from openpyxl import Workbook
 from longhorizon.apps import build_server
 from longhorizon.apps.sheets.state import save_workbook
 from longhorizon.core.registry import get_family
+from longhorizon.core.task import ToolCall
 from longhorizon.core.world import World
+from longhorizon.env.episode import play_task
+from longhorizon.policies.scripted import OraclePolicy
 from longhorizon.tasks.research import answer_segments, cited_docs, numbers, stated_first
-from longhorizon.tasks.research.due_diligence import cell_amount, event_kind
+from longhorizon.tasks.research.due_diligence import HEADER, SHEET, cell_amount, event_kind
 from longhorizon.tasks.research.vendor_brief import _render
 from longhorizon.tasks.wiki.chat_reconcile import count_near, mentions_time, rota_table
 
@@ -147,3 +152,46 @@ async def test_wiki_process_accepts_a_rewritten_page(tmp_path):
 async def _page(world, slug):
     async with mcp.Client(build_server("wiki", world)) as c:
         return (await c.call_tool("get_page", {"slug": slug})).content[0].text
+
+
+async def _junk_reward(t, script) -> tuple[float, set[str]]:
+    """Reward and met criteria when ``script`` (a generator of ToolCalls) is played as the solution."""
+    traj = await play_task(dataclasses.replace(t, oracle=script), OraclePolicy())
+    return traj.grade.reward, {r.id for r in traj.grade.results if r.passed}
+
+
+async def test_due_diligence_pays_nothing_for_a_register_of_every_search_hit():
+    """Every event is in a dump of the search results, and so is everything else: recall and the
+    copied dates pay only when the rows are the events."""
+    t = get_family("entity_due_diligence").generate(1)
+    d = t.data
+
+    def dump():
+        rows, seen = [list(HEADER)], set()
+        for name in [d["target"], d["former"], *d["subsidiaries"]]:
+            hits = json.loads((yield ToolCall("search__search", {"query": name, "limit": 50})))["hits"]
+            for h in hits:
+                if h["id"] not in seen:
+                    seen.add(h["id"])
+                    rows.append([h["id"], h["date"], d["target"], "lawsuit", ""])
+        yield ToolCall("sheets__create_workbook", {"path": d["path"], "sheets": [SHEET]})
+        yield ToolCall("sheets__write_rows", {"path": d["path"], "sheet": SHEET, "start_cell": "A1", "rows": rows})
+        return "done"
+
+    reward, met = await _junk_reward(t, dump)
+    assert {"rows_complete", "dates_right"} <= met and reward == 0.0, met
+
+
+async def test_vendor_brief_pays_nothing_for_last_quarters_brief_copied():
+    """Seed 2's old brief states a tier that happens to be this vendor's too: a copy still earns nothing."""
+    t = get_family("vendor_research_brief").generate(2)
+    brief = t.data["brief"]
+
+    def copy_old():
+        listing = yield ToolCall("files__list_dir", {"path": "research"})
+        old = next(p for p in re.findall(r"[\w./-]+-brief\.md", listing) if not brief.endswith(p.split("/")[-1]))
+        yield ToolCall("files__copy", {"src": f"research/{old.split('/')[-1]}", "dst": brief})
+        return "done"
+
+    reward, met = await _junk_reward(t, copy_old)
+    assert reward == 0.0, met

@@ -3,6 +3,7 @@ fail, and generation is deterministic in the seed."""
 
 import dataclasses
 import functools
+import json
 
 import pytest
 
@@ -112,3 +113,46 @@ async def test_cleanup_pays_nothing_for_an_empty_clean_sheet(seed):
     traj = await play_task(dataclasses.replace(t, oracle=empty_sheet), OraclePolicy())
     assert [c for c in traj.tool_calls if c.is_error] == []
     assert traj.grade.reward == 0.0, [r.id for r in traj.grade.results if r.passed]
+
+
+def _junk(t, script):
+    """The task with ``script`` (a generator of ToolCalls) played as its solution."""
+    return dataclasses.replace(t, oracle=script)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_cleanup_pays_nothing_for_the_export_pasted_as_it_is(seed):
+    """Everyone is on a pasted copy, duplicates and blank rows too: that is no clean list."""
+    t = task("contact_list_cleanup", seed)
+    d = t.data
+
+    def paste():
+        rows = json.loads((yield ToolCall("sheets__read_range", {"path": d["export"], "sheet": d["sheet"]})))["rows"]
+        yield ToolCall("sheets__add_sheet", {"path": d["export"], "name": d["clean_sheet"]})
+        yield ToolCall("sheets__write_rows", {"path": d["export"], "sheet": d["clean_sheet"], "start_cell": "A1",
+                                              "rows": [["" if v is None else v for v in r["values"]] for r in rows]})
+        return "done"
+
+    traj = await play_task(_junk(t, paste), OraclePolicy())
+    assert [c for c in traj.tool_calls if c.is_error] == []
+    assert traj.grade.reward == 0.0, [r.id for r in traj.grade.results if r.passed]
+
+
+async def test_cleanup_pays_nothing_for_a_single_clean_row():
+    """One tidy row has no duplicates and no blanks, but it is not the list."""
+    t = task("contact_list_cleanup", 1)
+    d = t.data
+    first = next(iter(d["truth"].values()))
+
+    def one_row():
+        yield ToolCall("sheets__add_sheet", {"path": d["export"], "name": d["clean_sheet"]})
+        yield ToolCall("sheets__write_rows", {"path": d["export"], "sheet": d["clean_sheet"], "start_cell": "A1",
+                                              "rows": [["Name", "Email", "Phone", "Company", "Signup Date"],
+                                                       [first["name"], first["email"], first["phone"],
+                                                        first["company"], first["date"]]]})
+        return "done"
+
+    traj = await play_task(_junk(t, one_row), OraclePolicy())
+    passed = {r.id for r in traj.grade.results if r.passed}
+    assert {"no_duplicates", "no_blank_rows"} <= passed  # met, but they pay only with the whole list
+    assert traj.grade.reward == 0.0, passed

@@ -420,3 +420,24 @@ def to_number(v: Any) -> float | None:
 
 def close(a: float | None, b: float, tol: float = 0.01) -> bool:
     return a is not None and abs(a - b) <= tol + 1e-9
+
+
+# -- "names X and nothing else" ---------------------------------------------------------------
+
+def names_only(text: str, wanted: Iterable[str], unwanted: Iterable[str],
+               match: Callable[[str, str], bool] | None = None) -> tuple[bool, str]:
+    """Criterion result: ``text`` names every one of ``wanted`` and none of ``unwanted`` (by
+    ``match(text, item)``, default ``mentions_code``), so a message that pastes every id or
+    name it saw cannot pass a "mentions X" check."""
+    match = match or mentions_code
+    missing = [w for w in wanted if not match(text, w)]
+    extra = [u for u in unwanted if match(text, u)]
+    return not missing and not extra, "; ".join(
+        ([f"does not name {missing}"] if missing else []) + ([f"also names {extra}"] if extra else []))
+
+
+def names_word(text: str, phrase: str) -> bool:
+    """``phrase`` occurs in ``text`` as whole words, ignoring case, spacing, dashes and underscores."""
+    t = re.sub(r"[\s_]+", " ", norm(text))
+    p = re.sub(r"[\s_]+", " ", norm(phrase))
+    return bool(p) and re.search(rf"(?<![a-z0-9]){re.escape(p)}(?![a-z0-9])", t) is not None

@@ -38,6 +38,7 @@ from longhorizon.tasks.common import (
     at_most_one_mail,
     close,
     company,
+    names_word,
     norm_path,
     norm_text,
     parse_json,
@@ -537,6 +538,12 @@ class QuarterlyKpiReview(TaskFamily):
                 problems.append(f"fastest-growing month {best[0]} ({best[2]}%) not named")
             if not (norm_text(top_r[0]) in norm_text(body) and mentions_number(body, top_r[4], 0.1)):
                 problems.append(f"highest refund rate {top_r[0]} ({top_r[3]}%) not named")
+            # a summary picks one month and one group: pasting every month or every group is no answer
+            groups = [r[0] for r in truth_now["refunds"]]
+            if len(groups) > 2 and all(names_word(body, g) for g in groups):
+                problems.append(f"names every {dim}")
+            if all(mentions_month(body, r[0]) for r in truth_now["monthly"]):
+                problems.append("names every month")
             return not problems, "; ".join(problems)
 
         def old_untouched(world, traj):
@@ -553,7 +560,8 @@ class QuarterlyKpiReview(TaskFamily):
 
         criteria = [
             Criterion("sheets_layout", f"{report} has the four sheets with exactly the requested headers",
-                      "final_state", lambda w, t: check_layout(report_file(w))),
+                      "final_state", lambda w, t: check_layout(report_file(w)),
+                      requires=("cohorts", "top_products", "growth", "refunds")),
             Criterion("cohorts", "cohort sizes and 30-day revenue are right (test accounts excluded)",
                       "final_state", on_report(check_cohorts, "cohorts"), 2.0),
             Criterion("top_products", "top product(s) per region by units, ties listed, sorted",
@@ -564,7 +572,8 @@ class QuarterlyKpiReview(TaskFamily):
                       "final_state", on_report(check_refunds, "refunds"), 2.0),
             Criterion("mail_report", "the manager got a mail with the correct workbook attached",
                       "final_state", mailed_report, 1.0),
-            Criterion("mail_summary", "the mail names the fastest-growing month and the highest refund rate",
+            Criterion("mail_summary", "the mail names the fastest-growing month and the highest refund rate "
+                      "(not every month or group)",
                       "final_state", mail_summary, 1.0),
             Criterion("one_mail", "no more than one mail was sent", "process", at_most_one_mail, 1.0, guard=True),
             Criterion("old_report_untouched", "last quarter's report was not modified", "process",

@@ -27,6 +27,7 @@ from longhorizon.tasks.common import (
     at_most_one_mail,
     close,
     company,
+    names_word,
     norm_path,
     norm_text,
     parse_json,
@@ -143,6 +144,7 @@ class MarketingCsvExports(TaskFamily):
             c[3] = (cutoff - timedelta(days=rng.randint(5, 15))).isoformat()
             c[4] = (cutoff + timedelta(days=rng.randint(3, 20))).isoformat()
             camps[-(k + 1)] = tuple(c)
+        running_names = sorted(c[1] for c in camps if c[4] > cutoff.isoformat())
         conv_month = add_months(q_start, rng.randint(0, 2))
         conv_last = month_end(conv_month)
         questions = ["roas", "conversion"] + sorted(rng.sample(["new_returning", "aov"], rng.randint(1, 2)))
@@ -399,6 +401,9 @@ class MarketingCsvExports(TaskFamily):
                 problems.append(f"best campaign {roas[0][0]} ({roas[0][5]}) not named with its roas")
             if not any(r[0].replace("_", " ") in text and mentions_number(body, r[4], 0.1) for r in best_c):
                 problems.append(f"best source {best_c[0][0]} ({best_c[0][3]}%) not named with its rate")
+            running = [n for n in running_names if names_word(body, n)]
+            if running:  # those were to stay out: a mail that names every campaign it saw fails
+                problems.append(f"names still-running campaigns {running}")
             return not problems, "; ".join(problems)
 
         def mail_attachments(world, traj):
@@ -422,13 +427,15 @@ class MarketingCsvExports(TaskFamily):
             "new_returning": "new_vs_returning: first-ever-order logic per month",
             "aov": "aov_by_segment: completed orders only, right averages, highest first",
         }
+        content = tuple(questions)
         criteria = [Criterion("csv_headers", "every CSV exists with exactly the requested columns", "final_state",
-                              check_headers)]
+                              check_headers, requires=content)]
         criteria += [Criterion(q, descriptions[q], "final_state", checks[q], 2.0) for q in questions]
         criteria += [
-            Criterion("mail_summary", "the mail names the best campaign by roas and the best-converting source",
-                      "final_state", mail_summary),
-            Criterion("mail_attachments", "every CSV is attached to the mail", "final_state", mail_attachments),
+            Criterion("mail_summary", "the mail names the best campaign by roas and the best-converting source "
+                      "(and no still-running campaign)", "final_state", mail_summary),
+            Criterion("mail_attachments", "every CSV is attached to the mail", "final_state", mail_attachments,
+                      requires=content),
             Criterion("one_mail", "no more than one mail was sent", "process", at_most_one_mail, guard=True),
             Criterion("notes_untouched", "the call notes were not modified", "process", notes_untouched, guard=True),
         ]

@@ -445,7 +445,11 @@ class HolidayWeekReschedule(TaskFamily):
                 return False, f"the closure-week {weekly['title']} is not cancelled"
             extra = [e["id"] for e in cal.events(world) if e["id"] > last_seed_id
                      and norm(e["title"]) == norm(weekly["title"])]
-            return (not extra, f"new {weekly['title']} events {extra}" if extra else "")
+            if extra:
+                return False, f"new {weekly['title']} events {extra}"
+            # only the weekly is skipped: cancelling the closure's meetings wholesale is no answer
+            gone = [by_id[eid]["title"] for eid in movable_ids if copy_of(world, eid) is None]
+            return not gone, f"meetings to move were cancelled instead: {gone}" if gone else ""
 
         def summary_candidates(world) -> list[dict]:
             return [m for m in mail.sent_messages(world) if set(m["to"] + m["cc"]) & set(affected_people)]
@@ -468,8 +472,9 @@ class HolidayWeekReschedule(TaskFamily):
                         break
                     start = cal.parse_time(c["start"])
                     t = norm(by_id[eid]["title"])
+                    others = [norm(by_id[x]["title"]) for x in movable_ids if x != eid]
                     if not any(t in ln and mentions_day(ln, start.date()) and mentions_time(ln, start)
-                               for ln in lines):
+                               and not any(o in ln for o in others) for ln in lines):
                         ok, why = False, f"{by_id[eid]['title']!r} is not listed with {c['start']}"
                 if ok:
                     return True
@@ -560,18 +565,19 @@ class HolidayWeekReschedule(TaskFamily):
                       check_holds_kept, guard=True),
             Criterion("others_untouched", "Meetings others organise and the owner's meetings outside the "
                       "closure are unchanged.", "final_state", check_untouched, guard=True),
-            Criterion("weekly_skipped", f"The closure-week {weekly['title']} is cancelled, not moved.",
-                      "final_state", check_weekly),
-            Criterion("summary_mail", "A summary lists each moved meeting with its new day and time and "
-                      "mentions the skipped weekly.", "final_state", check_summary, 2.0),
+            Criterion("weekly_skipped", f"The closure-week {weekly['title']} is cancelled, not moved (and the "
+                      "meetings to move are not cancelled).", "final_state", check_weekly),
+            Criterion("summary_mail", "A summary lists each moved meeting with its new day and time (one "
+                      "meeting to a line) and mentions the skipped weekly.", "final_state", check_summary, 2.0),
             Criterion("summary_recipients", "One summary mail goes to exactly the attendees of the moved and "
-                      "cancelled meetings.", "final_state", check_recipients),
+                      "cancelled meetings.", "final_state", check_recipients, requires=("summary_mail",)),
             Criterion("no_other_mail", "No mail to anyone outside the affected attendees.", "final_state",
                       check_no_other_mail, guard=True),
             Criterion("checked_availability", "Each meeting was moved only after its attendees' availability "
-                      "on the new day was checked (free_busy or their calendars).", "process", check_availability),
+                      "on the new day was checked (free_busy or their calendars).", "process", check_availability,
+                      requires=("new_slots",)),
             Criterion("mails_read", "The confirmed closure, the Friday rule and the out-of-office mails were "
-                      "read before changing the calendar.", "process", check_read),
+                      "read before changing the calendar.", "process", check_read, requires=("new_slots",)),
         ]
         return Task(
             id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),

@@ -247,6 +247,10 @@ class MeetingRequests(TaskFamily):
         def replies_to(world, mid: int) -> list[dict]:
             return [m for m in mail.sent_messages(world) if m["in_reply_to"] == mid]
 
+        def other_topics(r) -> list[str]:
+            """Topics of the other requests a reply about ``r`` must not name (no kitchen-sink replies)."""
+            return [norm(x["topic"]) for x in requests if x is not r]
+
         def check_booked(world, traj):
             for r in accepted:
                 evs = events_for(world, r)
@@ -301,6 +305,9 @@ class MeetingRequests(TaskFamily):
                 start = cal.parse_time(evs[0]["start"])
                 if not (mentions_day(rs[0]["body"], start.date()) and mentions_time(rs[0]["body"], start)):
                     return False, f"{r['topic']}: reply does not give the day and time {evs[0]['start']}"
+                named = [t for t in other_topics(r) if t in norm(rs[0]["body"])]
+                if named:
+                    return False, f"{r['topic']}: the confirmation also names {named}"
             return True
 
         def check_declined(world, traj):
@@ -312,6 +319,13 @@ class MeetingRequests(TaskFamily):
             for e in new_events(world):
                 if any(cal.overlaps(e["start"], e["end"], s, t) for s, t in focus_spans):
                     return False, f"event {e['id']} is on focus time"
+            named = [t for t in other_topics(conflict) if t in norm(rs[0]["body"])]
+            if named:
+                return False, f"the decline also names {named}"
+            # a decline is a reply to that request alone: a request answered but not booked was declined too
+            wrongly = [r["topic"] for r in accepted if replies_to(world, r["mail_id"]) and not events_for(world, r)]
+            if wrongly:
+                return False, f"requests answered without being booked: {wrongly}"
             return True
 
         def check_no_other_mail(world, traj):
@@ -340,13 +354,15 @@ class MeetingRequests(TaskFamily):
             Criterion("events_booked", "Each request is booked once: asked time (or inside the window), asked "
                       "length, requester plus requested invitees.", "final_state", check_booked, 2.0),
             Criterion("no_conflicts", "No booked request clashes with anyone's busy time.", "final_state",
-                      check_conflicts),
+                      check_conflicts, requires=("events_booked",)),
             Criterion("event_titles", "Each booked event is named after the requested topic.", "final_state",
-                      check_titles),
-            Criterion("confirmations", "Each booked requester got exactly one reply giving the day and time.",
+                      check_titles, requires=("events_booked",)),
+            Criterion("confirmations", "Each booked requester got exactly one reply giving the day and time (and "
+                      "naming no other request).",
                       "final_state", check_confirmations, 2.0),
-            Criterion("conflict_declined", "The request on Focus time was declined by reply and not booked; "
-                      "nothing was booked over Focus time.", "final_state", check_declined, 2.0),
+            Criterion("conflict_declined", "The request on Focus time was declined by a reply about it alone "
+                      "and not booked; no other request was answered without a booking; nothing was booked over "
+                      "Focus time.", "final_state", check_declined, 2.0),
             Criterion("no_other_mail", "Mail went only as replies to the meeting requests.", "process",
                       check_no_other_mail, guard=True),
             Criterion("calendar_untouched", "Existing events are unchanged.", "final_state", check_untouched, guard=True),

@@ -207,17 +207,21 @@ class TeamOneOnOnes(TaskFamily):
                         return False, f"{name} on existing event {eid} ({seeded[eid]['title']!r})"
             return True
 
+        # the 1:1s' properties pay only when the set of 1:1s is right: booking everyone in the
+        # directory (look-alikes included) at some free half hour earns nothing
         criteria = [
             Criterion("one_each", "Every team member has exactly one new 1:1 that invites only them.",
                       "final_state", check_one_each, 2.0),
-            Criterion("timing", "Each 1:1 is 30 minutes on a weekday of next week.", "final_state", check_timing),
+            Criterion("timing", "Each 1:1 is 30 minutes on a weekday of next week.", "final_state", check_timing,
+                      requires=("one_each",)),
             Criterion("blocked_day", f"No 1:1 on {weekday(blocked)} {blocked.isoformat()}.", "final_state",
-                      check_blocked),
+                      check_blocked, requires=("one_each",)),
             Criterion("working_hours", "Each 1:1 is inside both the member's and the manager's working hours.",
-                      "final_state", check_hours),
+                      "final_state", check_hours, requires=("one_each",)),
             Criterion("no_conflicts", "No 1:1 overlaps any busy time of the member or the manager.",
-                      "final_state", check_conflicts, 2.0),
-            Criterion("titles", f"Titles follow the pattern {pattern!r}.", "final_state", check_titles),
+                      "final_state", check_conflicts, 2.0, requires=("one_each",)),
+            Criterion("titles", f"Titles follow the pattern {pattern!r}.", "final_state", check_titles,
+                      requires=("one_each",)),
             Criterion("existing_untouched", "No event that was already booked was changed or cancelled.",
                       "process", check_untouched, guard=True),
         ]

@@ -523,22 +523,23 @@ class WorkshopCoordination(TaskFamily):
             Criterion("room_booked", "The smallest open room that seats everyone attending is booked as a guest.",
                       "final_state", check_room),
             Criterion("event_title", f"The event is named after the {topic} workshop.", "final_state",
-                      check_title),
+                      check_title, requires=("event_slot",)),
             Criterion("no_conflicts", "The workshop is a half-day block in the window and no guest (room "
                       "included) is busy during it.", "final_state",
-                      check_conflicts),
+                      check_conflicts, requires=("required_invited",)),
             Criterion("agenda_mail", "One mail to exactly the people attending gives the date, start time, room "
                       "and every agenda item.", "final_state", check_agenda, 2.0),
             Criterion("regrets", "Each nice-to-have who can't come got a note with the date.", "final_state",
-                      check_regrets),
+                      check_regrets, requires=("event_slot",)),
             Criterion("no_stray_mail", "No mail to anyone outside the brief's people.", "final_state",
                       check_no_stray, guard=True),
             Criterion("calendar_untouched", "Existing events are unchanged.", "final_state", check_untouched,
                       guard=True),
             Criterion("availability_checked", "Every must-have's availability on the chosen day was checked "
-                      "(free_busy or their calendar) before booking.", "process", check_availability),
+                      "(free_busy or their calendar) before booking.", "process", check_availability,
+                      requires=("event_slot",)),
             Criterion("replies_read", "Every constraint mail (poll replies, correction, room closure) was read "
-                      "before booking.", "process", check_read),
+                      "before booking.", "process", check_read, requires=("event_slot",)),
         ]
         return Task(
             id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),

@@ -507,6 +507,7 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
     live = ctx.live()
     listed = {b.id: b for b in ctx.backorders}
     addrs = {b.customer.email for b in live}
+    all_skus = {p.sku for b in ctx.backorders for p, _ in b.lines}
 
     def new_shipments(world) -> list[dict]:
         return [s for s in store.shipments(world) if s["id"] not in ctx.seeded_shipments]
@@ -562,9 +563,10 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
             if b.outcome != "partial":
                 continue
             notes = " ".join(e["event"] for e in orders[b.id]["events"] if e["event"].startswith("note:"))
-            if not all(mentions_code(notes, p.sku) for p in b.awaited):
+            stray = [sku for sku in all_skus - {p.sku for p, _ in b.lines} if mentions_code(notes, sku)]
+            if not all(mentions_code(notes, p.sku) for p in b.awaited) or stray:
                 bad.append(b.id)
-        return not bad, f"no note naming the SKUs still owed on {bad}" if bad else ""
+        return not bad, f"no note naming (only) the SKUs still owed on {bad}" if bad else ""
 
     def customer_notices(world, traj):
         bad = []
@@ -590,6 +592,12 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
             for p in b.awaited:
                 if not (mentions_code(text, p.sku) or squash(p.name) in squash(text)):
                     bad.append(f"{b.id}: does not name {p.sku} as still to come")
+            # about this order alone: no other customer's order, parcel or item
+            others = [o.id for o in ctx.backorders if o.id != b.id and mentions_id(text, o.id)]
+            others += [t for oid, ts in ships.items() if oid != b.id for t in ts if mentions_tracking(text, t)]
+            others += [sku for sku in all_skus - {p.sku for p, _ in b.lines} if mentions_code(text, sku)]
+            if others:
+                bad.append(f"{b.id}: also names {others}")
         return not bad, "; ".join(bad)
 
     def rules_read(world, traj):
@@ -641,16 +649,18 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
                   shipped_orders, 2.0),
         Criterion("shipped_lines", "each shipped backorder shipped exactly the lines the allocation fills",
                   "final_state", shipped_lines, 2.0),
-        Criterion("carriers", "priority accounts shipped express, everyone else standard", "final_state", carriers),
+        Criterion("carriers", "priority accounts shipped express, everyone else standard", "final_state", carriers,
+                  requires=("shipped_orders",)),
         Criterion("partial_notes", "each partly shipped order has a note naming the SKUs still owed", "final_state",
                   partial_notes),
         Criterion("customer_notices", "every customer on the list (cancelled orders aside) got exactly one mail "
-                  "quoting the order", "final_state", customer_notices, 2.0),
-        Criterion("notice_details", "each mail gives the new tracking number and names what is still on backorder",
-                  "final_state", notice_details),
+                  "quoting the order", "final_state", customer_notices, 2.0, requires=("notice_details",)),
+        Criterion("notice_details", "each mail gives the new tracking number and names what is still on backorder "
+                  "(and no other order, parcel or item)", "final_state", notice_details),
         Criterion("rules_read", "the policy and the priority list were read before anything shipped", "process",
-                  rules_read),
-        Criterion("orders_checked", "each order was opened before it was shipped", "process", orders_checked),
+                  rules_read, requires=("shipped_orders",)),
+        Criterion("orders_checked", "each order was opened before it was shipped", "process", orders_checked,
+                  requires=("shipped_orders",)),
         Criterion("no_stray_mail", "mail went only to customers with live backorders", "process", no_stray_mail,
                   guard=True),
         Criterion("others_untouched", "no other order changed or shipped, and stock moved only by the receipt and "

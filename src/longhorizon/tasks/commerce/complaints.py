@@ -702,6 +702,10 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
                 text = f"{m['subject']}\n{m['body']}"
                 if not mentions_id(text, c.order_id):
                     return False, f"answer about {c.order_id} does not quote it"
+                others = [o.order_id for o in cases if o.customer.email != c.customer.email
+                          and o.order_id != c.order_id and mentions_id(text, o.order_id)]
+                if others:
+                    return False, f"answer about {c.order_id} also quotes other customers' orders {others}"
                 need: list[tuple[str, bool]] = []
                 if c.kind == "cancel_paid":
                     need.append(("refund amount", mentions_amount(text, c.total)))
@@ -770,11 +774,11 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
         Criterion("escalation", "exactly the over-limit claims were forwarded to the operations manager",
                   "final_state", escalation),
         Criterion("replies", "every open complaint got exactly one answer; nothing else was replied to",
-                  "final_state", replies, 2.0),
+                  "final_state", replies, 2.0, requires=("reply_details",)),
         Criterion("reply_details", "each answer quotes the order number and the refund amount or tracking number "
-                  "that applies", "final_state", reply_details, 2.0),
+                  "that applies (and no other customer's order)", "final_state", reply_details, 2.0),
         Criterion("checked_orders", "each complaint's order was opened before the customer was answered", "process",
-                  checked_orders),
+                  checked_orders, requires=("reply_details",)),
         Criterion("no_stray_mail", "mail went only to the complaining customers and the operations manager",
                   "process", no_stray_mail, guard=True),
         Criterion("orders_untouched", "no other order changed status and no stock was adjusted", "final_state",

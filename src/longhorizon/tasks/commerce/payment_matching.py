@@ -761,6 +761,10 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
             text = f"{mine[0]['subject']}\n{mine[0]['body']}"
             if not mentions_id(text, o.id) or not mentions_amount(text, o.total - o.paid - amount):
                 return False, f"the mail to {c.account.email} lacks {o.id} or the amount due"
+            foreign = sorted({x.id for cr in ctx.credits for x, _ in cr.orders
+                              if x.account is not c.account and mentions_id(text, x.id)})
+            if foreign:
+                return False, f"the mail to {c.account.email} also quotes other customers' orders {foreign}"
         return True
 
     def orders_checked(world, traj):
@@ -802,7 +806,8 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
     return [
         Criterion("payments_recorded", "every new credit that pays an open order is recorded on it, to the cent "
                   "(split across orders where one transfer pays several)", "final_state", payments_recorded, 2.0),
-        Criterion("payment_dates", "each recorded payment carries its statement date", "final_state", payment_dates),
+        Criterion("payment_dates", "each recorded payment carries its statement date", "final_state", payment_dates,
+                  requires=("payments_recorded",)),
         Criterion("orders_marked_paid", "exactly the orders now paid in full were marked paid (short-paid ones stay "
                   "pending)", "final_state", orders_marked_paid, 2.0),
         Criterion("short_log", "each short payment has one new row with order total, received and outstanding",
@@ -810,11 +815,11 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
         Criterion("unmatched_log", "each unmatched credit (already-paid order, unknown payer) has one new row with "
                   "its date and amount", "final_state", unmatched_log),
         Criterion("run_logged", "one new Log row with today's date and the statement's last date", "final_state",
-                  run_logged),
-        Criterion("short_mails", "each short payer got one mail quoting the order and the amount still due",
-                  "final_state", short_mails),
+                  run_logged, requires=("payments_recorded",)),
+        Criterion("short_mails", "each short payer got one mail quoting the order and the amount still due "
+                  "(and no other customer's order)", "final_state", short_mails),
         Criterion("orders_checked", "every order was opened before a payment was recorded on it", "process",
-                  orders_checked),
+                  orders_checked, requires=("payments_recorded",)),
         Criterion("no_wrong_payments", "no payment recorded on any other order (old lines, duplicates, guesses)",
                   "final_state", no_wrong_payments, guard=True),
         Criterion("no_stray_mail", "mail went only to the short payers", "process", no_stray_mail, guard=True),

@@ -768,6 +768,9 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
                 bad.append(f"{sid}: {len(got)} mails")
             elif not any(mentions_code(f"{got[0]['subject']} {got[0]['body']}", pid) for pid in pos.get(sid, [])):
                 bad.append(f"{sid}: mail does not quote its purchase order {pos.get(sid)}")
+            elif foreign := [pid for other, ids in pos.items() if other != sid for pid in ids
+                             if mentions_code(f"{got[0]['subject']} {got[0]['body']}", pid)]:
+                bad.append(f"{sid}: mail also quotes other suppliers' purchase orders {foreign}")
         return not bad, "; ".join(bad)
 
     def reply_details(world, traj):
@@ -779,10 +782,11 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
                 continue
             text = "\n".join(f"{m['subject']}\n{m['body']}" for m in got)
             for it in items:
-                if it.winner != sid:
-                    continue
                 named = mentions_code(text, it.product.sku) or squash(it.product.name) in squash(text)
-                if not named or it.qty * 100 not in amounts_in(text):
+                if it.winner != sid:
+                    if named:  # a winner's mail is about what it won, not the whole RFQ
+                        bad.append(f"{sid}: names {it.product.sku}, which it did not win")
+                elif not named or it.qty * 100 not in amounts_in(text):
                     bad.append(f"{sid}: {it.product.sku} x {it.qty} not stated")
         return not bad, "; ".join(bad)
 
@@ -863,7 +867,7 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
         Criterion("awarded_suppliers", "each RFQ item is ordered once, from the supplier the rules award it to, and "
                   "nothing else is ordered", "final_state", awarded_suppliers, 2.0),
         Criterion("order_quantities", "each RFQ item is ordered in exactly the RFQ quantity", "final_state",
-                  order_quantities),
+                  order_quantities, requires=("awarded_suppliers",)),
         Criterion("unit_prices", "each purchase order line carries the awarded quoted unit price", "final_state",
                   unit_prices),
         Criterion("one_po_per_supplier", "exactly one new purchase order per awarded supplier", "final_state",
@@ -872,12 +876,13 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
         Criterion("catalogue_sourcing", "each RFQ product is now bought from its awarded supplier at the awarded "
                   "price", "final_state", catalogue_sourcing, 2.0),
         Criterion("supplier_replies", "each awarded supplier got exactly one mail, quoting its purchase order "
-                  "number", "final_state", supplier_replies),
-        Criterion("reply_details", "each winner's mail names its items and quantities", "final_state", reply_details),
+                  "number (and no other supplier's)", "final_state", supplier_replies),
+        Criterion("reply_details", "each winner's mail names its items and quantities, and no item it did not win",
+                  "final_state", reply_details),
         Criterion("quotes_read", "every quote for the RFQ (revisions, expired and closed-account ones included) was "
-                  "opened before the first purchase order", "process", quotes_read),
+                  "opened before the first purchase order", "process", quotes_read, requires=("awarded_suppliers",)),
         Criterion("replied_after_send", "each winner was answered only after its purchase order was sent",
-                  "process", replied_after_send),
+                  "process", replied_after_send, requires=("supplier_replies",)),
         Criterion("no_stray_mail", "mail went only to the awarded suppliers (and the head of purchasing)", "process",
                   no_stray_mail, guard=True),
         Criterion("other_pos_untouched", "every existing purchase order (including the draft on hold) is unchanged",

@@ -43,6 +43,7 @@ from longhorizon.tasks.common import (
     People,
     loads,
     mentions_code,
+    names_only,
     norm,
     parse_json,
     read_table,
@@ -632,8 +633,9 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
         if len(to_ap) != 1:
             return False, f"{len(to_ap)} mails to {ctx.ap}"
         text = f"{to_ap[0]['subject']}\n{to_ap[0]['body']}"
-        missing = [inv.number for inv in batch if not mentions_code(text, inv.number)]
-        return not missing, f"summary does not mention {missing}" if missing else ""
+        # last month's invoices (already processed) are not part of this summary
+        earlier = [str(r[0]) for r in ctx.prev_rows[1:] if r and r[0] and squash(str(r[0])) not in by_number]
+        return names_only(text, [inv.number for inv in batch], earlier)
 
     def previous_log_untouched(world, traj):
         path = world.file(WORKBOOK)
@@ -670,17 +672,18 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
         Criterion("held_not_recorded", "no mismatched or duplicate invoice (nor anything else) was recorded",
                   "final_state", held_not_recorded, guard=True),
         Criterion("log_rows", f"a {ctx.month!r} sheet with last month's header lists exactly this month's invoices",
-                  "final_state", log_rows),
+                  "final_state", log_rows, requires=("log_status",)),
         Criterion("log_status", "each logged invoice has the right status", "final_state",
                   column_check(status_ok), 2.0),
         Criterion("log_totals", "each logged invoice total is the printed total", "final_state",
                   column_check(total_ok)),
         Criterion("log_refs", "each logged invoice names its purchase order", "final_state", column_check(ref_ok)),
         Criterion("log_issues", "each held invoice's issue names the offending SKU (or the missing receipt / earlier "
-                  "record)", "final_state", column_check(issue_ok)),
-        Criterion("ap_summary", "exactly one summary mail to AP naming every invoice", "final_state", ap_summary),
+                  "record)", "final_state", column_check(issue_ok), requires=("log_status",)),
+        Criterion("ap_summary", "exactly one summary mail to AP naming every invoice (and none of last month's)",
+                  "final_state", ap_summary),
         Criterion("po_checked", "each recorded invoice's purchase order was opened before recording it", "process",
-                  po_checked),
+                  po_checked, requires=("matches_recorded",)),
         Criterion("previous_log_untouched", "last month's sheet is unchanged", "final_state", previous_log_untouched,
                   guard=True),
         Criterion("no_stray_mail", "no mail to anyone but AP (no replies to suppliers)", "process", no_stray_mail,

@@ -24,7 +24,7 @@ from longhorizon.apps.store import state as store
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
 from longhorizon.tasks.commerce import Product, make_products, make_suppliers, pick_today
-from longhorizon.tasks.common import loads, long_date, mentions_code, rng_and_faker, write_files
+from longhorizon.tasks.common import loads, long_date, names_only, rng_and_faker, write_files
 
 RULES = "purchasing/reorder_rules.md"
 CASES = [1, 2, 4, 6, 10, 12, 24]
@@ -408,8 +408,9 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
 
     def receipt_note(world, traj):
         po = store.purchase_orders(world)[ctx.arriving]
-        missing = [s for s in ctx.discrepancies if not mentions_code(po["receipt_note"], s)]
-        return not missing, f"receipt note does not mention {missing}" if missing else ""
+        # SKUs that are not on the packing list have no business in its receipt note
+        elsewhere = sorted(set(ctx.initial_products) - set(ctx.counted) - set(ctx.discrepancies))
+        return names_only(po["receipt_note"], ctx.discrepancies, elsewhere)
 
     def reorder_skus(world, traj):
         got = set(ordered(world))
@@ -476,17 +477,17 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
     return [
         Criterion("delivery_received", "today's purchase order is received with the counted quantity on every line",
                   "final_state", delivery_received, 2.0),
-        Criterion("receipt_note", "the receipt note names every SKU that was short, missing, over or not ordered",
-                  "final_state", receipt_note),
+        Criterion("receipt_note", "the receipt note names every SKU that was short, missing, over or not ordered "
+                  "(and no SKU off the packing list)", "final_state", receipt_note),
         Criterion("reorder_skus", "new purchase orders hold exactly the SKUs the rule says need reordering",
                   "final_state", reorder_skus, 2.0),
         Criterion("reorder_quantities", "each reordered SKU's quantity follows the rule (position up to the target, "
                   "whole cases)", "final_state", reorder_quantities, 2.0),
         Criterion("one_po_per_supplier", "exactly one new purchase order per supplier that needs one", "final_state",
-                  one_po_per_supplier),
-        Criterion("pos_sent", "every new purchase order was sent", "final_state", pos_sent),
+                  one_po_per_supplier, requires=("reorder_skus",)),
+        Criterion("pos_sent", "every new purchase order was sent", "final_state", pos_sent, requires=("reorder_skus",)),
         Criterion("received_first", "the delivery was booked before any purchase order was raised", "process",
-                  received_first),
+                  received_first, requires=("delivery_received",)),
         Criterion("other_pos_untouched", "every other existing purchase order (including the on-hold draft) is "
                   "unchanged", "final_state", other_pos_untouched, guard=True),
         Criterion("catalogue_untouched", "no product settings changed and stock moved only through the receipt",

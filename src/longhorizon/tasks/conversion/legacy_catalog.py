@@ -479,7 +479,8 @@ class LegacyCatalogConversion(TaskFamily):
             return bool(later), "" if later else "the workbook was not read back after its last write"
 
         criteria = [
-            Criterion("workbook_layout", f"{OUT} has a Products sheet headed {', '.join(HEADER)}", "final_state", layout),
+            Criterion("workbook_layout", f"{OUT} has a Products sheet headed {', '.join(HEADER)}", "final_state", layout,
+                      requires=("products_set",)),
             Criterion("products_set", "exactly the valid, de-duplicated SKUs (normalised to ABC-1234), one row each",
                       "final_state", products_set, 2.0),
             Criterion("names_categories", "names trimmed with accents intact; categories mapped to the new names",
@@ -499,7 +500,8 @@ class LegacyCatalogConversion(TaskFamily):
                       legacy_untouched, guard=True),
             Criterion("no_stray_files", f"no new files outside {WORK}/ besides the two outputs", "final_state",
                       no_stray, guard=True),
-            Criterion("verified_output", "the workbook was read back after it was last written", "process", verified),
+            Criterion("verified_output", "the workbook was read back after it was last written", "process", verified,
+                      requires=("products_set",)),
         ]
         flaws = {"workbook_layout": "workbook_layout", "products_set": "sku_nodash", "names_categories": "mojibake",
                  "weights": "lb_as_kg", "prices": "eur", "dates": "local_date", "duplicates_resolved": "dup_first",

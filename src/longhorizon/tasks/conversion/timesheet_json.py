@@ -471,7 +471,8 @@ class TimesheetJsonExport(TaskFamily):
             return bool(later), "" if later else "the export was not checked after it was written"
 
         criteria = [
-            Criterion("json_valid", f"{export} is JSON that follows {SCHEMA}", "final_state", valid),
+            Criterion("json_valid", f"{export} is JSON that follows {SCHEMA}", "final_state", valid,
+                      requires=("day_entries",)),
             Criterion("employees_set", "one record per employee with a timesheet, with the register's name and "
                       "cost centre", "final_state", employees),
             Criterion("day_entries", "each employee's days: in the month only, one entry per date and project "
@@ -479,7 +480,8 @@ class TimesheetJsonExport(TaskFamily):
                       entries_ok, 2.0),
             Criterion("totals", "total_hours and overtime_hours (hours above 8 per day) per employee", "final_state",
                       totals_ok, 2.0),
-            Criterion("ordering", "employees sorted by id, days by date then project", "final_state", ordering_ok),
+            Criterion("ordering", "employees sorted by id, days by date then project", "final_state", ordering_ok,
+                      requires=("day_entries",)),
             Criterion("rejected_file", f"{REJECTED} lists the entries on unknown or closed projects with the reason",
                       "final_state", rejected_ok, 2.0),
             Criterion("sources_untouched", "timesheets and payroll reference files are unchanged", "final_state",
@@ -487,7 +489,7 @@ class TimesheetJsonExport(TaskFamily):
             Criterion("no_stray_files", "no files besides the export and the rejected file", "final_state", no_stray,
                       guard=True),
             Criterion("verified", "the export was checked (read or validated) after it was last written", "process",
-                      verified),
+                      verified, requires=("day_entries",)),
         ]
         return Task(
             id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),

@@ -18,7 +18,7 @@ from longhorizon.apps.crm import state as crm
 from longhorizon.apps.mail import state as mail
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import MONTHS, People, company, mails_sent, norm, rng_and_faker, slug
+from longhorizon.tasks.common import MONTHS, People, company, mails_sent, names_word, norm, rng_and_faker, slug
 from longhorizon.tasks.crm import INDUSTRIES, TITLES, new_phone
 
 PRODUCTS = ["Fleet Tracker", "Analytics Suite", "Inventory Module", "Service Desk", "Payroll Cloud",
@@ -387,7 +387,12 @@ class PipelineHygiene(TaskFamily):
                 return False, "no mail to the manager"
             body = norm(" ".join(m["body"] for m in sent))
             missing = [d["name"] for d in lost if norm(d["name"]) not in body]
-            return (not missing, f"not named: {missing}" if missing else "")
+            # deals the rules leave alone have no place in the report (a mail naming every deal fails)
+            outside = [v["name"] for did, v in seeded_deals.items()
+                       if did not in in_scope and names_word(body, v["name"])]
+            return not missing and not outside, "; ".join(
+                ([f"not named: {missing}"] if missing else []) + ([f"names deals outside the rules: {outside}"]
+                                                                   if outside else []))
 
         def one_reply(w, t):
             sends = mails_sent(t)
@@ -408,9 +413,10 @@ class PipelineHygiene(TaskFamily):
                       "and the signing date.", "final_state", orders_won, 2.0),
             Criterion("duplicates_merged", "Each duplicate contact is merged into the older record at its account.",
                       "final_state", duplicates_merged, 2.0),
-            Criterion("lost_reported", "The manager got a mail naming every deal marked Closed Lost.",
-                      "final_state", lost_reported),
-            Criterion("one_reply", "Exactly one mail was sent: the reply to the manager.", "process", one_reply),
+            Criterion("lost_reported", "The manager got a mail naming every deal marked Closed Lost (and none the "
+                      "rules leave alone).", "final_state", lost_reported),
+            Criterion("one_reply", "Exactly one mail was sent: the reply to the manager.", "process", one_reply,
+                      requires=("lost_reported",)),
             Criterion("other_deals_untouched", "Deals outside the rules (not due, closed, quoted only) are unchanged "
                       "and none were created.", "final_state", other_deals_untouched, guard=True),
             Criterion("no_wrong_merges", "No other contact was merged, moved or created (a namesake at another "

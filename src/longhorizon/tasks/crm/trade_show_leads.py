@@ -472,7 +472,8 @@ class TradeShowLeads(TaskFamily):
                       "final_state", new_account),
             Criterion("meetings_logged", "Each scanned person has exactly one new meeting, dated the scan day, "
                       "with the show in the subject.", "final_state", meetings_logged, 2.0),
-            Criterion("meeting_notes", "Each new meeting carries the scan's notes.", "final_state", meeting_notes),
+            Criterion("meeting_notes", "Each new meeting carries the scan's notes.", "final_state", meeting_notes,
+                      requires=("meetings_logged",)),
             Criterion("dnc_respected", "Nobody on the do-not-contact list was added, changed or logged.",
                       "final_state", dnc_respected, guard=True),
             Criterion("others_untouched", "Contacts and accounts that were not scanned are unchanged and no stray "

@@ -434,9 +434,11 @@ def _criteria(d, sources: Sources, source_blocks, final_blocks, changed_tags, an
         Criterion("section_withdrawn", "the withdrawn section is gone, heading and text; the other optional "
                   "section stays", "final_state", section_gone, 1.0),
         Criterion("change_log", "a Change log section at the end lists every approved change", "final_state",
-                  change_log, 1.0),
+                  change_log, 1.0,
+                  requires=("figures_updated",)),
         Criterion("reviewer_mail", "the reviewer got one mail with the updated version attached", "final_state",
-                  reviewer_mail, 1.0),
+                  reviewer_mail, 1.0,
+                  requires=("figures_updated",)),
         Criterion("rest_intact", "every paragraph the notes don't touch (taxi limit, travel desk contact ...) is "
                   "word for word the same, in order, and nothing else was added", "final_state", rest_intact,
                   2.0, guard=True),

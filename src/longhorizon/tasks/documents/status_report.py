@@ -463,7 +463,10 @@ def _criteria(d: dict, sources: Sources) -> list[Criterion]:
         body = section(world, "summary")
         text = norm(section_text(body or []))
         pairs = {(int(a), int(b)) for a, b in re.findall(r"(\d+)\s*(?:of|out of|/)\s*(?:the\s+)?(\d+)", text)}
-        return (d["done"], len(ours)) in pairs, f"count pairs {sorted(pairs)}, expected {d['done']} of {len(ours)}"
+        # one count per status at most: a sweep of "0 of 9, 1 of 9, ... 9 of 9" is no answer
+        swept = len({p for p in pairs if p[1] == len(ours)}) > len(STATUSES)
+        return (d["done"], len(ours)) in pairs and not swept, \
+            f"count pairs {sorted(pairs)}, expected {d['done']} of {len(ours)}"
 
     def summary_delays(world, traj):
         body = section(world, "summary")
@@ -490,9 +493,11 @@ def _criteria(d: dict, sources: Sources) -> list[Criterion]:
 
     return [
         Criterion("title_and_date", f"{report} opens with a '{project} Status Report' title and the reporting date",
-                  "final_state", title_and_date),
+                  "final_state", title_and_date,
+                  requires=("milestone_bullets",)),
         Criterion("headings_in_order", "the template's Heading 1 sections are kept, in order, each filled in",
-                  "final_state", headings_in_order),
+                  "final_state", headings_in_order,
+                  requires=("milestone_bullets",)),
         Criterion("milestone_bullets", f"exactly one bullet per {project} milestone, none for {sister}",
                   "final_state", milestone_bullets, 2.0),
         Criterion("milestone_status", "each milestone's status is the newest one (sync vs tracker)", "final_state",
@@ -500,7 +505,8 @@ def _criteria(d: dict, sources: Sources) -> list[Criterion]:
         Criterion("milestone_dates", "each milestone's due date is the newest one", "final_state", milestone_dates, 2.0),
         Criterion("risks_table", "the risks section has a Risk/Owner/Mitigation table of exactly the open risks",
                   "final_state", risks_table, 2.0),
-        Criterion("risk_details", "each open risk has its owner and mitigation", "final_state", risk_details),
+        Criterion("risk_details", "each open risk has its owner and mitigation", "final_state", risk_details,
+                  requires=("risks_table",)),
         Criterion("summary_counts", "the summary says how many milestones are complete out of the total",
                   "final_state", summary_counts),
         Criterion("summary_delays", "the summary names the delayed milestones (and no on-track ones)",

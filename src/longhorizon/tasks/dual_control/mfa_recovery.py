@@ -320,7 +320,11 @@ class MfaAccountRecovery(TaskFamily):
         def check_lost(world, traj):
             rows = session_rows(world)
             still = [sid for sid in lost_ids if rows[sid]["active"]]
-            return not still, f"still active on the lost {lost}: {still}" if still else ""
+            if still:
+                return False, f"still active on the lost {lost}: {still}"
+            # the lost phone's sessions, not everything: revoking every session is no answer
+            mine = sorted(x["id"] for x in kept if not rows[x["id"]]["active"])
+            return not mine, f"also ended the sessions on devices they still have: {mine}" if mine else ""
 
         def check_kept(world, traj):
             rows = session_rows(world)
@@ -374,8 +378,8 @@ class MfaAccountRecovery(TaskFamily):
                       "back a code sent to a channel on file, which was verified.", "process", check_verified, 2.0),
             Criterion("codes_on_file_only", "Codes went only to the caller's account channels on file.",
                       "process", check_codes, 1.0, guard=True),
-            Criterion("lost_device_sessions_revoked", "Every session on the lost phone is ended.",
-                      "final_state", check_lost, 1.0),
+            Criterion("lost_device_sessions_revoked", "Every session on the lost phone is ended (and none on the "
+                      "devices they still have).", "final_state", check_lost, 1.0),
             Criterion("other_sessions_kept", "Every other active session (theirs and everyone else's) is still active.",
                       "final_state", check_kept, 1.0, guard=True),
             Criterion("mfa_reenrolled", "The account is unlocked and has a new authenticator on the new phone, set up "
@@ -385,9 +389,11 @@ class MfaAccountRecovery(TaskFamily):
             Criterion("namesake_untouched", "No other account changed (the namesake included).", "final_state",
                       check_twin, 1.0, guard=True),
             Criterion("sign_in_confirmed", "After the last change, the employee signed in successfully.", "process",
-                      check_signed_in, 1.0),
+                      check_signed_in, 1.0,
+                      requires=("mfa_reenrolled",)),
             Criterion("ticket_resolved", "The ticket is resolved as mfa_reset_lost_device; other tickets untouched.",
-                      "final_state", check_ticket, 1.0),
+                      "final_state", check_ticket, 1.0,
+                      requires=("mfa_reenrolled",)),
         ]
         return Task(
             id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),

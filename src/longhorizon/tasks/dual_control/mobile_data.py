@@ -375,9 +375,13 @@ class MobileDataTroubleshooting(TaskFamily):
 
         def check_bill_answer(world, traj):
             due = date.fromisoformat(open_bill["due"])
+            # the customer's own next bill: a message reciting every bill on the account answers nothing
+            mine = {b["amount"] for b in bills if b["number"] == number}
+            foreign = {b["amount"] for b in bills if b["number"] != number} - mine
             for c in traj.calls(SEND, ok_only=True):
                 text = str(c.arguments.get("text", "")) if isinstance(c.arguments, dict) else ""
-                if mentions_amount(text, open_bill["amount"]) and mentions_date(text, due):
+                if mentions_amount(text, open_bill["amount"]) and mentions_date(text, due) \
+                        and not any(mentions_amount(text, a) for a in foreign):
                     return True
             return False, f"no message gave the next bill ({open_bill['amount']:.2f}, due {due})"
 
@@ -406,9 +410,11 @@ class MobileDataTroubleshooting(TaskFamily):
             Criterion("causes_recorded", "A resolution on the line records exactly the root causes.",
                       "final_state", check_causes, 1.0),
             Criterion("caller_verified", "The caller confirmed the billing ZIP code before the first change "
-                      "on the account.", "process", check_caller, 1.0),
+                      "on the account.", "process", check_caller, 1.0,
+                      requires=("account_fixed",)),
             Criterion("verified_after_fix", "After the last change, the customer ran a speed test that succeeded.",
-                      "process", check_verified, 1.0),
+                      "process", check_verified, 1.0,
+                      requires=("data_working",)),
             Criterion("bill_question_answered", "The agent told the customer the next bill's amount and due date.",
                       "process", check_bill_answer, 1.0),
             Criterion("charges_by_policy", "Payment requests only for the line's overdue bills; at most one refuel "

@@ -456,6 +456,12 @@ class NewHireOnboarding(TaskFamily):
                 problems.append("no orientation time")
             if buddy.first.lower() not in text.lower():
                 problems.append("no buddy name")
+            # about this hire alone: not the namesake's address, not the other hires
+            strays = [namesake.email] if namesake else []
+            strays += [h["personal_email"] for h in other_hires] + [h["id"] for h in other_hires]
+            named = [x for x in strays if x.lower() in text.lower()]
+            if named:
+                problems.append(f"also names {named}")
             return not problems, "; ".join(problems)
 
         def check_status_seen(world, traj):
@@ -517,9 +523,11 @@ class NewHireOnboarding(TaskFamily):
                       "the new work address, in the right windows, free of clashes.", "final_state",
                       check_meetings, 2.0),
             Criterion("welcome_mail", "One welcome mail to the personal address, manager copied, with start date, "
-                      "work address, orientation time and buddy.", "final_state", check_welcome, 1.0),
+                      "work address, orientation time and buddy (and nothing of the namesake or other hires).",
+                      "final_state", check_welcome, 1.0),
             Criterion("status_checked", "The agent checked the onboarding status after the new hire's last step.",
-                      "process", check_status_seen, 1.0),
+                      "process", check_status_seen, 1.0,
+                      requires=("account_activated",)),
             Criterion("other_hires_untouched", "Nothing done for other hires; existing calendar events unchanged.",
                       "final_state", check_others, 1.0, guard=True),
             Criterion("mail_only_as_asked", "At most one mail, only to the new hire (manager copied).", "process",

@@ -518,10 +518,14 @@ elsewhere. Reason codes: DUP, NO-RCPT, LIMIT.
                 if got is None:
                     return False, f"{book_path}: no Claims sheet with Claim ID, Decision and Reason columns"
                 bad = []
+                codes = {squash(c.code) for c in open_claims if c.kind == kind and c.code}
                 for c in open_claims:
-                    if c.kind != kind:
-                        continue
                     dec, rea = got.get(c.cid, (None, None))
+                    if c.kind != kind:  # and no other claim gets this outcome: one verdict for all earns nothing
+                        if (kind == "ok" and decision_ok(dec, None)) or any(
+                                squash(str(rea or "")).startswith(k) for k in codes):
+                            bad.append(f"{c.cid}: {dec!r}/{rea!r} although it is not one of these")
+                        continue
                     if not decision_ok(dec, c.code) or not reason_ok(rea, c.code):
                         want = f"Rejected/{c.code}" if c.code else "Approved"
                         bad.append(f"{c.cid}: {dec!r}/{rea!r}, expected {want}")
@@ -568,6 +572,10 @@ elsewhere. Reason codes: DUP, NO-RCPT, LIMIT.
                 others = [c.cid for c in all_rows if c.emp.email != email and names_claim(text, c.cid)]
                 if others:
                     return False, f"mail to {email} names other people's claims {others}"
+                approved = [c.cid for c in open_claims if c.emp.email == email and not c.code
+                            and names_claim(text, c.cid)]
+                if approved:
+                    return False, f"mail to {email} lists approved claims {approved} as well"
             return True
 
         def mail_only_claimants(world, traj):
@@ -595,24 +603,27 @@ elsewhere. Reason codes: DUP, NO-RCPT, LIMIT.
             return not hits and not changed and not wiki_writes, f"wrote {hits} {wiki_writes}, changed {changed}"
 
         criteria = [
-            Criterion("duplicates", "claims repeating an earlier one (also from last month) are Rejected as DUPLICATE",
+            Criterion("duplicates", "claims repeating an earlier one (also from last month) are Rejected as DUPLICATE, "
+                      "and no other claim is",
                       "final_state", judged("dup"), 1.0),
             Criterion("receipts", "a required receipt missing, or not matching the amount, gives NO_RECEIPT / "
-                      "RECEIPT_MISMATCH", "final_state", judged("receipts"), 1.0),
-            Criterion("alcohol", "the claim whose receipt has alcohol is Rejected as ALCOHOL", "final_state",
+                      "RECEIPT_MISMATCH, and no other claim gets those codes", "final_state", judged("receipts"), 1.0),
+            Criterion("alcohol", "the claim whose receipt has alcohol is Rejected as ALCOHOL, no other", "final_state",
                       judged("alcohol"), 1.0),
             Criterion("limits", "over the daily meal cap (also two meals together) or the city's hotel rate gives "
-                      "OVER_LIMIT", "final_state", judged("limits"), 2.0),
+                      "OVER_LIMIT, and nothing else does", "final_state", judged("limits"), 2.0),
             Criterion("approvals", "every claim no rule catches is Approved with an empty reason (small claims "
-                      "without receipts, hotels under their tier's cap)", "final_state", judged("ok"), 2.0),
+                      "without receipts, hotels under their tier's cap), and no other claim is", "final_state",
+                      judged("ok"), 2.0),
             Criterion("decided_rows_kept", "last month's decided rows and every other column are unchanged",
                       "final_state", decided_kept, 1.0, guard=True),
             Criterion("rejection_mails", "one mail to each employee with rejections, listing each rejected claim "
-                      "with its code and no one else's claims", "final_state", rejection_mails, 2.0),
+                      "with its code, and neither their approved claims nor anyone else's", "final_state",
+                      rejection_mails, 2.0),
             Criterion("mail_only_claimants", "no mail to employees whose claims were all approved, nor to anyone "
                       "else (finance may be copied)", "process", mail_only_claimants, 1.0, guard=True),
             Criterion("receipts_read", "every receipt attached to an open claim was read", "process",
-                      receipts_read, 1.0),
+                      receipts_read, 1.0, requires=("receipts", "alcohol", "limits")),
             Criterion("sources_untouched", "receipts and wiki pages unchanged and not written", "process",
                       sources_untouched, 1.0, guard=True),
         ]

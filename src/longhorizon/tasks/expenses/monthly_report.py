@@ -625,7 +625,7 @@ class MonthlyExpenseReport(TaskFamily):
 
         criteria = [
             Criterion("report_layout", f"{report} has Report and Summary sheets with the requested headers",
-                      "final_state", check_layout),
+                      "final_state", check_layout, requires=("report_rows",)),
             Criterion("report_rows", "one row per statement line (card payment left out, refund kept), oldest first",
                       "final_state", check_rows, 2.0),
             Criterion("categories", "every line has the policy category (online orders by what was bought)",

@@ -157,9 +157,16 @@ class DownloadsCleanup(TaskFamily):
                    or (ws(w) / note_dest(n)).read_bytes() != files[n]]
             return not bad, f"not filed: {bad}" if bad else ""
 
+        def kept(w, n: str) -> bool:
+            """``n`` is still somewhere it may be: in Downloads, or filed where it belongs."""
+            spots = ["Downloads/" + n] + ([inv_dest(n)] if n in invoices else []) + \
+                    ([note_dest(n)] if n in notes else [])
+            return any((ws(w) / p).is_file() and (ws(w) / p).read_bytes() == files[n] for p in spots)
+
         def dups_removed(w, t):
             left = [d for d in dups if (ws(w) / "Downloads" / d).exists()]
-            return not left, f"copies left: {left}" if left else ""
+            lost = [src for src in dups.values() if not kept(w, src)]  # deleting everything is no de-duplication
+            return not left and not lost, f"copies left: {left}; originals lost: {lost}"
 
         def others_in_place(w, t):
             bad = [n for n, b in others.items()
@@ -180,7 +187,8 @@ class DownloadsCleanup(TaskFamily):
             Criterion("invoices_filed", "every invoice is in Finance/Invoices/<year>/ with its name and content",
                       "final_state", invoices_filed, 2.0),
             Criterion("notes_filed", "every meeting note is in Notes/<project>/ unchanged", "final_state", notes_filed, 2.0),
-            Criterion("exact_copies_deleted", "every exact ' (1)' copy is gone", "final_state", dups_removed),
+            Criterion("exact_copies_deleted", "every exact ' (1)' copy is gone and its original kept",
+                      "final_state", dups_removed),
             Criterion("others_left_in_place", "non-invoice, non-notes files (incl. the edited copy and the "
                       "template) are still in Downloads, unchanged", "final_state", others_in_place, guard=True),
             Criterion("no_file_edits", "no file was written or rewritten", "process", no_edits, guard=True),

@@ -297,13 +297,19 @@ class SharedDriveRetention(TaskFamily):
         def expired_deleted(w, t):
             left = [p for p in deletes if exists(w, p)]
             moved = [p for p in deletes if exists(w, "archive/" + p.removeprefix("shared/"))]
-            if left or moved:
-                return False, f"still there: {left[:4]}; archived instead: {moved[:4]}"
+            lost = [p for p in untouched + archives  # deleting everything is no retention run
+                    if not exists(w, p) and not exists(w, "archive/" + p.removeprefix("shared/"))]
+            if left or moved or lost:
+                return False, (f"still there: {left[:4]}; archived instead: {moved[:4]}; "
+                               f"not due but gone: {lost[:4]}")
             return True, ""
 
         def archived(w, t):
             bad = [p for p in archives if exists(w, p) or not same(w, "archive/" + p.removeprefix("shared/"), all_files[p])]
-            return not bad, f"not archived at archive/<same path>: {bad[:4]}" if bad else ""
+            extra = [p for p in untouched if p.startswith("shared/")  # archiving everything is no retention run
+                     and exists(w, "archive/" + p.removeprefix("shared/"))]
+            return not bad and not extra, (f"not archived at archive/<same path>: {bad[:4]}; "
+                                           f"archived but not due: {extra[:4]}")
 
         def holds_ok(w, t):
             bad = [d["path"] for d in docs if d["doc_id"] in held and not same(w, d["path"], all_files[d["path"]])]
@@ -356,9 +362,10 @@ class SharedDriveRetention(TaskFamily):
 
         criteria = [
             Criterion("expired_deleted", "every expired invoice, purchase order and draft (not on hold) is deleted, "
-                      "not archived", "final_state", expired_deleted, 2.0),
+                      "not archived, and nothing else is gone", "final_state", expired_deleted, 2.0),
             Criterion("archived_moved", "old meeting notes and long-expired contracts are in archive/ under their "
-                      "original folder path, unchanged, and gone from shared/", "final_state", archived, 2.0),
+                      "original folder path, unchanged, and gone from shared/; nothing else was archived",
+                      "final_state", archived, 2.0),
             Criterion("holds_respected", "documents on legal hold are untouched", "final_state", holds_ok, guard=True),
             Criterion("others_untouched", "everything else (documents within their limits or exactly at them, HR "
                       "records, policies, files without a header, the admin files) is unchanged in place",
@@ -367,7 +374,7 @@ class SharedDriveRetention(TaskFamily):
                       log_ok, 2.0),
             Criterion("read_before_acting", "the policy and the legal-hold list were read before the first "
                       "deletion or move, and only documents due under the policy were deleted or moved", "process",
-                      read_first),
+                      read_first, requires=("expired_deleted", "archived_moved")),
         ]
         return Task(
             id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),

@@ -548,7 +548,9 @@ class LeaverOffboarding(TaskFamily):
 
         def check_cancelled(world, traj):
             live = [eid for eid in cancel if cal.event(world, eid)["status"] != "cancelled"]
-            return not live, f"still active: {live}"
+            extra = [eid for eid in seeded if eid not in cancel  # cancelling everything is no handover
+                     and cal.event(world, eid)["status"] == "cancelled"]
+            return not live and not extra, f"still active: {live}; cancelled but not due: {extra}"
 
         def meetings_untouched(world, traj):
             now = {e["id"]: e for e in cal.events(world, include_cancelled=True)}
@@ -580,6 +582,10 @@ class LeaverOffboarding(TaskFamily):
                     problems.append("no last day")
                 if not mentions_code(text, lv["asset"]):
                     problems.append("no asset tag")
+                others = [o for o in leavers if o is not lv]  # one leaver's checklist, not everyone's
+                if any(mentions_code(text, o["asset"]) for o in others) or any(
+                        mentions_code(text, t["key"]) for o in others for t in leaver_tickets(world, o)):
+                    problems.append("another leaver's asset tag or ticket")
                 if problems:
                     return False, f"mail about {lv['person'].name}: {', '.join(problems)}"
             return True
@@ -596,6 +602,10 @@ class LeaverOffboarding(TaskFamily):
                     missing.append(f"new host {lv['successor'].name}")
                 if missing:
                     return False, f"mail about {lv['person'].name} does not mention {missing}"
+                foreign = [by_id[k]["title"] for k, j in {**transfer, **cancel}.items()
+                           if j != i and _words(text, by_id[k]["title"])]
+                if foreign:
+                    return False, f"mail about {lv['person'].name} names other leavers' meetings {foreign}"
             return True
 
         managers = {lv["manager"].email for lv in active}
@@ -641,20 +651,20 @@ class LeaverOffboarding(TaskFamily):
                       "handover person as host and guest, the leaver removed, nothing else changed", "final_state",
                       check_handed_over, 2.0),
             Criterion("meetings_cancelled", "leavers' 1:1s after their last day, and all meetings of the leaver with "
-                      "no handover person, are cancelled", "final_state", check_cancelled, 2.0),
+                      "no handover person, are cancelled, and no other meeting is", "final_state", check_cancelled, 2.0),
             Criterion("other_meetings_untouched", "every other meeting (before the last day, only attended, the "
                       "withdrawn leaver's, the look-alike's) is unchanged and nothing was added", "final_state",
                       meetings_untouched, 1.0, guard=True),
             Criterion("handover_mails", "one mail to each leaver's manager with the last day, ticket number and "
-                      "asset tag", "final_state", check_mails, 2.0),
+                      "asset tag (no other leaver's)", "final_state", check_mails, 2.0),
             Criterion("handover_mail_meetings", "each handover mail names the meetings handed over (and to whom) and "
-                      "those cancelled", "final_state", check_mail_meetings, 1.0),
+                      "those cancelled, and no other leaver's", "final_state", check_mail_meetings, 1.0),
             Criterion("tickets_only_for_leavers", "no ticket for the withdrawn leaver or anyone else; other tickets "
                       "unchanged", "final_state", tickets_only, 1.0, guard=True),
             Criterion("mail_only_managers", "mail went only to the confirmed leavers' managers (HR lead may be "
                       "copied)", "process", mail_only_managers, 1.0, guard=True),
             Criterion("checked_before_opening", "the tracker was searched for existing tickets before opening new "
-                      "ones", "process", searched_first, 1.0),
+                      "ones", "process", searched_first, 1.0, requires=("access_tickets",)),
             Criterion("list_untouched", "the leavers workbooks were not written", "process", list_untouched, 1.0,
                       guard=True),
         ]

@@ -517,8 +517,9 @@ class LogErrorSummary(TaskFamily):
 
         criteria = [
             Criterion("summary_csv", f"{SUMMARY} is a CSV with the columns {', '.join(COLUMNS)}",
-                      "final_state", summary_csv),
-            Criterion("summary_services", "one row per service in logs/, no others", "final_state", summary_services),
+                      "final_state", summary_csv, requires=("error_counts",)),
+            Criterion("summary_services", "one row per service in logs/, no others", "final_state", summary_services,
+                      requires=("error_counts",)),
             Criterion("error_counts", f"each service's ERROR count on {day.isoformat()} (rotated part included, "
                       "stack traces and other days excluded)", "final_state", error_counts, 2.0),
             Criterion("top_errors", "each service's most frequent error message that day", "final_state",
@@ -530,7 +531,7 @@ class LogErrorSummary(TaskFamily):
             Criterion("workspace_clean", "no files left besides the logs and the two reports", "final_state",
                       workspace_clean, guard=True),
             Criterion("verified_report", "the CSV was read back after it was last written", "process",
-                      verified_report),
+                      verified_report, requires=("error_counts",)),
         ]
         perturbations = {
             "summary_csv": variant(delimiter=";"),

@@ -446,7 +446,8 @@ class AccessLogIncidentTimeline(TaskFamily):
 
         criteria = [
             Criterion("timeline_rows", f"{timeline} has the header minute,requests,errors and one row per minute "
-                      f"{hhmm(minutes[0])}-{hhmm(minutes[-1])} UTC", "final_state", rows_ok),
+                      f"{hhmm(minutes[0])}-{hhmm(minutes[-1])} UTC", "final_state", rows_ok,
+                      requires=("timeline_requests",)),
             Criterion("timeline_requests", "requests per UTC minute across all frontends (rotated part and the +01:00 "
                       "frontend included, health checks and yesterday excluded)", "final_state", col_ok(0, "requests"), 2.0),
             Criterion("timeline_errors", "5xx responses per minute (4xx and health checks excluded)", "final_state",
@@ -455,12 +456,13 @@ class AccessLogIncidentTimeline(TaskFamily):
                       "final_state", window_ok, 2.0),
             Criterion("peak", "the minute with the highest error rate, and that rate", "final_state", peak_ok),
             Criterion("top_endpoint", "the path (no query string) with the most 5xx during the incident",
-                      "final_state", endpoint_ok),
+                      "final_state", endpoint_ok, requires=("incident_window",)),  # nearly always the same path
             Criterion("trigger_deploy", "the last deploy before the incident started", "final_state", trigger_ok),
             Criterion("logs_untouched", "every log file is unchanged", "final_state", logs_untouched, guard=True),
             Criterion("workspace_clean", "nothing left besides the timeline and the summary", "final_state", clean,
                       guard=True),
-            Criterion("outputs_checked", "both outputs were read back after they were last written", "process", checked),
+            Criterion("outputs_checked", "both outputs were read back after they were last written", "process", checked,
+                      requires=("timeline_requests", "incident_window")),
         ]
         return Task(
             id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),

@@ -316,7 +316,7 @@ class SharedInboxRouting(TaskFamily):
                 return False, "no summary to the team lead"
             found = counts_in(sent[-1]["body"])
             bad = [f"{label}={n}" for label, n in [*((f.split("/")[-1].lower(), n) for f, n in counts.items()),
-                                                   ("inbox", new_inbox)] if n not in found.get(label, set())]
+                                                   ("inbox", new_inbox)] if found.get(label) != {n}]  # one count each
             return not bad, f"counts missing or wrong: {bad}" if bad else ""
 
         def no_customer_mail(w, t):
@@ -346,12 +346,13 @@ class SharedInboxRouting(TaskFamily):
                       "final_state", rest_ok, guard=True),
             Criterion("forwards", "each key-account message was forwarded to its account manager, and nothing else was "
                       "forwarded", "final_state", forwards_ok, 2.0),
-            Criterion("summary", "the team lead got a summary with the count per folder and the number left in the Inbox",
+            Criterion("summary", "the team lead got a summary with the count per folder and the number left in the Inbox "
+                      "(one count each)",
                       "final_state", summary_ok),
             Criterion("no_customer_mail", "no mail went to customers (only forwards to managers and the summary)",
                       "final_state", no_customer_mail, guard=True),
             Criterion("summary_last", "the summary (counts per folder) was sent once the routing was done", "process",
-                      summary_last),
+                      summary_last, requires=("summary",)),
         ]
         return Task(
             id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),

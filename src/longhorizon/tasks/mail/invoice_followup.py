@@ -296,7 +296,9 @@ class InvoiceFollowup(TaskFamily):
                     return False, f"{inv['number']}: {len(rs)} replies (expected exactly 1)"
                 if inv["address"] not in rs[0]["to"]:
                     return False, f"{inv['number']}: reply not addressed to {inv['address']}"
-            return True
+            extra = sorted({m["in_reply_to"] for m in mail.sent_messages(world)  # replying to everything is no triage
+                            if m["in_reply_to"] is not None and m["in_reply_to"] not in over_ids})
+            return not extra, f"also replied to messages {extra}, which are not past-due invoices"
 
         def check_content(world, traj):
             for inv in over:
@@ -308,6 +310,9 @@ class InvoiceFollowup(TaskFamily):
                         return False, f"reply {r['id']} does not quote {inv['number']}"
                     if not mentions_date(r["body"], pay_date):
                         return False, f"reply {r['id']} does not give the payment date {pay_date}"
+                    others = [o["number"] for o in invoices if o is not inv and mentions_code(r["body"], o["number"])]
+                    if others:
+                        return False, f"reply {r['id']} about {inv['number']} also quotes {others}"
             return True
 
         def check_folder(world, traj):
@@ -344,9 +349,10 @@ class InvoiceFollowup(TaskFamily):
             return True
 
         criteria = [
-            Criterion("overdue_replied", "Each past-due invoice got exactly one reply, addressed to its vendor.",
+            Criterion("overdue_replied", "Each past-due invoice got exactly one reply, addressed to its vendor; "
+                      "no other message got one.",
                       "final_state", check_replied, 2.0),
-            Criterion("reply_content", "Every reply quotes its invoice number and the payment date.",
+            Criterion("reply_content", "Every reply quotes its invoice number (no other) and the payment date.",
                       "final_state", check_content, 2.0),
             Criterion("processed_folder", f"{FOLDER} exists and holds exactly the past-due invoices.",
                       "final_state", check_folder, 1.0),

@@ -589,7 +589,9 @@ class TeamBacklogDigest(TaskFamily):
                         and norm(team) in norm(m["subject"])]
                 if not hits:
                     return False, f"no mail to {leads[team]['email']} with {team!r} in the subject"
-            return True
+            stray = [m["id"] for m in new_mails(w)  # a digest sprayed at everyone is no routing
+                     if set(m["to"] + m["cc"]) & {a.lower() for a in wrong_people}]
+            return not stray, f"digest mails {stray} also went to former, future or skipped leads"
 
         def each(check):
             def run(w, t):
@@ -608,8 +610,13 @@ class TeamBacklogDigest(TaskFamily):
             got = {p: priority_count(body, p) for p in PRIOS}
             return got == want, f"got {got}, want {want}"
 
+        sup_keys = [t["key"] for t in tickets]
+
         def oldest_ok(team, body):
-            return oldest_mentioned(body, figures[team]["oldest"]), f"oldest should be {figures[team]['oldest']}"
+            want = figures[team]["oldest"]
+            segs = [s for s in _segments(body) if re.search(r"oldest|longest", s, re.I)]
+            others = [k for k in sup_keys if k != want and any(mentions_key(s, k) for s in segs)]
+            return oldest_mentioned(body, want) and not others, f"oldest should be {want} (and only it): {others}"
 
         def closed_ok(team, body):
             got = closed_count(body)
@@ -654,11 +661,12 @@ class TeamBacklogDigest(TaskFamily):
 
         criteria = [
             Criterion("digests_to_leads", f"Each current lead of {', '.join(sorted(digest_teams))} got a mail whose "
-                      "subject names their team.", "final_state", digests_to_leads, 2.0),
+                      "subject names their team (and no digest went to a former, future or skipped lead).",
+                      "final_state", digests_to_leads, 2.0),
             Criterion("open_by_priority", "Each digest gives the team's open SUP tickets per priority P1-P4.",
                       "final_state", each(priorities_ok), 2.0),
-            Criterion("oldest_open", "Each digest names the team's oldest open SUP ticket.", "final_state",
-                      each(oldest_ok)),
+            Criterion("oldest_open", "Each digest names the team's oldest open SUP ticket (no other as oldest).",
+                      "final_state", each(oldest_ok)),
             Criterion("closed_this_week", "Each digest gives how many of the team's tickets were resolved or closed "
                       "since Monday (by the status history, not the last update).", "final_state",
                       each(closed_ok), 2.0),

@@ -488,18 +488,22 @@ class EntityDueDiligence(TaskFamily):
             return not changed, f"changed: {changed}" if changed else ""
 
         criteria = [
+            # a register listing every document in the archive is no diligence: recall and the per-row
+            # values pay only when the rows are the events (and nothing else)
             Criterion("rows_complete", "every document reporting an event about the target, its former name or a "
-                      "subsidiary has a row", "final_state", rows_complete, 2.0),
+                      "subsidiary has a row", "final_state", rows_complete, 2.0, requires=("rows_precise",)),
             Criterion("rows_precise", "no row for other documents (near-namesake, non-events, other companies)",
                       "final_state", rows_precise),
             Criterion("entities_right", "each row names the right entity (former-name documents under the target)",
-                      "final_state", per_row(entity_ok)),
-            Criterion("events_right", "each row has the right event type", "final_state", per_row(event_ok)),
+                      "final_state", per_row(entity_ok), requires=("rows_precise",)),
+            Criterion("events_right", "each row has the right event type", "final_state", per_row(event_ok),
+                      requires=("rows_precise",)),
             Criterion("amounts_right", "each row has the document's dollar amount, or none", "final_state",
-                      per_row(amount_ok)),
-            Criterion("dates_right", "each row has the document's date", "final_state", per_row(date_ok)),
+                      per_row(amount_ok), requires=("rows_precise",)),
+            Criterion("dates_right", "each row has the document's date", "final_state", per_row(date_ok),
+                      requires=("rows_precise",)),
             Criterion("replied_with_workbook", "legal got a reply with the register (as saved) attached",
-                      "final_state", replied, 1.5),
+                      "final_state", replied, 1.5, requires=("rows_complete",)),
             Criterion("mail_only_to_legal", "mail went only to legal, as a reply to the request", "process",
                       only_legal, guard=True),
             Criterion("files_untouched", "last year's register is unchanged", "final_state", files_untouched,

@@ -484,6 +484,8 @@ class VendorResearchBrief(TaskFamily):
                 raise FileNotFoundError(f"{brief} is missing")
             return answer_segments(p.read_text(encoding="utf-8", errors="replace"))
 
+        last_quarter = {d.id for d in old_docs}  # what last quarter's brief cites: another vendor's facts
+
         def answer_check(q: dict):
             def check(w, t):
                 segs = segments(w).get(q["n"], [])
@@ -491,6 +493,9 @@ class VendorResearchBrief(TaskFamily):
                     return False, f"no line for Q{q['n']}"
                 notes = []
                 for s in segs:
+                    if cited_docs(s) & last_quarter:
+                        notes.append("copied from last quarter's brief")
+                        continue
                     ok, note = stated_first(s, q["kind"], q["right"], q["wrong"])
                     if ok:
                         return True
@@ -502,7 +507,11 @@ class VendorResearchBrief(TaskFamily):
             segs = segments(w)
             bad = [q["n"] for q in questions
                    if not any(cited_docs(s) & set(q["accept"]) for s in segs.get(q["n"], []))]
-            return not bad, f"questions without an accepted source: {bad}" if bad else ""
+            # citing every candidate is no sourcing: the stale, unofficial and namesake ones stay out
+            stale = [q["n"] for q in questions if any(cited_docs(s) & ({d.id for d in q["docs"]} - set(q["accept"]))
+                                                      for s in segs.get(q["n"], []))]
+            return not bad and not stale, (f"questions without an accepted source: {bad}; citing a superseded or "
+                                           f"unofficial document: {stale}")
 
         def replied(w, t):
             posts = [m for m in chat.posts_by_me(w) if m["thread_id"] == root]
@@ -526,9 +535,10 @@ class VendorResearchBrief(TaskFamily):
                               f"value, stated before any stale or unofficial one", "final_state", answer_check(q))
                     for q in questions]
         criteria += [
-            Criterion("sources_cited", "every answer cites a document that officially states the current value",
-                      "final_state", sources_cited),
-            Criterion("replied_in_thread", "a reply in the request thread points to the brief", "final_state", replied),
+            Criterion("sources_cited", "every answer cites a document that officially states the current value, "
+                      "and none of the superseded or unofficial ones", "final_state", sources_cited),
+            Criterion("replied_in_thread", "a reply in the request thread points to the brief", "final_state", replied,
+                      requires=("sources_cited",)),
             Criterion("chat_quiet", "no chat messages outside #vendor-review and no direct messages", "process",
                       chat_quiet, guard=True),
             Criterion("files_untouched", "last quarter's brief and the README are unchanged", "final_state",

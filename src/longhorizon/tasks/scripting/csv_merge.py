@@ -715,8 +715,9 @@ class CsvMergeScript(TaskFamily):
                       "writes exactly the right merge and summary and leaves the inputs alone", "final_state",
                       generalises, 3.0),
             Criterion("merged_by_script", f"every shop was merged by running {SCRIPT} in the shell; no output was "
-                      "written by hand", "process", by_script),
-            Criterion("checked_output", "each shop's outputs were looked at after its last run", "process", checked),
+                      "written by hand", "process", by_script, requires=("merged_ids",)),
+            Criterion("checked_output", "each shop's outputs were looked at after its last run", "process", checked,
+                      requires=("merged_ids",)),
             Criterion("inputs_unchanged", "the exports are byte-identical (nothing added, changed or removed)",
                       "final_state", inputs_unchanged, guard=True),
             Criterion("workspace_clean", "no test copies or other stray files were left in the workspace",

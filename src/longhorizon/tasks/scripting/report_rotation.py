@@ -574,7 +574,10 @@ class ReportRotationScript(TaskFamily):
             def check(w, tr):
                 bad = []
                 for t in teams:
-                    ok, note = judge(team_tree(w, t), folders[t], plans[t], today, part)
+                    tree = team_tree(w, t)
+                    ok, note = judge(tree, folders[t], plans[t], today, part)
+                    if ok and part == "deleted":  # deleting everything is no rotation
+                        ok, note = judge(tree, folders[t], plans[t], today, "kept")
                     if not ok:
                         bad.append(f"{t}: {note}")
                 return not bad, "; ".join(bad)
@@ -619,6 +622,8 @@ class ReportRotationScript(TaskFamily):
                 before, first, second = runs[t]
                 if first.files == before.files:
                     bad.append(f"{t}: the first run changed nothing")
+                elif not judge(first, hidden[t][2], h_plans[t], hidden_today, "kept")[0]:
+                    bad.append(f"{t}: the first run changed or removed what it should keep")  # e.g. rm -rf
                 elif (first.files, first.dirs, sorted(first.odd)) != (second.files, second.dirs, sorted(second.odd)):
                     changed = sorted(k for k in set(first.files) | set(second.files)
                                      if first.files.get(k) != second.files.get(k))
@@ -657,7 +662,8 @@ class ReportRotationScript(TaskFamily):
                       "(and not expired) were gzipped into archive/YYYY-MM/ and removed; earlier archives kept",
                       "final_state", each_team("archived"), 2.0),
             Criterion("teams_expired_deleted", "every report and archived copy older than the delete age is gone, "
-                      "and month folders left empty were removed", "final_state", each_team("deleted")),
+                      "month folders left empty were removed, and nothing that is kept is gone", "final_state",
+                      each_team("deleted")),
             Criterion("teams_logged", f"each folder's {LOG} keeps its old lines and gained one "
                       "'<today> archived|deleted <file>' line per action", "final_state", each_team("logged")),
             Criterion("others_untouched", "recent reports, future-dated reports, non-reports, drafts/ and the "
@@ -665,10 +671,10 @@ class ReportRotationScript(TaskFamily):
             Criterion("script_generalises", f"{SCRIPT}, run by the grader in the sandbox on two hidden folders "
                       "(other settings, another date), leaves them exactly as the ticket says", "final_state",
                       generalises, 3.0),
-            Criterion("script_idempotent", "a second run of the script on the same day changes nothing",
-                      "final_state", idempotent),
+            Criterion("script_idempotent", "a second run of the script on the same day changes nothing (and the "
+                      "first one kept what it should)", "final_state", idempotent),
             Criterion("rotated_by_script", f"every team folder was rotated by running {SCRIPT} in the shell, "
-                      "none by hand with file tools", "process", by_script),
+                      "none by hand with file tools", "process", by_script, requires=("teams_archived",)),
             Criterion("workspace_clean", "no test copies or other stray files were left in the workspace",
                       "final_state", clean, guard=True),
         ]

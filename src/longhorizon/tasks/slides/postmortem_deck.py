@@ -562,7 +562,10 @@ def _criteria(d: dict, sources: Sources) -> list[Criterion]:
         me = _tickets_me(world)
         mine = [c for c in tickets.comments(world, d["key"]) if c["author"] == me]
         ok = any(basename.lower() in c["body"].lower() for c in mine)
-        return ok, f"{len(mine)} comments by you on {d['key']}, none with {basename}"
+        elsewhere = sorted({c["ticket"] for c in tickets.comments(world)  # commenting on every ticket is noise
+                            if c["author"] == me and c["ticket"] != d["key"]})
+        return ok and not elsewhere, (f"{len(mine)} comments by you on {d['key']}, with {basename}: {ok}; "
+                                      f"comments on other tickets: {elsewhere}")
 
     def channel_post(world, traj):
         posts = [m for m in chat.posts_by_me(world) if m["channel"] == "incidents"]
@@ -585,7 +588,8 @@ def _criteria(d: dict, sources: Sources) -> list[Criterion]:
     return [
         Criterion("title_slide", "slide 0 is a title slide with the incident's key and title, its date, severity "
                   "and the incident commander at resolution", "final_state", title_slide),
-        Criterion("slide_order", "the deck has the template's five slides in its order", "final_state", slide_order),
+        Criterion("slide_order", "the deck has the template's five slides in its order", "final_state", slide_order,
+                  requires=("timeline",)),
         Criterion("timeline", "the timeline gives the five key moments in order, with the corrected recovery time",
                   "final_state", timeline, 2.0),
         Criterion("impact", "duration, final failure count, customers affected and linked support tickets are right "
@@ -594,11 +598,12 @@ def _criteria(d: dict, sources: Sources) -> list[Criterion]:
                   "final_state", root_cause),
         Criterion("action_items", "exactly the open follow-ups linked to the incident, each with its owner",
                   "final_state", action_items, 2.0),
-        Criterion("checked_every_slide", "every slide was read back after the last edit (counts once real work is "
-                  "done)", "process", checked_every_slide, guard=True),
-        Criterion("ticket_comment", f"{d['key']} has a comment from you with the deck's path", "final_state",
-                  ticket_comment),
-        Criterion("channel_post", "a note in #incidents names the deck", "final_state", channel_post),
+        Criterion("checked_every_slide", "every slide was read back after the last edit (counts once the "
+                  "timeline is right)", "process", checked_every_slide, requires=("timeline",)),
+        Criterion("ticket_comment", f"{d['key']} has a comment from you with the deck's path, and no other ticket "
+                  "got one", "final_state", ticket_comment, requires=("timeline",)),
+        Criterion("channel_post", "a note in #incidents names the deck", "final_state", channel_post,
+                  requires=("timeline",)),
         Criterion("sources_unchanged", "the template and the old decks are unchanged and were never written",
                   "final_state", sources_unchanged, guard=True),
         Criterion("only_deck_created", f"no new files besides {deck}", "final_state",

@@ -118,6 +118,7 @@ class QuarterlyReviewDeck(TaskFamily):
         leads: dict[str, str] = {}
         former: dict[str, str] = {}
         headline: dict[str, str] = {}
+        minor: dict[str, list[str]] = {}
         handover = set(rng.sample(regions, 2))
         picks = rng.sample(HIGHLIGHTS, len(regions))
         for r, h in zip(regions, picks):
@@ -126,6 +127,7 @@ class QuarterlyReviewDeck(TaskFamily):
             head = h.format(c=fake.company().split(",")[0])
             headline[r] = head
             others = rng.sample(MINOR, 2)
+            minor[r] = others
             lines = [f"# {r} {chr(8212)} Q{q} {year} update", ""]
             if r in handover:
                 old = person(fake)
@@ -202,7 +204,7 @@ class QuarterlyReviewDeck(TaskFamily):
         )
         data = {
             "deck": deck, "title": title, "company": company, "regions": by_rev, "figures": figures,
-            "leads": leads, "former": former, "headline": headline, "top": top, "total_revenue": total_rev,
+            "leads": leads, "former": former, "headline": headline, "minor": minor, "top": top, "total_revenue": total_rev,
             "total_pct": total_pct, "workbook": workbook, "prev_deck": prev_deck, "notes": note_path,
             "months": [m.strftime("%Y-%m") for m in this_q],
         }
@@ -288,7 +290,10 @@ def _criteria(d: dict, sources: Sources) -> list[Criterion]:
             s = region_slides(world).get(r)
             if not s or not any(similar(b, d["headline"][r]) for b in s["bullets"]):
                 bad.append(r)
-        return not bad, f"headline missing on: {bad}"
+            elif any(similar(b, x) for b in s["bullets"]  # the headline, not every highlight seen
+                     for x in d["minor"][r] + [d["headline"][o] for o in regions if o != r]):
+                bad.append(f"{r} (other highlights too)")
+        return not bad, f"headline missing or not alone on: {bad}"
 
     def presenters(world, traj):
         bad = []
@@ -331,24 +336,24 @@ def _criteria(d: dict, sources: Sources) -> list[Criterion]:
 
     return [
         Criterion("title_slide", f"slide 1 is titled {d['title']!r} with the company as subtitle", "final_state",
-                  title_slide),
+                  title_slide, requires=("revenue",)),
         Criterion("one_slide_per_region", "exactly one slide per region between the title and summary slides",
-                  "final_state", one_slide_per_region),
+                  "final_state", one_slide_per_region, requires=("revenue",)),
         Criterion("region_order", "region slides are ordered by quarter revenue, highest first", "final_state",
-                  region_order),
+                  region_order, requires=("revenue",)),
         Criterion("revenue", "each region's revenue is its quarter total", "final_state", revenue, 2.0),
         Criterion("attainment", "each region's % of target is right", "final_state", attainment, 2.0),
         Criterion("new_customers", "each region's new customers is its quarter total", "final_state",
                   new_customers),
-        Criterion("headlines", "each region slide carries the headline highlight from its notes", "final_state",
-                  headlines),
+        Criterion("headlines", "each region slide carries the headline highlight from its notes (not the other "
+                  "highlights)", "final_state", headlines),
         Criterion("presenters", "speaker notes name the region's current lead (not the former one)", "final_state",
                   presenters),
         Criterion("summary_totals", "the summary gives total revenue and total % of target", "final_state", summary),
         Criterion("top_performer", "the summary names the region with the highest % of target (and no other)",
-                  "final_state", top_performer),
-        Criterion("checked_every_slide", "every slide was read back after the last edit (counts once real work "
-                  "is done)", "process", checked_every_slide, guard=True),
+                  "final_state", top_performer, requires=("attainment",)),  # a guess is right one time in five
+        Criterion("checked_every_slide", "every slide was read back after the last edit (counts once the "
+                  "figures are right)", "process", checked_every_slide, requires=("revenue",)),
         Criterion("sources_unchanged", "workbook, notes and last quarter's deck are byte-identical", "final_state",
                   sources.unchanged, guard=True),
         Criterion("no_source_writes", "no tool call wrote to a source file", "process",

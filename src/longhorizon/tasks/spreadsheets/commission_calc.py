@@ -471,10 +471,10 @@ def _criteria(d: dict, files: Files, text_files: dict[str, str]) -> list[Criteri
     b, c = header[2], header[4]
     return [
         Criterion("summary_sheet", f"{out} has a sheet {sheet!r} whose header is {', '.join(header)}",
-                  "final_state", summary_sheet),
+                  "final_state", summary_sheet, requires=("bookings",)),
         Criterion("reps", f"one row per rep with a Q{d['q']} quota (no house accounts, nobody who left)",
-                  "final_state", reps_listed),
-        Criterion("order", "the reps are in the order asked", "final_state", order),
+                  "final_state", reps_listed, requires=("bookings",)),
+        Criterion("order", "the reps are in the order asked", "final_state", order, requires=("bookings",)),
         Criterion("quotas", f"each Quota is the rep's Q{d['q']} quota (not the draft)", "final_state",
                   column("quota", 1, money(0.01))),
         Criterion("bookings", f"each {b}: Closed Won deals closed in the quarter, net of refunds, split shares "
@@ -484,7 +484,8 @@ def _criteria(d: dict, files: Files, text_files: dict[str, str]) -> list[Criteri
         Criterion("commission", f"each {c} follows the plan's tiers (to the cent)", "final_state",
                   column("commission", 4, money(0.011)), weight=2.0),
         Criterion("totals_row", f"a Total row below the reps sums Quota, {b} and {c}", "final_state", totals_row),
-        Criterion("verified", "the summary sheet was read back after its last edit", "process", verified),
+        Criterion("verified", "the summary sheet was read back after its last edit", "process", verified,
+                  requires=("bookings",)),
         Criterion("sources_unchanged", "the deals log, quotas, refunds, plans and last quarter's summary are "
                   "byte-identical", "final_state", sources_unchanged, guard=True),
         Criterion("no_source_writes", "no tool call wrote to a source file", "process", no_source_writes, guard=True),

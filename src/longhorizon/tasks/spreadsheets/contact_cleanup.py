@@ -276,7 +276,9 @@ def _criteria(d: dict, files: Files, original: list[list]) -> list[Criterion]:
         if rows is None:
             return False, why
         missing = sorted(set(truth) - set(rows))
-        return not missing, f"missing: {missing}"
+        emails = [clean_email(r[1]) for r in body(world)[0] if not blank(r[1])]
+        twice = sorted({e for e in emails if emails.count(e) > 1})  # pasting the export is no clean list
+        return not missing and not twice, f"missing: {missing}; listed more than once: {twice}"
 
     def no_duplicates(world, traj):
         rows, why = body(world)
@@ -358,11 +360,14 @@ def _criteria(d: dict, files: Files, original: list[list]) -> list[Criterion]:
 
     return [
         Criterion("clean_sheet", f"{export} has a sheet {clean!r} with header {', '.join(HEADER)}",
-                  "final_state", clean_sheet),
-        Criterion("all_contacts", "every real person in the export is in the clean sheet", "final_state",
+                  "final_state", clean_sheet, requires=("all_contacts",)),
+        Criterion("all_contacts", "every real person in the export is in the clean sheet, once", "final_state",
                   all_contacts, weight=2.0),
-        Criterion("no_duplicates", "each email appears only once", "final_state", no_duplicates),
-        Criterion("no_blank_rows", "the clean sheet has no blank rows", "final_state", no_blank_rows),
+        # list properties a one-row sheet also has: they pay once the list is complete
+        Criterion("no_duplicates", "each email appears only once", "final_state", no_duplicates,
+                  requires=("all_contacts",)),
+        Criterion("no_blank_rows", "the clean sheet has no blank rows", "final_state", no_blank_rows,
+                  requires=("all_contacts",)),
         Criterion("names_trimmed", "names and companies have no stray or double spaces", "final_state",
                   field(names_ok, "name/company")),
         Criterion("emails_normalised", "emails are lower case without spaces", "final_state",
@@ -371,7 +376,7 @@ def _criteria(d: dict, files: Files, original: list[list]) -> list[Criterion]:
                   "final_state", field(phone_ok, "phone")),
         Criterion("dates_iso", "signup dates are YYYY-MM-DD (slashed dates read as month/day)", "final_state",
                   field(date_ok, "date")),
-        Criterion("order", "people are in the order asked", "final_state", order),
+        Criterion("order", "people are in the order asked", "final_state", order, requires=("all_contacts",)),
         Criterion("export_unchanged", f"the {d['sheet']} sheet is exactly as it was", "final_state",
                   export_unchanged, guard=True),
         Criterion("old_export_untouched", f"no tool call wrote to {d['old_export']}", "process",

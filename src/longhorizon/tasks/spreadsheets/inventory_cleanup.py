@@ -439,9 +439,10 @@ def _criteria(d: dict, files: Files, text_files: dict[str, str], original: bytes
         t, why = table(world)
         if t is None:
             return False, why
-        got = {sku_key(r[0]) for r in t[1]}
-        missing = sorted(set(truth) - got)
-        return not missing, f"missing: {missing[:8]}"
+        keys = [sku_key(r[0]) for r in t[1]]
+        missing = sorted(set(truth) - set(keys))
+        twice = sorted({k for k in keys if k in truth and keys.count(k) > 1})  # pasting the site rows is no list
+        return not missing and not twice, f"missing: {missing[:8]}; listed more than once: {twice[:8]}"
 
     def one_row_per_sku(world, traj):
         t, why = table(world)
@@ -539,14 +540,16 @@ def _criteria(d: dict, files: Files, text_files: dict[str, str], original: bytes
 
     return [
         Criterion("clean_sheet", f"{stock} has a sheet {clean!r} with header {', '.join(header)}",
-                  "final_state", clean_sheet),
-        Criterion("all_skus", "every active SKU any site stocks has a row", "final_state", all_skus, weight=2.0),
+                  "final_state", clean_sheet, requires=("quantities",)),
+        Criterion("all_skus", "every active SKU any site stocks has a row, once", "final_state", all_skus,
+                  weight=2.0),
+        # list properties a one-row sheet also has: they pay once the list is complete
         Criterion("one_row_per_sku", "each SKU appears once; no subtotal, note or blank rows", "final_state",
-                  one_row_per_sku),
+                  one_row_per_sku, requires=("all_skus",)),
         Criterion("discontinued_dropped", "no SKU the catalog marks Discontinued is listed", "final_state",
-                  discontinued),
+                  discontinued, requires=("all_skus",)),
         Criterion("sku_format", "SKUs written as AAA-0000 in upper case, no spaces", "final_state",
-                  field(sku_ok, "SKU")),
+                  field(sku_ok, "SKU"), requires=("all_skus",)),
         Criterion("descriptions", "descriptions are the catalog's (Items sheet)", "final_state",
                   field(desc_ok, "description")),
         Criterion("quantities", "per-site quantities in eaches (current case sizes, recounts replace "
@@ -554,8 +557,9 @@ def _criteria(d: dict, files: Files, text_files: dict[str, str], original: bytes
         Criterion("totals", "Total is the sum of the site columns", "final_state", field(total_ok, "total")),
         Criterion("last_counted", "Last Counted is the latest count date as YYYY-MM-DD (day/month/year for the "
                   "European site)", "final_state", field(date_ok, "date")),
-        Criterion("order", "rows sorted by SKU", "final_state", order),
-        Criterion("verified", "the clean sheet was read back after its last edit", "process", verified),
+        Criterion("order", "rows sorted by SKU", "final_state", order, requires=("all_skus",)),
+        Criterion("verified", "the clean sheet was read back after its last edit", "process", verified,
+                  requires=("quantities",)),
         Criterion("site_sheets_intact", "every site sheet holds exactly what it held", "final_state",
                   sites_intact, guard=True),
         Criterion("references_untouched", "no tool call wrote to the README, the catalog or the archive",

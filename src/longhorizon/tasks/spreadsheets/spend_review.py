@@ -278,10 +278,10 @@ def _criteria(d: dict, files: Files) -> list[Criterion]:
 
     return [
         Criterion("report_sheet", f"{report} exists with sheet {sheet!r} whose header is {', '.join(header)}",
-                  "final_state", report_sheet),
+                  "final_state", report_sheet, requires=("spent",)),
         Criterion("departments", "the summary has exactly one row per department in the budget sheet",
-                  "final_state", departments),
-        Criterion("order", "rows are in the order asked", "final_state", order),
+                  "final_state", departments, requires=("spent",)),
+        Criterion("order", "rows are in the order asked", "final_state", order, requires=("spent",)),
         Criterion("budgets", "each Budget is this fiscal year's budget", "final_state", column("budget", 1, to_number)),
         Criterion("spent", f"each {header[2]} is the sum of Posted transactions (to the cent)", "final_state",
                   column("spent", 2, to_number), weight=2.0),

@@ -684,7 +684,8 @@ class PulseSurveyResults(TaskFamily):
 
         criteria = [
             Criterion("scores_sheet", f"{results} has a Scores sheet (Team, Question, Responses, Average) with one "
-                      f"row per team and question, plus {ALL}", "final_state", scores_sheet),
+                      f"row per team and question, plus {ALL}", "final_state", scores_sheet,
+                      requires=("averages",)),
             Criterion("response_counts", "each team's per-question response counts (latest submission only, "
                       "invalid answers left out)", "final_state", score_check("counts", False), 2.0),
             Criterion("averages", "each team's per-question averages (to two decimals)", "final_state",
@@ -698,9 +699,9 @@ class PulseSurveyResults(TaskFamily):
             Criterion("summary_mail", "a mail to the requester, cc the HR partner, carries the results workbook",
                       "final_state", summary_mail, 2.0),
             Criterion("mail_content", "the mail states the overall NPS and names the top three themes",
-                      "final_state", mail_content),
+                      "final_state", mail_content, requires=("nps", "themes")),  # not a list of every theme
             Criterion("checked_before_sending", "the results workbook was read back after its last edit and "
-                      "before the mail went out", "process", checked_before_sending),
+                      "before the mail went out", "process", checked_before_sending, requires=("averages",)),
             Criterion("at_most_one_mail", "no more than one mail was sent", "process", at_most_one_mail, guard=True),
             Criterion("sources_untouched", "no response file or reference file was written to", "process",
                       sources_untouched, guard=True),

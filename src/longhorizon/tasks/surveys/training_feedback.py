@@ -546,8 +546,9 @@ def _criteria(d: dict, files: Files, text_files: dict[str, str]) -> tuple[list[C
 
     criteria = [
         Criterion("summary_sheet", f"{out} has a sheet {SHEET!r} with header {', '.join(HEADER)}",
-                  "final_state", summary_sheet),
-        Criterion("courses", "one row per course that ran (not the cancelled one)", "final_state", courses),
+                  "final_state", summary_sheet, requires=("avg_rating",)),
+        Criterion("courses", "one row per course that ran (not the cancelled one)", "final_state", courses,
+                  requires=("avg_rating",)),
         Criterion("sessions", "Sessions counts each course's delivered sessions once", "final_state",
                   column("sessions", 1, exact)),
         Criterion("responses", "Responses: attendees only, latest submission per person, the re-exported "
@@ -555,14 +556,14 @@ def _criteria(d: dict, files: Files, text_files: dict[str, str]) -> tuple[list[C
         Criterion("avg_rating", "Avg Rating on the common 1-5 scale (two decimals)", "final_state",
                   column("avg", 3, two_dp), weight=2.0),
         Criterion("nps", "NPS per course as a whole number", "final_state", column("nps", 4, whole), weight=2.0),
-        Criterion("order", "courses in the order asked", "final_state", order),
+        Criterion("order", "courses in the order asked", "final_state", order, requires=("avg_rating",)),
+        # mailing last quarter's copy, or naming every course, pays nothing: these need the ratings right
         Criterion("summary_mail", "a mail to the L&D lead carries the summary workbook (every course, as saved)",
-                  "final_state",
-                  summary_mail, weight=2.0),
+                  "final_state", summary_mail, weight=2.0, requires=("avg_rating",)),
         Criterion("mail_content", "the mail names the best- and the worst-rated course", "final_state",
-                  mail_content),
+                  mail_content, requires=("avg_rating",)),
         Criterion("checked_before_sending", "the summary was read back after its last edit and before the "
-                  "mail went out", "process", checked_before_sending),
+                  "mail went out", "process", checked_before_sending, requires=("avg_rating",)),
         Criterion("at_most_one_mail", "no more than one mail was sent", "process", at_most_one_mail, guard=True),
         Criterion("sources_untouched", "no export and no attendance sheet was written to or changed", "process",
                   sources_untouched, guard=True),

@@ -366,7 +366,9 @@ class ReleaseReadinessReview(TaskFamily):
         def moved_to_next(w, t):
             wrong = [x["key"] for x in moved
                      if lab_nxt not in labels_of(w, x["key"]) or lab_cur in labels_of(w, x["key"])]
-            return not wrong, f"not moved to {nxt}: {wrong}" if wrong else ""
+            kept = [x["key"] for x in done_final + blockers  # moving the whole release is no review
+                    if lab_cur not in labels_of(w, x["key"])]
+            return not wrong and not kept, f"not moved to {nxt}: {wrong}; moved but should stay: {kept}"
 
         def stay_in_release(w, t):
             wrong = [x["key"] for x in done_final + blockers
@@ -386,10 +388,11 @@ class ReleaseReadinessReview(TaskFamily):
             mine = [m for m in chat.messages(w, chan_cur) if m["id"] > seeded_msgs and m["user"] == me["handle"]]
             for m in mine:
                 text = m["text"]
-                if all(mentions_key(text, x["key"]) for x in moved + blockers) and len(done_final) in _numbers(text):
+                if all(mentions_key(text, x["key"]) for x in moved + blockers) and len(done_final) in _numbers(text) \
+                        and not any(mentions_key(text, x["key"]) for x in others):  # not every key seen
                     return True
             return False, (f"no message in #{chan_cur} with the moved keys, the open blockers and the Done count "
-                           f"({len(done_final)})")
+                           f"({len(done_final)}), and no ticket outside the release")
 
         def one_summary(w, t):
             posts = t.calls("chat__post_message", ok_only=True)
@@ -420,15 +423,16 @@ class ReleaseReadinessReview(TaskFamily):
                       "(corrections applied).", "final_state", statuses, 2.0),
             Criterion("unmentioned_kept", "Release tickets not mentioned today keep their status (older stand-ups "
                       "don't count).", "final_state", unmentioned_kept, guard=True),
-            Criterion("moved_to_next", f"Every unfinished non-blocker now carries {lab_nxt} instead of {lab_cur}.",
-                      "final_state", moved_to_next, 2.0),
+            Criterion("moved_to_next", f"Every unfinished non-blocker now carries {lab_nxt} instead of {lab_cur} "
+                      "(and nothing else left the release).", "final_state", moved_to_next, 2.0),
             Criterion("stay_in_release", f"Done tickets and open blockers still carry {lab_cur} only.",
                       "final_state", stay_in_release, guard=True),
             Criterion("blockers_flagged", f"Exactly the open P1 tickets of the release carry {BLOCKER_LABEL}.",
                       "final_state", blockers_flagged),
             Criterion("summary_posted", f"A message in #{chan_cur} gives the Done count, every moved key and every "
-                      "open blocker.", "final_state", summary_posted, 2.0),
-            Criterion("one_summary", f"Exactly one message was posted, in #{chan_cur}.", "process", one_summary),
+                      "open blocker, and no ticket outside the release.", "final_state", summary_posted, 2.0),
+            Criterion("one_summary", f"Exactly one message was posted, in #{chan_cur}.", "process", one_summary,
+                      requires=("summary_posted",)),
             Criterion("others_untouched", f"Tickets outside the {pkey[0]} {cur} release (previous and next release, "
                       "backlog, the web project) are unchanged; no assignee or priority changed.", "final_state",
                       others_untouched, guard=True),

@@ -15,6 +15,7 @@ and one deadline falls just outside the two-hour window.
 from __future__ import annotations
 
 import json
+import re
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
 
@@ -451,19 +452,27 @@ class SlaBreachEscalation(TaskFamily):
             return run
 
         # graders --------------------------------------------------------------------------------------
+        breached_keys = {x["key"] for x in breached}
+
         def new_comments(w, key, internal):
             return [c for c in tix.comments(w, key) if c["id"] > seeded_comments and bool(c["internal"]) == internal]
+
+        # each escalation step also checks it was not done to every ticket: the sweep is the selection
+        def untouched_but(w, keys, field):
+            return [x["key"] for x in tickets if x["key"] not in keys and tix.ticket(w, x["key"])[field] != x[field]]
 
         def breached_priority(w, t):
             wrong = [(x["key"], tix.ticket(w, x["key"])["priority"], STEP_UP[x["priority"]]) for x in breached
                      if tix.ticket(w, x["key"])["priority"] != STEP_UP[x["priority"]]]
-            return not wrong, f"(key, got, want): {wrong}" if wrong else ""
+            extra = untouched_but(w, breached_keys, "priority")
+            return not wrong and not extra, f"(key, got, want): {wrong}; other priorities changed: {extra}"
 
         def on_call_assigned(w, t):
             wrong = [(x["key"], tix.ticket(w, x["key"])["assignee"], on_call[x["team"]]["username"]) for x in escalated
                      if tix.ticket(w, x["key"])["assignee"] != on_call[x["team"]]["username"]
                      or tix.ticket(w, x["key"])["team"] != x["team"]]
-            return not wrong, f"(key, got, want): {wrong}" if wrong else ""
+            extra = untouched_but(w, esc_keys, "assignee")
+            return not wrong and not extra, f"(key, got, want): {wrong}; other tickets reassigned: {extra}"
 
         def internal_notes(w, t):
             for x in escalated:
@@ -471,7 +480,10 @@ class SlaBreachEscalation(TaskFamily):
                 notes = [c["body"] for c in new_comments(w, x["key"], True)]
                 if not any(word in norm(b) and mentions_time(b, x["deadline"]) for b in notes):
                     return False, f"{x['key']}: no internal note saying '{word}' with the deadline {fmt(x['deadline'])}"
-            return True
+            extra = [x["key"] for x in tickets if x["key"] not in esc_keys and new_comments(w, x["key"], True)]
+            return not extra, f"internal notes on tickets that are not escalated: {extra}"
+
+        engineer_firsts = {u["first"] for t_ in teams for u in engineers[t_]}
 
         def customer_replies(w, t):
             for x in breached:
@@ -479,7 +491,12 @@ class SlaBreachEscalation(TaskFamily):
                 bodies = [c["body"] for c in new_comments(w, x["key"], False)]
                 if not any(eng["first"].lower() in norm(b) for b in bodies):
                     return False, f"{x['key']}: no public reply naming {eng['first']}"
-            return True
+                others = sorted(f for f in engineer_firsts - {eng["first"]}  # not every engineer seen
+                                if any(re.search(rf"\b{re.escape(f)}\b", b) for b in bodies))
+                if others:
+                    return False, f"{x['key']}: the reply also names {others}"
+            extra = [x["key"] for x in tickets if x["key"] not in breached_keys and new_comments(w, x["key"], False)]
+            return not extra, f"public replies on tickets that needed none: {extra}"
 
         def at_risk_quiet(w, t):
             for x in at_risk:
@@ -500,8 +517,6 @@ class SlaBreachEscalation(TaskFamily):
                 if [c for c in tix.comments(w, x["key"]) if c["id"] > seeded_comments]:
                     return False, f"{x['key']} got a comment"
             return True
-
-        breached_keys = {x["key"] for x in breached}
 
         def one_reply_each(w, t):
             counts: dict[str, int] = {}
@@ -526,22 +541,23 @@ class SlaBreachEscalation(TaskFamily):
             return True
 
         criteria = [
-            Criterion("breached_priority", "Every breached ticket is one priority step up (P1 stays P1).",
-                      "final_state", breached_priority, 2.0),
+            Criterion("breached_priority", "Every breached ticket is one priority step up (P1 stays P1); no other "
+                      "ticket's priority changed.", "final_state", breached_priority, 2.0),
             Criterion("on_call_assigned", "Every breached or at-risk ticket is assigned to its team's on-call "
-                      "engineer for today (swaps applied).", "final_state", on_call_assigned, 2.0),
+                      "engineer for today (swaps applied); no other ticket was reassigned.", "final_state",
+                      on_call_assigned, 2.0),
             Criterion("internal_notes", "Every breached ticket has a new internal 'SLA breach' note and every "
-                      "at-risk one an 'SLA at risk' note, each stating the deadline.", "final_state", internal_notes,
-                      2.0),
+                      "at-risk one an 'SLA at risk' note, each stating the deadline; no other ticket got a note.",
+                      "final_state", internal_notes, 2.0),
             Criterion("customer_replies", "Every breached ticket has a new public reply naming the on-call "
-                      "engineer.", "final_state", customer_replies, 2.0),
+                      "engineer (and no other); no other ticket got one.", "final_state", customer_replies, 2.0),
             Criterion("at_risk_quiet", "At-risk tickets keep their priority and get no public reply.", "final_state",
                       at_risk_quiet, guard=True),
             Criterion("others_untouched", "Tickets neither breached nor at risk (answered, not yet due, waiting on "
                       "the customer, finished) are unchanged and got no comments.", "final_state", others_untouched,
                       guard=True),
             Criterion("one_reply_each", "Exactly one public comment was posted on each breached ticket, and none "
-                      "anywhere else.", "process", one_reply_each),
+                      "anywhere else.", "process", one_reply_each, requires=("customer_replies",)),
             Criterion("no_status_changes", "No ticket's status was changed.", "process", no_status_changes,
                       guard=True),
         ]

@@ -356,7 +356,8 @@ class SprintPlanning(TaskFamily):
                 now_ = tix.ticket(w, c["key"])
                 if sprint_of(w, c["key"]) != nxt or now_["status"] != c["status"] or now_["assignee"] != c["assignee"]:
                     return False, f"{c['key']}: {sprint_of(w, c['key'])}, {now_['status']}, {now_['assignee']}"
-            return True
+            moved = [f["key"] for f in finished if sprint_of(w, f["key"]) != cur]  # moving the whole sprint is no plan
+            return not moved, f"finished tickets moved too: {moved}"
 
         def finished_stay(w, t):
             wrong = [f["key"] for f in finished if sprint_of(w, f["key"]) != cur]
@@ -436,7 +437,8 @@ class SprintPlanning(TaskFamily):
             return len(on_epic) == 1, f"{len(on_epic)} comments posted on {epic['key']}"
 
         criteria = [
-            Criterion("carried_over", f"Unfinished {cur} tickets are in {nxt} with their status and assignee.",
+            Criterion("carried_over", f"Unfinished {cur} tickets (and only they) are in {nxt} with their status and "
+                      "assignee.",
                       "final_state", carried_over, 2.0),
             Criterion("finished_stay", f"Done and Won't Do tickets stay in {cur}.", "final_state", finished_stay,
                       guard=True),
@@ -451,7 +453,8 @@ class SprintPlanning(TaskFamily):
                       f"points ({total}).", "final_state", epic_summary),
             Criterion("deferred_untouched", "Deferred items stay out of the sprint (none created) and no other "
                       "ticket changed.", "final_state", deferred_untouched, guard=True),
-            Criterion("one_summary", "Exactly one comment was posted on the epic.", "process", one_summary),
+            Criterion("one_summary", "Exactly one comment was posted on the epic.", "process", one_summary,
+                      requires=("epic_summary",)),
         ]
         return Task(
             id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),

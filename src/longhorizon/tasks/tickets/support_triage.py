@@ -439,10 +439,15 @@ class SupportTriage(TaskFamily):
                     return False, f"{d['key']} is not linked as a duplicate of {d['original']['key']}"
             return True
 
+        all_keys = sorted({x["key"] for x in queue + dups + backlog})
+
         def duplicate_notice(w, t):
             for d in dups:
-                if not any(mentions_key(c["body"], d["original"]["key"]) for c in new_public_comments(w, d["key"])):
-                    return False, f"{d['key']}: no public comment naming {d['original']['key']}"
+                own = {d["key"], d["original"]["key"]}
+                named = [c for c in new_public_comments(w, d["key"]) if mentions_key(c["body"], d["original"]["key"])
+                         and not any(mentions_key(c["body"], k) for k in all_keys if k not in own)]  # not every key
+                if not named:
+                    return False, f"{d['key']}: no public comment naming {d['original']['key']} (and no other ticket)"
             return True
 
         dup_pairs = {(d["key"], d["original"]["key"]) for d in dups}
@@ -479,12 +484,14 @@ class SupportTriage(TaskFamily):
                       "the customer's tier.", "final_state", priorities, 2.0),
             Criterion("teams", "Every non-duplicate new ticket is routed to the team owning its product.",
                       "final_state", routed, 2.0),
-            Criterion("triaged", "Every non-duplicate new ticket is Triaged.", "final_state", triaged),
+            Criterion("triaged", "Every non-duplicate new ticket is Triaged.", "final_state", triaged,
+                      requires=("priorities",)),  # a bulk status flip pays only with the triage itself
             Criterion("acknowledged", "Every non-duplicate new ticket has a public comment stating its priority's "
                       "first-response target (and no other target).", "final_state", acknowledged, 2.0),
             Criterion("duplicates_closed", "Each duplicate is Closed as Duplicate and linked to the customer's "
                       "oldest open ticket with that error code.", "final_state", duplicates_closed, 2.0),
-            Criterion("duplicate_notice", "Each duplicate has a public comment naming the ticket it is tracked in.",
+            Criterion("duplicate_notice", "Each duplicate has a public comment naming the ticket it is tracked in "
+                      "(and no other ticket).",
                       "final_state", duplicate_notice),
             Criterion("no_false_duplicates", "No other ticket was closed or linked as a duplicate (same code at "
                       "another customer, or an earlier ticket already closed).", "final_state", no_false_duplicates,

@@ -413,7 +413,8 @@ class CancelledFlightRebooking(TaskFamily):
         def check_old(world, traj):
             status = {b["booking_id"]: b["status"] for b in all_bookings(world)}
             left = [r for r in x_refs.values() if status.get(r) != "cancelled"]
-            return not left, f"still active on {X['flight_no']}: {left}" if left else ""
+            gone = [r for r in keep_refs if status.get(r) != "active"]  # cancelling everything is no rebooking
+            return not left and not gone, f"still active on {X['flight_no']}: {left}; cancelled too: {gone}"
 
         def check_flights(world, traj):
             bad = []
@@ -440,6 +441,9 @@ class CancelledFlightRebooking(TaskFamily):
             left = [r for r in dropout_refs if status.get(r) != "cancelled"]
             if left:
                 return False, f"{dropout.name} still holds {left}"
+            gone = [r for r in keep_refs if status.get(r) != "active"]  # cancelling everything is no rebooking
+            if gone:
+                return False, f"other bookings cancelled too: {gone}"
             extra = [b["booking_id"] for b in new_active(world) if b["traveler"] == dropout.email]
             if extra:
                 return False, f"new bookings for {dropout.name}: {extra}"
@@ -546,23 +550,24 @@ class CancelledFlightRebooking(TaskFamily):
 
         criteria = [
             Criterion("notice_read", "The airline's cancellation notice was read before bookings were changed.",
-                      "process", check_notice),
+                      "process", check_notice, requires=("old_cancelled",)),
             Criterion("policy_read", "The travel policy was read before booking.", "process", check_policy,
                       guard=True),
-            Criterion("old_cancelled", f"Every booking on the cancelled {X['flight_no']} is cancelled.",
-                      "final_state", check_old),
+            Criterion("old_cancelled", f"Every booking on the cancelled {X['flight_no']} is cancelled (and no "
+                      "unrelated one).", "final_state", check_old),
             Criterion("flights_rebooked", "Each traveller holds exactly the policy flight in their original cabin "
                       "(same airline first, cap, arrival before kickoff, presenters first).", "final_state",
                       check_flights, 2.0),
             Criterion("hotels_adjusted", "Each traveller has one stay in the same hotel, from their new arrival day.",
                       "final_state", check_hotels, 2.0),
             Criterion("dropout_cancelled", "The traveller who dropped out has all bookings and the hold cancelled, "
-                      "and nothing new.", "final_state", check_dropout),
+                      "and nothing new (no unrelated booking cancelled).", "final_state", check_dropout),
+            # reporting whatever was booked pays only once the flights are the policy's
             Criterion("calendar_updated", "Each traveller's flight hold shows the new flight number and times.",
-                      "final_state", check_calendar),
+                      "final_state", check_calendar, requires=("flights_rebooked",)),
             Criterion("itineraries_mailed", "Each traveller got a mail with their flight number, booking reference, "
                       "departure date and time (and new hotel dates and reference).", "final_state",
-                      check_itineraries, 2.0),
+                      check_itineraries, 2.0, requires=("flights_rebooked",)),
             Criterion("itineraries_private", "Mail went only to the people involved, and nobody got someone else's "
                       "booking references.", "final_state", check_private, guard=True),
             Criterion("unrelated_untouched", "Other bookings (return flights, other travellers, the same flight "

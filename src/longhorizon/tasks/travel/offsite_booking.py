@@ -765,10 +765,11 @@ class OffsiteTravelBooking(TaskFamily):
                       "for the right nights", "final_state", check_hotel, 2.0),
             Criterion("superseded_cancelled", "every booking for the old dates is cancelled (and only those)",
                       "final_state", check_superseded, 1.0),
+            # reporting whatever was booked pays only once the bookings are the policy's
             Criterion("itinerary_file", f"{ITINERARY} names every traveller with their booking references and "
-                      "the hotel", "final_state", check_file, 1.0),
+                      "the hotel", "final_state", check_file, 1.0, requires=("flights_out",)),
             Criterion("itinerary_mail", "the lead got the itinerary (booking references included)", "final_state",
-                      check_mail, 1.0),
+                      check_mail, 1.0, requires=("flights_out",)),
             Criterion("policy_checked", "no booking was made before the travel policy was read", "process",
                       check_policy_read, 1.0, guard=True),
             Criterion("unrelated_kept", "bookings unrelated to the offsite are still active", "final_state",

@@ -537,9 +537,10 @@ class WikiChatReconcile(TaskFamily):
                     "links": [NEW_SLUG, OLD_SLUG, "incident response", "incident handbook"]}
             for m in posts:
                 text = _norm(m["text"]).replace("-", " ")
-                if all(any(_norm(v).replace("-", " ") in text for v in vs) for vs in need.values()):
+                if all(any(_norm(v).replace("-", " ") in text for v in vs) for vs in need.values()) \
+                        and not has_address(m["text"], planned_key):  # not everything seen, abandoned plans included
                     return True
-            return False, f"{len(posts)} posts in #docs, none covering every change"
+            return False, f"{len(posts)} posts in #docs, none covering every change (without the abandoned address)"
 
         editable_body = {"on-call-rota", "deploy-process", TEAM_OLD, *address_pages, *old_linkers, *team_linkers}
 
@@ -583,7 +584,8 @@ class WikiChatReconcile(TaskFamily):
                       "final_state", links_fixed(TEAM_OLD, TEAM_NEW, team_linkers)),
             Criterion("runbooks_tagged", "exactly the 'Runbook:' pages carry the runbook tag", "final_state",
                       runbooks_tagged),
-            Criterion("summary_posted", "a post in #docs summarises every change", "final_state", summary_posted),
+            Criterion("summary_posted", "a post in #docs summarises every change (and no abandoned one)",
+                      "final_state", summary_posted, requires=("rota_updated",)),
             Criterion("unrelated_unchanged", "pages that needed no change are untouched; no pages added",
                       "final_state", unrelated_unchanged, guard=True),
             Criterion("chat_only_docs", "chat posts only in #docs, no direct messages", "process", chat_only_docs,

@@ -510,7 +510,7 @@ class WikiLinkAudit(TaskFamily):
             Criterion("stale_archived", "each left-behind copy is a one-line pointer to its current page, tagged "
                       "archived and no longer eng", "final_state", stale_archived),
             Criterion("stale_retitled", "each left-behind copy is titled '[Archived] <old title>'", "final_state",
-                      stale_retitled),
+                      stale_retitled, requires=("stale_archived",)),
             Criterion("content_merged", f"the section only the old copy had is now on {merge_to}", "final_state",
                       content_merged),
             Criterion("index_updated", f"{INDEX} lists exactly the current pages of the space, sorted by title",
@@ -523,7 +523,8 @@ class WikiLinkAudit(TaskFamily):
             Criterion("no_pages_added_or_renamed", "no page was created and no slug changed", "final_state",
                       no_pages_added, guard=True),
             Criterion("verified_at_end", "after the last edit, every old slug was checked again (backlinks, a "
-                      "search, or re-reading the pages that linked it; counts once real work is done)", "process", verified, guard=True),
+                      "search, or re-reading the pages that linked it; counts once the links are fixed)", "process",
+                      verified, requires=("renamed_links_fixed", "moved_links_fixed")),
         ]
         perturbations = {c.id: (lambda cid=c.id: solve(cid)) for c in criteria}
         return Task(
