@@ -8,23 +8,12 @@ from longhorizon.core.errors import ContextLengthExceeded
 from longhorizon.core.registry import get_task
 from longhorizon.env.episode import Limits, play_task
 from longhorizon.policies.base import assistant, tool_call
+from longhorizon.policies.scripted import ReplayPolicy
 
 TASK = "downloads_cleanup-000004"
 
 
-class Scripted:
-    """Sends the given assistant messages in order, then finishes."""
-
-    name = "scripted"
-
-    def __init__(self, *messages):
-        self.messages = list(messages)
-
-    def describe(self):
-        return {"policy": self.name}
-
-    async def act(self, messages, tools, ctx):
-        return self.messages.pop(0) if self.messages else assistant("done")
+Scripted = ReplayPolicy
 
 
 def call(name, arguments):

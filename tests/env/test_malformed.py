@@ -13,25 +13,13 @@ from longhorizon.core.trajectory import Trajectory, json_safe
 from longhorizon.core.world import World
 from longhorizon.env.episode import Episode, play_task
 from longhorizon.env.gym_env import TaskEnv
-from longhorizon.policies.base import assistant
+from longhorizon.policies.scripted import ReplayPolicy
 from longhorizon.rollout.store import RunStore
 
 TASK = "downloads_cleanup-000004"
 
 
-class Scripted:
-    """Sends the given replies in order (anything at all), then finishes."""
-
-    name = "scripted"
-
-    def __init__(self, *messages):
-        self.messages = list(messages)
-
-    def describe(self):
-        return {"policy": self.name}
-
-    async def act(self, messages, tools, ctx):
-        return self.messages.pop(0) if self.messages else assistant("done")
+Scripted = ReplayPolicy
 
 
 def call(name, arguments, call_id="c", content=""):

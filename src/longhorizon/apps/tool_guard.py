@@ -31,6 +31,8 @@ from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 
+from longhorizon.core.trajectory import clean_text
+
 log = logging.getLogger("longhorizon.apps")
 
 MAX_MESSAGE_CHARS = 600
@@ -38,15 +40,6 @@ MAX_ERROR_CHARS = 2_000
 MAX_PROBLEMS = 4
 
 _ABS_PATH = re.compile(r"(?<![\w.~/-])/[^\s'\"`,;()<>\[\]{}]*")
-
-
-def clean_text(text: str) -> str:
-    """``text`` as valid Unicode: lone surrogates written as ``\\udXXX`` escapes."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _hide_path(m: re.Match) -> str:

@@ -49,3 +49,19 @@ class NullPolicy:
 
     async def act(self, messages, tools, ctx) -> dict:
         return assistant("Done.")
+
+
+class ReplayPolicy:
+    """Sends the given assistant messages in order (anything at all, malformed ones too), then
+    finishes: for tests and for replaying a recorded conversation through the tools."""
+
+    name = "replay"
+
+    def __init__(self, *messages):
+        self.messages = list(messages)
+
+    def describe(self) -> dict[str, Any]:
+        return {"policy": self.name, "model": None, "sampling": None}
+
+    async def act(self, messages, tools, ctx) -> dict:
+        return self.messages.pop(0) if self.messages else assistant("done")
