@@ -176,3 +176,19 @@ def test_save_workbook_is_byte_deterministic(tmp_path):
     first = (tmp_path / "one.xlsx").read_bytes()
     assert first == (tmp_path / "two.xlsx").read_bytes()
     assert workbook_bytes(load_workbook(tmp_path / "one.xlsx")) == first  # a load/save round trip too
+
+
+def test_many_formulas_over_huge_ranges_stop_at_the_evaluation_budget(monkeypatch):
+    """An agent's workbook of formulas each summing a million cells must not keep a tool or a
+    grader busy for hours: past the budget, further ranges evaluate to None."""
+    from longhorizon.apps.sheets import state
+
+    monkeypatch.setattr(state, "EVALUATION_BUDGET_CELLS", 2_000)
+    wb = Workbook()
+    ws = wb.active
+    ws["A1"] = 1
+    for r in range(1, 6):
+        ws[f"B{r}"] = "=SUM(A1:A1000)"
+    ev = state.Evaluator(wb)
+    got = [ev.value(ws.title, f"B{r}") for r in range(1, 6)]
+    assert got[:2] == [1, 1] and got[2:] == [None, None, None]

@@ -195,13 +195,21 @@ class _Range:
         return len(self.rows), len(self.rows[0]) if self.rows else 0
 
 
+MAX_RANGE_CELLS = 1_000_000
+EVALUATION_BUDGET_CELLS = 4_000_000
+"""Cells all the ranges of one Evaluator may span together: an agent's workbook of many formulas
+over huge ranges would otherwise keep a tool (or a grader) computing for hours."""
+
+
 class Evaluator:
-    """Computes formula cells of one workbook, memoising results and refusing cycles."""
+    """Computes formula cells of one workbook, memoising results and refusing cycles; past
+    ``EVALUATION_BUDGET_CELLS`` of range cells every further range evaluates to None."""
 
     def __init__(self, wb: Workbook):
         self.wb = wb
         self._memo: dict[tuple[str, int, int], Any] = {}
         self._active: set[tuple[str, int, int]] = set()
+        self._budget = EVALUATION_BUDGET_CELLS
 
     # public ---------------------------------------------------------------------------------
     def value(self, sheet: str, coord: str) -> Any:
@@ -282,8 +290,12 @@ class Evaluator:
         return self._cell(sheet, row, col)
 
     def _block(self, sheet: str, r1: int, c1: int, r2: int, c2: int) -> _Range:
-        if (r2 - r1 + 1) * (c2 - c1 + 1) > 1_000_000:
+        size = (r2 - r1 + 1) * (c2 - c1 + 1)
+        if size > MAX_RANGE_CELLS:
             raise Unsupported("range too large")
+        self._budget -= size
+        if self._budget < 0:
+            raise Unsupported("the workbook's formulas span too many cells to evaluate")
         return _Range([[self._cell(sheet, r, c) for c in range(c1, c2 + 1)] for r in range(r1, r2 + 1)])
 
 
