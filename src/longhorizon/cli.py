@@ -17,8 +17,15 @@ POLICIES = ("oracle", "null", "openai", "local")
 def _policy(args):
     from longhorizon.policies.factory import make_policy
 
+    model = args.model
+    if args.policy == "local":  # no --model: the embedded SmolLM2 (converted from its wheel on first use)
+        try:
+            from longhorizon.train.pretrained import resolve
+        except ImportError as exc:
+            raise UsageError(f"--policy local needs the model extra (pip install 'longhorizon[model]'): {exc}") from None
+        model = resolve(model)
     return make_policy(
-        args.policy, model=args.model, base_url=args.base_url, temperature=args.temperature,
+        args.policy, model=model, base_url=args.base_url, temperature=args.temperature,
         top_p=args.top_p, max_tokens=args.max_tokens, seed=args.sampling_seed,
     )
 
@@ -155,7 +162,8 @@ def cmd_run(args) -> int:
         raise UsageError(f"split {args.split} has no instances of the chosen families "
                          "(holdout families are only in split holdout-family)")
     policy = _policy(args)
-    limits = Limits(max_turns=args.max_turns, max_tool_calls=args.max_tool_calls, max_wall_s=args.max_wall_s)
+    wall = args.max_wall_s if args.max_wall_s is not None else getattr(policy, "default_max_wall_s", 600.0)
+    limits = Limits(max_turns=args.max_turns, max_tool_calls=args.max_tool_calls, max_wall_s=wall or None)
     spec = RunSpec(policy=policy.describe(), split=args.split, seeds=args.seeds,
                    families=sorted(args.family) if args.family else None, samples=args.samples, limits=limits)
     summary = asyncio.run(run_episodes(tasks, policy, spec, args.out, concurrency=args.concurrency,
@@ -264,8 +272,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--concurrency", type=int, default=8, help="episodes in flight (default 8)")
     r.add_argument("--max-turns", type=int, default=150)
     r.add_argument("--max-tool-calls", type=int, default=300)
-    r.add_argument("--max-wall-s", type=float, default=600.0, help="wall time per episode, seconds")
-    r.add_argument("--model", help="model name (openai) or path/name of a transformers model (local)")
+    r.add_argument("--max-wall-s", type=float,
+                   help="wall time per episode, seconds (0: none; default 600, none for --policy local, whose "
+                        "episodes take turns on one in-process model)")
+    r.add_argument("--model", help="model name (openai) or path/name of a transformers model (local; default: "
+                                   "the embedded SmolLM2 of `longhorizon model init`)")
     r.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
     r.add_argument("--temperature", type=float, default=0.0)
     r.add_argument("--top-p", type=float, default=1.0)

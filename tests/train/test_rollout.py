@@ -61,13 +61,20 @@ def tasks(make_copy_task):
     return [make_copy_task("copya", "42"), make_copy_task("copyb", "42")]
 
 
-@pytest.fixture(scope="module")
-def rollout_batch(small_model, tasks, tmp_path_factory):
+MODELS = ["small_model", "gguf_model", "smol_vocab_model"]
+"""The tiny Qwen3 (atomic <tool_call> tokens); a tiny GGUF converted as the embedded SmolLM2 is; and
+SmolLM2's own tokenizer (its turn tokens, markup spelled in ordinary tokens) on a tiny model:
+one template, every vocabulary."""
+
+
+@pytest.fixture(scope="module", params=MODELS)
+def rollout_batch(request, tasks, tmp_path_factory):
     """One rollout batch (2 tasks x 2 episodes) prepared by GRPOTrainer for the loss."""
     from longhorizon.train.rl import build_trainer
 
-    tok = AutoTokenizer.from_pretrained(small_model)
-    model = AutoModelForCausalLM.from_pretrained(small_model)
+    path = request.getfixturevalue(request.param)
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path)
     cfg = RLConfig(out=str(tmp_path_factory.mktemp("rl")), group_size=2, tasks_per_rollout=2, micro_batch_size=2,
                    max_steps=1, max_turns=5, max_new_tokens=400, max_context=None, concurrency=4)
     CharPolicy.episodes = 0
@@ -170,7 +177,8 @@ def test_trl_advantages_are_group_normalised_rewards(rollout_batch):
     assert out["advantages"].tolist() == pytest.approx(group_advantages(rewards, 2).tolist(), abs=1e-5)
 
 
-def test_sft_labels_cover_exactly_the_assistant_tokens(small_model, files_tools, make_copy_task, tmp_path):
+@pytest.mark.parametrize("which", MODELS)
+def test_sft_labels_cover_exactly_the_assistant_tokens(which, request, files_tools, make_copy_task, tmp_path):
     from datasets import Dataset
 
     from longhorizon.train.data import clean_message
@@ -182,9 +190,10 @@ def test_sft_labels_cover_exactly_the_assistant_tokens(small_model, files_tools,
     assert teacher.passed
     ds = Dataset.from_list([{"messages": [clean_message(m) for m in teacher.messages],
                              "tools": json.dumps(files_tools)}])
-    tok = AutoTokenizer.from_pretrained(small_model)
+    path = request.getfixturevalue(which)
+    tok = AutoTokenizer.from_pretrained(path)
     cfg = SFTConfig(out=str(tmp_path / "sft"), max_steps=1, max_length=None)
-    trainer = build_trainer(cfg, model=AutoModelForCausalLM.from_pretrained(small_model), tokenizer=tok, dataset=ds,
+    trainer = build_trainer(cfg, model=AutoModelForCausalLM.from_pretrained(path), tokenizer=tok, dataset=ds,
                             progress=False)
     row = trainer.train_dataset[0]
     ids, labels = row["input_ids"], row["labels"]

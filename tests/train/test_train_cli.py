@@ -24,7 +24,7 @@ def test_bad_input_exits_with_code_2(tmp_path, capsys):
 def test_pipeline_commands_end_to_end_with_resume(tmp_path, capsys):
     model, teacher, data = tmp_path / "tiny", tmp_path / "teacher", tmp_path / "data"
     sft, rl = tmp_path / "sft", tmp_path / "rl"
-    assert main(["model", "init", "--out", str(model), "--family", FAMILY]) == 0
+    assert main(["model", "init", "--tiny", "--out", str(model), "--family", FAMILY]) == 0
     assert json.loads((model / "config.json").read_text())["model_type"] == "qwen3"
     assert main(["run", "--policy", "oracle", "--family", FAMILY, "--seeds", "2", "--out", str(teacher),
                  "--quiet"]) == 0

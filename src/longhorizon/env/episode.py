@@ -59,7 +59,8 @@ TOKEN_KEYS = ("token_ids", "prompt_ids", "logprobs")
 class Limits:
     max_turns: int = 150
     max_tool_calls: int = 300
-    max_wall_s: float = 600.0
+    max_wall_s: float | None = 600.0
+    """None: no wall-clock limit (in-process models on a CPU, whose episodes take turns)."""
     max_result_chars: int = 20_000
 
     def to_dict(self) -> dict[str, Any]:

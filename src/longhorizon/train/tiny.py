@@ -1,10 +1,10 @@
 """A tiny local model: a byte-level BPE trained on the suite's own text and a random Qwen3.
 
-Everything runs offline in seconds, so every code path that needs a "real model" (the local
-policy, SFT, RL) can run here without a hub download. The chat template renders tools, tool
-calls (``<tool_call>{"name", "arguments"}</tool_call>``) and tool results
-(``<tool_response>``) in Qwen style, and wraps each assistant turn in
-``{% generation %}`` markers so TRL's assistant-only loss knows which tokens to train.
+For fast unit tests only (the embedded default is the pretrained SmolLM2 of
+``train.pretrained``). Everything runs offline in seconds, so every code path that needs a
+"real model" (the local policy, SFT, RL) can run in a test. Its tokenizer carries the project's
+one chat template (``train.template``: tools, ``<tool_call>`` calls, ``<tool_response>``
+results, ``{% generation %}`` markers) with the same turn tokens as SmolLM2.
 
     path = build_tiny_model(tmp / "tiny", default_corpus())
     model = AutoModelForCausalLM.from_pretrained(path); tok = AutoTokenizer.from_pretrained(path)
@@ -19,63 +19,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-PAD, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
+from longhorizon.train.template import CHAT_TEMPLATE, IM_END, IM_START, PAD, save_tokenizer
+
 SPECIAL_TOKENS = [PAD, IM_START, IM_END]
 MARKUP_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<tools>", "</tools>"]
 """Atomic but not special: they survive ``decode(skip_special_tokens=True)``, so parsers see them."""
-
-# Written for transformers' Jinja settings (trim_blocks, lstrip_blocks). The assistant turn's
-# generated part is exactly what the model emits after "<|im_start|>assistant\n": content, tool
-# calls, and the end token. Tool arguments that are strings (JSON as sampled) are written as
-# they are; objects are serialised.
-CHAT_TEMPLATE = """\
-{%- macro render_call(tc) -%}
-{%- set fn = tc.function if tc.function is defined else tc -%}
-{{- '<tool_call>\\n{"name": ' + (fn.name | tojson) + ', "arguments": ' -}}
-{%- if fn.arguments is string -%}{{- fn.arguments -}}
-{%- else -%}{{- (fn.arguments if fn.arguments is defined else {}) | tojson -}}{%- endif -%}
-{{- '}\\n</tool_call>' -}}
-{%- endmacro -%}
-{%- if messages and messages[0].role == 'system' -%}
-{%- set system = messages[0].content or '' -%}
-{%- set rest = messages[1:] -%}
-{%- else -%}
-{%- set system = '' -%}
-{%- set rest = messages -%}
-{%- endif -%}
-{%- if system or tools -%}
-{{- '<|im_start|>system\\n' + system -}}
-{%- if tools -%}
-{{- '\\n\\n# Tools\\nYou can call the functions below. Each signature is a JSON Schema inside <tools></tools>:\\n<tools>' -}}
-{%- for tool in tools -%}{{- '\\n' + (tool | tojson) -}}{%- endfor -%}
-{{- '\\n</tools>\\nTo call a function, write a JSON object with its name and arguments inside '
-    '<tool_call></tool_call> tags:\\n<tool_call>\\n{"name": <function-name>, "arguments": <arguments-object>}'
-    '\\n</tool_call>' -}}
-{%- endif -%}
-{{- '<|im_end|>\\n' -}}
-{%- endif -%}
-{%- for m in rest -%}
-{%- if m.role == 'assistant' -%}
-{{- '<|im_start|>assistant\\n' -}}
-{%- generation -%}
-{{- m.content or '' -}}
-{%- for tc in (m.tool_calls or []) -%}
-{%- if not loop.first or m.content -%}{{- '\\n' -}}{%- endif -%}
-{{- render_call(tc) -}}
-{%- endfor -%}
-{{- '<|im_end|>' -}}
-{%- endgeneration -%}
-{{- '\\n' -}}
-{%- elif m.role == 'tool' -%}
-{%- if loop.first or rest[loop.index0 - 1].role != 'tool' -%}{{- '<|im_start|>user' -}}{%- endif -%}
-{{- '\\n<tool_response>\\n' + (m.content or '') + '\\n</tool_response>' -}}
-{%- if loop.last or rest[loop.index0 + 1].role != 'tool' -%}{{- '<|im_end|>\\n' -}}{%- endif -%}
-{%- else -%}
-{{- '<|im_start|>' + m.role + '\\n' + (m.content or '') + '<|im_end|>\\n' -}}
-{%- endif -%}
-{%- endfor -%}
-{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}
-"""
 
 
 def train_tokenizer(corpus: list[str], vocab_size: int = 1024, max_length: int = 32768):
@@ -146,7 +94,7 @@ def build_tiny_model(
         eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, do_sample=False,
     )
     model.save_pretrained(out)
-    tok.save_pretrained(out)
+    save_tokenizer(tok, out)
     return out
 
 
