@@ -141,7 +141,10 @@ async def test_greedy_logprobs_match_a_teacher_forced_forward_pass(greedy):
 async def test_greedy_is_deterministic_even_when_episodes_run_concurrently(greedy):
     first = await greedy.act(MESSAGES, TOOLS, None)
     again = await asyncio.gather(*(greedy.act(MESSAGES, TOOLS, None) for _ in range(3)))
-    assert all(m == first for m in again)
+    # decoded together (batched): the same message and ids; log-probs up to float rounding
+    for m in again:
+        assert {k: v for k, v in m.items() if k != "logprobs"} == {k: v for k, v in first.items() if k != "logprobs"}
+        assert m["logprobs"] == pytest.approx(first["logprobs"], abs=1e-4)
 
 
 async def test_sampling_is_reproducible_from_the_seed(tiny):

