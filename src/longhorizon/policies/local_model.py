@@ -423,7 +423,8 @@ class LocalModelPolicy:
                         if states[i] is not None:  # the row's own cache: its unpadded columns
                             cols = mask[r].bool()
                             states[i]["cache"] = DynamicCache(ddp_cache_data=[
-                                (layer.keys[r:r + 1, :, cols], layer.values[r:r + 1, :, cols]) for layer in cache.layers])
+                                (layer.keys[r:r + 1, :, cols], layer.values[r:r + 1, :, cols])
+                                for layer in cache.layers])
                             states[i]["cache_ids"] = prompts[i] + ids[i][:-1]
                         results[i] = (ids[i], lps[i])
                     else:
