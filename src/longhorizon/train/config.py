@@ -116,6 +116,9 @@ class RLConfig:
     effort_floor: float = 0.0
     """Off when 0. Otherwise an episode scoring below it earns ``effort_floor x`` the share of its
     tool calls that succeeded (at most the floor): some signal for low-scoring groups."""
+    resample_flat_groups: int = 0
+    """Dynamic sampling: a group whose episodes all earned the same reward (no learning signal)
+    is replaced by a whole group of another task, up to this many times per group (0: off)."""
     learning_rate: float = 1e-4
     lr_scheduler: str = "constant"
     warmup_ratio: float = 0.0
@@ -199,6 +202,12 @@ class EvalConfig:
     max_wall_s: float | None = None
     """Wall time per episode (None: no limit; see ``RLConfig.max_wall_s``)."""
     concurrency: int = 4
+    max_batch: int = 8
+    """Turns of concurrent episodes the in-process model decodes together (``LocalModelPolicy``)."""
+    transfer_families: list[str] | None = None
+    """The demo also evaluates every model on these families of the holdout-family split (whole
+    families never trained on: transfer within the suite) into ``eval/NAME-transfer``; None: skip."""
+    transfer_seeds: int = 4
 
 
 EMBEDDED_MODEL = "smollm2-135m-instruct"

@@ -38,6 +38,7 @@ RL_KEYS = {
     "learning_rate": "learning_rate",
     "step_time": "step_time_s",
     "episode/rollout_s": "rollout_s",
+    "episode/flat_groups_replaced": "flat_groups_replaced",
 }
 SFT_KEYS = {
     "loss": "loss",

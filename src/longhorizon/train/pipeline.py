@@ -90,7 +90,7 @@ def evaluate_model(model_path: str | Path, out: str | Path, cfg: EvalConfig, *, 
 
     tasks = tasks_for(cfg.split, cfg.seeds, cfg.families)
     policy = LocalModelPolicy(str(model_path), temperature=0.0, max_new_tokens=cfg.max_new_tokens,
-                              max_context=cfg.max_context)
+                              max_context=cfg.max_context, max_batch=cfg.max_batch)
     limits = Limits(max_turns=cfg.max_turns, max_tool_calls=cfg.max_tool_calls, max_wall_s=cfg.max_wall_s)
     return _run_policy(tasks, policy, Path(out), split=cfg.split, seeds=cfg.seeds, families=cfg.families,
                        limits=limits, concurrency=cfg.concurrency, progress=progress)
@@ -180,14 +180,28 @@ def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bo
 
     e = cfg.eval
 
+    transfer = None
+    if e.transfer_families:
+        import dataclasses
+
+        transfer = dataclasses.replace(e, split="holdout-family", families=list(e.transfer_families),
+                                       seeds=e.transfer_seeds, transfer_families=None)
+
     def evaluate():
         results = {}
         for name, path in (("base", base), ("sft", sft), ("rl", rl)):
-            print(f"  {name}: greedy on {e.split} ({', '.join(e.families or ['all families'])}, {e.seeds} seeds)")
-            results[name] = evaluate_model(path, out / "eval" / name, e, progress=progress)
+            for key, ec in ((name, e), (f"{name}-transfer", transfer)):
+                if ec is None:
+                    continue
+                print(f"  {name}: greedy on {ec.split} ({', '.join(ec.families or ['all families'])}, "
+                      f"{ec.seeds} seeds)", flush=True)
+                t0 = time.time()
+                results[key] = evaluate_model(path, out / "eval" / key, ec, progress=progress)
+                print(f"  {key}: {time.time() - t0:.0f} s", flush=True)
         return results
 
-    stages.run("eval", f"greedy pass@1 of base, SFT and RL on {e.split}", evaluate)
+    splits = e.split + (" and holdout-family" if transfer else "")
+    stages.run("eval", f"greedy pass@1 of base, SFT and RL on {splits}", evaluate)
     report = stages.run("report", f"-> {out / 'report.md'}, {out / 'report.html'}",
                         lambda: write_report(out, stage_times=stages.times))
     print()

@@ -30,10 +30,14 @@ def _fmt_ci(ci) -> str:
     return f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
-def results_table(folder: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+SPLITS = (("", "holdout"), ("-transfer", "holdout-family (transfer)"))
+"""Eval folders: ``eval/NAME`` (the config's eval split) and ``eval/NAME-transfer`` (holdout families)."""
+
+
+def results_table(folder: Path, suffix: str = "") -> tuple[list[dict[str, Any]], dict[str, Any]]:
     rows, runs = [], {}
     for key, label in MODELS:
-        summary, trajs = _load_run(folder / "eval" / key)
+        summary, trajs = _load_run(folder / "eval" / f"{key}{suffix}")
         if summary is None:
             continue
         runs[key] = trajs
@@ -105,23 +109,104 @@ def learning_curves(folder: Path, png: Path) -> bool:
     return True
 
 
-def _comparisons(runs: dict[str, list[dict]]) -> list[tuple[str, dict[str, Any]]]:
+def _comparisons(runs: dict[str, list[dict]], split: str = "holdout") -> list[tuple[str, dict[str, Any]]]:
     from longhorizon.evaluate.metrics import compare
 
     out = []
     for a, b in (("base", "sft"), ("sft", "rl"), ("base", "rl")):
         if a in runs and b in runs:
-            out.append((f"{b} vs {a}", compare(runs[a], runs[b])))
+            out.append((f"{b} vs {a} ({split})", compare(runs[a], runs[b])))
     return out
+
+
+def format_comparisons(comps: list[tuple[str, dict[str, Any]]]) -> str:
+    """B - A paired by task: Δ pass@1 and Δ mean reward with paired-bootstrap 95% intervals,
+    McNemar's exact p on pass/fail; ``*`` marks a reward interval that excludes 0."""
+    lines = [f"{'paired (B vs A)':<34} {'tasks':>5} {'Δ pass@1':>9} {'95% CI':<17} {'Δ reward':>9} "
+             f"{'95% CI':<17} {'McNemar p':>9}"]
+    for name, c in comps:
+        if not c.get("paired_tasks"):
+            lines.append(f"{name:<34} no tasks in common")
+            continue
+        lo, hi = c["delta_mean_reward_ci95"]
+        mark = "*" if lo > 0 or hi < 0 else " "
+        lines.append(f"{name:<34} {c['paired_tasks']:>5} {c['delta_pass@1']:>+9.3f} "
+                     f"{_fmt_ci(c['delta_pass@1_ci95']):<17} {c['delta_mean_reward']:>+9.3f} "
+                     f"{_fmt_ci(c['delta_mean_reward_ci95']):<16}{mark} {c['mcnemar']['p_value']:>9.3g}")
+    return "\n".join(lines)
+
+
+def rl_steps(folder: Path) -> list[dict[str, Any]]:
+    """Per GSPO step: reward, pass rate, the share of groups whose rewards were all equal (no
+    learning signal), clip fraction, loss, grad norm (``models/rl/log.jsonl``)."""
+    from longhorizon.train.logs import read_log
+
+    log = folder / "models" / "rl" / "log.jsonl"
+    return [r for r in read_log(log) if r.get("step") is not None] if log.exists() else []
+
+
+def format_rl_steps(steps: list[dict[str, Any]]) -> str:
+    def f(v, fmt):
+        return format(v, fmt) if isinstance(v, (int, float)) else "-"
+
+    lines = [f"{'GSPO step':>9} {'reward':>7} {'pass':>5} {'zero-var groups':>15} {'clip':>6} {'grad norm':>9} "
+             f"{'loss':>9}"]
+    for r in steps:
+        lines.append(f"{r['step']:>9} {f(r.get('reward'), '.3f'):>7} {f(r.get('pass_rate'), '.2f'):>5} "
+                     f"{f(r.get('zero_variance_groups'), '.2f'):>15} {f(r.get('clip_fraction'), '.3f'):>6} "
+                     f"{f(r.get('grad_norm'), '.3g'):>9} {f(r.get('loss'), '+.4f'):>9}")
+    return "\n".join(lines)
+
+
+def weight_change(a: Path, b: Path) -> dict[str, float] | None:
+    """How far model ``b``'s weights moved from ``a``'s: the largest absolute change and the
+    relative L2 change over all shared tensors (None when either folder has no safetensors)."""
+    fa, fb = sorted(a.glob("*.safetensors")), sorted(b.glob("*.safetensors"))
+    if not fa or not fb:
+        return None
+    try:
+        import torch
+        from safetensors.torch import load_file
+    except ImportError:
+        return None
+    ta, tb = {}, {}
+    for f in fa:
+        ta.update(load_file(f))
+    for f in fb:
+        tb.update(load_file(f))
+    num = den = 0.0
+    biggest = 0.0
+    for k in sorted(set(ta) & set(tb)):
+        x, y = ta[k].float(), tb[k].float()
+        if x.shape != y.shape:
+            continue
+        d = y - x
+        num += float(torch.sum(d * d))
+        den += float(torch.sum(x * x))
+        biggest = max(biggest, float(d.abs().max()))
+    return {"max_abs": biggest, "relative_l2": (num / den) ** 0.5 if den else 0.0}
 
 
 def write_report(folder: str | Path, stage_times: dict[str, float] | None = None) -> dict[str, Any]:
     folder = Path(folder)
     rows, runs = results_table(folder)
-    table = format_table(rows)
+    t_rows, t_runs = results_table(folder, "-transfer")
     png = folder / "learning_curve.png"
     has_plot = learning_curves(folder, png)
-    comps = _comparisons(runs)
+    comps = _comparisons(runs) + (_comparisons(t_runs, "holdout-family") if t_runs else [])
+    steps = rl_steps(folder)
+    moved = weight_change(folder / "models" / "sft", folder / "models" / "rl")
+    parts = ["holdout", format_table(rows)]
+    if t_rows:
+        parts += ["", "holdout-family (transfer: families never trained on)", format_table(t_rows)]
+    if comps:
+        parts += ["", format_comparisons(comps), "(* : the reward interval excludes 0)"]
+    if steps:
+        parts += ["", format_rl_steps(steps)]
+    if moved:
+        parts.append(f"GSPO moved the SFT weights: max |Δw| {moved['max_abs']:.3g}, "
+                     f"relative L2 {moved['relative_l2']:.3g}")
+    table = "\n".join(parts)
     data_summary = _read_json(folder / "sft_data" / "summary.json")
     sft_summary = _read_json(folder / "models" / "sft" / "summary.json")
     rl_summary = _read_json(folder / "models" / "rl" / "summary.json")
@@ -132,13 +217,22 @@ def write_report(folder: str | Path, stage_times: dict[str, float] | None = None
           "Greedy pass@1 and mean dense reward on the holdout split (95% intervals: Wilson for pass@1, "
           "bootstrap for reward).", "", "```", table, "```", ""]
     if comps:
-        md += ["## Paired comparisons (by task)", "", "| comparison | Δ pass@1 | 95% CI | Δ mean reward | 95% CI |",
-               "|---|---|---|---|---|"]
+        md += ["## Paired comparisons (by task)", "",
+               "| comparison | tasks | Δ pass@1 | 95% CI | Δ mean reward | 95% CI | McNemar p |",
+               "|---|---|---|---|---|---|---|"]
         for name, c in comps:
             if c.get("paired_tasks"):
-                md.append(f"| {name} | {c['delta_pass@1']:+.3f} | {_fmt_ci(c['delta_pass@1_ci95'])} | "
-                          f"{c['delta_mean_reward']:+.3f} | {_fmt_ci(c['delta_mean_reward_ci95'])} |")
+                md.append(f"| {name} | {c['paired_tasks']} | {c['delta_pass@1']:+.3f} | "
+                          f"{_fmt_ci(c['delta_pass@1_ci95'])} | {c['delta_mean_reward']:+.3f} | "
+                          f"{_fmt_ci(c['delta_mean_reward_ci95'])} | {c['mcnemar']['p_value']:.3g} |")
         md.append("")
+    if steps:
+        md += ["## GSPO steps", "", "Zero-variance groups: the share of a step's groups whose episodes all "
+               "earned the same reward (advantage 0: no learning signal).", "", "```", format_rl_steps(steps),
+               "```", ""]
+        if moved:
+            md += [f"GSPO moved the SFT weights: max |Δw| {moved['max_abs']:.3g}, relative L2 "
+                   f"{moved['relative_l2']:.3g}.", ""]
     if has_plot:
         md += ["## Learning curves", "", "![learning curves](learning_curve.png)", ""]
     md += ["## Pipeline", ""]
@@ -161,8 +255,9 @@ def write_report(folder: str | Path, stage_times: dict[str, float] | None = None
                "", "</details>"]
     (folder / "report.md").write_text("\n".join(md) + "\n")
     (folder / "report.html").write_text(_html(table, comps, has_plot, md))
-    return {"table": table, "rows": rows, "complete": bool(rows) and all(r["complete"] for r in rows)
-            and len(rows) == len(MODELS)}
+    return {"table": table, "rows": rows, "transfer_rows": t_rows, "comparisons": dict(comps), "rl_steps": steps,
+            "weight_change": moved,
+            "complete": bool(rows) and all(r["complete"] for r in rows + t_rows) and len(rows) == len(MODELS)}
 
 
 def _read_json(path: Path):

@@ -145,6 +145,7 @@ class EpisodeRollout:
         self.last: list[Trajectory] = []
         """The last rollout's trajectories, in batch order (tests and logs read them)."""
         self.rollouts = 0
+        self._next_spare = 0
 
     def _local_policy(self, model):
         from longhorizon.policies.local_model import LocalModelPolicy
@@ -193,6 +194,30 @@ class EpisodeRollout:
 
         return list(await asyncio.gather(*(one(t, s) for t, s in jobs)))
 
+    def replace_flat_groups(self, trajs: list[Trajectory], policy) -> int:
+        """Dynamic sampling: a group whose episodes all earned the same reward (all 0, all 1, ...)
+        has advantage 0 everywhere and teaches nothing; play a whole group of another task in its
+        place, up to ``resample_flat_groups`` times per group (the last one is kept whatever it
+        scored). Groups are replaced whole, so the 8 episodes of a group always share one task.
+        Returns how many groups were replaced (in place in ``trajs``)."""
+        g, c = self.cfg.group_size, self.cfg
+        in_batch = {t.task_id for t in trajs}
+        spare = [tid for tid in self.tasks if tid not in in_batch]
+        replaced = 0
+        for k in range(0, len(trajs), g):
+            for _ in range(c.resample_flat_groups):
+                rewards = {shaped_reward(t, c.reward, c.effort_floor) for t in trajs[k:k + g]
+                           if t.status != INFRA_STATUS}
+                if len(rewards) > 1 or not spare:
+                    break
+                tid = spare[self._next_spare % len(spare)]
+                self._next_spare += 1
+                log.info("rollout %d: group of %s is flat (reward %s): playing %s instead",
+                         self.rollouts + 1, trajs[k].task_id, sorted(rewards), tid)
+                trajs[k:k + g] = _run(self.play_batch([tid] * g, policy))
+                replaced += 1
+        return replaced
+
     def _failed(self, task: Task, sample: int, policy, error: str) -> Trajectory:
         """The stand-in for an episode that could not be played: no turns, status ``infra_error``."""
         try:
@@ -209,12 +234,15 @@ class EpisodeRollout:
         was_training = model.training
         t0 = time.perf_counter()
         try:
-            trajs = _run(self.play_batch([str(p) for p in prompts], self.policy(model)))
+            policy = self.policy(model)
+            trajs = _run(self.play_batch([str(p) for p in prompts], policy))
+            replaced = self.replace_flat_groups(trajs, policy) if self.cfg.resample_flat_groups else 0
         finally:
             model.train(was_training)
         self.last = trajs
         self.rollouts += 1
         out = self.to_trl(trajs)
+        out["flat_groups_replaced"] = [float(replaced)] * len(trajs)
         elapsed = time.perf_counter() - t0
         out["rollout_s"] = [elapsed] * len(trajs)
         if self.record_dir is not None:
@@ -338,6 +366,7 @@ def episode_reward(prompts, completions, completion_ids, episode_reward, log_met
         log_metric("episode/rollout_s", mean("rollout_s"))
         log_metric("episode/failed", float(sum(kw.get("episode_failed") or [])))
         log_metric("episode/dropped", float(sum(kw.get("episode_dropped") or [])))
+        log_metric("episode/flat_groups_replaced", max(kw.get("flat_groups_replaced") or [0.0]))
     return [None if r is None else float(r) for r in episode_reward]
 
 

@@ -1,0 +1,81 @@
+"""The demo report's pieces: paired comparisons with McNemar, GSPO steps, how far RL moved the weights."""
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("safetensors")
+
+from safetensors.torch import save_file  # noqa: E402
+
+from longhorizon.train.report import format_comparisons, format_rl_steps, rl_steps, weight_change  # noqa: E402
+
+
+def _comparison(lo, hi):
+    return {"paired_tasks": 16, "delta_pass@1": 0.0, "delta_pass@1_ci95": [0.0, 0.0], "delta_mean_reward": 0.2,
+            "delta_mean_reward_ci95": [lo, hi], "mcnemar": {"a_only_passed": 0, "b_only_passed": 0, "p_value": 1.0}}
+
+
+def test_a_reward_interval_that_excludes_zero_is_marked_and_mcnemar_is_printed():
+    text = format_comparisons([("sft vs base (holdout)", _comparison(0.1, 0.3)),
+                               ("rl vs sft (holdout)", _comparison(-0.1, 0.3))])
+    win, tie = text.splitlines()[1:]
+    assert win.rstrip().endswith("1") and "*" in win
+    assert "*" not in tie
+    assert "McNemar p" in text.splitlines()[0]
+
+
+def test_rl_steps_show_the_zero_variance_share_of_each_step(tmp_path):
+    log = tmp_path / "models" / "rl" / "log.jsonl"
+    log.parent.mkdir(parents=True)
+    log.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"step": 1, "reward": 0.25, "pass_rate": 0.0, "zero_variance_groups": 0.0, "loss": 0.01},
+        {"step": 2, "grad_norm": 0.5}]))
+    steps = rl_steps(tmp_path)
+    assert [s["step"] for s in steps] == [1, 2]
+    lines = format_rl_steps(steps).splitlines()
+    assert "zero-var groups" in lines[0]
+    assert lines[1].split()[3] == "0.00" and lines[2].split()[3] == "-"
+
+
+def test_weight_change_is_zero_for_the_same_weights_and_positive_after_a_change(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    w = {"w": torch.ones(2, 2)}
+    save_file(w, a / "model.safetensors")
+    save_file(w, b / "model.safetensors")
+    assert weight_change(a, b) == {"max_abs": 0.0, "relative_l2": 0.0}
+    save_file({"w": torch.tensor([[1.0, 1.0], [1.0, 3.0]])}, b / "model.safetensors")
+    moved = weight_change(a, b)
+    assert moved["max_abs"] == pytest.approx(2.0) and moved["relative_l2"] == pytest.approx(1.0)
+    assert weight_change(a, tmp_path / "missing") is None
+
+
+def test_a_flat_group_is_replaced_whole_by_a_group_of_another_task():
+    """Dynamic sampling: copya's group all scored 0 (no signal): a whole group of the next task
+    takes its place; copyb's mixed group stays."""
+    from types import SimpleNamespace
+
+    from longhorizon.train.config import RLConfig
+    from longhorizon.train.rl import EpisodeRollout
+
+    scores = {"copya": [0.0, 0.0], "copyb": [1.0, 0.5], "copyc": [0.0, 1.0]}
+
+    def ep(tid, k):
+        return SimpleNamespace(task_id=tid, status="completed", reward=scores[tid][k], passed=False, tool_calls=[])
+
+    cfg = RLConfig(group_size=2, tasks_per_rollout=2, micro_batch_size=2, resample_flat_groups=1)
+    rollout = EpisodeRollout({t: None for t in scores}, cfg, tokenizer=None)
+    played = []
+
+    async def play_batch(task_ids, policy):
+        played.append(task_ids)
+        return [ep(t, k) for k, t in enumerate(task_ids)]
+
+    rollout.play_batch = play_batch
+    trajs = [ep("copya", 0), ep("copya", 1), ep("copyb", 0), ep("copyb", 1)]
+    assert rollout.replace_flat_groups(trajs, policy=None) == 1
+    assert played == [["copyc", "copyc"]]
+    assert [t.task_id for t in trajs] == ["copyc", "copyc", "copyb", "copyb"]
+    rollout.close()
