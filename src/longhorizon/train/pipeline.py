@@ -189,10 +189,11 @@ def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bo
 
     def evaluate():
         results = {}
-        for name, path in (("base", base), ("sft", sft), ("rl", rl)):
-            for key, ec in ((name, e), (f"{name}-transfer", transfer)):
+        for suffix, ec in (("", e), ("-transfer", transfer)):  # every model on the holdout first
+            for name, path in (("base", base), ("sft", sft), ("rl", rl)):
                 if ec is None:
                     continue
+                key = name + suffix
                 print(f"  {name}: greedy on {ec.split} ({', '.join(ec.families or ['all families'])}, "
                       f"{ec.seeds} seeds)", flush=True)
                 t0 = time.time()
