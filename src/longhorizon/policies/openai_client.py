@@ -136,6 +136,10 @@ class OpenAIPolicy:
             await self._client.aclose()
         self._client = self._client_loop = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable (Ray ships the policy to its episode workers): the pool stays behind."""
+        return {**self.__dict__, "_client": None, "_client_loop": None}
+
     async def __aenter__(self) -> "OpenAIPolicy":
         return self
 

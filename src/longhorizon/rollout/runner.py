@@ -1,10 +1,19 @@
 """Concurrent, resumable runner: plays many episodes and persists each as it ends.
 
 Worlds are built once per Task (snapshot) and forked per episode. Episodes run as asyncio
-tasks (in-process MCP sessions, async shell), at most ``concurrency`` at a time. A finished
-episode is appended to ``trajectories.jsonl`` at once; an exception from the policy or the
-infrastructure (building the World, a grader, writing the line) is appended to
-``infra_errors.jsonl`` instead and retried on the next resume; the other episodes go on.
+tasks, at most ``concurrency`` at a time, played by an *episode player*: ``LocalEpisodes``
+(this process: in-process MCP sessions, async shell; the default) or ``RayEpisodes``
+(rollout/ray_workers.py: Ray actors, each with its own World cache and MCP sessions). Either
+way this process alone writes the run folder. A finished episode is appended to
+``trajectories.jsonl`` at once; an exception from the policy or the infrastructure (building
+the World, an app server failing, a grader, writing the line) is appended to
+``infra_errors.jsonl`` instead and retried on the next resume; the other episodes go on. A
+worker that dies while playing an episode (``WorkerLost``) is recorded the same way and the
+episode is played again at once, elsewhere, up to ``LOST_WORKER_ATTEMPTS`` times.
+
+A full disk never ends the run: a line that cannot be written whole is cut off again (so the
+log stays valid JSONL), the episode counts as an infrastructure error, and a rerun after
+freeing space resumes.
 """
 
 from __future__ import annotations
@@ -15,18 +24,22 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from tqdm import tqdm
 
+from longhorizon.core.errors import InfraError
 from longhorizon.core.task import SUITE_VERSION, Task
-from longhorizon.core.trajectory import json_safe
+from longhorizon.core.trajectory import Trajectory, json_safe
 from longhorizon.core.world import WorldCache
 from longhorizon.env.episode import Limits, play
 from longhorizon.rollout.store import RunStore
 
 
 log = logging.getLogger("longhorizon.rollout")
+
+LOST_WORKER_ATTEMPTS = 3
+"""How many times one run plays an episode whose worker keeps dying under it."""
 
 
 def release_fork(cache: WorldCache, world) -> None:
@@ -36,6 +49,75 @@ def release_fork(cache: WorldCache, world) -> None:
         cache.release(world)
     except Exception as exc:
         log.warning("could not remove the World at %s: %s: %s", world.root, type(exc).__name__, exc)
+
+
+class WorkerLost(InfraError):
+    """The worker playing an episode died under it (killed, out of memory, its node lost):
+    nothing about the episode is known, so it is played again on another worker."""
+
+
+class EpisodeFailed(InfraError):
+    """An episode failed where it was played (another process): carries that error's text and
+    traceback, so the record reads as a local run's would."""
+
+    def __init__(self, error: str, tb: str):
+        super().__init__(error)
+        self.error, self.tb = error, tb
+
+
+def episode_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` ends one episode (an infrastructure error) rather than the run: any
+    Exception, and ``SystemExit``/``GeneratorExit`` or groups of them raised inside an episode
+    (an app server or a policy calling exit). Cancellation and Ctrl-C end the run."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(episode_failure(e) for e in exc.exceptions)
+    return isinstance(exc, (Exception, SystemExit, GeneratorExit))
+
+
+def describe_failure(exc: BaseException) -> str:
+    """``Type: message``; a group of one (an app server's task group) is named by what it holds."""
+    if isinstance(exc, EpisodeFailed):
+        return exc.error
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
+
+
+def infra_record(task_id: str, sample: int, exc: BaseException, **extra) -> dict[str, Any]:
+    """The ``infra_errors.jsonl`` line for an episode that failed with ``exc`` (record-safe:
+    the message may quote what the agent sent)."""
+    tb = exc.tb if isinstance(exc, EpisodeFailed) else "".join(traceback.format_exception(exc))
+    return json_safe({"episode_id": f"{task_id}#{sample}", "task_id": task_id, "sample": sample,
+                      "error": describe_failure(exc), "traceback": tb, "time": time.time(), **extra})
+
+
+class EpisodePlayer(Protocol):
+    """Where episodes are played: ``play`` returns the graded Trajectory of one (task, sample)
+    or raises (an infrastructure error; ``WorkerLost`` when the worker died under it)."""
+
+    async def play(self, task: Task, sample: int) -> Trajectory: ...
+
+    async def aclose(self) -> None: ...
+
+
+class LocalEpisodes:
+    """Plays episodes in this process: one World cache, forks released as episodes end."""
+
+    def __init__(self, policy, limits: Limits):
+        self.policy, self.limits = policy, limits
+        self.cache = WorldCache()
+
+    async def play(self, task: Task, sample: int) -> Trajectory:
+        world = None
+        try:
+            world, digest = await asyncio.to_thread(self.cache.fork, task)
+            return await play(task, self.policy, world, sample=sample, limits=self.limits, world_hash=digest)
+        finally:
+            if world is not None:
+                release_fork(self.cache, world)  # unmounts its workspace, then removes it
+
+    async def aclose(self) -> None:
+        self.cache.close()
 
 
 @dataclass
@@ -63,40 +145,51 @@ class RunSpec:
 
 
 async def run_episodes(tasks: list[Task], policy, spec: RunSpec, out: Path | str, *,
-                       concurrency: int = 8, progress: bool = True) -> dict[str, Any]:
-    """Play every (task, sample) not yet in ``out``; return the run's summary."""
+                       concurrency: int = 8, progress: bool = True,
+                       episodes: EpisodePlayer | None = None) -> dict[str, Any]:
+    """Play every (task, sample) not yet in ``out``; return the run's summary.
+
+    ``episodes`` says where they are played (default ``LocalEpisodes(policy, spec.limits)``);
+    the runner closes it when the run ends."""
     from longhorizon.evaluate.metrics import summarize
 
     store = RunStore(out)
     done = store.open(spec.manifest(tasks))
     todo = [(t, s) for t in tasks for s in range(spec.samples) if f"{t.id}#{s}" not in done]
-    cache = WorldCache()
+    episodes = episodes or LocalEpisodes(policy, spec.limits)
     sem = asyncio.Semaphore(max(1, concurrency))
     bar = tqdm(total=len(tasks) * spec.samples, initial=len(done), unit="ep",
                desc=f"{spec.policy.get('policy', 'policy')} {spec.split}", disable=not progress,
                dynamic_ncols=True)
     stats = {"passed": 0, "ended": 0, "infra": 0}
 
+    def record_failure(task: Task, sample: int, exc: BaseException, **extra) -> None:
+        stats["infra"] += 1
+        try:
+            store.add_infra_error(infra_record(task.id, sample, exc, **extra))
+        except OSError as write_exc:  # a full disk: the episode is still missing, so a resume retries it
+            log.error("could not record the infrastructure error of %s#%d (%s) either: %s",
+                      task.id, sample, describe_failure(exc), write_exc)
+
     async def one(task: Task, sample: int) -> None:
         async with sem:
-            world = None
-            try:
-                world, digest = await asyncio.to_thread(cache.fork, task)
-                traj = await play(task, policy, world, sample=sample, limits=spec.limits, world_hash=digest)
-                store.add_trajectory(traj)
-            except Exception as exc:  # infrastructure: recorded apart, retried on resume
-                stats["infra"] += 1
-                store.add_infra_error(json_safe({  # the message may quote what the agent sent
-                    "episode_id": f"{task.id}#{sample}", "task_id": task.id, "sample": sample,
-                    "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(),
-                    "time": time.time(),
-                }))
-            else:
-                stats["ended"] += 1
-                stats["passed"] += traj.passed
-            finally:
-                if world is not None:
-                    release_fork(cache, world)  # unmounts its workspace, then removes it
+            for attempt in range(1, LOST_WORKER_ATTEMPTS + 1):
+                try:
+                    traj = await episodes.play(task, sample)
+                    store.add_trajectory(traj)
+                except WorkerLost as exc:  # nothing was written: play it again, on another worker
+                    again = attempt < LOST_WORKER_ATTEMPTS
+                    record_failure(task, sample, exc, attempt=attempt, retried=again)
+                    if again:
+                        continue
+                except BaseException as exc:  # infrastructure: recorded apart, retried on resume
+                    if not episode_failure(exc):
+                        raise
+                    record_failure(task, sample, exc)
+                else:
+                    stats["ended"] += 1
+                    stats["passed"] += traj.passed
+                break
             bar.update(1)
             bar.set_postfix(pass_rate=f"{stats['passed'] / max(1, stats['ended']):.2f}", infra=stats["infra"])
 
@@ -104,10 +197,15 @@ async def run_episodes(tasks: list[Task], policy, spec: RunSpec, out: Path | str
         await asyncio.gather(*(one(t, s) for t, s in todo))
     finally:
         bar.close()
-        cache.close()
-        if hasattr(policy, "aclose"):  # e.g. the OpenAI client's connection pool
-            await policy.aclose()
+        try:
+            await episodes.aclose()
+        finally:
+            if hasattr(policy, "aclose"):  # e.g. the OpenAI client's connection pool
+                await policy.aclose()
     summary = summarize(store.trajectories(), store.infra_errors(), expected=len(tasks) * spec.samples)
-    store.write_summary(summary)
+    try:
+        store.write_summary(summary)
+    except OSError as exc:  # the run's lines are safe; the summary is rewritten by the next run or eval
+        log.error("could not write %s: %s", store.dir / "summary.json", exc)
     store.close()  # the folder is free for the next run (a crash frees it too)
     return summary

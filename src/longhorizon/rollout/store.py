@@ -30,7 +30,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from longhorizon.core.errors import UsageError
+from longhorizon.core.errors import InfraError, UsageError
 
 MANIFEST = "run.json"
 TRAJECTORIES = "trajectories.jsonl"
@@ -43,9 +43,33 @@ IDENTITY_KEYS = ("suite_version", "policy", "split", "seeds", "families", "sampl
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
+    """Write ``path`` whole or not at all (a full disk leaves the old file and no temporary)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append one line and fsync it, or leave the file as it was: a write cut short (a full
+    disk, a quota) is truncated away again, so the next line never lands after half a line."""
+    data = (line + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        start = os.lseek(fd, 0, os.SEEK_END)  # this process is the folder's only writer (run.lock)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except BaseException:
+            os.ftruncate(fd, start)  # needs no space
+            raise
+    finally:
+        os.close(fd)
 
 
 def read_jsonl(path: Path, *, repair: bool = False) -> list[dict]:
@@ -152,9 +176,9 @@ class RunStore:
         """Lock, then create or resume the run; returns the ids of episodes already finished.
         Refused (UsageError) while another live run holds the folder, or if it holds a
         different run."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self._acquire()  # before anything is read or repaired: a live writer may be mid-line
         try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._acquire()  # before anything is read or repaired: a live writer may be mid-line
             path = self.dir / MANIFEST
             if path.exists():
                 old = json.loads(path.read_text())
@@ -167,15 +191,15 @@ class RunStore:
             else:
                 write_json_atomic(path, manifest)
             return {row["episode_id"] for row in read_jsonl(self.dir / TRAJECTORIES, repair=True)}
+        except OSError as exc:  # e.g. a full disk: nothing started, rerun once there is room
+            self.close()
+            raise InfraError(f"cannot open the run folder {self.dir}: {exc}") from exc
         except BaseException:
             self.close()
             raise
 
     def _append(self, name: str, line: str) -> None:
-        with open(self.dir / name, "a", encoding="utf-8") as f:
-            f.write(line + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        append_line(self.dir / name, line)
 
     def add_trajectory(self, traj) -> None:
         self._append(TRAJECTORIES, traj.to_json())

@@ -612,7 +612,7 @@ class MonthlyExpenseReport(TaskFamily):
                 return True
             args = sends[0].arguments if isinstance(sends[0].arguments, dict) else {}
             rcpts = {parse_address(a) for a in [*args.get("to", []), *args.get("cc", [])]}
-            return rcpts <= {finance_box, manager.email, controller.email}, f"mail went to {rcpts}"
+            return rcpts <= {finance_box, manager.email, controller.email}, f"mail went to {sorted(rcpts)}"
 
         sources = [statement, *texts]
 
