@@ -5,7 +5,9 @@ the real client (``OpenAIPolicy``) over real HTTP against this server. It speaks
 chat-completions schema (``POST /v1/chat/completions``, ``GET /v1/models``), validates requests
 the way a real server does (400 on a missing model or messages, malformed tools, tool results
 that answer no call; 404 on an unknown model; 401 on a wrong key) and can be told to fail the
-next N requests (503, 429, ...) so retries are tested for real. Its replies come from a *brain*:
+next N requests so retries are tested for real: with an HTTP error (503, 429, 500, ...), by
+never answering (``stall_next``: the client's timeout fires), or by dropping the connection
+half-way through the response body (``drop_next``). Its replies come from a *brain*:
 any callable ``(request_json) -> assistant message dict``.
 
     with StandinLLM(ScriptedBrain([...])) as srv:
@@ -301,7 +303,8 @@ class StandinLLM:
         self.dump_arguments = dump_arguments
         self.requests: list[Any] = []
         self._port = port
-        self._failures: list[tuple[int, str, dict[str, str]]] = []
+        self._failures: list[tuple[str, int, str, dict[str, str]]] = []
+        self._closing = threading.Event()
         self._lock = threading.Lock()
         self._brain_lock = threading.Lock()
         self._conns: set[socket.socket] = set()
@@ -323,6 +326,7 @@ class StandinLLM:
     def close(self) -> None:
         if self._httpd is None:
             return
+        self._closing.set()  # stalled requests give up
         self._httpd.shutdown()
         self._httpd.server_close()
         with self._lock:  # drop keep-alive connections, so no one is served after close
@@ -356,7 +360,19 @@ class StandinLLM:
         """The next ``n`` chat requests get ``status`` (after being recorded), before validation."""
         headers = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else {}
         with self._lock:
-            self._failures.extend([(status, message, headers)] * n)
+            self._failures.extend([("status", status, message, headers)] * n)
+
+    def stall_next(self, n: int) -> None:
+        """The next ``n`` chat requests are read and never answered (until ``close``): a model
+        server that hangs, so the client's read timeout fires."""
+        with self._lock:
+            self._failures.extend([("stall", 0, "", {})] * n)
+
+    def drop_next(self, n: int) -> None:
+        """The next ``n`` chat requests get a 200 whose body stops half-way, then the connection
+        closes: a server or proxy dying mid-response."""
+        with self._lock:
+            self._failures.extend([("drop", 200, "", {})] * n)
 
     # request handling ----------------------------------------------------------------------
     def _next_failure(self):
@@ -498,12 +514,29 @@ class _Handler(BaseHTTPRequestHandler):
         if not self._authorised():
             return
         failure = self.standin._next_failure()
-        if failure:
-            status, message, headers = failure
+        if failure and failure[0] == "status":
+            _, status, message, headers = failure
             self._error(_Reject(status, message, code=HTTPStatus(status).phrase.lower().replace(" ", "_"),
                                 headers=headers))
             return
+        if failure and failure[0] == "stall":
+            self.standin._closing.wait(60)
+            self.close_connection = True
+            return
         try:
-            self._send(200, self.standin.complete(body))
+            reply = self.standin.complete(body)
         except _Reject as r:
             self._error(r)
+            return
+        if failure and failure[0] == "drop":
+            data = json.dumps(reply).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data[: len(data) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            self.request.shutdown(socket.SHUT_RDWR)
+            return
+        self._send(200, reply)
