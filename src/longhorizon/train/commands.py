@@ -89,6 +89,13 @@ def cmd_data_sft(args) -> int:
 
 
 # -- train sft / rl ----------------------------------------------------------------------------
+def _main_process() -> bool:
+    """False in the other processes of an ``accelerate launch`` run (they print nothing)."""
+    import os
+
+    return os.environ.get("RANK", "0") == "0"
+
+
 def _lora_flag(value):
     if value is None:
         return None
@@ -109,7 +116,9 @@ def cmd_train_sft(args) -> int:
         "lora": _lora_flag(args.lora), "threads": args.threads, "loss_on": args.loss_on,
     })
     summary = run_sft(cfg, resume=args.resume, progress=not args.quiet, console=not args.quiet)
-    print(json.dumps({k: summary[k] for k in ("out", "steps", "examples", "lora", "wall_s")}, indent=2))
+    if _main_process():
+        print(json.dumps({k: summary[k] for k in ("out", "steps", "examples", "lora", "processes", "wall_s")},
+                         indent=2))
     return 0
 
 
@@ -128,7 +137,9 @@ def cmd_train_rl(args) -> int:
         "lora": _lora_flag(args.lora), "threads": args.threads,
     })
     summary = run_rl(cfg, resume=args.resume, progress=not args.quiet, console=not args.quiet)
-    print(json.dumps({k: summary[k] for k in ("out", "steps", "loss", "clip_range", "group_size", "wall_s")}, indent=2))
+    if _main_process():
+        print(json.dumps({k: summary[k] for k in ("out", "steps", "loss", "clip_range", "group_size", "processes",
+                                                  "wall_s")}, indent=2))
     return 0
 
 

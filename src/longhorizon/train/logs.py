@@ -83,8 +83,8 @@ class StepLogger(TrainerCallback):
                 self.tb = None
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if not logs or "train_runtime" in logs:  # the trainer's closing summary is not a step
-            return
+        if not logs or "train_runtime" in logs or not state.is_world_process_zero:
+            return  # the trainer's closing summary is not a step; one process writes the log
         row: dict[str, Any] = {"stage": self.stage, "step": state.global_step, "max_steps": state.max_steps,
                                "elapsed_s": round(time.time() - self.t0, 2)}
         for src, dst in self.keys.items():

@@ -63,12 +63,40 @@ def lora_config(settings: LoraSettings, model):
                       target_modules=list(settings.target_modules), task_type="CAUSAL_LM")
 
 
-def save_final(trainer, out: Path, lora: LoraSettings) -> None:
-    """Save a plain transformers model folder (LoRA merged in; the adapter kept in OUT/adapter)."""
+def sharded(trainer) -> bool:
+    """Whether the trainer's model is sharded over processes (FSDP, DeepSpeed ZeRO; an
+    ``accelerate launch --config_file configs/accelerate/...`` run), so saving must gather it."""
+    from accelerate.utils import DistributedType
+
+    return trainer.accelerator.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED)
+
+
+def save_final(trainer, out: Path, lora: LoraSettings, base: str | None = None) -> None:
+    """Save a plain transformers model folder (LoRA merged in; the adapter kept in OUT/adapter).
+
+    A sharded model is gathered by ``trainer.save_model`` (every process takes part, the main
+    one writes); a LoRA adapter saved that way is then merged into ``base`` on the main process."""
     from peft import PeftModel
 
     model = trainer.accelerator.unwrap_model(trainer.model)
     tok = trainer.processing_class
+    if sharded(trainer):
+        lora_used = isinstance(model, PeftModel)
+        trainer.save_model(str(out / "adapter" if lora_used else out))
+        trainer.accelerator.wait_for_everyone()
+        if trainer.accelerator.is_main_process:
+            if lora_used:
+                from transformers import AutoModelForCausalLM
+
+                from longhorizon.train.pretrained import resolve
+
+                merged = PeftModel.from_pretrained(
+                    AutoModelForCausalLM.from_pretrained(local_path(resolve(base)), local_files_only=True),
+                    out / "adapter")
+                merged.merge_and_unload().save_pretrained(out)
+            save_tokenizer(tok, out)
+        trainer.accelerator.wait_for_everyone()
+        return
     if isinstance(model, PeftModel):
         model.save_pretrained(out / "adapter")
         model = model.merge_and_unload()
@@ -175,10 +203,14 @@ def train_and_save(trainer, out: Path, cfg, stage: str, *, resume: bool, **extra
 
     t0 = time.time()
     trainer.train(resume_from_checkpoint=resume and any(out.glob("checkpoint-*")) or None)
-    save_final(trainer, out, cfg.lora)
-    carry_provenance(cfg.model, out, stage)
-    log = read_log(out / "log.jsonl")
+    save_final(trainer, out, cfg.lora, cfg.model)
+    acc = trainer.accelerator
     summary = {"stage": stage, "out": str(out), "steps": trainer.state.global_step, "wall_s": time.time() - t0,
-               **extra, "first": log[0] if log else None, "last": log[-1] if log else None}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+               "processes": acc.num_processes, "distributed": acc.distributed_type.value, **extra}
+    if acc.is_main_process:  # one writer when `accelerate launch` runs several processes
+        carry_provenance(cfg.model, out, stage)
+        log = read_log(out / "log.jsonl")
+        summary.update(first=log[0] if log else None, last=log[-1] if log else None)
+        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    acc.wait_for_everyone()
     return summary
