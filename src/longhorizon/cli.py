@@ -157,15 +157,15 @@ def cmd_run(args) -> int:
     from longhorizon.evaluate.metrics import format_summary
     from longhorizon.rollout.runner import RunSpec, run_episodes
 
-    tasks = tasks_for(args.split, args.seeds, args.family)
-    if not tasks:
-        raise UsageError(f"split {args.split} has no instances of the chosen families "
-                         "(holdout families are only in split holdout-family)")
     if args.ray is not None and args.policy == "local":
         raise UsageError("--ray plays against a policy served elsewhere (--policy openai) or a deterministic one "
                          "(oracle, null): serve the model (e.g. vLLM) and pass --policy openai --base-url")
     if args.workers is not None and args.ray is None:
         raise UsageError("--workers needs --ray")
+    tasks = tasks_for(args.split, args.seeds, args.family)
+    if not tasks:
+        raise UsageError(f"split {args.split} has no instances of the chosen families "
+                         "(holdout families are only in split holdout-family)")
     policy = _policy(args)
     wall = args.max_wall_s if args.max_wall_s is not None else getattr(policy, "default_max_wall_s", 600.0)
     limits = Limits(max_turns=args.max_turns, max_tool_calls=args.max_tool_calls, max_wall_s=wall or None)

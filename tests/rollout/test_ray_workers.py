@@ -2,6 +2,7 @@
 run, each episode exactly once even when a worker is killed mid-episode, and nothing of Ray
 left in the home folder."""
 
+import json
 import os
 import signal
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from longhorizon.cli import main
+from longhorizon.core.errors import UsageError
 from longhorizon.core.registry import tasks_for
 from longhorizon.policies.scripted import OraclePolicy
 from longhorizon.rollout.runner import RunSpec, run_episodes
@@ -20,7 +22,8 @@ ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip ins
 
 from longhorizon.rollout.ray_workers import RayEpisodes, start_ray  # noqa: E402
 
-FAMILIES = ["downloads_cleanup", "monthly_expense_report", "log_error_summary"]
+FAMILIES = ["downloads_cleanup", "monthly_expense_report", "pipeline_hygiene"]
+"""Families whose oracle never lists file times (``ls -l`` shows when the World was forked)."""
 
 
 @pytest.fixture(scope="module")
@@ -125,3 +128,29 @@ def test_ray_keeps_its_files_in_its_temp_folder_and_none_in_home(cluster):
 def test_ray_with_an_in_process_model_is_refused(capsys):
     assert main(["run", "--policy", "local", "--ray", "--out", "/nonexistent/x"]) == 2
     assert "--ray plays against a policy served elsewhere" in capsys.readouterr().err
+
+
+async def test_the_rl_rollout_plays_its_groups_on_ray_workers_as_it_would_locally(cluster):
+    from longhorizon.train.config import RLConfig
+    from longhorizon.train.rl import EpisodeRollout
+
+    tasks = {t.id: t for t in tasks_for("train", 1, FAMILIES[:2])}
+    ids = [tid for tid in tasks for _ in range(2)]  # two groups of two
+    room = dict(group_size=2, max_turns=200, max_tool_calls=300)  # the oracle's whole solution
+    local = EpisodeRollout(tasks, RLConfig(**room), None)
+    remote = EpisodeRollout(tasks, RLConfig(**room, ray="local", ray_workers=2), None,
+                            policy_factory=lambda model: OraclePolicy())
+    try:
+        here = await local.play_batch(ids, OraclePolicy())
+        there = await remote.play_batch(ids, OraclePolicy())
+        assert [t.episode_id for t in there] == [t.episode_id for t in here]
+        for a, b in zip(here, there):
+            assert a.provenance.pop("fork_hash") == b.provenance["world_hash"]  # only the local path re-hashes forks
+            ra, rb = (replayable(json.loads(t.to_json())) for t in (a, b))
+            assert ra == rb and b.passed
+        assert sum(s.played for s in remote._workers.slots) == len(ids)
+    finally:
+        local.close()
+        remote.close()
+    with pytest.raises(UsageError, match="policy served outside"):
+        EpisodeRollout(tasks, RLConfig(ray="local"), None)

@@ -160,13 +160,16 @@ class RayEpisodes:
         """What each first worker reported when it came up (host, pid, versions)."""
         self.replaced = 0
         self._stop: Callable[[], None] | None = None
-        self._start_lock = asyncio.Lock()
+        self._start_lock: tuple[Any, asyncio.Lock | None] = (None, None)
         self._actor_cls = None
         self._made = 0
 
     # -- the pool ----------------------------------------------------------------------------
     async def _started(self) -> None:
-        async with self._start_lock:
+        loop = asyncio.get_running_loop()
+        if self._start_lock[0] is not loop:  # a pool may serve several event loops in turn (RL rollouts)
+            self._start_lock = (loop, asyncio.Lock())
+        async with self._start_lock[1]:
             if self._stop is not None:
                 return
             ray = _ray()

@@ -139,6 +139,12 @@ class RLConfig:
     concurrency: int = 8
     max_batch: int = 8
     """Turns of concurrent episodes the in-process policy decodes together (1: one at a time)."""
+    ray: str | None = None
+    """Play the rollout's episodes on Ray episode workers (rollout/ray_workers.py): "local" or a
+    cluster address. Needs a sampling policy served outside this process (``EpisodeRollout``'s
+    ``policy_factory``, e.g. a vLLM server returning token ids and log-probs)."""
+    ray_workers: int | None = None
+    """Ray episode workers (None: one per CPU of the cluster)."""
     lora: LoraSettings = field(default_factory=LoraSettings)
     save_steps: int = 0
     save_total_limit: int | None = 2

@@ -146,6 +146,22 @@ class EpisodeRollout:
         """The last rollout's trajectories, in batch order (tests and logs read them)."""
         self.rollouts = 0
         self._next_spare = 0
+        if cfg.ray and policy_factory is None:
+            raise UsageError("rl.ray plays episodes on Ray workers, which need a policy served outside this process "
+                             "(a policy_factory such as a vLLM server's); the in-process model cannot travel")
+        self._workers = None
+        self._workers_policy = None
+
+    def workers(self, policy):
+        """The Ray episode workers playing with ``policy`` (cfg.ray), made once per policy."""
+        from longhorizon.rollout.ray_workers import RayEpisodes
+
+        if self._workers is None or self._workers_policy is not policy:
+            if self._workers is not None:
+                _run(self._workers.aclose())
+            self._workers = RayEpisodes(policy, self.limits, address=self.cfg.ray, workers=self.cfg.ray_workers)
+            self._workers_policy = policy
+        return self._workers
 
     def _local_policy(self, model):
         from longhorizon.policies.local_model import LocalModelPolicy
@@ -177,6 +193,12 @@ class EpisodeRollout:
             error = None
             for _ in range(MAX_ATTEMPTS):
                 async with sem:
+                    if self.cfg.ray:  # on a Ray worker (its own fork; a lost worker is one more attempt)
+                        try:
+                            return await self.workers(policy).play(task, sample)
+                        except Exception as exc:
+                            error = exc
+                            continue
                     world = None
                     try:
                         world, digest = await asyncio.to_thread(self.cache.fork, task)
@@ -332,6 +354,9 @@ class EpisodeRollout:
 
     def close(self) -> None:
         self.cache.close()
+        if self._workers is not None:
+            _run(self._workers.aclose())
+            self._workers = None
 
 
 def _count(ids) -> int:
