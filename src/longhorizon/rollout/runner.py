@@ -101,11 +101,13 @@ class EpisodePlayer(Protocol):
 
 
 class LocalEpisodes:
-    """Plays episodes in this process: one World cache, forks released as episodes end."""
+    """Plays episodes in this process: one World cache (its own, or ``cache`` shared with other
+    players, which then stays open), forks released as episodes end."""
 
-    def __init__(self, policy, limits: Limits):
+    def __init__(self, policy, limits: Limits, cache: WorldCache | None = None):
         self.policy, self.limits = policy, limits
-        self.cache = WorldCache()
+        self._own = cache is None
+        self.cache = cache or WorldCache()
 
     async def play(self, task: Task, sample: int) -> Trajectory:
         world = None
@@ -117,7 +119,8 @@ class LocalEpisodes:
                 release_fork(self.cache, world)  # unmounts its workspace, then removes it
 
     async def aclose(self) -> None:
-        self.cache.close()
+        if self._own:
+            self.cache.close()
 
 
 @dataclass
