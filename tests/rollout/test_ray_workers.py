@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from longhorizon.cli import main
-from longhorizon.core.errors import UsageError
+from longhorizon.core.errors import InfraError, UsageError
 from longhorizon.core.registry import tasks_for
 from longhorizon.policies.scripted import OraclePolicy
 from longhorizon.rollout.runner import RunSpec, run_episodes
@@ -154,3 +154,33 @@ async def test_the_rl_rollout_plays_its_groups_on_ray_workers_as_it_would_locall
         remote.close()
     with pytest.raises(UsageError, match="policy served outside"):
         EpisodeRollout(tasks, RLConfig(ray="local"), None)
+
+
+class DownFor(OraclePolicy):
+    """The oracle, with the model server "down" for the episodes of ``victims``."""
+
+    def __init__(self, victims):
+        super().__init__()
+        self.victims = set(victims)
+
+    async def act(self, messages, tools, ctx):
+        if ctx.task.id in self.victims:
+            raise InfraError("connection refused by model server")
+        return await super().act(messages, tools, ctx)
+
+
+async def test_an_error_inside_a_worker_is_recorded_as_a_local_run_records_it_and_resumes(cluster, tmp_path):
+    tasks = tasks_for("train", 1, FAMILIES)
+    s = spec(OraclePolicy(), samples=1)
+    down = DownFor({tasks[0].id})
+    summary = await run_episodes(tasks, down, s, tmp_path, progress=False,
+                                 episodes=RayEpisodes(down, s.limits, workers=2))
+    [err] = read_jsonl(tmp_path / "infra_errors.jsonl")
+    assert err["episode_id"] == f"{tasks[0].id}#0" and "retried" not in err
+    assert err["error"] == "InfraError: connection refused by model server"
+    assert "in act" in err["traceback"], "the worker's own traceback"
+    assert summary["infra_errors"] == 1 and summary["overall"]["episodes"] == len(tasks) - 1
+    summary = await run_episodes(tasks, OraclePolicy(), s, tmp_path, progress=False,
+                                 episodes=RayEpisodes(OraclePolicy(), s.limits, workers=2))
+    assert summary["complete"] and summary["overall"]["pass@1"] == 1.0
+    assert sorted(by_episode(tmp_path)) == sorted(f"{t.id}#0" for t in tasks)
