@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 LH     := $(VENV)/bin/longhorizon
 SUITE  ?= runs/suite
 
-.PHONY: setup demo suite test bench clean
+.PHONY: setup bfcl-venv demo suite test bench clean
 
 setup: $(VENV)/.installed
 
@@ -33,11 +33,15 @@ suite: setup
 	$(LH) compare $(SUITE)/null-train $(SUITE)/oracle-train
 	$(LH) tasks stats
 
-test: setup
+# BFCL-V4's own venv (.venvs/bfcl: bfcl-eval pins old numpy), made once; its tests need it.
+bfcl-venv: setup
+	$(PY) -c "from longhorizon.evaluate.bfcl import ensure_venv; print(ensure_venv())"
+
+test: setup bfcl-venv
 	$(VENV)/bin/pytest
 
 bench: setup
 	$(PY) benchmarks/world_and_tools.py
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) .venvs runs .pytest_cache

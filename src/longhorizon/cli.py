@@ -305,6 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
     from longhorizon.train.commands import add_commands  # data / train subcommands
 
     add_commands(sub)
+    from longhorizon.evaluate.commands import add_commands as add_evaluate_commands  # bench / audit / report
+
+    add_evaluate_commands(sub)
     return p
 
 
