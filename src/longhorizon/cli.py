@@ -198,6 +198,10 @@ def cmd_eval(args) -> int:
 
 def cmd_compare(args) -> int:
     from longhorizon.evaluate.metrics import compare, describe_incomplete, format_compare, run_status
+    from longhorizon.evaluate.results import compare_benchmark_files, is_results
+
+    if is_results(args.run_a) or is_results(args.run_b):  # external benchmarks' results.json
+        return compare_benchmark_files(args.run_a, args.run_b, args.format)
 
     runs = {"a": args.run_a, "b": args.run_b}
     loaded = {k: _load_run(path) for k, path in runs.items()}
@@ -291,7 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.set_defaults(func=cmd_eval)
 
     c = sub.add_parser("compare", help="B vs A paired by task: Δpass@1 with bootstrap CI, McNemar p",
-                       description="Pairs two runs by task. Refused (exit 2) when either run is incomplete "
+                       description="Pairs two runs by task, or two benchmark results.json (bench bfcl, bench "
+                                   "tau2) of one benchmark by entry and trial. Refused (exit 2) when either run is incomplete "
                                    "(episodes missing from its manifest's count, e.g. pending infrastructure "
                                    "errors) unless --allow-incomplete is given.")
     c.add_argument("run_a")

@@ -66,6 +66,7 @@ def add_commands(sub) -> None:
     b.add_argument("--quiet", action="store_true", help="no BFCL progress output (still in OUT/bfcl/bfcl.log)")
     b.set_defaults(func=cmd_bench_bfcl)
     _add_audit(sub)
+    _add_report(sub)
 
 
 # -- audit -----------------------------------------------------------------------------------
@@ -133,3 +134,35 @@ def _add_audit(sub) -> None:
     a.add_argument("--format", choices=["md", "json"], default="md")
     a.add_argument("--quiet", action="store_true")
     a.set_defaults(func=cmd_audit)
+
+
+# -- report transfer -------------------------------------------------------------------------
+def cmd_report_transfer(args) -> int:
+    from longhorizon.evaluate.transfer import build, format_markdown, write
+
+    if len(args.base) != len(set(args.base)) or len(args.trained) != len(set(args.trained)):
+        raise UsageError("a path is given twice on one side")
+    rep = build(args.base, args.trained, trained_model=args.trained_model, audit_path=args.audit)
+    if not rep["rows"]:
+        raise UsageError("nothing to pair: give the same runs/benchmarks for --base and --trained")
+    write(rep, Path(args.out))
+    print(format_markdown(rep))
+    print(f"wrote {Path(args.out) / 'report.md'} and report.html", file=sys.stderr)
+    return 0
+
+
+def _add_report(sub) -> None:
+    report = _subgroup(sub, "report", "reports across runs and benchmarks")
+    r = report.add_parser(
+        "transfer", help="base vs trained on holdout, holdout families, BFCL-V4 and τ² in one table (md + html)",
+        description="Pairs each base input with the trained input of the same kind (run folders by split; "
+                    "results.json by benchmark, then category or domain): pass@1, Δ with a paired bootstrap "
+                    "95%% interval, McNemar's exact p. Called clean only when the trained model's provenance names "
+                    "only suite inputs and internal checkpoint choice and the given audit passed.")
+    r.add_argument("--base", nargs="+", required=True, metavar="PATH", help="the base model's run folders and results.json")
+    r.add_argument("--trained", nargs="+", required=True, metavar="PATH", help="the trained model's, same kinds")
+    r.add_argument("--trained-model", help="the trained model folder (its longhorizon_model.json is the provenance; "
+                                           "default: the provenance recorded in the trained runs)")
+    r.add_argument("--audit", help="audit.json written by `longhorizon audit --out`")
+    r.add_argument("--out", required=True, help="writes report.md, report.html and transfer.json here")
+    r.set_defaults(func=cmd_report_transfer)

@@ -108,3 +108,22 @@ def compare_results(a: dict[str, Any], b: dict[str, Any], by_category: bool = Tr
         out["categories"] = {c: compare([r for r in ra if r["category"] == c], [r for r in rb if r["category"] == c])
                              for c in cats}
     return out
+
+
+def compare_benchmark_files(path_a: str, path_b: str, fmt: str = "table") -> int:
+    """``longhorizon compare`` on two results.json: overall, then per category."""
+    from longhorizon.evaluate.metrics import format_compare
+
+    a, b = load_results(path_a), load_results(path_b)
+    c = compare_results(a, b)
+    if fmt == "json":
+        print(json.dumps(c, indent=2))
+        return 0
+    print(f"{c['benchmark']}: A = {a.get('model')} ({path_a}), B = {b.get('model')} ({path_b})")
+    print(format_compare(c, path_a, path_b))
+    for cat, cc in c.get("categories", {}).items():
+        if cc["paired_tasks"]:
+            lo, hi = cc["delta_pass@1_ci95"]
+            print(f"  {cat:<26} n {cc['paired_tasks']:>4}  A {cc['pass@1_a']:.3f}  B {cc['pass@1_b']:.3f}  "
+                  f"Δ {cc['delta_pass@1']:+.3f} [{lo:+.3f}, {hi:+.3f}]  p {cc['mcnemar']['p_value']:.3g}")
+    return 0
