@@ -43,7 +43,7 @@ def cmd_bench_bfcl(args) -> int:
     return 0
 
 
-def add_commands(sub) -> None:
+def _add_bench(sub) -> None:
     from longhorizon.evaluate.bfcl import GROUPS, OFFLINE_CATEGORIES
 
     bench = _subgroup(sub, "bench", "external benchmarks against an OpenAI-compatible endpoint")
@@ -65,8 +65,6 @@ def add_commands(sub) -> None:
     b.add_argument("--format", choices=["md", "json"], default="md")
     b.add_argument("--quiet", action="store_true", help="no BFCL progress output (still in OUT/bfcl/bfcl.log)")
     b.set_defaults(func=cmd_bench_bfcl)
-    _add_audit(sub)
-    _add_report(sub)
 
 
 # -- audit -----------------------------------------------------------------------------------
@@ -166,3 +164,9 @@ def _add_report(sub) -> None:
     r.add_argument("--audit", help="audit.json written by `longhorizon audit --out`")
     r.add_argument("--out", required=True, help="writes report.md, report.html and transfer.json here")
     r.set_defaults(func=cmd_report_transfer)
+
+
+def add_commands(sub) -> None:
+    _add_bench(sub)
+    _add_audit(sub)
+    _add_report(sub)
