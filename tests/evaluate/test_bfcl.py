@@ -7,8 +7,8 @@ missing one is created by the fixture (about a minute from a warm pip cache).
 
 from __future__ import annotations
 
+import ast
 import json
-import re
 import subprocess
 from pathlib import Path
 
@@ -19,6 +19,7 @@ from longhorizon.evaluate.bfcl import ensure_venv, run_driver
 from longhorizon.testing.standin_llm import StandinLLM
 
 CATS = ("simple_python", "multiple", "irrelevance")
+BENCH_CATS = CATS + ("multi_turn_base",)  # the whole command also plays multi-turn conversations
 N = 3
 
 
@@ -43,7 +44,7 @@ def _cases(data: Path, cat: str) -> list[dict]:
     questions = _jsonl(data / f"BFCL_v4_{cat}.json")[:N]
     answers = {a["id"]: a["ground_truth"] for a in _jsonl(data / "possible_answer" / f"BFCL_v4_{cat}.json")} \
         if (data / "possible_answer" / f"BFCL_v4_{cat}.json").exists() else {}
-    return [{"id": q["id"], "question": q["question"][0][-1]["content"], "function": q["function"],
+    return [{"id": q["id"], "question": q["question"][0][-1]["content"], "function": q.get("function", []),
              "truth": answers.get(q["id"])} for q in questions]
 
 
@@ -101,17 +102,43 @@ def test_wrong_answers_score_zero_through_bfcls_checker(tmp_path, bfcl_python, b
     assert not any(e["passed"] for e in entries)
 
 
+def _parse_call(src: str, tools: dict) -> tuple[str, dict]:
+    """A multi-turn ground-truth call such as "cd(folder='x')" or "sort('f.pdf')" as (name,
+    arguments); positional arguments take the names of the tool's parameters in order."""
+    node = ast.parse(src, mode="eval").body
+    order = list(tools[node.func.id]["parameters"]["properties"])
+    args = {order[i]: ast.literal_eval(a) for i, a in enumerate(node.args)}
+    return node.func.id, args | {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+
+
 class _Replay:
-    """A stand-in model that answers each BFCL question from BFCL's ground truth (or wrongly)."""
+    """A stand-in model that answers each BFCL question from BFCL's ground truth (or wrongly).
+    Multi-turn: each user turn gets that turn's ground-truth calls, then a text reply once the
+    tool results are back (which ends the turn in BFCL's loop)."""
 
     def __init__(self, cases: list[dict], wrong: bool = False):
         self.by_question = {c["question"]: c for c in cases}
         self.wrong = wrong
 
     def __call__(self, request: dict) -> dict:
-        user = next(m["content"] for m in reversed(request["messages"]) if m["role"] == "user")
-        case = self.by_question[user]
-        calls = (_wrong_calls if self.wrong else _right)(case)
+        case = self.by_question[next(m["content"] for m in request["messages"] if m["role"] == "user")]
+        if case["id"].startswith("multi_turn"):
+            return self._turn(request, case)
+        return self._reply(request, (_wrong_calls if self.wrong else _right)(case))
+
+    def _turn(self, request: dict, case: dict) -> dict:
+        msgs = request["messages"]
+        if msgs[-1]["role"] == "tool":
+            return {"role": "assistant", "content": "Done with this step."}
+        turn = sum(m["role"] == "user" for m in msgs) - 1
+        tools = {t["function"]["name"]: t["function"] for t in request["tools"]}
+        calls = [_parse_call(c, tools) for c in case["truth"][turn]]
+        if self.wrong:
+            calls = [(n, {k: "definitely-not-this" for k in a}) for n, a in calls]
+        return self._reply(request, calls)
+
+    @staticmethod
+    def _reply(request: dict, calls: list[tuple[str, dict]]) -> dict:
         if not calls:
             return {"role": "assistant", "content": "None of these functions fits the request."}
         sent = {t["function"]["name"] for t in request["tools"]}
@@ -122,9 +149,9 @@ class _Replay:
 
 
 def _bench(tmp_path: Path, bfcl_data: Path, wrong: bool, capsys) -> dict:
-    cases = [c for cat in CATS for c in _cases(bfcl_data, cat)]
+    cases = [c for cat in BENCH_CATS for c in _cases(bfcl_data, cat)]
     with StandinLLM(_Replay(cases, wrong=wrong), model="replay") as srv:
-        rc = main(["bench", "bfcl", "--base-url", srv.base_url, "--model", "replay", "--categories", *CATS,
+        rc = main(["bench", "bfcl", "--base-url", srv.base_url, "--model", "replay", "--categories", *BENCH_CATS,
                    "--limit", str(N), "--out", str(tmp_path / "out"), "--quiet", "--threads", "2"])
     assert rc == 0
     capsys.readouterr()
@@ -134,19 +161,19 @@ def _bench(tmp_path: Path, bfcl_data: Path, wrong: bool, capsys) -> dict:
 def test_bench_bfcl_against_a_faithful_replay_scores_one(tmp_path, bfcl_python, bfcl_data, capsys):
     res = _bench(tmp_path, bfcl_data, wrong=False, capsys=capsys)
     assert res["benchmark"] == "bfcl" and res["model"] == "replay"
-    assert sorted({e["category"] for e in res["entries"]}) == sorted(CATS)
-    assert len(res["entries"]) == N * len(CATS)
+    assert sorted({e["category"] for e in res["entries"]}) == sorted(BENCH_CATS)
+    assert len(res["entries"]) == N * len(BENCH_CATS)
     assert res["summary"]["overall"]["accuracy"] == 1.0
     assert all(e["reward"] == 1.0 and e["passed"] for e in res["entries"])
-    assert "| **overall (pooled)** | 9 | 1.000 |" in (tmp_path / "out" / "results.md").read_text()
+    assert "| **overall (pooled)** | 12 | 1.000 |" in (tmp_path / "out" / "results.md").read_text()
 
 
 def test_bench_bfcl_against_a_wrong_replay_scores_zero(tmp_path, bfcl_python, bfcl_data, capsys):
     res = _bench(tmp_path, bfcl_data, wrong=True, capsys=capsys)
-    assert len(res["entries"]) == N * len(CATS)
+    assert len(res["entries"]) == N * len(BENCH_CATS)
     assert res["summary"]["overall"]["accuracy"] == 0.0
     lo, hi = res["summary"]["overall"]["accuracy_ci95"]
-    assert lo == 0.0 and 0 < hi < 0.5
+    assert lo == pytest.approx(0.0, abs=1e-12) and 0 < hi < 0.5
 
 
 def test_bench_bfcl_refuses_an_online_category(capsys):
