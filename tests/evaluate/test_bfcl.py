@@ -180,3 +180,22 @@ def test_bench_bfcl_refuses_an_online_category(capsys):
     assert main(["bench", "bfcl", "--base-url", "http://127.0.0.1:1/v1", "--model", "m",
                  "--categories", "web_search_base", "--out", "/tmp/never"]) == 2
     assert "does not run offline" in capsys.readouterr().err
+
+
+def test_entries_the_server_never_answered_are_infra_errors_and_a_rerun_retries_them(tmp_path, bfcl_python,
+                                                                                     bfcl_data, capsys):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    args = ["bench", "bfcl", "--model", "replay", "--categories", "simple_python", "--limit", "2",
+            "--out", str(tmp_path / "out"), "--quiet"]
+    assert main(args + ["--base-url", dead]) == 3
+    assert "2 of 2 BFCL entries never reached the model" in capsys.readouterr().err
+    first = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert first["entries"] == [] and first["meta"]["complete"] is False
+    with StandinLLM(_Replay(_cases(bfcl_data, "simple_python")), model="replay") as srv:
+        assert main(args + ["--base-url", srv.base_url]) == 0
+    res = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert res["meta"]["complete"] and [e["passed"] for e in res["entries"]] == [True, True]

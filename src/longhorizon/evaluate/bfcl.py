@@ -121,8 +121,16 @@ def run_bfcl(base_url: str, model: str, categories: list[str], out: Path, limit:
            "api_key": api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY", "categories": categories,
            "limit": limit, "threads": threads, "temperature": temperature}
     got = run_driver(cfg, python, quiet=quiet)
+    infra = [e for e in got["entries"] if e.get("infra_error")]
     entries = [{"id": e["id"], "category": e["category"], "passed": bool(e["passed"]),
-                "reward": float(bool(e["passed"])), "error_type": e.get("error_type")} for e in got["entries"]]
+                "reward": float(bool(e["passed"])), "error_type": e.get("error_type")}
+               for e in got["entries"] if not e.get("infra_error")]
     meta = {"base_url": base_url, "categories": categories, "limit": limit, "harness": BFCL_EVAL,
-            "mode": "function calling (BFCL's OpenAICompletionsHandler)", "temperature": temperature}
-    return write_results(out, "bfcl", model, entries, meta)
+            "mode": "function calling (BFCL's OpenAICompletionsHandler)", "temperature": temperature,
+            "infra_errors": len(infra), "complete": not infra}
+    res = write_results(out, "bfcl", model, entries, meta)
+    if infra:
+        raise InfraError(f"{len(infra)} of {len(got['entries'])} BFCL entries never reached the model "
+                         f"({infra[0]['infra_error'][:120]}); they are left out of {out / 'results.json'} "
+                         "(marked incomplete); rerun the same command to retry them")
+    return res

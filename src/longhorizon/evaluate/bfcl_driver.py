@@ -16,7 +16,7 @@ needed one would fail loudly at its first call; ours never calls them.
 
 CONFIG keys: mode ("run" or "score"), workdir (BFCL_PROJECT_ROOT), model (name sent to the
 server), base_url, api_key, categories, limit (entries per category or null), temperature,
-threads. Writes WORKDIR/entries.json: [{"id", "category", "passed", "error_type"}].
+threads. Writes WORKDIR/entries.json: [{"id", "category", "passed", "error_type", "infra_error"}].
 """
 
 from __future__ import annotations
@@ -27,10 +27,16 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import re
 import sys
 import types
 from pathlib import Path
 
+# What BFCL writes as an entry's result when the request itself failed; these are the
+# server's failures (unreachable, overloaded, timed out), not the model's, so they are taken
+# out of the score and retried by the next run. Other errors (e.g. a 400 for a context
+# overflow) are the model's outcome and stay failures, as BFCL counts them.
+INFRA_ERROR = re.compile(r"^Error during inference: (Connection error|Request timed out|Error code: (5\d\d|429))")
 REGISTRY_NAME = "longhorizon-openai-FC"  # no "_" or "/": BFCL's checker maps "_" back to "/"
 VENDOR_SDKS = ("anthropic", "mistralai", "cohere", "google", "writerai", "qwen_agent", "boto3",
                "datamodel_code_generator")
@@ -111,9 +117,28 @@ def _select_ids(categories: list[str], limit: int) -> dict[str, list[str]]:
     return out
 
 
+def _drop_infra_errors(result_root: Path) -> int:
+    """Remove entries whose request failed from BFCL's result files, so this run retries them
+    (BFCL skips every id already in a result file)."""
+    dropped = 0
+    for path in result_root.rglob("*_result.json"):
+        lines = path.read_text().splitlines()
+        keep = [line for line in lines if line.strip() and not _infra_error(json.loads(line))]
+        if len(keep) != len(lines):
+            dropped += len(lines) - len(keep)
+            path.write_text("".join(line + "\n" for line in keep))
+    return dropped
+
+
+def _infra_error(result: dict) -> str | None:
+    r = result.get("result")
+    return r if isinstance(r, str) and INFRA_ERROR.match(r) else None
+
+
 def _generate(cfg: dict, workdir: Path) -> None:
     from bfcl_eval import _llm_response_generation as gen
 
+    _drop_infra_errors(workdir / "result" / REGISTRY_NAME)
     run_ids = cfg.get("limit") is not None
     if run_ids:
         ids = _select_ids(cfg["categories"], cfg["limit"])
@@ -146,7 +171,7 @@ def _score(cfg: dict, workdir: Path) -> list[dict]:
             if "prereq" in r["id"]:
                 continue
             entries.append({"id": r["id"], "category": cat, "passed": r["id"] not in failed,
-                            "error_type": failed.get(r["id"])})
+                            "error_type": failed.get(r["id"]), "infra_error": _infra_error(r)})
     return entries
 
 
