@@ -466,7 +466,8 @@ class _Files:
 def bfcl_external(root: Path, limit: int | None = None) -> tuple[list[Doc], list[Tool]]:
     """BFCL-V4's questions and function docs. ROOT: the wheel, or a folder holding ``bfcl_eval/``."""
     files = _Files(root)
-    names = sorted(n for n in files.names() if re.search(r"bfcl_eval/data/(multi_turn_func_doc/)?[^/]+\.json$", n)
+    names = sorted(n for n in files.names()
+                   if re.search(r"bfcl_eval/data/(multi_turn_func_doc/|memory_prereq_conversation/)?[^/]+\.json$", n)
                    and "format_sensitivity" not in n)  # an id list, no text of its own
     docs, tools, seen = [], {}, set()
     for name in names:
@@ -503,7 +504,7 @@ def bfcl_external(root: Path, limit: int | None = None) -> tuple[list[Doc], list
 def tau2_external(root: Path) -> tuple[list[Doc], list[Tool]]:
     """τ²-bench's tasks (user scenarios, descriptions), policies, and tools from its sources."""
     files = _Files(root)
-    docs, tools = [], []
+    docs, tools, seen = [], [], set()
     for name in sorted(files.names()):
         m = re.search(r"domains/([^/]+)/(tasks[^/]*\.json|[^/]*\.md|[^/]*tools\.py)$", name)
         if not m or "/data/" not in name and name.endswith((".json", ".md")):
@@ -512,7 +513,9 @@ def tau2_external(root: Path) -> tuple[list[Doc], list[Tool]]:
         if leaf.endswith(".json"):
             for task in json.loads(files.read(name)):
                 text = "\n".join(_strings({k: task.get(k) for k in ("description", "user_scenario")}))
-                docs.append(Doc("external", "tau2", "task", f"{domain}/{leaf}:{task.get('id')}", text))
+                if text not in seen:  # telecom ships its tasks twice (tasks.json, tasks_full.json)
+                    seen.add(text)
+                    docs.append(Doc("external", "tau2", "task", f"{domain}/{leaf}:{task.get('id')}", text))
         elif leaf.endswith(".md"):
             docs.append(Doc("external", "tau2", "policy", f"{domain}/{leaf}", files.read(name)))
         else:

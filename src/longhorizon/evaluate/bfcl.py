@@ -51,13 +51,26 @@ def venvs_root() -> Path:
 
 
 def ensure_venv(root: Path | None = None, quiet: bool = False) -> Path:
-    """The BFCL venv's python, creating the venv first if it is missing or stale."""
+    """The BFCL venv's python, creating the venv first if it is missing or stale (one process
+    at a time: the others wait on a lock, then find it made)."""
+    import fcntl
+
     venv = (root or venvs_root()) / "bfcl"
     python = venv / "bin" / "python"
     marker = venv / ".installed"
     wanted = "\n".join((BFCL_EVAL, *REQUIREMENTS))
     if python.exists() and marker.exists() and marker.read_text() == wanted:
         return python
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(venv.parent / "bfcl.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if python.exists() and marker.exists() and marker.read_text() == wanted:
+            return python
+        _create(venv, python, marker, wanted, quiet)
+    return python
+
+
+def _create(venv: Path, python: Path, marker: Path, wanted: str, quiet: bool) -> None:
     if not quiet:
         print(f"creating the BFCL venv at {venv} ({BFCL_EVAL}, {len(REQUIREMENTS)} packages; once)", file=sys.stderr)
     steps = [
@@ -71,7 +84,6 @@ def ensure_venv(root: Path | None = None, quiet: bool = False) -> Path:
             raise InfraError(f"creating the BFCL venv failed at `{' '.join(cmd[-3:])}`: "
                              f"{(done.stderr or done.stdout).strip().splitlines()[-1:]}")
     marker.write_text(wanted)
-    return python
 
 
 def parse_categories(names: list[str] | None) -> list[str]:
