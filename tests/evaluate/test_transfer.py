@@ -122,3 +122,20 @@ def test_transfer_report_is_not_clean_without_a_passed_audit(tmp_path, holdout_r
     (tmp_path / "x").mkdir()
     rep = _report(tmp_path / "x", holdout_runs, model, _audit(tmp_path, False), capsys)
     assert rep["clean"] is False and any("flagged 3" in p for p in rep["firewall_problems"])
+
+
+def test_transfer_report_joins_one_benchmarks_files_per_domain(tmp_path, holdout_runs, capsys):
+    def domain(out: Path, d: str, passing: set) -> Path:
+        entries = [{"id": str(k), "trial": 0, "passed": str(k) in passing, "reward": float(str(k) in passing)}
+                   for k in range(4)]
+        write_results(out, "tau2", "m", entries, {"domain": d})
+        return out / "results.json"
+
+    base = [domain(tmp_path / "b1", "mock", set()), domain(tmp_path / "b2", "airline", set())]
+    trained = [domain(tmp_path / "t1", "mock", {"0", "1", "2", "3"}), domain(tmp_path / "t2", "airline", {"0"})]
+    assert main(["report", "transfer", "--base", *map(str, base), "--trained", *map(str, trained),
+                 "--out", str(tmp_path / "r")]) == 0
+    capsys.readouterr()
+    rows = {r["row"]: r for r in json.loads((tmp_path / "r" / "transfer.json").read_text())["rows"]}
+    assert (rows["overall"]["n"], rows["overall"]["delta"]) == (8, 5 / 8)
+    assert (rows["mock"]["delta"], rows["airline"]["delta"]) == (1.0, 0.25)

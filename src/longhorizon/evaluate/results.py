@@ -33,12 +33,12 @@ def _group(entries: list[dict]) -> dict[str, Any]:
 
 
 def summarize_entries(entries: list[dict]) -> dict[str, Any]:
-    """Overall (every entry pooled) and per category. Also the unweighted mean of the category
+    """Overall (every entry pooled) and per category (or domain). Also the unweighted mean of the category
     accuracies, which is closer to how BFCL's leaderboard averages (its overall weights
     sections further; this is not that number)."""
     by_cat: dict[str, list[dict]] = defaultdict(list)
     for e in entries:
-        by_cat[e["category"]].append(e)
+        by_cat[e.get("category") or e.get("domain") or "all"].append(e)
     cats = {k: _group(v) for k, v in sorted(by_cat.items())}
     return {"overall": _group(entries), "categories": cats,
             "mean_of_categories": float(np.mean([c["accuracy"] for c in cats.values()])) if cats else 0.0}

@@ -25,12 +25,15 @@ from longhorizon.evaluate.results import _as_rows, is_results, load_results
 
 
 def _source(path: str) -> tuple[str, list[dict], dict]:
-    """(key, rows in ``metrics.compare``'s shape, what it is) of a run folder or a results.json."""
+    """(key, rows in ``metrics.compare``'s shape, what it is) of a run folder or a results.json.
+    A benchmark's rows are named CATEGORY/ID (category, else domain, from the entry or the
+    file's meta), so one benchmark's files per domain can be joined without id clashes."""
     if is_results(path):
         res = load_results(path)
-        rows = _as_rows([{**e, "category": e.get("category") or e.get("domain") or res["benchmark"]}
-                         for e in res["entries"]])
-        return res["benchmark"], rows, {"model": res.get("model"), "meta": res.get("meta", {})}
+        meta = res.get("meta", {})
+        cat = lambda e: e.get("category") or e.get("domain") or meta.get("domain") or res["benchmark"]  # noqa: E731
+        rows = _as_rows([{**e, "category": cat(e), "id": f"{cat(e)}/{e['id']}"} for e in res["entries"]])
+        return res["benchmark"], rows, {"model": res.get("model"), "meta": meta}
     from longhorizon.rollout.store import open_existing
 
     try:
@@ -39,6 +42,21 @@ def _source(path: str) -> tuple[str, list[dict], dict]:
         raise UsageError(f"{path} is neither a run folder nor a results.json: {exc}") from None
     manifest = store.manifest()
     return f"suite:{manifest.get('split')}", store.trajectories(), {"policy": manifest.get("policy")}
+
+
+def _side(paths: list[str]) -> dict[str, tuple[str, list[dict], dict]]:
+    """One side's inputs by key. Several results of one benchmark (e.g. one per τ² domain) are
+    joined; two run folders of one split are refused (which would the row be?)."""
+    out: dict[str, tuple[str, list[dict], dict]] = {}
+    for p in paths:
+        k, rows, meta = _source(p)
+        if k in out:
+            if k.startswith("suite:"):
+                raise UsageError(f"two runs of split {k[6:]} on one side ({out[k][0]}, {p}): give one")
+            prev = out[k]
+            rows, p = prev[1] + rows, f"{prev[0]}, {p}"
+        out[k] = (p, rows, meta)
+    return out
 
 
 def _model_provenance(meta: dict) -> dict | None:
@@ -51,14 +69,7 @@ def build(base: list[str], trained: list[str], trained_model: str | None = None,
     from longhorizon.policies.render import read_provenance
     from longhorizon.train.provenance import firewall_problems
 
-    b = {}
-    for p in base:
-        k, rows, meta = _source(p)
-        b[k] = (p, rows, meta)
-    t = {}
-    for p in trained:
-        k, rows, meta = _source(p)
-        t[k] = (p, rows, meta)
+    b, t = _side(base), _side(trained)
     missing = sorted(set(b) ^ set(t))
     rows = []
     order = sorted(set(b) & set(t), key=lambda k: (not k.startswith("suite:"), k != "suite:holdout", k))
