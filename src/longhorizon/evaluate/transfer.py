@@ -74,7 +74,7 @@ def build(base: list[str], trained: list[str], trained_model: str | None = None,
     rows = []
     order = sorted(set(b) & set(t), key=lambda k: (not k.startswith("suite:"), k != "suite:holdout", k))
     for key in order:
-        (pa, ra, _), (pb, rb, _) = b[key], t[key]
+        ra, rb = b[key][1], t[key][1]
         rows.append({"suite": key, "row": "overall", **_pair(ra, rb)})
         if not key.startswith("suite:"):
             for cat in sorted({r["category"] for r in ra} & {r["category"] for r in rb}):
