@@ -306,6 +306,9 @@ def build_parser() -> argparse.ArgumentParser:
     from longhorizon.train.commands import add_commands  # data / train subcommands
 
     add_commands(sub)
+    from longhorizon.analysis.commands import add_commands as add_analysis_commands  # analyze / view / import
+
+    add_analysis_commands(sub)
     return p
 
 
