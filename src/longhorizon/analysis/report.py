@@ -39,9 +39,9 @@ def _ci(ci: list[float] | None) -> str:
     return "–" if ci is None else f"[{ci[0]:+.3f}, {ci[1]:+.3f}]"
 
 
-def metric_plot(name: str, st: dict[str, Any], names: tuple[str, str]) -> str:
+def metric_plot(name: str, st: dict[str, Any]) -> str:
     """Two horizontal bars (mean of A, mean of B) on a shared scale, and the Δ interval."""
-    w, bar_x, bar_w = 360, 90, 200
+    w, bar_x, bar_w = 320, 24, 230
     a, b = st["a"], st["b"]
     label = METRICS[name]["label"]
     if a is None:
@@ -50,9 +50,9 @@ def metric_plot(name: str, st: dict[str, Any], names: tuple[str, str]) -> str:
         top = max(abs(a), abs(b), 1e-9)
         scale = 1.0 if top <= 1.0 else top
         body = ""
-        for i, (who, v, colour) in enumerate(((names[0], a, "#9aa7b8"), (names[1], b, "#3b6fc4"))):
+        for i, (who, v, colour) in enumerate((("A", a, "#9aa7b8"), ("B", b, "#3b6fc4"))):
             y = 24 + i * 22
-            body += (f"<text x=\"4\" y=\"{y + 13}\">{escape(who[:14])}</text>"
+            body += (f"<text x=\"4\" y=\"{y + 13}\">{who}</text>"
                      f"<rect class=\"bar bar-{'ab'[i]}\" x=\"{bar_x}\" y=\"{y}\" width=\"{bar_w * max(v, 0) / scale:.1f}\" "
                      f"height=\"16\" fill=\"{colour}\"/><text x=\"{bar_x + bar_w * max(v, 0) / scale + 4:.1f}\" "
                      f"y=\"{y + 13}\">{v:.3g}</text>")
@@ -163,7 +163,7 @@ def write_report(out: Path, result: dict[str, Any], pairs: list[Pair], names: tu
     body = [f"<h1>Behaviour analysis</h1><p>A = <code>{escape(names[0])}</code>, B = <code>{escape(names[1])}</code></p>",
             "".join(f"<p>{escape(s)}</p>" for s in summary),
             "<h2 id=\"plots\">Metrics, A vs B</h2><div class=\"plots\" style=\"display:flex;flex-wrap:wrap\">",
-            "".join(metric_plot(n, st, names) for n, st in result["metrics"].items()), "</div>",
+            "".join(metric_plot(n, st) for n, st in result["metrics"].items()), "</div>",
             "<h3>Δ (B - A) of the share metrics, 95% paired bootstrap intervals</h3>", forest_plot(result["metrics"]),
             "<h2>Metrics, all pairs</h2>", _html_table(METRIC_HEAD, _metric_rows(result["metrics"]), "metrics")]
     for o, st in result["by_outcome"].items():
