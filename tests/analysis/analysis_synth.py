@@ -49,9 +49,9 @@ def traj(turns: list[tuple[str, list[tuple]]], *, task: str = "t", sample: int =
                       grade=Grade(tuple(results)))
 
 
-def write_run(path, trajs: list[Trajectory], policy: str = "synthetic") -> None:
+def write_run(path, trajs: list[Trajectory], policy: str = "synthetic", expected: int | None = None) -> None:
     with RunStore(path) as store:
         store.open({"suite_version": "test", "policy": {"policy": policy}, "split": "holdout", "seeds": None,
-                    "families": None, "samples": 1, "episodes": len(trajs)})
+                    "families": None, "samples": 1, "episodes": len(trajs) if expected is None else expected})
         for t in trajs:
             store.add_trajectory(t)

@@ -4,6 +4,7 @@ differently on one built not to (expected values counted by hand)."""
 from analysis_synth import call, traj
 
 from longhorizon.analysis.behaviours import METRICS, metrics
+from longhorizon.core.task import CriterionResult, Grade
 
 READ_A = call("files__read_file", {"path": "a.txt"}, "alpha")
 READ_B = call("files__read_file", {"path": "b.txt"}, "beta")
@@ -93,3 +94,9 @@ def test_effort_counts_calls_turns_errors_and_tokens():
 
 def test_every_listed_metric_is_computed():
     assert set(metrics(traj([("Done.", [])]))) == set(METRICS)
+
+
+def test_closure_leaves_guards_out():
+    t = traj([("Done.", [])], final=[False])  # did nothing: the artefact is missing
+    t.grade = Grade(t.grade.results + (CriterionResult("others_untouched", "final_state", 1.0, True, guard=True),))
+    assert metrics(t)["final_state_share"] == 0.0  # not 1/2: "nothing else touched" is met by doing nothing

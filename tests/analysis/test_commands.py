@@ -42,3 +42,13 @@ def test_view_writes_html_and_prints_its_path(tmp_path, capsys):
     html = (tmp_path / "v.html").read_text()
     assert "files__write_file" in html and 'href="#ep-1"' in html
     assert main(["view", str(tmp_path / "a"), "--task", "zzz"]) == 2
+
+
+def test_an_incomplete_run_is_refused_unless_allowed(tmp_path, capsys):
+    write_run(tmp_path / "a", [traj([("Done.", [])], task="x")], expected=2)
+    write_run(tmp_path / "b", [traj([("Done.", [])], task="x")])
+    args = ["analyze", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "r")]
+    assert main(args) == 2
+    assert "1 of 2 episodes finished" in capsys.readouterr().err
+    assert main(args + ["--allow-incomplete"]) == 0
+    assert "INCOMPLETE" in capsys.readouterr().err

@@ -26,7 +26,9 @@ leave that pair out of that metric.
     parallelism            calls_per_turn          mean calls per assistant turn that made calls
                            parallel_turn_share     such turns with more than one call
     closure                final_state_share       final-state criteria met (the artefacts exist
-                                                   and are right); ``closure``: all of them met
+                                                   and are right), guards left out (doing nothing
+                                                   meets "nothing else touched"); ``closure``: all
+                                                   of them met
     effort                 tool_calls, turns, tool_errors, tokens (completion tokens, when the
                            policy recorded them; else None)
 """
@@ -146,7 +148,7 @@ def metrics(traj: Trajectory) -> dict[str, Any]:
     per_turn: dict[int, int] = {}
     for c in calls:
         per_turn[c.turn] = per_turn.get(c.turn, 0) + 1
-    final = [r for r in (traj.grade.results if traj.grade else ()) if r.kind == "final_state"]
+    final = [r for r in (traj.grade.results if traj.grade else ()) if r.kind == "final_state" and not r.guard]
     tokens = [len(t["token_ids"]) for t in traj.turns if isinstance(t.get("token_ids"), list)]
     return {
         "goal_statement_share": _share(said, call_turns),

@@ -17,12 +17,22 @@ from pathlib import Path
 from longhorizon.core.errors import UsageError
 
 
-def _episodes(path: str) -> list[dict]:
+def _episodes(path: str, allow_incomplete: bool = True) -> list[dict]:
+    """A run's episodes, each once; an incomplete run (episodes missing from its manifest's
+    count) is refused unless allowed, as ``compare`` does."""
+    from longhorizon.evaluate.metrics import describe_incomplete, run_status
     from longhorizon.rollout.store import open_existing
 
-    rows, dups = open_existing(path).episodes()
+    store = open_existing(path)
+    rows, dups = store.episodes()
     if dups:
         print(f"{path}: dropped {dups} duplicate episode{'s' * (dups != 1)} (first line kept)", file=sys.stderr)
+    status = run_status(rows, store.infra_errors(), store.manifest().get("episodes"))
+    if not status["complete"]:
+        if not allow_incomplete:
+            raise UsageError(f"incomplete run, not analyzed: {describe_incomplete(path, status)}; rerun it to "
+                             "finish, or pass --allow-incomplete to pair only the episodes both have")
+        print(f"INCOMPLETE: {describe_incomplete(path, status)}", file=sys.stderr)
     return rows
 
 
@@ -30,7 +40,8 @@ def cmd_analyze(args) -> int:
     from longhorizon.analysis.pairs import analyze_pairs
     from longhorizon.analysis.report import write_report
 
-    rows_a, rows_b = _episodes(args.run_a), _episodes(args.run_b)
+    rows_a = _episodes(args.run_a, args.allow_incomplete)
+    rows_b = _episodes(args.run_b, args.allow_incomplete)
     result, pairs = analyze_pairs(rows_a, rows_b)
     if not pairs:
         raise UsageError(f"{args.run_a} and {args.run_b} have no (task, sample) in common: nothing to pair")
@@ -107,6 +118,8 @@ def add_commands(sub) -> None:
     a.add_argument("--judge-base-url", help="optional judged coding: an OpenAI-compatible endpoint (off by default)")
     a.add_argument("--judge-model", help="the judge's model name")
     a.add_argument("--judge-cache", help="verdict cache, JSONL (default: OUT/judge_cache.jsonl)")
+    a.add_argument("--allow-incomplete", action="store_true",
+                   help="analyze a run with episodes missing from its manifest's count (only pairs both have)")
     a.add_argument("--format", choices=["text", "json"], default="text")
     a.set_defaults(func=cmd_analyze)
 
