@@ -100,3 +100,9 @@ def test_closure_leaves_guards_out():
     t = traj([("Done.", [])], final=[False])  # did nothing: the artefact is missing
     t.grade = Grade(t.grade.results + (CriterionResult("others_untouched", "final_state", 1.0, True, guard=True),))
     assert metrics(t)["final_state_share"] == 0.0  # not 1/2: "nothing else touched" is met by doing nothing
+
+
+def test_verifies_is_any_read_back():
+    assert metrics(traj([("", [WRITE_A]), ("", [WRITE_B]), ("", [READ_B]), ("Done.", [])]))["verifies"] == 1.0
+    assert metrics(traj([("", [WRITE_A]), ("Done.", [])]))["verifies"] == 0.0
+    assert metrics(traj([("", [READ_A]), ("Done.", [])]))["verifies"] is None

@@ -23,6 +23,8 @@ leave that pair out of that metric.
                            ended_after_error       the last tool call failed and the agent stopped
     verification           verification_share      entities written that were read again after
                                                    their last write
+                           verifies                the episode read back at least one of them (the
+                                                   published "share of trajectories that check")
     parallelism            calls_per_turn          mean calls per assistant turn that made calls
                            parallel_turn_share     such turns with more than one call
     closure                final_state_share       final-state criteria met (the artefacts exist
@@ -59,6 +61,7 @@ METRICS: dict[str, dict[str, str]] = {
                           "label": "ended right after a tool error"},
     "verification_share": {"behaviour": "verification", "better": "higher",
                            "label": "written entities read back after last write"},
+    "verifies": {"behaviour": "verification", "better": "higher", "label": "episodes that read back a write"},
     "calls_per_turn": {"behaviour": "parallel tool calls", "better": "higher", "label": "calls per turn"},
     "parallel_turn_share": {"behaviour": "parallel tool calls", "better": "higher",
                             "label": "turns with parallel calls"},
@@ -159,6 +162,7 @@ def metrics(traj: Trajectory) -> dict[str, Any]:
         "error_recovery_share": _share(recovered, len(errors)),
         "ended_after_error": float(bool(calls) and calls[-1].is_error and traj.status == "completed"),
         "verification_share": _share(verified, len(written)),
+        "verifies": float(verified > 0) if written else None,
         "calls_per_turn": _share(len(calls), len(per_turn)),
         "parallel_turn_share": _share(sum(n > 1 for n in per_turn.values()), len(per_turn)),
         "final_state_share": _share(sum(r.passed for r in final), len(final)),

@@ -54,7 +54,8 @@ def cmd_analyze(args) -> int:
         judge = Judge(args.judge_base_url, args.judge_model, Path(args.judge_cache or out / "judge_cache.jsonl"))
         result["judge"] = judged_coding(judge, pairs)
     names = (args.name_a or args.run_a, args.name_b or args.run_b)
-    paths = write_report(out, result, pairs, names, max_viewed=args.max_viewed)
+    result["run_paths"] = {"a": args.run_a, "b": args.run_b}
+    paths = write_report(out, result, pairs, names, max_viewed=args.max_viewed, result_chars=args.result_chars)
     if args.format == "json":
         print(json.dumps({k: str(v) for k, v in paths.items()} | {"outcomes": result["outcomes"]}))
     else:
@@ -115,6 +116,8 @@ def add_commands(sub) -> None:
     a.add_argument("--name-a", help="label of run A in the report (default: its path)")
     a.add_argument("--name-b", help="label of run B in the report (default: its path)")
     a.add_argument("--max-viewed", type=int, default=40, help="pairs shown side by side in the report (default 40)")
+    a.add_argument("--result-chars", type=int, default=600,
+                   help="cut tool arguments and results to this many characters in the pair viewer (default 600)")
     a.add_argument("--judge-base-url", help="optional judged coding: an OpenAI-compatible endpoint (off by default)")
     a.add_argument("--judge-model", help="the judge's model name")
     a.add_argument("--judge-cache", help="verdict cache, JSONL (default: OUT/judge_cache.jsonl)")

@@ -19,9 +19,9 @@ from longhorizon.analysis.pairs import Pair, first_divergence
 from longhorizon.analysis.viewer import page, pair_html
 
 SHOWN_OUTCOMES = ("fail→pass", "pass→fail", "both-fail")
-REPORT_RESULT_CHARS = 1500
-"""Tool results are cut to this many characters in the report's pair viewer (``view`` shows
-them whole), so a report stays small enough to commit."""
+REPORT_RESULT_CHARS = 600
+"""Tool arguments and results are cut to this many characters in the report's pair viewer by
+default (``view`` shows them whole), so a report stays small enough to commit."""
 
 
 def anchor(pair_id: str) -> str:
@@ -87,6 +87,15 @@ def _metric_rows(stats: dict[str, dict[str, Any]]) -> list[list[str]]:
              str(st["tasks"]), METRICS[n]["better"]] for n, st in stats.items()]
 
 
+HEADLINE = ("goal_statement_share", "distinct_reads", "repeated_read_share", "verification_share", "closure")
+"""The metrics whose Δ the per-category table shows (every metric per category is in metrics.json)."""
+
+
+def _category_rows(result: dict[str, Any]) -> list[list[str]]:
+    return [[c, str(v["pairs"])] + [str(v["outcomes"][k]) for k in result["outcomes"]]
+            + [_fmt(v["metrics"][m]["delta"]) for m in HEADLINE] for c, v in result["categories"].items()]
+
+
 METRIC_HEAD = ["behaviour", "metric", "A", "B", "Δ (B-A)", "95% CI", "tasks", "better"]
 PAIR_HEAD = ["pair", "category", "reward A", "reward B", "first difference (call #)"]
 
@@ -136,7 +145,7 @@ JUDGE_HEAD = ["behaviour", "episodes judged", "judged A", "judged B", "both scor
 
 
 def write_report(out: Path, result: dict[str, Any], pairs: list[Pair], names: tuple[str, str],
-                 max_viewed: int = 40) -> dict[str, Path]:
+                 max_viewed: int = 40, result_chars: int = REPORT_RESULT_CHARS) -> dict[str, Path]:
     """Write metrics.json, report.md and report.html into ``out``; returns their paths."""
     out.mkdir(parents=True, exist_ok=True)
     paths = {"json": out / "metrics.json", "md": out / "report.md", "html": out / "report.html"}
@@ -153,9 +162,8 @@ def write_report(out: Path, result: dict[str, Any], pairs: list[Pair], names: tu
     for o in SHOWN_OUTCOMES:
         md += ["", f"## {o} pairs ({len(result['pairs'][o])})", ""]
         md.append(_md_table(PAIR_HEAD, _pair_rows(result["pairs"][o])) if result["pairs"][o] else "none")
-    md += ["", "## Per category", "", _md_table(["category", "pairs"] + list(result["outcomes"]),
-           [[c, str(v["pairs"])] + [str(v["outcomes"][k]) for k in result["outcomes"]]
-            for c, v in result["categories"].items()])]
+    category_head = ["category", "pairs"] + list(result["outcomes"]) + [f"Δ {m}" for m in HEADLINE]
+    md += ["", "## Per category", "", _md_table(category_head, _category_rows(result))]
     if result.get("judge"):
         md += ["", f"## Judged coding ({result['judge']['model']})", "", _md_table(JUDGE_HEAD, _judge_rows(result["judge"]))]
     paths["md"].write_text("\n".join(md) + "\n")
@@ -175,12 +183,10 @@ def write_report(out: Path, result: dict[str, Any], pairs: list[Pair], names: tu
         tid = {"fail→pass": "fail-pass", "pass→fail": "pass-fail", "both-fail": "both-fail"}[o]
         body += [f"<h2>{escape(o)} pairs ({len(result['pairs'][o])})</h2>",
                  _html_table(PAIR_HEAD, _pair_rows(result["pairs"][o]), tid, links=True)]
-    body += ["<h2>Per category</h2>", _html_table(["category", "pairs"] + list(result["outcomes"]),
-             [[c, str(v["pairs"])] + [str(v["outcomes"][k]) for k in result["outcomes"]]
-              for c, v in result["categories"].items()], "categories")]
+    body += ["<h2>Per category</h2>", _html_table(category_head, _category_rows(result), "categories")]
     viewed = [p for o in SHOWN_OUTCOMES for p in pairs if p.outcome == o][:max_viewed]
     body.append(f"<h2 id=\"viewer\">Pairs side by side ({len(viewed)} shown)</h2>")
     body += [pair_html(f"{p.id} ({p.outcome})", p.a, p.b, names, first_divergence(p.a, p.b), anchor(p.id),
-                       REPORT_RESULT_CHARS) for p in viewed]
+                       result_chars) for p in viewed]
     paths["html"].write_text(page("behaviour analysis", "".join(body)))
     return paths

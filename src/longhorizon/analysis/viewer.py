@@ -76,7 +76,7 @@ def trajectory_html(traj: Trajectory, *, diverge_at: int | None = None, max_resu
         if role == "tool":
             continue  # shown under the call it answers
         content = m.get("content")
-        body = _folded(_text(content), max_result_chars) if content else ""
+        body = _folded(_text(content), None) if content else ""  # messages whole; only tool I/O is cut
         if role == "system":
             body = f"<details><summary>system prompt</summary>{body}</details>"
         calls = []
