@@ -46,32 +46,27 @@ from longhorizon.core.trajectory import Trajectory
 GOAL_WORDS = 3
 """An assistant text of at least this many words alongside a call counts as a stated step."""
 
-METRICS: dict[str, dict[str, str]] = {
-    "goal_statement_share": {"behaviour": "local-goal formation", "better": "higher",
-                             "label": "turns that state the next step"},
-    "lookup_before_act_share": {"behaviour": "local-goal formation", "better": "higher",
-                                "label": "acts on an entity after looking it up"},
-    "distinct_reads": {"behaviour": "working state", "better": "higher", "label": "distinct reads"},
-    "repeated_read_share": {"behaviour": "working state", "better": "lower", "label": "repeated-read share"},
-    "read_before_write_share": {"behaviour": "working state", "better": "higher",
-                                "label": "entities read before first write"},
-    "error_recovery_share": {"behaviour": "parent-goal stability", "better": "higher",
-                             "label": "tool errors recovered from"},
-    "ended_after_error": {"behaviour": "parent-goal stability", "better": "lower",
-                          "label": "ended right after a tool error"},
-    "verification_share": {"behaviour": "verification", "better": "higher",
-                           "label": "written entities read back after last write"},
-    "verifies": {"behaviour": "verification", "better": "higher", "label": "episodes that read back a write"},
-    "calls_per_turn": {"behaviour": "parallel tool calls", "better": "higher", "label": "calls per turn"},
-    "parallel_turn_share": {"behaviour": "parallel tool calls", "better": "higher",
-                            "label": "turns with parallel calls"},
-    "final_state_share": {"behaviour": "task closure", "better": "higher", "label": "final-state criteria met"},
-    "closure": {"behaviour": "task closure", "better": "higher", "label": "all final-state criteria met"},
-    "tool_calls": {"behaviour": "effort", "better": "neither", "label": "tool calls"},
-    "turns": {"behaviour": "effort", "better": "neither", "label": "assistant turns"},
-    "tool_errors": {"behaviour": "effort", "better": "lower", "label": "tool errors"},
-    "tokens": {"behaviour": "effort", "better": "neither", "label": "completion tokens"},
-}
+_TABLE = (  # name, behaviour, which direction is better, label
+    ("goal_statement_share", "local-goal formation", "higher", "turns that state the next step"),
+    ("lookup_before_act_share", "local-goal formation", "higher", "acts on an entity after looking it up"),
+    ("distinct_reads", "working state", "higher", "distinct reads"),
+    ("repeated_read_share", "working state", "lower", "repeated-read share"),
+    ("read_before_write_share", "working state", "higher", "entities read before first write"),
+    ("error_recovery_share", "parent-goal stability", "higher", "tool errors recovered from"),
+    ("ended_after_error", "parent-goal stability", "lower", "ended right after a tool error"),
+    ("verification_share", "verification", "higher", "written entities read back after last write"),
+    ("verifies", "verification", "higher", "episodes that read back a write"),
+    ("calls_per_turn", "parallel tool calls", "higher", "calls per turn"),
+    ("parallel_turn_share", "parallel tool calls", "higher", "turns with parallel calls"),
+    ("final_state_share", "task closure", "higher", "final-state criteria met"),
+    ("closure", "task closure", "higher", "all final-state criteria met"),
+    ("tool_calls", "effort", "neither", "tool calls"),
+    ("turns", "effort", "neither", "assistant turns"),
+    ("tool_errors", "effort", "lower", "tool errors"),
+    ("tokens", "effort", "neither", "completion tokens"),
+)
+METRICS: dict[str, dict[str, str]] = {name: {"behaviour": b, "better": better, "label": label}
+                                      for name, b, better, label in _TABLE}
 """Every metric: the behaviour it measures, which direction is better, a short label."""
 
 

@@ -45,7 +45,7 @@ def metric_plot(name: str, st: dict[str, Any]) -> str:
     a, b = st["a"], st["b"]
     label = METRICS[name]["label"]
     if a is None:
-        body = f"<text x=\"4\" y=\"40\">not defined on any paired task</text>"
+        body = "<text x=\"4\" y=\"40\">not defined on any paired task</text>"
     else:
         top = max(abs(a), abs(b), 1e-9)
         scale = 1.0 if top <= 1.0 else top

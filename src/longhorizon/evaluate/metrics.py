@@ -64,8 +64,8 @@ def paired_bootstrap_ci(diffs, n_boot: int = BOOTSTRAP, seed: int = SEED) -> lis
     if n == 0:
         return [[0.0, 0.0] for _ in diffs]
     idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
-    return [[float(np.percentile(d[idx].mean(axis=1), 2.5)), float(np.percentile(d[idx].mean(axis=1), 97.5))]
-            for d in diffs]
+    means = [d[idx].mean(axis=1) for d in diffs]
+    return [[float(np.percentile(m, 2.5)), float(np.percentile(m, 97.5))] for m in means]
 
 
 def _group_stats(rows: list[dict]) -> dict[str, Any]:
