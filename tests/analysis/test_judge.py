@@ -57,3 +57,21 @@ def test_judged_scores_kappa_and_cache(tmp_path):
     assert v["kappa"] == (7 / 8 - 1 / 2) / (1 - 1 / 2)
     assert result["behaviours"]["local-goal formation"]["scored"] == 0  # replies without JSON are not scores
     assert again["behaviours"] == result["behaviours"]
+
+
+def test_analyze_reports_judged_coding_next_to_the_metrics(tmp_path, capsys):
+    from analysis_synth import write_run
+
+    from longhorizon.cli import main
+
+    a = [traj([("", [WRITE]), ("Done.", [])], task="t0", passed=False, final=[False])]
+    b = [traj([("", [WRITE]), ("", [VERIFY]), ("Done.", [])], task="t0")]
+    write_run(tmp_path / "a", a)
+    write_run(tmp_path / "b", b)
+    with StandinLLM(brain) as srv:
+        assert main(["analyze", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "r"), "--quiet",
+                     "--judge-base-url", srv.base_url, "--judge-model", srv.model]) == 0
+    judged = json.loads((tmp_path / "r" / "metrics.json").read_text())["judge"]["behaviours"]["verification"]
+    assert (judged["mean_a"], judged["mean_b"], judged["kappa"]) == (0.0, 1.0, 1.0)
+    assert "Judged coding (standin)" in (tmp_path / "r" / "report.md").read_text()
+    assert (tmp_path / "r" / "judge_cache.jsonl").exists()

@@ -51,7 +51,8 @@ def cmd_analyze(args) -> int:
             raise UsageError("judged coding needs both --judge-base-url and --judge-model")
         from longhorizon.analysis.judge import Judge, judged_coding
 
-        judge = Judge(args.judge_base_url, args.judge_model, Path(args.judge_cache or out / "judge_cache.jsonl"))
+        judge = Judge(args.judge_base_url, args.judge_model, Path(args.judge_cache or out / "judge_cache.jsonl"),
+                      progress=not args.quiet)
         result["judge"] = judged_coding(judge, pairs)
     names = (args.name_a or args.run_a, args.name_b or args.run_b)
     result["run_paths"] = {"a": args.run_a, "b": args.run_b}
@@ -121,6 +122,7 @@ def add_commands(sub) -> None:
     a.add_argument("--judge-base-url", help="optional judged coding: an OpenAI-compatible endpoint (off by default)")
     a.add_argument("--judge-model", help="the judge's model name")
     a.add_argument("--judge-cache", help="verdict cache, JSONL (default: OUT/judge_cache.jsonl)")
+    a.add_argument("--quiet", action="store_true", help="no progress bar while judging")
     a.add_argument("--allow-incomplete", action="store_true",
                    help="analyze a run with episodes missing from its manifest's count (only pairs both have)")
     a.add_argument("--format", choices=["text", "json"], default="text")

@@ -88,7 +88,7 @@ def _parse_score(text: str) -> int | None:
 class Judge:
     """Scores episodes by rubric through an OpenAI-compatible server, with a JSONL cache."""
 
-    def __init__(self, base_url: str, model: str, cache: Path, api_key: str | None = None):
+    def __init__(self, base_url: str, model: str, cache: Path, api_key: str | None = None, progress: bool = False):
         from longhorizon.policies.openai_client import OpenAIPolicy
 
         self.client = OpenAIPolicy(base_url=base_url, model=model, api_key=api_key, temperature=0.0, seed=0,
@@ -102,6 +102,7 @@ class Judge:
                     row = json.loads(line)
                     self.cache[row["key"]] = row
         self.requests = 0
+        self.progress = progress
 
     def _key(self, behaviour: str, text: str) -> str:
         return hashlib.sha256(json.dumps([self.model, RUBRICS[behaviour], text]).encode()).hexdigest()
@@ -122,10 +123,12 @@ class Judge:
         return self.cache[key]["score"]
 
     async def _score_all(self, trajs: list[Trajectory]) -> list[dict[str, int | None]]:
+        from tqdm import tqdm
+
         try:
             out = []
-            for t in trajs:  # one at a time: a judge server is often a single small model
-                text = transcript(t)
+            for t in tqdm(trajs, unit="ep", desc="judging", disable=not self.progress):
+                text = transcript(t)  # one at a time: a judge server is often a single small model
                 out.append({b: await self._score(b, text) for b in RUBRICS})
             return out
         finally:
