@@ -106,3 +106,10 @@ def test_verifies_is_any_read_back():
     assert metrics(traj([("", [WRITE_A]), ("", [WRITE_B]), ("", [READ_B]), ("Done.", [])]))["verifies"] == 1.0
     assert metrics(traj([("", [WRITE_A]), ("Done.", [])]))["verifies"] == 0.0
     assert metrics(traj([("", [READ_A]), ("Done.", [])]))["verifies"] is None
+
+
+def test_an_id_counts_as_seen_only_as_a_whole_token():
+    t = traj([("", [call("tickets__search_tickets", {"query": "x"}, "T-70 opened 2027")]),
+              ("", [call("tickets__update_ticket", {"ticket_id": "T-7"})]), ("Done.", [])],
+             instruction="Update the ticket by 2027.")
+    assert metrics(t)["lookup_before_act_share"] == 0.0  # T-7 is neither T-70 nor in "2027"

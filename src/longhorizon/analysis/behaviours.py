@@ -38,6 +38,7 @@ leave that pair out of that metric.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from longhorizon.core.tool_kinds import entities, is_read
@@ -88,6 +89,11 @@ def _entity_value(entity: str) -> str:
     return entity.split(":", 1)[1].split("=", 1)[-1]
 
 
+def mentions(text: str, value: str) -> bool:
+    """``value`` appears in ``text`` as a whole token (id 7 is not mentioned by "2027")."""
+    return re.search(r"(?<![\w-])" + re.escape(value) + r"(?![\w-])", text) is not None
+
+
 def goal_statements(traj: Trajectory) -> tuple[int, int]:
     """(assistant turns with calls whose text states a step, assistant turns with calls)."""
     turns = [m for m in traj.messages if m.get("role") == "assistant" and m.get("tool_calls")]
@@ -127,10 +133,10 @@ def metrics(traj: Trajectory) -> dict[str, Any]:
         else:
             for e in ents:
                 write_at.setdefault(e, []).append(i)
-            new = [e for e in ents if _entity_value(e) not in instruction]
+            new = [e for e in ents if not mentions(instruction, _entity_value(e))]
             if new:
                 acts_unnamed += 1
-                acts_looked_up += all(e in looked_up or _entity_value(e) in seen_text for e in new)
+                acts_looked_up += all(e in looked_up or mentions(seen_text, _entity_value(e)) for e in new)
         if not c.is_error:
             seen_text += "\n" + c.result
 
