@@ -76,6 +76,7 @@ def test_report_renders_plots_fail_pass_table_and_pair_viewer(tmp_path):
     assert "fixme#0" in el.table_text["fail-pass"] and "same#0" not in el.table_text["fail-pass"]
     views = el.having("section", "pair-view")
     assert [v["id"] for v in views] == ["pair-fixme-s0"]
+    assert {"href": "#pair-fixme-s0"} in [a for t, a in el.tags if t == "a"]  # the table links to the view
     assert el.having("div", "side-a") and el.having("div", "side-b")
     assert len(el.having("div", "diverge")) == 2  # call #0 differs: marked on both sides
     assert el.having("div", "error")  # A's failed call is highlighted

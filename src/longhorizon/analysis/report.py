@@ -105,9 +105,10 @@ def _pair_rows(items: list[dict[str, Any]]) -> list[list[str]]:
             for p in items]
 
 
-def _html_table(head: list[str], rows: list[list[str]], table_id: str = "", links: bool = False) -> str:
+def _html_table(head: list[str], rows: list[list[str]], table_id: str = "", links: frozenset[str] = frozenset()) -> str:
+    """A table; a first cell naming a pair in ``links`` links to that pair's side-by-side view."""
     def cell(i: int, v: str) -> str:
-        if links and i == 0:
+        if i == 0 and v in links:
             return f"<td><a href=\"#{escape(anchor(v))}\">{escape(v)}</a></td>"
         return f"<td>{escape(v)}</td>"
 
@@ -179,12 +180,12 @@ def write_report(out: Path, result: dict[str, Any], pairs: list[Pair], names: tu
     if result.get("judge"):
         body += [f"<h2>Judged coding ({escape(result['judge']['model'])})</h2>",
                  _html_table(JUDGE_HEAD, _judge_rows(result["judge"]), "judge")]
+    viewed = [p for o in SHOWN_OUTCOMES for p in pairs if p.outcome == o][:max_viewed]
     for o in SHOWN_OUTCOMES:
         tid = {"fail→pass": "fail-pass", "pass→fail": "pass-fail", "both-fail": "both-fail"}[o]
         body += [f"<h2>{escape(o)} pairs ({len(result['pairs'][o])})</h2>",
-                 _html_table(PAIR_HEAD, _pair_rows(result["pairs"][o]), tid, links=True)]
+                 _html_table(PAIR_HEAD, _pair_rows(result["pairs"][o]), tid, frozenset(p.id for p in viewed))]
     body += ["<h2>Per category</h2>", _html_table(category_head, _category_rows(result), "categories")]
-    viewed = [p for o in SHOWN_OUTCOMES for p in pairs if p.outcome == o][:max_viewed]
     body.append(f"<h2 id=\"viewer\">Pairs side by side ({len(viewed)} shown)</h2>")
     body += [pair_html(f"{p.id} ({p.outcome})", p.a, p.b, names, first_divergence(p.a, p.b), anchor(p.id),
                        result_chars) for p in viewed]
