@@ -52,3 +52,12 @@ def test_an_incomplete_run_is_refused_unless_allowed(tmp_path, capsys):
     assert "1 of 2 episodes finished" in capsys.readouterr().err
     assert main(args + ["--allow-incomplete"]) == 0
     assert "INCOMPLETE" in capsys.readouterr().err
+
+
+def test_a_record_of_another_schema_is_a_one_line_error(tmp_path, capsys):
+    t = traj([("Done.", [])])
+    t.schema_version = 99
+    write_run(tmp_path / "a", [t])
+    assert main(["view", str(tmp_path / "a")]) == 2
+    assert "schema version 99" in capsys.readouterr().err
+    assert main(["analyze", str(tmp_path / "a"), str(tmp_path / "a"), "--out", str(tmp_path / "r")]) == 2

@@ -42,7 +42,10 @@ def cmd_analyze(args) -> int:
 
     rows_a = _episodes(args.run_a, args.allow_incomplete)
     rows_b = _episodes(args.run_b, args.allow_incomplete)
-    result, pairs = analyze_pairs(rows_a, rows_b)
+    try:
+        result, pairs = analyze_pairs(rows_a, rows_b)
+    except (ValueError, KeyError, TypeError) as exc:  # a line that is not a Trajectory of our schema
+        raise UsageError(f"a run holds a record that is not a readable Trajectory: {exc}") from None
     if not pairs:
         raise UsageError(f"{args.run_a} and {args.run_b} have no (task, sample) in common: nothing to pair")
     out = Path(args.out)
@@ -75,7 +78,10 @@ def cmd_view(args) -> int:
         rows = [r for r in rows if r["task_id"] == args.task]
         if not rows:
             raise UsageError(f"{args.run_dir} has no episode of task {args.task!r}")
-    trajs = sorted((Trajectory.from_dict(r) for r in rows), key=lambda t: (t.task_id, t.sample))
+    try:
+        trajs = sorted((Trajectory.from_dict(r) for r in rows), key=lambda t: (t.task_id, t.sample))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{args.run_dir} holds a record that is not a readable Trajectory: {exc}") from None
     out = Path(args.out) if args.out else Path(args.run_dir) / (f"view-{args.task}.html" if args.task else "view.html")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(run_html(args.run_dir + (f" · {args.task}" if args.task else ""), trajs))
