@@ -11,7 +11,7 @@ from pathlib import Path
 from longhorizon.core.errors import InfraError, UsageError
 from longhorizon.core.task import SPLITS
 
-POLICIES = ("oracle", "null", "openai", "local")
+POLICIES = ("oracle", "hasty", "null", "openai", "local")
 
 
 def _policy(args):
@@ -266,7 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "finished episode is appended to OUT/trajectories.jsonl; rerunning the same "
                                    "command after a crash finishes the rest.")
     r.add_argument("--policy", choices=POLICIES, required=True,
-                   help="oracle (reference solutions), null (does nothing), openai (any OpenAI-compatible "
+                   help="oracle (reference solutions), hasty (the oracle without goal notes or verification "
+                        "reads), null (does nothing), openai (any OpenAI-compatible "
                         "server: --base-url, --model), local (a transformers model: --model PATH)")
     r.add_argument("--split", choices=SPLITS, default="train")
     r.add_argument("--seeds", type=int, help="instances per family (default: the suite's own split)")
@@ -310,6 +311,9 @@ def build_parser() -> argparse.ArgumentParser:
     from longhorizon.train.commands import add_commands  # data / train subcommands
 
     add_commands(sub)
+    from longhorizon.analysis.commands import add_commands as add_analysis_commands  # analyze / view / import
+
+    add_analysis_commands(sub)
     from longhorizon.evaluate.commands import add_commands as add_evaluate_commands  # bench / audit / report
 
     add_evaluate_commands(sub)
