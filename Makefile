@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 LH     := $(VENV)/bin/longhorizon
 SUITE  ?= runs/suite
 
-.PHONY: setup verl-venv demo suite test bench clean
+.PHONY: setup bfcl-venv verl-venv demo suite test bench clean
 
 setup: $(VENV)/.installed
 
@@ -12,6 +12,9 @@ $(VENV)/.installed: pyproject.toml
 	@command -v bwrap >/dev/null || { echo "installing bubblewrap (the shell app's sandbox)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get install -y -q bubblewrap >/dev/null 2>&1 || { $$SUDO apt-get update -q && $$SUDO apt-get install -y -q bubblewrap; }; }
+	@command -v chromium >/dev/null || { echo "installing chromium (renders the analysis report in its test)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get install -y -q chromium >/dev/null 2>&1 || { $$SUDO apt-get update -q && $$SUDO apt-get install -y -q chromium; }; }
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q torch==2.13.0
@@ -44,7 +47,11 @@ suite: setup
 	$(LH) compare $(SUITE)/null-train $(SUITE)/oracle-train
 	$(LH) tasks stats
 
-test: setup verl-venv
+# BFCL-V4's own venv (.venvs/bfcl: bfcl-eval pins old numpy), made once; its tests need it.
+bfcl-venv: setup
+	$(PY) -c "from longhorizon.evaluate.bfcl import ensure_venv; print(ensure_venv())"
+
+test: setup bfcl-venv verl-venv
 	$(VENV)/bin/pytest
 	$(VERL)/bin/pytest tests/adapters  # skipped above (no verl there): here in verl's own environment
 

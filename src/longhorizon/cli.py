@@ -11,7 +11,7 @@ from pathlib import Path
 from longhorizon.core.errors import InfraError, UsageError
 from longhorizon.core.task import SPLITS
 
-POLICIES = ("oracle", "null", "openai", "local")
+POLICIES = ("oracle", "hasty", "null", "openai", "local")
 
 
 def _policy(args):
@@ -208,6 +208,10 @@ def cmd_eval(args) -> int:
 
 def cmd_compare(args) -> int:
     from longhorizon.evaluate.metrics import compare, describe_incomplete, format_compare, run_status
+    from longhorizon.evaluate.results import compare_benchmark_files, is_results
+
+    if is_results(args.run_a) or is_results(args.run_b):  # external benchmarks' results.json
+        return compare_benchmark_files(args.run_a, args.run_b, args.format)
 
     runs = {"a": args.run_a, "b": args.run_b}
     loaded = {k: _load_run(path) for k, path in runs.items()}
@@ -272,7 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "finished episode is appended to OUT/trajectories.jsonl; rerunning the same "
                                    "command after a crash finishes the rest.")
     r.add_argument("--policy", choices=POLICIES, required=True,
-                   help="oracle (reference solutions), null (does nothing), openai (any OpenAI-compatible "
+                   help="oracle (reference solutions), hasty (the oracle without goal notes or verification "
+                        "reads), null (does nothing), openai (any OpenAI-compatible "
                         "server: --base-url, --model), local (a transformers model: --model PATH)")
     r.add_argument("--split", choices=SPLITS, default="train")
     r.add_argument("--seeds", type=int, help="instances per family (default: the suite's own split)")
@@ -306,7 +311,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.set_defaults(func=cmd_eval)
 
     c = sub.add_parser("compare", help="B vs A paired by task: Δpass@1 with bootstrap CI, McNemar p",
-                       description="Pairs two runs by task. Refused (exit 2) when either run is incomplete "
+                       description="Pairs two runs by task, or two benchmark results.json (bench bfcl, bench "
+                                   "tau2) of one benchmark by entry and trial. Refused (exit 2) when either run is incomplete "
                                    "(episodes missing from its manifest's count, e.g. pending infrastructure "
                                    "errors) unless --allow-incomplete is given.")
     c.add_argument("run_a")
@@ -320,6 +326,12 @@ def build_parser() -> argparse.ArgumentParser:
     from longhorizon.train.commands import add_commands  # data / train subcommands
 
     add_commands(sub)
+    from longhorizon.analysis.commands import add_commands as add_analysis_commands  # analyze / view / import
+
+    add_analysis_commands(sub)
+    from longhorizon.evaluate.commands import add_commands as add_evaluate_commands  # bench / audit / report
+
+    add_evaluate_commands(sub)
     return p
 
 

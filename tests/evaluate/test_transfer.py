@@ -1,0 +1,141 @@
+"""Cross-benchmark compare (results.json paired by entry and trial) and the transfer report."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from longhorizon.cli import main
+from longhorizon.core.registry import tasks_for
+from longhorizon.evaluate.results import write_results
+from longhorizon.rollout.runner import RunSpec, run_episodes
+from longhorizon.train.provenance import rl_input, sft_input, stage_record
+
+FAMILY = "downloads_cleanup"
+
+
+def _bench(out: Path, benchmark: str, model: str, passing: set[str], ids, trials: int = 1) -> Path:
+    entries = [{"id": i, "category": "simple_python" if i < "m" else "multiple", "trial": t,
+                "passed": i in passing, "reward": float(i in passing)} for i in ids for t in range(trials)]
+    write_results(out, benchmark, model, entries, {})
+    return out / "results.json"
+
+
+IDS = [f"a{k:02d}" for k in range(10)] + [f"n{k:02d}" for k in range(10)]
+
+
+def test_compare_pairs_two_results_files_by_entry_with_mcnemar(tmp_path, capsys):
+    a = _bench(tmp_path / "a", "bfcl", "base", set(IDS[:10]), IDS)
+    b = _bench(tmp_path / "b", "bfcl", "trained", set(IDS), IDS)
+    assert main(["compare", str(a), str(b), "--format", "json"]) == 0
+    c = json.loads(capsys.readouterr().out)
+    assert c["paired_tasks"] == 20 and c["pass@1_a"] == 0.5 and c["pass@1_b"] == 1.0
+    assert c["mcnemar"] == {"a_only_passed": 0, "b_only_passed": 10, "p_value": 2 / 2**10}
+    assert c["categories"]["simple_python"]["delta_pass@1"] == 0.0
+    assert c["categories"]["multiple"]["delta_pass@1"] == 1.0
+
+
+def test_compare_averages_trials_of_an_entry_and_takes_folders(tmp_path, capsys):
+    _bench(tmp_path / "a", "tau2", "base", set(), IDS[:4], trials=3)
+    _bench(tmp_path / "b", "tau2", "trained", set(IDS[:2]), IDS[:4], trials=3)
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--format", "json"]) == 0
+    c = json.loads(capsys.readouterr().out)
+    assert c["paired_tasks"] == 4 and c["delta_pass@1"] == 0.5
+
+
+def test_compare_refuses_results_of_different_benchmarks(tmp_path, capsys):
+    a = _bench(tmp_path / "a", "bfcl", "m", set(), IDS)
+    b = _bench(tmp_path / "b", "tau2", "m", set(), IDS)
+    assert main(["compare", str(a), str(b)]) == 2
+    assert "cannot pair bfcl results with tau2 results" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def holdout_runs(tmp_path_factory):
+    from longhorizon.policies.factory import make_policy
+
+    base = tmp_path_factory.mktemp("runs")
+    for name in ("null", "oracle"):
+        p = make_policy(name)
+        asyncio.run(run_episodes(tasks_for("holdout", 2, [FAMILY]), p,
+                                 RunSpec(policy=p.describe(), split="holdout", seeds=2, families=[FAMILY]),
+                                 base / name, progress=False))
+    return base
+
+
+def _model(tmp_path: Path, inputs: list[dict]) -> Path:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "longhorizon_model.json").write_text(json.dumps({"training": [stage_record("rl", inputs)]}))
+    return folder
+
+
+def _audit(tmp_path: Path, passed: bool) -> Path:
+    path = tmp_path / "audit.json"
+    path.write_text(json.dumps({"passed": passed, "flagged": 0 if passed else 3}))
+    return path
+
+
+def _report(tmp_path, holdout_runs, model, audit, capsys):
+    a = _bench(tmp_path / "ba", "bfcl", "base", set(IDS[:10]), IDS)
+    b = _bench(tmp_path / "bb", "bfcl", "trained", set(IDS), IDS)
+    args = ["report", "transfer", "--base", str(holdout_runs / "null"), str(a),
+            "--trained", str(holdout_runs / "oracle"), str(b), "--trained-model", str(model), "--out", str(tmp_path / "r")]
+    assert main(args + (["--audit", str(audit)] if audit else [])) == 0
+    capsys.readouterr()
+    return json.loads((tmp_path / "r" / "transfer.json").read_text())
+
+
+def test_transfer_report_puts_holdout_and_benchmark_rows_in_one_table(tmp_path, holdout_runs, capsys):
+    rep = _report(tmp_path, holdout_runs, _model(tmp_path, [rl_input("train", 10, None)]), _audit(tmp_path, True), capsys)
+    rows = {(r["suite"], r["row"]): r for r in rep["rows"]}
+    assert list(rows)[0] == ("suite:holdout", "overall")
+    hold = rows[("suite:holdout", "overall")]
+    assert (hold["n"], hold["base"], hold["trained"], hold["delta"]) == (2, 0.0, 1.0, 1.0)
+    assert rows[("bfcl", "overall")]["delta"] == 0.5 and rows[("bfcl", "multiple")]["delta"] == 1.0
+    assert rep["clean"] and rep["firewall_problems"] == []
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "Firewall: clean" in md and "| internal holdout | overall | 2 | 0.000 | 1.000 | +1.000 |" in md
+    page = (tmp_path / "r" / "report.html").read_text()
+    assert page.startswith("<!doctype html>") and "<td>multiple</td>" in page and "<script" not in page and "http" not in page
+
+
+def test_transfer_report_refuses_clean_when_training_saw_an_external_benchmark(tmp_path, holdout_runs, capsys):
+    ext = tmp_path / "bfcl-run"
+    ext.mkdir()
+    (ext / "run.json").write_text(json.dumps({"split": "simple_python", "source": "external:bfcl"}))
+    data = tmp_path / "sft-data"
+    data.mkdir()
+    (data / "summary.json").write_text(json.dumps({"runs": [str(ext)]}))
+    rep = _report(tmp_path, holdout_runs, _model(tmp_path, [sft_input(data)]), _audit(tmp_path, True), capsys)
+    assert not rep["clean"]
+    assert any("external:bfcl" in p for p in rep["firewall_problems"])
+    assert "Firewall: NOT shown clean" in (tmp_path / "r" / "report.md").read_text()
+
+
+def test_transfer_report_is_not_clean_without_a_passed_audit(tmp_path, holdout_runs, capsys):
+    model = _model(tmp_path, [rl_input("train", 10, None)])
+    assert _report(tmp_path, holdout_runs, model, None, capsys)["clean"] is False
+    (tmp_path / "x").mkdir()
+    rep = _report(tmp_path / "x", holdout_runs, model, _audit(tmp_path, False), capsys)
+    assert rep["clean"] is False and any("flagged 3" in p for p in rep["firewall_problems"])
+
+
+def test_transfer_report_joins_one_benchmarks_files_per_domain(tmp_path, holdout_runs, capsys):
+    def domain(out: Path, d: str, passing: set) -> Path:
+        entries = [{"id": str(k), "trial": 0, "passed": str(k) in passing, "reward": float(str(k) in passing)}
+                   for k in range(4)]
+        write_results(out, "tau2", "m", entries, {"domain": d})
+        return out / "results.json"
+
+    base = [domain(tmp_path / "b1", "mock", set()), domain(tmp_path / "b2", "airline", set())]
+    trained = [domain(tmp_path / "t1", "mock", {"0", "1", "2", "3"}), domain(tmp_path / "t2", "airline", {"0"})]
+    assert main(["report", "transfer", "--base", *map(str, base), "--trained", *map(str, trained),
+                 "--out", str(tmp_path / "r")]) == 0
+    capsys.readouterr()
+    rows = {r["row"]: r for r in json.loads((tmp_path / "r" / "transfer.json").read_text())["rows"]}
+    assert (rows["overall"]["n"], rows["overall"]["delta"]) == (8, 5 / 8)
+    assert (rows["mock"]["delta"], rows["airline"]["delta"]) == (1.0, 0.25)
