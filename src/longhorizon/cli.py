@@ -137,14 +137,31 @@ def cmd_tasks_catalogue(args) -> int:
 def cmd_world_build(args) -> int:
     from longhorizon.core.registry import get_task
     from longhorizon.core.world import World
+    from longhorizon.env.handoff import write_handoff
 
     task = get_task(args.task_id)
     out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} exists and is not a folder")
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"{out} exists and is not empty")
     world = World.build(out, task.build)
-    print(json.dumps({"task_id": task.id, "world": str(out), "world_hash": world.hash(),
-                      "apps": list(task.apps)}))
+    digest = world.hash()  # of workspace/ and state/ as built, before the hand-off files
+    files = write_handoff(task, out, digest)
+    print(json.dumps({"task_id": task.id, "world": str(out), "world_hash": digest,
+                      "apps": list(task.apps), **files}))
+    return 0
+
+
+def cmd_grade(args) -> int:
+    from longhorizon.core.registry import get_task
+    from longhorizon.env.handoff import format_grade, grade_world, load_trajectory, open_world
+
+    task = get_task(args.task_id)
+    open_world(task, args.world)  # a wrong folder is refused before the trajectory is read
+    traj = load_trajectory(task, args.trajectory) if args.trajectory else None
+    report = grade_world(task, args.world, traj)
+    print(json.dumps(report, indent=2) if args.format == "json" else format_grade(report))
     return 0
 
 
@@ -306,8 +323,21 @@ def build_parser() -> argparse.ArgumentParser:
     world = sub.add_parser("world", help="build a task's World into a folder").add_subparsers(dest="world_command", required=True)
     wb = world.add_parser("build", help="write a task's World (workspace/ and state/) to --out")
     wb.add_argument("task_id")
-    wb.add_argument("--out", required=True)
+    wb.add_argument("--out", required=True, help="a new or empty folder; gets workspace/, state/, instruction.md, "
+                                                 "mcp.json (one stdio MCP server per app) and task.json")
     wb.set_defaults(func=cmd_world_build)
+
+    g = sub.add_parser("grade", help="grade a World that any agent played (see `world build`)",
+                       description="Judges the World folder with the task's criteria and prints each one. Process "
+                                   "criteria (how the agent worked) need the agent's record: --trajectory, a "
+                                   "longhorizon Trajectory (JSON) or OpenAI chat messages (a JSON list, or an "
+                                   "object with 'messages'). Without it they are reported as not checked and "
+                                   "the reward covers the final-state criteria only.")
+    g.add_argument("task_id", help="the task the World was built for")
+    g.add_argument("--world", required=True, help="the World folder the agent played")
+    g.add_argument("--trajectory", help="the agent's record (see above)")
+    g.add_argument("--format", choices=["text", "json"], default="text")
+    g.set_defaults(func=cmd_grade)
 
     from longhorizon.apps import APPS
 
