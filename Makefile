@@ -4,7 +4,9 @@ PY     := $(VENV)/bin/python
 LH     := $(VENV)/bin/longhorizon
 SUITE  ?= runs/suite
 
-.PHONY: setup demo suite test bench clean
+VENVS  := .venvs
+
+.PHONY: setup demo suite test bench clean venv-openenv venv-verifiers
 
 setup: $(VENV)/.installed
 
@@ -33,11 +35,24 @@ suite: setup
 	$(LH) compare $(SUITE)/null-train $(SUITE)/oracle-train
 	$(LH) tasks stats
 
-test: setup
+# Adapters whose packages pin against ours get their own small venvs (reused when present).
+venv-openenv: $(VENVS)/openenv/.installed
+
+$(VENVS)/openenv/.installed: pyproject.toml
+	python3 -m venv $(VENVS)/openenv
+	$(VENVS)/openenv/bin/pip install -q --upgrade pip
+	$(VENVS)/openenv/bin/pip install -q -e '.[test]'
+	$(VENVS)/openenv/bin/pip install -q --no-deps openenv-core==0.3.0  # its gradio web UI and CLI: not needed
+	$(VENVS)/openenv/bin/pip install -q 'fastapi>=0.104' 'pydantic>=2' 'websockets>=15.0.1' 'requests>=2.25' \
+	  'httpx>=0.28.1' 'fastmcp>=3'
+	touch $@
+
+test: setup venv-openenv
 	$(VENV)/bin/pytest
+	$(VENVS)/openenv/bin/pytest tests/adapters/test_openenv.py
 
 bench: setup
 	$(PY) benchmarks/world_and_tools.py
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) $(VENVS) runs .pytest_cache

@@ -67,12 +67,15 @@ class TaskEnv(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, task: Task | None = None, limits: Limits = Limits(), *, split: str = "train",
-                 seeds: int | None = None, families: list[str] | None = None):
-        """``task``: always this one; else a pool of ``split``'s instances (``seeds`` per
-        family, only ``families``) sampled at each reset."""
+                 seeds: int | None = None, families: list[str] | None = None, pool: list[Task] | None = None):
+        """``task``: always this one; else ``pool``, or the pool of ``split``'s instances
+        (``seeds`` per family, only ``families``), sampled at each reset."""
         from longhorizon.core.registry import tasks_for
 
-        self.pool = [task] if task is not None else tasks_for(split, seeds, families)
+        if task is not None:
+            self.pool = [task]
+        else:
+            self.pool = list(pool) if pool is not None else tasks_for(split, seeds, families)
         if not self.pool:
             raise UsageError(f"split {split} has no instances of the chosen families")
         self.task, self.limits = self.pool[0], limits
