@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from typing import Any
 
 
@@ -28,57 +29,30 @@ def _float(text: str) -> float:
     return value
 
 
-def positive_int(text: str) -> int:
-    """A whole number of at least 1 (counts: samples, seeds, turns, concurrency)."""
-    value = _int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def _checked(name: str, parse: Callable[[str], Any], ok: Callable[[Any], bool], rule: str):
+    """A type that parses with ``parse`` and refuses values ``ok`` rejects, saying ``rule``."""
+
+    def check(text: str):
+        value = parse(text)
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"{rule}, got {text}")
+        return value
+
+    check.__name__ = name
+    return check
 
 
-def nonneg_int(text: str) -> int:
-    value = _int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
-
-
-def nonneg_float(text: str) -> float:
-    value = _float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    value = _float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
-    return value
-
-
-def unit_interval(text: str) -> float:
-    """A probability-like value in (0, 1] (top-p)."""
-    value = _float(text)
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
-    return value
-
-
-def fraction(text: str) -> float:
-    """A value in [0, 1] (a reward threshold)."""
-    value = _float(text)
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
-    return value
-
-
-def port(text: str) -> int:
-    """A TCP port, 0 (pick a free one) to 65535."""
-    value = _int(text)
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {value}")
-    return value
+positive_int = _checked("positive_int", _int, lambda v: v >= 1, "must be at least 1")
+"""A whole number of at least 1 (counts: samples, seeds, turns, concurrency)."""
+nonneg_int = _checked("nonneg_int", _int, lambda v: v >= 0, "must be 0 or more")
+nonneg_float = _checked("nonneg_float", _float, lambda v: v >= 0, "must be 0 or more")
+positive_float = _checked("positive_float", _float, lambda v: v > 0, "must be more than 0")
+unit_interval = _checked("unit_interval", _float, lambda v: 0 < v <= 1, "must be in (0, 1]")
+"""A probability-like value in (0, 1] (top-p)."""
+fraction = _checked("fraction", _float, lambda v: 0 <= v <= 1, "must be between 0 and 1")
+"""A value in [0, 1] (a reward threshold)."""
+port = _checked("port", _int, lambda v: 0 <= v <= 65535, "a port is 0 to 65535")
+"""A TCP port, 0 (pick a free one) to 65535."""
 
 
 def json_object(text: str) -> dict[str, Any]:
