@@ -82,3 +82,24 @@ def test_summary_text_shows_pass_k_and_the_clustering():
     assert "pass^k k=1 0.750" in text and "k=2 0.500" in text
     assert "2 samples per task: 95% intervals bootstrap over the 2 tasks" in text
     assert "INCOMPLETE" not in text
+
+
+def test_run_with_samples_reports_pass_k_and_an_empty_run_says_n_a(tmp_path, capsys):
+    import json
+
+    from longhorizon.cli import main
+
+    out = tmp_path / "oracle"
+    assert main(["run", "--policy", "oracle", "--task", "downloads_cleanup-000001", "--task",
+                 "downloads_cleanup-000002", "--samples", "2", "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["eval", str(out), "--format", "json"]) == 0
+    o = json.loads(capsys.readouterr().out)["overall"]
+    assert o["episodes"] == 4 and o["samples_per_task"] == [2, 2] and o["ci"] == "bootstrap over tasks"
+    assert o["pass@k"] == {"1": 1.0, "2": 1.0} and o["pass^k"] == {"1": 1.0, "2": 1.0}
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "run.json").write_text(json.dumps({"episodes": 3}))
+    assert main(["eval", str(empty)]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("INCOMPLETE: 0 of 3 episodes") and "n/a" in text
