@@ -14,6 +14,9 @@ $(VENV)/.installed: pyproject.toml
 	@command -v bwrap >/dev/null || { echo "installing bubblewrap (the shell app's sandbox)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get install -y -q bubblewrap >/dev/null 2>&1 || { $$SUDO apt-get update -q && $$SUDO apt-get install -y -q bubblewrap; }; }
+	@command -v chromium >/dev/null || { echo "installing chromium (renders the analysis report in its test)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get install -y -q chromium >/dev/null 2>&1 || { $$SUDO apt-get update -q && $$SUDO apt-get install -y -q chromium; }; }
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q torch==2.13.0

@@ -15,7 +15,7 @@ from longhorizon.core.errors import InfraError, UsageError
 from longhorizon.core.task import SPLITS
 from longhorizon.core.words import plural
 
-POLICIES = ("oracle", "null", "openai", "local")
+POLICIES = ("oracle", "hasty", "null", "openai", "local")
 
 
 def _policy(args):
@@ -357,7 +357,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "finished episode is appended to OUT/trajectories.jsonl; rerunning the same "
                                    "command after a crash finishes the rest.")
     r.add_argument("--policy", choices=POLICIES, required=True,
-                   help="oracle (reference solutions), null (does nothing), openai (any OpenAI-compatible "
+                   help="oracle (reference solutions), hasty (the oracle without goal notes or verification "
+                        "reads), null (does nothing), openai (any OpenAI-compatible "
                         "server: --base-url, --model), local (a transformers model: --model PATH)")
     r.add_argument("--split", choices=SPLITS, help="the split to play (default train)")
     r.add_argument("--seeds", type=positive_int, help="instances per family (default: the suite's own split)")
@@ -405,6 +406,9 @@ def build_parser() -> argparse.ArgumentParser:
     from longhorizon.train.commands import add_commands  # data / train subcommands
 
     add_commands(sub)
+    from longhorizon.analysis.commands import add_commands as add_analysis_commands  # analyze / view / import
+
+    add_analysis_commands(sub)
     _verbose_everywhere(p)
     return p
 

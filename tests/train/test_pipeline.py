@@ -62,6 +62,15 @@ def test_reward_modes_and_the_effort_floor():
     assert shaped_reward(_traj([False], []), "dense", effort_floor=0.1) == 0.0  # no calls, no effort
 
 
+def test_the_repetition_penalty_costs_the_share_of_exact_repeats():
+    t = _traj([True, False], [False, False, False, False])  # reward 0.5, four identical calls
+    t.tool_calls[3].arguments = {"path": "other"}  # calls 1 and 2 repeat call 0; call 3 is new
+    assert shaped_reward(t, "dense") == 0.5  # off by default
+    assert shaped_reward(t, "dense", repetition_penalty=0.2) == pytest.approx(0.5 - 0.2 * 2 / 4)
+    loop = _traj([True, False], [False, False, False, False])  # 3 of 4 calls repeat: 0.5 - 0.75 < 0
+    assert shaped_reward(loop, "dense", repetition_penalty=1.0) == 0.0  # floored at 0
+
+
 def test_lora_rank_32_alpha_32_on_attention_and_mlp_and_a_merged_save(small_model, tmp_path):
     from datasets import Dataset
     from peft import PeftModel

@@ -22,6 +22,7 @@ HOLDOUT_FAMILIES: frozenset[str] = frozenset({
     "shared_inbox_routing",          # mail triage (invoice_followup trains)
     "shared_drive_retention",        # file organisation (downloads_cleanup trains)
     "access_log_incident_timeline",  # log analysis (log_error_summary trains)
+    "log_last_warning",              # log analysis, short horizon (log_first_error trains)
 })
 """Families never used for training (in different categories), for transfer within the suite."""
 

@@ -97,6 +97,18 @@ def _task_counts(rows: list[dict]) -> dict[str, tuple[int, int, float]]:
                 float(np.mean([float(r["grade"]["reward"]) for r in rs]))) for t, rs in sorted(by_task.items())}
 
 
+def paired_bootstrap_ci(diffs, n_boot: int = BOOTSTRAP, seed: int = SEED) -> list[list[float]]:
+    """95% percentile interval of the mean of each array of per-task differences (B - A), all
+    from the same resampled sets of tasks, so intervals of several measures stay comparable."""
+    diffs = [np.asarray(d, dtype=float) for d in diffs]
+    n = len(diffs[0]) if diffs else 0
+    if n == 0:
+        return [[0.0, 0.0] for _ in diffs]
+    idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
+    means = [d[idx].mean(axis=1) for d in diffs]
+    return [[float(np.percentile(m, 2.5)), float(np.percentile(m, 97.5))] for m in means]
+
+
 def _group_stats(rows: list[dict]) -> dict[str, Any]:
     n = len(rows)
     counts = _task_counts(rows)
@@ -202,9 +214,7 @@ def compare(rows_a: list[dict], rows_b: list[dict], n_boot: int = BOOTSTRAP, see
     pb = np.array([np.mean(tb[t]["pass"]) for t in common])
     ra = np.array([np.mean(ta[t]["reward"]) for t in common])
     rb = np.array([np.mean(tb[t]["reward"]) for t in common])
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(common), size=(n_boot, len(common)))
-    dp, dr = (pb - pa)[idx].mean(axis=1), (rb - ra)[idx].mean(axis=1)
+    ci_pass, ci_reward = paired_bootstrap_ci([pb - pa, rb - ra], n_boot, seed)
     b = sum(ta[t]["first_pass"] and not tb[t]["first_pass"] for t in common)
     c = sum(tb[t]["first_pass"] and not ta[t]["first_pass"] for t in common)
     return {
@@ -214,11 +224,11 @@ def compare(rows_a: list[dict], rows_b: list[dict], n_boot: int = BOOTSTRAP, see
         "pass@1_a": float(pa.mean()),
         "pass@1_b": float(pb.mean()),
         "delta_pass@1": float((pb - pa).mean()),
-        "delta_pass@1_ci95": [float(np.percentile(dp, 2.5)), float(np.percentile(dp, 97.5))],
+        "delta_pass@1_ci95": ci_pass,
         "mean_reward_a": float(ra.mean()),
         "mean_reward_b": float(rb.mean()),
         "delta_mean_reward": float((rb - ra).mean()),
-        "delta_mean_reward_ci95": [float(np.percentile(dr, 2.5)), float(np.percentile(dr, 97.5))],
+        "delta_mean_reward_ci95": ci_reward,
         "mcnemar": {"a_only_passed": int(b), "b_only_passed": int(c), "p_value": mcnemar_exact(b, c)},
         "duplicates_dropped": dups,
     }

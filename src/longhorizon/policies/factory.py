@@ -11,6 +11,10 @@ def make_policy(name: str, *, model=None, base_url=None, temperature=0.0, top_p=
         from longhorizon.policies.scripted import OraclePolicy
 
         return OraclePolicy()
+    if name == "hasty":
+        from longhorizon.policies.scripted import HastyOraclePolicy
+
+        return HastyOraclePolicy()
     if name == "null":
         from longhorizon.policies.scripted import NullPolicy
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from longhorizon.core.task import dumps_canonical
+from longhorizon.core.tool_kinds import entities, is_read
 from longhorizon.policies.base import EpisodeContext, assistant, tool_call
 
 
@@ -37,6 +38,39 @@ class OraclePolicy:
             return assistant(stop.value or "Done.")
         n = ctx.scratch["n"] = ctx.scratch.get("n", 0) + 1
         return assistant(call.note, [tool_call(f"call_{n}", call.name, dumps_canonical(call.arguments))])
+
+
+class HastyOraclePolicy:
+    """The oracle without its care: it states no local goals (empty notes) and skips every
+    read of something it already wrote (its verification reads; the script is sent an empty
+    result instead). A weaker policy whose differences from the oracle are known, so a
+    behaviour analysis of the pair has something real to find. A script that cannot go on
+    without the skipped result ends the episode."""
+
+    name = "hasty"
+
+    def describe(self) -> dict[str, Any]:
+        return {"policy": self.name, "model": None, "sampling": None}
+
+    async def act(self, messages, tools, ctx: EpisodeContext) -> dict:
+        written: set[str] = ctx.scratch.setdefault("written", set())
+        try:
+            if "oracle" not in ctx.scratch:
+                ctx.scratch["oracle"] = ctx.task.oracle()
+                call = next(ctx.scratch["oracle"])
+            else:
+                last = messages[-1]
+                call = ctx.scratch["oracle"].send(last.get("content", "") if last.get("role") == "tool" else "")
+            while is_read(call.name, call.arguments) and written & set(entities(call.name, call.arguments)):
+                call = ctx.scratch["oracle"].send("")
+        except StopIteration:
+            return assistant("Done.")
+        except Exception:  # the script needed the result it was not given
+            return assistant("Done.")
+        if not is_read(call.name, call.arguments):
+            written.update(entities(call.name, call.arguments))
+        n = ctx.scratch["n"] = ctx.scratch.get("n", 0) + 1
+        return assistant("", [tool_call(f"call_{n}", call.name, dumps_canonical(call.arguments))])
 
 
 class NullPolicy:

@@ -116,6 +116,9 @@ class RLConfig:
     effort_floor: float = 0.0
     """Off when 0. Otherwise an episode scoring below it earns ``effort_floor x`` the share of its
     tool calls that succeeded (at most the floor): some signal for low-scoring groups."""
+    repetition_penalty: float = 0.0
+    """Off when 0. Otherwise the reward loses ``repetition_penalty x`` the share of the episode's
+    tool calls that repeat an earlier call exactly (same tool and arguments), floored at 0."""
     resample_flat_groups: int = 0
     """Dynamic sampling: a group whose episodes all earned the same reward (no learning signal)
     is replaced by a whole group of another task, up to this many times per group (0: off)."""
@@ -171,6 +174,8 @@ class RLConfig:
                              f"rollout ({episodes // self.micro_batch_size})")
         if not 0 <= self.effort_floor < 1:
             raise UsageError("effort_floor must be in [0, 1)")
+        if not 0 <= self.repetition_penalty <= 1:
+            raise UsageError("repetition_penalty must be in [0, 1]")
         _check_warmup(self.warmup_ratio)
 
 

@@ -37,6 +37,7 @@ How the pieces fit:
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections import Counter
@@ -70,17 +71,33 @@ class TokenDriftError(RuntimeError):
     """A turn's prompt does not extend the ids sampled before it: the episode cannot be trained as sampled."""
 
 
-def shaped_reward(traj: Trajectory, mode: str = "dense", effort_floor: float = 0.0) -> float:
+def repeated_call_share(traj: Trajectory) -> float:
+    """The share of an episode's tool calls that repeat an earlier call exactly (same tool, same
+    arguments): re-reading what the context already holds, or looping on a failing call."""
+    seen, repeats = set(), 0
+    for c in traj.tool_calls:
+        key = (c.name, json.dumps(c.arguments, sort_keys=True, default=str))
+        repeats += key in seen
+        seen.add(key)
+    return repeats / len(traj.tool_calls) if traj.tool_calls else 0.0
+
+
+def shaped_reward(traj: Trajectory, mode: str = "dense", effort_floor: float = 0.0,
+                  repetition_penalty: float = 0.0) -> float:
     """The RL reward of one episode.
 
     dense: the Grade's weighted fraction of criteria met. pass: 1.0 if every criterion is met.
     effort_floor (off at 0): an episode below the floor earns ``effort_floor x`` the share of its
     tool calls that succeeded, if that is more, so groups that all fail still rank effort.
+    repetition_penalty (off at 0): minus ``repetition_penalty x`` the share of its calls that
+    repeat an earlier one exactly (``repeated_call_share``), never below 0.
     """
     reward = float(traj.passed) if mode == "pass" else traj.reward
     if effort_floor > 0 and reward < effort_floor and traj.tool_calls:
         ok = sum(not c.is_error for c in traj.tool_calls) / len(traj.tool_calls)
         reward = max(reward, effort_floor * ok)
+    if repetition_penalty > 0:
+        reward = max(0.0, reward - repetition_penalty * repeated_call_share(traj))
     return reward
 
 
@@ -206,7 +223,7 @@ class EpisodeRollout:
         replaced = 0
         for k in range(0, len(trajs), g):
             for _ in range(c.resample_flat_groups):
-                rewards = {shaped_reward(t, c.reward, c.effort_floor) for t in trajs[k:k + g]
+                rewards = {shaped_reward(t, c.reward, c.effort_floor, c.repetition_penalty) for t in trajs[k:k + g]
                            if t.status != INFRA_STATUS}
                 if len(rewards) > 1 or not spare:
                     break
@@ -292,7 +309,7 @@ class EpisodeRollout:
             "completion_ids": [s["completion_ids"] for s in seqs],
             "logprobs": [s["logprobs"] for s in seqs],
             "env_mask": [s["env_mask"] for s in seqs],
-            "episode_reward": [None if d else shaped_reward(t, c.reward, c.effort_floor)
+            "episode_reward": [None if d else shaped_reward(t, c.reward, c.effort_floor, c.repetition_penalty)
                                for t, d in zip(trajs, dropped)],
             "episode_failed": [float(f) for f in failed],
             "episode_dropped": [float(d) for d in dropped],
