@@ -431,6 +431,18 @@ class _OwnLines(logging.Filter):
         return record.name == "longhorizon" or record.name.startswith("longhorizon.")
 
 
+class _Stderr(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a line is logged (tests swap it per test)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
 def configure_logging(verbose: bool) -> None:
     """One stderr handler on the root logger, installed first, so libraries that call
     ``logging.basicConfig`` (the MCP server does, at INFO) add none of their own; third-party
@@ -439,7 +451,7 @@ def configure_logging(verbose: bool) -> None:
     for h in list(root.handlers):
         if getattr(h, "_longhorizon", False):
             root.removeHandler(h)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _Stderr()
     handler._longhorizon = True
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     if not verbose:
