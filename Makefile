@@ -4,7 +4,9 @@ PY     := $(VENV)/bin/python
 LH     := $(VENV)/bin/longhorizon
 SUITE  ?= runs/suite
 
-.PHONY: setup bfcl-venv verl-venv demo suite test bench clean
+VENVS  := .venvs
+
+.PHONY: setup bfcl-venv verl-venv venv-openenv demo suite test bench clean
 
 setup: $(VENV)/.installed
 
@@ -51,12 +53,25 @@ suite: setup
 bfcl-venv: setup
 	$(PY) -c "from longhorizon.evaluate.bfcl import ensure_venv; print(ensure_venv())"
 
-test: setup bfcl-venv verl-venv
+# Adapters whose packages pin against ours get their own small venvs (reused when present).
+venv-openenv: $(VENVS)/openenv/.installed
+
+$(VENVS)/openenv/.installed: pyproject.toml
+	python3 -m venv $(VENVS)/openenv
+	$(VENVS)/openenv/bin/pip install -q --upgrade pip
+	$(VENVS)/openenv/bin/pip install -q -e '.[test]'
+	$(VENVS)/openenv/bin/pip install -q --no-deps openenv-core==0.3.0  # its gradio web UI and CLI: not needed
+	$(VENVS)/openenv/bin/pip install -q 'fastapi>=0.104' 'pydantic>=2' 'websockets>=15.0.1' 'requests>=2.25' \
+	  'httpx>=0.28.1' 'fastmcp>=3'
+	touch $@
+
+test: setup bfcl-venv verl-venv venv-openenv
 	$(VENV)/bin/pytest
-	$(VERL)/bin/pytest tests/adapters  # skipped above (no verl there): here in verl's own environment
+	$(VERL)/bin/pytest tests/adapters/test_verl_agent_loop.py  # skipped above (no verl there): here in verl's own environment
+	$(VENVS)/openenv/bin/pytest tests/adapters/test_openenv.py
 
 bench: setup
 	$(PY) benchmarks/world_and_tools.py
 
 clean:
-	rm -rf $(VENV) .venvs runs .pytest_cache
+	rm -rf $(VENV) $(VENVS) runs .pytest_cache

@@ -126,7 +126,7 @@ def test_compare_refuses_an_incomplete_run(two_runs, tmp_path, capsys):
     assert main(["compare", str(a), str(b)]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1
-    assert f"{b}: 2 of 3 episodes finished, 1 missing (1 pending infrastructure errors)" in err
+    assert f"{b}: 2 of 3 episodes finished, 1 missing (1 pending infrastructure error)" in err
     assert "--allow-incomplete" in err and f"{a}:" not in err
 
 
@@ -137,7 +137,7 @@ def test_compare_with_allow_incomplete_pairs_common_tasks_and_is_flagged(two_run
     assert main(["compare", str(a), str(b), "--allow-incomplete"]) == 0
     text = capsys.readouterr().out
     assert text.splitlines()[0] == (f"INCOMPLETE: B ({b}): 2 of 3 episodes finished, 1 missing "
-                                    "(1 pending infrastructure errors); only tasks present in both runs are paired")
+                                    "(1 pending infrastructure error); only tasks present in both runs are paired")
     assert "paired tasks: 2 (only in A: 1, only in B: 0)" in text
     assert main(["compare", str(a), str(b), "--allow-incomplete", "--format", "json"]) == 0
     c = json.loads(capsys.readouterr().out)

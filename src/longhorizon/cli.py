@@ -5,11 +5,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
+import os
 import sys
 from pathlib import Path
 
+from longhorizon.core.argtypes import json_object, nonneg_float, nonneg_int, port, positive_int, unit_interval
 from longhorizon.core.errors import InfraError, UsageError
 from longhorizon.core.task import SPLITS
+from longhorizon.core.words import plural
 
 POLICIES = ("oracle", "hasty", "null", "openai", "local")
 
@@ -27,6 +31,7 @@ def _policy(args):
     return make_policy(
         args.policy, model=model, base_url=args.base_url, temperature=args.temperature,
         top_p=args.top_p, max_tokens=args.max_tokens, seed=args.sampling_seed,
+        api_key=args.api_key, extra_body=args.extra_body,
     )
 
 
@@ -46,8 +51,8 @@ def cmd_tasks_list(args) -> int:
     print(f"{'id':<40} {'category':<28} {'split':<14} {'calls':>5}  apps")
     for r in rows:
         print(f"{r['id']:<40} {r['category']:<28} {r['split']:<14} {r['oracle_tool_calls']:>5}  {','.join(r['apps'])}")
-    print(f"{len(rows)} tasks, {len({r['family'] for r in rows})} families, "
-          f"{len({r['category'] for r in rows})} categories")
+    print(f"{plural(len(rows), 'task')}, {plural(len({r['family'] for r in rows}), 'family')}, "
+          f"{plural(len({r['category'] for r in rows}), 'category')}")
     return 0
 
 
@@ -118,7 +123,7 @@ def cmd_tasks_catalogue(args) -> int:
         lines.append(f"| `{f.name}` | {f.category} | {split} | {', '.join(f.apps)} | "
                      f"{calls[0]} / {calls[len(calls) // 2]} / {calls[-1]} | "
                      f"{len(kinds)} ({kinds.count('final_state')} + {kinds.count('process')}) | {n} |")
-    lines += ["", f"{len(fams)} families in {len({f.category for f in fams})} categories.", ""]
+    lines += ["", f"{plural(len(fams), 'family')} in {plural(len({f.category for f in fams}), 'category')}.", ""]
     text = "\n".join(lines)
     if args.out:
         Path(args.out).write_text(text)
@@ -132,21 +137,41 @@ def cmd_tasks_catalogue(args) -> int:
 def cmd_world_build(args) -> int:
     from longhorizon.core.registry import get_task
     from longhorizon.core.world import World
+    from longhorizon.env.handoff import write_handoff
 
     task = get_task(args.task_id)
     out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} exists and is not a folder")
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"{out} exists and is not empty")
     world = World.build(out, task.build)
-    print(json.dumps({"task_id": task.id, "world": str(out), "world_hash": world.hash(),
-                      "apps": list(task.apps)}))
+    digest = world.hash()  # of workspace/ and state/ as built, before the hand-off files
+    files = write_handoff(task, out, digest)
+    print(json.dumps({"task_id": task.id, "world": str(out), "world_hash": digest,
+                      "apps": list(task.apps), **files}))
+    return 0
+
+
+def cmd_grade(args) -> int:
+    from longhorizon.core.registry import get_task
+    from longhorizon.env.handoff import format_grade, grade_world, load_trajectory, open_world
+
+    task = get_task(args.task_id)
+    open_world(task, args.world)  # a wrong folder is refused before the trajectory is read
+    traj = load_trajectory(task, args.trajectory) if args.trajectory else None
+    report = grade_world(task, args.world, traj)
+    print(json.dumps(report, indent=2) if args.format == "json" else format_grade(report))
     return 0
 
 
 def cmd_serve_app(args) -> int:
     from longhorizon.apps.serve import serve
 
-    serve(args.app, args.world, transport=args.transport, host=args.host, port=args.port)
+    world = Path(args.world)
+    if not world.is_dir():
+        raise UsageError(f"--world {world} is not a folder (build one with `longhorizon world build`)")
+    serve(args.app, world, transport=args.transport, host=args.host, port=args.port)
     return 0
 
 
@@ -162,15 +187,23 @@ def cmd_run(args) -> int:
                          "(oracle, null): serve the model (e.g. vLLM) and pass --policy openai --base-url")
     if args.workers is not None and args.ray is None:
         raise UsageError("--workers needs --ray")
-    tasks = tasks_for(args.split, args.seeds, args.family)
-    if not tasks:
-        raise UsageError(f"split {args.split} has no instances of the chosen families "
-                         "(holdout families are only in split holdout-family)")
+    tasks, split = _chosen_tasks(args)
+    if args.policy != "openai":
+        given = [f for f, v in (("--api-key", args.api_key), ("--extra-body", args.extra_body),
+                                ("--base-url", args.base_url)) if v is not None]
+        if given:
+            raise UsageError(f"{', '.join(given)} only apply to --policy openai")
+    _check_out(args.out)
     policy = _policy(args)
+    if args.policy == "openai":  # one line now rather than every episode failing later
+        from longhorizon.policies.server_check import check_server
+
+        asyncio.run(check_server(policy.base_url, policy.model, policy.api_key))
     wall = args.max_wall_s if args.max_wall_s is not None else getattr(policy, "default_max_wall_s", 600.0)
     limits = Limits(max_turns=args.max_turns, max_tool_calls=args.max_tool_calls, max_wall_s=wall or None)
-    spec = RunSpec(policy=policy.describe(), split=args.split, seeds=args.seeds,
-                   families=sorted(args.family) if args.family else None, samples=args.samples, limits=limits)
+    spec = RunSpec(policy=policy.describe(), split=split, seeds=args.seeds,
+                   families=sorted(args.family) if args.family else None, samples=args.samples, limits=limits,
+                   tasks=[t.id for t in tasks] if args.task else None)
     episodes = None
     if args.ray is not None:
         from longhorizon.rollout.ray_workers import RayEpisodes
@@ -181,6 +214,41 @@ def cmd_run(args) -> int:
     print(format_summary(summary))
     print(f"trajectories: {Path(args.out) / 'trajectories.jsonl'}")
     return 0 if summary["complete"] else 1
+
+
+def _chosen_tasks(args):
+    """The run's tasks and the split it records: ``--task`` ids, or a split's instances."""
+    from longhorizon.core.registry import get_task, tasks_for
+
+    if args.task:
+        mixed = [f for f, v in (("--split", args.split), ("--family", args.family), ("--seeds", args.seeds)) if v]
+        if mixed:
+            raise UsageError(f"--task names the tasks itself: drop {', '.join(mixed)}")
+        if len(set(args.task)) != len(args.task):
+            raise UsageError("a task is given twice to --task; use --samples for repeats")
+        tasks = [get_task(t) for t in args.task]
+        return tasks, "+".join(sorted({t.split for t in tasks}))
+    split = args.split or "train"
+    tasks = tasks_for(split, args.seeds, args.family)
+    if not tasks:
+        raise UsageError(f"split {split} has no instances of the chosen families "
+                         "(holdout families are only in split holdout-family)")
+    return tasks, split
+
+
+def _check_out(out: str) -> None:
+    """``run --out``: new, empty, or a run folder (to resume); never a file or other data."""
+    from longhorizon.rollout.store import MANIFEST, read_manifest
+
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--out {out} exists and is not a folder")
+    if path.is_dir():
+        if (path / MANIFEST).exists():
+            read_manifest(path / MANIFEST)  # an unreadable run.json: say so before anything runs
+        elif any(p.name != "run.lock" for p in path.iterdir()):
+            raise UsageError(f"--out {out} exists and is not a run folder (no {MANIFEST}); "
+                             "choose a new or empty folder")
 
 
 def _load_run(path: str) -> tuple[list[dict], list[dict], dict]:
@@ -231,18 +299,27 @@ def cmd_compare(args) -> int:
 
 
 # -- parser ----------------------------------------------------------------------------------
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line (the README's promise), not usage + error."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="longhorizon",
         description="Long-horizon office tasks over real MCP apps: list tasks, play episodes with a "
                     "policy, evaluate and compare runs.",
     )
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="show log lines of the libraries underneath (HTTP requests, MCP sessions)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     tasks = sub.add_parser("tasks", help="list or show tasks").add_subparsers(dest="tasks_command", required=True)
     tl = tasks.add_parser("list", help="every task with category, family, split, apps and oracle tool-call count")
     tl.add_argument("--split", choices=SPLITS, help="only this split (default: all)")
-    tl.add_argument("--seeds", type=int, help="instances per family and split (default: the suite's own)")
+    tl.add_argument("--seeds", type=positive_int, help="instances per family and split (default: the suite's own)")
     tl.add_argument("--family", action="append", help="only this family (repeatable)")
     tl.add_argument("--format", choices=["table", "json"], default="table")
     tl.set_defaults(func=cmd_tasks_list)
@@ -254,21 +331,39 @@ def build_parser() -> argparse.ArgumentParser:
     tst.set_defaults(func=cmd_tasks_stats)
     tc = tasks.add_parser("catalogue", help="Markdown table of every family (category, apps, horizon, criteria)")
     tc.add_argument("--out", help="write to this file (e.g. docs/tasks.md) instead of stdout")
-    tc.add_argument("--seeds", type=int, default=3, help="instances per family used to measure the horizon")
+    tc.add_argument("--seeds", type=positive_int, default=3, help="instances per family used to measure the horizon")
     tc.set_defaults(func=cmd_tasks_catalogue)
 
     world = sub.add_parser("world", help="build a task's World into a folder").add_subparsers(dest="world_command", required=True)
     wb = world.add_parser("build", help="write a task's World (workspace/ and state/) to --out")
     wb.add_argument("task_id")
-    wb.add_argument("--out", required=True)
+    wb.add_argument("--out", required=True, help="a new or empty folder; gets workspace/, state/, instruction.md, "
+                                                 "mcp.json (one stdio MCP server per app) and task.json")
     wb.set_defaults(func=cmd_world_build)
 
-    sa = sub.add_parser("serve-app", help="serve one app over a World to any MCP client")
-    sa.add_argument("app", help="files, sheets, mail, calendar or shell")
+    g = sub.add_parser("grade", help="grade a World that any agent played (see `world build`)",
+                       description="Judges the World folder with the task's criteria and prints each one. Process "
+                                   "criteria (how the agent worked) need the agent's record: --trajectory, a "
+                                   "longhorizon Trajectory (JSON) or OpenAI chat messages (a JSON list, or an "
+                                   "object with 'messages'). Without it they are reported as not checked and "
+                                   "the reward covers the final-state criteria only.")
+    g.add_argument("task_id", help="the task the World was built for")
+    g.add_argument("--world", required=True, help="the World folder the agent played")
+    g.add_argument("--trajectory", help="the agent's record (see above)")
+    g.add_argument("--format", choices=["text", "json"], default="text")
+    g.set_defaults(func=cmd_grade)
+
+    from longhorizon.apps import APPS
+
+    sa = sub.add_parser("serve-app", help="serve one app over a World to any MCP client",
+                        description="Serves one app's MCP tools over a World folder, over stdio (default) or "
+                                    "streamable HTTP at /mcp. `world build` writes an mcp.json that launches "
+                                    "this for every app a task uses. Apps: " + ", ".join(APPS) + ".")
+    sa.add_argument("app", choices=APPS, metavar="APP", help="one of: " + ", ".join(APPS))
     sa.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     sa.add_argument("--world", required=True, help="a World folder (see `longhorizon world build`)")
     sa.add_argument("--host", default="127.0.0.1")
-    sa.add_argument("--port", type=int, default=8000)
+    sa.add_argument("--port", type=port, default=8000, help="HTTP port, 0 to 65535 (default 8000; 0 picks a free one)")
     sa.set_defaults(func=cmd_serve_app)
 
     r = sub.add_parser("run", help="play episodes concurrently and write trajectories (resumable)",
@@ -279,29 +374,34 @@ def build_parser() -> argparse.ArgumentParser:
                    help="oracle (reference solutions), hasty (the oracle without goal notes or verification "
                         "reads), null (does nothing), openai (any OpenAI-compatible "
                         "server: --base-url, --model), local (a transformers model: --model PATH)")
-    r.add_argument("--split", choices=SPLITS, default="train")
-    r.add_argument("--seeds", type=int, help="instances per family (default: the suite's own split)")
+    r.add_argument("--split", choices=SPLITS, help="the split to play (default train)")
+    r.add_argument("--seeds", type=positive_int, help="instances per family (default: the suite's own split)")
     r.add_argument("--family", action="append", help="only this family (repeatable)")
-    r.add_argument("--samples", type=int, default=1, help="episodes per task (default 1)")
+    r.add_argument("--task", action="append", metavar="ID",
+                   help="only this task, e.g. downloads_cleanup-000001 (repeatable; instead of --split/--family)")
+    r.add_argument("--samples", type=positive_int, default=1, help="episodes per task (default 1; pass@k needs k)")
     r.add_argument("--out", required=True, help="run folder (created, or resumed if it holds the same run)")
-    r.add_argument("--concurrency", type=int, default=8, help="episodes in flight (default 8)")
-    r.add_argument("--max-turns", type=int, default=150)
-    r.add_argument("--max-tool-calls", type=int, default=300)
-    r.add_argument("--max-wall-s", type=float,
+    r.add_argument("--concurrency", type=positive_int, default=8, help="episodes in flight (default 8)")
+    r.add_argument("--max-turns", type=positive_int, default=150)
+    r.add_argument("--max-tool-calls", type=positive_int, default=300)
+    r.add_argument("--max-wall-s", type=nonneg_float,
                    help="wall time per episode, seconds (0: none; default 600, none for --policy local, whose "
                         "episodes take turns on one in-process model)")
     r.add_argument("--model", help="model name (openai) or path/name of a transformers model (local; default: "
                                    "the embedded SmolLM2 of `longhorizon model init`)")
     r.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
-    r.add_argument("--temperature", type=float, default=0.0)
-    r.add_argument("--top-p", type=float, default=1.0)
-    r.add_argument("--max-tokens", type=int, default=1024, help="tokens per assistant turn")
-    r.add_argument("--sampling-seed", type=int, default=0)
+    r.add_argument("--api-key", help="key for --base-url (default: $OPENAI_API_KEY); never recorded")
+    r.add_argument("--extra-body", type=json_object, metavar="JSON",
+                   help="extra request fields, e.g. '{\"chat_template_kwargs\": {\"enable_thinking\": false}}' (vLLM)")
+    r.add_argument("--temperature", type=nonneg_float, default=0.0)
+    r.add_argument("--top-p", type=unit_interval, default=1.0)
+    r.add_argument("--max-tokens", type=positive_int, default=1024, help="tokens per assistant turn")
+    r.add_argument("--sampling-seed", type=nonneg_int, default=0)
     r.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                    help="play the episodes on Ray workers: 'local' (the default when no ADDRESS is given) starts a "
                         "contained Ray on this machine, ADDRESS joins a cluster (e.g. head:6379). Needs a policy "
                         "served elsewhere or a deterministic one; results and the run folder are a local run's")
-    r.add_argument("--workers", type=int, help="Ray episode workers (actors; default: one per CPU of the cluster)")
+    r.add_argument("--workers", type=positive_int, help="Ray episode workers (actors; default: one per CPU of the cluster)")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(func=cmd_run)
 
@@ -332,18 +432,82 @@ def build_parser() -> argparse.ArgumentParser:
     from longhorizon.evaluate.commands import add_commands as add_evaluate_commands  # bench / audit / report
 
     add_evaluate_commands(sub)
+    _verbose_everywhere(p)
     return p
+
+
+def _verbose_everywhere(parser: argparse.ArgumentParser) -> None:
+    """-v works after the subcommand too (``longhorizon run ... -v``)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                if "--verbose" not in child._option_string_actions:
+                    child.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                                       help="show the libraries' log lines too")
+                _verbose_everywhere(child)
+
+
+class _OwnLines(logging.Filter):
+    """Without -v only longhorizon's own log lines reach the terminal."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.name == "longhorizon" or record.name.startswith("longhorizon.")
+
+
+class _Stderr(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a line is logged (tests swap it per test)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
+def configure_logging(verbose: bool) -> None:
+    """One stderr handler on the root logger, installed first, so libraries that call
+    ``logging.basicConfig`` (the MCP server does, at INFO) add none of their own; third-party
+    lines and Python warnings show only with -v."""
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        if getattr(h, "_longhorizon", False):
+            root.removeHandler(h)
+    handler = _Stderr()
+    handler._longhorizon = True
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    if not verbose:
+        handler.addFilter(_OwnLines())
+    root.addHandler(handler)
+    root.setLevel(logging.INFO if verbose else logging.WARNING)
+    logging.captureWarnings(True)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    configure_logging(args.verbose)
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at exit
+        return code
+    except BrokenPipeError:  # e.g. `longhorizon tasks list | head -1`: the reader has all it wants
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush stays quiet
+        return 141
     except UsageError as exc:
-        print(f"longhorizon: error: {exc}", file=sys.stderr)
+        print(f"longhorizon: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a folder that is a file, no permission, disk full: say which path
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"longhorizon: error: {where}{exc.strerror or _one_line(exc)}", file=sys.stderr)
         return 2
     except InfraError as exc:
-        print(f"longhorizon: infrastructure error: {exc}", file=sys.stderr)
+        print(f"longhorizon: infrastructure error: {_one_line(exc)}", file=sys.stderr)
         return 3
     except KeyboardInterrupt:
         print("longhorizon: interrupted; rerun the same command to resume", file=sys.stderr)

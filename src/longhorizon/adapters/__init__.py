@@ -1,3 +1,7 @@
-"""Adapters that let other training engines drive our Episodes (verl's AgentLoop, ...).
+"""Thin adapters to other ecosystems: verl's AgentLoop driving our Episodes, OpenEnv's
+environment interface, ...
 
-Each imports its engine lazily and lives in its own module, so the core never needs them."""
+Each imports its package lazily and lives in its own module; their packages pin against ours,
+so each has its own extra and is tested in its own venv (``make verl-venv``, ``make
+venv-openenv``). Nothing else in longhorizon imports them.
+"""

@@ -1,7 +1,18 @@
-"""pass@1 and dense reward with 95% intervals, overall and per category; paired comparison.
+"""pass@1, pass@k, pass^k and dense reward with 95% intervals, overall and per category;
+paired comparison.
 
-Intervals: pass@1 uses the Wilson score interval over episodes (honest at 0 and 1, where a
-bootstrap collapses to a point); mean reward uses a percentile bootstrap over episodes.
+Every rate is averaged over tasks: each task's own rate first (over its samples), then the
+mean over tasks. With ``--samples k`` repeats a task contributes k episodes:
+
+    pass@k = mean over tasks of 1 - C(n - c, k) / C(n, k)   (some of k samples passes; Chen et al. 2021)
+    pass^k = mean over tasks of C(c, k) / C(n, k)           (all of k samples pass; tau2-bench's reliability)
+
+both unbiased for a task with n >= k samples of which c passed, reported for k = 1 .. the
+fewest samples any task has. Intervals: with one sample per task, pass@1 uses the Wilson
+score interval (honest at 0 and 1, where a bootstrap collapses to a point); as soon as a task
+has more than one sample its episodes are not independent, so every interval is a percentile
+bootstrap over tasks (each draw takes whole tasks with all their samples). Mean reward always
+uses the bootstrap over tasks. A group with no episodes has no rates: ``None`` (shown "n/a").
 ``compare`` pairs runs by task: Δ with a paired bootstrap over tasks, and McNemar's exact
 test on the discordant tasks (first sample of each task: the greedy episode).
 
@@ -20,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from longhorizon.core.words import plural
 from longhorizon.rollout.store import unique_episodes
 
 Z95 = 1.959963984540054
@@ -56,6 +68,35 @@ def mcnemar_exact(b: int, c: int) -> float:
     return min(1.0, 2 * tail)
 
 
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k of one task: the chance that at least one of k of its n samples (c
+    passed) passes, drawn without replacement."""
+    if not 0 < k <= n:
+        raise ValueError(f"pass@k needs 1 <= k <= n, got k={k}, n={n}")
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass^k of one task (tau2-bench): the chance that all of k of its n samples pass."""
+    if not 0 < k <= n:
+        raise ValueError(f"pass^k needs 1 <= k <= n, got k={k}, n={n}")
+    return math.comb(c, k) / math.comb(n, k)
+
+
+def bootstrap_tasks(per_task, n_boot: int = BOOTSTRAP, seed: int = SEED) -> tuple[float, float]:
+    """95% percentile interval of the mean of per-task values, resampling tasks (clusters)."""
+    return bootstrap_mean(per_task, n_boot, seed)
+
+
+def _task_counts(rows: list[dict]) -> dict[str, tuple[int, int, float]]:
+    """Per task: (samples, passed, mean reward)."""
+    by_task: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        by_task[r["task_id"]].append(r)
+    return {t: (len(rs), sum(bool(r["grade"]["passed"]) for r in rs),
+                float(np.mean([float(r["grade"]["reward"]) for r in rs]))) for t, rs in sorted(by_task.items())}
+
+
 def paired_bootstrap_ci(diffs, n_boot: int = BOOTSTRAP, seed: int = SEED) -> list[list[float]]:
     """95% percentile interval of the mean of each array of per-task differences (B - A), all
     from the same resampled sets of tasks, so intervals of several measures stay comparable."""
@@ -69,17 +110,37 @@ def paired_bootstrap_ci(diffs, n_boot: int = BOOTSTRAP, seed: int = SEED) -> lis
 
 
 def _group_stats(rows: list[dict]) -> dict[str, Any]:
-    passed = [bool(r["grade"]["passed"]) for r in rows]
-    rewards = [float(r["grade"]["reward"]) for r in rows]
-    k, n = sum(passed), len(rows)
+    n = len(rows)
+    counts = _task_counts(rows)
+    if not n:
+        return {"episodes": 0, "tasks": 0, "samples_per_task": None, "ci": None,
+                "pass@1": None, "pass@1_ci95": None, "pass@k": {}, "pass@k_ci95": {}, "pass^k": {},
+                "pass^k_ci95": {}, "mean_reward": None, "mean_reward_ci95": None, "mean_tool_calls": None}
+    sizes = [ni for ni, _, _ in counts.values()]
+    clustered = max(sizes) > 1
+    at_k, hat_k, at_ci, hat_ci = {}, {}, {}, {}
+    for k in range(1, min(sizes) + 1):
+        a = [pass_at_k(ni, ci, k) for ni, ci, _ in counts.values()]
+        h = [pass_hat_k(ni, ci, k) for ni, ci, _ in counts.values()]
+        at_k[str(k)], hat_k[str(k)] = float(np.mean(a)), float(np.mean(h))
+        at_ci[str(k)], hat_ci[str(k)] = list(bootstrap_tasks(a)), list(bootstrap_tasks(h))
+    rates = [ci / ni for ni, ci, _ in counts.values()]
+    rewards = [r for _, _, r in counts.values()]
+    passed = sum(ci for _, ci, _ in counts.values())
     return {
         "episodes": n,
-        "tasks": len({r["task_id"] for r in rows}),
-        "pass@1": k / n if n else 0.0,
-        "pass@1_ci95": list(wilson(k, n)),
-        "mean_reward": float(np.mean(rewards)) if n else 0.0,
-        "mean_reward_ci95": list(bootstrap_mean(rewards)),
-        "mean_tool_calls": float(np.mean([len(r.get("tool_calls", [])) for r in rows])) if n else 0.0,
+        "tasks": len(counts),
+        "samples_per_task": [min(sizes), max(sizes)],
+        "ci": "bootstrap over tasks" if clustered else "wilson over episodes",
+        "pass@1": float(np.mean(rates)),
+        "pass@1_ci95": list(bootstrap_tasks(rates)) if clustered else list(wilson(passed, n)),
+        "pass@k": at_k,
+        "pass@k_ci95": at_ci,
+        "pass^k": hat_k,
+        "pass^k_ci95": hat_ci,
+        "mean_reward": float(np.mean(rewards)),
+        "mean_reward_ci95": list(bootstrap_tasks(rewards)),
+        "mean_tool_calls": float(np.mean([len(r.get("tool_calls", [])) for r in rows])),
     }
 
 
@@ -98,10 +159,11 @@ def describe_incomplete(name: str, st: dict[str, Any]) -> str:
     """One phrase saying why a run is incomplete, e.g. ``runs/b: 9 of 12 episodes finished, 3
     missing (2 pending infrastructure errors)``."""
     if st["expected"] is None:
-        head = f"{name}: {st['finished']} episodes finished, expected count unknown (no 'episodes' in run.json)"
+        head = (f"{name}: {plural(st['finished'], 'episode')} finished, expected count unknown "
+                "(no 'episodes' in run.json)")
     else:
-        head = f"{name}: {st['finished']} of {st['expected']} episodes finished, {st['missing']} missing"
-    return head + f" ({st['pending_infra_errors']} pending infrastructure errors)"
+        head = f"{name}: {st['finished']} of {plural(st['expected'], 'episode')} finished, {st['missing']} missing"
+    return head + f" ({plural(st['pending_infra_errors'], 'pending infrastructure error')})"
 
 
 def summarize(trajectories: list[dict], infra_errors: list[dict] = (), expected: int | None = None) -> dict[str, Any]:
@@ -143,8 +205,11 @@ def compare(rows_a: list[dict], rows_b: list[dict], n_boot: int = BOOTSTRAP, see
     dups = {"a": dup_a, "b": dup_b}
     ta, tb = _per_task(rows_a), _per_task(rows_b)
     common = sorted(set(ta) & set(tb))
-    if not common:
-        return {"paired_tasks": 0, "only_a": len(ta), "only_b": len(tb), "duplicates_dropped": dups}
+    if not common:  # nothing to pair: every rate and difference is n/a
+        return {"paired_tasks": 0, "only_a": len(ta), "only_b": len(tb), "pass@1_a": None, "pass@1_b": None,
+                "delta_pass@1": None, "delta_pass@1_ci95": None, "mean_reward_a": None, "mean_reward_b": None,
+                "delta_mean_reward": None, "delta_mean_reward_ci95": None, "mcnemar": None,
+                "duplicates_dropped": dups}
     pa = np.array([np.mean(ta[t]["pass"]) for t in common])
     pb = np.array([np.mean(tb[t]["pass"]) for t in common])
     ra = np.array([np.mean(ta[t]["reward"]) for t in common])
@@ -171,18 +236,34 @@ def compare(rows_a: list[dict], rows_b: list[dict], n_boot: int = BOOTSTRAP, see
 
 def format_summary(s: dict[str, Any]) -> str:
     def row(name: str, g: dict[str, Any]) -> str:
+        if not g["episodes"]:
+            return f"{name:<28} {0:>5} {'n/a':>7} {'':<14} {'n/a':>7} {'':<14} {'n/a':>7}"
         lo, hi = g["pass@1_ci95"]
         rlo, rhi = g["mean_reward_ci95"]
         return (f"{name:<28} {g['episodes']:>5} {g['pass@1']:>7.3f} [{lo:.3f}, {hi:.3f}]"
                 f" {g['mean_reward']:>7.3f} [{rlo:.3f}, {rhi:.3f}] {g['mean_tool_calls']:>7.1f}")
 
+    o = s["overall"]
     lines = [f"{'':<28} {'eps':>5} {'pass@1':>7} {'95% CI':<14} {'reward':>7} {'95% CI':<14} {'calls':>7}",
-             row("overall", s["overall"])]
+             row("overall", o)]
     lines += [row(f"  {k}", g) for k, g in s["categories"].items()]
+    if o["episodes"] and len(o["pass@k"]) > 1:
+        for key, label in (("pass@k", "pass@k "), ("pass^k", "pass^k ")):
+            lines.append(label + "  ".join(f"k={k} {v:.3f} [{o[key + '_ci95'][k][0]:.3f}, {o[key + '_ci95'][k][1]:.3f}]"
+                                           for k, v in o[key].items()))
+    if o["episodes"] and o["samples_per_task"][1] > 1:
+        lo_n, hi_n = o["samples_per_task"]
+        shown = str(lo_n) if lo_n == hi_n else f"{lo_n} to {hi_n}"
+        lines.append(f"{shown} samples per task: 95% intervals bootstrap over the {plural(o['tasks'], 'task')}")
     st = ", ".join(f"{k} {v}" for k, v in s["statuses"].items()) or "none"
     lines.append(f"episode endings: {st}; infrastructure errors (not graded): {s['infra_errors']}")
-    if s.get("expected_episodes") is not None and not s.get("complete"):
-        lines.append(f"INCOMPLETE: {s['overall']['episodes']} of {s['expected_episodes']} episodes; rerun to finish")
+    if not s.get("complete"):
+        if s.get("expected_episodes") is None:
+            lines.insert(0, f"INCOMPLETE: {plural(o['episodes'], 'episode')}, expected count unknown "
+                            "(no 'episodes' in run.json)")
+        else:
+            lines.insert(0, f"INCOMPLETE: {o['episodes']} of {plural(s['expected_episodes'], 'episode')}; "
+                            "rerun the run to finish it")
     return "\n".join(lines)
 
 
@@ -193,7 +274,8 @@ def format_compare(c: dict[str, Any], name_a: str = "A", name_b: str = "B") -> s
     flag = [f"INCOMPLETE: {describe_incomplete(f'{k.upper()} ({names[k]})', c['runs'][k])}; "
             "only tasks present in both runs are paired" for k in c.get("incomplete", [])]
     if not c["paired_tasks"]:
-        return "\n".join(flag + [f"no tasks in common (A has {c['only_a']}, B has {c['only_b']})"])
+        return "\n".join(flag + [f"no tasks in common (A has {plural(c['only_a'], 'task')}, B has "
+                                  f"{plural(c['only_b'], 'task')}): pass@1 and mean reward deltas n/a"])
     lo, hi = c["delta_pass@1_ci95"]
     rlo, rhi = c["delta_mean_reward_ci95"]
     m = c["mcnemar"]

@@ -133,6 +133,8 @@ class RunSpec:
     families: list[str] | None = None
     samples: int = 1
     limits: Limits = field(default_factory=Limits)
+    tasks: list[str] | None = None
+    """Task ids chosen one by one (``run --task``); None when the split and families decide."""
 
     def manifest(self, tasks: list[Task]) -> dict[str, Any]:
         return {
@@ -141,6 +143,7 @@ class RunSpec:
             "split": self.split,
             "seeds": self.seeds,
             "families": self.families,
+            "tasks": self.tasks,
             "samples": self.samples,
             "limits": self.limits.to_dict(),
             "episodes": len(tasks) * self.samples,

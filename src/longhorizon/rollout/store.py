@@ -38,7 +38,7 @@ INFRA_ERRORS = "infra_errors.jsonl"
 SUMMARY = "summary.json"
 LOCK = "run.lock"
 
-IDENTITY_KEYS = ("suite_version", "policy", "split", "seeds", "families", "samples")
+IDENTITY_KEYS = ("suite_version", "policy", "split", "seeds", "families", "tasks", "samples")
 """Manifest fields that must match for a rerun to resume rather than be refused."""
 
 
@@ -72,9 +72,10 @@ def append_line(path: Path, line: str) -> None:
         os.close(fd)
 
 
-def read_jsonl(path: Path, *, repair: bool = False) -> list[dict]:
+def read_jsonl(path: Path, *, repair: bool = False, key: str | None = None) -> list[dict]:
     """Parse a JSONL file. A torn final line (a kill mid-write) is skipped, and cut off when
-    ``repair`` is set so later appends start on a clean line. A bad line elsewhere is an error."""
+    ``repair`` is set so later appends start on a clean line. A bad line elsewhere is an error,
+    and so is a line that is not an object with a string ``key`` (when ``key`` is given)."""
     if not path.exists():
         return []
     data = path.read_bytes()
@@ -85,11 +86,15 @@ def read_jsonl(path: Path, *, repair: bool = False) -> list[dict]:
             break
         line = data[pos:nl]
         try:
-            if line.strip():
-                rows.append(json.loads(line))
-        except json.JSONDecodeError:
+            row = json.loads(line) if line.strip() else None
+        except (json.JSONDecodeError, UnicodeDecodeError):
             lineno = data.count(b"\n", 0, pos) + 1
             raise UsageError(f"{path}: line {lineno} is not valid JSON") from None
+        if row is not None:
+            if key is not None and (not isinstance(row, dict) or not isinstance(row.get(key), str)):
+                lineno = data.count(b"\n", 0, pos) + 1
+                raise UsageError(f"{path}: line {lineno} is not an episode record (no {key})")
+            rows.append(row)
         pos = nl + 1
     good_end = pos
     if repair and good_end < len(data):
@@ -174,14 +179,20 @@ class RunStore:
 
     def open(self, manifest: dict[str, Any]) -> set[str]:
         """Lock, then create or resume the run; returns the ids of episodes already finished.
-        Refused (UsageError) while another live run holds the folder, or if it holds a
-        different run."""
+        Refused (UsageError) while another live run holds the folder, if it holds a
+        different run, or if it is a file or a folder with something else in it."""
+        if self.dir.exists() and not self.dir.is_dir():
+            raise UsageError(f"{self.dir} exists and is not a folder; choose another --out")
+        if self.dir.is_dir() and not (self.dir / MANIFEST).exists() and any(
+                p.name != LOCK for p in self.dir.iterdir()):
+            raise UsageError(f"{self.dir} exists and is not a run folder (no {MANIFEST}); "
+                             "choose another --out (an empty or new folder)")
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             self._acquire()  # before anything is read or repaired: a live writer may be mid-line
             path = self.dir / MANIFEST
             if path.exists():
-                old = json.loads(path.read_text())
+                old = read_manifest(path)
                 diff = [k for k in IDENTITY_KEYS if old.get(k) != manifest.get(k)]
                 if diff:
                     raise UsageError(
@@ -190,7 +201,7 @@ class RunStore:
                     )
             else:
                 write_json_atomic(path, manifest)
-            return {row["episode_id"] for row in read_jsonl(self.dir / TRAJECTORIES, repair=True)}
+            return {row["episode_id"] for row in read_jsonl(self.dir / TRAJECTORIES, repair=True, key="episode_id")}
         except OSError as exc:  # e.g. a full disk: nothing started, rerun once there is room
             self.close()
             raise InfraError(f"cannot open the run folder {self.dir}: {exc}") from exc
@@ -208,25 +219,42 @@ class RunStore:
         self._append(INFRA_ERRORS, json.dumps(record, ensure_ascii=False))
 
     def manifest(self) -> dict[str, Any]:
-        return json.loads((self.dir / MANIFEST).read_text())
+        return read_manifest(self.dir / MANIFEST)
 
     def trajectories(self) -> list[dict]:
         """Every line of the log, as written (duplicates included; see ``episodes``)."""
-        return read_jsonl(self.dir / TRAJECTORIES)
+        return read_jsonl(self.dir / TRAJECTORIES, key="episode_id")
 
     def episodes(self) -> tuple[list[dict], int]:
         """Each finished episode once (first line kept) and the number of duplicate lines dropped."""
         return unique_episodes(self.trajectories())
 
     def infra_errors(self) -> list[dict]:
-        return read_jsonl(self.dir / INFRA_ERRORS)
+        return read_jsonl(self.dir / INFRA_ERRORS, key="episode_id")
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         write_json_atomic(self.dir / SUMMARY, summary)
 
 
+def read_manifest(path: Path) -> dict[str, Any]:
+    """``run.json`` as a dict; a file that is not a JSON object is a UsageError naming it."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path} is not valid JSON ({getattr(exc, 'msg', exc)}); "
+                         "it is not a run this version can read") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path} is not a run manifest (a JSON object), it holds a {type(data).__name__}")
+    episodes = data.get("episodes")
+    if episodes is not None and (not isinstance(episodes, int) or isinstance(episodes, bool) or episodes < 0):
+        raise UsageError(f"{path}: 'episodes' must be a count (a whole number), not {episodes!r}")
+    return data
+
+
 def open_existing(path: Path | str) -> RunStore:
     store = RunStore(path)
+    if store.dir.exists() and not store.dir.is_dir():
+        raise UsageError(f"{store.dir} is a file, not a run folder")
     if not store.dir.is_dir():
         raise UsageError(f"no such run folder: {store.dir}")
     if not (store.dir / MANIFEST).exists():

@@ -17,6 +17,7 @@ import json
 import sys
 from pathlib import Path
 
+from longhorizon.core.argtypes import fraction, positive_float, positive_int
 from longhorizon.core.errors import UsageError
 from longhorizon.train.config import LOSS_ON
 
@@ -71,7 +72,8 @@ def cmd_data_sft(args) -> int:
     _need_train_extra()
     from longhorizon.train.data import build_sft_dataset
 
-    summary = build_sft_dataset(args.run_dirs, args.out, min_reward=args.min_reward, overwrite=args.overwrite)
+    summary = build_sft_dataset(args.run_dirs, args.out, min_reward=args.min_reward, overwrite=args.overwrite,
+                                allow_holdout=args.allow_holdout)
     for run, n in summary["duplicates_dropped"].items():
         print(f"{run}: dropped {n} duplicate episode{'s' * (n != 1)} (each read once, its first line kept)",
               file=sys.stderr)
@@ -115,6 +117,8 @@ def cmd_train_sft(args) -> int:
         "grad_accum": args.grad_accum, "save_steps": args.save_steps, "seed": args.seed,
         "lora": _lora_flag(args.lora), "threads": args.threads, "loss_on": args.loss_on,
     })
+    if cfg.data and not args.allow_holdout:
+        _refuse_holdout_dataset(cfg.data)
     summary = run_sft(cfg, resume=args.resume, progress=not args.quiet, console=not args.quiet)
     if _main_process():
         print(json.dumps({k: summary[k] for k in ("out", "steps", "examples", "lora", "processes", "wall_s")},
@@ -136,11 +140,34 @@ def cmd_train_rl(args) -> int:
         "max_context": args.max_context, "save_steps": args.save_steps, "seed": args.seed,
         "lora": _lora_flag(args.lora), "threads": args.threads,
     })
+    if cfg.split != "train" and not args.allow_holdout:
+        raise UsageError(f"not training on the {cfg.split} split: RL rewards must come from the train split "
+                         "(pass --allow-holdout to do it anyway, and never report that holdout again)")
     summary = run_rl(cfg, resume=args.resume, progress=not args.quiet, console=not args.quiet)
     if _main_process():
         print(json.dumps({k: summary[k] for k in ("out", "steps", "loss", "clip_range", "group_size", "processes",
                                                   "wall_s")}, indent=2))
     return 0
+
+
+def _refuse_holdout_dataset(path: str) -> None:
+    """The firewall for `train sft`: every example of the dataset must come from a train task."""
+    from collections import Counter
+
+    from longhorizon.core.registry import get_family
+    from longhorizon.train.data import holdout_refusal, load_sft_dataset
+
+    ds = load_sft_dataset(path)
+    if "split" in ds.column_names:
+        splits = Counter(ds["split"])
+    else:  # a dataset written before examples recorded their split: ask the registry
+        splits = Counter()
+        for task_id in ds["task_id"]:
+            name, _, seed = task_id.rpartition("-")
+            splits[get_family(name).split_of(int(seed))] += 1
+    refusal = holdout_refusal({path: splits})
+    if refusal:
+        raise UsageError(refusal)
 
 
 # -- demo ------------------------------------------------------------------------------------
@@ -182,9 +209,11 @@ def add_commands(sub) -> None:
                                      "(status completed) with reward >= --min-reward, and writes them as a "
                                      "Hugging Face dataset (messages + tools) to OUT/hf.")
     ds.add_argument("run_dirs", nargs="+", help="run folders written by `longhorizon run`")
-    ds.add_argument("--min-reward", type=float, default=0.9, help="keep episodes at or above this reward (0.9)")
+    ds.add_argument("--min-reward", type=fraction, default=0.9, help="keep episodes at or above this reward (0.9)")
     ds.add_argument("--out", required=True)
     ds.add_argument("--overwrite", action="store_true")
+    ds.add_argument("--allow-holdout", action="store_true",
+                    help="accept episodes of the holdout splits (refused by default: the firewall)")
     ds.add_argument("--format", choices=["table", "json"], default="table")
     ds.set_defaults(func=cmd_data_sft)
 
@@ -192,13 +221,15 @@ def add_commands(sub) -> None:
     train = sub.add_parser("train", help="SFT and RL (GSPO)").add_subparsers(dest="train_command", required=True)
     common = [("--config", dict(help="stage config YAML (flags override it), e.g. configs/sft_tiny.yaml")),
               ("--resume", dict(action="store_true", help="continue from the last checkpoint in OUT")),
-              ("--save-steps", dict(type=int, help="checkpoint every N optimizer steps")),
+              ("--save-steps", dict(type=positive_int, help="checkpoint every N optimizer steps")),
               ("--lora", dict(choices=["auto", "on", "off"],
                               help="LoRA r32/a32 on attention+MLP (auto: real models yes, tiny model no)")),
-              ("--lr", dict(type=float, help="learning rate")),
-              ("--max-steps", dict(type=int, help="optimizer steps")),
+              ("--lr", dict(type=positive_float, help="learning rate")),
+              ("--max-steps", dict(type=positive_int, help="optimizer steps")),
               ("--seed", dict(type=int)),
-              ("--threads", dict(type=int, help="torch CPU threads")),
+              ("--threads", dict(type=positive_int, help="torch CPU threads")),
+              ("--allow-holdout", dict(action="store_true",
+                                       help="train on holdout data (refused by default: the firewall)")),
               ("--quiet", dict(action="store_true", help="no progress bar or per-step lines"))]
 
     ts = train.add_parser("sft", help="supervised fine-tuning on teacher data (assistant tokens only)",
@@ -208,10 +239,10 @@ def add_commands(sub) -> None:
     ts.add_argument("--data", help="dataset folder (longhorizon data sft --out)")
     ts.add_argument("--model", help="model folder or name (default: the embedded SmolLM2 of `longhorizon model init`)")
     ts.add_argument("--out", help="output folder")
-    ts.add_argument("--epochs", type=float)
-    ts.add_argument("--max-length", type=int, help="tokens per example (longer ones are cut at the end)")
-    ts.add_argument("--batch-size", type=int)
-    ts.add_argument("--grad-accum", type=int)
+    ts.add_argument("--epochs", type=positive_float)
+    ts.add_argument("--max-length", type=positive_int, help="tokens per example (longer ones are cut at the end)")
+    ts.add_argument("--batch-size", type=positive_int)
+    ts.add_argument("--grad-accum", type=positive_int)
     ts.add_argument("--loss-on", choices=LOSS_ON,
                     help="assistant: the assistant's tokens only (default); all: every token, a language-model "
                          "warm-up that teaches a random-init model to read and copy from tool results")
@@ -229,17 +260,17 @@ def add_commands(sub) -> None:
     tr.add_argument("--out", help="output folder")
     tr.add_argument("--split", choices=["train", "holdout"])
     tr.add_argument("--family", action="append", help="only this family (repeatable)")
-    tr.add_argument("--seeds", type=int, help="task instances per family")
-    tr.add_argument("--group-size", type=int, help="episodes per task (8)")
-    tr.add_argument("--tasks-per-rollout", type=int, help="groups played per rollout batch")
-    tr.add_argument("--updates-per-rollout", type=int, help="optimizer steps per rollout batch (mini-batches)")
-    tr.add_argument("--micro-batch-size", type=int, help="episodes per forward/backward pass")
+    tr.add_argument("--seeds", type=positive_int, help="task instances per family")
+    tr.add_argument("--group-size", type=positive_int, help="episodes per task (8)")
+    tr.add_argument("--tasks-per-rollout", type=positive_int, help="groups played per rollout batch")
+    tr.add_argument("--updates-per-rollout", type=positive_int, help="optimizer steps per rollout batch (mini-batches)")
+    tr.add_argument("--micro-batch-size", type=positive_int, help="episodes per forward/backward pass")
     tr.add_argument("--loss", choices=["gspo", "grpo"])
     tr.add_argument("--reward", choices=["dense", "pass"], help="dense criterion fraction (default) or pass/fail")
     tr.add_argument("--effort-floor", type=float, help="reward floor for low-scoring episodes (0: off)")
-    tr.add_argument("--max-turns", type=int)
-    tr.add_argument("--max-new-tokens", type=int, help="tokens per assistant turn")
-    tr.add_argument("--max-context", type=int, help="tokens per episode")
+    tr.add_argument("--max-turns", type=positive_int)
+    tr.add_argument("--max-new-tokens", type=positive_int, help="tokens per assistant turn")
+    tr.add_argument("--max-context", type=positive_int, help="tokens per episode")
     for flag, kw in common:
         tr.add_argument(flag, **kw)
     tr.set_defaults(func=cmd_train_rl)

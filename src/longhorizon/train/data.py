@@ -83,9 +83,22 @@ def select(rows: list[dict], min_reward: float) -> tuple[list[dict], Counter]:
     return kept, dropped
 
 
+def holdout_refusal(counts: dict[str, Counter]) -> str | None:
+    """The firewall: a message refusing data outside the train split, or None when all is train.
+    ``counts`` maps a source (a run folder, a dataset) to its episodes per split."""
+    bad = {src: {s: n for s, n in c.items() if s != "train"} for src, c in counts.items()}
+    bad = {src: c for src, c in bad.items() if c}
+    if not bad:
+        return None
+    where = "; ".join(f"{src}: " + ", ".join(f"{n} {s}" for s, n in sorted(c.items())) for src, c in bad.items())
+    return (f"not training on held-out episodes ({where}); training data must come from the train split "
+            "(pass --allow-holdout to do it anyway, and never report that holdout again)")
+
+
 def build_sft_dataset(run_dirs: list[str | Path], out: str | Path, *, min_reward: float = 0.9,
-                      overwrite: bool = False) -> dict[str, Any]:
-    """Write the rejection-sampled dataset to ``out``; returns its summary."""
+                      overwrite: bool = False, allow_holdout: bool = False) -> dict[str, Any]:
+    """Write the rejection-sampled dataset to ``out``; returns its summary. Episodes outside
+    the train split are refused unless ``allow_holdout`` (the firewall)."""
     from datasets import Dataset
 
     from longhorizon.rollout.store import open_existing
@@ -107,6 +120,10 @@ def build_sft_dataset(run_dirs: list[str | Path], out: str | Path, *, min_reward
         if dups:
             duplicates[str(d)] = dups
         rows.extend({**r, "_run": str(d)} for r in episodes)
+    refusal = holdout_refusal({str(d): Counter(r.get("split", "train") for r in rows if r["_run"] == str(d))
+                               for d in run_dirs})
+    if refusal and not allow_holdout:
+        raise UsageError(refusal)
     kept, dropped = select(rows, min_reward)
     if not kept:
         raise UsageError(f"no trajectory in {', '.join(map(str, run_dirs))} reached reward {min_reward} "
@@ -121,6 +138,7 @@ def build_sft_dataset(run_dirs: list[str | Path], out: str | Path, *, min_reward
             "task_id": r["task_id"],
             "family": r["family"],
             "category": r["category"],
+            "split": r.get("split", "train"),
             "reward": float(r["grade"]["reward"]),
             "tool_calls": len(r.get("tool_calls", [])),
             "policy": json.dumps(r.get("provenance", {}).get("policy"), sort_keys=True),

@@ -38,7 +38,7 @@ def results_table(folder: Path, suffix: str = "") -> tuple[list[dict[str, Any]],
     rows, runs = [], {}
     for key, label in MODELS:
         summary, trajs = _load_run(folder / "eval" / f"{key}{suffix}")
-        if summary is None:
+        if summary is None or not summary["overall"]["episodes"]:  # nothing played: no row (rates are n/a)
             continue
         runs[key] = trajs
         o = summary["overall"]
