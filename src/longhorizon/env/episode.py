@@ -84,6 +84,8 @@ def _openai_tool(app: str, tool) -> dict:
 
 
 MCP_PATHS = ("lean", "sdk")
+DEFAULT_MCP_PATH = "lean"
+"""What ``play`` uses when not told (benchmarks/rollout_load.py sets "sdk" to measure the old path)."""
 
 
 class Episode:
@@ -254,7 +256,7 @@ def json_problem(arguments: dict) -> str | None:
 
 
 async def play(task: Task, policy, world: World, *, sample: int = 0, limits: Limits = Limits(),
-               world_hash: str | None = None, ctx=None, mcp_path: str = "lean") -> Trajectory:
+               world_hash: str | None = None, ctx=None, mcp_path: str | None = None) -> Trajectory:
     """Play one episode of ``task`` with ``policy`` on ``world`` (already forked) and grade it.
 
     Policy or infrastructure exceptions propagate (the runner records them as infra errors);
@@ -263,7 +265,7 @@ async def play(task: Task, policy, world: World, *, sample: int = 0, limits: Lim
     ctx = ctx or EpisodeContext(task=task, sample=sample)
     traj = new_trajectory(task, policy.describe(), world_hash or world.hash(), sample, limits)
     t0 = time.perf_counter()
-    async with Episode(task, world, limits, mcp_path=mcp_path) as ep:
+    async with Episode(task, world, limits, mcp_path=mcp_path or DEFAULT_MCP_PATH) as ep:
         try:
             async with asyncio.timeout(limits.max_wall_s):
                 traj.status = await _loop(ep, policy, traj, ctx, limits)
