@@ -27,7 +27,7 @@ from longhorizon.apps.calendar.state import (
     query_events,
     within_working_hours,
 )
-from longhorizon.apps.common import ADD, AppServer, READ, SET, cap, server_builder, sqlite_connector
+from longhorizon.apps.common import ADD, READ, SET, AppServer, cap, server_builder, sqlite_connector
 
 INSTRUCTIONS = (
     "The company calendar, as seen by its owner (the user). Times are local, written "

@@ -15,7 +15,7 @@ from typing import Any
 from mcp.server.mcpserver.exceptions import ToolError
 
 from longhorizon.apps.chat.state import advance, mentions, row_to_dict
-from longhorizon.apps.common import ADD, AppServer, READ, cap, read_meta, server_builder, sqlite_connector
+from longhorizon.apps.common import ADD, READ, AppServer, cap, read_meta, server_builder, sqlite_connector
 
 MAX_LIMIT = 100
 MAX_TEXT = 8_000

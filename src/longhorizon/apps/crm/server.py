@@ -15,7 +15,9 @@ from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import ACT, ADD, AppServer, READ, SET, cap, read_meta, server_builder, sqlite_connector, tick_clock
+from longhorizon.apps.common import (
+    ACT, ADD, READ, SET, AppServer, cap, read_meta, server_builder, sqlite_connector, tick_clock,
+)
 from longhorizon.apps.crm.state import (
     ACTIVITY_KINDS,
     CLOSED_STAGES,

@@ -18,7 +18,9 @@ from docx.table import Table
 from docx.text.paragraph import Paragraph
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import ACT, ADD, AppServer, OfficeFiles, READ, SET, WorkspacePath, cap, server_builder
+from longhorizon.apps.common import (
+    ACT, ADD, READ, SET, AppServer, OfficeFiles, WorkspacePath, cap, server_builder,
+)
 from longhorizon.apps.docs.state import (
     add_table as _add_table,
 )

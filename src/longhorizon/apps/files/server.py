@@ -13,7 +13,10 @@ import json
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import ADD, AppServer, Entry, LINK_REFUSED, Missing, READ, SET, Workspace, WrongKind, cap, kind_of, server_builder
+from longhorizon.apps.common import (
+    ADD, LINK_REFUSED, READ, SET, AppServer, Entry, Missing, Workspace, WrongKind, cap, kind_of,
+    server_builder,
+)
 
 MAX_READ_CHARS = 20_000
 MAX_LIST = 500

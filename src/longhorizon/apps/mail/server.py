@@ -15,7 +15,10 @@ from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import ADD, AppServer, Missing, READ, SET, Workspace, WrongKind, cap, read_meta, server_builder, sqlite_connector
+from longhorizon.apps.common import (
+    ADD, READ, SET, AppServer, Missing, Workspace, WrongKind, cap, read_meta, server_builder,
+    sqlite_connector,
+)
 from longhorizon.apps.mail.state import (
     DATE_FMT,
     advance,

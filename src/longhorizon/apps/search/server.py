@@ -15,7 +15,7 @@ from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import AppServer, READ, cap, server_builder
+from longhorizon.apps.common import READ, AppServer, cap, server_builder
 from longhorizon.apps.search.state import OPERATORS, connect_readonly, fts_query
 
 MAX_LIMIT = 50

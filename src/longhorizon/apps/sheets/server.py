@@ -18,7 +18,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from openpyxl import Workbook
 from openpyxl.utils.cell import column_index_from_string, get_column_letter
 
-from longhorizon.apps.common import ACT, ADD, AppServer, OfficeFiles, READ, SET, WorkspacePath, cap, server_builder
+from longhorizon.apps.common import ADD, READ, SET, AppServer, OfficeFiles, WorkspacePath, cap, server_builder
 from longhorizon.apps.sheets.state import (
     MAX_COL,
     MAX_ROW,

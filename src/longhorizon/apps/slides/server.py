@@ -15,7 +15,9 @@ from typing import Any
 from mcp.server.mcpserver.exceptions import ToolError
 from pptx.presentation import Presentation
 
-from longhorizon.apps.common import ACT, ADD, AppServer, OfficeFiles, READ, SET, WorkspacePath, cap, server_builder
+from longhorizon.apps.common import (
+    ACT, ADD, READ, SET, AppServer, OfficeFiles, WorkspacePath, cap, server_builder,
+)
 from longhorizon.apps.slides.state import (
     LAYOUTS,
     body_shape,

@@ -19,7 +19,7 @@ from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import AppServer, READ, cap, server_builder
+from longhorizon.apps.common import READ, AppServer, cap, server_builder
 from longhorizon.apps.sql.state import notes, user_tables
 
 DEFAULT_LIMIT = 200

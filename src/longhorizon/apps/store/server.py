@@ -19,7 +19,7 @@ from typing import Any
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
-from longhorizon.apps.common import ACT, ADD, AppServer, READ, SET, cap, server_builder, sqlite_connector
+from longhorizon.apps.common import ACT, ADD, READ, SET, AppServer, cap, server_builder, sqlite_connector
 from longhorizon.apps.store.state import (
     ORDER_STATUSES,
     PO_STATUSES,

@@ -16,7 +16,7 @@ from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import ADD, AppServer, READ, SET, cap, server_builder, sqlite_connector
+from longhorizon.apps.common import ADD, READ, SET, AppServer, cap, server_builder, sqlite_connector
 from longhorizon.apps.travel.state import (
     CABINS,
     booking_dicts,

@@ -15,7 +15,9 @@ from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import ADD, AppServer, READ, SET, cap, read_meta, server_builder, sqlite_connector, tick_clock
+from longhorizon.apps.common import (
+    ADD, READ, SET, AppServer, cap, read_meta, server_builder, sqlite_connector, tick_clock,
+)
 from longhorizon.apps.wiki.state import SLUG, TAG, advance, link_targets, page_dict
 
 MAX_LIMIT = 100
