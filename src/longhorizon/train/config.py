@@ -141,7 +141,7 @@ class RLConfig:
     process's rollout throughput levels off (benchmarks/rollout_load.py, README)."""
     verify_forks: str = "first"
     """Hash forks before play to check they equal the snapshot: ``first`` fork of each task per
-    rollout (recorded as ``fork_hash``), ``every`` fork (a hash costs 2.5-6x the fork), or ``off``."""
+    rollout (recorded as ``fork_hash``), ``every`` fork (a hash costs more than the fork), or ``off``."""
     max_batch: int = 8
     """Turns of concurrent episodes the in-process policy decodes together (1: one at a time)."""
     lora: LoraSettings = field(default_factory=LoraSettings)
