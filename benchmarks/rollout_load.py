@@ -7,7 +7,7 @@ The model stand-in waits 50 ms per turn (``--tail``: the slow-tail variant, wher
 waits 1 s instead) and replays the Task's oracle, so every episode is a real one: the real runner
 (``rollout.runner.run_episodes``), real Worlds forked per episode, in-process MCP sessions, real
 grading, Trajectories written to a run folder. Episodes come in GSPO groups of 8 (one task, 8
-samples); tasks rotate over every family. Each (path, N) runs in a fresh process, so CPU and
+samples); tasks are spread over every family. Each (path, N) runs in a fresh process, so CPU and
 memory figures are its own:
 
 * ``before``: the path as it was: ``mcp.Client`` on each app's MCPServer (``mcp_path="sdk"``) and
@@ -106,10 +106,14 @@ class PeakRSS:
 
 
 def tasks_for(n: int):
+    """``n // GROUP`` tasks (at least one), spread evenly over the families (sorted by name), so
+    that each N sees a mix like the suite's; past one per family, the next seeds."""
     from longhorizon.core.registry import families
 
     fams = families()
-    return [fams[i % len(fams)].generate(i // len(fams)) for i in range(max(1, n // GROUP))]
+    g, f = max(1, n // GROUP), len(fams)
+    picks = [(i * f // g + f // (2 * g)) % f if g < f else i % f for i in range(g)]
+    return [fams[k].generate(i // f) for i, k in enumerate(picks)]
 
 
 def warm_up(tasks, path: str) -> None:
@@ -219,7 +223,7 @@ HEADER = ("|    N | path   | ep/s   | calls/s | env share | CPU ms/ep | CPU ms/3
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--curve", default="1,8,64,256,512", help="concurrent episodes to measure (default 1,8,64,256,512)")
-    p.add_argument("--tail", default="512", help="the slow-tail variant at these N ('' for none; default 512)")
+    p.add_argument("--tail", default="64", help="the slow-tail variant at these N ('' for none; default 64)")
     p.add_argument("--json", type=Path, help="also write every run's figures to this file")
     p.add_argument("--child", nargs=2, metavar=("PATH", "N"), help=argparse.SUPPRESS)
     p.add_argument("--tail-run", action="store_true", help=argparse.SUPPRESS)
