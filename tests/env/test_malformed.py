@@ -3,11 +3,12 @@ error that names the problem, the episode goes on, and the Trajectory is always 
 
 import asyncio
 import json
+from contextlib import AsyncExitStack
 
 import pytest
 from mcp import Client
 
-from longhorizon.apps.common import AppServer
+from longhorizon.apps.common import READ, AppServer
 from longhorizon.core.registry import get_task
 from longhorizon.core.trajectory import Trajectory, json_safe
 from longhorizon.core.world import World
@@ -189,21 +190,23 @@ def test_validation_errors_are_one_line_per_argument():
     assert not any("errors.pydantic.dev" in x or "validation error for" in x or "\n" in x for x in r[:2])
 
 
-async def test_a_tool_that_crashes_says_what_failed_without_host_paths(tmp_path):
+@pytest.mark.parametrize("path", ["sdk", "lean"])
+async def test_a_tool_that_crashes_says_what_failed_without_host_paths(tmp_path, path):
     world = World.build(tmp_path / "w", lambda root: None)
     srv = AppServer("crashy", template_key="tests/crashy")
 
-    @srv.tool()
+    @srv.tool(READ)
     def open_it(path: str) -> str:
         """Fails like a bug would, with the World's absolute path in the message."""
         return open(world.workspace / path).read()  # noqa: SIM115
 
-    @srv.tool()
+    @srv.tool(READ)
     async def divide(n: int) -> str:
         """Fails with no path at all."""
         return str(1 / n)
 
-    async with Client(srv.build()) as client:
+    async with AsyncExitStack() as stack:
+        client = await stack.enter_async_context(Client(srv.build())) if path == "sdk" else srv.session()
         r = await client.call_tool("open_it", {"path": "missing.txt"})
         text = r.content[0].text
         assert r.is_error and "internal error (FileNotFoundError: [Errno 2] No such file or directory" in text

@@ -76,7 +76,8 @@ def rollout_batch(request, tasks, tmp_path_factory):
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path)
     cfg = RLConfig(out=str(tmp_path_factory.mktemp("rl")), group_size=2, tasks_per_rollout=2, micro_batch_size=2,
-                   max_steps=1, max_turns=5, max_new_tokens=400, max_context=None, concurrency=4)
+                   max_steps=1, max_turns=5, max_new_tokens=400, max_context=None, concurrency=4,
+                   verify_forks="every")
     CharPolicy.episodes = 0
     trainer, rollout = build_trainer(cfg, model=model, tokenizer=tok, tasks=tasks, progress=False,
                                      policy_factory=lambda m: CharPolicy(m, tok, temperature=1.0))

@@ -51,12 +51,60 @@ def tick_clock(conn: sqlite3.Connection, advance: Callable[[str], str]) -> str:
     return now
 
 
+# -- what a tool does to the World: its MCP annotations -----------------------------------------
+# Every tool says which kind it is (``@srv.tool(READ)``); MCP clients read these hints to decide
+# what needs a confirmation. No tool reaches outside the World (``openWorldHint`` false).
+
+def _effect(read_only: bool, destructive: bool, idempotent: bool):
+    from mcp_types import ToolAnnotations
+
+    return ToolAnnotations(read_only_hint=read_only, destructive_hint=destructive,
+                           idempotent_hint=idempotent, open_world_hint=False)
+
+
+READ = _effect(True, False, True)
+"""Looks only: the World is unchanged (the tests call each one on a fork and compare hashes)."""
+ADD = _effect(False, False, False)
+"""Adds something new (an event, a message, a row); nothing that was there is lost or changed."""
+SET = _effect(False, True, True)
+"""Overwrites or removes what is there with what the call says; the same call again changes nothing more."""
+ACT = _effect(False, True, False)
+"""Changes or removes state in a way that repeating it changes again (moves, relative edits, sends)."""
+EFFECTS = {"read": READ, "add": ADD, "set": SET, "act": ACT}
+
+
+def keep_root_logging(make):
+    """``make()``, restoring the root logger's handlers and level afterwards: ``MCPServer()``
+    calls ``logging.basicConfig(level=INFO)`` with a rich console handler, after which every
+    library's INFO line (each HTTP request of an OpenAI client, ...) is formatted and printed."""
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        return make()
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
+def _inline(fn):
+    """A sync tool as a coroutine that runs it on the calling thread (no worker-thread hop:
+    under the GIL the hop adds CPU and latency and no parallelism)."""
+
+    async def call(**kwargs):
+        return fn(**kwargs)
+
+    return call
+
+
 class AppServer:
-    """Collects one World's tool closures and builds the app's MCPServer from them.
+    """Collects one World's tool closures; serves them as a real MCPServer (``build``) to
+    outside clients over stdio or HTTP, and in-process to rollouts (``session``).
 
     Building a tool's argument schema (a pydantic model per tool) is the costly part of
     server creation, ~2 ms a tool; schemas depend only on the code, so they are built once
-    per app and each World's server reuses them with its own closures.
+    per app and each World's tools reuse them with their own closures.
     """
 
     _templates: dict[str, list] = {}
@@ -66,29 +114,107 @@ class AppServer:
         self.name, self.instructions = name, instructions
         self.template_key = template_key or name
         self._fns: list = []
+        self._effects: list = []
 
-    def tool(self):
+    def tool(self, effect):
+        """Register a tool; ``effect`` (READ, ADD, SET or ACT) is its MCP annotations."""
+        if effect not in EFFECTS.values():
+            raise TypeError("AppServer.tool needs an effect: READ, ADD, SET or ACT")
+
         def register(fn):
             self._fns.append(fn)
+            self._effects.append(effect)
             return fn
         return register
 
-    def build(self):
-        """The MCPServer. Every tool is an ``AppTool`` (see apps/tool_guard.py): its schema refuses
-        unknown arguments and every failure comes back as a tool error that says why."""
-        from mcp.server.mcpserver import MCPServer
-
+    def _template(self) -> list:
+        """The app's tools (``AppTool``, see apps/tool_guard.py), built on first use: each
+        schema refuses unknown arguments, every failure comes back as a tool error saying why."""
         from longhorizon.apps.tool_guard import strict, tool_class
 
         names = [f.__name__ for f in self._fns]
         tpl = AppServer._templates.get(self.template_key)
         if tpl is None or [t.name for t in tpl] != names:
-            tpl = [tool_class().from_function(f) for f in self._fns]
+            tpl = [tool_class().from_function(f, annotations=e) for f, e in zip(self._fns, self._effects)]
             for t in tpl:
                 strict(t.parameters)
             AppServer._templates[self.template_key] = tpl
-        tools = [t.model_copy(update={"fn": f}) for t, f in zip(tpl, self._fns)]
-        return MCPServer(self.name, instructions=self.instructions, tools=tools)
+        return tpl
+
+    def build(self):
+        """The MCPServer, for MCP clients over stdio or streamable HTTP (the SDK's full path).
+        Building it leaves the root logger as it was (see ``keep_root_logging``)."""
+        from mcp.server.mcpserver import MCPServer
+
+        from longhorizon import __version__
+
+        tools = [t.model_copy(update={"fn": f}) for t, f in zip(self._template(), self._fns)]
+        return keep_root_logging(lambda: MCPServer(self.name, instructions=self.instructions, tools=tools,
+                                                   version=__version__))
+
+    def session(self) -> "LocalSession":
+        """An in-process MCP session on these tools, as rollouts use them (see ``LocalSession``)."""
+        tools = []
+        for t, f in zip(self._template(), self._fns):
+            update = {"fn": f} if t.is_async else {"fn": _inline(f), "is_async": True}
+            tools.append(t.model_copy(update=update))
+        return LocalSession(tools)
+
+
+class LocalSession:
+    """The two requests a rollout makes of an app (``tools/list``, ``tools/call``), answered in
+    process exactly as ``MCPServer`` answers them, without the SDK's per-call machinery.
+
+    Same tools, same ``AppTool`` checks, same result conversion (``Tool.run`` with
+    ``convert_result``), same error results (a ToolError becomes ``isError`` content holding
+    its text; an MCPError propagates, as a protocol error does to a client). Left out, because
+    a rollout pays for them on every call and gains nothing: the client/server dispatch and
+    result (de)serialisation, the OpenTelemetry middleware, the request-state boundary, the
+    client re-validating each result against an output schema it compiles again per session,
+    and the worker-thread hop of sync tools (they run inline). tests/env check that an oracle
+    episode of every family gets byte-identical results through this and through ``mcp.Client``.
+    """
+
+    def __init__(self, tools: list):
+        self._tools = {t.name: t for t in tools}
+
+    async def list_tools(self):
+        """``ListToolsResult`` as ``MCPServer.list_tools`` builds it (schemas copied: each
+        session may change its own without touching another's)."""
+        import copy
+
+        from mcp_types import ListToolsResult, Tool
+
+        return ListToolsResult(tools=[
+            Tool(name=t.name, title=t.title, description=t.description, input_schema=copy.deepcopy(t.parameters),
+                 output_schema=copy.deepcopy(t.output_schema), annotations=t.annotations, icons=t.icons,
+                 _meta=t.meta)
+            for t in self._tools.values()])
+
+    async def call_tool(self, name: str, arguments: dict | None = None):
+        """``CallToolResult`` as ``MCPServer``'s tools/call handler returns it."""
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import CallToolResult, TextContent
+
+        tool = self._tools.get(name)
+        try:
+            if tool is None:
+                raise ToolError(f"Unknown tool: {name}")
+            return await tool.run(arguments or {}, None, convert_result=True)
+        except MCPError:
+            raise
+        except Exception as exc:
+            return CallToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
+
+
+def server_builder(make_app):
+    """An app module's ``build_server(world, **kw)``: the MCPServer of ``make_app(world, **kw)``."""
+
+    def build_server(world, **kwargs):
+        return make_app(world, **kwargs).build()
+
+    build_server.__doc__ = f"The MCPServer of {make_app.__module__}.make_app (for MCP clients)."
+    return build_server
 
 
 # -- the workspace, as app tools touch it ---------------------------------------------------------

@@ -165,6 +165,12 @@ class Task:
                                  "requirements must be other, non-guard criteria of the task")
 
     def grade(self, world: "World", trajectory: "Trajectory") -> Grade:
+        from longhorizon.core.parse_cache import per_grade
+
+        with per_grade():  # each office file is parsed once for all the criteria
+            return self._grade(world, trajectory)
+
+    def _grade(self, world: "World", trajectory: "Trajectory") -> Grade:
         results = []
         for c in self.criteria:
             try:

@@ -1,7 +1,10 @@
 """Episode runtime: in-process MCP sessions over a forked World, and the agent loop.
 
-``Episode`` opens one real MCP client session per app the Task uses and exposes their tools
-under ``APP__TOOL`` names in OpenAI function format. ``play`` runs a Policy against it under
+``Episode`` opens one MCP session per app the Task uses and exposes their tools under
+``APP__TOOL`` names in OpenAI function format. Sessions are in process: the lean path
+(``apps.common.LocalSession``, the default) answers tools/list and tools/call as the app's
+MCPServer does without the SDK's per-call machinery; ``mcp_path="sdk"`` goes through
+``mcp.Client`` on the MCPServer instead (same results; for comparisons and benchmarks). ``play`` runs a Policy against it under
 limits and returns a graded Trajectory.
 
 Anything the agent sends comes back as a tool error it can read, and the episode goes on:
@@ -32,7 +35,7 @@ from typing import Any
 from mcp import Client
 
 from longhorizon import __version__
-from longhorizon.apps import build_server
+from longhorizon.apps import build_app, build_server
 from longhorizon.apps.common import cap
 from longhorizon.apps.tool_guard import describe_exception, json_type
 from longhorizon.core.errors import ContextLengthExceeded
@@ -80,13 +83,20 @@ def _openai_tool(app: str, tool) -> dict:
     }
 
 
+MCP_PATHS = ("lean", "sdk")
+DEFAULT_MCP_PATH = "lean"
+"""What ``play`` uses when not told (benchmarks/rollout_load.py sets "sdk" to measure the old path)."""
+
+
 class Episode:
     """Open MCP sessions for a Task's apps over ``world``. Use as ``async with``."""
 
-    def __init__(self, task: Task, world: World, limits: Limits = Limits()):
-        self.task, self.world, self.limits = task, world, limits
+    def __init__(self, task: Task, world: World, limits: Limits = Limits(), *, mcp_path: str = "lean"):
+        if mcp_path not in MCP_PATHS:
+            raise ValueError(f"mcp_path must be one of {MCP_PATHS}, not {mcp_path!r}")
+        self.task, self.world, self.limits, self.mcp_path = task, world, limits, mcp_path
         self.tools: list[dict] = []
-        self._clients: dict[str, Client] = {}
+        self._clients: dict = {}  # app -> LocalSession or mcp.Client
         self._names: set[str] = set()
         self._stack: AsyncExitStack | None = None
         roots = {os.path.realpath(world.root), os.path.abspath(world.root)} - {"/"}
@@ -96,7 +106,10 @@ class Episode:
         self._stack = AsyncExitStack()
         try:
             for app in self.task.apps:
-                client = await self._stack.enter_async_context(Client(build_server(app, self.world)))
+                if self.mcp_path == "lean":
+                    client = build_app(app, self.world).session()
+                else:
+                    client = await self._stack.enter_async_context(Client(build_server(app, self.world)))
                 self._clients[app] = client
                 listed = await client.list_tools()
                 self.tools.extend(_openai_tool(app, t) for t in listed.tools)
@@ -243,7 +256,7 @@ def json_problem(arguments: dict) -> str | None:
 
 
 async def play(task: Task, policy, world: World, *, sample: int = 0, limits: Limits = Limits(),
-               world_hash: str | None = None, ctx=None) -> Trajectory:
+               world_hash: str | None = None, ctx=None, mcp_path: str | None = None) -> Trajectory:
     """Play one episode of ``task`` with ``policy`` on ``world`` (already forked) and grade it.
 
     Policy or infrastructure exceptions propagate (the runner records them as infra errors);
@@ -252,7 +265,7 @@ async def play(task: Task, policy, world: World, *, sample: int = 0, limits: Lim
     ctx = ctx or EpisodeContext(task=task, sample=sample)
     traj = new_trajectory(task, policy.describe(), world_hash or world.hash(), sample, limits)
     t0 = time.perf_counter()
-    async with Episode(task, world, limits) as ep:
+    async with Episode(task, world, limits, mcp_path=mcp_path or DEFAULT_MCP_PATH) as ep:
         try:
             async with asyncio.timeout(limits.max_wall_s):
                 traj.status = await _loop(ep, policy, traj, ctx, limits)

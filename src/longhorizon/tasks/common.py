@@ -23,7 +23,7 @@ from typing import Any
 
 from faker import Faker
 
-from longhorizon.apps.sheets.state import find_sheet, load_workbook, sheet_values, workbook_bytes
+from longhorizon.apps.sheets.state import find_sheet, read_workbook, sheet_values, workbook_bytes
 
 
 def rng_and_faker(seed: int, family: str) -> tuple[random.Random, Faker]:
@@ -385,7 +385,7 @@ _TABLES_LOCK = threading.Lock()
 
 
 def _read_table(path: Path, sheet: str) -> tuple[list[Any], list[list[Any]]] | None:
-    wb = load_workbook(path)
+    wb = read_workbook(path)
     ws = find_sheet(wb, sheet)
     if ws is None:
         return None

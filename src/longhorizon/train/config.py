@@ -139,7 +139,12 @@ class RLConfig:
     """Wall time per episode (None: no limit). The in-process model serves every episode in flight
     (``max_batch`` turns at a time), so on a CPU an episode's wall clock mostly counts the other
     episodes' turns; turns, tool calls and context bound an episode instead."""
-    concurrency: int = 8
+    concurrency: int = 64
+    """Episodes in flight, in whole groups (rounded down, at least one group): 64 is where one
+    process's rollout throughput levels off (benchmarks/rollout_load.py, README)."""
+    verify_forks: str = "first"
+    """Hash forks before play to check they equal the snapshot: ``first`` fork of each task per
+    rollout (recorded as ``fork_hash``), ``every`` fork (a hash costs more than the fork), or ``off``."""
     max_batch: int = 8
     """Turns of concurrent episodes the in-process policy decodes together (1: one at a time)."""
     ray: str | None = None
@@ -182,6 +187,10 @@ class RLConfig:
             raise UsageError("effort_floor must be in [0, 1)")
         if not 0 <= self.repetition_penalty <= 1:
             raise UsageError("repetition_penalty must be in [0, 1]")
+        if self.verify_forks not in ("first", "every", "off"):
+            raise UsageError(f"verify_forks must be first, every or off, not {self.verify_forks!r}")
+        if self.concurrency < 1:
+            raise UsageError("concurrency must be at least 1")
         _check_warmup(self.warmup_ratio)
 
 

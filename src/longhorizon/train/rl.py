@@ -4,9 +4,10 @@ How the pieces fit:
 
 * The RL dataset is a list of task ids. TRL's sampler repeats each one ``group_size`` times in
   a row and hands a rollout batch to ``EpisodeRollout`` (GRPOTrainer's ``rollout_func``).
-* ``EpisodeRollout`` plays every episode of the batch concurrently (asyncio; in-process MCP
-  sessions), each on its own fork of the task's World: the forks of a task are byte-identical
-  (each fork's hash is recorded and checked). The policy is ``LocalModelPolicy`` over the very
+* ``EpisodeRollout`` plays the episodes of the batch concurrently (asyncio; in-process MCP
+  sessions), whole groups at a time, each episode on its own fork of the task's World: the
+  forks of a task are byte-identical (the first fork of each task per rollout is hashed and
+  checked against the snapshot; ``verify_forks``). The policy is ``LocalModelPolicy`` over the very
   model being trained, sampling token-in/token-out.
 * An episode becomes one sequence for TRL: the first turn's prompt, then every later token in
   order. ``env_mask`` is 1 on the ids the policy sampled and 0 on tool results and template
@@ -195,43 +196,61 @@ class EpisodeRollout:
 
     # -- playing ------------------------------------------------------------------------------
     async def play_batch(self, task_ids: list[str], policy) -> list[Trajectory]:
+        """Play the batch (TRL's order: each task id ``group_size`` times), in batch order.
+
+        Groups are admitted whole: ``concurrency`` episodes' worth of groups (at least one) are
+        in flight at a time, all episodes of a group at once, so a group's wall is its longest
+        episode and never waits on a wave boundary. Each task's first fork in the batch is
+        hashed and must match its snapshot (``verify_forks="first"``; "every" hashes them all).
+        """
         unknown = sorted(set(task_ids) - set(self.tasks))
         if unknown:
             raise UsageError(f"rollout got unknown task ids: {', '.join(unknown)}")
-        sem = asyncio.Semaphore(max(1, self.cfg.concurrency))
-        seen: Counter = Counter()
-        jobs = []
+        groups: dict[str, list[tuple[str, int]]] = {}
         for tid in task_ids:
-            jobs.append((tid, seen[tid]))
-            seen[tid] += 1
+            group = groups.setdefault(tid, [])
+            group.append((tid, len(group)))
+        slots = asyncio.Semaphore(max(1, self.cfg.concurrency // self.cfg.group_size))
+        verified: set[str] = set()
 
         async def one(tid: str, sample: int) -> Trajectory:
             task = self.tasks[tid]
             error = None
             for _ in range(MAX_ATTEMPTS):
-                async with sem:
-                    if self.cfg.ray:  # on a Ray worker (its own fork; a lost worker is one more attempt)
-                        try:
-                            return await self.workers(policy).play(task, sample)
-                        except Exception as exc:
-                            error = exc
-                            continue
-                    world = None
+                if self.cfg.ray:  # on a Ray worker (its own fork; a lost worker is one more attempt)
                     try:
-                        world, digest = await asyncio.to_thread(self.cache.fork, task)
-                        fork_hash = await asyncio.to_thread(world.hash)  # the fork's own bytes, before play
-                        traj = await play(task, policy, world, sample=sample, limits=self.limits, world_hash=digest)
-                        traj.provenance["fork_hash"] = fork_hash
-                        return traj
-                    except Exception as exc:  # infrastructure: play the episode again
+                        return await self.workers(policy).play(task, sample)
+                    except Exception as exc:
                         error = exc
-                    finally:
-                        if world is not None:
-                            release_fork(self.cache, world)
+                        continue
+                world = None
+                try:
+                    world, digest = await asyncio.to_thread(self.cache.fork, task)
+                    fork_hash = None
+                    if self.cfg.verify_forks == "every" or (self.cfg.verify_forks == "first" and tid not in verified):
+                        verified.add(tid)
+                        fork_hash = await asyncio.to_thread(world.hash)  # the fork's own bytes, before play
+                        if fork_hash != digest:
+                            raise InfraError(f"a fork of {tid} differs from its snapshot")
+                    traj = await play(task, policy, world, sample=sample, limits=self.limits, world_hash=digest)
+                    if fork_hash is not None:
+                        traj.provenance["fork_hash"] = fork_hash
+                    return traj
+                except Exception as exc:  # infrastructure: play the episode again
+                    error = exc
+                finally:
+                    if world is not None:
+                        release_fork(self.cache, world)
             return self._failed(task, sample, policy, f"failed {MAX_ATTEMPTS} times; the last time "
                                                       f"{type(error).__name__}: {error}")
 
-        return list(await asyncio.gather(*(one(t, s) for t, s in jobs)))
+        async def play_group(jobs: list[tuple[str, int]]) -> list[Trajectory]:
+            async with slots:
+                return await asyncio.gather(*(one(t, s) for t, s in jobs))
+
+        played = await asyncio.gather(*(play_group(jobs) for jobs in groups.values()))
+        by_job = {(t.task_id, t.sample): t for trajs in played for t in trajs}
+        return _in_batch_order(task_ids, by_job)
 
     def replace_flat_groups(self, trajs: list[Trajectory], policy) -> int:
         """Dynamic sampling: a group whose episodes all earned the same reward (all 0, all 1, ...)
@@ -374,6 +393,15 @@ class EpisodeRollout:
         if self._workers is not None:
             _run(self._workers.aclose())
             self._workers = None
+
+
+def _in_batch_order(task_ids: list[str], by_job: dict[tuple[str, int], Trajectory]) -> list[Trajectory]:
+    seen: Counter = Counter()
+    out = []
+    for tid in task_ids:
+        out.append(by_job[(tid, seen[tid])])
+        seen[tid] += 1
+    return out
 
 
 def _count(ids) -> int:

@@ -27,7 +27,7 @@ from longhorizon.apps.calendar.state import (
     query_events,
     within_working_hours,
 )
-from longhorizon.apps.common import AppServer, cap, sqlite_connector
+from longhorizon.apps.common import ADD, READ, SET, AppServer, cap, server_builder, sqlite_connector
 
 INSTRUCTIONS = (
     "The company calendar, as seen by its owner (the user). Times are local, written "
@@ -86,7 +86,7 @@ def _hours(p: dict) -> dict:
     return {"start": p["work_start"], "end": p["work_end"], "days": WORK_DAYS}
 
 
-def build_server(world):
+def make_app(world):
     db_path = world.db_path("calendar")
     srv = AppServer("calendar", instructions=INSTRUCTIONS)
 
@@ -141,7 +141,7 @@ def build_server(world):
     def when(ev: dict) -> str:
         return f"{ev['start']}–{ev['end'][-5:]}" if ev["start"][:10] == ev["end"][:10] else f"{ev['start']}–{ev['end']}"
 
-    @srv.tool()
+    @srv.tool(READ)
     def list_events(start: str, end: str, attendee: str | None = None) -> str:
         """List active events overlapping a time range, ordered by start.
 
@@ -158,7 +158,7 @@ def build_server(world):
             evs = query_events(conn, s, e, involving=who)
         return _dumps([{k: v for k, v in ev.items() if k not in ("description", "status")} for ev in evs])
 
-    @srv.tool()
+    @srv.tool(READ)
     def get_event(event_id: int) -> str:
         """Full details of one event, including its description and status (active/cancelled).
 
@@ -167,7 +167,7 @@ def build_server(world):
         with closing(connect()) as conn:
             return _dumps(get(conn, event_id))
 
-    @srv.tool()
+    @srv.tool(ADD)
     def create_event(title: str, start: str, end: str, attendees: list[str] = [], location: str = "",
                      description: str = "") -> str:
         """Create an event organised by the owner and invite attendees.
@@ -202,7 +202,7 @@ def build_server(world):
         who = f" with {', '.join(guests)}" if guests else ""
         return f"Created event {eid} {ev['title']!r} {when(ev)}{who}.{extra}"
 
-    @srv.tool()
+    @srv.tool(SET)
     def update_event(event_id: int, title: str | None = None, start: str | None = None, end: str | None = None,
                      attendees: list[str] | None = None, location: str | None = None,
                      description: str | None = None) -> str:
@@ -243,7 +243,7 @@ def build_server(world):
         what = ", ".join(changed) if changed else "nothing (values were already the same)"
         return f"Updated event {event_id} {ev['title']!r} {when(ev)}: changed {what}.{extra}"
 
-    @srv.tool()
+    @srv.tool(SET)
     def cancel_event(event_id: int) -> str:
         """Cancel an event the owner organises (attendees' time is freed). Cannot be undone."""
         with closing(connect()) as conn, conn:
@@ -251,7 +251,7 @@ def build_server(world):
             conn.execute("UPDATE events SET status = 'cancelled' WHERE id = ?", (event_id,))
         return f"Cancelled event {event_id} {ev['title']!r} {when(ev)}."
 
-    @srv.tool()
+    @srv.tool(READ)
     def free_busy(emails: list[str], start: str, end: str) -> str:
         """When people are busy in a range, and their working hours, to find a common free slot.
 
@@ -282,7 +282,7 @@ def build_server(world):
                 })
         return _dumps({"start": s, "end": e, "people": out})
 
-    @srv.tool()
+    @srv.tool(READ)
     def list_people(query: str | None = None) -> str:
         """Find people in the company directory by name or email (case-insensitive substring);
         no query lists everyone.
@@ -297,4 +297,7 @@ def build_server(world):
             for p in hits
         ])
 
-    return srv.build()
+    return srv
+
+
+build_server = server_builder(make_app)

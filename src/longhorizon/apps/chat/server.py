@@ -15,7 +15,7 @@ from typing import Any
 from mcp.server.mcpserver.exceptions import ToolError
 
 from longhorizon.apps.chat.state import advance, mentions, row_to_dict
-from longhorizon.apps.common import AppServer, cap, read_meta, sqlite_connector
+from longhorizon.apps.common import ADD, READ, AppServer, cap, read_meta, server_builder, sqlite_connector
 
 MAX_LIMIT = 100
 MAX_TEXT = 8_000
@@ -33,7 +33,7 @@ def _dumps(obj: Any) -> str:
     return cap(json.dumps(obj, ensure_ascii=False))
 
 
-def build_server(world):
+def make_app(world):
     db_path = world.db_path("chat")
     srv = AppServer("chat", instructions=INSTRUCTIONS)
 
@@ -128,7 +128,7 @@ def build_server(world):
             raise ToolError(f"text is longer than {MAX_TEXT} characters; split it into several messages")
         return text.strip()
 
-    @srv.tool()
+    @srv.tool(READ)
     def list_channels() -> str:
         """List channels and your direct-message conversations.
 
@@ -143,7 +143,7 @@ def build_server(world):
                         "topic": r["topic"], "members": r["mem"], "messages": r["n"], "last_activity": r["last"]}
                        for r in rows])
 
-    @srv.tool()
+    @srv.tool(READ)
     def read_channel(channel: str, limit: int = 30, before: int | None = None) -> str:
         """Read a channel's (or a direct conversation's) messages: the newest ``limit`` top-level
         messages, in time order. Thread replies are not shown inline: a message with
@@ -175,7 +175,7 @@ def build_server(world):
         return _dumps({"channel": name if name.startswith("@") else f"#{name}", "topic": topic,
                        "messages": msgs, "next_before": nxt})
 
-    @srv.tool()
+    @srv.tool(READ)
     def read_thread(thread_id: int) -> str:
         """Read a whole thread: its first message and every reply, in time order.
 
@@ -194,7 +194,7 @@ def build_server(world):
             ch = rows[0]["channel"]
         return _dumps({"channel": ch if ch.startswith("@") else f"#{ch}", "thread_id": root, "messages": msgs})
 
-    @srv.tool()
+    @srv.tool(READ)
     def search_messages(query: str, channel: str | None = None, user: str | None = None, limit: int = 25) -> str:
         """Search messages (thread replies included), newest first. Every word of ``query`` must
         appear (case-insensitive); a quoted "phrase" must appear as written.
@@ -229,7 +229,7 @@ def build_server(world):
             m["channel"] = r["channel"] if r["channel"].startswith("@") else f"#{r['channel']}"
         return _dumps({"total": len(hits), "messages": msgs})
 
-    @srv.tool()
+    @srv.tool(ADD)
     def post_message(channel: str, text: str, thread_id: int | None = None) -> str:
         """Post a message in a channel, or reply in a thread there.
 
@@ -256,7 +256,7 @@ def build_server(world):
         where = f"thread {root} in #{name}" if root else f"#{name}"
         return f"Posted message {new_id} in {where}."
 
-    @srv.tool()
+    @srv.tool(ADD)
     def send_direct_message(user: str, text: str) -> str:
         """Send a direct (private) message to one person.
 
@@ -279,7 +279,7 @@ def build_server(world):
             new_id = store(conn, name, body)
         return f"Sent direct message {new_id} to @{handle}."
 
-    @srv.tool()
+    @srv.tool(ADD)
     def add_reaction(message_id: int, emoji: str) -> str:
         """React to a message with an emoji name, e.g. "thumbsup" or ":white_check_mark:"."""
         e = (emoji or "").strip().lower()
@@ -292,7 +292,7 @@ def build_server(world):
             conn.execute("INSERT OR IGNORE INTO reactions VALUES (?, ?, ?)", (message_id, meta(conn)["me"], e))
         return f"Reacted :{e}: to message {message_id}."
 
-    @srv.tool()
+    @srv.tool(READ)
     def list_users() -> str:
         """List the people in the workspace.
 
@@ -303,4 +303,7 @@ def build_server(world):
         return _dumps([{"handle": r["handle"], "name": r["name"], "title": r["title"], "email": r["email"],
                         "me": r["handle"] == me} for r in rows])
 
-    return srv.build()
+    return srv
+
+
+build_server = server_builder(make_app)

@@ -15,7 +15,9 @@ from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import AppServer, cap, read_meta, sqlite_connector, tick_clock
+from longhorizon.apps.common import (
+    ACT, ADD, READ, SET, AppServer, cap, read_meta, server_builder, sqlite_connector, tick_clock,
+)
 from longhorizon.apps.crm.state import (
     ACTIVITY_KINDS,
     CLOSED_STAGES,
@@ -80,7 +82,7 @@ def _phone(text: str | None) -> str:
     return value
 
 
-def build_server(world):
+def make_app(world):
     db_path = world.db_path("crm")
     srv = AppServer("crm", instructions=INSTRUCTIONS)
 
@@ -170,7 +172,7 @@ def build_server(world):
 
     # -- users and accounts -------------------------------------------------------------
 
-    @srv.tool()
+    @srv.tool(READ)
     def list_users() -> str:
         """List the CRM users (sales reps and managers) who can own accounts and deals.
 
@@ -180,7 +182,7 @@ def build_server(world):
             rows = [dict(r) for r in conn.execute("SELECT * FROM users ORDER BY name")]
         return _dumps([{**r, **({"you": True} if r["email"] == me else {})} for r in rows])
 
-    @srv.tool()
+    @srv.tool(READ)
     def search_accounts(query: str = "", industry: str | None = None, tier: str | None = None,
                         owner: str | None = None, limit: int = 25, offset: int = 0) -> str:
         """Find accounts (companies). Every word of ``query`` must appear (case-insensitive) in the
@@ -212,7 +214,7 @@ def build_server(world):
         ]
         return paged(hits, "accounts", limit, offset)
 
-    @srv.tool()
+    @srv.tool(READ)
     def get_account(account_id: int) -> str:
         """One account with its active contacts and its deals.
 
@@ -227,7 +229,7 @@ def build_server(world):
                 "SELECT * FROM deals WHERE account_id = ? ORDER BY id", (account_id,))]
         return _dumps({**a, "contacts": cons, "deals": ds})
 
-    @srv.tool()
+    @srv.tool(ADD)
     def create_account(name: str, domain: str, industry: str = "", tier: str = "Prospect",
                        owner: str | None = None) -> str:
         """Create an account (a company).
@@ -260,7 +262,7 @@ def build_server(world):
                 (name, dom, _clean(industry, "industry"), t, who, now, now))
         return f"Created account {cur.lastrowid} {name!r} ({dom}, {t}, owner {who})."
 
-    @srv.tool()
+    @srv.tool(SET)
     def update_account(account_id: int, name: str | None = None, industry: str | None = None,
                        tier: str | None = None, owner: str | None = None) -> str:
         """Change an account. Only the fields you pass change.
@@ -294,7 +296,7 @@ def build_server(world):
 
     # -- contacts -----------------------------------------------------------------------
 
-    @srv.tool()
+    @srv.tool(READ)
     def search_contacts(query: str = "", account_id: int | None = None, include_merged: bool = False,
                         limit: int = 25, offset: int = 0) -> str:
         """Find contacts. Every word of ``query`` must appear (case-insensitive) in the contact's
@@ -325,7 +327,7 @@ def build_server(world):
                 hits.append(contact_out(c, names))
         return paged(hits, "contacts", limit, offset)
 
-    @srv.tool()
+    @srv.tool(READ)
     def get_contact(contact_id: int) -> str:
         """One contact with its account, its deals and every activity logged on it (newest first).
 
@@ -344,7 +346,7 @@ def build_server(world):
                    deals=ds, activities=acts)
         return _dumps(out)
 
-    @srv.tool()
+    @srv.tool(ADD)
     def create_contact(account_id: int, first_name: str, last_name: str, email: str, title: str = "",
                        phone: str = "") -> str:
         """Create a contact (a person) at an account. Refused when an active contact already has
@@ -373,7 +375,7 @@ def build_server(world):
                 (account_id, first, last, addr, _phone(phone), _clean(title, "title"), now, now))
         return f"Created contact {cur.lastrowid} {first} {last} <{addr}> at account {account_id} ({acc['name']})."
 
-    @srv.tool()
+    @srv.tool(SET)
     def update_contact(contact_id: int, first_name: str | None = None, last_name: str | None = None,
                        email: str | None = None, title: str | None = None, phone: str | None = None,
                        account_id: int | None = None) -> str:
@@ -415,7 +417,7 @@ def build_server(world):
         what = "; ".join(f"{k}: {c[k]!r} -> {new[k]!r}" for k in changed) or "nothing (values were already the same)"
         return f"Updated contact {contact_id} ({new['first_name']} {new['last_name']}): {what}."
 
-    @srv.tool()
+    @srv.tool(ACT)
     def merge_contacts(keep_id: int, duplicate_id: int) -> str:
         """Merge a duplicate contact into the record you keep. The kept record's empty title or
         phone is filled from the duplicate; the duplicate's activities and deals move to the kept
@@ -452,7 +454,7 @@ def build_server(world):
 
     # -- deals --------------------------------------------------------------------------
 
-    @srv.tool()
+    @srv.tool(READ)
     def search_deals(query: str = "", account_id: int | None = None, stage: str | None = None,
                      owner: str | None = None, open_only: bool = False, close_from: str | None = None,
                      close_to: str | None = None, limit: int = 25, offset: int = 0) -> str:
@@ -495,7 +497,7 @@ def build_server(world):
         ]
         return paged(hits, "deals", limit, offset)
 
-    @srv.tool()
+    @srv.tool(READ)
     def get_deal(deal_id: int) -> str:
         """One deal with every activity logged on it (newest first).
 
@@ -513,7 +515,7 @@ def build_server(world):
             raise ToolError(f"amount {amount!r} must be a number >= 0 (dollars, e.g. 48500 or 48500.5)")
         return round(float(amount), 2)
 
-    @srv.tool()
+    @srv.tool(ADD)
     def create_deal(name: str, account_id: int, amount: float, close_date: str, stage: str = "Prospecting",
                     owner: str | None = None, contact_id: int | None = None) -> str:
         """Create a deal (an opportunity) for an account.
@@ -545,7 +547,7 @@ def build_server(world):
                 " VALUES (?,?,?,?,?,?,?,?,?)", (name, account_id, contact_id, st, amt, day, who, now, now))
         return f"Created deal {cur.lastrowid} {name!r} ({st}, {amt:,.2f}, closes {day})."
 
-    @srv.tool()
+    @srv.tool(SET)
     def update_deal(deal_id: int, stage: str | None = None, amount: float | None = None,
                     close_date: str | None = None, owner: str | None = None, name: str | None = None) -> str:
         """Change a deal. Only the fields you pass change.
@@ -589,7 +591,7 @@ def build_server(world):
 
     # -- activities ---------------------------------------------------------------------
 
-    @srv.tool()
+    @srv.tool(ADD)
     def log_activity(kind: str, subject: str, body: str = "", date: str | None = None,
                      contact_id: int | None = None, deal_id: int | None = None,
                      account_id: int | None = None) -> str:
@@ -630,7 +632,7 @@ def build_server(world):
                        if v is not None)
         return f"Logged activity {cur.lastrowid} ({k}, {day}) {subj!r} on {on}."
 
-    @srv.tool()
+    @srv.tool(READ)
     def list_activities(contact_id: int | None = None, deal_id: int | None = None, account_id: int | None = None,
                         since: str | None = None, until: str | None = None, limit: int = 50, offset: int = 0) -> str:
         """List activities, newest first, optionally only those on a contact, deal or account and
@@ -654,4 +656,7 @@ def build_server(world):
             rows = [activity_out(dict(r)) for r in conn.execute(" ".join(sql) + " ORDER BY date DESC, id DESC", args)]
         return paged(rows, "activities", limit, offset)
 
-    return srv.build()
+    return srv
+
+
+build_server = server_builder(make_app)

@@ -18,7 +18,9 @@ from docx.table import Table
 from docx.text.paragraph import Paragraph
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import AppServer, OfficeFiles, WorkspacePath, cap
+from longhorizon.apps.common import (
+    ACT, ADD, READ, SET, AppServer, OfficeFiles, WorkspacePath, cap, server_builder,
+)
 from longhorizon.apps.docs.state import (
     add_table as _add_table,
 )
@@ -57,7 +59,7 @@ def _json(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False)
 
 
-def build_server(world):
+def make_app(world):
     ws: Path = world.workspace
     srv = AppServer("docs", instructions=INSTRUCTIONS)
     lock = threading.Lock()  # sync tools run on worker threads: one document edit at a time
@@ -143,7 +145,7 @@ def build_server(world):
                 return b.text
         return ""
 
-    @srv.tool()
+    @srv.tool(READ)
     def list_documents(folder: str = ".") -> str:
         """List the Word documents (.docx) under a folder, including its subfolders.
 
@@ -182,7 +184,7 @@ def build_server(world):
             out.append({"note": f"{len(found) - MAX_LIST} more documents; list a subfolder"})
         return cap(_json(out))
 
-    @srv.tool()
+    @srv.tool(READ)
     def read_document(path: str, start: int = 0) -> str:
         """Read a document: every block in order, with its index.
 
@@ -215,7 +217,7 @@ def build_server(world):
                "comments": comments(doc), "next_start": nxt}
         return cap(_json(out))
 
-    @srv.tool()
+    @srv.tool(READ)
     def find_text(path: str, query: str, match_case: bool = False) -> str:
         """Find the paragraphs (and table cells) of a document that contain some text.
 
@@ -243,7 +245,7 @@ def build_server(world):
                     hits.append({"location": loc, "style": names.of(par), "text": text[:500]})
         return cap(_json({"query": query, "matches": total, "hits": hits}))
 
-    @srv.tool()
+    @srv.tool(ADD)
     def create_document(path: str, title: str | None = None) -> str:
         """Create a new, empty Word document. Refuses to overwrite an existing file.
 
@@ -263,7 +265,7 @@ def build_server(world):
             save(doc, p, new=True)
             return f"Created {p.rel}" + (f" with title {title!r} (block 0)." if title else " (empty).")
 
-    @srv.tool()
+    @srv.tool(ADD)
     def copy_document(source: str, path: str) -> str:
         """Save a copy of a document as a new file ("save as"), e.g. to start a new version while
         the original stays exactly as it is. Refuses to overwrite an existing file.
@@ -283,7 +285,7 @@ def build_server(world):
             files.save(dst, data, new=True)
             return f"Copied {src.rel} to {dst.rel} ({len(blocks(doc))} blocks); the source is unchanged."
 
-    @srv.tool()
+    @srv.tool(ADD)
     def append_paragraph(path: str, text: str, style: str = "Normal") -> str:
         """Add a paragraph at the end of a document.
 
@@ -302,7 +304,7 @@ def build_server(world):
             save(doc, p)
             return f"Added paragraph {index} ({name}) to {p.rel}."
 
-    @srv.tool()
+    @srv.tool(ADD)
     def insert_paragraph(path: str, index: int, text: str, style: str = "Normal") -> str:
         """Insert a paragraph before block ``index``; later blocks move down by one.
 
@@ -325,7 +327,7 @@ def build_server(world):
             after = f"; block {index + 1} was block {index}" if index < len(bl) else " (at the end)"
             return f"Inserted paragraph {index} ({name}) in {p.rel}{after}."
 
-    @srv.tool()
+    @srv.tool(SET)
     def set_paragraph(path: str, index: int, text: str | None = None, style: str | None = None) -> str:
         """Rewrite one paragraph's text and/or change its style.
 
@@ -349,7 +351,7 @@ def build_server(world):
             save(doc, p)
             return f"Updated {p.rel}: was {before}, now {label(index, par)}."
 
-    @srv.tool()
+    @srv.tool(ACT)
     def delete_paragraph(path: str, index: int) -> str:
         """Delete one paragraph; later blocks move up by one.
 
@@ -366,7 +368,7 @@ def build_server(world):
             save(doc, p)
             return f"Deleted {gone} from {p.rel}; later blocks moved up by one."
 
-    @srv.tool()
+    @srv.tool(ACT)
     def replace_text(path: str, old: str, new: str, occurrence: int | None = None, match_case: bool = True) -> str:
         """Replace text everywhere in a document (paragraphs and table cells), or one occurrence.
 
@@ -408,7 +410,7 @@ def build_server(world):
             return (f"Replaced {replaced} of {seen} occurrence(s) of {old!r} in {p.rel} "
                     f"(locations: {', '.join(where[:40])}{' ...' if len(where) > 40 else ''}).")
 
-    @srv.tool()
+    @srv.tool(ADD)
     def add_table(path: str, rows: list[list[str]], after_index: int | None = None) -> str:
         """Add a table (grid style; the first row is the header and is bold).
 
@@ -437,7 +439,7 @@ def build_server(world):
             save(doc, p)
             return f"Added a {len(clean)}x{width} table as block {index} of {p.rel}."
 
-    @srv.tool()
+    @srv.tool(SET)
     def set_table_cell(path: str, index: int, row: int, column: int, text: str) -> str:
         """Rewrite one cell of a table.
 
@@ -464,7 +466,7 @@ def build_server(world):
             save(doc, p)
             return f"Cell ({row},{column}) of table {index} in {p.rel}: {old!r} -> {text!r}."
 
-    @srv.tool()
+    @srv.tool(ACT)
     def delete_table(path: str, index: int) -> str:
         """Delete a whole table; later blocks move up by one.
 
@@ -481,7 +483,7 @@ def build_server(world):
             save(doc, p)
             return f"Deleted the {size} table at block {index} of {p.rel}; later blocks moved up by one."
 
-    @srv.tool()
+    @srv.tool(ADD)
     def add_comment(path: str, index: int, text: str, author: str = "Reviewer") -> str:
         """Attach a review comment (a margin note, as in Word's review pane) to a paragraph.
         The paragraph's text is not changed.
@@ -508,4 +510,7 @@ def build_server(world):
             save(doc, p)
             return f"Added comment {c.comment_id} on paragraph {index} of {p.rel}."
 
-    return srv.build()
+    return srv
+
+
+build_server = server_builder(make_app)

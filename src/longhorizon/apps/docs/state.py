@@ -28,6 +28,8 @@ from docx.oxml.ns import qn
 from docx.table import Table
 from docx.text.paragraph import Paragraph
 
+from longhorizon.core.parse_cache import parse_once
+
 FIXED_TIME = _dt.datetime(2024, 1, 1, 0, 0, 0)
 """Stamped as created/modified on every saved document, so equal content means equal bytes."""
 FIXED_TIME_UTC = FIXED_TIME.replace(tzinfo=_dt.timezone.utc)
@@ -405,8 +407,13 @@ def comments(doc: Document) -> list[dict[str, Any]]:
 
 def read_blocks(path: Path | str) -> list[dict[str, Any]]:
     """The document's body as plain data: ``{"index", "type": "paragraph", "style", "text"}``
-    or ``{"index", "type": "table", "rows": [[cell text, ...], ...]}``."""
-    return describe(load_document(path))
+    or ``{"index", "type": "table", "rows": [[cell text, ...], ...]}`` (parsed once per grade)."""
+    return parse_once("docx blocks", path, lambda p: describe(_graded_document(p)))
+
+
+def _graded_document(path: Path | str) -> Document:
+    """The parsed document, shared by the readers of one grade (they only read it)."""
+    return parse_once("docx", path, load_document, copy_result=False)
 
 
 def describe(doc: Document) -> list[dict[str, Any]]:
@@ -421,7 +428,7 @@ def describe(doc: Document) -> list[dict[str, Any]]:
 
 
 def read_comments(path: Path | str) -> list[dict[str, Any]]:
-    return comments(load_document(path))
+    return comments(_graded_document(path))
 
 
 def norm(text: Any) -> str:

@@ -13,7 +13,10 @@ import json
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import LINK_REFUSED, AppServer, Entry, Missing, Workspace, WrongKind, cap, kind_of
+from longhorizon.apps.common import (
+    ADD, LINK_REFUSED, READ, SET, AppServer, Entry, Missing, Workspace, WrongKind, cap, kind_of,
+    server_builder,
+)
 
 MAX_READ_CHARS = 20_000
 MAX_LIST = 500
@@ -31,7 +34,7 @@ def _line(e: Entry) -> str:
     return f"{e.path.rel}  ({e.kind})"
 
 
-def build_server(world):
+def make_app(world):
     ws = Workspace(world.workspace)
     srv = AppServer(
         "files",
@@ -45,7 +48,7 @@ def build_server(world):
             raise ToolError(f"{path!r} does not exist; use list_dir to see what is there")
         return p
 
-    @srv.tool()
+    @srv.tool(READ)
     def list_dir(path: str = ".", recursive: bool = False) -> str:
         """List a folder: one entry per line, folders end with '/', files show their size in bytes,
         symbolic links show 'name -> target  (link)' (links are never followed).
@@ -68,7 +71,7 @@ def build_server(world):
             lines.append(f"... {more} more entries; list a subfolder")
         return "\n".join(lines) if lines else f"{root.rel}/ is empty"
 
-    @srv.tool()
+    @srv.tool(READ)
     def read_file(path: str, offset: int = 0, limit: int = MAX_READ_CHARS) -> str:
         """Read a text file. offset/limit are in characters; long files are returned in pieces,
         with a note saying which offset to read next."""
@@ -91,7 +94,7 @@ def build_server(world):
             piece += f"\n... [{len(text) - offset - limit} more characters; read again with offset={offset + limit}]"
         return piece
 
-    @srv.tool()
+    @srv.tool(SET)
     def write_file(path: str, content: str, overwrite: bool = True) -> str:
         """Create or replace a text file (parent folders are created). overwrite=false refuses to
         replace an existing file."""
@@ -108,7 +111,7 @@ def build_server(world):
         p.write_bytes(data, new=not overwrite)
         return f"wrote {p.rel} ({len(data)} bytes)"
 
-    @srv.tool()
+    @srv.tool(ADD)
     def make_dir(path: str) -> str:
         """Create a folder (and its parents). Succeeds if it already exists."""
         p = ws.path(path)
@@ -130,7 +133,7 @@ def build_server(world):
             raise ToolError(f"{d.rel!r} already exists; delete it first or pick another name")
         return s, d
 
-    @srv.tool()
+    @srv.tool(SET)
     def move(src: str, dst: str) -> str:
         """Move or rename a file or folder (a symbolic link moves as the link itself). If dst is
         an existing folder, src goes inside it. Never overwrites: fails if the target exists."""
@@ -138,7 +141,7 @@ def build_server(world):
         s.move_to(d)
         return f"moved {src} -> {d.rel}"
 
-    @srv.tool()
+    @srv.tool(ADD)
     def copy(src: str, dst: str) -> str:
         """Copy a file or folder. If dst is an existing folder, the copy goes inside it.
         Never overwrites: fails if the target exists. Inside a copied folder, symbolic links
@@ -152,7 +155,7 @@ def build_server(world):
             notes.append(f"{counts['skipped']} pipe(s), socket(s) or device(s) skipped")
         return f"copied {src} -> {d.rel}" + (f" ({'; '.join(notes)})" if notes else "")
 
-    @srv.tool()
+    @srv.tool(SET)
     def delete(path: str, recursive: bool = False) -> str:
         """Delete a file, or a folder (a non-empty folder needs recursive=true). A symbolic link
         is deleted itself, never what it points to."""
@@ -162,7 +165,7 @@ def build_server(world):
         kind = p.remove(recursive)
         return f"deleted {p.rel}" + (" (the link only)" if kind == "link" else "")
 
-    @srv.tool()
+    @srv.tool(READ)
     def search(query: str, path: str = ".", glob: str = "*", case_sensitive: bool = False) -> str:
         """Find text in files under path whose names match glob (e.g. '*.txt'). Returns JSON
         hits [{path, line, text}], at most 200; file names containing the query count too.
@@ -200,7 +203,7 @@ def build_server(world):
                 break
         return cap(json.dumps(hits, ensure_ascii=False))
 
-    @srv.tool()
+    @srv.tool(READ)
     def file_info(path: str) -> str:
         """Kind and size of a file or folder (and a folder's entry count), as JSON. kind is
         "file", "folder", "link" (with its "target", not followed), "fifo", "socket" or "device"."""
@@ -215,4 +218,7 @@ def build_server(world):
             out["target"] = p.readlink()
         return json.dumps(out, ensure_ascii=False)
 
-    return srv.build()
+    return srv
+
+
+build_server = server_builder(make_app)

@@ -15,7 +15,10 @@ from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import AppServer, Missing, Workspace, WrongKind, cap, read_meta, sqlite_connector
+from longhorizon.apps.common import (
+    ADD, READ, SET, AppServer, Missing, Workspace, WrongKind, cap, read_meta, server_builder,
+    sqlite_connector,
+)
 from longhorizon.apps.mail.state import (
     DATE_FMT,
     advance,
@@ -80,7 +83,7 @@ def _addresses(values: list[str], field: str) -> list[str]:
     return out
 
 
-def build_server(world):
+def make_app(world):
     db_path = world.db_path("mail")
     att_root = attachments_dir(db_path)
     ws = Workspace(world.workspace)
@@ -164,7 +167,7 @@ def build_server(world):
             text += f" with attachments: {', '.join(n for n, _ in files)}"
         return text + "."
 
-    @srv.tool()
+    @srv.tool(READ)
     def list_folders() -> str:
         """List the mailbox folders with their message and unread counts.
 
@@ -178,7 +181,7 @@ def build_server(world):
                 out.append({"name": name, "messages": total, "unread": unread})
         return _dumps(out)
 
-    @srv.tool()
+    @srv.tool(READ)
     def list_messages(folder: str = "Inbox", unread_only: bool = False, limit: int = 25, offset: int = 0) -> str:
         """List messages in a folder, newest first, as summaries (no bodies).
 
@@ -206,7 +209,7 @@ def build_server(world):
         nxt = offset + len(msgs) if offset + len(msgs) < total else None
         return _dumps({"folder": name, "total": total, "offset": offset, "messages": msgs, "next_offset": nxt})
 
-    @srv.tool()
+    @srv.tool(READ)
     def search_messages(query: str, folder: str | None = None, sender: str | None = None,
                         since: str | None = None, until: str | None = None, limit: int = 25) -> str:
         """Search messages, newest first. Every word of ``query`` must appear (case-insensitive)
@@ -251,7 +254,7 @@ def build_server(world):
                 hits.append(_summary(m))
         return _dumps({"total": len(hits), "messages": hits[:limit]})
 
-    @srv.tool()
+    @srv.tool(SET)
     def read_message(message_id: int) -> str:
         """Open a message: full headers, body and attachment names. Marks it as read.
 
@@ -268,7 +271,7 @@ def build_server(world):
             "in_reply_to": m["in_reply_to"], "body": m["body"], "attachments": m["attachments"],
         })
 
-    @srv.tool()
+    @srv.tool(ADD)
     def send_message(to: list[str], subject: str, body: str, cc: list[str] = [],
                      attachments: list[str] = []) -> str:
         """Send a new email from the mailbox owner. A copy is stored in the Sent folder.
@@ -294,7 +297,7 @@ def build_server(world):
             new_id = store_sent(conn, to=to_addrs, cc=cc_addrs, subject=subject.strip(), body=body, files=files)
         return sent_note(new_id, to_addrs, cc_addrs, subject.strip(), files)
 
-    @srv.tool()
+    @srv.tool(ADD)
     def reply(message_id: int, body: str, reply_all: bool = False, attachments: list[str] = []) -> str:
         """Reply to a message. Goes to its sender (for a message you sent: to its recipients);
         reply_all=true also includes the other recipients and cc. Subject becomes "Re: <subject>".
@@ -329,7 +332,7 @@ def build_server(world):
             new_id = store_sent(conn, to=to, cc=cc, subject=subject, body=body, in_reply_to=orig["id"], files=files)
         return sent_note(new_id, to, cc, subject, files)
 
-    @srv.tool()
+    @srv.tool(ADD)
     def forward(message_id: int, to: list[str], body: str = "") -> str:
         """Forward a message, with its attachments, to other people. Subject becomes "Fwd: <subject>".
 
@@ -358,7 +361,7 @@ def build_server(world):
                                 forwarded_from=orig["id"], files=files)
         return sent_note(new_id, to_addrs, [], subject, files)
 
-    @srv.tool()
+    @srv.tool(SET)
     def move_message(message_id: int, folder: str) -> str:
         """Move a message to another folder. The folder must already exist (see list_folders;
         make new ones with create_folder). Returns a confirmation."""
@@ -370,7 +373,7 @@ def build_server(world):
             conn.execute("UPDATE messages SET folder = ? WHERE id = ?", (name, message_id))
         return f"Moved message {message_id} from {m['folder']} to {name}."
 
-    @srv.tool()
+    @srv.tool(ADD)
     def create_folder(name: str) -> str:
         """Create a folder. Use '/' for nesting in the name, e.g. "Invoices/Processed"."""
         clean = "/".join(part.strip() for part in name.strip().split("/"))
@@ -386,7 +389,7 @@ def build_server(world):
             conn.execute("INSERT INTO folders VALUES (?, ?)", (clean, len(names)))
         return f"Created folder {clean!r}."
 
-    @srv.tool()
+    @srv.tool(ADD)
     def save_attachment(message_id: int, filename: str, dest_path: str) -> str:
         """Save one attachment of a message into the workspace.
 
@@ -415,4 +418,7 @@ def build_server(world):
         note = " (replaced the existing file)" if kind else ""
         return f"Saved {match[0]} from message {message_id} to {target.rel}{note}."
 
-    return srv.build()
+    return srv
+
+
+build_server = server_builder(make_app)

@@ -15,7 +15,7 @@ from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import AppServer, cap
+from longhorizon.apps.common import READ, AppServer, cap, server_builder
 from longhorizon.apps.search.state import OPERATORS, connect_readonly, fts_query
 
 MAX_LIMIT = 50
@@ -34,7 +34,7 @@ def _dumps(obj: Any) -> str:
     return cap(json.dumps(obj, ensure_ascii=False))
 
 
-def build_server(world):
+def make_app(world):
     db_path = world.db_path("search")
     srv = AppServer("search", instructions=INSTRUCTIONS)
 
@@ -66,7 +66,7 @@ def build_server(world):
         ).fetchall()
         return total, rows
 
-    @srv.tool()
+    @srv.tool(READ)
     def search(query: str, limit: int = 10, offset: int = 0, source: str | None = None,
                since: str | None = None) -> str:
         """Full-text search over the archive, best matches first (BM25 ranking; title matches count more).
@@ -126,7 +126,7 @@ def build_server(world):
             out["note"] = note
         return _dumps(out)
 
-    @srv.tool()
+    @srv.tool(READ)
     def get_document(doc_id: str, offset: int = 0) -> str:
         """Read one document in full: title, date, source, author and body text.
 
@@ -156,7 +156,7 @@ def build_server(world):
                        "author": row["author"], "body": piece, "offset": offset, "total_chars": len(body),
                        "next_offset": nxt})
 
-    @srv.tool()
+    @srv.tool(READ)
     def list_sources() -> str:
         """List the archive's sources (collections of documents) with what each holds.
 
@@ -169,4 +169,7 @@ def build_server(world):
         return _dumps([{"name": r["name"], "description": r["description"], "documents": r["n"],
                         "oldest": r["oldest"], "newest": r["newest"]} for r in rows])
 
-    return srv.build()
+    return srv
+
+
+build_server = server_builder(make_app)

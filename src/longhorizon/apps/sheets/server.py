@@ -18,7 +18,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from openpyxl import Workbook
 from openpyxl.utils.cell import column_index_from_string, get_column_letter
 
-from longhorizon.apps.common import AppServer, OfficeFiles, WorkspacePath, cap
+from longhorizon.apps.common import ADD, READ, SET, AppServer, OfficeFiles, WorkspacePath, cap, server_builder
 from longhorizon.apps.sheets.state import (
     MAX_COL,
     MAX_ROW,
@@ -117,7 +117,7 @@ def _check_title(title: Any, taken: list[str], what: str = "sheet name") -> str:
     return title
 
 
-def build_server(world):
+def make_app(world):
     ws_root: Path = world.workspace
     srv = AppServer(
         "sheets",
@@ -176,7 +176,7 @@ def build_server(world):
             parts.append(f"... and {more} more formulas")
         return ("; formulas: " + "; ".join(parts)) if parts else ""
 
-    @srv.tool()
+    @srv.tool(ADD)
     def create_workbook(path: str, sheets: list[str] = ["Sheet1"]) -> str:  # noqa: B006 - schema default
         """Create a new, empty .xlsx workbook. Refuses to overwrite an existing file.
 
@@ -203,7 +203,7 @@ def build_server(world):
             save_workbook(wb, p, new=True)
             return f"Created {p.rel} with sheets: {', '.join(names)}"
 
-    @srv.tool()
+    @srv.tool(READ)
     def list_sheets(path: str) -> str:
         """List a workbook's sheets with the size of their used range.
 
@@ -224,7 +224,7 @@ def build_server(world):
             })
         return _json(out)
 
-    @srv.tool()
+    @srv.tool(READ)
     def read_range(path: str, sheet: str, range: str | None = None) -> str:  # noqa: A002 - tool arg name
         """Read cells from a sheet.
 
@@ -283,7 +283,7 @@ def build_server(world):
             )
         return cap(_json(out))
 
-    @srv.tool()
+    @srv.tool(SET)
     def write_cells(path: str, sheet: str, cells: dict[str, Value]) -> str:
         """Set individual cells.
 
@@ -313,7 +313,7 @@ def build_server(world):
                 " ..." if len(coords) > 30 else ""
             ) + describe_formulas(wb, ws.title, coords)
 
-    @srv.tool()
+    @srv.tool(SET)
     def write_rows(path: str, sheet: str, start_cell: str, rows: list[list[Value]]) -> str:
         """Write a block of rows starting at one cell (row by row, left to right).
 
@@ -346,7 +346,7 @@ def build_server(world):
             area = _range_text(col0, row0, col0 + width - 1, row0 + len(rows) - 1)
             return f"Wrote {len(rows)} row(s) to {ws.title}!{area}" + describe_formulas(wb, ws.title, coords)
 
-    @srv.tool()
+    @srv.tool(ADD)
     def add_sheet(path: str, name: str) -> str:
         """Add an empty sheet at the end of a workbook.
 
@@ -361,7 +361,7 @@ def build_server(world):
             save_workbook(wb, p)
             return f"Added sheet {name!r} to {p.rel}; sheets: {', '.join(wb.sheetnames)}"
 
-    @srv.tool()
+    @srv.tool(SET)
     def rename_sheet(path: str, old: str, new: str) -> str:
         """Rename a sheet. Formulas that refer to the old name are not rewritten.
 
@@ -378,7 +378,7 @@ def build_server(world):
             save_workbook(wb, p)
             return f"Renamed sheet {old!r} to {new!r} in {p.rel}"
 
-    @srv.tool()
+    @srv.tool(SET)
     def clear_range(path: str, sheet: str, range: str) -> str:  # noqa: A002 - tool arg name
         """Empty every cell in a range (values and formulas).
 
@@ -402,4 +402,7 @@ def build_server(world):
             save_workbook(wb, p)
             return f"Cleared {ws.title}!{_range_text(c1, r1, c2, r2)} ({n} non-empty cell(s) emptied)"
 
-    return srv.build()
+    return srv
+
+
+build_server = server_builder(make_app)

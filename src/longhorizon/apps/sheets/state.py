@@ -25,6 +25,8 @@ from openpyxl.utils.cell import column_index_from_string, get_column_letter
 from openpyxl.workbook import Workbook
 from openpyxl.writer.excel import ExcelWriter
 
+from longhorizon.core.parse_cache import parse_once
+
 FIXED_TIME = _dt.datetime(2024, 1, 1, 0, 0, 0)
 """Stamped as created/modified on every saved workbook, so equal content means equal bytes."""
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
@@ -74,6 +76,12 @@ def load_workbook(path: Path | str | BinaryIO) -> Workbook:
     """Open an xlsx (a path, or an open binary file) with formulas kept as their ``=...`` text
     (we compute them ourselves)."""
     return openpyxl.load_workbook(path if hasattr(path, "read") else Path(path), data_only=False)
+
+
+def read_workbook(path: Path | str) -> Workbook:
+    """``load_workbook`` for graders: parsed once per grade and shared by its checks, which
+    only read it (see core/parse_cache.py)."""
+    return parse_once("xlsx", path, load_workbook, copy_result=False)
 
 
 def find_sheet(wb: Workbook, name: str):

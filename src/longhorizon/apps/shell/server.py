@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import AppServer
+from longhorizon.apps.common import ACT, AppServer, server_builder
 from longhorizon.apps.shell import sandbox
 
 INSTRUCTIONS = (
@@ -19,11 +19,11 @@ INSTRUCTIONS = (
 )
 
 
-def build_server(world):
+def make_app(world):
     ws = world.workspace
     srv = AppServer("shell", instructions=INSTRUCTIONS)
 
-    @srv.tool()
+    @srv.tool(ACT)
     async def run(command: str, timeout_s: int = 30) -> str:
         """Run a bash command (`bash -c`) in a sandboxed Linux shell and return its exit code,
         stdout and stderr.
@@ -57,4 +57,7 @@ def build_server(world):
             ) from None
         return result.render()
 
-    return srv.build()
+    return srv
+
+
+build_server = server_builder(make_app)

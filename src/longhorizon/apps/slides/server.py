@@ -15,7 +15,9 @@ from typing import Any
 from mcp.server.mcpserver.exceptions import ToolError
 from pptx.presentation import Presentation
 
-from longhorizon.apps.common import AppServer, OfficeFiles, WorkspacePath, cap
+from longhorizon.apps.common import (
+    ACT, ADD, READ, SET, AppServer, OfficeFiles, WorkspacePath, cap, server_builder,
+)
 from longhorizon.apps.slides.state import (
     LAYOUTS,
     body_shape,
@@ -48,7 +50,7 @@ def _json(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False)
 
 
-def build_server(world):
+def make_app(world):
     ws: Path = world.workspace
     srv = AppServer("slides", instructions=INSTRUCTIONS)
     lock = threading.Lock()  # sync tools run on worker threads: one deck edit at a time
@@ -105,7 +107,7 @@ def build_server(world):
             raise ToolError(f"unknown layout {layout!r}; use one of: {', '.join(LAYOUTS)}")
         return key
 
-    @srv.tool()
+    @srv.tool(ADD)
     def create_deck(path: str) -> str:
         """Create a new, empty deck (no slides). Refuses to overwrite an existing file.
 
@@ -121,7 +123,7 @@ def build_server(world):
             save(new_presentation(), p, new=True)
             return f"Created {p.rel} (no slides yet)."
 
-    @srv.tool()
+    @srv.tool(READ)
     def list_slides(path: str) -> str:
         """List a deck's slides: index, layout, title, how many bullets, whether it has notes.
 
@@ -139,7 +141,7 @@ def build_server(world):
                         "bullets": len(info["bullets"]), "has_notes": bool(info["notes"].strip())})
         return cap(_json({"path": p.rel, "slides": out[:MAX_LIST]}))
 
-    @srv.tool()
+    @srv.tool(READ)
     def read_slide(path: str, index: int) -> str:
         """Read one slide in full.
 
@@ -154,7 +156,7 @@ def build_server(world):
         i = slide_index(prs, index, path)
         return cap(_json(slide_info(prs.slides[i], i)))
 
-    @srv.tool()
+    @srv.tool(ADD)
     def add_slide(path: str, title: str, bullets: list[str] = [], layout: str = "title_and_content",  # noqa: B006
                   notes: str = "", position: int | None = None) -> str:
         """Add a slide (at the end, or at ``position``).
@@ -189,7 +191,7 @@ def build_server(world):
             save(prs, p)
             return f"Added slide {index} ({key}) {title!r} to {p.rel}; the deck has {n + 1} slides."
 
-    @srv.tool()
+    @srv.tool(SET)
     def update_slide(path: str, index: int, title: str | None = None, bullets: list[str] | None = None,
                      notes: str | None = None) -> str:
         """Change a slide's title, bullets and/or speaker notes; what is omitted stays as it is.
@@ -231,7 +233,7 @@ def build_server(world):
             save(prs, p)
             return _json({"updated": p.rel, **slide_info(slide, i)})
 
-    @srv.tool()
+    @srv.tool(ACT)
     def delete_slide(path: str, index: int) -> str:
         """Delete a slide; later slides move up by one.
 
@@ -248,7 +250,7 @@ def build_server(world):
             save(prs, p)
             return f"Deleted slide {i} ({title!r}) from {p.rel}; {len(prs.slides)} slides remain."
 
-    @srv.tool()
+    @srv.tool(ACT)
     def move_slide(path: str, index: int, new_index: int) -> str:
         """Move a slide to another position; the slides in between shift by one.
 
@@ -268,4 +270,7 @@ def build_server(world):
             titles = [slide_info(s, k)["title"] for k, s in enumerate(prs.slides)]
             return f"Moved slide {i} to {j} in {p.rel}. Order now: " + _json(titles)
 
-    return srv.build()
+    return srv
+
+
+build_server = server_builder(make_app)

@@ -17,6 +17,7 @@ from pptx.enum.shapes import PP_PLACEHOLDER
 from pptx.presentation import Presentation
 
 from longhorizon.apps.docs.state import FIXED_TIME, atomic_write, package_bytes
+from longhorizon.core.parse_cache import parse_once
 
 LAYOUTS = {
     "title": "Title Slide",
@@ -196,6 +197,11 @@ def _renumber(prs: Presentation) -> None:
 
 
 def read_deck(path: Path | str) -> list[dict[str, Any]]:
-    """Every slide of the deck at ``path`` as ``slide_info`` dicts, in order."""
+    """Every slide of the deck at ``path`` as ``slide_info`` dicts, in order (parsed once per
+    grade; each caller gets its own copy)."""
+    return parse_once("pptx", path, _read_deck)
+
+
+def _read_deck(path: Path | str) -> list[dict[str, Any]]:
     prs = load_presentation(path)
     return [slide_info(s, i) for i, s in enumerate(prs.slides)]

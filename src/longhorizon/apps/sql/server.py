@@ -19,7 +19,7 @@ from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import AppServer, cap
+from longhorizon.apps.common import READ, AppServer, cap, server_builder
 from longhorizon.apps.sql.state import notes, user_tables
 
 DEFAULT_LIMIT = 200
@@ -81,7 +81,7 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def build_server(world):
+def make_app(world):
     db_path = world.db_path("sql")
     srv = AppServer("sql", instructions=INSTRUCTIONS)
 
@@ -146,7 +146,7 @@ def build_server(world):
                 return t, kind
         raise ToolError(f"no table or view named {name!r}; tables: {', '.join(t for t, _ in tables)}")
 
-    @srv.tool()
+    @srv.tool(READ)
     def list_tables() -> str:
         """List the database's tables and views with their row counts and a short description.
 
@@ -159,7 +159,7 @@ def build_server(world):
                 out.append({"name": name, "kind": kind, "rows": n, "description": docs.get(name, "")})
         return cap(json.dumps(out, ensure_ascii=False))
 
-    @srv.tool()
+    @srv.tool(READ)
     def describe_table(name: str) -> str:
         """Describe one table or view: its columns (name, type, nullable, primary key, foreign key
         reference, notes), its row count and a few sample rows.
@@ -187,7 +187,7 @@ def build_server(world):
         return cap(json.dumps({"name": t, "kind": kind, "description": docs.get(t, ""), "rows": n,
                                "columns": cols, "sample": sample}, ensure_ascii=False))
 
-    @srv.tool()
+    @srv.tool(READ)
     def query(sql: str, limit: int = DEFAULT_LIMIT) -> str:
         """Run one read-only SQL query (SQLite dialect): a single SELECT or WITH ... SELECT.
 
@@ -226,7 +226,7 @@ def build_server(world):
                            "ORDER BY ... LIMIT to get what you need")
         return json.dumps(out, ensure_ascii=False)
 
-    @srv.tool()
+    @srv.tool(READ)
     def explain(sql: str) -> str:
         """Show SQLite's query plan for a SELECT without running it (EXPLAIN QUERY PLAN), to spot
         full scans before running a heavy query.
@@ -239,4 +239,7 @@ def build_server(world):
             plan = [{"id": r[0], "parent": r[1], "detail": r[3]} for r in cur.fetchall()]
         return cap(json.dumps(plan, ensure_ascii=False))
 
-    return srv.build()
+    return srv
+
+
+build_server = server_builder(make_app)

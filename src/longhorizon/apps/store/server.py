@@ -19,7 +19,7 @@ from typing import Any
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
-from longhorizon.apps.common import AppServer, cap, sqlite_connector
+from longhorizon.apps.common import ACT, ADD, READ, SET, AppServer, cap, server_builder, sqlite_connector
 from longhorizon.apps.store.state import (
     ORDER_STATUSES,
     PO_STATUSES,
@@ -162,7 +162,7 @@ def _product_summary(r: sqlite3.Row) -> dict:
             "status": r["status"]}
 
 
-def build_server(world):
+def make_app(world):
     db_path = world.db_path("store")
     srv = AppServer("store", instructions=INSTRUCTIONS)
 
@@ -222,7 +222,7 @@ def build_server(world):
 
     # -- store, catalogue, stock -----------------------------------------------------------------
 
-    @srv.tool()
+    @srv.tool(READ)
     def get_store_info() -> str:
         """The store's name, today's date, currency, shipping carriers, the largest refund this
         account may issue (null: no limit) and the status workflows.
@@ -239,7 +239,7 @@ def build_server(world):
             "purchase_order_statuses": list(PO_STATUSES),
         })
 
-    @srv.tool()
+    @srv.tool(READ)
     def search_products(query: str = "", category: str | None = None, supplier_id: str | None = None,
                         status: str | None = None, below_reorder_point: bool = False,
                         limit: int = 50, offset: int = 0) -> str:
@@ -278,7 +278,7 @@ def build_server(world):
         nxt = offset + len(page) if offset + len(page) < len(hits) else None
         return _dumps({"total": len(hits), "offset": offset, "products": page, "next_offset": nxt})
 
-    @srv.tool()
+    @srv.tool(READ)
     def get_product(sku: str) -> str:
         """Everything about one product, including its cost, reorder settings, case size
         (purchase quantities should be whole cases) and supplier.
@@ -293,7 +293,7 @@ def build_server(world):
                     "supplier": sup["name"] if sup else None})
         return _dumps(out)
 
-    @srv.tool()
+    @srv.tool(SET)
     def update_product(sku: str, price: float | str | None = None, reorder_point: int | None = None,
                        reorder_qty: int | None = None, status: str | None = None) -> str:
         """Change a product's catalogue settings; only the fields you pass change (stock is
@@ -331,7 +331,7 @@ def build_server(world):
         shown = {k.replace("_cents", ""): (money(v) if k.endswith("_cents") else v) for k, v in changes.items()}
         return f"Updated {r['sku']}: " + ", ".join(f"{k} = {v}" for k, v in shown.items()) + "."
 
-    @srv.tool()
+    @srv.tool(SET)
     def set_product_sourcing(sku: str, supplier_id: str | None = None, cost: float | str | None = None) -> str:
         """Change where a product is bought from and/or what we pay for it (after a quote round,
         or when a supplier changes its price). Only the fields you pass change. Purchase orders
@@ -365,7 +365,7 @@ def build_server(world):
             shown.append(f"cost = {money(changes['cost_cents'])}")
         return f"Updated {r['sku']}: " + ", ".join(shown) + "."
 
-    @srv.tool()
+    @srv.tool(ACT)
     def adjust_stock(sku: str, delta: int, reason: str) -> str:
         """Correct a product's stock on hand (a count, damage, write-off, a customer return put back
         on the shelf). Purchase-order receipts and shipments move stock by themselves.
@@ -384,7 +384,7 @@ def build_server(world):
             new = move_stock(conn, r["sku"], delta, why, "adjustment")
         return f"Adjusted {r['sku']} by {delta:+d} ({why}); stock is now {new}."
 
-    @srv.tool()
+    @srv.tool(READ)
     def stock_history(sku: str, limit: int = 50) -> str:
         """A product's recorded stock movements, newest first: receipts, shipments, adjustments.
 
@@ -398,7 +398,7 @@ def build_server(world):
 
     # -- customers ---------------------------------------------------------------------------------
 
-    @srv.tool()
+    @srv.tool(READ)
     def search_customers(query: str, limit: int = 25) -> str:
         """Find customers whose id, name, email or phone contains ``query`` (case-insensitive).
 
@@ -413,7 +413,7 @@ def build_server(world):
                 if any(q in (r[k] or "").lower() for k in ("id", "name", "email", "phone"))]
         return _dumps(hits[:limit])
 
-    @srv.tool()
+    @srv.tool(READ)
     def get_customer(customer_id: str) -> str:
         """One customer with their orders (newest first).
 
@@ -435,7 +435,7 @@ def build_server(world):
 
     # -- orders --------------------------------------------------------------------------------------
 
-    @srv.tool()
+    @srv.tool(READ)
     def search_orders(query: str = "", customer_id: str | None = None, status: str | None = None,
                       sku: str | None = None, since: str | None = None, until: str | None = None,
                       limit: int = 25, offset: int = 0) -> str:
@@ -483,7 +483,7 @@ def build_server(world):
             "paid": money(o["paid_cents"]), "refunded": money(o["refunded_cents"]),
         } for o in page], "next_offset": nxt})
 
-    @srv.tool()
+    @srv.tool(READ)
     def get_order(order_id: str) -> str:
         """One order in full: customer, lines (with line numbers and what was refunded per line),
         totals, payments, refunds, what can still be refunded, shipments and history.
@@ -495,7 +495,7 @@ def build_server(world):
         with closing(connect()) as conn:
             return _dumps(_show_order(get_order_or_fail(conn, order_id)))
 
-    @srv.tool()
+    @srv.tool(SET)
     def update_order_status(order_id: str, status: str, note: str = "") -> str:
         """Move an order along its workflow: pending -> paid (only when fully paid), shipped ->
         delivered (marks the open shipment delivered today), shipped or delivered -> returned.
@@ -532,7 +532,7 @@ def build_server(world):
             event(conn, o["id"], f"status {o['status']} -> {status}" + (f": {note.strip()}" if note.strip() else ""))
         return f"Order {o['id']} is now {status} (was {o['status']})."
 
-    @srv.tool()
+    @srv.tool(SET)
     def cancel_order(order_id: str, reason: str) -> str:
         """Cancel an order that has not shipped (pending or paid). Money is not returned
         automatically: refund a paid order with issue_refund.
@@ -554,7 +554,7 @@ def build_server(world):
         tail = f" {money(due)} was paid and not yet refunded: use issue_refund." if due > 0 else " Nothing was paid."
         return f"Cancelled order {o['id']} ({why}).{tail}"
 
-    @srv.tool()
+    @srv.tool(ADD)
     def add_order_note(order_id: str, note: str) -> str:
         """Add a remark to an order's history (e.g. "escalated to manager"). Returns a confirmation."""
         text = _reason(note, "note")
@@ -565,7 +565,7 @@ def build_server(world):
 
     # -- payments and refunds ----------------------------------------------------------------------
 
-    @srv.tool()
+    @srv.tool(READ)
     def search_payments(order_id: str | None = None, since: str | None = None, until: str | None = None,
                         limit: int = 50) -> str:
         """Payments received, newest first, optionally for one order or a date range (YYYY-MM-DD).
@@ -588,7 +588,7 @@ def build_server(world):
         return _dumps([{"id": r["id"], "order_id": r["order_id"], "amount": money(r["amount_cents"]),
                         "method": r["method"], "paid_at": r["paid_at"]} for r in rows])
 
-    @srv.tool()
+    @srv.tool(ADD)
     def record_payment(order_id: str, amount: float | str, paid_at: str | None = None, method: str = "bank transfer",
                        reference: str = "") -> str:
         """Record money received for an order outside the checkout (a bank transfer, a cheque).
@@ -631,7 +631,7 @@ def build_server(world):
         tail = "the order is now fully paid." if left == 0 else f"{money(left)} is still outstanding."
         return f"Recorded payment {pid} of {money(cents)} on order {o['id']} ({day}); {tail}"
 
-    @srv.tool()
+    @srv.tool(READ)
     def search_refunds(order_id: str | None = None, since: str | None = None, until: str | None = None,
                        limit: int = 50) -> str:
         """Refunds issued, newest first, optionally for one order or a date range (YYYY-MM-DD).
@@ -654,7 +654,7 @@ def build_server(world):
         return _dumps([{"id": r["id"], "order_id": r["order_id"], "amount": money(r["amount_cents"]),
                         "reason": r["reason"], "line_no": r["line_no"], "created_at": r["created_at"]} for r in rows])
 
-    @srv.tool()
+    @srv.tool(ADD)
     def issue_refund(order_id: str, amount: float | str, reason: str, line_no: int | None = None) -> str:
         """Refund money to the customer's original payment method.
 
@@ -702,7 +702,7 @@ def build_server(world):
 
     # -- shipments -----------------------------------------------------------------------------------
 
-    @srv.tool()
+    @srv.tool(READ)
     def search_shipments(order_id: str | None = None, tracking: str | None = None, status: str | None = None,
                          carrier: str | None = None, limit: int = 50) -> str:
         """Shipments, newest first, filtered by order, tracking number, status (label_created,
@@ -727,7 +727,7 @@ def build_server(world):
         return _dumps([{k: r[k] for k in ("id", "order_id", "carrier", "tracking", "status", "shipped_at",
                                            "delivered_at", "replaces")} for r in rows])
 
-    @srv.tool()
+    @srv.tool(READ)
     def get_shipment(shipment_id: str) -> str:
         """One shipment by id (e.g. "SHP-00012") or tracking number, with the carrier's latest status
         and the order it belongs to.
@@ -742,7 +742,7 @@ def build_server(world):
             raise ToolError(f"no shipment {shipment_id!r}; see the shipments listed in get_order or search_shipments")
         return _dumps(dict(r))
 
-    @srv.tool()
+    @srv.tool(ADD)
     def create_shipment(order_id: str, carrier: str, replaces: str | None = None, line_nos: list[int] = [],
                         note: str = "") -> str:
         """Ship an order: books the carrier, generates a tracking number, takes the units out of
@@ -803,7 +803,7 @@ def build_server(world):
 
     # -- suppliers and purchasing -----------------------------------------------------------------
 
-    @srv.tool()
+    @srv.tool(READ)
     def search_suppliers(query: str = "") -> str:
         """Suppliers whose id, name or email contains ``query`` (case-insensitive); "" for all.
 
@@ -815,7 +815,7 @@ def build_server(world):
                         "active": bool(r["active"])} for r in rows
                        if not q or any(q in (r[k] or "").lower() for k in ("id", "name", "email"))])
 
-    @srv.tool()
+    @srv.tool(READ)
     def get_supplier(supplier_id: str) -> str:
         """One supplier: contact, lead time, payment terms and how many products we buy from them.
 
@@ -829,7 +829,7 @@ def build_server(world):
         out["products"] = n
         return _dumps(out)
 
-    @srv.tool()
+    @srv.tool(READ)
     def search_purchase_orders(supplier_id: str | None = None, status: str | None = None, sku: str | None = None,
                                limit: int = 50, offset: int = 0) -> str:
         """Purchase orders, newest first, by supplier, status (draft, sent, received, cancelled) or SKU.
@@ -859,7 +859,7 @@ def build_server(world):
             "total": money(p["total_cents"]),
         } for p in page], "next_offset": nxt})
 
-    @srv.tool()
+    @srv.tool(READ)
     def get_purchase_order(po_id: str) -> str:
         """One purchase order with its lines (ordered and, once received, received quantities).
 
@@ -871,7 +871,7 @@ def build_server(world):
             sup = conn.execute("SELECT name FROM suppliers WHERE id = ?", (po["supplier_id"],)).fetchone()
         return _dumps(_show_po(po, sup["name"] if sup else ""))
 
-    @srv.tool()
+    @srv.tool(ADD)
     def create_purchase_order(supplier_id: str, note: str = "") -> str:
         """Open a new draft purchase order for a supplier; add lines with add_po_line, then
         send_purchase_order. Returns the new purchase order id."""
@@ -884,7 +884,7 @@ def build_server(world):
                          (pid, sup["id"], today(conn), note.strip()))
         return f"Created draft purchase order {pid} for {sup['name']} ({sup['id']})."
 
-    @srv.tool()
+    @srv.tool(ADD)
     def add_po_line(po_id: str, sku: str, qty: int, unit_cost: float | str | None = None) -> str:
         """Add a product to a draft purchase order.
 
@@ -916,7 +916,7 @@ def build_server(world):
             total = po["total_cents"] + qty * cost
         return f"Added line {n} to {po['id']}: {qty} x {p['sku']} at {money(cost)}; total now {money(total)}."
 
-    @srv.tool()
+    @srv.tool(SET)
     def update_po_line(po_id: str, line_no: int, qty: int | None = None, unit_cost: float | str | None = None) -> str:
         """Change the quantity or unit cost of a line on a draft purchase order. Returns a confirmation."""
         with closing(connect()) as conn, conn:
@@ -934,7 +934,7 @@ def build_server(world):
                          (new_qty, new_cost, po["id"], line_no))
         return f"Line {line_no} of {po['id']} is now {new_qty} x {line['sku']} at {money(new_cost)}."
 
-    @srv.tool()
+    @srv.tool(SET)
     def remove_po_line(po_id: str, line_no: int) -> str:
         """Remove a line from a draft purchase order. Returns a confirmation."""
         with closing(connect()) as conn, conn:
@@ -944,7 +944,7 @@ def build_server(world):
             conn.execute("DELETE FROM po_lines WHERE po_id = ? AND line_no = ?", (po["id"], line_no))
         return f"Removed line {line_no} from {po['id']}."
 
-    @srv.tool()
+    @srv.tool(SET)
     def send_purchase_order(po_id: str) -> str:
         """Send a draft purchase order (with at least one line) to its supplier; it can no longer
         be edited. Returns a confirmation."""
@@ -955,7 +955,7 @@ def build_server(world):
             conn.execute("UPDATE purchase_orders SET status = 'sent', sent_at = ? WHERE id = ?", (today(conn), po["id"]))
         return f"Sent purchase order {po['id']} ({len(po['lines'])} lines, total {money(po['total_cents'])})."
 
-    @srv.tool()
+    @srv.tool(SET)
     def cancel_purchase_order(po_id: str, reason: str) -> str:
         """Cancel a draft or sent purchase order that has not been received. Returns a confirmation."""
         why = _reason(reason)
@@ -967,7 +967,7 @@ def build_server(world):
                          ((po["note"] + "\n" if po["note"] else "") + f"cancelled: {why}", po["id"]))
         return f"Cancelled purchase order {po['id']} ({why})."
 
-    @srv.tool()
+    @srv.tool(ACT)
     def receive_purchase_order(po_id: str, lines: list[ReceivedLine], note: str = "") -> str:
         """Book a delivery against a sent purchase order: each line's received quantity is recorded
         and added to stock, and the purchase order is closed as received (suppliers do not
@@ -1012,7 +1012,7 @@ def build_server(world):
 
     # -- supplier invoices -------------------------------------------------------------------------
 
-    @srv.tool()
+    @srv.tool(READ)
     def search_supplier_invoices(supplier_id: str | None = None, invoice_number: str | None = None,
                                  po_id: str | None = None, limit: int = 50) -> str:
         """Supplier invoices already recorded, newest first. ``invoice_number`` matches ignoring case,
@@ -1036,7 +1036,7 @@ def build_server(world):
                         "recorded_at": r["recorded_at"]})
         return _dumps(out[:limit])
 
-    @srv.tool()
+    @srv.tool(READ)
     def get_supplier_invoice(invoice_id: str) -> str:
         """One recorded supplier invoice (by our id, e.g. "SI-00004") with its lines.
 
@@ -1048,7 +1048,7 @@ def build_server(world):
             raise ToolError(f"no supplier invoice {invoice_id!r}; find ids with search_supplier_invoices")
         return _dumps(_show_invoice(inv))
 
-    @srv.tool()
+    @srv.tool(ADD)
     def record_supplier_invoice(supplier_id: str, invoice_number: str, invoice_date: str, lines: list[InvoiceLine],
                                 po_id: str | None = None, total: float | str | None = None, note: str = "") -> str:
         """Record a supplier's invoice in accounts payable (this is what gets it paid).
@@ -1101,4 +1101,7 @@ def build_server(world):
                              [(iid, k, s, q, c) for k, (s, q, c) in enumerate(rows, start=1)])
         return f"Recorded supplier invoice {iid} ({sup['id']} {number}, total {money(sum_cents)})."
 
-    return srv.build()
+    return srv
+
+
+build_server = server_builder(make_app)

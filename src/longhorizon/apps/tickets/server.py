@@ -15,7 +15,9 @@ from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import AppServer, cap, read_meta, sqlite_connector, tick_clock
+from longhorizon.apps.common import (
+    ADD, READ, SET, AppServer, cap, read_meta, server_builder, sqlite_connector, tick_clock,
+)
 from longhorizon.apps.tickets.state import (
     DONE_STATUSES,
     LINK_KINDS,
@@ -85,7 +87,7 @@ def _estimate(value: int) -> int:
     return value
 
 
-def build_server(world):
+def make_app(world):
     db_path = world.db_path("tickets")
     srv = AppServer("tickets", instructions=INSTRUCTIONS)
 
@@ -174,7 +176,7 @@ def build_server(world):
 
     # -- directory ------------------------------------------------------------------------
 
-    @srv.tool()
+    @srv.tool(READ)
     def list_projects() -> str:
         """List projects with their kind (support queue or project board) and workflow.
 
@@ -190,7 +192,7 @@ def build_server(world):
                             "statuses": list(WORKFLOWS[p["kind"]]), "open_tickets": n})
         return _dumps(out)
 
-    @srv.tool()
+    @srv.tool(READ)
     def list_teams() -> str:
         """List teams with what they look after and their members.
 
@@ -202,7 +204,7 @@ def build_server(world):
                     "SELECT username FROM users WHERE team = ? ORDER BY username", (t["name"],))]
         return _dumps(teams)
 
-    @srv.tool()
+    @srv.tool(READ)
     def list_users(team: str | None = None, query: str | None = None) -> str:
         """List people in the tracker, optionally only one team's or those whose name, username or
         email contains ``query`` (case-insensitive).
@@ -217,7 +219,7 @@ def build_server(world):
                if (t is None or u["team"] == t) and q in f"{u['username']} {u['name']} {u['email']}".lower()]
         return _dumps(out)
 
-    @srv.tool()
+    @srv.tool(READ)
     def list_sprints(project: str | None = None, state: str | None = None) -> str:
         """List sprints (closed, active, planned) with how many tickets and story points they hold.
 
@@ -245,7 +247,7 @@ def build_server(world):
 
     # -- reading tickets ------------------------------------------------------------------
 
-    @srv.tool()
+    @srv.tool(READ)
     def search_tickets(query: str = "", project: str | None = None, status: str | None = None,
                        open_only: bool = False, assignee: str | None = None, team: str | None = None,
                        label: str | None = None, priority: str | None = None, type: str | None = None,  # noqa: A002
@@ -350,7 +352,7 @@ def build_server(world):
         nxt = offset + len(page) if offset + len(page) < len(hits) else None
         return _dumps({"total": len(hits), "offset": offset, "tickets": page, "next_offset": nxt})
 
-    @srv.tool()
+    @srv.tool(READ)
     def get_ticket(key: str) -> str:
         """One ticket in full: description, comments (oldest first) and links to other tickets.
 
@@ -381,7 +383,7 @@ def build_server(world):
                    allowed_transitions=list(WORKFLOWS[kind][t["status"]]), comments=comments, links=links)
         return _dumps(out)
 
-    @srv.tool()
+    @srv.tool(READ)
     def get_history(key: str, field: str | None = None) -> str:
         """A ticket's change history (its "activity" tab): every recorded change of status,
         resolution, priority, assignee, team, sprint, labels and other fields, oldest first, with
@@ -406,7 +408,7 @@ def build_server(world):
 
     # -- changing tickets -----------------------------------------------------------------
 
-    @srv.tool()
+    @srv.tool(ADD)
     def create_ticket(project: str, title: str, type: str = "task", description: str = "",  # noqa: A002
                       priority: str = "P3", assignee: str | None = None, team: str | None = None,
                       labels: list[str] = [], estimate: int | None = None, sprint: str | int | None = None,  # noqa: B006
@@ -462,7 +464,7 @@ def build_server(world):
             log(conn, key, "created", None, t_title, now)
         return f"Created {key} {t_title!r} ({kind}, {pr}{', assigned to ' + who if who else ''})."
 
-    @srv.tool()
+    @srv.tool(SET)
     def update_ticket(key: str, status: str | None = None, resolution: str | None = None,
                       priority: str | None = None, title: str | None = None, description: str | None = None,
                       type: str | None = None, labels: list[str] | None = None,  # noqa: A002
@@ -574,7 +576,7 @@ def build_server(world):
                          for f in changed) or "nothing (values were already the same)"
         return f"Updated {t['key']}: {what}."
 
-    @srv.tool()
+    @srv.tool(SET)
     def assign_ticket(key: str, assignee: str | None = None, team: str | None = None) -> str:
         """Assign a ticket to a person and/or a team. Pass assignee "" to unassign the person, team
         "" to clear the team. Assigning a person without naming a team also sets their team.
@@ -614,7 +616,7 @@ def build_server(world):
         what = "; ".join(f"{f}: {t[f]!r} -> {new[f]!r}" for f in changed) or "nothing (values were already the same)"
         return f"Updated {t['key']}: {what}."
 
-    @srv.tool()
+    @srv.tool(ADD)
     def add_comment(key: str, body: str, internal: bool = False) -> str:
         """Comment on a ticket. Comments are public (the customer or reporter sees them) unless
         internal=true, which keeps them to the team.
@@ -634,7 +636,7 @@ def build_server(world):
             conn.execute("UPDATE tickets SET updated = ? WHERE key = ?", (now, t["key"]))
         return f"Added {'internal' if internal else 'public'} comment {cur.lastrowid} to {t['key']}."
 
-    @srv.tool()
+    @srv.tool(ADD)
     def link_tickets(key: str, other: str, kind: str) -> str:
         """Link two tickets: "KEY KIND OTHER", e.g. key="SUP-20", kind="duplicates", other="SUP-7"
         (SUP-20 is a duplicate of SUP-7), or key="PRJ-3", kind="blocks", other="PRJ-9" (PRJ-3 must be
@@ -664,7 +666,7 @@ def build_server(world):
             log(conn, src, "link", None, f"{stored} {dst}", now)
         return f"Linked: {a['key']} {k} {b['key']}."
 
-    @srv.tool()
+    @srv.tool(SET)
     def unlink_tickets(key: str, other: str) -> str:
         """Remove every link between two tickets. Returns how many were removed."""
         with closing(connect()) as conn, conn:
@@ -675,4 +677,7 @@ def build_server(world):
                 log(conn, a["key"], "unlink", b["key"], None, tick(conn))
         return f"Removed {n} link(s) between {a['key']} and {b['key']}."
 
-    return srv.build()
+    return srv
+
+
+build_server = server_builder(make_app)

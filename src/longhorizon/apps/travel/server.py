@@ -16,7 +16,7 @@ from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import AppServer, cap, sqlite_connector
+from longhorizon.apps.common import ADD, READ, SET, AppServer, cap, server_builder, sqlite_connector
 from longhorizon.apps.travel.state import (
     CABINS,
     booking_dicts,
@@ -65,7 +65,7 @@ def _cabin(value: str | None) -> str | None:
     return c
 
 
-def build_server(world):
+def make_app(world):
     db_path = world.db_path("travel")
     srv = AppServer("travel", instructions=INSTRUCTIONS)
 
@@ -124,7 +124,7 @@ def build_server(world):
             "stops": f["stops"], "fares": fares,
         }
 
-    @srv.tool()
+    @srv.tool(READ)
     def get_policy() -> str:
         """The company travel policy (cabin rules, booking rules, preferred airlines, hotel caps),
         as JSON. The booking tool does not enforce it."""
@@ -132,7 +132,7 @@ def build_server(world):
             text = conn.execute("SELECT value FROM meta WHERE key = 'policy'").fetchone()[0]
             return cap(f'{{"today": "{today(conn)}", "policy": {text}}}')
 
-    @srv.tool()
+    @srv.tool(READ)
     def list_travelers(query: str | None = None) -> str:
         """Find people in the travel directory by name, email or department (case-insensitive
         substring); no query lists everyone.
@@ -149,7 +149,7 @@ def build_server(world):
             for r in rows if not q or q in r["name"].lower() or q in r["email"] or q in r["department"].lower()
         ])
 
-    @srv.tool()
+    @srv.tool(READ)
     def search_flights(origin: str, destination: str, date: str, cabin: str | None = None) -> str:
         """Flights from origin to destination departing on one day, earliest first.
 
@@ -175,7 +175,7 @@ def build_server(world):
         flights = [f for f in flights if f["fares"]]
         return _dumps({"date": day, "origin": src, "destination": dst, "flights": flights})
 
-    @srv.tool()
+    @srv.tool(READ)
     def search_hotels(city: str, check_in: str, check_out: str, max_rate: float | None = None) -> str:
         """Hotels in a city with their nightly rate and how many rooms are free for the whole stay,
         cheapest first.
@@ -211,7 +211,7 @@ def build_server(world):
                             "rooms_left": rooms_left(conn, r["hotel_id"], ci, co)})
         return _dumps({"city": rows[0]["city"], "check_in": ci, "check_out": co, "nights": n, "hotels": out})
 
-    @srv.tool()
+    @srv.tool(ADD)
     def book_flight(flight_id: str, traveler: str, cabin: str) -> str:
         """Book one seat on a flight for a traveller.
 
@@ -255,7 +255,7 @@ def build_server(world):
         return (f"Booked {booking_id(seq)}: {who['name']} on {f['airline']} {f['flight_no']} ({f['flight_id']}) "
                 f"{f['origin']}->{f['destination']} departing {f['depart']}, {c}, fare {fare['price']:.2f}.")
 
-    @srv.tool()
+    @srv.tool(ADD)
     def book_hotel(hotel_id: str, traveler: str, check_in: str, check_out: str) -> str:
         """Book one hotel room for a traveller.
 
@@ -296,7 +296,7 @@ def build_server(world):
         return (f"Booked {booking_id(seq)}: {who['name']} at {h['name']} ({h['hotel_id']}, {h['district']}) "
                 f"{ci} to {co}, {n} night(s) at {h['nightly_rate']:.2f}, total {price:.2f}.")
 
-    @srv.tool()
+    @srv.tool(READ)
     def list_bookings(traveler: str | None = None) -> str:
         """Bookings (active and cancelled), oldest first; optionally one traveller's.
 
@@ -311,7 +311,7 @@ def build_server(world):
             who = find_traveler(conn, traveler)["email"] if traveler else None
             return _dumps(booking_dicts(conn, who))
 
-    @srv.tool()
+    @srv.tool(SET)
     def cancel_booking(booking_id: str) -> str:
         """Cancel an active booking (its seat or room is released). Cannot be undone.
 
@@ -333,4 +333,7 @@ def build_server(world):
                 else f"{b['hotel']} {b['check_in']} to {b['check_out']}")
         return f"Cancelled {b['booking_id']} ({b['traveler_name']}: {what})."
 
-    return srv.build()
+    return srv
+
+
+build_server = server_builder(make_app)

@@ -4,7 +4,7 @@ the back-office context the agent's tools use, and tolerant reading of the agent
 A domain (``mobile``, ``identity``, ``onboarding``) is one module that defines:
 
 - ``SCHEMA``: its tables; ``INSTRUCTIONS``: what the app is, for MCP clients;
-- ``register_agent_tools(srv, desk)``: the agent's back-office tools (``@srv.tool()`` closures);
+- ``register_agent_tools(srv, desk)``: the agent's back-office tools (``@srv.tool(EFFECT)`` closures, EFFECT from apps.common);
 - ``USER_TOOLS``: the person's own tools (``UserTool``), never exposed to the agent;
 - ``INTENTS``: how the rule-based person recognises requests in the agent's messages;
 - ``opening(session)``: what the person says first; ``brief(session)``: their situation,

@@ -16,6 +16,7 @@ from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
+from longhorizon.apps.common import ACT, ADD, READ, SET
 from longhorizon.apps.user.base import Desk, Hit, Intent, Session, UserTool, dumps, normalize, params
 
 SCHEMA = """
@@ -152,14 +153,14 @@ def register_agent_tools(srv, desk: Desk) -> None:
         seed = _kv(conn, "config")["seed"]
         return f"{int(hashlib.sha256(f'{seed}:code:{n}'.encode()).hexdigest(), 16) % 1_000_000:06d}"
 
-    @srv.tool()
+    @srv.tool(READ)
     def get_helpdesk_policy() -> str:
         """The helpdesk's policy for account recovery: identity checks, what to reset, password
         rules and resolution codes. Read it before acting."""
         with desk.read() as conn:
             return policy_text(_kv(conn, "config"))
 
-    @srv.tool()
+    @srv.tool(READ)
     def get_ticket(ticket_id: str) -> str:
         """A helpdesk ticket. Returns JSON: {"ticket_id", "requester", "subject", "body", "status",
         "resolution_code", "note"}."""
@@ -170,7 +171,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
         return dumps({"ticket_id": t["id"], "requester": t["requester"], "subject": t["subject"], "body": t["body"],
                       "status": t["status"], "resolution_code": t["resolution_code"] or None, "note": t["note"] or None})
 
-    @srv.tool()
+    @srv.tool(READ)
     def find_accounts(query: str) -> str:
         """Search the directory by (part of) a name, a username or an employee ID.
 
@@ -184,7 +185,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
         return dumps([{"account_id": r["id"], "name": r["name"], "username": r["username"],
                        "department": r["department"], "title": r["title"]} for r in hits])
 
-    @srv.tool()
+    @srv.tool(READ)
     def get_account(account_id: str) -> str:
         """One account's full record.
 
@@ -199,7 +200,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
                       "mfa": a["mfa"], "mfa_device": a["mfa_device"] or None,
                       "password_changed_since_ticket": bool(a["password_changed"])})
 
-    @srv.tool()
+    @srv.tool(READ)
     def list_sessions(account_id: str) -> str:
         """An account's sign-in sessions, active and ended.
 
@@ -211,7 +212,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
         return dumps([{"session_id": r["id"], "device": r["device"], "app": r["app"], "location": r["location"],
                        "last_seen": r["last_seen"], "active": bool(r["active"])} for r in rows])
 
-    @srv.tool()
+    @srv.tool(SET)
     def revoke_session(session_id: str) -> str:
         """End one sign-in session (the device must sign in again). Returns a confirmation."""
         with desk.write() as conn:
@@ -224,7 +225,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
             return desk.log(conn, "revoke_session", {"session_id": r["id"], "account_id": r["account_id"]},
                             f"Revoked session {r['id']} ({r['device']}, {r['app']}).")
 
-    @srv.tool()
+    @srv.tool(ADD)
     def send_verification_code(account_id: str, channel: str, destination: str = "") -> str:
         """Send a one-time verification code for an account.
 
@@ -259,7 +260,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
             return desk.log(conn, "send_verification_code", {"account_id": a["id"], "channel": ch, "destination": dest},
                             f"Sent a verification code for {a['username']} by {ch} to {dest}.")
 
-    @srv.tool()
+    @srv.tool(ACT)
     def verify_code(account_id: str, code: str) -> str:
         """Check a code the caller read back against the latest one sent for the account.
 
@@ -278,7 +279,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
                                                   "destination": row["destination"]},
                             f"Code verified: the caller controls {row['destination']} ({row['channel']}).")
 
-    @srv.tool()
+    @srv.tool(SET)
     def reset_mfa(account_id: str) -> str:
         """Remove the account's authenticator; the person sets up a new one at their next sign-in.
         Returns a confirmation."""
@@ -291,7 +292,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
                             f"Removed the authenticator ({a['mfa_device']}) from {a['username']}; a new one is set up "
                             "at the next sign-in.")
 
-    @srv.tool()
+    @srv.tool(SET)
     def unlock_account(account_id: str) -> str:
         """Unlock a locked account. Returns a confirmation."""
         with desk.write() as conn:
@@ -301,7 +302,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
             conn.execute("UPDATE accounts SET status = 'active' WHERE id = ?", (a["id"],))
             return desk.log(conn, "unlock_account", {"account_id": a["id"]}, f"Unlocked {a['username']}.")
 
-    @srv.tool()
+    @srv.tool(ADD)
     def send_password_reset_link(account_id: str) -> str:
         """Email a password reset link to the account's recovery email on file; the person opens
         it and chooses a new password themselves. Returns a confirmation."""
@@ -318,7 +319,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
             return desk.log(conn, "send_password_reset_link", {"account_id": a["id"]},
                             f"Sent a password reset link for {a['username']} to {a['recovery_email']}.")
 
-    @srv.tool()
+    @srv.tool(SET)
     def resolve_ticket(ticket_id: str, resolution_code: str, note: str) -> str:
         """Resolve a ticket.
 

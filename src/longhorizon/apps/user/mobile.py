@@ -18,6 +18,7 @@ from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
+from longhorizon.apps.common import ADD, READ, SET
 from longhorizon.apps.user.base import Desk, Hit, Intent, Session, UserTool, dumps, normalize, params
 
 SCHEMA = """
@@ -182,14 +183,14 @@ def register_agent_tools(srv, desk: Desk) -> None:
             "data_remaining_gb": max(remaining_gb(line), 0.0), "last_network": line["last_network"],
         }
 
-    @srv.tool()
+    @srv.tool(READ)
     def get_support_policy() -> str:
         """The carrier's troubleshooting policy: what you may do, in which order, and the
         root-cause codes for record_resolution. Read it before acting."""
         with desk.read() as conn:
             return policy_text(_kv(conn, "config"))
 
-    @srv.tool()
+    @srv.tool(READ)
     def find_customer(query: str) -> str:
         """Find customers by (part of) their name or by a phone number of one of their lines.
 
@@ -212,7 +213,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
                 out.append({"customer_id": c["id"], "name": c["name"], "lines": numbers})
         return dumps(out)
 
-    @srv.tool()
+    @srv.tool(READ)
     def get_customer(customer_id: str) -> str:
         """A customer's record and a summary of their lines.
 
@@ -227,7 +228,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
         return dumps({"customer_id": c["id"], "name": c["name"], "email": c["email"], "address": c["address"],
                       "customer_since": c["since"], "lines": [dict(r) for r in lines]})
 
-    @srv.tool()
+    @srv.tool(READ)
     def get_line(number: str) -> str:
         """A line's details: status (active/suspended, and why), whether roaming is enabled, data
         used/allowance/refuels this cycle, and the network the phone last registered on.
@@ -241,7 +242,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
         with desk.read() as conn:
             return dumps(line_view(conn, line_or_error(conn, number)))
 
-    @srv.tool()
+    @srv.tool(READ)
     def list_bills(customer_id: str) -> str:
         """Every bill of every line of a customer, newest first.
 
@@ -256,7 +257,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
         return dumps([{"bill_id": r["id"], "number": r["number"], "period": r["period"], "amount": r["amount"],
                        "due": r["due"], "status": r["status"]} for r in rows])
 
-    @srv.tool()
+    @srv.tool(ADD)
     def send_payment_request(bill_id: str) -> str:
         """Send a payment request for one bill to the phone of the bill's line. The bill is paid
         only when the customer approves the request on that phone.
@@ -277,7 +278,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
                    f"to the phone on line {b['number']}; it is paid once the customer approves it there.")
             return desk.log(conn, "send_payment_request", {"bill_id": b["id"]}, msg)
 
-    @srv.tool()
+    @srv.tool(SET)
     def resume_line(number: str) -> str:
         """Resume a suspended line. Refused while the line has overdue unpaid bills. The phone
         must then re-register (the customer restarts it) before service returns.
@@ -297,7 +298,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
             return desk.log(conn, "resume_line", {"number": line["number"]},
                             f"Line {line['number']} is active again. The phone must restart to re-register on the network.")
 
-    @srv.tool()
+    @srv.tool(SET)
     def set_line_roaming(number: str, enabled: bool) -> str:
         """Enable or disable roaming on a line (its use abroad). After enabling, the phone must
         re-register (the customer restarts it).
@@ -315,7 +316,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
             return desk.log(conn, "set_line_roaming", {"number": line["number"], "enabled": bool(enabled)},
                             f"Roaming {what} on line {line['number']}.{extra}")
 
-    @srv.tool()
+    @srv.tool(ADD)
     def add_data_refuel(number: str, gb: float) -> str:
         """Add a data refuel to a line (extra data for this cycle). It is charged to the customer:
         a payment request goes to their phone and the data is added once they approve it.
@@ -341,7 +342,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
                             f"Refuel charge {cur.lastrowid}: {int(gb)} GB for {amount:.2f} {cfg['currency']} sent to the "
                             f"phone on line {line['number']}; the data is added once the customer approves it.")
 
-    @srv.tool()
+    @srv.tool(READ)
     def list_charges(number: str) -> str:
         """Payment requests and refuel charges sent for a line, with their status (pending,
         approved, declined).
@@ -353,7 +354,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
         return dumps([{"charge_id": r["id"], "kind": r["kind"], "bill_id": r["bill_id"], "gb": r["gb"],
                        "amount": r["amount"], "status": r["status"]} for r in rows])
 
-    @srv.tool()
+    @srv.tool(ADD)
     def record_resolution(number: str, causes: list[str], note: str) -> str:
         """Record how the case was resolved on a line: the root causes found and a short note.
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
+from longhorizon.apps.common import ADD, READ, SET
 from longhorizon.apps.user.base import Desk, Hit, Intent, Session, UserTool, dumps, params
 from longhorizon.apps.user.identity import compose, fingerprint, known_rules, password_problems
 
@@ -157,14 +158,14 @@ def register_agent_tools(srv, desk: Desk) -> None:
                            "status": e["status"]} for e in eq],
         }
 
-    @srv.tool()
+    @srv.tool(READ)
     def get_onboarding_policy() -> str:
         """The onboarding checklist: order of steps, account groups, password rules, equipment
         rules, first-week meetings and the welcome email. Read it before acting."""
         with desk.read() as conn:
             return policy_text(_kv(conn, "config"))
 
-    @srv.tool()
+    @srv.tool(READ)
     def list_new_hires() -> str:
         """New hires who have not started yet.
 
@@ -174,7 +175,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
         return dumps([{"hire_id": r["id"], "name": r["name"], "role": r["role"], "team": r["team"],
                        "start_date": r["start_date"]} for r in rows])
 
-    @srv.tool()
+    @srv.tool(READ)
     def get_new_hire(hire_id: str) -> str:
         """A new hire's HR record.
 
@@ -185,7 +186,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
         return dumps({"hire_id": h["id"], **{k: h[k] for k in ("name", "personal_email", "role", "team", "manager",
                                                                 "manager_email", "start_date", "work_mode", "office")}})
 
-    @srv.tool()
+    @srv.tool(READ)
     def get_onboarding_status(hire_id: str) -> str:
         """Where a new hire's onboarding stands.
 
@@ -195,7 +196,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
         with desk.read() as conn:
             return dumps(status_of(conn, hire(conn, hire_id)))
 
-    @srv.tool()
+    @srv.tool(ADD)
     def send_contract(hire_id: str) -> str:
         """Email the employment contract to the new hire's personal address for e-signature.
         Returns a confirmation."""
@@ -212,7 +213,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
             return desk.log(conn, "send_contract", {"hire_id": h["id"]},
                             f"Sent the employment contract to {h['personal_email']} for e-signature.")
 
-    @srv.tool()
+    @srv.tool(ADD)
     def create_account(hire_id: str, groups: list[str]) -> str:
         """Create the new hire's work account and email them an activation link. The username is
         first.last (with a number if that is taken).
@@ -244,7 +245,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
                             f"Created account {username} ({email}) in groups {', '.join(clean)}; an activation link "
                             f"went to {h['personal_email']}.")
 
-    @srv.tool()
+    @srv.tool(SET)
     def set_account_groups(username: str, groups: list[str]) -> str:
         """Replace an account's access groups. Returns a confirmation."""
         with desk.write() as conn:
@@ -256,14 +257,14 @@ def register_agent_tools(srv, desk: Desk) -> None:
             return desk.log(conn, "set_account_groups", {"username": a["username"], "groups": clean},
                             f"{a['username']} is now in {', '.join(clean)}.")
 
-    @srv.tool()
+    @srv.tool(READ)
     def list_catalog() -> str:
         """The equipment catalog. Returns JSON: [{"sku", "name", "kind", "notes"}]."""
         with desk.read() as conn:
             rows = conn.execute("SELECT * FROM catalog ORDER BY kind, sku").fetchall()
         return dumps([dict(r) for r in rows])
 
-    @srv.tool()
+    @srv.tool(ADD)
     def request_equipment(hire_id: str, sku: str, ship_to: str) -> str:
         """Order one catalog item for a new hire.
 
@@ -285,7 +286,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
             return desk.log(conn, "request_equipment", {"hire_id": h["id"], "sku": item["sku"], "ship_to": ship_to.strip()},
                             f"Request {cur.lastrowid}: {item['name']} for {h['name']}, shipping to {ship_to.strip()}.")
 
-    @srv.tool()
+    @srv.tool(SET)
     def cancel_equipment_request(request_id: int) -> str:
         """Cancel an equipment request. Returns a confirmation."""
         with desk.write() as conn:

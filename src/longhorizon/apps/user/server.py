@@ -15,7 +15,7 @@ from contextlib import closing
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import AppServer
+from longhorizon.apps.common import ACT, AppServer, server_builder
 from longhorizon.apps.user import state
 from longhorizon.apps.user.base import Desk
 from longhorizon.apps.user.simulator import UserLLM, converse, resolve_llm
@@ -37,7 +37,7 @@ def _domain_of(db_path) -> tuple[str | None, dict]:
     return meta.get("domain"), meta
 
 
-def build_server(world, *, llm: UserLLM | None = None):
+def make_app(world, *, llm: UserLLM | None = None):
     """The `user` app over ``world``. ``llm`` plays the person instead of the rules (else the
     environment's ``LONGHORIZON_USER_LLM_*`` settings, else the World's ``meta.llm``)."""
     db_path = world.db_path("user")
@@ -48,7 +48,7 @@ def build_server(world, *, llm: UserLLM | None = None):
                     template_key=f"user/{domain_name or 'none'}")  # each domain has its own tools
     desk = Desk(db_path)
 
-    @srv.tool()
+    @srv.tool(ACT)
     async def send_message(text: str) -> str:
         """Send a chat message to the person you are helping and get their reply.
 
@@ -70,4 +70,7 @@ def build_server(world, *, llm: UserLLM | None = None):
 
     if domain is not None:
         domain.register_agent_tools(srv, desk)
-    return srv.build()
+    return srv
+
+
+build_server = server_builder(make_app)

@@ -15,7 +15,9 @@ from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import AppServer, cap, read_meta, sqlite_connector, tick_clock
+from longhorizon.apps.common import (
+    ADD, READ, SET, AppServer, cap, read_meta, server_builder, sqlite_connector, tick_clock,
+)
 from longhorizon.apps.wiki.state import SLUG, TAG, advance, link_targets, page_dict
 
 MAX_LIMIT = 100
@@ -43,7 +45,7 @@ def _snippet(text: str, words: list[str], width: int = 160) -> str:
     return ("..." if start else "") + piece + ("..." if start + width < len(flat) else "")
 
 
-def build_server(world):
+def make_app(world):
     db_path = world.db_path("wiki")
     srv = AppServer("wiki", instructions=INSTRUCTIONS)
 
@@ -120,7 +122,7 @@ def build_server(world):
             "SELECT p.slug, p.title FROM links l JOIN pages p ON p.id = l.page_id WHERE l.target = ? ORDER BY p.slug",
             (slug,)).fetchall()
 
-    @srv.tool()
+    @srv.tool(READ)
     def search_pages(query: str, tag: str | None = None, limit: int = 20) -> str:
         """Search page titles and bodies. Every word of ``query`` must appear (case-insensitive);
         pages with the words in the title come first.
@@ -155,7 +157,7 @@ def build_server(world):
                 "snippet": _snippet(p["body"], words)} for _, p in hits[:limit]]
         return _dumps({"total": len(hits), "pages": out})
 
-    @srv.tool()
+    @srv.tool(READ)
     def get_page(slug: str, revision: int | None = None, offset: int = 0) -> str:
         """Read a page: title, Markdown body, tags, last editor and time, and the pages it links to.
 
@@ -186,7 +188,7 @@ def build_server(world):
                        "tags": p["tags"], "author": p["author"], "updated": p["updated"],
                        "revision": p["revision"], "links": links, "offset": offset, "next_offset": nxt})
 
-    @srv.tool()
+    @srv.tool(READ)
     def list_pages(tag: str | None = None) -> str:
         """List every page (or those with ``tag``), in slug order.
 
@@ -199,7 +201,7 @@ def build_server(world):
         keys = ("slug", "title", "tags", "updated")
         return _dumps({"total": len(ps), "pages": [{k: p[k] for k in keys} for p in ps]})
 
-    @srv.tool()
+    @srv.tool(ADD)
     def create_page(slug: str, title: str, body: str, tags: list[str] = []) -> str:  # noqa: B006 - schema default
         """Create a new page.
 
@@ -231,7 +233,7 @@ def build_server(world):
         note = f" Warning: links to missing pages: {', '.join(broken)}." if broken else ""
         return f"Created page {s!r} (revision 1).{note}"
 
-    @srv.tool()
+    @srv.tool(SET)
     def update_page(slug: str, body: str, summary: str) -> str:
         """Replace a page's body with new Markdown, keeping the old text as a revision.
 
@@ -256,7 +258,7 @@ def build_server(world):
         note = f" Warning: links to missing pages: {', '.join(broken)}." if broken else ""
         return f"Updated page {row['slug']!r} (revision {rev}).{note}"
 
-    @srv.tool()
+    @srv.tool(SET)
     def rename_page(slug: str, new_slug: str, new_title: str | None = None) -> str:
         """Move a page to a new slug (and optionally give it a new title). Links in other pages
         are NOT rewritten: pages that linked to the old slug are listed so you can fix them.
@@ -283,7 +285,7 @@ def build_server(world):
             text += f" These pages still link to [[{old}]] and need updating: {', '.join(stale)}."
         return text
 
-    @srv.tool()
+    @srv.tool(ADD)
     def add_tag(slug: str, tag: str) -> str:
         """Add a tag to a page (tags are lower-case, e.g. "runbook"). Returns the page's tags."""
         t = check_tag(tag)
@@ -293,7 +295,7 @@ def build_server(world):
             tags = [r[0] for r in conn.execute("SELECT tag FROM tags WHERE page_id = ? ORDER BY tag", (row["id"],))]
         return f"Page {row['slug']!r} tags: {', '.join(tags)}."
 
-    @srv.tool()
+    @srv.tool(SET)
     def remove_tag(slug: str, tag: str) -> str:
         """Remove a tag from a page. Returns the page's remaining tags."""
         t = check_tag(tag)
@@ -304,7 +306,7 @@ def build_server(world):
             tags = [r[0] for r in conn.execute("SELECT tag FROM tags WHERE page_id = ? ORDER BY tag", (row["id"],))]
         return f"Page {row['slug']!r} tags: {', '.join(tags) or '(none)'}."
 
-    @srv.tool()
+    @srv.tool(READ)
     def list_revisions(slug: str) -> str:
         """A page's edit history, newest first.
 
@@ -316,7 +318,7 @@ def build_server(world):
                                 (row["id"],)).fetchall()
         return _dumps([{k: r[k] for k in ("revision", "date", "author", "summary", "slug", "title")} for r in revs])
 
-    @srv.tool()
+    @srv.tool(READ)
     def backlinks(slug: str) -> str:
         """Pages that link to ``slug`` with [[slug]]. Works for slugs that no longer exist too,
         which is how to find broken links (e.g. after a rename).
@@ -333,4 +335,7 @@ def build_server(world):
             refs = [{"slug": r["slug"], "title": r["title"]} for r in referrers(conn, wanted)]
         return _dumps({"slug": wanted, "exists": exists, "renamed_to": moved, "pages": refs})
 
-    return srv.build()
+    return srv
+
+
+build_server = server_builder(make_app)

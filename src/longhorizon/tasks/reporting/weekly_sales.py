@@ -15,7 +15,7 @@ from pathlib import Path
 from openpyxl import Workbook
 
 from longhorizon.apps.mail import state as mail
-from longhorizon.apps.sheets.state import find_sheet, load_workbook, sheet_values, workbook_bytes
+from longhorizon.apps.sheets.state import find_sheet, read_workbook, sheet_values, workbook_bytes
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import (
@@ -188,7 +188,7 @@ class WeeklySalesReport(TaskFamily):
             return solve()
 
         def figures_ok(path: Path) -> tuple[bool, str]:
-            wb = load_workbook(path)
+            wb = read_workbook(path)
             ws = find_sheet(wb, "Summary") or wb.worksheets[0]
             table = sheet_values(wb, ws.title)
             by_region = {norm_text(r[0]): r for r in table[1:] if r and r[0] is not None}
@@ -203,7 +203,7 @@ class WeeklySalesReport(TaskFamily):
             return w.file(report)
 
         def layout(w, t):
-            wb = load_workbook(report_path(w))
+            wb = read_workbook(report_path(w))
             ws = find_sheet(wb, "Summary")
             if ws is None:
                 return False, "no Summary sheet"
@@ -214,7 +214,7 @@ class WeeklySalesReport(TaskFamily):
             return figures_ok(report_path(w))
 
         def total_line(w, t):
-            wb = load_workbook(report_path(w))
+            wb = read_workbook(report_path(w))
             ws = find_sheet(wb, "Summary") or wb.worksheets[0]
             rows_ = [r for r in sheet_values(wb, ws.title)[1:] if r and norm_text(r[0]) == "total"]
             ok = bool(rows_) and to_number(rows_[0][1]) == sum(c for c, _ in fig.values()) \

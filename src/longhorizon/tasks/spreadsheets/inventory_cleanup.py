@@ -20,7 +20,7 @@ from pathlib import Path
 import openpyxl
 from openpyxl import Workbook
 
-from longhorizon.apps.sheets.state import load_workbook
+from longhorizon.apps.sheets.state import read_workbook
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import (
@@ -514,7 +514,7 @@ def _criteria(d: dict, files: Files, text_files: dict[str, str], original: bytes
         p = world.file(stock)
         if not p.is_file():
             return False, f"{stock} is gone"
-        wb = load_workbook(p)
+        wb = read_workbook(p)
         changed = [t for t, cells in orig_cells.items() if _cells(wb, t) != cells]
         return not changed, f"site sheets changed or gone: {changed}"
 

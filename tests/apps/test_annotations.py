@@ -1,0 +1,135 @@
+"""Every tool of every app carries MCP annotations that hold: read-only tools leave the World as it was.
+
+Tools are listed and called over real MCP sessions (``mcp.Client`` on each app's MCPServer). A
+read-only tool is called with the arguments the oracles of the suite's families gave it (seed 0),
+on a fresh fork of the task's World and on the World its oracle left, and neither World's hash
+may move; one that no oracle calls is
+called without arguments when it needs none, and otherwise reported as not exercised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import defaultdict
+
+import mcp
+import pytest
+
+from longhorizon import __version__
+from longhorizon.apps import APPS, build_server
+from longhorizon.core.registry import families
+from longhorizon.core.world import WorldCache
+from longhorizon.env.episode import SEP, play
+from longhorizon.policies.scripted import OraclePolicy
+
+HINTS = ("read_only_hint", "destructive_hint", "idempotent_hint", "open_world_hint")
+
+
+def _world_for_every_app(cache: WorldCache):
+    """app -> (task, World forked for it): the first family (seed 0) that uses the app."""
+    out = {}
+    for fam in families():
+        task = fam.generate(0)
+        for app in task.apps:
+            if app not in out:
+                out[app] = (task, cache.fork(task)[0])
+    return out
+
+
+async def _listed(world, app):
+    async with mcp.Client(build_server(app, world), mode="legacy") as c:  # the initialize handshake
+        return c.server_info, (await c.list_tools()).tools
+
+
+def test_every_tool_of_every_app_has_sensible_annotations_and_the_server_a_version():
+    cache = WorldCache()
+    try:
+        worlds = _world_for_every_app(cache)
+        assert set(worlds) == set(APPS)  # the suite uses every app
+        count = 0
+        for app, (_, world) in worlds.items():
+            info, tools = asyncio.run(_listed(world, app))
+            assert info.name == app and info.version == __version__
+            for t in tools:
+                a = t.annotations
+                assert a is not None and all(isinstance(getattr(a, h), bool) for h in HINTS), f"{app}.{t.name}"
+                assert a.open_world_hint is False  # nothing reaches outside the World
+                if a.read_only_hint:  # the MCP spec: the other hints only mean something for writers
+                    assert not a.destructive_hint and a.idempotent_hint, f"{app}.{t.name}"
+                    assert not t.name.startswith(("create", "update", "delete", "send", "add", "set", "write",
+                                                  "cancel", "remove", "move", "book", "record")), f"{app}.{t.name}"
+                count += 1
+        assert count > 150
+    finally:
+        cache.close()
+
+
+async def _oracle_read_calls(cache: WorldCache):
+    """Per family (seed 0): the World its oracle left and the calls it made of read-only tools;
+    and app -> the names of its read-only tools (the user app's differ by domain: all of them)."""
+    read_only: dict[str, set[str]] = defaultdict(set)
+    out = []
+    for fam in families():
+        task = fam.generate(0)
+        world, digest = cache.fork(task)
+        traj = await play(task, OraclePolicy(), world, world_hash=digest)
+        assert traj.passed, task.id
+        for app in task.apps:
+            async with mcp.Client(build_server(app, world)) as c:
+                read_only[app] |= {t.name for t in (await c.list_tools()).tools if t.annotations.read_only_hint}
+        calls = defaultdict(list)
+        for c in traj.tool_calls:
+            app, _, tool = c.name.partition(SEP)
+            if tool in read_only[app]:
+                calls[app].append((tool, c.arguments))
+        out.append((task, world, calls))
+    return out, read_only
+
+
+async def _replay_reads(task, world, calls):
+    """Call the read-only tools on ``world``; returns the (app, tool) pairs called."""
+    called = set()
+    for app in task.apps:
+        async with mcp.Client(build_server(app, world)) as c:
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+            for tool, args in calls.get(app, []):
+                await c.call_tool(tool, args)
+                called.add((app, tool))
+            for name, t in tools.items():  # read-only tools that need no argument
+                if t.annotations.read_only_hint and not (t.input_schema or {}).get("required"):
+                    await c.call_tool(name, {})
+                    called.add((app, name))
+    return called
+
+
+def test_read_only_tools_leave_the_world_unchanged(capsys):
+    cache = WorldCache()
+    try:
+        played, read_only = asyncio.run(_oracle_read_calls(cache))
+        called = set()
+        for task, final, calls in played:
+            fresh = cache.fork(task)[0]  # as the episode began (a first read may mark things, e.g. as read)
+            for world in (fresh, final):
+                before = world.hash()
+                called |= asyncio.run(_replay_reads(task, world, calls))
+                assert world.hash() == before, f"a read-only tool changed the World of {task.id}"
+    finally:
+        cache.close()
+    every = {(app, t) for app, names in read_only.items() for t in names}
+    missed = sorted(every - called)
+    with capsys.disabled():
+        print(f"\nread-only tools called: {len(called)} of {len(every)}; not exercised (need arguments "
+              f"no oracle gives): {json.dumps([f'{a}.{t}' for a, t in missed])}")
+    assert len(called) > len(every) / 2
+    assert {app for app, _ in called} == {app for app, _ in every}  # every app with read-only tools
+
+
+@pytest.mark.parametrize("app", ["files", "mail"])
+def test_writers_are_annotated_as_writers(app, world):
+    """The annotations are not all the same: an app's writing tools say they write."""
+    _, tools = asyncio.run(_listed(world, app))
+    kinds = {t.name: t.annotations for t in tools}
+    writer = {"files": "write_file", "mail": "send_message"}[app]
+    assert kinds[writer].read_only_hint is False
+    assert any(a.read_only_hint for a in kinds.values())
