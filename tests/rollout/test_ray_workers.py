@@ -137,7 +137,7 @@ async def test_the_rl_rollout_plays_its_groups_on_ray_workers_as_it_would_locall
     tasks = {t.id: t for t in tasks_for("train", 1, FAMILIES[:2])}
     ids = [tid for tid in tasks for _ in range(2)]  # two groups of two
     room = dict(group_size=2, max_turns=200, max_tool_calls=300)  # the oracle's whole solution
-    local = EpisodeRollout(tasks, RLConfig(**room), None)
+    local = EpisodeRollout(tasks, RLConfig(**room, verify_forks="every"), None)  # every local fork hashed
     remote = EpisodeRollout(tasks, RLConfig(**room, ray="local", ray_workers=2), None,
                             policy_factory=lambda model: OraclePolicy())
     try:
