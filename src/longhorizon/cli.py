@@ -317,6 +317,9 @@ def build_parser() -> argparse.ArgumentParser:
     from longhorizon.evaluate.commands import add_commands as add_evaluate_commands  # bench / audit / report
 
     add_evaluate_commands(sub)
+    from longhorizon.serve.commands import add_commands as add_serve_commands  # serve / bench tau2
+
+    add_serve_commands(sub)
     return p
 
 
