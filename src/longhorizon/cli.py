@@ -27,6 +27,7 @@ def _policy(args):
     return make_policy(
         args.policy, model=model, base_url=args.base_url, temperature=args.temperature,
         top_p=args.top_p, max_tokens=args.max_tokens, seed=args.sampling_seed,
+        token_data=getattr(args, "token_data", False),
     )
 
 
@@ -287,6 +288,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--top-p", type=float, default=1.0)
     r.add_argument("--max-tokens", type=int, default=1024, help="tokens per assistant turn")
     r.add_argument("--sampling-seed", type=int, default=0)
+    r.add_argument("--token-data", action="store_true",
+                   help="openai: ask the server for the sampled token ids and log-probs (vLLM, e.g. "
+                        "`longhorizon serve`), recorded per turn as the local policy does, so episodes can feed RL")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(func=cmd_run)
 

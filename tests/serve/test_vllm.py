@@ -38,7 +38,7 @@ def vllm_server(default_model):
     except VenvError as exc:
         print(f"SKIP reason: {exc}")
         pytest.skip(f"vLLM cannot be installed here: {exc}")
-    with VLLMServer(max_model_len=4096, kv_cache_gib=1) as server:
+    with VLLMServer(kv_cache_gib=1) as server:
         yield server
 
 
@@ -86,3 +86,16 @@ async def test_the_server_renders_prompts_with_the_projects_template_token_for_t
         msg = await policy.act(history, TOOLS)
     local = ChatRenderer(AutoTokenizer.from_pretrained(vllm_server.model_path), CHAT_TEMPLATE)
     assert msg["prompt_ids"] == local.prompt_ids(history, TOOLS)
+
+
+def test_run_with_token_data_records_each_served_turns_ids_and_logprobs(vllm_server, tmp_path):
+    from longhorizon.cli import main
+
+    out = tmp_path / "run"
+    assert main(["run", "--policy", "openai", "--base-url", vllm_server.base_url, "--model", vllm_server.model_name,
+                 "--token-data", "--split", "train", "--family", "invoice_followup", "--seeds", "1",
+                 "--max-turns", "1", "--max-tokens", "16", "--out", str(out), "--quiet"]) == 0
+    [traj] = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
+    [turn] = traj["turns"]
+    assert turn["prompt_ids"] and 0 < len(turn["token_ids"]) <= 16
+    assert len(turn["logprobs"]) == len(turn["token_ids"])

