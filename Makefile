@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 LH     := $(VENV)/bin/longhorizon
 SUITE  ?= runs/suite
 
-.PHONY: setup bfcl-venv demo suite test bench clean
+.PHONY: setup bfcl-venv serve-venvs demo suite test bench clean
 
 setup: $(VENV)/.installed
 
@@ -40,7 +40,13 @@ suite: setup
 bfcl-venv: setup
 	$(PY) -c "from longhorizon.evaluate.bfcl import ensure_venv; print(ensure_venv())"
 
-test: setup bfcl-venv
+# Side venvs for vLLM (CPU wheel here, CUDA wheel on a GPU) and τ²-bench, whose pins conflict with
+# ours: built once under .venvs/ (minutes, ~4.5 GB), then a no-op; `longhorizon serve`, `bench tau2`
+# and tests/serve build them the same way when missing.
+serve-venvs: setup
+	$(PY) -c "from longhorizon.serve.vllm import ensure_vllm; from longhorizon.serve.tau2_bench import ensure_tau2; ensure_vllm(); ensure_tau2()"
+
+test: setup bfcl-venv serve-venvs
 	$(VENV)/bin/pytest
 
 bench: setup

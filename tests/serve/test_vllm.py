@@ -38,7 +38,7 @@ def vllm_server(default_model):
     except VenvError as exc:
         print(f"SKIP reason: {exc}")
         pytest.skip(f"vLLM cannot be installed here: {exc}")
-    with VLLMServer(kv_cache_gib=1) as server:
+    with VLLMServer(default_model, kv_cache_gib=1) as server:
         yield server
 
 
@@ -99,3 +99,26 @@ def test_run_with_token_data_records_each_served_turns_ids_and_logprobs(vllm_ser
     [turn] = traj["turns"]
     assert turn["prompt_ids"] and 0 < len(turn["token_ids"]) <= 16
     assert len(turn["logprobs"]) == len(turn["token_ids"])
+
+
+def test_a_server_that_dies_while_starting_is_an_infra_error_with_its_log(default_model):
+    from longhorizon.core.errors import InfraError
+    from longhorizon.serve.venvs import VenvError
+    from longhorizon.serve.vllm import VLLMServer, ensure_vllm
+
+    try:
+        ensure_vllm()
+    except VenvError as exc:
+        pytest.skip(f"vLLM cannot be installed here: {exc}")
+    server = VLLMServer(default_model, extra_args=["--no-such-flag"])
+    with pytest.raises(InfraError, match="exited .* before it was ready") as err:
+        server.start()
+    assert "--no-such-flag" in str(err.value) and server.proc is None
+
+
+def test_serve_on_a_folder_that_is_no_model_is_a_one_line_usage_error(tmp_path, capsys):
+    from longhorizon.cli import main
+
+    assert main(["serve", "--model", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "not a transformers model folder" in err and "\n" not in err
