@@ -12,7 +12,9 @@ For each concurrency C, C first-turn conversations (prompts of different lengths
 * transformers: ``LocalModelPolicy`` (the in-process policy) with ``max_batch`` = C and end
   tokens disabled, C concurrent ``act`` calls; tokens/s = C x new / wall time.
 
-One warm-up per cell, then the median of ``--steps`` timed repeats. The vLLM server is stopped
+A warm-up per vLLM cell (and one for the in-process model), then the median of ``--steps``
+timed repeats. ``--torch-threads`` sets the in-process model's threads (torch's default: one
+per core, which busy cores punish hard). The vLLM server is stopped
 before the transformers half runs, so the two never share the cores. The machine's other load
 is not ours to stop: the load average before and after each half is printed with the table.
 """
@@ -74,7 +76,7 @@ def measure_local(path: str, levels: list[int], new: int, steps: int) -> dict[in
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     tok = AutoTokenizer.from_pretrained(path)
     out = {}
-    for c in levels:
+    for i, c in enumerate(levels):
         convs = questions(c)
         policy = LocalModelPolicy(model, tok, max_new_tokens=new, max_batch=c)
         policy.eos_ids = frozenset()  # run all `new` tokens
@@ -83,7 +85,8 @@ def measure_local(path: str, levels: list[int], new: int, steps: int) -> dict[in
             return await asyncio.gather(*(policy.act(m, [], EpisodeContext(SimpleNamespace(id="bench"), sample=i))
                                           for i, m in enumerate(convs)))
 
-        asyncio.run(play())  # warm-up
+        if i == 0:
+            asyncio.run(play())  # warm-up (once: eager torch compiles nothing per batch size)
         times = []
         for _ in range(steps):
             t = time.perf_counter()
@@ -102,8 +105,13 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=1, help="timed repeats per cell, median (1)")
     ap.add_argument("--base-url", help="an already running server (e.g. `longhorizon serve`) instead of starting one")
     ap.add_argument("--served-name", help="the model name that server serves (with --base-url)")
+    ap.add_argument("--torch-threads", type=int, help="torch threads for the in-process model (default: torch's)")
     ap.add_argument("--format", choices=["table", "json"], default="table")
     args = ap.parse_args()
+    if args.torch_threads:
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
 
     from longhorizon.serve.vllm import VLLMServer, resolve_model
     from longhorizon.train.pretrained import default_model_dir, init_pretrained
@@ -128,7 +136,10 @@ def main() -> None:
         print(json.dumps({"model": path, "new_tokens": args.new, "rows": rows, "load_average": loads,
                           "cpus": os.cpu_count()}, indent=2))
         return
-    print(f"\nmodel {path}, {args.new} new tokens per request, greedy, {os.cpu_count()} CPUs")
+    import torch
+
+    print(f"\nmodel {path}, {args.new} new tokens per request, greedy, {os.cpu_count()} CPUs, "
+          f"{torch.get_num_threads()} torch threads in-process")
     print("| concurrency | vLLM tok/s | transformers tok/s | vLLM / transformers |")
     print("|---:|---:|---:|---:|")
     for r in rows:
