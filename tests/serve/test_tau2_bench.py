@@ -115,3 +115,20 @@ def test_an_agent_that_does_nothing_scores_0_on_a_task_that_needs_an_action(mock
                            user_model="replay-user", task_ids=["create_task_1"], quiet=True)
     assert [(e["id"], e["reward"], e["passed"]) for e in results["entries"]] == [("create_task_1", 0.0, False)]
     assert results["summary"]["pass@1"] == 0.0
+
+
+def test_summary_counts_a_task_solved_only_at_reward_1_and_gives_pass_hat_k_over_trials():
+    from longhorizon.serve.tau2_bench import USER_LABEL, summarise
+
+    sims = [{"task_id": "a", "trial": 0, "reward_info": {"reward": 1.0}, "termination_reason": "user_stop"},
+            {"task_id": "a", "trial": 1, "reward_info": {"reward": 1.0}, "termination_reason": "user_stop"},
+            {"task_id": "b", "trial": 0, "reward_info": {"reward": 1.0}, "termination_reason": "user_stop"},
+            {"task_id": "b", "trial": 1, "reward_info": {"reward": 0.5}, "termination_reason": "max_steps"}]
+    r = summarise({"simulations": sims}, domain="mock", model="m", user_model="u", settings={})
+    assert [e["passed"] for e in r["entries"]] == [True, True, True, False]
+    s = r["summary"]
+    assert (s["n"], s["tasks"], s["pass@1"], s["mean_reward"]) == (4, 2, 0.75, 0.875)
+    assert s["pass^k"] == {"1": 0.75, "2": 0.5}  # a: both trials pass; b: one of two
+    lo, hi = s["pass@1_ci95"]
+    assert lo < 0.75 < hi
+    assert r["user_simulator"] == USER_LABEL and r["comparable_to_leaderboard"] is False

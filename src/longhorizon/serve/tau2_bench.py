@@ -119,8 +119,9 @@ def summarise(raw: dict, *, domain: str, model: str, user_model: str, settings: 
     for sim in raw.get("simulations") or []:
         info = sim.get("reward_info") or {}
         reward = float(info.get("reward") or 0.0)
-        entries.append({"id": str(sim["task_id"]), "trial": int(sim.get("trial") or 0), "reward": reward,
-                        "passed": reward >= PASS_REWARD, "termination": sim.get("termination_reason")})
+        entries.append({"id": str(sim["task_id"]), "category": domain, "trial": int(sim.get("trial") or 0),
+                        "reward": reward, "passed": reward >= PASS_REWARD,
+                        "termination": sim.get("termination_reason")})
     entries.sort(key=lambda e: (e["id"], e["trial"]))
     n, k = len(entries), sum(e["passed"] for e in entries)
     summary: dict[str, Any] = {
