@@ -114,6 +114,7 @@ def test_a_server_that_dies_while_starting_is_an_infra_error_with_its_log(defaul
     with pytest.raises(InfraError, match="exited .* before it was ready") as err:
         server.start()
     assert "--no-such-flag" in str(err.value) and server.proc is None
+    assert server.log_path.is_file()  # kept: the error names it
 
 
 def test_serve_on_a_folder_that_is_no_model_is_a_one_line_usage_error(tmp_path, capsys):

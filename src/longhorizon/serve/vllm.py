@@ -110,8 +110,8 @@ def lora_rank(adapter: Path) -> int:
 class VLLMServer:
     """vLLM's OpenAI server as a child process: ``start()`` returns once ``/v1/models`` answers,
     ``stop()`` (or leaving the ``with`` block) ends it and its engine process. The server's output
-    goes to ``log_path``; a server that dies before it is ready raises ``InfraError`` with the
-    log's last lines.
+    goes to ``log_path`` (default: a temporary folder, removed by ``stop()``); a server that dies
+    before it is ready raises ``InfraError`` with the log's last lines, and its folder is kept.
 
     ``lora``: a PEFT adapter served on top of the model under ``lora_name`` (default: the
     adapter folder's name), which is then ``model_name``: what clients ask for.
@@ -141,6 +141,7 @@ class VLLMServer:
         self.template_path = self._tmp / "chat_template.jinja"
         self.proc: subprocess.Popen | None = None
         self._log = None
+        self._keep_tmp = False  # a server that failed keeps its log for the error message's reader
 
     # -- what clients use ----------------------------------------------------------------
     @property
@@ -188,6 +189,10 @@ class VLLMServer:
                                      start_new_session=True, preexec_fn=_die_with_parent)
         try:
             self.wait_ready()
+        except InfraError:
+            self._keep_tmp = True
+            self.stop()
+            raise
         except BaseException:
             self.stop()
             raise
@@ -223,6 +228,8 @@ class VLLMServer:
         """SIGTERM to the server's process group (the API server and its engine core), SIGKILL
         to whatever is left after ``timeout_s``."""
         proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is not None:
+            self._keep_tmp = True  # it died by itself: its log says why
         if proc is not None and proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -237,6 +244,8 @@ class VLLMServer:
         if self._log is not None:
             self._log.close()
             self._log = None
+        if not self._keep_tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)  # the template (and the log unless --log put it elsewhere)
 
     def __enter__(self) -> "VLLMServer":
         return self.start()
