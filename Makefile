@@ -6,7 +6,7 @@ SUITE  ?= runs/suite
 
 VENVS  := .venvs
 
-.PHONY: setup bfcl-venv verl-venv venv-openenv demo suite test bench clean
+.PHONY: setup bfcl-venv verl-venv venv-openenv serve-venvs demo suite test bench clean
 
 setup: $(VENV)/.installed
 
@@ -65,7 +65,13 @@ $(VENVS)/openenv/.installed: pyproject.toml
 	  'httpx>=0.28.1' 'fastmcp>=3'
 	touch $@
 
-test: setup bfcl-venv verl-venv venv-openenv
+# Side venvs for vLLM (CPU wheel here, CUDA wheel on a GPU) and τ²-bench, whose pins conflict with
+# ours: built once under .venvs/ (minutes, ~4.5 GB), then a no-op; `longhorizon serve`, `bench tau2`
+# and tests/serve build them the same way when missing.
+serve-venvs: setup
+	$(PY) -c "from longhorizon.serve.vllm import ensure_vllm; from longhorizon.serve.tau2_bench import ensure_tau2; ensure_vllm(); ensure_tau2()"
+
+test: setup bfcl-venv verl-venv venv-openenv serve-venvs
 	$(VENV)/bin/pytest
 	$(VERL)/bin/pytest tests/adapters/test_verl_agent_loop.py  # skipped above (no verl there): here in verl's own environment
 	$(VENVS)/openenv/bin/pytest tests/adapters/test_openenv.py

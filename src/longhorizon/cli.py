@@ -31,7 +31,7 @@ def _policy(args):
     return make_policy(
         args.policy, model=model, base_url=args.base_url, temperature=args.temperature,
         top_p=args.top_p, max_tokens=args.max_tokens, seed=args.sampling_seed,
-        api_key=args.api_key, extra_body=args.extra_body,
+        api_key=args.api_key, extra_body=args.extra_body, token_data=getattr(args, "token_data", False),
     )
 
 
@@ -397,6 +397,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--top-p", type=unit_interval, default=1.0)
     r.add_argument("--max-tokens", type=positive_int, default=1024, help="tokens per assistant turn")
     r.add_argument("--sampling-seed", type=nonneg_int, default=0)
+    r.add_argument("--token-data", action="store_true",
+                   help="openai: ask the server for the sampled token ids and log-probs (vLLM, e.g. "
+                        "`longhorizon serve`), recorded per turn as the local policy does, so episodes can feed RL")
     r.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                    help="play the episodes on Ray workers: 'local' (the default when no ADDRESS is given) starts a "
                         "contained Ray on this machine, ADDRESS joins a cluster (e.g. head:6379). Needs a policy "
@@ -432,6 +435,9 @@ def build_parser() -> argparse.ArgumentParser:
     from longhorizon.evaluate.commands import add_commands as add_evaluate_commands  # bench / audit / report
 
     add_evaluate_commands(sub)
+    from longhorizon.serve.commands import add_commands as add_serve_commands  # serve / bench tau2
+
+    add_serve_commands(sub)
     _verbose_everywhere(p)
     return p
 

@@ -6,7 +6,7 @@ from longhorizon.core.errors import UsageError
 
 
 def make_policy(name: str, *, model=None, base_url=None, temperature=0.0, top_p=1.0,
-                max_tokens=1024, seed=0, api_key=None, extra_body=None):
+                max_tokens=1024, seed=0, api_key=None, extra_body=None, token_data=False):
     if name == "oracle":
         from longhorizon.policies.scripted import OraclePolicy
 
@@ -25,7 +25,8 @@ def make_policy(name: str, *, model=None, base_url=None, temperature=0.0, top_p=
         from longhorizon.policies.openai_client import OpenAIPolicy
 
         return OpenAIPolicy(base_url=base_url, model=model, temperature=temperature, top_p=top_p,
-                            max_tokens=max_tokens, seed=seed, api_key=api_key, extra_body=extra_body)
+                            max_tokens=max_tokens, seed=seed, api_key=api_key, extra_body=extra_body,
+                            logprobs=token_data, return_token_ids=token_data)
     if name == "local":
         if not model:
             raise UsageError("--policy local needs --model (a transformers model folder or name)")

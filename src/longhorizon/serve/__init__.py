@@ -1,0 +1,1 @@
+"""Serving models (vLLM in its own venv) and running external benchmarks against them."""

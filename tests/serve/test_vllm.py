@@ -1,0 +1,125 @@
+"""`longhorizon serve`'s server (real vLLM, CPU wheel, on the embedded SmolLM2) answering the
+`openai` policy: tool calls parsed into OpenAI format, token ids and log-probs recorded.
+
+The server starts once per session (minutes the first time: vLLM compiles its kernels). It is
+skipped only when the vLLM venv cannot be built here, with pip's reason."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from longhorizon.policies.openai_client import OpenAIPolicy
+
+TOOLS = [{"type": "function", "function": {
+    "name": "read_file", "description": "Read a text file of the workspace.",
+    "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}]
+MESSAGES = [{"role": "system", "content": "You are a careful assistant with file tools."},
+            {"role": "user", "content": "What does notes.txt say?"}]
+CALL_TEXT = '<tool_call>\n{"name": "read_file", "arguments": {"path": "notes.txt"}}\n</tool_call>'
+"""What the template renders for that call; the test makes the model write exactly it."""
+
+
+@pytest.fixture(scope="session")
+def default_model():
+    from longhorizon.train.pretrained import default_model_dir, init_pretrained
+
+    return init_pretrained(default_model_dir())["model"]
+
+
+@pytest.fixture(scope="session")
+def vllm_server(default_model):
+    from longhorizon.serve.venvs import VenvError
+    from longhorizon.serve.vllm import VLLMServer, ensure_vllm
+
+    try:
+        ensure_vllm()
+    except VenvError as exc:
+        print(f"SKIP reason: {exc}")
+        pytest.skip(f"vLLM cannot be installed here: {exc}")
+    with VLLMServer(default_model, kv_cache_gib=1) as server:
+        yield server
+
+
+def forced(text: str) -> dict:
+    """vLLM's structured-output regex: the model must write ``text`` (greedy sampling inside it)."""
+    import re
+
+    return {"structured_outputs": {"regex": re.escape(text)}}
+
+
+async def test_a_tool_call_the_model_writes_comes_back_as_an_openai_tool_call(vllm_server):
+    policy = OpenAIPolicy(vllm_server.base_url, vllm_server.model_name, max_tokens=64,
+                          extra_body=forced(CALL_TEXT))
+    async with policy:
+        msg = await policy.act(MESSAGES, TOOLS)
+    assert [c["function"]["name"] for c in msg.get("tool_calls", [])] == ["read_file"]
+    assert json.loads(msg["tool_calls"][0]["function"]["arguments"]) == {"path": "notes.txt"}
+    assert "<tool_call>" not in msg["content"]
+
+
+async def test_token_ids_and_logprobs_of_the_sampled_reply_are_recorded(vllm_server):
+    from transformers import AutoTokenizer
+
+    policy = OpenAIPolicy(vllm_server.base_url, vllm_server.model_name, max_tokens=64,
+                          extra_body=forced(CALL_TEXT), logprobs=True, return_token_ids=True)
+    async with policy:
+        msg = await policy.act(MESSAGES, TOOLS)
+    tok = AutoTokenizer.from_pretrained(vllm_server.model_path)
+    assert tok.decode(msg["token_ids"], skip_special_tokens=True).strip() == CALL_TEXT
+    assert len(msg["logprobs"]) == len(msg["token_ids"]) and all(lp <= 0.0 for lp in msg["logprobs"])
+
+
+async def test_the_server_renders_prompts_with_the_projects_template_token_for_token(vllm_server):
+    from transformers import AutoTokenizer
+
+    from longhorizon.policies.render import ChatRenderer
+    from longhorizon.train.template import CHAT_TEMPLATE
+
+    history = MESSAGES + [
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "notes.txt"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "buy milk"}]
+    policy = OpenAIPolicy(vllm_server.base_url, vllm_server.model_name, max_tokens=1, return_token_ids=True)
+    async with policy:
+        msg = await policy.act(history, TOOLS)
+    local = ChatRenderer(AutoTokenizer.from_pretrained(vllm_server.model_path), CHAT_TEMPLATE)
+    assert msg["prompt_ids"] == local.prompt_ids(history, TOOLS)
+
+
+def test_run_with_token_data_records_each_served_turns_ids_and_logprobs(vllm_server, tmp_path):
+    from longhorizon.cli import main
+
+    out = tmp_path / "run"
+    assert main(["run", "--policy", "openai", "--base-url", vllm_server.base_url, "--model", vllm_server.model_name,
+                 "--token-data", "--split", "train", "--family", "invoice_followup", "--seeds", "1",
+                 "--max-turns", "1", "--max-tokens", "16", "--out", str(out), "--quiet"]) == 0
+    [traj] = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
+    [turn] = traj["turns"]
+    assert turn["prompt_ids"] and 0 < len(turn["token_ids"]) <= 16
+    assert len(turn["logprobs"]) == len(turn["token_ids"])
+
+
+def test_a_server_that_dies_while_starting_is_an_infra_error_with_its_log(default_model):
+    from longhorizon.core.errors import InfraError
+    from longhorizon.serve.venvs import VenvError
+    from longhorizon.serve.vllm import VLLMServer, ensure_vllm
+
+    try:
+        ensure_vllm()
+    except VenvError as exc:
+        pytest.skip(f"vLLM cannot be installed here: {exc}")
+    server = VLLMServer(default_model, extra_args=["--no-such-flag"])
+    with pytest.raises(InfraError, match="exited .* before it was ready") as err:
+        server.start()
+    assert "--no-such-flag" in str(err.value) and server.proc is None
+    assert server.log_path.is_file()  # kept: the error names it
+
+
+def test_serve_on_a_folder_that_is_no_model_is_a_one_line_usage_error(tmp_path, capsys):
+    from longhorizon.cli import main
+
+    assert main(["serve", "--model", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "not a transformers model folder" in err and "\n" not in err
