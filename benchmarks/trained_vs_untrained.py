@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/trained_vs_untrained.py                # ~1 hour on 2 idle cores
     .venv/bin/python benchmarks/trained_vs_untrained.py --out runs/b   # resumable: rerun to finish
 
-The demo's pipeline (configs/demo_smollm2.yaml: oracle teacher data -> full-FT SFT -> GSPO with
+The demo's pipeline (configs/demo.yaml: oracle teacher data -> full-FT SFT -> GSPO with
 groups of 8) at a larger scale: more teacher episodes, more GSPO steps, and evaluation on
 ``--eval-seeds`` holdout instances of the training family plus ``--transfer-seeds`` instances
 of its holdout family. The report (OUT/report.md) pairs the models episode by episode: Δ pass@1
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-CONFIG = Path(__file__).resolve().parents[1] / "configs" / "demo_smollm2.yaml"
+CONFIG = Path(__file__).resolve().parents[1] / "configs" / "demo.yaml"
 
 
 def main(argv=None) -> int:

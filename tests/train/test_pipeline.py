@@ -13,7 +13,7 @@ from longhorizon.core.task import CriterionResult, Grade  # noqa: E402
 from longhorizon.train.rl import shaped_reward  # noqa: E402
 
 MICRO = """
-model: {hidden_size: 32, num_layers: 1, num_heads: 2, num_kv_heads: 1, intermediate_size: 64, corpus_seeds: 1}
+model: {name: tiny, hidden_size: 32, num_layers: 1, num_heads: 2, num_kv_heads: 1, intermediate_size: 64, corpus_seeds: 1}
 teacher: {families: [downloads_cleanup], seeds: 1, recovery: 1.0}
 sft: {max_steps: 1, max_length: 4096}
 rl: {families: [downloads_cleanup], seeds: 1, group_size: 2, micro_batch_size: 2, updates_per_rollout: 1,

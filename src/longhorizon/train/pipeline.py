@@ -25,28 +25,34 @@ from pathlib import Path
 from typing import Any
 
 from longhorizon.train.config import (
-    EvalConfig, ModelConfig, PipelineConfig, RLConfig, SFTConfig, TeacherConfig, load_pipeline,
+    EvalConfig, LoraSettings, ModelConfig, PipelineConfig, RLConfig, SFTConfig, TeacherConfig, load_pipeline,
 )
 
-DEMO_FAMILIES = ["log_error_summary"]
-"""The suite's shortest-horizon family (~10 tool calls, ~6k tokens an episode with the tiny
-tokenizer): long enough to be a real multi-turn tool episode, short enough for a CPU."""
+DEMO_FAMILIES = ["log_first_error"]
+"""A short-horizon log family (4 shell calls, ~1.3k SmolLM2 tokens an episode) whose answer is a
+line copied from a tool result: what a pretrained 135M model can learn on a CPU in minutes."""
+DEMO_TRANSFER_FAMILIES = ["log_last_warning"]
+"""Its holdout-family sibling (the last WARN line instead of the first ERROR), never trained on."""
 
 
 def demo_config() -> PipelineConfig:
+    """The demo on the embedded SmolLM2 (configs/demo.yaml documents it; configs/demo_tiny.yaml
+    is the random tiny model's). Sized for 2 CPU cores: 16 oracle episodes, 8 full-FT SFT steps,
+    2 GSPO steps on one group of 8, 16 + 16 greedy evaluation episodes per model."""
     fams = list(DEMO_FAMILIES)
-    limits = dict(max_new_tokens=256, max_turns=12, max_tool_calls=20, max_context=8192)
+    limits = dict(max_new_tokens=192, max_turns=8, max_tool_calls=10, max_context=4096)
     return PipelineConfig(
-        model=ModelConfig(name="tiny"),
-        teacher=TeacherConfig(policy="oracle", split="train", families=fams, seeds=4, min_reward=0.9,
-                              recovery=0.25),
-        sft=SFTConfig(epochs=10, learning_rate=4e-3, batch_size=1, grad_accum=1, max_length=8192,
-                      warmup_ratio=0.05, lr_scheduler="cosine"),
+        model=ModelConfig(name="smollm2-135m-instruct"),
+        teacher=TeacherConfig(policy="oracle", split="train", families=fams, seeds=16, min_reward=0.9,
+                              recovery=0.0),
+        sft=SFTConfig(epochs=1, learning_rate=2e-4, batch_size=2, grad_accum=1, max_length=4096,
+                      warmup_ratio=0.05, lr_scheduler="cosine", lora=LoraSettings(enabled=False)),
         rl=RLConfig(split="train", families=fams, seeds=4, group_size=8, tasks_per_rollout=1,
-                    updates_per_rollout=2, micro_batch_size=4, max_steps=2, learning_rate=2e-5, loss="gspo",
-                    effort_floor=0.05,
-                    **limits),
-        eval=EvalConfig(split="holdout", families=fams, seeds=2, concurrency=4, **limits),
+                    updates_per_rollout=2, micro_batch_size=1, max_steps=2, learning_rate=2e-5, loss="gspo",
+                    reward="dense", effort_floor=0.05, resample_flat_groups=1, temperature=1.0, lora=LoraSettings(enabled=False),
+                    gradient_checkpointing=True, concurrency=8, max_batch=8, **limits),
+        eval=EvalConfig(split="holdout", families=fams, seeds=16, concurrency=16, max_batch=16,
+                        transfer_families=list(DEMO_TRANSFER_FAMILIES), transfer_seeds=16, **limits),
     )
 
 
