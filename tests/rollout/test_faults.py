@@ -82,28 +82,36 @@ async def test_a_model_endpoint_that_stays_down_is_infra_then_a_resume_finishes(
 
 @pytest.fixture
 def failing_files_app(monkeypatch):
-    """The files app's server for the World of ``victim`` raises ``error`` on its third tool call."""
+    """The files app's in-process session for the World of ``victim`` raises ``error`` on its
+    third tool call (the rollout path: ``make_app(world).session()``)."""
     import longhorizon.apps.files.server as files_server
 
-    real = files_server.build_server
+    real = files_server.make_app
     plan = {}
 
-    def build_server(world):
-        server = real(world)
+    def make_app(world, **kwargs):
+        app = real(world, **kwargs)
         if plan and f"/{plan['victim']}." in str(world.root):
-            calls = {"n": 0}
-            call_tool = server.call_tool
+            open_session = app.session
 
-            async def failing(name, arguments, context=None):
-                calls["n"] += 1
-                if calls["n"] == 3:
-                    raise plan["error"]
-                return await call_tool(name, arguments, context)
+            def session():
+                s = open_session()
+                calls = {"n": 0}
+                call_tool = s.call_tool
 
-            server.call_tool = failing
-        return server
+                async def failing(name, arguments=None):
+                    calls["n"] += 1
+                    if calls["n"] == 3:
+                        raise plan["error"]
+                    return await call_tool(name, arguments)
 
-    monkeypatch.setattr(files_server, "build_server", build_server)
+                s.call_tool = failing
+                return s
+
+            app.session = session
+        return app
+
+    monkeypatch.setattr(files_server, "make_app", make_app)
     return plan
 
 
