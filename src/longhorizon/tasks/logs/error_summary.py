@@ -149,6 +149,19 @@ def _regular(world, rel: str) -> Path:
     return p
 
 
+def files_unchanged(world, hashes: dict[str, str]) -> tuple[bool, str]:
+    """Every file of ``hashes`` (workspace path -> sha256) is still a regular file with those bytes."""
+    bad = []
+    for rel, digest in hashes.items():
+        try:
+            same = sha256(_regular(world, rel).read_bytes()) == digest
+        except ValueError:
+            same = False
+        if not same:
+            bad.append(rel)
+    return not bad, f"changed or missing: {bad}" if bad else ""
+
+
 def read_summary(world) -> list[dict[str, str]]:
     """The agent's CSV as rows keyed by column; raises (-> criterion fails) if unreadable."""
     text = _regular(world, SUMMARY).read_text(encoding="utf-8-sig")
@@ -474,15 +487,7 @@ class LogErrorSummary(TaskFamily):
             return got == repeats, f"listed {got}"
 
         def logs_untouched(w, t):
-            bad = []
-            for p, h in log_hashes.items():
-                try:
-                    same = sha256(_regular(w, p).read_bytes()) == h
-                except ValueError:
-                    same = False
-                if not same:
-                    bad.append(p)
-            return not bad, f"changed or missing: {bad}" if bad else ""
+            return files_unchanged(w, log_hashes)
 
         def workspace_clean(w, t):
             allowed = set(files) | {SUMMARY, REPEATS}

@@ -20,7 +20,9 @@ from pathlib import Path
 from longhorizon.core.registry import register
 from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import rng_and_faker, sha256, write_files
-from longhorizon.tasks.logs.error_summary import SERVICES, Entry, H, _at, _filler, _norm_message, _regular, _trace
+from longhorizon.tasks.logs.error_summary import (
+    SERVICES, Entry, H, _at, _filler, _norm_message, _regular, _trace, files_unchanged,
+)
 
 _LINE = re.compile(r"^(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2}(?:\.\d+)?) +([A-Z]+) +\[([^\]]+)\] +req=(\S+) +(.*)$")
 
@@ -145,15 +147,7 @@ class _QuickLookup(TaskFamily):
                     f"{p['level']} {p['message']!r}")
 
         def logs_untouched(w, t):
-            bad = []
-            for p, h in log_hashes.items():
-                try:
-                    same = sha256(_regular(w, p).read_bytes()) == h
-                except ValueError:
-                    same = False
-                if not same:
-                    bad.append(p)
-            return not bad, f"changed or missing: {bad}" if bad else ""
+            return files_unchanged(w, log_hashes)
 
         def verified(w, t):
             written = _only_line(w, self.report)
