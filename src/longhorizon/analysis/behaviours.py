@@ -37,11 +37,10 @@ leave that pair out of that metric.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
-from longhorizon.core.tool_kinds import entities, is_read
+from longhorizon.core.tool_kinds import call_key, entities, is_read
 from longhorizon.core.trajectory import Trajectory
 
 GOAL_WORDS = 3
@@ -73,11 +72,6 @@ METRICS: dict[str, dict[str, str]] = {name: {"behaviour": b, "better": better, "
 
 def _share(num: int, den: int) -> float | None:
     return num / den if den else None
-
-
-def _key(call) -> str:
-    args = call.arguments
-    return call.name + " " + (json.dumps(args, sort_keys=True) if isinstance(args, dict) else str(args))
 
 
 def _user_text(traj: Trajectory) -> str:
@@ -119,7 +113,7 @@ def metrics(traj: Trajectory) -> dict[str, Any]:
     for i, c in enumerate(calls):
         ents = entities(c.name, c.arguments)
         if is_read(c.name, c.arguments):
-            key = _key(c)
+            key = call_key(c.name, c.arguments)
             if key in last_read_at:
                 j = last_read_at[key]
                 written_between = any(j < w < i for e in ents for w in write_at.get(e, []))
@@ -157,7 +151,7 @@ def metrics(traj: Trajectory) -> dict[str, Any]:
     return {
         "goal_statement_share": _share(said, call_turns),
         "lookup_before_act_share": _share(acts_looked_up, acts_unnamed),
-        "distinct_reads": len({_key(c) for c in calls if is_read(c.name, c.arguments) and not c.is_error}),
+        "distinct_reads": len({call_key(c.name, c.arguments) for c in calls if is_read(c.name, c.arguments) and not c.is_error}),
         "repeated_read_share": _share(repeats, len(read_keys)),
         "read_before_write_share": _share(read_first, len(written)),
         "error_recovery_share": _share(recovered, len(errors)),

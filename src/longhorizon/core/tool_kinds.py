@@ -9,6 +9,7 @@ every other tool acts. ``query`` (SQL) reads only when its statement is a SELECT
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 READ_VERBS = ("list", "read", "get", "search", "find", "describe", "free_busy", "lookup", "check",
@@ -49,3 +50,10 @@ def entities(name: str, arguments: Any) -> list[str]:
         elif key in ENTITY_KEYS or key.endswith("_id"):
             out.append(f"{app}:{key}={v}")
     return out
+
+
+def call_key(name: str, arguments: Any) -> str:
+    """One string per distinct call (same tool, same arguments): what "the same call again" means
+    for repeated-read metrics and the RL repetition penalty."""
+    return name + " " + (json.dumps(arguments, sort_keys=True, default=str) if isinstance(arguments, dict)
+                         else str(arguments))

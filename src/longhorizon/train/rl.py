@@ -38,7 +38,6 @@ How the pieces fit:
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections import Counter
@@ -47,6 +46,7 @@ from typing import Any
 
 from longhorizon.core.errors import InfraError, UsageError
 from longhorizon.core.task import Task
+from longhorizon.core.tool_kinds import call_key
 from longhorizon.core.trajectory import Trajectory, dumps
 from longhorizon.core.world import WorldCache
 from longhorizon.env.episode import Limits, new_trajectory, play
@@ -77,7 +77,7 @@ def repeated_call_share(traj: Trajectory) -> float:
     arguments): re-reading what the context already holds, or looping on a failing call."""
     seen, repeats = set(), 0
     for c in traj.tool_calls:
-        key = (c.name, json.dumps(c.arguments, sort_keys=True, default=str))
+        key = call_key(c.name, c.arguments)
         repeats += key in seen
         seen.add(key)
     return repeats / len(traj.tool_calls) if traj.tool_calls else 0.0
