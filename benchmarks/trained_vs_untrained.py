@@ -30,6 +30,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rl-steps", type=int, default=6, help="GSPO optimizer steps")
     ap.add_argument("--eval-seeds", type=int, default=100, help="holdout instances per model")
     ap.add_argument("--transfer-seeds", type=int, default=32, help="holdout-family instances per model")
+    ap.add_argument("--engine", choices=["vllm", "local"], default="vllm",
+                    help="what generates in the evaluation: vllm (a server started on each model in turn; "
+                         "~400 episodes in minutes) or local (the in-process model: hours here)")
     args = ap.parse_args(argv)
 
     from longhorizon.train.pipeline import run_pipeline
@@ -40,6 +43,8 @@ def main(argv=None) -> int:
     raw["rl"]["seeds"] = max(raw["rl"].get("seeds", 1), args.rl_steps)
     raw["eval"]["seeds"] = args.eval_seeds
     raw["eval"]["transfer_seeds"] = args.transfer_seeds
+    raw["eval"]["engine"] = args.engine
+    raw["eval"]["concurrency"] = max(raw["eval"].get("concurrency", 1), 32 if args.engine == "vllm" else 1)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     config = out / "benchmark_config.yaml"

@@ -123,3 +123,21 @@ def test_serve_on_a_folder_that_is_no_model_is_a_one_line_usage_error(tmp_path, 
     assert main(["serve", "--model", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert "not a transformers model folder" in err and "\n" not in err
+
+
+def test_pipeline_evaluation_on_a_served_model_resumes_under_its_endpoint_label(vllm_server, tmp_path):
+    """eval.engine vllm: the run's identity names the served model, not the session's free port, so
+    a rerun behind a server on another port resumes the run instead of being refused."""
+    from longhorizon.train.config import EvalConfig
+    from longhorizon.train.pipeline import evaluate_model
+
+    cfg = EvalConfig(split="train", families=["log_first_error"], seeds=1, max_new_tokens=16, max_turns=1)
+    label = "vllm:/models/base"
+    first = OpenAIPolicy(vllm_server.base_url, vllm_server.model_name, max_tokens=16, endpoint_label=label)
+    summary = evaluate_model("unused", tmp_path / "eval", cfg, progress=False, policy=first)
+    assert summary["overall"]["episodes"] == 1 and summary["complete"]
+    manifest = json.loads((tmp_path / "eval" / "run.json").read_text())
+    assert manifest["policy"]["base_url"] == label
+    elsewhere = OpenAIPolicy("http://127.0.0.1:1/v1", vllm_server.model_name, max_tokens=16, endpoint_label=label)
+    again = evaluate_model("unused", tmp_path / "eval", cfg, progress=False, policy=elsewhere)
+    assert again["overall"]["episodes"] == 1  # resumed: nothing left to play, no request sent to port 1

@@ -92,8 +92,12 @@ class OpenAIPolicy:
         max_retries: int = 5,
         backoff_s: float = 1.0,
         max_backoff_s: float = 60.0,
+        endpoint_label: str | None = None,
     ):
         self.base_url = base_url.rstrip("/")
+        self.endpoint_label = endpoint_label
+        """Recorded in place of ``base_url`` (a run's identity): for a server started on a free port
+        per session, e.g. "vllm:MODEL_DIR", so a rerun on a new port resumes the same run."""
         self.model = model
         self.api_key = os.environ.get("OPENAI_API_KEY", "") if api_key is None else api_key
         self.sampling = {k: v for k, v in {
@@ -113,7 +117,7 @@ class OpenAIPolicy:
         return {
             "policy": self.name,
             "model": self.model,
-            "base_url": self.base_url,
+            "base_url": self.endpoint_label or self.base_url,
             "sampling": {**self.sampling, **self.extra_body},
             "logprobs": self.logprobs,
             "return_token_ids": self.return_token_ids,

@@ -20,7 +20,7 @@ def cmd_serve(args) -> int:
 
     server = VLLMServer(args.model, host=args.host, port=args.port, lora=args.lora,
                         max_model_len=args.max_model_len, kv_cache_gib=args.kv_cache_gib,
-                        log_path=args.log)
+                        default_max_tokens=args.default_max_tokens, log_path=args.log)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         print(f"starting vLLM on {server.model_path} (log: {server.log_path}; the first start takes minutes)",
@@ -83,6 +83,9 @@ def add_commands(sub) -> None:
     s.add_argument("--max-model-len", type=int, default=8192, help="context length (default 8192)")
     s.add_argument("--kv-cache-gib", type=float, default=2.0,
                    help="KV cache size on CPU, GiB (VLLM_CPU_KVCACHE_SPACE; default 2)")
+    s.add_argument("--default-max-tokens", type=int, metavar="N",
+                   help="reply length cap for requests that set no max_tokens (BFCL's harness sets none; "
+                        "default: none, up to the context length)")
     s.add_argument("--log", help="server log file (default: a temporary folder's server.log)")
     s.set_defaults(func=cmd_serve)
 

@@ -120,6 +120,7 @@ class VLLMServer:
     def __init__(self, model: str | None = None, *, host: str = "127.0.0.1", port: int | None = None,
                  lora: str | None = None, lora_name: str | None = None, max_model_len: int = 8192,
                  dtype: str = "bfloat16", kv_cache_gib: float = 2.0, max_num_seqs: int | None = None,
+                 default_max_tokens: int | None = None,
                  extra_args: list[str] | None = None, log_path: str | Path | None = None,
                  startup_timeout_s: float = STARTUP_TIMEOUT_S, cuda: bool | None = None):
         self.model_path, self.base_name = resolve_model(model)
@@ -133,6 +134,11 @@ class VLLMServer:
         self.dtype = dtype
         self.kv_cache_gib = kv_cache_gib
         self.max_num_seqs = max_num_seqs
+        if default_max_tokens is not None and default_max_tokens < 1:
+            raise UsageError(f"--default-max-tokens must be at least 1, got {default_max_tokens}")
+        self.default_max_tokens = default_max_tokens
+        """Reply length for requests that set none (BFCL's handler sets none: a small model that
+        rambles would otherwise generate to the end of the context on every entry)."""
         self.extra_args = list(extra_args or [])
         self.cuda = has_cuda() if cuda is None else cuda
         self.startup_timeout_s = startup_timeout_s
@@ -164,6 +170,8 @@ class VLLMServer:
                "--max-logprobs", "20", "--disable-uvicorn-access-log"]
         if self.max_num_seqs:
             cmd += ["--max-num-seqs", str(self.max_num_seqs)]
+        if self.default_max_tokens:
+            cmd += ["--override-generation-config", json.dumps({"max_new_tokens": self.default_max_tokens})]
         if self.lora is not None:
             cmd += ["--enable-lora", "--max-lora-rank", str(max(8, lora_rank(self.lora))),
                     "--lora-modules", f"{self.lora_name}={self.lora}"]

@@ -228,6 +228,10 @@ class EvalConfig:
     """The demo also evaluates every model on these families of the holdout-family split (whole
     families never trained on: transfer within the suite) into ``eval/NAME-transfer``; None: skip."""
     transfer_seeds: int = 4
+    engine: str = "local"
+    """What generates: ``local`` (the in-process model, batched) or ``vllm`` (``longhorizon serve``'s
+    vLLM server started on each model in turn, greedy over HTTP; much faster for 100s of episodes
+    here, but bfloat16: compare models evaluated with the same engine only)."""
 
 
 EMBEDDED_MODEL = "smollm2-135m-instruct"

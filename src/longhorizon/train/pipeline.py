@@ -18,12 +18,14 @@ holds the same values for editing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shutil
 import time
 from pathlib import Path
 from typing import Any
 
+from longhorizon.core.errors import UsageError
 from longhorizon.train.config import (
     EvalConfig, LoraSettings, ModelConfig, PipelineConfig, RLConfig, SFTConfig, TeacherConfig, load_pipeline,
 )
@@ -88,18 +90,43 @@ def _run_policy(tasks, policy, out: Path, *, split: str, seeds: int, families, l
     return asyncio.run(run_episodes(tasks, policy, spec, out, concurrency=concurrency, progress=progress))
 
 
-def evaluate_model(model_path: str | Path, out: str | Path, cfg: EvalConfig, *, progress: bool = True) -> dict:
-    """Greedy pass@1 of a model folder on ``cfg``'s split: a resumable run folder at ``out``."""
+ENGINES = ("local", "vllm")
+
+
+def evaluate_model(model_path: str | Path, out: str | Path, cfg: EvalConfig, *, progress: bool = True,
+                   policy=None) -> dict:
+    """Greedy pass@1 of a model folder on ``cfg``'s split: a resumable run folder at ``out``.
+    ``policy``: what plays instead of the in-process model (a served one, see ``served_policy``)."""
     from longhorizon.core.registry import tasks_for
     from longhorizon.env.episode import Limits
-    from longhorizon.policies.local_model import LocalModelPolicy
 
     tasks = tasks_for(cfg.split, cfg.seeds, cfg.families)
-    policy = LocalModelPolicy(str(model_path), temperature=0.0, max_new_tokens=cfg.max_new_tokens,
-                              max_context=cfg.max_context, max_batch=cfg.max_batch)
+    if policy is None:
+        from longhorizon.policies.local_model import LocalModelPolicy
+
+        policy = LocalModelPolicy(str(model_path), temperature=0.0, max_new_tokens=cfg.max_new_tokens,
+                                  max_context=cfg.max_context, max_batch=cfg.max_batch)
     limits = Limits(max_turns=cfg.max_turns, max_tool_calls=cfg.max_tool_calls, max_wall_s=cfg.max_wall_s)
     return _run_policy(tasks, policy, Path(out), split=cfg.split, seeds=cfg.seeds, families=cfg.families,
                        limits=limits, concurrency=cfg.concurrency, progress=progress)
+
+
+@contextlib.contextmanager
+def served_policy(model_path: str | Path, cfg: EvalConfig, log_path: Path):
+    """The model behind a vLLM server for the length of the block, as a greedy ``OpenAIPolicy``
+    (the run records it as such: base URL and served model name)."""
+    from longhorizon.policies.openai_client import OpenAIPolicy
+    from longhorizon.serve.vllm import VLLMServer
+
+    with VLLMServer(str(model_path), max_model_len=max(cfg.max_context or 8192, 2048),
+                    log_path=log_path) as server:
+        yield OpenAIPolicy(server.base_url, server.model_name, temperature=0.0, max_tokens=cfg.max_new_tokens,
+                           endpoint_label=f"vllm:{Path(model_path).resolve()}")
+
+
+def _complete(run_dir: Path) -> bool:
+    summary = run_dir / "summary.json"
+    return summary.exists() and bool(json.loads(summary.read_text()).get("complete"))
 
 
 def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bool = False,
@@ -193,17 +220,32 @@ def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bo
         transfer = dataclasses.replace(e, split="holdout-family", families=list(e.transfer_families),
                                        seeds=e.transfer_seeds, transfer_families=None)
 
+    if e.engine not in ENGINES:
+        raise UsageError(f"eval.engine must be one of {', '.join(ENGINES)}, not {e.engine!r}")
+
     def evaluate():
         results = {}
-        for suffix, ec in (("", e), ("-transfer", transfer)):  # every model on the holdout first
-            for name, path in (("base", base), ("sft", sft), ("rl", rl)):
-                if ec is None:
-                    continue
+        runs = [(name, path, suffix, ec) for suffix, ec in (("", e), ("-transfer", transfer)) if ec is not None
+                for name, path in (("base", base), ("sft", sft), ("rl", rl))]  # every model on the holdout first
+        if e.engine == "vllm":  # one server per model, for both of its runs
+            runs.sort(key=lambda r: ("base", "sft", "rl").index(r[0]))
+        server_of, policy = None, None
+        with contextlib.ExitStack() as stack:
+            for name, path, suffix, ec in runs:
                 key = name + suffix
+                if _complete(out / "eval" / key):
+                    results[key] = json.loads((out / "eval" / key / "summary.json").read_text())
+                    continue
+                if e.engine == "vllm" and server_of != name:
+                    stack.close()
+                    print(f"  {name}: starting vLLM on {path}", flush=True)
+                    policy = stack.enter_context(served_policy(path, e, out / "eval" / f"vllm-{name}.log"))
+                    server_of = name
                 print(f"  {name}: greedy on {ec.split} ({', '.join(ec.families or ['all families'])}, "
-                      f"{ec.seeds} seeds)", flush=True)
+                      f"{ec.seeds} seeds, {e.engine})", flush=True)
                 t0 = time.time()
-                results[key] = evaluate_model(path, out / "eval" / key, ec, progress=progress)
+                results[key] = evaluate_model(path, out / "eval" / key, ec, progress=progress,
+                                              policy=policy if server_of == name else None)
                 print(f"  {key}: {time.time() - t0:.0f} s", flush=True)
         return results
 
