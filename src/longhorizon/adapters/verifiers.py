@@ -137,7 +137,7 @@ class LonghorizonHarness(vf.Harness[LonghorizonHarnessConfig]):
 
     APPENDS_SYSTEM_PROMPT = True
     SUPPORTS_MCP = False  # its tools are the Episode's own sessions, not servers verifiers launches
-    EXECUTES_CODE = True  # the shell app runs commands (in its bubblewrap sandbox)
+    EXECUTES_CODE = False  # nothing runs in verifiers' runtime: the shell app has its own bubblewrap sandbox
     NEEDS_CONTAINER = False
 
     def __init__(self, config: LonghorizonHarnessConfig) -> None:
