@@ -79,3 +79,38 @@ def test_tasks_come_from_the_train_split_unless_holdout_is_allowed():
     assert held.data.split == "holdout" and get_task(held.data.id).split == "holdout"
     with pytest.raises(UsageError, match="allow_holdout"):  # one by one too
         load_environment(task_ids=[held.data.id])
+
+
+def test_vf_eval_runs_the_taskset_and_writes_graded_traces(tmp_path):
+    """verifiers' own CLI, through our entry point (which registers the taskset id)."""
+    import json
+    import subprocess
+    import sys
+
+    tasks = [get_task("downloads_cleanup-000000"), get_task(TASK)]
+    with StandinLLM(OracleBrain(tasks)) as srv:
+        done = subprocess.run(
+            [sys.executable, "-m", "longhorizon.adapters.verifiers", "longhorizon_verifiers", "-m", srv.model,
+             "--client.base-url", srv.base_url, "--env.taskset.families", '["downloads_cleanup"]',
+             "--env.taskset.seeds", "2", "-o", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (traces,) = tmp_path.glob("*/traces.jsonl")
+    episodes = [json.loads(line) for line in traces.read_text().splitlines()]
+    assert sorted(e["task"]["data"]["id"] for e in episodes) == [t.id for t in tasks]
+    for e in episodes:
+        (trace,) = e["traces"]
+        assert e["ok"] and trace["rewards"]["grade"]["score"] == 1.0 and trace["metrics"]["passed"] == 1.0
+
+
+def test_vf_eval_on_the_holdout_without_the_flag_is_one_line_and_exit_2(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "longhorizon.adapters.verifiers", "longhorizon_verifiers", "-m", "any",
+         "--client.base-url", "http://127.0.0.1:9/v1", "--env.taskset.split", "holdout",
+         "--env.taskset.families", '["downloads_cleanup"]', "--env.taskset.seeds", "1", "-o", str(tmp_path)],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("longhorizon: error: not serving holdout tasks") and "allow-holdout" in line

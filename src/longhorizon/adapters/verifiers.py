@@ -1,32 +1,37 @@
 """The suite as a verifiers environment (verifiers 0.4, ``import verifiers.v1 as vf``).
 
     env = load_environment(split="train", families=["downloads_cleanup"], seeds=2)
+    ctx = vf.ModelContext(model=MODEL, client=vf.EvalClientConfig(base_url=URL))
     async with env.serving():
-        episode = await env.run_episode(task, vf.ModelContext(model=..., client=vf.EvalClientConfig(base_url=...)))
+        episode = await env.run_episode(next(iter(env.taskset)), ctx)
     episode.traces[0].reward, episode.traces[0].metrics["passed"]
 
-verifiers 0.4 is a rewrite: an environment is an ``Env`` (here ``SingleAgentEnv``, one agent
-seat) over a ``Taskset`` (config in, ``Task`` objects out), played by a ``Harness`` (the agent
-program), whose every model call goes through verifiers' interception server (an
-OpenAI-compatible endpoint that records the turns and relays them to the run's client).
-Rewards are the Task's ``@vf.reward`` methods, metrics its ``@vf.metric`` ones.
+    python -m longhorizon.adapters.verifiers longhorizon_verifiers -m MODEL --client.base-url URL   # vf-eval
+
+verifiers 0.4 is a rewrite (no MultiTurnEnv/ToolEnv/Rubric any more): an environment is an
+``Env`` over a ``Taskset`` (config in, ``Task`` objects out), each task played by a ``Harness``
+(the agent program) whose every model call goes through verifiers' interception server, an
+OpenAI-compatible endpoint that records the turns on the ``Trace`` and relays them to the run's
+client. Rewards are the Task's ``@vf.reward`` methods, metrics its ``@vf.metric`` ones.
 
 - ``LonghorizonTaskset`` yields one ``LonghorizonTask`` per instance of a split (train unless
-  told; a held-out split only with ``allow_holdout=True``, the CLI's firewall).
+  told; a held-out task only with ``allow_holdout=True``: the CLI's firewall).
 - ``LonghorizonHarness`` plays the task as a real Episode, in process: the task's World forked
   from a cache, one MCP session per app, the tool schemas the Episode shows (``APP__TOOL``),
-  our limits and grader (``rollout.runner.LocalEpisodes``, the same path ``longhorizon run``
-  takes), with ``OpenAIPolicy`` pointed at the interception endpoint as the model. Malformed
-  tool calls come back as tool errors the model can read (env/episode.py).
+  our limits and grader (``rollout.runner.LocalEpisodes``, the path ``longhorizon run`` takes),
+  with ``OpenAIPolicy`` pointed at the interception endpoint as the model. A malformed tool
+  call comes back as a tool error the model can read (env/episode.py).
 - The reward ``grade`` is the Grade's dense reward; metrics ``passed`` (1.0 when every
   criterion is met) and ``tool_calls``; ``trace.info`` holds the whole Grade and the status.
+- ``LonghorizonEnv`` is the single-agent env with a local runtime by default (verifiers'
+  default is a remote sandbox; nothing of ours runs there).
 
-The taskset id is ``longhorizon_verifiers``: verifiers resolves tasksets by importable
-top-level module name, so importing this module registers that name for it.
+The taskset id is ``longhorizon_verifiers``: verifiers finds tasksets by top-level module
+name, so importing this module registers that name for it (``main`` does, for ``vf-eval``).
 
-Needs verifiers 0.4.0 in an environment of its own (it pins ``mcp==2.0.0``; we use 2.3, with
-which it works): ``make venv-verifiers`` (.venvs/verifiers) installs it with ``--no-deps``
-plus its other requirements.
+Needs verifiers 0.4.0 in an environment of its own: it pins ``mcp==2.0.0`` and we need 2.3
+(its code runs on 2.3), so ``make venv-verifiers`` (.venvs/verifiers) installs it with
+``--no-deps`` plus its other requirements.
 """
 
 from __future__ import annotations
@@ -41,7 +46,8 @@ from longhorizon.core.errors import UsageError
 from longhorizon.env.episode import SYSTEM_PROMPT, Limits
 
 TASKSET_ID = "longhorizon_verifiers"
-sys.modules.setdefault(TASKSET_ID, sys.modules[__name__])
+if __name__ != "__main__":  # (``python -m`` imports the module under its own name in ``main``)
+    sys.modules.setdefault(TASKSET_ID, sys.modules[__name__])
 
 
 class LonghorizonTaskData(vf.TaskData):
@@ -112,9 +118,9 @@ def _tasks(config: LonghorizonTasksetConfig) -> list:
         tasks = tasks_for(config.split, config.seeds, config.families)
     held = sorted({t.split for t in tasks} - {"train"})
     if held and not config.allow_holdout:
-        raise UsageError(f"not serving {', '.join(held)} tasks to verifiers: its rewards train policies, and "
-                         "rewards must come from the train split (pass allow_holdout=True to do it anyway, "
-                         "and never report that holdout again)")
+        raise UsageError(f"not serving {', '.join(held)} tasks as a verifiers environment unless asked: its rewards "
+                         "train policies (prime-rl), and training rewards must come from the train split (pass "
+                         "allow_holdout=True, or --env.taskset.allow-holdout true, to evaluate on it; never train on it)")
     return tasks
 
 
@@ -166,19 +172,54 @@ class LonghorizonHarness(vf.Harness[LonghorizonHarnessConfig]):
                              stderr="")
 
 
+class LonghorizonEnvConfig(vf.SingleAgentEnvConfig):
+    """One agent seat whose runtime is local by default (verifiers' own default is a remote
+    Prime sandbox; the Episode runs in this process whatever the runtime)."""
+
+    agent: vf.AgentConfig = vf.AgentConfig(runtime=vf.SubprocessConfig())
+
+
+class LonghorizonEnv(vf.Env[LonghorizonEnvConfig]):
+    """The single-agent env (``SingleAgentEnv``'s ``run``) with the local default above."""
+
+    async def run(self, task, agents) -> None:
+        await agents.agent.run(task)
+
+
 def load_environment(split: str = "train", *, seeds: int | None = None, families: list[str] | None = None,
                      task_ids: list[str] | None = None, allow_holdout: bool = False,
-                     limits: Limits = Limits(), **agent: Any) -> vf.SingleAgentEnv:
-    """A verifiers ``SingleAgentEnv`` over ``split``'s tasks (or ``task_ids``), played by
+                     limits: Limits = Limits(), **agent: Any) -> LonghorizonEnv:
+    """A verifiers env over ``split``'s tasks (or ``task_ids``), played by
     ``LonghorizonHarness`` under ``limits``, rewarded by our Grade. ``agent`` sets the seat's
-    other ``vf.AgentConfig`` fields (``model``, ``client``, ``sampling``, ...); its runtime is
-    the local subprocess one (the Episode runs in this process)."""
+    other ``vf.AgentConfig`` fields (``model``, ``client``, ``sampling``, ``runtime``, ...)."""
     taskset = LonghorizonTasksetConfig(split=split, seeds=seeds, families=families, task_ids=task_ids,
                                        allow_holdout=allow_holdout)
     _tasks(taskset)  # the firewall and unknown ids fail here, not at the first rollout
-    harness = LonghorizonHarnessConfig(**{k: v for k, v in limits.to_dict().items()})
-    seat = vf.AgentConfig(harness=harness, runtime=vf.SubprocessConfig(), **agent)
-    return vf.SingleAgentEnv(vf.SingleAgentEnvConfig(taskset=taskset, agent=seat))
+    agent.setdefault("runtime", vf.SubprocessConfig())
+    seat = vf.AgentConfig(harness=LonghorizonHarnessConfig(**limits.to_dict()), **agent)
+    return LonghorizonEnv(LonghorizonEnvConfig(taskset=taskset, agent=seat))
 
 
-__all__ = ["LonghorizonHarness", "LonghorizonTaskset", "load_environment"]
+def main(argv: list[str] | None = None) -> None:
+    """``vf-eval`` with this taskset registered (verifiers finds tasksets by module name):
+    ``python -m longhorizon.adapters.verifiers longhorizon_verifiers -m MODEL --client.base-url URL``.
+    Nothing is uploaded unless ``--push`` is given."""
+    from verifiers.v1.cli.eval.main import main as vf_eval
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not any(a.startswith(("--push", "--no-push")) for a in argv) and "-h" not in argv and "--help" not in argv:
+        argv.append("--no-push")
+    try:
+        vf_eval(argv)
+    except UsageError as exc:  # one line, as our CLI says it (the holdout firewall, an unknown task id)
+        print(f"longhorizon: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+__all__ = ["LonghorizonEnv", "LonghorizonHarness", "LonghorizonTaskset", "load_environment"]
+
+
+if __name__ == "__main__":
+    from longhorizon.adapters.verifiers import main as _main  # the module under its importable name
+
+    _main()
