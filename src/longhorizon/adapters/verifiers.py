@@ -119,8 +119,9 @@ def _tasks(config: LonghorizonTasksetConfig) -> list:
     held = sorted({t.split for t in tasks} - {"train"})
     if held and not config.allow_holdout:
         raise UsageError(f"not serving {', '.join(held)} tasks as a verifiers environment unless asked: its rewards "
-                         "train policies (prime-rl), and training rewards must come from the train split (pass "
-                         "allow_holdout=True, or --env.taskset.allow-holdout true, to evaluate on it; never train on it)")
+                         "train policies (prime-rl), and training rewards must come from the train split "
+                         "(pass allow_holdout=True, or --env.taskset.allow-holdout true, to evaluate on it; "
+                         "never train on it)")
     return tasks
 
 
@@ -130,8 +131,6 @@ class LonghorizonHarnessConfig(vf.HarnessConfig):
     max_tool_calls: int = Limits.max_tool_calls
     max_wall_s: float | None = Limits.max_wall_s
     max_result_chars: int = Limits.max_result_chars
-    temperature: float | None = None
-    """Sent with each request (None: the run's sampling decides)."""
 
     def limits(self) -> Limits:
         return Limits(max_turns=self.max_turns, max_tool_calls=self.max_tool_calls, max_wall_s=self.max_wall_s,
@@ -163,8 +162,9 @@ class LonghorizonHarness(vf.Harness[LonghorizonHarnessConfig]):
         from longhorizon.policies.openai_client import OpenAIPolicy
 
         task = get_task(data.id)
-        async with OpenAIPolicy(base_url=endpoint, model=ctx.model, api_key=secret,
-                                temperature=self.config.temperature, max_retries=0) as policy:
+        # no sampling of our own (verifiers' client sets the run's) and no retries (its retry config owns them)
+        async with OpenAIPolicy(base_url=endpoint, model=ctx.model, api_key=secret, temperature=None,
+                                max_retries=0) as policy:
             traj = await self._episodes(policy).play(task, 0)
         trace.info.update(task_id=task.id, status=traj.status, tool_calls=len(traj.tool_calls),
                           world_hash=traj.provenance.get("world_hash"), grade=traj.grade.to_dict())
