@@ -6,7 +6,7 @@ SUITE  ?= runs/suite
 
 VENVS  := .venvs
 
-.PHONY: setup bfcl-venv verl-venv venv-openenv serve-venvs demo suite test bench clean
+.PHONY: setup bfcl-venv verl-venv venv-openenv venv-verifiers serve-venvs demo suite test bench clean
 
 setup: $(VENV)/.installed
 
@@ -65,16 +65,33 @@ $(VENVS)/openenv/.installed: pyproject.toml
 	  'httpx>=0.28.1' 'fastmcp>=3'
 	touch $@
 
+# verifiers 0.4.0 pins mcp==2.0.0 (we need >=2.3; its code runs on 2.3): installed with --no-deps plus its
+# other requirements (renderers without its multimodal extra, which would bring transformers).
+venv-verifiers: $(VENVS)/verifiers/.installed
+
+$(VENVS)/verifiers/.installed: pyproject.toml
+	python3 -m venv $(VENVS)/verifiers
+	$(VENVS)/verifiers/bin/pip install -q --upgrade pip
+	$(VENVS)/verifiers/bin/pip install -q -e '.[test]'
+	$(VENVS)/verifiers/bin/pip install -q --no-deps verifiers==0.4.0
+	$(VENVS)/verifiers/bin/pip install -q 'aiohttp>=3.14.1' 'anthropic>=1.0.0' 'gepa>=0.0.6' 'h11>=0.16.0' 'httpx2>=2.12.0' \
+	  'httpx>=0.27.0' 'loguru>=0.7.0' 'math-verify>=0.8.0' 'msgpack>=1.1.2' 'numpy>=2.1.0' 'openai>=2.54.0,<3' \
+	  'prime-pydantic-config[toml]>=0.4.3' 'prime-runs>=0.1.4' 'prime-sandboxes>=0.4.2' 'prime-tunnel>=0.1.14' \
+	  'pydantic>=2.12.3' 'pyzmq>=27.1.0' 'renderers>=0.1.12' 'rich>=11.0.0' 'tenacity>=8.5.0' 'tomli-w>=1.0.0' \
+	  'typing-extensions>=4.12.2' 'uvicorn>=0.52.0'
+	touch $@
+
 # Side venvs for vLLM (CPU wheel here, CUDA wheel on a GPU) and τ²-bench, whose pins conflict with
 # ours: built once under .venvs/ (minutes, ~4.5 GB), then a no-op; `longhorizon serve`, `bench tau2`
 # and tests/serve build them the same way when missing.
 serve-venvs: setup
 	$(PY) -c "from longhorizon.serve.vllm import ensure_vllm; from longhorizon.serve.tau2_bench import ensure_tau2; ensure_vllm(); ensure_tau2()"
 
-test: setup bfcl-venv verl-venv venv-openenv serve-venvs
+test: setup bfcl-venv verl-venv venv-openenv venv-verifiers serve-venvs
 	$(VENV)/bin/pytest
 	$(VERL)/bin/pytest tests/adapters/test_verl_agent_loop.py  # skipped above (no verl there): here in verl's own environment
 	$(VENVS)/openenv/bin/pytest tests/adapters/test_openenv.py
+	$(VENVS)/verifiers/bin/pytest tests/adapters/test_verifiers.py
 
 bench: setup
 	$(PY) benchmarks/world_and_tools.py
