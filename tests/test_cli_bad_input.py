@@ -187,3 +187,15 @@ def test_serve_app_help_lists_every_app():
     r = lh("serve-app", "--help")
     listed = " ".join(r.stdout.split())
     assert r.returncode == 0 and "Apps: " + ", ".join(APPS) + "." in listed
+
+
+@pytest.mark.parametrize("args, phrase", [
+    (["serve", "--port", "70000"], "--port"),
+    (["serve", "--default-max-tokens", "0"], "--default-max-tokens"),
+    (["bench", "tau2", "--domain", "mock", "--base-url", "http://127.0.0.1:1/v1", "--model", "m",
+      "--trials", "0", "--out", "x"], "--trials"),
+    (["bench", "bfcl", "--base-url", "http://127.0.0.1:1/v1", "--model", "m", "--limit", "-3", "--out", "x"],
+     "--limit"),
+])
+def test_serve_and_bench_impossible_numbers(args, phrase):
+    refused(lh(*args), phrase)

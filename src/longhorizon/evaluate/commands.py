@@ -15,6 +15,7 @@ import json
 import sys
 from pathlib import Path
 
+from longhorizon.core.argtypes import nonneg_float, positive_int
 from longhorizon.core.errors import UsageError
 
 
@@ -58,9 +59,9 @@ def _add_bench(sub) -> None:
     b.add_argument("--categories", nargs="+", metavar="CAT",
                    help=f"categories or groups ({', '.join(GROUPS)}); default all offline: "
                         f"{', '.join(OFFLINE_CATEGORIES)}")
-    b.add_argument("--limit", type=int, help="only the first N entries of each category (scored as a partial run)")
-    b.add_argument("--threads", type=int, default=4, help="requests in flight (default 4)")
-    b.add_argument("--temperature", type=float, default=0.001, help="BFCL's default 0.001 (greedy in effect)")
+    b.add_argument("--limit", type=positive_int, help="only the first N entries of each category (scored as a partial run)")
+    b.add_argument("--threads", type=positive_int, default=4, help="requests in flight (default 4)")
+    b.add_argument("--temperature", type=nonneg_float, default=0.001, help="BFCL's default 0.001 (greedy in effect)")
     b.add_argument("--out", required=True, help="output folder")
     b.add_argument("--format", choices=["md", "json"], default="md")
     b.add_argument("--quiet", action="store_true", help="no BFCL progress output (still in OUT/bfcl/bfcl.log)")
@@ -126,9 +127,9 @@ def _add_audit(sub) -> None:
     a.add_argument("--wheel-cache", help="where wheels are kept (default .venvs/wheels)")
     a.add_argument("--sft-data", nargs="+", metavar="PATH", help="SFT data files or folders (JSONL) to include")
     a.add_argument("--family", action="append", help="only this family's train tasks (repeatable; a subset)")
-    a.add_argument("--seeds", type=int, help="train instances per family (default: the suite's own)")
+    a.add_argument("--seeds", type=positive_int, help="train instances per family (default: the suite's own)")
     a.add_argument("--no-worlds", action="store_true", help="instructions only, no World contents (faster)")
-    a.add_argument("--limit", type=int, help="only the first N entries of each BFCL data file (a subset)")
+    a.add_argument("--limit", type=positive_int, help="only the first N entries of each BFCL data file (a subset)")
     a.add_argument("--format", choices=["md", "json"], default="md")
     a.add_argument("--quiet", action="store_true")
     a.set_defaults(func=cmd_audit)

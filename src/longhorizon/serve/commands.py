@@ -12,6 +12,7 @@ import argparse
 import signal
 import sys
 
+from longhorizon.core.argtypes import nonneg_float, port, positive_float, positive_int
 from longhorizon.core.errors import InfraError
 
 
@@ -77,13 +78,13 @@ def add_commands(sub) -> None:
                                    "Ctrl-C/SIGTERM. vLLM lives in its own venv (.venvs/vllm), built on first use.")
     s.add_argument("--model", help="a transformers model folder or hub name (default: the embedded SmolLM2 "
                                    "of `longhorizon model init`)")
-    s.add_argument("--port", type=int, default=8000, help="default 8000")
+    s.add_argument("--port", type=port, default=8000, help="default 8000")
     s.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1: this machine only)")
     s.add_argument("--lora", help="a PEFT LoRA adapter folder, served on top of --model under its folder name")
-    s.add_argument("--max-model-len", type=int, default=8192, help="context length (default 8192)")
-    s.add_argument("--kv-cache-gib", type=float, default=2.0,
+    s.add_argument("--max-model-len", type=positive_int, default=8192, help="context length (default 8192)")
+    s.add_argument("--kv-cache-gib", type=positive_float, default=2.0,
                    help="KV cache size on CPU, GiB (VLLM_CPU_KVCACHE_SPACE; default 2)")
-    s.add_argument("--default-max-tokens", type=int, metavar="N",
+    s.add_argument("--default-max-tokens", type=positive_int, metavar="N",
                    help="reply length cap for requests that set no max_tokens (BFCL's harness sets none; "
                         "default: none, up to the context length)")
     s.add_argument("--log", help="server log file (default: a temporary folder's server.log)")
@@ -103,13 +104,13 @@ def add_commands(sub) -> None:
     t.add_argument("--model", required=True, help="the agent's model name on that server")
     t.add_argument("--user-base-url", help="the user simulator's endpoint (default: --base-url)")
     t.add_argument("--user-model", help="the user simulator's model name (default: --model)")
-    t.add_argument("--limit", type=int, help="only the first N tasks of the domain")
+    t.add_argument("--limit", type=positive_int, help="only the first N tasks of the domain")
     t.add_argument("--task-id", action="append", help="only this task (repeatable)")
-    t.add_argument("--trials", type=int, default=1, help="trials per task (default 1; pass^k for k <= trials)")
-    t.add_argument("--concurrency", type=int, default=1, help="simulations at once (default 1)")
-    t.add_argument("--max-steps", type=int, default=100, help="messages per simulation (default 100)")
-    t.add_argument("--temperature", type=float, default=0.0)
-    t.add_argument("--max-tokens", type=int, default=1024, help="tokens per reply, both sides (default 1024)")
+    t.add_argument("--trials", type=positive_int, default=1, help="trials per task (default 1; pass^k for k <= trials)")
+    t.add_argument("--concurrency", type=positive_int, default=1, help="simulations at once (default 1)")
+    t.add_argument("--max-steps", type=positive_int, default=100, help="messages per simulation (default 100)")
+    t.add_argument("--temperature", type=nonneg_float, default=0.0)
+    t.add_argument("--max-tokens", type=positive_int, default=1024, help="tokens per reply, both sides (default 1024)")
     t.add_argument("--seed", type=int, default=300, help="τ²'s seed (default 300, its own)")
     t.add_argument("--judge", action="store_true",
                    help="turn on the fork's repetition judge, routed to the agent's served model")
