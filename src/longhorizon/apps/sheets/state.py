@@ -121,6 +121,38 @@ def save_workbook(wb: Workbook, path: Path | str) -> None:
     os.replace(tmp, path)
 
 
+def reloads_exactly(value: Any) -> bool:
+    """Whether a cell value the app stores reads back from the saved file as the same value of
+    the same type: openpyxl writes numbers as ``"%.16g"`` and reads text with a point or an
+    exponent as a float, else as an int (so 1.0 comes back as 1, -0.0 as 0, 10**17 as 1e+17,
+    0.1 + 0.2 as 0.3), and writes "" as an empty cell (back as None). Text, formulas, booleans
+    and None come back as they were."""
+    if value is None or isinstance(value, bool):
+        return True
+    if isinstance(value, str):
+        return value != ""
+    if type(value) not in (int, float):
+        return False
+    text = "%.16g" % value
+    back = float(text) if ("." in text or "e" in text or "E" in text) else int(text)
+    return type(back) is type(value) and back == value and (math.copysign(1.0, back) == math.copysign(1.0, value))
+
+
+def all_reload_exactly(wb: Workbook) -> bool:
+    """``reloads_exactly`` for every cell of ``wb`` (a loaded file may hold values that do not:
+    dates, 17-digit floats written by another program)."""
+    return all(reloads_exactly(cell._value) for ws in wb.worksheets for cell in ws._cells.values())  # noqa: SLF001
+
+
+def forget_save_state(wb: Workbook) -> None:
+    """Undo what openpyxl's writer leaves behind in a workbook it saved and a reload of the
+    file would not have: the column outline level it computes while writing, which the next
+    save would then write out (``outlineLevelCol="0"``). After this, saving ``wb`` again gives
+    what saving a reload of the file gives (tests/apps/test_sheets_edit_cache.py)."""
+    for ws in wb.worksheets:
+        ws.column_dimensions.max_outline = None
+
+
 def load_workbook(path: Path | str | BinaryIO) -> Workbook:
     """Open an xlsx (a path, or an open binary file) with formulas kept as their ``=...`` text
     (we compute them ourselves)."""
