@@ -209,6 +209,7 @@ def child(path: str, n: int, tail: bool, workers: int = 0) -> dict:
         from longhorizon.apps.common import OfficeFiles
 
         episode.DEFAULT_MCP_PATH, parse_cache.ENABLED, OfficeFiles.ENABLED = "sdk", False, False
+        parse_cache.SHARED = False
     tasks = tasks_for(n)
     warm_up(tasks, episode.DEFAULT_MCP_PATH)
     logs = tempfile.mkdtemp(prefix="lh-standin-") if workers else None

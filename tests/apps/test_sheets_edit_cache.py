@@ -1,11 +1,14 @@
-"""The sheets app's edit cache and one-pass save change nothing an agent or a grader sees.
+"""The sheets app's edit cache, shared parses and one-pass save change nothing an agent or a
+grader sees.
 
 Edits reuse the parse of an unchanged workbook and keep what they saved when every value in
 it reads back exactly (``reloads_exactly``), so a workbook is loaded once per episode instead
-of once per call. These tests hold that to "the same as loading on every call": every family's
-oracle played with the cache and without it gives the same tool results, grades and final
-World; values that do not read back exactly (1.0, -0.0, 10**17, "") are never kept; and
-``workbook_bytes`` gives the bytes the former save-then-copy gave.
+of once per call; reads and graders share one parse of the same bytes across episodes
+(``core.parse_cache.shared_parse``). These tests hold that to "the same as loading on every
+call": every family's oracle played with the caches and without them gives the same tool
+results, grades and final World; values that do not read back exactly (1.0, -0.0, 10**17, "")
+are never kept; an edit in one episode never shows in another's reads; and ``workbook_bytes``
+gives the bytes the former save-then-copy gave.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import re
 import pytest
 
 from longhorizon.apps.common import OfficeFiles
-from longhorizon.apps.sheets import server
+from longhorizon.core import parse_cache
 from longhorizon.apps.sheets.state import (
     all_reload_exactly,
     forget_save_state,
@@ -42,17 +45,8 @@ def _outcome(traj, world):
     return results, grade, final
 
 
-@pytest.fixture
-def no_edit_cache():
-    OfficeFiles.ENABLED = False
-    try:
-        yield
-    finally:
-        OfficeFiles.ENABLED = True
-
-
 def _play_all(tasks, enabled: bool) -> dict:
-    OfficeFiles.ENABLED = enabled
+    OfficeFiles.ENABLED = parse_cache.SHARED = enabled
     cache, out = WorldCache(), {}
 
     async def run():
@@ -65,16 +59,17 @@ def _play_all(tasks, enabled: bool) -> dict:
     try:
         asyncio.run(run())
     finally:
-        OfficeFiles.ENABLED = True
+        OfficeFiles.ENABLED = parse_cache.SHARED = True
         cache.close()
     return out
 
 
 def test_every_family_gets_the_same_results_grade_and_world_with_and_without_the_cache():
     tasks = [f.generate(s) for f in families() if "sheets" in f.generate(0).apps for s in (0, 1)]
+    tasks += tasks[:4]  # the same tasks again: what the first plays parsed is shared now
     assert len(tasks) >= 20
     cached, fresh = _play_all(tasks, True), _play_all(tasks, False)
-    for task in tasks:
+    for task in tasks[:-4]:
         assert cached[task.id][0] == fresh[task.id][0], f"{task.id}: tool results differ"
         assert cached[task.id][1] == fresh[task.id][1], f"{task.id}: grades differ"
         assert cached[task.id][2] == fresh[task.id][2], f"{task.id}: final Worlds differ"
@@ -212,3 +207,25 @@ def test_a_new_workbook_kept_after_create_saves_as_a_reload_of_its_file_does(nam
             for j, v in enumerate(row):
                 book[names[-1]].cell(row=i + 1, column=j + 1).value = v
     assert workbook_bytes(wb) == workbook_bytes(reloaded)
+
+
+def test_an_edit_in_one_episode_never_shows_in_another_episodes_reads(tmp_path):
+    from openpyxl import Workbook
+
+    wb = Workbook()
+    wb.active.title = "S"
+    wb.active["A1"] = 3
+    data = workbook_bytes(wb)
+    worlds = []
+    for name in ("one", "two"):
+        world = World.build(tmp_path / name, lambda root: None)
+        (world.workspace / "b.xlsx").write_bytes(data)  # the same bytes, as forks of one snapshot
+        worlds.append(world)
+    one, two = _session(worlds[0]), _session(worlds[1])
+    assert _call(one, "read_range", path="b.xlsx", sheet="S") == _call(two, "read_range", path="b.xlsx", sheet="S")
+    _call(one, "write_cells", path="b.xlsx", sheet="S", cells={"A1": 4, "B1": "x"})
+    text, _ = _call(two, "read_range", path="b.xlsx", sheet="S")
+    assert json.loads(text)["rows"] == [{"row": 1, "values": [3]}]
+    text, _ = _call(one, "read_range", path="b.xlsx", sheet="S")
+    assert json.loads(text)["rows"] == [{"row": 1, "values": [4, "x"]}]
+    assert parse_cache.shared_parse(".xlsx", data, load_workbook)["S"]["A1"].value == 3

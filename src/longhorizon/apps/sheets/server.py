@@ -133,9 +133,11 @@ def make_app(world):
     lock = threading.Lock()  # sync tools run on worker threads: one workbook edit at a time
 
     # edits reuse the parse of an unchanged file and keep what they saved when every value they
-    # stored reads back exactly (``reloads_exactly``): one load per file per episode, not per call
+    # stored reads back exactly (``reloads_exactly``): one load per file per episode, not per
+    # call; reads (which never change a workbook) share one parse of the same bytes across sessions
     files = OfficeFiles(ws_root, ".xlsx", "workbook", load_workbook, kind="an .xlsx workbook",
-                        missing_hint=" (paths are relative to the workspace root)", edit_cached=True)
+                        missing_hint=" (paths are relative to the workspace root)", edit_cached=True,
+                        share_reads=True)
 
     def xlsx_path(path: str) -> WorkspacePath:
         return files.path(path, "is not an .xlsx file; this app only opens .xlsx workbooks")

@@ -27,7 +27,7 @@ from openpyxl.drawing.spreadsheet_drawing import SpreadsheetDrawing
 from openpyxl.worksheet._writer import WorksheetWriter
 from openpyxl.writer.excel import ExcelWriter
 
-from longhorizon.core.parse_cache import parse_once
+from longhorizon.core.parse_cache import parse_once, shared_parse
 
 FIXED_TIME = _dt.datetime(2024, 1, 1, 0, 0, 0)
 """Stamped as created/modified on every saved workbook, so equal content means equal bytes."""
@@ -162,7 +162,16 @@ def load_workbook(path: Path | str | BinaryIO) -> Workbook:
 def read_workbook(path: Path | str) -> Workbook:
     """``load_workbook`` for graders: parsed once per grade and shared by its checks, which
     only read it (see core/parse_cache.py)."""
-    return parse_once("xlsx", path, load_workbook, copy_result=False)
+    return parse_once("xlsx", path, _load_shared, copy_result=False)
+
+
+def _load_shared(path: Path | str) -> Workbook:
+    """A workbook file's parse, shared with every reader of the same bytes (the sheets app's
+    reads, other episodes' graders: core/parse_cache.shared_parse); none of them changes it."""
+    p = Path(path)
+    if p.suffix.lower() != ".xlsx" or not p.is_file():  # whatever openpyxl says about it, as before
+        return load_workbook(p)
+    return shared_parse(".xlsx", p.read_bytes(), load_workbook)
 
 
 def find_sheet(wb: Workbook, name: str):
