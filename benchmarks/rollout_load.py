@@ -10,9 +10,20 @@ grading, Trajectories written to a run folder. Episodes come in GSPO groups of 8
 samples); tasks are spread over every family. Each (path, N) runs in a fresh process, so CPU and
 memory figures are its own:
 
-* ``before``: the path as it was: ``mcp.Client`` on each app's MCPServer (``mcp_path="sdk"``) and
-  every office file parsed again by each criterion (``core.parse_cache.ENABLED = False``);
-* ``after``: the lean in-process path (``apps.common.LocalSession``) and one parse per file per grade.
+* ``before``: the path as it was: ``mcp.Client`` on each app's MCPServer (``mcp_path="sdk"``),
+  every office file parsed again by each criterion (``core.parse_cache.ENABLED = False``), every
+  edit loading its file again and no parse shared between episodes (``OfficeFiles.ENABLED``,
+  ``core.parse_cache.SHARED`` off; the one-pass workbook save cannot be switched off);
+* ``after``: the current path: the lean in-process path (``apps.common.LocalSession``), one
+  parse per file per grade, the sheets app's edit cache and parses shared across episodes;
+* ``--base-src DIR``: the ``after`` path of the code in DIR (another commit's ``src/``, from
+  ``git worktree add``), in the same run, labelled ``--base-label``;
+* ``--workers K``: ``after`` on K Ray worker processes (``rollout.ray_workers.RayEpisodes``, a
+  contained local Ray) at the ``--workers-at`` N: CPU is then the driver's plus every process
+  under it (workers and Ray's own daemons), memory is not measured.
+
+    PYTHONPATH=src .venv/bin/python benchmarks/rollout_load.py --paths after \
+        --base-src ../base/src --base-label 05642f0 --workers 2     # the README's table
 
 Reported: episodes/s and tool calls/s over the run's wall; the environment's share of an
 episode's wall (1 - the time the stand-in model was asked to wait / the episode's wall, averaged
