@@ -32,7 +32,7 @@ from longhorizon.apps.sheets.state import (
 )
 from longhorizon.core.registry import families
 from longhorizon.core.world import World, WorldCache
-from longhorizon.env.episode import play
+from longhorizon.env.episode import Limits, play
 from longhorizon.policies.scripted import OraclePolicy
 
 CLOCK = re.compile(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d")
@@ -40,21 +40,23 @@ CLOCK = re.compile(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d")
 
 def _outcome(traj, world):
     results = [(c.name, CLOCK.sub("<time>", c.result), c.is_error) for c in traj.tool_calls]
-    grade = [(r.id, r.passed, r.note) for r in traj.grade.results]
+    grade = [(r.id, r.passed, r.note.replace(str(world.root), "<world>")) for r in traj.grade.results]
     final = {path: (data if not path.endswith(".gz") else len(data), mode) for path, data, mode in world.image().files}
     return results, grade, final
 
 
-def _play_all(tasks, enabled: bool) -> dict:
+def _play_all(tasks, enabled: bool, policies=(OraclePolicy,)) -> dict:
     OfficeFiles.ENABLED = parse_cache.SHARED = enabled
     cache, out = WorldCache(), {}
 
     async def run():
-        for task in tasks:
-            world, digest = cache.fork(task)
-            traj = await play(task, OraclePolicy(), world, world_hash=digest)
-            out[task.id] = _outcome(traj, world)
-            cache.release(world)
+        for make in policies:
+            for task in tasks:
+                world, digest = cache.fork(task)
+                limits = Limits() if make is OraclePolicy else Limits(max_turns=60)
+                traj = await play(task, make(), world, world_hash=digest, limits=limits)
+                out[task.id if make is OraclePolicy else (make.name, task.id)] = _outcome(traj, world)
+                cache.release(world)
 
     try:
         asyncio.run(run())
@@ -73,6 +75,18 @@ def test_every_family_gets_the_same_results_grade_and_world_with_and_without_the
         assert cached[task.id][0] == fresh[task.id][0], f"{task.id}: tool results differ"
         assert cached[task.id][1] == fresh[task.id][1], f"{task.id}: grades differ"
         assert cached[task.id][2] == fresh[task.id][2], f"{task.id}: final Worlds differ"
+
+
+def test_adversaries_get_the_same_results_grade_and_world_with_and_without_the_cache():
+    """Random and junk arguments (floats like 1.0, empty strings, odd ranges) through every sheets family."""
+    from longhorizon.policies.adversaries import ADVERSARIES
+
+    tasks = [f.generate(0) for f in families() if "sheets" in f.generate(0).apps]
+    policies = tuple(ADVERSARIES[n] for n in ("random_tools", "shotgun", "empty_artefact"))
+    cached, fresh = _play_all(tasks, True, policies), _play_all(tasks, False, policies)
+    assert cached.keys() == fresh.keys()
+    for key in cached:
+        assert cached[key] == fresh[key], key
 
 
 TRICKY = [1.0, -0.0, 10**17, 0.1 + 0.2, "", 2.5, 7, -3, True, False, None, "x\ry", " a ", "=SUM(A1:A2)",
