@@ -10,9 +10,20 @@ grading, Trajectories written to a run folder. Episodes come in GSPO groups of 8
 samples); tasks are spread over every family. Each (path, N) runs in a fresh process, so CPU and
 memory figures are its own:
 
-* ``before``: the path as it was: ``mcp.Client`` on each app's MCPServer (``mcp_path="sdk"``) and
-  every office file parsed again by each criterion (``core.parse_cache.ENABLED = False``);
-* ``after``: the lean in-process path (``apps.common.LocalSession``) and one parse per file per grade.
+* ``before``: the path as it was: ``mcp.Client`` on each app's MCPServer (``mcp_path="sdk"``),
+  every office file parsed again by each criterion (``core.parse_cache.ENABLED = False``), every
+  edit loading its file again and no parse shared between episodes (``OfficeFiles.ENABLED``,
+  ``core.parse_cache.SHARED`` off; the one-pass workbook save cannot be switched off);
+* ``after``: the current path: the lean in-process path (``apps.common.LocalSession``), one
+  parse per file per grade, the sheets app's edit cache and parses shared across episodes;
+* ``--base-src DIR``: the ``after`` path of the code in DIR (another commit's ``src/``, from
+  ``git worktree add``), in the same run, labelled ``--base-label``;
+* ``--workers K``: ``after`` on K Ray worker processes (``rollout.ray_workers.RayEpisodes``, a
+  contained local Ray) at the ``--workers-at`` N: CPU is then the driver's plus every process
+  under it (workers and Ray's own daemons), memory is not measured.
+
+    PYTHONPATH=src .venv/bin/python benchmarks/rollout_load.py --paths after \
+        --base-src ../base/src --base-label 05642f0 --workers 2     # the README's table
 
 Reported: episodes/s and tool calls/s over the run's wall; the environment's share of an
 episode's wall (1 - the time the stand-in model was asked to wait / the episode's wall, averaged
@@ -51,11 +62,15 @@ class StandinModel:
 
     name = "standin"
 
-    def __init__(self, tail: bool):
+    def __init__(self, tail: bool, log_dir: str | None = None):
         from longhorizon.policies.scripted import OraclePolicy
 
-        self.oracle, self.tail = OraclePolicy(), tail
+        self.oracle, self.tail, self.log_dir = OraclePolicy(), tail, log_dir
         self.episodes: dict[tuple[str, int], dict] = {}
+        """Per episode: first and last turn (perf_counter: the system-wide monotonic clock, so
+        comparable across processes) and the time it was asked to wait. With ``log_dir`` (the
+        policy plays in other processes) each finished episode's record is also appended to a
+        file there, which the driver reads back (``read_logs``)."""
 
     def describe(self) -> dict:
         return {"policy": self.name, "model": None, "sampling": None, "tail": self.tail}
@@ -69,7 +84,18 @@ class StandinModel:
         await asyncio.sleep(wait)
         msg = await self.oracle.act(messages, tools, ctx)
         rec["last"] = time.perf_counter()
+        if self.log_dir and not (isinstance(msg, dict) and msg.get("tool_calls")):  # its last turn
+            line = json.dumps({"task": ctx.task.id, "sample": ctx.sample, "first": rec["first"],
+                               "last": rec["last"], "waited": rec["waited"]})
+            with open(Path(self.log_dir) / f"{os.getpid()}.jsonl", "a") as f:
+                f.write(line + "\n")
         return msg
+
+    def read_logs(self) -> None:
+        for path in Path(self.log_dir).glob("*.jsonl"):
+            for line in path.read_text().splitlines():
+                r = json.loads(line)
+                self.episodes[(r["task"], r["sample"])] = r
 
 
 def _children_cpu() -> float:
@@ -105,6 +131,48 @@ class PeakRSS:
         self.peak = max(self.peak, _rss())
 
 
+def _tree_cpu(root: int) -> tuple[float, float]:
+    """CPU seconds of ``root``'s descendants now alive (not ``root`` itself): their own, and
+    that of the children they reaped (the shell's sandboxes). Ray's daemons and its workers
+    are started under the driver."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parent, stats = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry)
+        parent[pid] = int(fields[1])
+        stats[pid] = ((int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick)
+    own = kids = 0.0
+    for pid, (mine, reaped) in stats.items():
+        p = parent.get(pid)
+        while p and p != root:
+            p = parent.get(p)
+        if p == root:
+            own, kids = own + mine, kids + reaped
+    return own, kids
+
+
+class _Measured:
+    """An episode player that reads the CPU of the process tree just before it closes (Ray's
+    workers end with it)."""
+
+    def __init__(self, inner):
+        self.inner, self.cpu_at_end = inner, (0.0, 0.0)
+
+    async def play(self, task, sample):
+        return await self.inner.play(task, sample)
+
+    async def aclose(self):
+        self.cpu_at_end = _tree_cpu(os.getpid())
+        await self.inner.aclose()
+
+
 def tasks_for(n: int):
     """``n // GROUP`` tasks (at least one), spread evenly over the families (sorted by name), so
     that each N sees a mix like the suite's; past one per family, the next seeds."""
@@ -138,8 +206,9 @@ def warm_up(tasks, path: str) -> None:
                     build_server(app, world)
 
 
-def child(path: str, n: int, tail: bool) -> dict:
-    """One measured run, in this process; returns its figures."""
+def child(path: str, n: int, tail: bool, workers: int = 0) -> dict:
+    """One measured run, in this process (``workers``: on that many Ray worker processes);
+    returns its figures."""
     from longhorizon.core import parse_cache
     from longhorizon.core.trajectory import Trajectory
     from longhorizon.env import episode
@@ -148,16 +217,31 @@ def child(path: str, n: int, tail: bool) -> dict:
     from longhorizon.rollout.store import RunStore
 
     if path == "before":
-        episode.DEFAULT_MCP_PATH, parse_cache.ENABLED = "sdk", False
+        from longhorizon.apps.common import OfficeFiles
+
+        episode.DEFAULT_MCP_PATH, parse_cache.ENABLED, OfficeFiles.ENABLED = "sdk", False, False
+        parse_cache.SHARED = False
     tasks = tasks_for(n)
     warm_up(tasks, episode.DEFAULT_MCP_PATH)
-    policy = StandinModel(tail)
+    logs = tempfile.mkdtemp(prefix="lh-standin-") if workers else None
+    policy = StandinModel(tail, logs)
     spec = RunSpec(policy=policy.describe(), split="train", seeds=None, samples=GROUP, limits=Limits(max_wall_s=None))
+    player = tree0 = None
+    if workers:
+        from longhorizon.rollout.ray_workers import RayEpisodes
+
+        player = _Measured(RayEpisodes(policy, spec.limits, workers=workers, num_cpus=os.cpu_count()))
+        asyncio.run(player.inner._started())  # the workers up (Ray, imports) before the clock starts
+        tree0 = _tree_cpu(os.getpid())
     with tempfile.TemporaryDirectory() as out:
         with PeakRSS() as mem:
             c0, k0, t0 = time.process_time(), _children_cpu(), time.perf_counter()
-            asyncio.run(run_episodes(tasks, policy, spec, out, concurrency=n, progress=False))
+            asyncio.run(run_episodes(tasks, policy, spec, out, concurrency=n, progress=False, episodes=player))
             wall, cpu, kids = time.perf_counter() - t0, time.process_time() - c0, _children_cpu() - k0
+        if workers:  # the workers' CPU (and their sandboxes'), Ray's daemons included
+            cpu += player.cpu_at_end[0] - tree0[0]
+            kids += player.cpu_at_end[1] - tree0[1]
+            policy.read_logs()
         store = RunStore(out)
         trajs, infra = [Trajectory.from_dict(d) for d in store.trajectories()], store.infra_errors()
     expected = len(tasks) * GROUP
@@ -170,12 +254,12 @@ def child(path: str, n: int, tail: bool) -> dict:
         ratios.append(span / max(r["last"] - r["first"] for r in recs))
     in_flight = min(n, expected)
     return {
-        "path": path, "n": n, "tail": tail, "episodes": expected, "stored": len(trajs), "infra": len(infra),
+        "path": path if not workers else f"{path}, {workers} procs", "n": n, "tail": tail, "workers": workers, "episodes": expected, "stored": len(trajs), "infra": len(infra),
         "passed": sum(t.passed for t in trajs), "wall_s": wall, "cpu_s": cpu, "tool_calls": calls,
         "episodes_per_s": len(trajs) / wall, "calls_per_s": calls / wall,
         "env_share": statistics.mean(shares), "cpu_ms_per_episode": cpu * 1000 / expected,
-        "cpu_ms_per_30_calls": cpu * 1000 / calls * 30, "sandbox_cpu_ms_per_episode": kids * 1000 / expected, "mb_per_episode": (mem.peak - mem.base) / in_flight / 2**20,
-        "group_wall_over_longest": max(ratios),
+        "cpu_ms_per_30_calls": cpu * 1000 / calls * 30, "sandbox_cpu_ms_per_episode": kids * 1000 / expected, "mb_per_episode": None if workers else (mem.peak - mem.base) / in_flight / 2**20,
+        "group_wall_over_longest": max(ratios), "loadavg": os.getloadavg(),
     }
 
 
@@ -200,9 +284,13 @@ def fork_vs_hash(k: int = 20) -> tuple[float, float]:
     return statistics.median(forks), statistics.median(hashes)
 
 
-def run_child(path: str, n: int, tail: bool) -> dict:
+def run_child(path: str, n: int, tail: bool, *, src: str | None = None, workers: int = 0) -> dict:
+    """One row in a fresh process; ``src``: import longhorizon from that source tree instead
+    (the code of another commit, e.g. a ``git worktree`` of it)."""
     cmd = [sys.executable, __file__, "--child", path, str(n)] + (["--tail-run"] if tail else [])
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    cmd += ["--workers", str(workers)] if workers else []
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([src] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])) if src else None
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if done.returncode:
         raise SystemExit(f"{path} at {n} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -213,7 +301,8 @@ def row(r: dict) -> str:
     group = "n/a (one at a time)" if r["n"] < GROUP else f"{r['group_wall_over_longest']:.2f}"
     return (f"| {r['n']:>4} | {r['path']:<6} | {r['episodes_per_s']:>6.1f} | {r['calls_per_s']:>7.0f} | "
             f"{r['env_share'] * 100:>5.1f}% | {r['cpu_ms_per_episode']:>6.1f} | {r['cpu_ms_per_30_calls']:>6.1f} | "
-            f"{r['mb_per_episode']:>5.2f} | {group:>6} | {lost} of {r['episodes']} |")
+            f"{'n/a' if r['mb_per_episode'] is None else format(r['mb_per_episode'], '5.2f'):>5} | {group:>6} | "
+            f"{lost} of {r['episodes']} |")
 
 
 HEADER = ("|    N | path   | ep/s   | calls/s | env share | CPU ms/ep | CPU ms/30 calls | MB/ep | "
@@ -225,12 +314,25 @@ def main(argv=None) -> int:
     p.add_argument("--curve", default="1,8,64,256,512", help="concurrent episodes to measure (default 1,8,64,256,512)")
     p.add_argument("--tail", default="64", help="the slow-tail variant at these N ('' for none; default 64)")
     p.add_argument("--json", type=Path, help="also write every run's figures to this file")
+    p.add_argument("--base-src", help="also measure the 'after' path of the code in this source folder "
+                   "(e.g. src/ of a `git worktree add` of an earlier commit), labelled --base-label")
+    p.add_argument("--base-label", default="base", help="the label of --base-src rows (default base)")
+    p.add_argument("--workers", type=int, default=0,
+                   help="also play the 'after' path on this many Ray worker processes (needs the ray extra)")
+    p.add_argument("--workers-at", default="512", help="the N for --workers rows (default 512)")
+    p.add_argument("--paths", default="before,after", help="paths per row (default before,after)")
     p.add_argument("--child", nargs=2, metavar=("PATH", "N"), help=argparse.SUPPRESS)
     p.add_argument("--tail-run", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args.child[0], int(args.child[1]), args.tail_run)))
+        path = "after" if args.child[0] == "base" else args.child[0]
+        r = child(path, int(args.child[1]), args.tail_run, args.workers)
+        if args.child[0] == "base":
+            r["path"] = os.environ.get("LH_BENCH_LABEL", "base")
+        print(json.dumps(r))
         return 0
+    if args.base_src:
+        os.environ["LH_BENCH_LABEL"] = args.base_label
     runs = []
     print(f"oracle episodes in groups of {GROUP}, stand-in model {LATENCY_S * 1000:.0f} ms per turn; "
           f"{os.cpu_count()} CPUs; one process per row\n")
@@ -241,11 +343,22 @@ def main(argv=None) -> int:
             continue
         print(f"{label}\n{HEADER}")
         for n in ns:
-            for path in ("before", "after"):
+            for path in args.paths.split(","):
+                if path == "after" and args.base_src:
+                    r = run_child("base", n, tail, src=args.base_src)
+                    runs.append(r)
+                    print(row(r), flush=True)
                 r = run_child(path, n, tail)
                 runs.append(r)
                 print(row(r), flush=True)
+            if args.workers and not tail and str(n) in args.workers_at.split(","):
+                r = run_child("after", n, tail, workers=args.workers)
+                runs.append(r)
+                print(row(r), flush=True)
         print()
+    loads = [r["loadavg"][0] for r in runs if "loadavg" in r]
+    if loads:
+        print(f"1-minute load average at the end of each row: {min(loads):.1f} to {max(loads):.1f}")
     fork_ms, hash_ms = fork_vs_hash()
     print(f"fork a World {fork_ms:.2f} ms, hash it {hash_ms:.2f} ms (median over 20 families): "
           f"a hash costs {hash_ms / fork_ms:.1f}x the fork")

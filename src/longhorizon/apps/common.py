@@ -818,21 +818,44 @@ class OfficeFiles:
     confined paths (``Workspace``: links are never followed, only regular files are opened, and
     the loader gets a file object on that descriptor, never a path), the right extension, errors
     the agent can act on, and reads that reuse an unchanged file's last load (same inode, mtime,
-    size). Edits always load a fresh copy, so a failed edit never leaks into the cache."""
+    size).
+
+    Edits load a fresh copy, unless the app allows ``edit_cached``: then an edit takes this
+    session's cached object of an unchanged file *out* of the cache (so a failed edit never
+    leaks into it), and a save may put the edited object back (``save(..., keep=obj)``) under
+    the stamp of the file it just wrote. An app keeps an object only when reloading what it
+    wrote would give the same object (the same values, the same bytes on the next save): a parse
+    of the disk bytes and the kept object are then interchangeable, and tool results and Worlds
+    stay what a fresh load per call gives. Graders never see these objects: they parse what is
+    on disk.
+
+    ``share_reads``: reads of the same bytes share one parse across sessions (the 8 episodes of
+    a GSPO group fork the same files), keyed by the bytes' digest. For apps whose read tools
+    never change what they read; a shared object is never handed to an edit."""
 
     CACHE_SIZE = 16
+    ENABLED = True
+    """Benchmarks and tests switch this off to compare with a fresh load on every edit
+    (``core.parse_cache.SHARED`` switches off the parses shared between sessions)."""
 
-    def __init__(self, workspace: Path, suffix: str, noun: str, load, *, kind: str, missing_hint: str):
+    def __init__(self, workspace: Path, suffix: str, noun: str, load, *, kind: str, missing_hint: str,
+                 edit_cached: bool = False, share_reads: bool = False):
         self.workspace, self.suffix, self.noun, self.load = Workspace(workspace), suffix, noun, load
         self.kind = kind  # e.g. "a .docx document": what a file that fails to load is not
         self.missing_hint = missing_hint
-        self._cache: dict[tuple[str, ...], tuple[tuple[int, int, int], object]] = {}
+        self.edit_cached, self.share_reads = edit_cached, share_reads
+        self._cache: dict[tuple[str, ...], tuple[tuple[int, int, int], object, bool]] = {}
 
     def path(self, path: str, wrong_type: str) -> WorkspacePath:
         p = self.workspace.path(path)
         if p.suffix.lower() != self.suffix:
             raise ToolError(f"{path!r} {wrong_type}")
         return p
+
+    @staticmethod
+    def _stamp(f) -> tuple[int, int, int]:
+        st = os.fstat(f.fileno())
+        return st.st_ino, st.st_mtime_ns, st.st_size
 
     def open(self, p: WorkspacePath, path: str, for_read: bool = False):
         try:
@@ -844,22 +867,56 @@ class OfficeFiles:
                 raise ToolError(f"{path!r} is a folder, not a {self.noun}") from None
             raise
         with f:
-            st = os.fstat(f.fileno())
-            stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
-            if for_read and p.parts in self._cache and self._cache[p.parts][0] == stamp:
-                return self._cache[p.parts][1]
-            try:
-                obj = self.load(f)
-            except Exception as exc:  # corrupt, or not really that format: the agent should know, not crash
-                raise ToolError(f"{path!r} could not be opened as {self.kind} ({type(exc).__name__})") from None
+            stamp = self._stamp(f)
+            hit = self._cache.get(p.parts)
+            if hit is not None and hit[0] == stamp:
+                if for_read:
+                    return hit[1]
+                if self.edit_cached and OfficeFiles.ENABLED and not hit[2]:
+                    del self._cache[p.parts]  # the edit owns it now: only a successful save puts it back
+                    return hit[1]
+            if for_read and self.share_reads:
+                obj = self._shared_read(f, path)
+                self._put(p, stamp, obj, shared=True)
+                return obj
+            obj = self._load(f, path)
         if for_read:
-            if len(self._cache) >= self.CACHE_SIZE:
-                self._cache.pop(next(iter(self._cache)))
-            self._cache[p.parts] = (stamp, obj)
+            self._put(p, stamp, obj)
         return obj
 
-    def save(self, p: WorkspacePath, data: bytes, *, new: bool = False) -> None:
-        """Write a file's bytes through the confined walk (``new``: refuse an existing path)."""
+    def _load(self, f, path: str):
+        try:
+            return self.load(f)
+        except Exception as exc:  # corrupt, or not really that format: the agent should know, not crash
+            raise ToolError(f"{path!r} could not be opened as {self.kind} ({type(exc).__name__})") from None
+
+    def _shared_read(self, f, path: str):
+        """The parse of these bytes that every session shares (core/parse_cache.shared_parse)."""
+        from longhorizon.core.parse_cache import shared_parse
+
+        data = f.read()
+        try:
+            return shared_parse(self.suffix, data, self.load)
+        except Exception as exc:  # corrupt, or not really that format
+            raise ToolError(f"{path!r} could not be opened as {self.kind} ({type(exc).__name__})") from None
+
+    def _put(self, p: WorkspacePath, stamp: tuple[int, int, int], obj, shared: bool = False) -> None:
+        self._cache.pop(p.parts, None)
+        if len(self._cache) >= self.CACHE_SIZE:
+            self._cache.pop(next(iter(self._cache)))
+        self._cache[p.parts] = (stamp, obj, shared)
+
+    def save(self, p: WorkspacePath, data: bytes, *, new: bool = False, keep=None) -> None:
+        """Write a file's bytes through the confined walk (``new``: refuse an existing path).
+        ``keep``: the object these bytes were saved from, which reloading them would give back
+        exactly (see the class docstring); it is cached as this file's parse."""
         if new and p.exists():
             raise ToolError(f"{p.rel!r} already exists; edit it, or choose another path")
+        self._cache.pop(p.parts, None)
         p.write_bytes(data, new=new)
+        if keep is not None and self.edit_cached and OfficeFiles.ENABLED:
+            try:
+                with p.open_read() as f:
+                    self._put(p, self._stamp(f), keep)
+            except ToolError:  # gone or replaced already: nothing to keep
+                pass

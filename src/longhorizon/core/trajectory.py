@@ -187,14 +187,29 @@ class Trajectory:
         d["grade"] = self.grade.to_dict() if self.grade else None
         return d
 
+    def _fields_dict(self) -> dict[str, Any]:
+        """``to_dict`` without the deep copy ``asdict`` makes (the values themselves, shared)."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["tool_calls"] = [{f.name: getattr(c, f.name) for f in fields(c)} for c in self.tool_calls]
+        d["grade"] = self.grade.to_dict() if self.grade else None
+        return d
+
     def to_json(self) -> str:
-        """One JSONL line; always strict JSON in valid UTF-8 (see ``dumps``)."""
+        """One JSONL line; always strict JSON in valid UTF-8 (see ``dumps``).
+
+        Dumped straight from the fields (no deep copy): when that is plain strict JSON it is the
+        line ``to_dict`` would give; anything else (a dataclass or other value JSON cannot take
+        nested in a message) goes the way it always went."""
+        try:
+            line = json.dumps(self._fields_dict(), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+            line.encode("utf-8")
+            return line
+        except (ValueError, TypeError, RecursionError, UnicodeEncodeError):
+            pass
         try:
             d = self.to_dict()
         except RecursionError:  # asdict copies nested values recursively; json_safe cuts them first
-            d = {f.name: getattr(self, f.name) for f in fields(self)}
-            d["tool_calls"] = [{f.name: getattr(c, f.name) for f in fields(c)} for c in self.tool_calls]
-            d["grade"] = self.grade.to_dict() if self.grade else None
+            d = self._fields_dict()
         return dumps(d)
 
     @classmethod

@@ -182,7 +182,7 @@ async def run_episodes(tasks: list[Task], policy, spec: RunSpec, out: Path | str
             for attempt in range(1, LOST_WORKER_ATTEMPTS + 1):
                 try:
                     traj = await episodes.play(task, sample)
-                    store.add_trajectory(traj)
+                    await asyncio.to_thread(store.add_trajectory, traj)  # fsync off the event loop
                 except WorkerLost as exc:  # nothing was written: play it again, on another worker
                     again = attempt < LOST_WORKER_ATTEMPTS
                     record_failure(task, sample, exc, attempt=attempt, retried=again)

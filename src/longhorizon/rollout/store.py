@@ -25,6 +25,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import threading
 import time
 import weakref
 from pathlib import Path
@@ -142,6 +143,7 @@ class RunStore:
     def __init__(self, out: Path | str):
         self.dir = Path(out)
         self._lock: weakref.finalize | None = None
+        self._writing = threading.Lock()  # appends may come from threads (the runner writes off its event loop)
 
     def _acquire(self) -> None:
         if self._lock is not None and self._lock.alive:
@@ -210,7 +212,8 @@ class RunStore:
             raise
 
     def _append(self, name: str, line: str) -> None:
-        append_line(self.dir / name, line)
+        with self._writing:  # one at a time: a write cut short is truncated back to where it began
+            append_line(self.dir / name, line)
 
     def add_trajectory(self, traj) -> None:
         self._append(TRAJECTORIES, traj.to_json())

@@ -11,6 +11,7 @@ import builtins
 import datetime as _dt
 import json
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,12 @@ from longhorizon.apps.sheets.state import (
     MAX_ROW,
     SHEET_TITLE_BAD,
     Evaluator,
+    all_reload_exactly,
+    forget_save_state,
     is_formula,
     load_workbook,
     parse_cell,
+    reloads_exactly,
     used_bounds,
     workbook_bytes,
 )
@@ -128,14 +132,29 @@ def make_app(world):
     )
     lock = threading.Lock()  # sync tools run on worker threads: one workbook edit at a time
 
+    # edits reuse the parse of an unchanged file and keep what they saved when every value they
+    # stored reads back exactly (``reloads_exactly``): one load per file per episode, not per
+    # call; reads (which never change a workbook) share one parse of the same bytes across sessions
     files = OfficeFiles(ws_root, ".xlsx", "workbook", load_workbook, kind="an .xlsx workbook",
-                        missing_hint=" (paths are relative to the workspace root)")
+                        missing_hint=" (paths are relative to the workspace root)", edit_cached=True,
+                        share_reads=True)
 
     def xlsx_path(path: str) -> WorkspacePath:
         return files.path(path, "is not an .xlsx file; this app only opens .xlsx workbooks")
 
-    def save_workbook(wb: Workbook, p: WorkspacePath, new: bool = False) -> None:
-        files.save(p, workbook_bytes(wb), new=new)
+    exact_books: weakref.WeakSet = weakref.WeakSet()  # every value in them reloads exactly (checked)
+
+    def save_workbook(wb: Workbook, p: WorkspacePath, new: bool = False, exact: bool = False) -> None:
+        """``exact``: the values this edit stored reload exactly. The workbook is then kept for
+        the next call when all its other values do too (checked once per loaded workbook), so
+        that reloading the file would give ``wb`` back."""
+        keep = exact and (wb in exact_books or all_reload_exactly(wb))
+        if keep:
+            exact_books.add(wb)
+        data = workbook_bytes(wb)
+        if keep:
+            forget_save_state(wb)
+        files.save(p, data, new=new, keep=wb if keep else None)
 
     def open_wb(path: str, for_read: bool = False):
         p = xlsx_path(path)
@@ -176,71 +195,8 @@ def make_app(world):
             parts.append(f"... and {more} more formulas")
         return ("; formulas: " + "; ".join(parts)) if parts else ""
 
-    @srv.tool(ADD)
-    def create_workbook(path: str, sheets: list[str] = ["Sheet1"]) -> str:  # noqa: B006 - schema default
-        """Create a new, empty .xlsx workbook. Refuses to overwrite an existing file.
-
-        Args:
-            path: where to create it, relative to the workspace root, ending in .xlsx
-                (missing parent folders are created).
-            sheets: sheet names in order (default ["Sheet1"]); each at most 31 characters,
-                without [ ] : * ? / \\.
-        Returns a confirmation naming the file and its sheets.
-        """
-        with lock:
-            p = xlsx_path(path)
-            if p.exists():
-                raise ToolError(f"{path!r} already exists; open it with list_sheets/read_range or choose another path")
-            if not sheets:
-                raise ToolError("give at least one sheet name, e.g. sheets=[\"Sheet1\"]")
-            names: list[str] = []
-            for name in sheets:
-                names.append(_check_title(name, names))
-            wb = Workbook()
-            wb.active.title = names[0]
-            for name in names[1:]:
-                wb.create_sheet(name)
-            save_workbook(wb, p, new=True)
-            return f"Created {p.rel} with sheets: {', '.join(names)}"
-
-    @srv.tool(READ)
-    def list_sheets(path: str) -> str:
-        """List a workbook's sheets with the size of their used range.
-
-        Args:
-            path: the .xlsx file, relative to the workspace root.
-        Returns JSON: [{"name", "used_range" (e.g. "A1:E120", null if empty), "rows", "columns"}].
-        """
-        with lock:
-            p, wb = open_wb(path, for_read=True)
-        out = []
-        for ws in wb.worksheets:
-            b = used_bounds(ws)
-            out.append({
-                "name": ws.title,
-                "used_range": _range_text(*b) if b else None,
-                "rows": b[3] if b else 0,
-                "columns": b[2] if b else 0,
-            })
-        return _json(out)
-
-    @srv.tool(READ)
-    def read_range(path: str, sheet: str, range: str | None = None) -> str:  # noqa: A002 - tool arg name
-        """Read cells from a sheet.
-
-        Args:
-            path: the .xlsx file, relative to the workspace root.
-            sheet: sheet name (exact).
-            range: A1 range like "A1:E40", one cell "B3", or whole columns "A:C";
-                omit to read the sheet's whole used range.
-        Returns JSON {"sheet", "range", "columns": ["A", ...], "rows": [{"row": 1, "values": [...]}]}.
-        values line up with columns; empty cells are null; dates are "YYYY-MM-DD" text. A formula
-        cell is {"formula": "=SUM(B2:B9)", "value": <computed value, or null if it cannot be
-        computed here>}. At most 2000 cells (about 16,000 characters) come back per call; a
-        "truncated" note then names the range to read next.
-        """
-        with lock:
-            p, wb = open_wb(path, for_read=True)
+    def cells_of(wb: Workbook, path: str, sheet: str, range: str | None) -> str:  # noqa: A002
+        """read_range's answer over an open workbook."""
         ws = get_sheet(wb, path, sheet)
         if range is None:
             b = used_bounds(ws)
@@ -283,6 +239,73 @@ def make_app(world):
             )
         return cap(_json(out))
 
+    @srv.tool(ADD)
+    def create_workbook(path: str, sheets: list[str] = ["Sheet1"]) -> str:  # noqa: B006 - schema default
+        """Create a new, empty .xlsx workbook. Refuses to overwrite an existing file.
+
+        Args:
+            path: where to create it, relative to the workspace root, ending in .xlsx
+                (missing parent folders are created).
+            sheets: sheet names in order (default ["Sheet1"]); each at most 31 characters,
+                without [ ] : * ? / \\.
+        Returns a confirmation naming the file and its sheets.
+        """
+        with lock:
+            p = xlsx_path(path)
+            if p.exists():
+                raise ToolError(f"{path!r} already exists; open it with list_sheets/read_range or choose another path")
+            if not sheets:
+                raise ToolError("give at least one sheet name, e.g. sheets=[\"Sheet1\"]")
+            names: list[str] = []
+            for name in sheets:
+                names.append(_check_title(name, names))
+            wb = Workbook()
+            wb.active.title = names[0]
+            for name in names[1:]:
+                wb.create_sheet(name)
+            save_workbook(wb, p, new=True, exact=True)  # empty: a reload of it saves to the same bytes
+            return f"Created {p.rel} with sheets: {', '.join(names)}"
+
+    @srv.tool(READ)
+    def list_sheets(path: str) -> str:
+        """List a workbook's sheets with the size of their used range.
+
+        Args:
+            path: the .xlsx file, relative to the workspace root.
+        Returns JSON: [{"name", "used_range" (e.g. "A1:E120", null if empty), "rows", "columns"}].
+        """
+        with lock:  # held while reading: an edit takes the cached workbook out to change it
+            p, wb = open_wb(path, for_read=True)
+            out = []
+            for ws in wb.worksheets:
+                b = used_bounds(ws)
+                out.append({
+                    "name": ws.title,
+                    "used_range": _range_text(*b) if b else None,
+                    "rows": b[3] if b else 0,
+                    "columns": b[2] if b else 0,
+                })
+            return _json(out)
+
+    @srv.tool(READ)
+    def read_range(path: str, sheet: str, range: str | None = None) -> str:  # noqa: A002 - tool arg name
+        """Read cells from a sheet.
+
+        Args:
+            path: the .xlsx file, relative to the workspace root.
+            sheet: sheet name (exact).
+            range: A1 range like "A1:E40", one cell "B3", or whole columns "A:C";
+                omit to read the sheet's whole used range.
+        Returns JSON {"sheet", "range", "columns": ["A", ...], "rows": [{"row": 1, "values": [...]}]}.
+        values line up with columns; empty cells are null; dates are "YYYY-MM-DD" text. A formula
+        cell is {"formula": "=SUM(B2:B9)", "value": <computed value, or null if it cannot be
+        computed here>}. At most 2000 cells (about 16,000 characters) come back per call; a
+        "truncated" note then names the range to read next.
+        """
+        with lock:  # held while reading: an edit takes the cached workbook out to change it
+            _, wb = open_wb(path, for_read=True)
+            return cells_of(wb, path, sheet, range)
+
     @srv.tool(SET)
     def write_cells(path: str, sheet: str, cells: dict[str, Value]) -> str:
         """Set individual cells.
@@ -302,13 +325,14 @@ def make_app(world):
                 raise ToolError("cells is empty; pass {\"A1\": value, ...}")
             if len(cells) > MAX_WRITE_CELLS:
                 raise ToolError(f"at most {MAX_WRITE_CELLS} cells per call; split the write")
-            coords = []
+            coords, exact = [], True
             for key, value in cells.items():
                 row, col = coord_of(key)
                 cell = ws.cell(row=row, column=col)
                 store(cell, value)
                 coords.append(cell.coordinate)
-            save_workbook(wb, p)
+                exact = exact and reloads_exactly(cell.value)
+            save_workbook(wb, p, exact=exact)
             return f"Wrote {len(coords)} cell(s) in {ws.title}: {', '.join(coords[:30])}" + (
                 " ..." if len(coords) > 30 else ""
             ) + describe_formulas(wb, ws.title, coords)
@@ -336,13 +360,14 @@ def make_app(world):
                 raise ToolError(f"at most {MAX_WRITE_CELLS} cells per call; split the rows into several calls")
             if row0 + len(rows) - 1 > MAX_ROW or col0 + width - 1 > MAX_COL:
                 raise ToolError("the block would extend past the sheet's last row or column")
-            coords = []
+            coords, exact = [], True
             for i, values in enumerate(rows):
                 for j, value in enumerate(values):
                     cell = ws.cell(row=row0 + i, column=col0 + j)
                     store(cell, value)
                     coords.append(cell.coordinate)
-            save_workbook(wb, p)
+                    exact = exact and reloads_exactly(cell.value)
+            save_workbook(wb, p, exact=exact)
             area = _range_text(col0, row0, col0 + width - 1, row0 + len(rows) - 1)
             return f"Wrote {len(rows)} row(s) to {ws.title}!{area}" + describe_formulas(wb, ws.title, coords)
 
@@ -399,7 +424,7 @@ def make_app(world):
                     if cell.value is not None:
                         n += 1
                     del ws._cells[(r, c)]
-            save_workbook(wb, p)
+            save_workbook(wb, p, exact=True)  # what is left is as it was loaded
             return f"Cleared {ws.title}!{_range_text(c1, r1, c2, r2)} ({n} non-empty cell(s) emptied)"
 
     return srv

@@ -23,9 +23,11 @@ from typing import Any, BinaryIO
 import openpyxl
 from openpyxl.utils.cell import column_index_from_string, get_column_letter
 from openpyxl.workbook import Workbook
+from openpyxl.drawing.spreadsheet_drawing import SpreadsheetDrawing
+from openpyxl.worksheet._writer import WorksheetWriter
 from openpyxl.writer.excel import ExcelWriter
 
-from longhorizon.core.parse_cache import parse_once
+from longhorizon.core.parse_cache import parse_once, shared_parse
 
 FIXED_TIME = _dt.datetime(2024, 1, 1, 0, 0, 0)
 """Stamped as created/modified on every saved workbook, so equal content means equal bytes."""
@@ -39,12 +41,59 @@ SHEET_TITLE_BAD = set('[]:*?/\\')
 # -- files ---------------------------------------------------------------------------------------
 
 
+class _PinnedZip(zipfile.ZipFile):
+    """A zip whose entries all get pinned times and modes as they are written (the names and
+    order openpyxl writes, deflated at the default level): the bytes the former save-then-copy
+    gave, in one compression pass."""
+
+    def writestr(self, zinfo_or_arcname, data, *args, **kwargs):
+        name = zinfo_or_arcname.filename if isinstance(zinfo_or_arcname, zipfile.ZipInfo) else zinfo_or_arcname
+        fixed = zipfile.ZipInfo(name, date_time=ZIP_TIME)
+        fixed.compress_type = zipfile.ZIP_DEFLATED
+        fixed.external_attr = 0o644 << 16
+        super().writestr(fixed, data)
+
+    def write(self, filename, arcname=None, *args, **kwargs):
+        with open(filename, "rb") as f:
+            self.writestr(arcname or filename, f.read())
+
+
+class _MemoryExcelWriter(ExcelWriter):
+    """openpyxl's writer with each worksheet's XML built in memory: its own writer puts every
+    sheet in a named temporary file (created, read back and removed on every save: on a
+    disk-backed /tmp the removal alone cost ~2 ms a sheet)."""
+
+    def write_worksheet(self, ws):
+        if self.workbook.write_only:  # pragma: no cover - workbooks here are never write-only
+            return super().write_worksheet(ws)
+        ws._drawing = SpreadsheetDrawing()  # noqa: SLF001 - as ExcelWriter.write_worksheet does
+        ws._drawing.charts = ws._charts  # noqa: SLF001
+        ws._drawing.images = ws._images  # noqa: SLF001
+        writer = WorksheetWriter(ws, out=io.BytesIO())
+        writer.write()
+        ws._rels = writer._rels  # noqa: SLF001
+        self._archive.writestr(ws.path[1:], writer.read())
+        self.manifest.append(ws)
+
+
 def workbook_bytes(wb: Workbook) -> bytes:
     """The xlsx bytes of ``wb``, identical for identical content.
 
     openpyxl stamps the save time into docProps/core.xml and into every zip entry; both are
-    pinned here (created/modified and entry times are constants).
+    pinned here (created/modified and entry times are constants), in one pass (``_PinnedZip``,
+    worksheets built in memory: ``_MemoryExcelWriter``).
     """
+    wb.properties.created = FIXED_TIME
+    wb.properties.modified = FIXED_TIME
+    out = io.BytesIO()
+    with _PinnedZip(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        _MemoryExcelWriter(wb, archive).write_data()
+    return out.getvalue()
+
+
+def workbook_bytes_two_pass(wb: Workbook) -> bytes:
+    """``workbook_bytes`` as it was: openpyxl's own save, then every entry copied with pinned
+    times. Kept so tests can show both give the same bytes."""
     wb.properties.created = FIXED_TIME
     wb.properties.modified = FIXED_TIME
     raw = io.BytesIO()
@@ -72,6 +121,38 @@ def save_workbook(wb: Workbook, path: Path | str) -> None:
     os.replace(tmp, path)
 
 
+def reloads_exactly(value: Any) -> bool:
+    """Whether a cell value the app stores reads back from the saved file as the same value of
+    the same type: openpyxl writes numbers as ``"%.16g"`` and reads text with a point or an
+    exponent as a float, else as an int (so 1.0 comes back as 1, -0.0 as 0, 10**17 as 1e+17,
+    0.1 + 0.2 as 0.3), and writes "" as an empty cell (back as None). Text, formulas, booleans
+    and None come back as they were."""
+    if value is None or isinstance(value, bool):
+        return True
+    if isinstance(value, str):
+        return value != ""
+    if type(value) not in (int, float):
+        return False
+    text = "%.16g" % value
+    back = float(text) if ("." in text or "e" in text or "E" in text) else int(text)
+    return type(back) is type(value) and back == value and (math.copysign(1.0, back) == math.copysign(1.0, value))
+
+
+def all_reload_exactly(wb: Workbook) -> bool:
+    """``reloads_exactly`` for every cell of ``wb`` (a loaded file may hold values that do not:
+    dates, 17-digit floats written by another program)."""
+    return all(reloads_exactly(cell._value) for ws in wb.worksheets for cell in ws._cells.values())  # noqa: SLF001
+
+
+def forget_save_state(wb: Workbook) -> None:
+    """Undo what openpyxl's writer leaves behind in a workbook it saved and a reload of the
+    file would not have: the column outline level it computes while writing, which the next
+    save would then write out (``outlineLevelCol="0"``). After this, saving ``wb`` again gives
+    what saving a reload of the file gives (tests/apps/test_sheets_edit_cache.py)."""
+    for ws in wb.worksheets:
+        ws.column_dimensions.max_outline = None
+
+
 def load_workbook(path: Path | str | BinaryIO) -> Workbook:
     """Open an xlsx (a path, or an open binary file) with formulas kept as their ``=...`` text
     (we compute them ourselves)."""
@@ -81,7 +162,16 @@ def load_workbook(path: Path | str | BinaryIO) -> Workbook:
 def read_workbook(path: Path | str) -> Workbook:
     """``load_workbook`` for graders: parsed once per grade and shared by its checks, which
     only read it (see core/parse_cache.py)."""
-    return parse_once("xlsx", path, load_workbook, copy_result=False)
+    return parse_once("xlsx", path, _load_shared, copy_result=False)
+
+
+def _load_shared(path: Path | str) -> Workbook:
+    """A workbook file's parse, shared with every reader of the same bytes (the sheets app's
+    reads, other episodes' graders: core/parse_cache.shared_parse); none of them changes it."""
+    p = Path(path)
+    if p.suffix.lower() != ".xlsx" or not p.is_file():  # whatever openpyxl says about it, as before
+        return load_workbook(p)
+    return shared_parse(".xlsx", p.read_bytes(), load_workbook)
 
 
 def find_sheet(wb: Workbook, name: str):
