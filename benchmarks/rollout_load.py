@@ -108,7 +108,7 @@ class PeakRSS:
 def tasks_for(n: int):
     """``n // GROUP`` tasks (at least one), spread evenly over the families (sorted by name), so
     that each N sees a mix like the suite's; past one per family, the next seeds."""
-    from longhorizon.core.registry import families
+    from longhorizon.tasks.registry import families
 
     fams = families()
     g, f = max(1, n // GROUP), len(fams)

@@ -5,10 +5,10 @@ import asyncio
 import json
 
 from longhorizon.core.errors import ContextLengthExceeded
-from longhorizon.core.registry import get_task
 from longhorizon.env.episode import Limits, play_task
 from longhorizon.policies.base import assistant, tool_call
 from longhorizon.policies.scripted import ReplayPolicy
+from longhorizon.tasks.registry import get_task
 
 TASK = "downloads_cleanup-000004"
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from longhorizon.core.errors import InfraError
-from longhorizon.core.task import Criterion, Task, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, ToolCall
 from longhorizon.env.episode import play_task
 from longhorizon.policies.openai_client import ContextLengthExceeded, OpenAIPolicy
 from longhorizon.policies.scripted import OraclePolicy
@@ -185,7 +186,7 @@ def _adhoc_task() -> Task:
 
 
 def _family_task():
-    from longhorizon.core import registry
+    from longhorizon.tasks import registry
 
     fams = registry.families()
     if not fams:

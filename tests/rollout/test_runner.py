@@ -12,12 +12,12 @@ from collections import Counter
 import pytest
 
 from longhorizon.core.errors import InfraError, UsageError
-from longhorizon.core.registry import tasks_for
 from longhorizon.core.task import SUITE_VERSION
 from longhorizon.core.world import World
 from longhorizon.policies.scripted import OraclePolicy
 from longhorizon.rollout.runner import RunSpec, run_episodes
 from longhorizon.rollout.store import read_jsonl
+from longhorizon.tasks.registry import tasks_for
 
 FAMILY = "downloads_cleanup"
 

@@ -5,10 +5,10 @@ breadth and horizon."""
 import pytest
 
 from longhorizon.cli import suite_stats
-from longhorizon.core.registry import tasks_for
 from longhorizon.core.task import SPLITS
 from longhorizon.policies.scripted import NullPolicy, OraclePolicy
 from longhorizon.rollout.runner import RunSpec, run_episodes
+from longhorizon.tasks.registry import tasks_for
 
 
 @pytest.fixture(scope="module")

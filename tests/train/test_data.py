@@ -9,8 +9,8 @@ import pytest
 pytest.importorskip("datasets")
 
 from longhorizon.core.errors import UsageError  # noqa: E402
-from longhorizon.core.registry import tasks_for  # noqa: E402
 from longhorizon.rollout.runner import RunSpec, run_episodes  # noqa: E402
+from longhorizon.tasks.registry import tasks_for  # noqa: E402
 from longhorizon.train.data import build_sft_dataset, load_sft_dataset  # noqa: E402
 
 FAMILY = "downloads_cleanup"

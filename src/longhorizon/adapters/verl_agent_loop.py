@@ -93,8 +93,8 @@ class LongHorizonAgentLoop(AgentLoopBase):
             LongHorizonAgentLoop._cache = WorldCache()
 
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
-        from longhorizon.core.registry import get_task
         from longhorizon.rollout.runner import LocalEpisodes
+        from longhorizon.tasks.registry import get_task
 
         info = dict(kwargs.get("extra_info") or {})
         task = get_task(info["task_id"])

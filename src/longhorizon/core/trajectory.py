@@ -29,7 +29,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from longhorizon.core.task import Grade
+from longhorizon.core.grade import Grade
 
 SCHEMA_VERSION = 1
 

@@ -117,7 +117,7 @@ class EpisodeWorker:
 
     async def play(self, task_id: str, sample: int) -> Trajectory | dict[str, str]:
         """The graded Trajectory, or ``{"error", "traceback"}`` when the episode failed here."""
-        from longhorizon.core.registry import get_task
+        from longhorizon.tasks.registry import get_task
 
         try:
             return await self.episodes.play(get_task(task_id), sample)

@@ -60,7 +60,7 @@ async def _tools_for(tasks) -> dict[tuple[str, ...], list[dict]]:
 
 
 def tools_by_task(task_ids: list[str]) -> dict[str, list[dict]]:
-    from longhorizon.core.registry import get_task
+    from longhorizon.tasks.registry import get_task
     from longhorizon.train.tiny import _run
 
     tasks = {tid: get_task(tid) for tid in sorted(set(task_ids))}

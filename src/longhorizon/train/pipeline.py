@@ -90,9 +90,9 @@ def _run_policy(tasks, policy, out: Path, *, split: str, seeds: int, families, l
 
 def evaluate_model(model_path: str | Path, out: str | Path, cfg: EvalConfig, *, progress: bool = True) -> dict:
     """Greedy pass@1 of a model folder on ``cfg``'s split: a resumable run folder at ``out``."""
-    from longhorizon.core.registry import tasks_for
     from longhorizon.env.episode import Limits
     from longhorizon.policies.local_model import LocalModelPolicy
+    from longhorizon.tasks.registry import tasks_for
 
     tasks = tasks_for(cfg.split, cfg.seeds, cfg.families)
     policy = LocalModelPolicy(str(model_path), temperature=0.0, max_new_tokens=cfg.max_new_tokens,
@@ -106,8 +106,8 @@ def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bo
                  progress: bool = True, model: str | None = None) -> dict[str, Any]:
     """Every stage in turn (each skipped when done). ``model`` overrides the config's base model
     (``model.name``: tiny, the embedded smollm2-135m-instruct, or a model folder)."""
-    from longhorizon.core.registry import tasks_for
     from longhorizon.policies.factory import make_policy
+    from longhorizon.tasks.registry import tasks_for
     from longhorizon.train.data import build_sft_dataset
     from longhorizon.train.report import write_report
     from longhorizon.train.rl import run_rl

@@ -444,7 +444,7 @@ episode_reward.__name__ = "episode"
 
 
 def rl_tasks(cfg: RLConfig) -> list[Task]:
-    from longhorizon.core.registry import tasks_for
+    from longhorizon.tasks.registry import tasks_for
 
     return tasks_for(cfg.split, cfg.seeds, cfg.families)
 

@@ -178,8 +178,8 @@ def default_corpus(families=None, seeds: tuple[int, ...] = (0, 1, 2)) -> list[st
     """
     from transformers.utils.chat_template_utils import render_jinja_template
 
-    from longhorizon.core import registry
     from longhorizon.env.episode import SYSTEM_PROMPT
+    from longhorizon.tasks import registry
 
     fams = registry.families() if families is None else list(families)
     instructions, firsts, probe_tasks, apps_seen = [], [], [], set()
@@ -201,7 +201,7 @@ def default_corpus(families=None, seeds: tuple[int, ...] = (0, 1, 2)) -> list[st
 def init_model(out_dir: str | Path, cfg=None, families: list[str] | None = None) -> dict[str, Any]:
     """``longhorizon model init``: the tiny model from a ``ModelConfig``, its corpus from the suite
     (every family, or only ``families``). Returns what was built."""
-    from longhorizon.core import registry
+    from longhorizon.tasks import registry
     from longhorizon.train.config import ModelConfig
 
     cfg = cfg or ModelConfig()
