@@ -37,7 +37,7 @@ def _policy(args):
 
 # -- tasks ---------------------------------------------------------------------------------
 def cmd_tasks_list(args) -> int:
-    from longhorizon.env.oracle_stats import oracle_tool_calls
+    from longhorizon.evaluate.oracle_stats import oracle_tool_calls
     from longhorizon.tasks.registry import tasks_for
 
     splits = [args.split] if args.split else list(SPLITS)
@@ -73,7 +73,7 @@ def suite_stats(rows: list[dict]) -> dict:
 
 
 def cmd_tasks_stats(args) -> int:
-    from longhorizon.env.oracle_stats import oracle_tool_calls
+    from longhorizon.evaluate.oracle_stats import oracle_tool_calls
     from longhorizon.tasks.registry import tasks_for
 
     tasks = [t for s in SPLITS for t in tasks_for(s)]
@@ -99,7 +99,7 @@ def cmd_tasks_show(args) -> int:
 
 
 def cmd_tasks_catalogue(args) -> int:
-    from longhorizon.env.oracle_stats import oracle_tool_calls
+    from longhorizon.evaluate.oracle_stats import oracle_tool_calls
     from longhorizon.tasks.registry import families, suite_seeds
 
     fams = families()

@@ -5,8 +5,8 @@ import asyncio
 import json
 
 from longhorizon.core.errors import ContextLengthExceeded
+from longhorizon.core.policy import assistant, tool_call
 from longhorizon.env.episode import Limits, play_task
-from longhorizon.policies.base import assistant, tool_call
 from longhorizon.policies.scripted import ReplayPolicy
 from longhorizon.tasks.registry import get_task
 

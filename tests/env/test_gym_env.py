@@ -2,8 +2,8 @@
 
 import asyncio
 
+from longhorizon.core.policy import EpisodeContext
 from longhorizon.env.gym_env import TaskEnv
-from longhorizon.policies.base import EpisodeContext
 from longhorizon.policies.scripted import OraclePolicy
 from longhorizon.tasks.registry import get_task
 

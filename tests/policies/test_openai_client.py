@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from longhorizon.core.errors import InfraError
+from longhorizon.core.errors import ContextLengthExceeded, InfraError
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, ToolCall
 from longhorizon.env.episode import play_task
-from longhorizon.policies.openai_client import ContextLengthExceeded, OpenAIPolicy
+from longhorizon.policies.openai_client import OpenAIPolicy
 from longhorizon.policies.scripted import OraclePolicy
 from longhorizon.testing import OracleBrain, ScriptedBrain, StandinLLM
 

@@ -7,10 +7,10 @@ from functools import cache
 
 import pytest
 
+from longhorizon.core.policy import assistant, tool_call
 from longhorizon.core.task import dumps_canonical
 from longhorizon.core.world import World
 from longhorizon.env.episode import play_task
-from longhorizon.policies.base import assistant, tool_call
 from longhorizon.policies.openai_client import OpenAIPolicy
 from longhorizon.policies.scripted import NullPolicy, OraclePolicy
 from longhorizon.tasks.registry import get_family

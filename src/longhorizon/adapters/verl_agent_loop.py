@@ -22,8 +22,8 @@ from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
+from longhorizon.core.policy import EpisodeContext
 from longhorizon.env.episode import Limits
-from longhorizon.policies.base import EpisodeContext
 from longhorizon.policies.local_model import LocalModelPolicy, parse_completion
 from longhorizon.policies.render import ChatRenderer
 

@@ -39,10 +39,10 @@ from longhorizon.apps import build_app, build_server
 from longhorizon.apps.common import cap
 from longhorizon.apps.tool_guard import describe_exception, json_type
 from longhorizon.core.errors import ContextLengthExceeded
+from longhorizon.core.policy import EpisodeContext
 from longhorizon.core.task import SUITE_VERSION, Task
 from longhorizon.core.trajectory import ToolCallRecord, Trajectory, clean_text, dumps, json_safe
 from longhorizon.core.world import World
-from longhorizon.policies.base import EpisodeContext
 
 # The SDK logs every rejected tool call at WARNING; the agent already sees the error.
 logging.getLogger("mcp").setLevel(logging.ERROR)
