@@ -144,7 +144,8 @@ def child(path: str, n: int, tail: bool) -> dict:
     from longhorizon.core.trajectory import Trajectory
     from longhorizon.env import episode
     from longhorizon.env.episode import Limits
-    from longhorizon.rollout.runner import RunSpec, run_episodes
+    from longhorizon.evaluate.runs import run_episodes
+    from longhorizon.rollout.runner import RunSpec
     from longhorizon.rollout.store import RunStore
 
     if path == "before":

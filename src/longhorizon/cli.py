@@ -179,7 +179,8 @@ def cmd_serve_app(args) -> int:
 def cmd_run(args) -> int:
     from longhorizon.env.episode import Limits
     from longhorizon.evaluate.metrics import format_summary
-    from longhorizon.rollout.runner import RunSpec, run_episodes
+    from longhorizon.evaluate.runs import run_episodes
+    from longhorizon.rollout.runner import RunSpec
     from longhorizon.tasks.registry import tasks_for
 
     if args.ray is not None and args.policy == "local":

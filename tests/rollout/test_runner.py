@@ -14,8 +14,9 @@ import pytest
 from longhorizon.core.errors import InfraError, UsageError
 from longhorizon.core.task import SUITE_VERSION
 from longhorizon.core.world import World
+from longhorizon.evaluate.runs import run_episodes
 from longhorizon.policies.scripted import OraclePolicy
-from longhorizon.rollout.runner import RunSpec, run_episodes
+from longhorizon.rollout.runner import RunSpec
 from longhorizon.rollout.store import read_jsonl
 from longhorizon.tasks.registry import tasks_for
 

@@ -6,8 +6,9 @@ import pytest
 
 from longhorizon.cli import suite_stats
 from longhorizon.core.task import SPLITS
+from longhorizon.evaluate.runs import run_episodes
 from longhorizon.policies.scripted import NullPolicy, OraclePolicy
-from longhorizon.rollout.runner import RunSpec, run_episodes
+from longhorizon.rollout.runner import RunSpec
 from longhorizon.tasks.registry import tasks_for
 
 

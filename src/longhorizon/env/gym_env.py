@@ -155,6 +155,7 @@ class TaskEnv(gym.Env):
 
         tools = asyncio.run_coroutine_threadsafe(start(), self._loop).result()
         self.trajectory = new_trajectory(self.task, {"policy": "gymnasium"}, digest, 0, self.limits)
+        self.trajectory.tools = copy.deepcopy(tools)
         self._tools = tools
         self.action_space.tool_names = [t["function"]["name"] for t in tools]
         info = {"tools": copy.deepcopy(tools), "task_id": self.task.id, "world_hash": digest}

@@ -81,7 +81,8 @@ class Stages:
 
 def _run_policy(tasks, policy, out: Path, *, split: str, seeds: int, families, limits, concurrency: int,
                 progress: bool) -> dict[str, Any]:
-    from longhorizon.rollout.runner import RunSpec, run_episodes
+    from longhorizon.evaluate.runs import run_episodes
+    from longhorizon.rollout.runner import RunSpec
 
     spec = RunSpec(policy=policy.describe(), split=split, seeds=seeds,
                    families=sorted(families) if families else None, samples=1, limits=limits)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -156,16 +155,14 @@ def _run(coro):
 
 
 async def _tools_of(tasks) -> list[dict]:
-    from longhorizon.core.world import World
-    from longhorizon.env.episode import Episode
+    """Every tool the apps of ``tasks`` expose, by name (the corpus is made before any episode,
+    so there is no Trajectory to read them from)."""
+    from longhorizon.env.episode import tool_schemas
 
     tools: dict[str, dict] = {}
-    with tempfile.TemporaryDirectory(prefix="longhorizon-corpus-") as tmp:
-        for i, task in enumerate(tasks):
-            world = World.build(Path(tmp) / str(i), task.build)
-            async with Episode(task, world) as ep:
-                for t in ep.tools:
-                    tools.setdefault(t["function"]["name"], t)
+    for listed in (await tool_schemas(list(tasks))).values():
+        for t in listed:
+            tools.setdefault(t["function"]["name"], t)
     return [tools[k] for k in sorted(tools)]
 
 
