@@ -27,8 +27,8 @@ from types import SimpleNamespace
 
 import torch
 
+from longhorizon.core.policy import EpisodeContext
 from longhorizon.env.episode import SYSTEM_PROMPT
-from longhorizon.policies.base import EpisodeContext
 
 WORDS = "report invoice meeting budget review draft schedule summary client quarter".split()
 

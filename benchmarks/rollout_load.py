@@ -5,7 +5,7 @@
 
 The model stand-in waits 50 ms per turn (``--tail``: the slow-tail variant, where one turn in 20
 waits 1 s instead) and replays the Task's oracle, so every episode is a real one: the real runner
-(``rollout.runner.run_episodes``), real Worlds forked per episode, in-process MCP sessions, real
+(``evaluate.runs.run_episodes``), real Worlds forked per episode, in-process MCP sessions, real
 grading, Trajectories written to a run folder. Episodes come in GSPO groups of 8 (one task, 8
 samples); tasks are spread over every family. Each (path, N) runs in a fresh process, so CPU and
 memory figures are its own:
@@ -176,7 +176,7 @@ class _Measured:
 def tasks_for(n: int):
     """``n // GROUP`` tasks (at least one), spread evenly over the families (sorted by name), so
     that each N sees a mix like the suite's; past one per family, the next seeds."""
-    from longhorizon.core.registry import families
+    from longhorizon.tasks.registry import families
 
     fams = families()
     g, f = max(1, n // GROUP), len(fams)
@@ -213,8 +213,13 @@ def child(path: str, n: int, tail: bool, workers: int = 0) -> dict:
     from longhorizon.core.trajectory import Trajectory
     from longhorizon.env import episode
     from longhorizon.env.episode import Limits
-    from longhorizon.rollout.runner import RunSpec, run_episodes
+    from longhorizon.rollout.runner import RunSpec
     from longhorizon.rollout.store import RunStore
+
+    try:
+        from longhorizon.evaluate.runs import run_episodes
+    except ImportError:  # --base-src of a commit before the runner/metrics split (05642f0)
+        from longhorizon.rollout.runner import run_episodes
 
     if path == "before":
         from longhorizon.apps.common import OfficeFiles

@@ -31,7 +31,7 @@ from types import SimpleNamespace
 
 from batched_generation import questions  # same prompts as the in-process benchmark
 
-from longhorizon.policies.base import EpisodeContext
+from longhorizon.core.policy import EpisodeContext
 from longhorizon.policies.openai_client import OpenAIPolicy
 
 

@@ -22,10 +22,10 @@ def probe(model_dir: str, family: str, seeds: list[int]) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from longhorizon.core.registry import get_family
     from longhorizon.env.episode import play_task
     from longhorizon.policies.render import ChatRenderer
     from longhorizon.policies.scripted import OraclePolicy
+    from longhorizon.tasks.registry import get_family
     from longhorizon.train.data import clean_message, tools_by_task
 
     tok = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)

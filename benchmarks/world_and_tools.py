@@ -14,11 +14,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from longhorizon.core.registry import families, tasks_for
 from longhorizon.core.world import World, default_worlds_dir
 from longhorizon.env.episode import Episode
+from longhorizon.evaluate.runs import run_episodes
 from longhorizon.policies.scripted import OraclePolicy
-from longhorizon.rollout.runner import RunSpec, run_episodes
+from longhorizon.rollout.runner import RunSpec
+from longhorizon.tasks.registry import families, tasks_for
 
 REPEATS = 15
 

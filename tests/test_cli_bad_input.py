@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from longhorizon.core.registry import get_task
+from longhorizon.tasks.registry import get_task
 from longhorizon.testing.standin_llm import OracleBrain, StandinLLM
 
 TASK = "downloads_cleanup-000001"

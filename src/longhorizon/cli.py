@@ -37,8 +37,8 @@ def _policy(args):
 
 # -- tasks ---------------------------------------------------------------------------------
 def cmd_tasks_list(args) -> int:
-    from longhorizon.core.registry import tasks_for
-    from longhorizon.env.oracle_stats import oracle_tool_calls
+    from longhorizon.evaluate.oracle_stats import oracle_tool_calls
+    from longhorizon.tasks.registry import tasks_for
 
     splits = [args.split] if args.split else list(SPLITS)
     tasks = [t for s in splits for t in tasks_for(s, args.seeds, args.family)]
@@ -73,8 +73,8 @@ def suite_stats(rows: list[dict]) -> dict:
 
 
 def cmd_tasks_stats(args) -> int:
-    from longhorizon.core.registry import tasks_for
-    from longhorizon.env.oracle_stats import oracle_tool_calls
+    from longhorizon.evaluate.oracle_stats import oracle_tool_calls
+    from longhorizon.tasks.registry import tasks_for
 
     tasks = [t for s in SPLITS for t in tasks_for(s)]
     counts = oracle_tool_calls(tasks, progress=sys.stderr.isatty())
@@ -85,7 +85,7 @@ def cmd_tasks_stats(args) -> int:
 
 
 def cmd_tasks_show(args) -> int:
-    from longhorizon.core.registry import get_task
+    from longhorizon.tasks.registry import get_task
 
     card = get_task(args.task_id).card()
     if args.format == "json":
@@ -99,8 +99,8 @@ def cmd_tasks_show(args) -> int:
 
 
 def cmd_tasks_catalogue(args) -> int:
-    from longhorizon.core.registry import families, suite_seeds
-    from longhorizon.env.oracle_stats import oracle_tool_calls
+    from longhorizon.evaluate.oracle_stats import oracle_tool_calls
+    from longhorizon.tasks.registry import families, suite_seeds
 
     fams = families()
     sample = [f.generate(s) for f in fams for s in (suite_seeds("train", f) or suite_seeds("holdout-family", f))[: args.seeds]]
@@ -135,9 +135,9 @@ def cmd_tasks_catalogue(args) -> int:
 
 # -- world / serve-app ---------------------------------------------------------------------
 def cmd_world_build(args) -> int:
-    from longhorizon.core.registry import get_task
     from longhorizon.core.world import World
     from longhorizon.env.handoff import write_handoff
+    from longhorizon.tasks.registry import get_task
 
     task = get_task(args.task_id)
     out = Path(args.out)
@@ -154,8 +154,8 @@ def cmd_world_build(args) -> int:
 
 
 def cmd_grade(args) -> int:
-    from longhorizon.core.registry import get_task
     from longhorizon.env.handoff import format_grade, grade_world, load_trajectory, open_world
+    from longhorizon.tasks.registry import get_task
 
     task = get_task(args.task_id)
     open_world(task, args.world)  # a wrong folder is refused before the trajectory is read
@@ -177,10 +177,11 @@ def cmd_serve_app(args) -> int:
 
 # -- run / eval / compare --------------------------------------------------------------------
 def cmd_run(args) -> int:
-    from longhorizon.core.registry import tasks_for
     from longhorizon.env.episode import Limits
     from longhorizon.evaluate.metrics import format_summary
-    from longhorizon.rollout.runner import RunSpec, run_episodes
+    from longhorizon.evaluate.runs import run_episodes
+    from longhorizon.rollout.runner import RunSpec
+    from longhorizon.tasks.registry import tasks_for
 
     if args.ray is not None and args.policy == "local":
         raise UsageError("--ray plays against a policy served elsewhere (--policy openai) or a deterministic one "
@@ -218,7 +219,7 @@ def cmd_run(args) -> int:
 
 def _chosen_tasks(args):
     """The run's tasks and the split it records: ``--task`` ids, or a split's instances."""
-    from longhorizon.core.registry import get_task, tasks_for
+    from longhorizon.tasks.registry import get_task, tasks_for
 
     if args.task:
         mixed = [f for f, v in (("--split", args.split), ("--family", args.family), ("--seeds", args.seeds)) if v]

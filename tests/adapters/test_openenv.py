@@ -11,9 +11,9 @@ pytest.importorskip("openenv.core", reason="needs openenv-core: runs in .venvs/o
 import uvicorn  # noqa: E402
 
 from longhorizon.adapters.openenv import LonghorizonAction, LonghorizonEnv, build_app  # noqa: E402
-from longhorizon.core.registry import get_task  # noqa: E402
-from longhorizon.policies.base import EpisodeContext  # noqa: E402
+from longhorizon.core.policy import EpisodeContext  # noqa: E402
 from longhorizon.policies.scripted import OraclePolicy  # noqa: E402
+from longhorizon.tasks.registry import get_task  # noqa: E402
 
 TASK = "downloads_cleanup-000001"
 

@@ -10,7 +10,7 @@ import verifiers.v1 as vf  # noqa: E402
 
 from longhorizon.adapters.verifiers import load_environment  # noqa: E402
 from longhorizon.core.errors import UsageError  # noqa: E402
-from longhorizon.core.registry import get_task  # noqa: E402
+from longhorizon.tasks.registry import get_task  # noqa: E402
 from longhorizon.core.world import World  # noqa: E402
 from longhorizon.env.episode import Episode  # noqa: E402
 from longhorizon.testing import OracleBrain, ScriptedBrain, StandinLLM  # noqa: E402

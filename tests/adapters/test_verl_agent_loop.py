@@ -13,8 +13,8 @@ from verl.utils.dataset.rl_dataset import RLHFDataset  # noqa: E402
 from verl.workers.rollout.replica import TokenOutput  # noqa: E402
 
 from longhorizon.adapters.verl_agent_loop import AGENT_NAME, LongHorizonAgentLoop  # noqa: E402
-from longhorizon.core.registry import get_family  # noqa: E402
 from longhorizon.policies.render import ChatRenderer  # noqa: E402
+from longhorizon.tasks.registry import get_family  # noqa: E402
 from longhorizon.train.tiny import default_corpus, train_tokenizer  # noqa: E402
 
 TASK = "downloads_cleanup-000000"

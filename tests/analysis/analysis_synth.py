@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from longhorizon.core.task import CriterionResult, Grade
+from longhorizon.core.grade import CriterionResult, Grade
 from longhorizon.core.trajectory import ToolCallRecord, Trajectory
 from longhorizon.rollout.store import RunStore
 

@@ -4,7 +4,7 @@ differently on one built not to (expected values counted by hand)."""
 from analysis_synth import call, traj
 
 from longhorizon.analysis.behaviours import METRICS, metrics
-from longhorizon.core.task import CriterionResult, Grade
+from longhorizon.core.grade import CriterionResult, Grade
 
 READ_A = call("files__read_file", {"path": "a.txt"}, "alpha")
 READ_B = call("files__read_file", {"path": "b.txt"}, "beta")

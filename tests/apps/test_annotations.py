@@ -18,10 +18,10 @@ import pytest
 
 from longhorizon import __version__
 from longhorizon.apps import APPS, build_server
-from longhorizon.core.registry import families
 from longhorizon.core.world import WorldCache
 from longhorizon.env.episode import SEP, play
 from longhorizon.policies.scripted import OraclePolicy
+from longhorizon.tasks.registry import families
 
 HINTS = ("read_only_hint", "destructive_hint", "idempotent_hint", "open_world_hint")
 

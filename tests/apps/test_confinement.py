@@ -26,12 +26,12 @@ from longhorizon.apps.docs.state import new_document, save_document
 from longhorizon.apps.files.server import build_server as files_server
 from longhorizon.apps.sheets.state import save_workbook
 from longhorizon.apps.slides.state import add_slide, new_presentation, save_presentation
-from longhorizon.core.registry import get_task
+from longhorizon.core.policy import assistant, tool_call
 from longhorizon.core.task import ToolCall
 from longhorizon.core.world import World, WorldCache
 from longhorizon.env.episode import Limits, play
-from longhorizon.policies.base import assistant, tool_call
 from longhorizon.policies.scripted import OraclePolicy
+from longhorizon.tasks.registry import get_task
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None and not os.access("/usr/bin/bwrap", os.X_OK),
                                  reason="bubblewrap (bwrap) is not installed")

@@ -243,8 +243,8 @@ async def test_the_workspace_file_budget_stops_a_file_storm(tmp_path, monkeypatc
 
 
 def test_every_familys_workspace_fits_the_budget_many_times_over(tmp_path):
-    from longhorizon.core.registry import families
     from longhorizon.core.world import World
+    from longhorizon.tasks.registry import families
 
     sizes = {}
     for fam in families():

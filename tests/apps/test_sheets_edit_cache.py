@@ -30,7 +30,7 @@ from longhorizon.apps.sheets.state import (
     workbook_bytes,
     workbook_bytes_two_pass,
 )
-from longhorizon.core.registry import families
+from longhorizon.tasks.registry import families
 from longhorizon.core.world import World, WorldCache
 from longhorizon.env.episode import Limits, play
 from longhorizon.policies.scripted import OraclePolicy

@@ -1,6 +1,6 @@
 """Grades: weighted dense reward, all-or-nothing pass, guards that inaction cannot earn."""
 
-from longhorizon.core.task import CriterionResult, Grade
+from longhorizon.core.grade import CriterionResult, Grade
 
 
 def r(cid, passed, weight=1.0, guard=False):
@@ -63,7 +63,8 @@ def test_dependent_grade_round_trips_through_json():
 def test_task_refuses_requirements_on_unknown_or_guard_criteria():
     import pytest
 
-    from longhorizon.core.task import Criterion, Task
+    from longhorizon.core.grade import Criterion
+    from longhorizon.core.task import Task
 
     def make(criteria):
         return Task("t-1", "t", "c", "train", 1, "do it", (), lambda root: None, lambda: iter(()), criteria)

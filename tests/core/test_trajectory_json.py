@@ -7,7 +7,7 @@ import asyncio
 import json
 from dataclasses import dataclass
 
-from longhorizon.core.registry import families
+from longhorizon.tasks.registry import families
 from longhorizon.core.trajectory import Trajectory, dumps
 from longhorizon.env.episode import play_task
 from longhorizon.policies.scripted import OraclePolicy

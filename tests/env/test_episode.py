@@ -5,10 +5,10 @@ import asyncio
 import json
 
 from longhorizon.core.errors import ContextLengthExceeded
-from longhorizon.core.registry import get_task
+from longhorizon.core.policy import assistant, tool_call
 from longhorizon.env.episode import Limits, play_task
-from longhorizon.policies.base import assistant, tool_call
 from longhorizon.policies.scripted import ReplayPolicy
+from longhorizon.tasks.registry import get_task
 
 TASK = "downloads_cleanup-000004"
 
@@ -93,3 +93,24 @@ async def test_token_data_moves_from_messages_to_turns():
     traj = await play_task(get_task(TASK), Scripted(msg))
     assert traj.turns[0]["token_ids"] == [5, 6, 7] and traj.turns[0]["logprobs"] == [-0.1, -0.2, -0.3]
     assert "token_ids" not in traj.messages[-1]
+
+
+class Vandal:
+    """Sees the tools, then scribbles over the list it was given."""
+
+    name = "vandal"
+    seen: list = []
+
+    def describe(self):
+        return {"policy": self.name}
+
+    async def act(self, messages, tools, ctx):
+        Vandal.seen = json.loads(json.dumps(tools))
+        tools[0]["function"]["description"] = "scribbled"
+        tools.clear()
+        return assistant("done")
+
+
+async def test_the_trajectory_records_the_tools_the_policy_was_shown():
+    traj = await play_task(get_task(TASK), Vandal())
+    assert traj.tools == Vandal.seen and {t["function"]["name"] for t in traj.tools} >= {"files__list_dir"}

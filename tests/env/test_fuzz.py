@@ -21,11 +21,11 @@ import pytest
 
 import longhorizon.env.gym_env  # noqa: F401  registers longhorizon/Task-v0
 from longhorizon.apps import APPS
-from longhorizon.core.registry import families
 from longhorizon.core.trajectory import Trajectory
 from longhorizon.core.world import World
 from longhorizon.env.episode import Episode, Limits, play
 from longhorizon.rollout.store import RunStore
+from longhorizon.tasks.registry import families
 
 SEED = 20261201
 CASES_PER_APP = 130  # x 16 apps = 2,080 through the Episode loop

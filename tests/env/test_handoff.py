@@ -8,8 +8,8 @@ from contextlib import AsyncExitStack
 
 from mcp import Client, StdioServerParameters
 
-from longhorizon.core.registry import get_task
 from longhorizon.core.task import dumps_canonical
+from longhorizon.tasks.registry import get_task
 
 TASK = "expense_claim_audit-000000"  # four apps: sheets, files, wiki, mail; has process criteria
 

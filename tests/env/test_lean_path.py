@@ -14,10 +14,10 @@ import re
 
 import pytest
 
-from longhorizon.core.registry import families
 from longhorizon.core.world import WorldCache
 from longhorizon.env.episode import Episode, play
 from longhorizon.policies.scripted import OraclePolicy
+from longhorizon.tasks.registry import families
 
 CLOCK = re.compile(r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d")
 

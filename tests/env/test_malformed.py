@@ -9,13 +9,13 @@ import pytest
 from mcp import Client
 
 from longhorizon.apps.common import READ, AppServer
-from longhorizon.core.registry import get_task
 from longhorizon.core.trajectory import Trajectory, json_safe
 from longhorizon.core.world import World
 from longhorizon.env.episode import Episode, play_task
 from longhorizon.env.gym_env import TaskEnv
 from longhorizon.policies.scripted import ReplayPolicy
 from longhorizon.rollout.store import RunStore
+from longhorizon.tasks.registry import get_task
 
 TASK = "downloads_cleanup-000004"
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from longhorizon.cli import main
-from longhorizon.core.registry import tasks_for
 from longhorizon.evaluate import audit as A
 from longhorizon.evaluate.bfcl import ensure_venv
+from longhorizon.tasks.registry import tasks_for
 
 FAMILY = "downloads_cleanup"
 FILES = ("BFCL_v4_simple_python.json", "BFCL_v4_live_multiple.json")

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from longhorizon.cli import main
-from longhorizon.core.registry import tasks_for
 from longhorizon.evaluate.results import write_results
-from longhorizon.rollout.runner import RunSpec, run_episodes
+from longhorizon.evaluate.runs import run_episodes
+from longhorizon.rollout.runner import RunSpec
+from longhorizon.tasks.registry import tasks_for
 from longhorizon.train.provenance import rl_input, sft_input, stage_record
 
 FAMILY = "downloads_cleanup"

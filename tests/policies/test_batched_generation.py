@@ -9,8 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from longhorizon.core.policy import EpisodeContext  # noqa: E402
 from longhorizon.env.episode import SYSTEM_PROMPT  # noqa: E402
-from longhorizon.policies.base import EpisodeContext  # noqa: E402
 from longhorizon.policies.local_model import ContextLengthExceeded, LocalModelPolicy  # noqa: E402
 from longhorizon.train.tiny import build_tiny_model, default_corpus  # noqa: E402
 

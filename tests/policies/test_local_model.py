@@ -11,7 +11,8 @@ pytest.importorskip("transformers")
 
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
-from longhorizon.core.task import Criterion, Task, ToolCall  # noqa: E402
+from longhorizon.core.grade import Criterion  # noqa: E402
+from longhorizon.core.task import Task, ToolCall  # noqa: E402
 from longhorizon.env.episode import SYSTEM_PROMPT, play_task  # noqa: E402
 from longhorizon.policies.local_model import ContextLengthExceeded, LocalModelPolicy, parse_completion  # noqa: E402
 from longhorizon.policies.scripted import OraclePolicy  # noqa: E402

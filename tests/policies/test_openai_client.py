@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from longhorizon.core.errors import InfraError
-from longhorizon.core.task import Criterion, Task, ToolCall
+from longhorizon.core.errors import ContextLengthExceeded, InfraError
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, ToolCall
 from longhorizon.env.episode import play_task
-from longhorizon.policies.openai_client import ContextLengthExceeded, OpenAIPolicy
+from longhorizon.policies.openai_client import OpenAIPolicy
 from longhorizon.policies.scripted import OraclePolicy
 from longhorizon.testing import OracleBrain, ScriptedBrain, StandinLLM
 
@@ -185,7 +186,7 @@ def _adhoc_task() -> Task:
 
 
 def _family_task():
-    from longhorizon.core import registry
+    from longhorizon.tasks import registry
 
     fams = registry.families()
     if not fams:

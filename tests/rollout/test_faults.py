@@ -12,11 +12,12 @@ from collections import Counter
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from longhorizon.core.registry import tasks_for
+from longhorizon.evaluate.runs import run_episodes
 from longhorizon.policies.openai_client import OpenAIPolicy
 from longhorizon.policies.scripted import OraclePolicy
-from longhorizon.rollout.runner import RunSpec, run_episodes
+from longhorizon.rollout.runner import RunSpec
 from longhorizon.rollout.store import read_jsonl
+from longhorizon.tasks.registry import tasks_for
 from longhorizon.testing import OracleBrain, StandinLLM
 
 FAMILY = "downloads_cleanup"

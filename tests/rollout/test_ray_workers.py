@@ -13,10 +13,11 @@ import pytest
 
 from longhorizon.cli import main
 from longhorizon.core.errors import InfraError, UsageError
-from longhorizon.core.registry import tasks_for
+from longhorizon.evaluate.runs import run_episodes
 from longhorizon.policies.scripted import OraclePolicy
-from longhorizon.rollout.runner import RunSpec, run_episodes
+from longhorizon.rollout.runner import RunSpec
 from longhorizon.rollout.store import read_jsonl
+from longhorizon.tasks.registry import tasks_for
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'longhorizon[ray]')")
 

@@ -12,12 +12,13 @@ from collections import Counter
 import pytest
 
 from longhorizon.core.errors import InfraError, UsageError
-from longhorizon.core.registry import tasks_for
 from longhorizon.core.task import SUITE_VERSION
 from longhorizon.core.world import World
+from longhorizon.evaluate.runs import run_episodes
 from longhorizon.policies.scripted import OraclePolicy
-from longhorizon.rollout.runner import RunSpec, run_episodes
+from longhorizon.rollout.runner import RunSpec
 from longhorizon.rollout.store import read_jsonl
+from longhorizon.tasks.registry import tasks_for
 
 FAMILY = "downloads_cleanup"
 
@@ -181,3 +182,45 @@ async def test_a_run_survives_poisoned_calls_and_an_exception_inside_one_episode
     summary = await run_episodes(tasks, Poisoned(), s, tmp_path, progress=False)  # resume retries it
     assert summary["complete"] and summary["overall"]["episodes"] == 4 and summary["overall"]["pass@1"] == 1.0
     assert sorted(r["episode_id"] for r in lines(tmp_path)) == sorted(f"{t.id}#0" for t in tasks)
+
+
+class Logged:
+    """Answers at once (one turn per episode), logging which episode it plays; fails the first
+    time it plays each episode in ``flaky``."""
+
+    name = "logged"
+
+    def __init__(self, flaky=()):
+        self.log, self.flaky = [], set(flaky)
+
+    def describe(self):
+        return {"policy": self.name}
+
+    async def act(self, messages, tools, ctx):
+        key = f"{ctx.task.id}#{ctx.sample}"
+        self.log.append(key)
+        if key in self.flaky:
+            self.flaky.discard(key)
+            raise InfraError(f"{key} failed once")
+        return {"role": "assistant", "content": "done"}
+
+
+async def test_play_groups_admits_groups_whole_and_retries_as_told():
+    from longhorizon.env.episode import Limits
+    from longhorizon.rollout.runner import LocalEpisodes, play_groups
+
+    a, b = tasks_for("train", 2, [FAMILY])
+    policy = Logged(flaky={f"{b.id}#1"})
+    episodes = LocalEpisodes(policy, Limits())
+    failures = []
+    try:
+        played = await play_groups([[(a, 0), (a, 1)], [(b, 0), (b, 1)]], episodes, slots=1, attempts=2,
+                                   failed=lambda t, s, exc, attempt, again: failures.append((s, attempt, again)))
+        assert sorted(policy.log[:2]) == [f"{a.id}#0", f"{a.id}#1"], "one slot: the second group waits for the first"
+        assert [[t.episode_id for t in g] for g in played] == [[f"{a.id}#0", f"{a.id}#1"], [f"{b.id}#0", f"{b.id}#1"]]
+        assert failures == [(1, 1, True)] and policy.log.count(f"{b.id}#1") == 2
+        policy.flaky = {f"{a.id}#0"}
+        [[out]] = await play_groups([[(a, 0)]], episodes, slots=1, retry=lambda exc: False, attempts=3)
+        assert isinstance(out, InfraError), "not retried: the last attempt's exception comes back"
+    finally:
+        await episodes.aclose()

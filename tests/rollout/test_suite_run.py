@@ -5,10 +5,11 @@ breadth and horizon."""
 import pytest
 
 from longhorizon.cli import suite_stats
-from longhorizon.core.registry import tasks_for
 from longhorizon.core.task import SPLITS
+from longhorizon.evaluate.runs import run_episodes
 from longhorizon.policies.scripted import NullPolicy, OraclePolicy
-from longhorizon.rollout.runner import RunSpec, run_episodes
+from longhorizon.rollout.runner import RunSpec
+from longhorizon.tasks.registry import tasks_for
 
 
 @pytest.fixture(scope="module")

@@ -12,13 +12,13 @@ import pytest
 
 from longhorizon.apps.sql import state as sqlstate
 from longhorizon.apps.travel import state as travel
-from longhorizon.core.registry import get_family
 from longhorizon.core.task import ToolCall
 from longhorizon.core.world import World
 from longhorizon.env.episode import play_task
 from longhorizon.policies.scripted import OraclePolicy
 from longhorizon.tasks.analytics import add_months, mentions_month, mentions_number, month_end, month_key, pct_close
 from longhorizon.tasks.analytics.kpi_review import top_products_sql
+from longhorizon.tasks.registry import get_family
 from longhorizon.tasks.travel.offsite_booking import required_cabin
 
 FAMILIES = {

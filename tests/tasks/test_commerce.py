@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from longhorizon.apps.store import state as store
-from longhorizon.core.registry import get_family
 from longhorizon.core.world import World
 from longhorizon.env.episode import play_task
 from longhorizon.policies.scripted import NullPolicy, OraclePolicy
+from longhorizon.tasks.registry import get_family
 
 FAMILIES = {
     "customer_complaint_resolution": "order operations",

@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-from longhorizon.core.registry import get_family
 from longhorizon.core.task import ToolCall
 from longhorizon.core.world import World
 from longhorizon.env.episode import play, play_task
 from longhorizon.policies.scripted import OraclePolicy
+from longhorizon.tasks.registry import get_family
 from longhorizon.tasks.scripting import report_rotation
 
 CATEGORIES = {

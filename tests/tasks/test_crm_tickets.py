@@ -10,11 +10,11 @@ import pytest
 
 from longhorizon.apps.crm import state as crm
 from longhorizon.apps.tickets import state as tix
-from longhorizon.core.registry import get_family
 from longhorizon.core.task import ToolCall
 from longhorizon.core.world import World
 from longhorizon.env.episode import play_task
 from longhorizon.policies.scripted import OraclePolicy
+from longhorizon.tasks.registry import get_family
 
 CATEGORIES = {"trade_show_leads": "CRM updates", "pipeline_hygiene": "CRM updates",
               "support_triage": "support tickets", "sprint_planning": "project tracking"}

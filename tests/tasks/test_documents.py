@@ -7,12 +7,12 @@ import functools
 
 import pytest
 
-from longhorizon.core.registry import get_family
 from longhorizon.env.episode import play_task
 from longhorizon.policies.scripted import NullPolicy, OraclePolicy
 from longhorizon.tasks.documents import find_dates, find_numbers, strip_dates
 from longhorizon.tasks.documents.policy_faq import answer_ok
 from longhorizon.tasks.documents.status_report import bullet_items, due_date, similar, statuses_in
+from longhorizon.tasks.registry import get_family
 from longhorizon.tasks.slides.quarterly_review import close_money
 
 FAMILIES = {

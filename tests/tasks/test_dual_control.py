@@ -7,13 +7,13 @@ from functools import cache
 
 import pytest
 
-from longhorizon.core.registry import get_family
+from longhorizon.core.policy import assistant, tool_call
 from longhorizon.core.task import dumps_canonical
 from longhorizon.core.world import World
 from longhorizon.env.episode import play_task
-from longhorizon.policies.base import assistant, tool_call
 from longhorizon.policies.openai_client import OpenAIPolicy
 from longhorizon.policies.scripted import NullPolicy, OraclePolicy
+from longhorizon.tasks.registry import get_family
 from longhorizon.testing.standin_llm import OracleBrain, StandinLLM
 
 FAMILIES = {

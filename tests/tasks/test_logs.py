@@ -5,11 +5,11 @@ import gzip
 
 import pytest
 
-from longhorizon.core.registry import get_family
 from longhorizon.core.task import HOLDOUT_SEED_BASE, ToolCall
 from longhorizon.core.world import World
 from longhorizon.env.episode import play_task
 from longhorizon.policies.scripted import NullPolicy, OraclePolicy
+from longhorizon.tasks.registry import get_family
 
 SEEDS = [0, 1, HOLDOUT_SEED_BASE]
 FAMILY = get_family("log_error_summary")

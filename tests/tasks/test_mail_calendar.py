@@ -5,10 +5,10 @@ from functools import cache
 
 import pytest
 
-from longhorizon.core.registry import get_family
 from longhorizon.core.world import World
 from longhorizon.env.episode import play_task
 from longhorizon.policies.scripted import NullPolicy, OraclePolicy
+from longhorizon.tasks.registry import get_family
 
 FAMILIES = ["invoice_followup", "team_one_on_ones", "meeting_requests"]
 LONG = {"invoice_followup", "team_one_on_ones"}

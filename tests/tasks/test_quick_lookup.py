@@ -3,11 +3,11 @@ naive answers are graded wrong, and a partly right line earns partial credit."""
 
 import pytest
 
-from longhorizon.core.registry import get_family
 from longhorizon.core.task import HOLDOUT_SEED_BASE, ToolCall
 from longhorizon.core.world import World
 from longhorizon.env.episode import play_task
 from longhorizon.policies.scripted import OraclePolicy
+from longhorizon.tasks.registry import get_family
 
 FIRST, LAST = get_family("log_first_error"), get_family("log_last_warning")
 

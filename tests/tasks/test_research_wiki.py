@@ -11,11 +11,11 @@ from openpyxl import Workbook
 
 from longhorizon.apps import build_server
 from longhorizon.apps.sheets.state import save_workbook
-from longhorizon.core.registry import get_family
 from longhorizon.core.task import ToolCall
 from longhorizon.core.world import World
 from longhorizon.env.episode import play_task
 from longhorizon.policies.scripted import OraclePolicy
+from longhorizon.tasks.registry import get_family
 from longhorizon.tasks.research import answer_segments, cited_docs, numbers, stated_first
 from longhorizon.tasks.research.due_diligence import HEADER, SHEET, cell_amount, event_kind
 from longhorizon.tasks.research.vendor_brief import _render

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from longhorizon.core.registry import get_family
 from longhorizon.core.task import ToolCall
 from longhorizon.core.world import World
 from longhorizon.env.episode import play_task
 from longhorizon.policies.scripted import NullPolicy, OraclePolicy
+from longhorizon.tasks.registry import get_family
 
 FAMILIES = {
     "department_spend_review": "spreadsheet analysis",

@@ -3,11 +3,11 @@ fails it, every criterion can fail, and generation is deterministic."""
 
 import pytest
 
-from longhorizon.core.registry import families
 from longhorizon.core.task import HOLDOUT_SEED_BASE
 from longhorizon.core.world import World
 from longhorizon.env.episode import play_task
 from longhorizon.policies.scripted import NullPolicy, OraclePolicy
+from longhorizon.tasks.registry import families
 
 FAMILIES = [f.name for f in families()]
 SEEDS = [0, HOLDOUT_SEED_BASE]  # seeds 0-9 also run through the runner in tests/rollout/test_suite_run.py

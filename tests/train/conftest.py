@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from longhorizon.core.task import Criterion, Task, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, ToolCall
 
 
 def copy_task(name: str = "copy", value: str = "42") -> Task:

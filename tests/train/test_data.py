@@ -9,8 +9,9 @@ import pytest
 pytest.importorskip("datasets")
 
 from longhorizon.core.errors import UsageError  # noqa: E402
-from longhorizon.core.registry import tasks_for  # noqa: E402
-from longhorizon.rollout.runner import RunSpec, run_episodes  # noqa: E402
+from longhorizon.evaluate.runs import run_episodes  # noqa: E402
+from longhorizon.rollout.runner import RunSpec  # noqa: E402
+from longhorizon.tasks.registry import tasks_for  # noqa: E402
 from longhorizon.train.data import build_sft_dataset, load_sft_dataset  # noqa: E402
 
 FAMILY = "downloads_cleanup"
@@ -76,6 +77,32 @@ def test_an_episode_logged_twice_becomes_one_row_and_is_reported(runs, tmp_path,
     assert json.loads(out)["kept"] == 1
     notes = [line for line in err.splitlines() if "duplicate" in line]  # (datasets draws progress bars there too)
     assert notes == [f"{run}: dropped 2 duplicate episodes (each read once, its first line kept)"]
+
+
+def _rewrite_episodes(run, change):
+    log = run / "trajectories.jsonl"
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    log.write_text("".join(json.dumps(change(r)) + "\n" for r in rows))
+
+
+def test_the_tools_come_from_the_trajectory_as_the_episode_showed_them(runs, tmp_path):
+    run = tmp_path / "oracle"
+    shutil.copytree(runs / "oracle", run)
+    [row] = [json.loads(line) for line in (run / "trajectories.jsonl").read_text().splitlines()]
+    assert {t["function"]["name"] for t in row["tools"]} >= {"files__list_dir", "files__read_file"}
+    shown = [{**t, "function": {**t["function"], "description": "as shown"}} for t in row["tools"]]
+    _rewrite_episodes(run, lambda r: {**r, "tools": shown})  # recorded, so read: no World is built again
+    build_sft_dataset([run], tmp_path / "d")
+    assert json.loads(load_sft_dataset(tmp_path / "d")[0]["tools"]) == shown
+
+
+def test_a_version_1_record_without_tools_gets_them_from_its_world(runs, tmp_path):
+    run = tmp_path / "oracle"
+    shutil.copytree(runs / "oracle", run)
+    [recorded] = [json.loads(line)["tools"] for line in (run / "trajectories.jsonl").read_text().splitlines()]
+    _rewrite_episodes(run, lambda r: {k: v for k, v in r.items() if k != "tools"} | {"schema_version": 1})
+    build_sft_dataset([run], tmp_path / "d")
+    assert json.loads(load_sft_dataset(tmp_path / "d")[0]["tools"]) == recorded
 
 
 def test_the_same_run_folder_given_twice_is_a_usage_error(runs, tmp_path):

@@ -8,8 +8,8 @@ import pytest
 pytest.importorskip("trl")
 
 from longhorizon.cli import main  # noqa: E402
+from longhorizon.core.grade import CriterionResult, Grade  # noqa: E402
 from longhorizon.core.trajectory import ToolCallRecord, Trajectory  # noqa: E402
-from longhorizon.core.task import CriterionResult, Grade  # noqa: E402
 from longhorizon.train.rl import shaped_reward  # noqa: E402
 
 MICRO = """

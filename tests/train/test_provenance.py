@@ -7,9 +7,10 @@ import pytest
 
 pytest.importorskip("datasets")
 
-from longhorizon.core.registry import tasks_for  # noqa: E402
+from longhorizon.evaluate.runs import run_episodes  # noqa: E402
 from longhorizon.policies.render import read_provenance  # noqa: E402
-from longhorizon.rollout.runner import RunSpec, run_episodes  # noqa: E402
+from longhorizon.rollout.runner import RunSpec  # noqa: E402
+from longhorizon.tasks.registry import tasks_for  # noqa: E402
 from longhorizon.train.config import RLConfig, SFTConfig  # noqa: E402
 from longhorizon.train.data import build_sft_dataset  # noqa: E402
 from longhorizon.train.provenance import firewall_problems  # noqa: E402

@@ -116,7 +116,7 @@ def build_app(split: str = "train", seeds: int | None = None, families: list[str
               limits: Limits = Limits(), max_sessions: int = 8):
     """The FastAPI app (OpenEnv's HTTP + WebSocket server) for ``split``'s tasks (generated
     once, shared by every session's environment)."""
-    from longhorizon.core.registry import tasks_for
+    from longhorizon.tasks.registry import tasks_for
 
     pool = tasks_for(split, seeds, families)
     return create_fastapi_app(lambda: LonghorizonEnvironment(limits=limits, pool=pool),

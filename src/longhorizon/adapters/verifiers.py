@@ -110,7 +110,7 @@ class LonghorizonTaskset(vf.Taskset[LonghorizonTask, LonghorizonTasksetConfig]):
 
 
 def _tasks(config: LonghorizonTasksetConfig) -> list:
-    from longhorizon.core.registry import get_task, tasks_for
+    from longhorizon.tasks.registry import get_task, tasks_for
 
     if config.task_ids:
         tasks = [get_task(t) for t in config.task_ids]
@@ -158,7 +158,7 @@ class LonghorizonHarness(vf.Harness[LonghorizonHarnessConfig]):
         return LocalEpisodes(policy, self.config.limits(), cache=self._cache)
 
     async def launch(self, ctx, trace, runtime, endpoint, secret, mcp_urls, data, **kwargs: Any) -> ProgramResult:
-        from longhorizon.core.registry import get_task
+        from longhorizon.tasks.registry import get_task
         from longhorizon.policies.openai_client import OpenAIPolicy
 
         task = get_task(data.id)

@@ -22,8 +22,8 @@ from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
+from longhorizon.core.policy import EpisodeContext
 from longhorizon.env.episode import Limits
-from longhorizon.policies.base import EpisodeContext
 from longhorizon.policies.local_model import LocalModelPolicy, parse_completion
 from longhorizon.policies.render import ChatRenderer
 
@@ -93,8 +93,8 @@ class LongHorizonAgentLoop(AgentLoopBase):
             LongHorizonAgentLoop._cache = WorldCache()
 
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
-        from longhorizon.core.registry import get_task
         from longhorizon.rollout.runner import LocalEpisodes
+        from longhorizon.tasks.registry import get_task
 
         info = dict(kwargs.get("extra_info") or {})
         task = get_task(info["task_id"])

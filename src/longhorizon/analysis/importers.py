@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from longhorizon.core.errors import UsageError
-from longhorizon.core.task import CriterionResult, Grade
+from longhorizon.core.grade import CriterionResult, Grade
 from longhorizon.core.trajectory import ToolCallRecord, Trajectory, json_safe
 from longhorizon.rollout.store import RunStore
 

@@ -1,7 +1,7 @@
 """Optional judged coding: a model scores each episode against a rubric per behaviour.
 
 Off unless asked for (``analyze --judge-base-url URL --judge-model M``). The judge is any
-OpenAI-compatible server, called through the project's client (``OpenAIPolicy.complete``,
+OpenAI-compatible server, called through the project's client (``core.chat_api.ChatClient.complete``,
 with its retries) at temperature 0 and a fixed seed. Each verdict is cached in a JSONL file
 keyed by the hash of (model, rubric, transcript), so rerunning a report asks nothing twice.
 
@@ -89,9 +89,9 @@ class Judge:
     """Scores episodes by rubric through an OpenAI-compatible server, with a JSONL cache."""
 
     def __init__(self, base_url: str, model: str, cache: Path, api_key: str | None = None, progress: bool = False):
-        from longhorizon.policies.openai_client import OpenAIPolicy
+        from longhorizon.core.chat_api import ChatClient
 
-        self.client = OpenAIPolicy(base_url=base_url, model=model, api_key=api_key, temperature=0.0, seed=0,
+        self.client = ChatClient(base_url=base_url, model=model, api_key=api_key, temperature=0.0, seed=0,
                                    max_tokens=200)
         self.model = model
         self.cache_path = Path(cache)

@@ -1,1 +1,2 @@
-"""Task, criterion/grade, World, trajectory schema and the family registry (no app or policy code)."""
+"""Task, criterion/grade, World, trajectory schema and the Policy interface: the lowest layer,
+importing no other longhorizon package (the family registry lives in ``tasks/registry.py``)."""

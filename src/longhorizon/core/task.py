@@ -1,4 +1,4 @@
-"""Task, Criterion, Grade and TaskFamily: what a task is and how it is judged.
+"""Task and TaskFamily: what a task is (its judging lives in ``core/grade.py``).
 
 A Task is plain data plus three callables: ``build`` writes its World into a folder,
 ``oracle`` solves it through the agent's own tools, and each Criterion's ``check`` judges
@@ -11,7 +11,9 @@ import json
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
+
+from longhorizon.core.grade import Criterion, CriterionResult, Grade
 
 if TYPE_CHECKING:
     from longhorizon.core.trajectory import Trajectory
@@ -40,99 +42,6 @@ class ToolCall:
 OracleScript = Generator[ToolCall, str, str]
 """An oracle is a generator: it yields a ToolCall, receives the tool's result text, and
 returns its final message to the user. Interactive, so it can read state before acting."""
-
-
-CheckResult = bool | tuple[bool, str]
-
-
-@dataclass(frozen=True)
-class Criterion:
-    """One atomic, deterministic check. ``check(world, trajectory)`` returns a bool or (bool, note)."""
-
-    id: str
-    description: str
-    kind: Literal["final_state", "process"]
-    check: Callable[["World", "Trajectory"], CheckResult]
-    weight: float = 1.0
-    guard: bool = False
-    """A constraint that doing nothing meets (nothing deleted, no stray mail). A guard earns
-    its weight only once a *substantive* criterion (neither a guard nor dependent) earns, so
-    inaction, and junk that only meets dependent criteria, score 0."""
-    requires: tuple[str, ...] = ()
-    """Ids of criteria that must be met for this one to earn: what junk can meet on its own
-    (the right file name or layout, "read the inputs", "verified the output", "mentions X")
-    pays only together with the content it is about. Such a criterion never unlocks guards."""
-
-    def __post_init__(self) -> None:
-        if self.kind not in ("final_state", "process"):
-            raise ValueError(f"criterion {self.id}: kind must be final_state or process, not {self.kind!r}")
-        if self.weight <= 0:
-            raise ValueError(f"criterion {self.id}: weight must be positive")
-        if isinstance(self.requires, str):
-            raise ValueError(f"criterion {self.id}: requires must be a tuple of criterion ids")
-        object.__setattr__(self, "requires", tuple(self.requires))
-        if self.guard and self.requires:
-            raise ValueError(f"criterion {self.id}: a guard cannot also require other criteria")
-
-
-@dataclass(frozen=True)
-class CriterionResult:
-    id: str
-    kind: str
-    weight: float
-    passed: bool
-    note: str = ""
-    guard: bool = False
-    requires: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "requires", tuple(self.requires))  # lists, after a JSON round trip
-
-
-@dataclass(frozen=True)
-class Grade:
-    """Each criterion's result; ``reward`` is the weighted fraction earned, ``passed`` means all met."""
-
-    results: tuple[CriterionResult, ...]
-
-    def earned(self) -> dict[str, bool]:
-        """Which criteria earn their weight: met, with everything they require earned, and for
-        a guard, once some substantive criterion (no guard, no requirements) has earned."""
-        by_id = {r.id: r for r in self.results}
-        memo: dict[str, bool] = {}
-
-        def earns(cid: str, path: tuple[str, ...] = ()) -> bool:
-            if cid not in memo:
-                r = by_id.get(cid)
-                memo[cid] = bool(r and r.passed and cid not in path
-                                 and all(earns(q, path + (cid,)) for q in r.requires))
-            return memo[cid]
-
-        worked = any(earns(r.id) for r in self.results if not r.guard and not r.requires)
-        return {r.id: earns(r.id) and (worked or not r.guard) for r in self.results}
-
-    @property
-    def reward(self) -> float:
-        """Weighted fraction of criteria earned (see ``earned``): junk that meets only guards
-        or dependent criteria scores 0."""
-        total = sum(r.weight for r in self.results)
-        earned = self.earned()
-        return sum(r.weight for r in self.results if earned[r.id]) / total if total else 0.0
-
-    @property
-    def passed(self) -> bool:
-        return bool(self.results) and all(r.passed for r in self.results)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "reward": self.reward,
-            "passed": self.passed,
-            "criteria": [r.__dict__ for r in self.results],
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Grade":
-        return cls(tuple(CriterionResult(**c) for c in d["criteria"]))
 
 
 @dataclass

@@ -29,9 +29,11 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from longhorizon.core.task import Grade
+from longhorizon.core.grade import Grade
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2 added ``tools``. Records of every version in ``READABLE_VERSIONS`` load (older ones with no tools)."""
+READABLE_VERSIONS = (1, 2)
 
 AGENT_STATUSES = ("completed", "max_turns", "max_tool_calls", "timeout", "context_length")
 """Ways an episode ends that are the agent's doing; an infrastructure error is not a Trajectory."""
@@ -158,6 +160,9 @@ class Trajectory:
     sample: int
     provenance: dict[str, Any]
     messages: list[dict[str, Any]] = field(default_factory=list)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    """The tool schemas the episode showed the policy (OpenAI function format), as it saw them:
+    what SFT data and chat templates need to replay the episode. Empty in version-1 records."""
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     turns: list[dict[str, Any]] = field(default_factory=list)
     status: str = "completed"
@@ -215,8 +220,9 @@ class Trajectory:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Trajectory":
         version = d.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise ValueError(f"trajectory schema version {version!r} is not supported (expected {SCHEMA_VERSION})")
+        if version not in READABLE_VERSIONS:
+            raise ValueError(f"trajectory schema version {version!r} is not supported "
+                             f"(expected one of {', '.join(map(str, READABLE_VERSIONS))})")
         d = dict(d)
         d["tool_calls"] = [ToolCallRecord(**c) for c in d.get("tool_calls", [])]
         d["grade"] = Grade.from_dict(d["grade"]) if d.get("grade") else None

@@ -22,6 +22,7 @@ crashing) raise: the runner records those as infrastructure errors.
 from __future__ import annotations
 
 import asyncio
+import copy
 import difflib
 import json
 import logging
@@ -39,10 +40,10 @@ from longhorizon.apps import build_app, build_server
 from longhorizon.apps.common import cap
 from longhorizon.apps.tool_guard import describe_exception, json_type
 from longhorizon.core.errors import ContextLengthExceeded
+from longhorizon.core.policy import EpisodeContext
 from longhorizon.core.task import SUITE_VERSION, Task
 from longhorizon.core.trajectory import ToolCallRecord, Trajectory, clean_text, dumps, json_safe
 from longhorizon.core.world import World
-from longhorizon.policies.base import EpisodeContext
 
 # The SDK logs every rejected tool call at WARNING; the agent already sees the error.
 logging.getLogger("mcp").setLevel(logging.ERROR)
@@ -266,6 +267,7 @@ async def play(task: Task, policy, world: World, *, sample: int = 0, limits: Lim
     traj = new_trajectory(task, policy.describe(), world_hash or world.hash(), sample, limits)
     t0 = time.perf_counter()
     async with Episode(task, world, limits, mcp_path=mcp_path or DEFAULT_MCP_PATH) as ep:
+        traj.tools = copy.deepcopy(ep.tools)  # as shown: what the policy does with them is its own
         try:
             async with asyncio.timeout(limits.max_wall_s):
                 traj.status = await _loop(ep, policy, traj, ctx, limits)
@@ -450,6 +452,24 @@ def _tool_call(call: Any, turn: int, i: int) -> tuple[dict, tuple[str, Any, Any,
     recorded = json_safe({k: v for k, v in call.items()})  # the same keys, in the same order
     recorded["id"], recorded["function"] = call_id, rec_fn
     return recorded, run
+
+
+async def tool_schemas(tasks: list[Task]) -> dict[tuple[str, ...], list[dict]]:
+    """The tool schemas an Episode shows, per distinct set of apps among ``tasks`` (one World
+    built per set). For what has no Trajectory to read them from: records older than schema
+    version 2, and the tiny model's corpus, made before any episode."""
+    import tempfile
+    from pathlib import Path
+
+    out: dict[tuple[str, ...], list[dict]] = {}
+    with tempfile.TemporaryDirectory(prefix="longhorizon-tools-") as tmp:
+        for i, task in enumerate(tasks):
+            if task.apps in out:
+                continue
+            world = World.build(Path(tmp) / str(i), task.build)
+            async with Episode(task, world) as ep:
+                out[task.apps] = list(ep.tools)
+    return out
 
 
 async def play_task(task: Task, policy, *, sample: int = 0, limits: Limits = Limits()) -> Trajectory:

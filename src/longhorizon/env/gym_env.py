@@ -70,7 +70,7 @@ class TaskEnv(gym.Env):
                  seeds: int | None = None, families: list[str] | None = None, pool: list[Task] | None = None):
         """``task``: always this one; else ``pool``, or the pool of ``split``'s instances
         (``seeds`` per family, only ``families``), sampled at each reset."""
-        from longhorizon.core.registry import tasks_for
+        from longhorizon.tasks.registry import tasks_for
 
         if task is not None:
             self.pool = [task]
@@ -128,7 +128,7 @@ class TaskEnv(gym.Env):
             raise ValueError(f"unknown reset option(s) {sorted(options)}: only 'task_id' is taken")
         if task_id is not None:
             if task_id not in self._by_id:
-                from longhorizon.core.registry import get_task
+                from longhorizon.tasks.registry import get_task
 
                 self._by_id[task_id] = get_task(task_id)
             return self._by_id[task_id]
@@ -155,6 +155,7 @@ class TaskEnv(gym.Env):
 
         tools = asyncio.run_coroutine_threadsafe(start(), self._loop).result()
         self.trajectory = new_trajectory(self.task, {"policy": "gymnasium"}, digest, 0, self.limits)
+        self.trajectory.tools = copy.deepcopy(tools)
         self._tools = tools
         self.action_space.tool_names = [t["function"]["name"] for t in tools]
         info = {"tools": copy.deepcopy(tools), "task_id": self.task.id, "world_hash": digest}
@@ -201,7 +202,7 @@ class TaskEnv(gym.Env):
 def make_env(task_id: str | None = None, **kwargs) -> TaskEnv:
     """``gymnasium.make``-free entry point: ``make_env("downloads_cleanup-000001")``, or
     ``make_env(split="train", families=[...])`` for a pool sampled at each reset."""
-    from longhorizon.core.registry import get_task
+    from longhorizon.tasks.registry import get_task
 
     return TaskEnv(get_task(task_id) if task_id else None, **kwargs)
 

@@ -32,7 +32,8 @@ from typing import Any
 
 from longhorizon import __version__
 from longhorizon.core.errors import UsageError
-from longhorizon.core.task import SUITE_VERSION, CriterionResult, Grade, Task
+from longhorizon.core.grade import CriterionResult, Grade
+from longhorizon.core.task import SUITE_VERSION, Task
 from longhorizon.core.trajectory import ToolCallRecord, Trajectory
 from longhorizon.core.world import World
 

@@ -70,9 +70,9 @@ def _add_bench(sub) -> None:
 
 # -- audit -----------------------------------------------------------------------------------
 def cmd_audit(args) -> int:
-    from longhorizon.core.registry import tasks_for
     from longhorizon.evaluate import audit as A
     from longhorizon.evaluate.bfcl import venvs_root
+    from longhorizon.tasks.registry import tasks_for
 
     if not 0 < args.threshold <= 1:
         raise UsageError("--threshold is a Jaccard similarity in (0, 1]")

@@ -27,8 +27,8 @@ import re
 from types import SimpleNamespace
 from typing import Any
 
+from longhorizon.core.policy import EpisodeContext, assistant, tool_call
 from longhorizon.core.task import dumps_canonical
-from longhorizon.policies.base import EpisodeContext, assistant, tool_call
 
 READ_PREFIXES = ("list", "read", "get", "search", "find", "describe", "query", "free_busy", "lookup", "check")
 PATH_RE = re.compile(r"[\w./-]+\.(?:txt|md|csv|json|xlsx|docx|pptx|log|gz|sh|py|yaml|tsv)\b")

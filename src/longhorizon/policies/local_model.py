@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from longhorizon.core.errors import ContextLengthExceeded
-from longhorizon.policies.base import EpisodeContext
+from longhorizon.core.policy import EpisodeContext
 from longhorizon.policies.render import ChatRenderer, read_provenance, resolve_model
 
 __all__ = ["ContextLengthExceeded", "LocalModelPolicy", "parse_completion"]

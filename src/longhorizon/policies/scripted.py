@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from longhorizon.core.policy import EpisodeContext, assistant, tool_call
 from longhorizon.core.task import dumps_canonical
 from longhorizon.core.tool_kinds import entities, is_read
-from longhorizon.policies.base import EpisodeContext, assistant, tool_call
 
 
 class OraclePolicy:

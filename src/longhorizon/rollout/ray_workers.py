@@ -4,7 +4,7 @@
     longhorizon run --policy openai --base-url http://llm:8000/v1 --model M \\
         --ray head-node:6379 --workers 64 --concurrency 512 --out runs/m   # an existing cluster
 
-``RayEpisodes`` is an episode player for ``run_episodes`` (rollout/runner.py). Each worker, an
+``RayEpisodes`` is an episode player for ``play_run`` (rollout/runner.py). Each worker, an
 ``EpisodeWorker`` actor, holds its own World cache, opens each episode's MCP sessions itself
 and plays against the policy it was given: one served elsewhere (any OpenAI-compatible
 endpoint) or a deterministic one (oracle, null, scripted). It returns the graded Trajectory.
@@ -117,7 +117,7 @@ class EpisodeWorker:
 
     async def play(self, task_id: str, sample: int) -> Trajectory | dict[str, str]:
         """The graded Trajectory, or ``{"error", "traceback"}`` when the episode failed here."""
-        from longhorizon.core.registry import get_task
+        from longhorizon.tasks.registry import get_task
 
         try:
             return await self.episodes.play(get_task(task_id), sample)

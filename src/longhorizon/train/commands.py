@@ -154,7 +154,7 @@ def _refuse_holdout_dataset(path: str) -> None:
     """The firewall for `train sft`: every example of the dataset must come from a train task."""
     from collections import Counter
 
-    from longhorizon.core.registry import get_family
+    from longhorizon.tasks.registry import get_family
     from longhorizon.train.data import holdout_refusal, load_sft_dataset
 
     ds = load_sft_dataset(path)

@@ -5,8 +5,9 @@
 
 Each kept episode becomes one row: ``messages`` (OpenAI chat format; tool-call ``arguments``
 stay JSON strings, so Arrow never merges argument keys across rows), ``tools`` (the JSON
-schemas the episode showed the agent, as one JSON string), and where it came from. Saved as a
-Hugging Face dataset (``datasets.load_from_disk``), plus ``data.jsonl`` and ``summary.json``.
+schemas the episode showed the agent, as its Trajectory recorded them, in one JSON string), and
+where it came from. Saved as a Hugging Face dataset (``datasets.load_from_disk``), plus
+``data.jsonl`` and ``summary.json``.
 Only episodes the agent finished itself (status ``completed``) at or above ``min_reward`` are
 kept; infrastructure errors never become data. An episode logged twice in one run folder is
 read once (its first line, as ``eval`` counts it); ``duplicates_dropped`` says how many per
@@ -16,7 +17,6 @@ folder. The same episode id in two different folders is two episodes (e.g. two t
 from __future__ import annotations
 
 import json
-import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -43,28 +43,15 @@ def _as_json_string(args: Any) -> str:
     return args if isinstance(args, str) else json.dumps(args if args is not None else {}, ensure_ascii=False)
 
 
-async def _tools_for(tasks) -> dict[tuple[str, ...], list[dict]]:
-    """The tool schemas each set of apps exposes (one World per distinct set)."""
-    from longhorizon.core.world import World
-    from longhorizon.env.episode import Episode
-
-    out: dict[tuple[str, ...], list[dict]] = {}
-    with tempfile.TemporaryDirectory(prefix="longhorizon-tools-") as tmp:
-        for i, task in enumerate(tasks):
-            if task.apps in out:
-                continue
-            world = World.build(Path(tmp) / str(i), task.build)
-            async with Episode(task, world) as ep:
-                out[task.apps] = list(ep.tools)
-    return out
-
-
 def tools_by_task(task_ids: list[str]) -> dict[str, list[dict]]:
-    from longhorizon.core.registry import get_task
+    """The tool schemas of each task, from Worlds built again: only for records older than
+    Trajectory schema version 2, which did not keep the tools they showed."""
+    from longhorizon.env.episode import tool_schemas
+    from longhorizon.tasks.registry import get_task
     from longhorizon.train.tiny import _run
 
     tasks = {tid: get_task(tid) for tid in sorted(set(task_ids))}
-    by_apps = _run(_tools_for(list(tasks.values())))
+    by_apps = _run(tool_schemas(list(tasks.values())))
     return {tid: by_apps[t.apps] for tid, t in tasks.items()}
 
 
@@ -128,12 +115,12 @@ def build_sft_dataset(run_dirs: list[str | Path], out: str | Path, *, min_reward
     if not kept:
         raise UsageError(f"no trajectory in {', '.join(map(str, run_dirs))} reached reward {min_reward} "
                          "(finished by the agent); nothing to train on")
-    tools = tools_by_task([r["task_id"] for r in kept])
+    rebuilt = tools_by_task([r["task_id"] for r in kept if not r.get("tools")])
     records = []
     for r in kept:
         records.append({
             "messages": [clean_message(m) for m in r["messages"]],
-            "tools": json.dumps(tools[r["task_id"]], ensure_ascii=False),
+            "tools": json.dumps(r.get("tools") or rebuilt[r["task_id"]], ensure_ascii=False),
             "episode_id": r["episode_id"],
             "task_id": r["task_id"],
             "family": r["family"],

@@ -83,7 +83,8 @@ class Stages:
 
 def _run_policy(tasks, policy, out: Path, *, split: str, seeds: int, families, limits, concurrency: int,
                 progress: bool) -> dict[str, Any]:
-    from longhorizon.rollout.runner import RunSpec, run_episodes
+    from longhorizon.evaluate.runs import run_episodes
+    from longhorizon.rollout.runner import RunSpec
 
     spec = RunSpec(policy=policy.describe(), split=split, seeds=seeds,
                    families=sorted(families) if families else None, samples=1, limits=limits)
@@ -97,8 +98,8 @@ def evaluate_model(model_path: str | Path, out: str | Path, cfg: EvalConfig, *, 
                    policy=None) -> dict:
     """Greedy pass@1 of a model folder on ``cfg``'s split: a resumable run folder at ``out``.
     ``policy``: what plays instead of the in-process model (a served one, see ``served_policy``)."""
-    from longhorizon.core.registry import tasks_for
     from longhorizon.env.episode import Limits
+    from longhorizon.tasks.registry import tasks_for
 
     tasks = tasks_for(cfg.split, cfg.seeds, cfg.families)
     if policy is None:
@@ -133,8 +134,8 @@ def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bo
                  progress: bool = True, model: str | None = None) -> dict[str, Any]:
     """Every stage in turn (each skipped when done). ``model`` overrides the config's base model
     (``model.name``: tiny, the embedded smollm2-135m-instruct, or a model folder)."""
-    from longhorizon.core.registry import tasks_for
     from longhorizon.policies.factory import make_policy
+    from longhorizon.tasks.registry import tasks_for
     from longhorizon.train.data import build_sft_dataset
     from longhorizon.train.report import write_report
     from longhorizon.train.rl import run_rl

@@ -37,7 +37,6 @@ How the pieces fit:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections import Counter
@@ -49,8 +48,8 @@ from longhorizon.core.task import Task
 from longhorizon.core.tool_kinds import call_key
 from longhorizon.core.trajectory import Trajectory, dumps
 from longhorizon.core.world import WorldCache
-from longhorizon.env.episode import Limits, new_trajectory, play
-from longhorizon.rollout.runner import release_fork
+from longhorizon.env.episode import Limits, new_trajectory
+from longhorizon.rollout.runner import LocalEpisodes, play_groups
 from longhorizon.train.config import RLConfig
 from longhorizon.train.stage import (
     load_model, lora_config, prepare_out, train_and_save, trainer_args, warm_up_from_the_first_step,
@@ -198,58 +197,33 @@ class EpisodeRollout:
     async def play_batch(self, task_ids: list[str], policy) -> list[Trajectory]:
         """Play the batch (TRL's order: each task id ``group_size`` times), in batch order.
 
-        Groups are admitted whole: ``concurrency`` episodes' worth of groups (at least one) are
-        in flight at a time, all episodes of a group at once, so a group's wall is its longest
-        episode and never waits on a wave boundary. Each task's first fork in the batch is
-        hashed and must match its snapshot (``verify_forks="first"``; "every" hashes them all).
+        Groups are admitted whole (``rollout.runner.play_groups``, the runner's own batch loop):
+        ``concurrency`` episodes' worth of groups (at least one) are in flight at a time, all
+        episodes of a group at once, so a group's wall is its longest episode and never waits on
+        a wave boundary. Each task's first fork in the batch is hashed and must match its
+        snapshot (``verify_forks="first"``; "every" hashes them all). An episode that fails
+        ``MAX_ATTEMPTS`` times becomes an ``infra_error`` stand-in.
         """
         unknown = sorted(set(task_ids) - set(self.tasks))
         if unknown:
             raise UsageError(f"rollout got unknown task ids: {', '.join(unknown)}")
-        groups: dict[str, list[tuple[str, int]]] = {}
+        groups: dict[str, list[tuple[Task, int]]] = {}
         for tid in task_ids:
             group = groups.setdefault(tid, [])
-            group.append((tid, len(group)))
-        slots = asyncio.Semaphore(max(1, self.cfg.concurrency // self.cfg.group_size))
-        verified: set[str] = set()
-
-        async def one(tid: str, sample: int) -> Trajectory:
-            task = self.tasks[tid]
-            error = None
-            for _ in range(MAX_ATTEMPTS):
-                if self.cfg.ray:  # on a Ray worker (its own fork; a lost worker is one more attempt)
-                    try:
-                        return await self.workers(policy).play(task, sample)
-                    except Exception as exc:
-                        error = exc
-                        continue
-                world = None
-                try:
-                    world, digest = await asyncio.to_thread(self.cache.fork, task)
-                    fork_hash = None
-                    if self.cfg.verify_forks == "every" or (self.cfg.verify_forks == "first" and tid not in verified):
-                        verified.add(tid)
-                        fork_hash = await asyncio.to_thread(world.hash)  # the fork's own bytes, before play
-                        if fork_hash != digest:
-                            raise InfraError(f"a fork of {tid} differs from its snapshot")
-                    traj = await play(task, policy, world, sample=sample, limits=self.limits, world_hash=digest)
-                    if fork_hash is not None:
-                        traj.provenance["fork_hash"] = fork_hash
-                    return traj
-                except Exception as exc:  # infrastructure: play the episode again
-                    error = exc
-                finally:
-                    if world is not None:
-                        release_fork(self.cache, world)
-            return self._failed(task, sample, policy, f"failed {MAX_ATTEMPTS} times; the last time "
-                                                      f"{type(error).__name__}: {error}")
-
-        async def play_group(jobs: list[tuple[str, int]]) -> list[Trajectory]:
-            async with slots:
-                return await asyncio.gather(*(one(t, s) for t, s in jobs))
-
-        played = await asyncio.gather(*(play_group(jobs) for jobs in groups.values()))
-        by_job = {(t.task_id, t.sample): t for trajs in played for t in trajs}
+            group.append((self.tasks[tid], len(group)))
+        if self.cfg.ray:  # on Ray workers (each its own fork; a lost worker is one more attempt)
+            episodes = self.workers(policy)
+        else:
+            episodes = LocalEpisodes(policy, self.limits, cache=self.cache, verify_forks=self.cfg.verify_forks)
+        played = await play_groups(list(groups.values()), episodes, attempts=MAX_ATTEMPTS,
+                                   slots=self.cfg.concurrency // self.cfg.group_size)
+        by_job = {}
+        for jobs, results in zip(groups.values(), played):
+            for (task, sample), out in zip(jobs, results):
+                if isinstance(out, BaseException):
+                    out = self._failed(task, sample, policy, f"failed {MAX_ATTEMPTS} times; the last time "
+                                                             f"{type(out).__name__}: {out}")
+                by_job[(task.id, sample)] = out
         return _in_batch_order(task_ids, by_job)
 
     def replace_flat_groups(self, trajs: list[Trajectory], policy) -> int:
@@ -444,7 +418,7 @@ episode_reward.__name__ = "episode"
 
 
 def rl_tasks(cfg: RLConfig) -> list[Task]:
-    from longhorizon.core.registry import tasks_for
+    from longhorizon.tasks.registry import tasks_for
 
     return tasks_for(cfg.split, cfg.seeds, cfg.families)
 

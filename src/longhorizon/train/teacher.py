@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from longhorizon.policies.base import EpisodeContext, assistant
+from longhorizon.core.policy import EpisodeContext, assistant
 from longhorizon.policies.scripted import OraclePolicy
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -156,16 +155,14 @@ def _run(coro):
 
 
 async def _tools_of(tasks) -> list[dict]:
-    from longhorizon.core.world import World
-    from longhorizon.env.episode import Episode
+    """Every tool the apps of ``tasks`` expose, by name (the corpus is made before any episode,
+    so there is no Trajectory to read them from)."""
+    from longhorizon.env.episode import tool_schemas
 
     tools: dict[str, dict] = {}
-    with tempfile.TemporaryDirectory(prefix="longhorizon-corpus-") as tmp:
-        for i, task in enumerate(tasks):
-            world = World.build(Path(tmp) / str(i), task.build)
-            async with Episode(task, world) as ep:
-                for t in ep.tools:
-                    tools.setdefault(t["function"]["name"], t)
+    for listed in (await tool_schemas(list(tasks))).values():
+        for t in listed:
+            tools.setdefault(t["function"]["name"], t)
     return [tools[k] for k in sorted(tools)]
 
 
@@ -178,8 +175,8 @@ def default_corpus(families=None, seeds: tuple[int, ...] = (0, 1, 2)) -> list[st
     """
     from transformers.utils.chat_template_utils import render_jinja_template
 
-    from longhorizon.core import registry
     from longhorizon.env.episode import SYSTEM_PROMPT
+    from longhorizon.tasks import registry
 
     fams = registry.families() if families is None else list(families)
     instructions, firsts, probe_tasks, apps_seen = [], [], [], set()
@@ -201,7 +198,7 @@ def default_corpus(families=None, seeds: tuple[int, ...] = (0, 1, 2)) -> list[st
 def init_model(out_dir: str | Path, cfg=None, families: list[str] | None = None) -> dict[str, Any]:
     """``longhorizon model init``: the tiny model from a ``ModelConfig``, its corpus from the suite
     (every family, or only ``families``). Returns what was built."""
-    from longhorizon.core import registry
+    from longhorizon.tasks import registry
     from longhorizon.train.config import ModelConfig
 
     cfg = cfg or ModelConfig()

@@ -57,7 +57,7 @@ class UserLLM:
     base_url: str
     model: str
     api_key: str | None = None
-    """None: ``OPENAI_API_KEY`` (as ``OpenAIPolicy``). Never put a key in a World's ``meta.llm``."""
+    """None: ``OPENAI_API_KEY`` (as ``ChatClient``). Never put a key in a World's ``meta.llm``."""
     temperature: float | None = 0.0
     max_steps: int = 8
     """Chat completions per turn (each may call tools) before the turn is cut short."""
@@ -71,7 +71,7 @@ class UserLLM:
         base, model = os.environ.get(ENV_BASE_URL), os.environ.get(ENV_MODEL)
         if not base or not model:
             return None
-        return cls(base, model, api_key=os.environ.get(ENV_API_KEY))  # None: OPENAI_API_KEY, as OpenAIPolicy
+        return cls(base, model, api_key=os.environ.get(ENV_API_KEY))  # None: OPENAI_API_KEY, as ChatClient
 
     @classmethod
     def from_meta(cls, value: Any) -> "UserLLM | None":
@@ -180,8 +180,8 @@ def _remember(conn: sqlite3.Connection, message: dict) -> None:
 
 async def llm_reply(domain, s: Session, text: str, llm: UserLLM) -> str:
     """One turn played by a chat model; its tool calls run on the person's tools."""
+    from longhorizon.core.chat_api import ChatClient, parse_response
     from longhorizon.core.errors import ContextLengthExceeded, InfraError
-    from longhorizon.policies.openai_client import OpenAIPolicy, parse_response
 
     history = _history(s.conn)
     if not history:
@@ -191,12 +191,12 @@ async def llm_reply(domain, s: Session, text: str, llm: UserLLM) -> str:
     history.append(incoming)
     _remember(s.conn, incoming)
     tools = [t.openai() for t in domain.USER_TOOLS.values()]
-    policy = OpenAIPolicy(llm.base_url, llm.model, api_key=llm.api_key, temperature=llm.temperature,
-                          max_retries=llm.max_retries, backoff_s=llm.backoff_s)
+    client = ChatClient(llm.base_url, llm.model, api_key=llm.api_key, temperature=llm.temperature,
+                        max_retries=llm.max_retries, backoff_s=llm.backoff_s)
     try:
-        async with policy:
+        async with client:
             for _step in range(llm.max_steps):
-                data = await policy.complete(policy.request_body(history, tools))
+                data = await client.complete(client.request_body(history, tools))
                 msg = parse_response(data)
                 msg = {k: v for k, v in msg.items() if k in ("role", "content", "tool_calls")}
                 history.append(msg)

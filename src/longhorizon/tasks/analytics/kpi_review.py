@@ -20,8 +20,9 @@ from openpyxl import Workbook
 from longhorizon.apps.mail import state as mail
 from longhorizon.apps.sheets.state import workbook_bytes
 from longhorizon.apps.sql import state as sqlstate
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.registry import register
 from longhorizon.tasks.analytics import (
     add_months,
     mentions_month,

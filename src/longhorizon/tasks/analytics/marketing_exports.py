@@ -18,10 +18,11 @@ from pathlib import Path
 
 from longhorizon.apps.mail import state as mail
 from longhorizon.apps.sql import state as sqlstate
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.analytics import add_months, mentions_number, month_end, month_key, month_label, pct_close
 from longhorizon.tasks.analytics.warehouse import make_warehouse, memory_db, ordered_rows, run
+from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     People,
     at_most_one_mail,

@@ -19,9 +19,10 @@ from pathlib import Path
 
 from longhorizon.apps.calendar import state as cal
 from longhorizon.apps.mail import state as mail
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.calendar.slots import at, blocks, iso, snapshot, unchanged_events
+from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     People,
     company,

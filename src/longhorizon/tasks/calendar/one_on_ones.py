@@ -14,10 +14,11 @@ from datetime import date, timedelta
 from pathlib import Path
 
 from longhorizon.apps.calendar import state as cal
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.calendar.slots import at, blocks, first_free, intersect_hours, iso, snapshot
 from longhorizon.tasks.common import People, company, faker_for, loads, long_date, monday_of, norm, weekday
+from longhorizon.tasks.registry import register
 
 HOURS = [("08:00", "16:00"), ("08:30", "16:30"), ("09:00", "17:00"), ("09:30", "17:30"),
          ("10:00", "18:00"), ("07:30", "15:30")]

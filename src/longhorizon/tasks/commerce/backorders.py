@@ -27,8 +27,9 @@ from typing import Any
 
 from longhorizon.apps.mail import state as mail
 from longhorizon.apps.store import state as store
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.registry import register
 from longhorizon.tasks.commerce import (
     Customer,
     Product,

@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from longhorizon.apps.store import state as store
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.commerce import Product, make_products, make_suppliers, pick_today
 from longhorizon.tasks.common import loads, long_date, names_only, rng_and_faker, write_files
+from longhorizon.tasks.registry import register
 
 RULES = "purchasing/reorder_rules.md"
 CASES = [1, 2, 4, 6, 10, 12, 24]

@@ -16,10 +16,11 @@ from pathlib import Path
 
 from longhorizon.apps.crm import state as crm
 from longhorizon.apps.mail import state as mail
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import MONTHS, People, company, mails_sent, names_word, norm, rng_and_faker, slug
 from longhorizon.tasks.crm import INDUSTRIES, TITLES, new_phone
+from longhorizon.tasks.registry import register
 
 PRODUCTS = ["Fleet Tracker", "Analytics Suite", "Inventory Module", "Service Desk", "Payroll Cloud",
             "Field App", "Data Platform", "Security Pack"]

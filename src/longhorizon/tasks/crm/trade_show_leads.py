@@ -18,8 +18,9 @@ from datetime import date, datetime, time, timedelta
 from pathlib import Path
 
 from longhorizon.apps.crm import state as crm
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     People,
     company,

@@ -16,9 +16,10 @@ import re
 from functools import partial
 
 from longhorizon.apps.docs.state import build_document, document_bytes, norm, read_blocks, read_comments
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import day_month_year, parse_json, rng_and_faker
+from longhorizon.tasks.registry import register
 from longhorizon.tasks.documents import (
     Sources,
     find_dates,

@@ -16,10 +16,11 @@ from functools import partial
 
 from longhorizon.apps.docs.state import build_document, document_bytes, norm, read_blocks
 from longhorizon.apps.mail import state as mail
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import at_most_one_mail, rng_and_faker
 from longhorizon.tasks.documents import Sources, find_numbers, mentions, person, strip_dates
+from longhorizon.tasks.registry import register
 
 
 @dataclass(frozen=True)

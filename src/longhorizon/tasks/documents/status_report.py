@@ -18,10 +18,11 @@ from openpyxl import Workbook
 
 from longhorizon.apps.docs.state import build_document, document_bytes, norm, read_blocks, sections
 from longhorizon.apps.sheets.state import workbook_bytes
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import parse_json, rng_and_faker
 from longhorizon.tasks.documents import Sources, find_dates, mentions, person, words_in
+from longhorizon.tasks.registry import register
 
 PROJECTS = ["Atlas", "Beacon", "Cobalt", "Drake", "Ember", "Falcon", "Granite", "Harbor", "Juniper", "Keystone"]
 SISTER_SUFFIXES = ["Mobile", "Analytics", "EU", "Payments"]

@@ -16,10 +16,11 @@ from pathlib import Path
 
 from longhorizon.apps.user import identity
 from longhorizon.apps.user import state as user_state
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import rng_and_faker, slug
 from longhorizon.tasks.dual_control.common import SEND, confirmed_after_changes, persona
+from longhorizon.tasks.registry import register
 
 DEPARTMENTS = ["Finance", "Marketing", "Engineering", "Sales", "Legal", "Operations", "People Ops", "Procurement",
                "Customer Success", "Data & Analytics"]

@@ -18,10 +18,11 @@ from pathlib import Path
 
 from longhorizon.apps.user import mobile
 from longhorizon.apps.user import state as user_state
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import long_date, mentions_date, rng_and_faker
 from longhorizon.tasks.dual_control.common import SEND, confirmed_after_changes, mentions_amount, persona
+from longhorizon.tasks.registry import register
 
 CARRIERS = ["Telvio", "Nexcell", "Aurora Mobile", "Bluewave", "Kestrel Wireless", "Orbit Telecom", "Lumen Mobile"]
 PLANS = [("Start 5GB", 5.0, 25.0), ("Smart 10GB", 10.0, 35.0), ("Plus 15GB", 15.0, 42.0),

@@ -21,9 +21,10 @@ from longhorizon.apps.calendar import state as cal
 from longhorizon.apps.mail import state as mail
 from longhorizon.apps.user import identity, onboarding
 from longhorizon.apps.user import state as user_state
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.calendar.slots import at, blocks, first_free, intersect_hours, iso, snapshot
+from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     People,
     company,

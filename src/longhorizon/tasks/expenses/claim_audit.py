@@ -23,8 +23,9 @@ from openpyxl import Workbook, load_workbook
 from longhorizon.apps.mail import state as mail
 from longhorizon.apps.sheets.state import sheet_values
 from longhorizon.apps.wiki import state as wiki
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     MONTHS,
     Files,

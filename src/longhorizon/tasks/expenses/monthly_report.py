@@ -21,9 +21,10 @@ from openpyxl import Workbook
 
 from longhorizon.apps.mail import state as mail
 from longhorizon.apps.mail.state import parse_address
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.analytics import mentions_number
+from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     MONTHS,
     Files,

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import norm_path, rng_and_faker, sha256
+from longhorizon.tasks.registry import register
 
 PROJECTS = ["Atlas", "Beacon", "Cobalt", "Delta", "Ember", "Falcon"]
 

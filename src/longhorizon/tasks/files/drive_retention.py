@@ -16,9 +16,10 @@ import io
 from datetime import date, timedelta
 from pathlib import Path
 
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import norm_path, rng_and_faker, write_files
+from longhorizon.tasks.registry import register
 
 ADMIN = "shared/_admin"
 POLICY = f"{ADMIN}/retention-policy.md"

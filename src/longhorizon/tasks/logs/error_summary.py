@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
 
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import norm_path, rng_and_faker, sha256, write_files
+from longhorizon.tasks.registry import register
 
 SUMMARY = "reports/error_summary.csv"
 REPEATS = "reports/repeat_failures.txt"

@@ -22,9 +22,10 @@ from collections import Counter
 from datetime import date, datetime, time, timedelta, timezone
 from pathlib import Path
 
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import hhmm, norm_path, rng_and_faker, sha256, write_files
+from longhorizon.tasks.registry import register
 
 NGINX = "logs/nginx"
 FRONTENDS = ("web-1", "web-2", "web-3")

@@ -17,9 +17,10 @@ import re
 from datetime import date, timedelta
 from pathlib import Path
 
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import rng_and_faker, sha256, write_files
+from longhorizon.tasks.registry import register
 from longhorizon.tasks.logs.error_summary import (
     SERVICES, Entry, H, _at, _filler, _norm_message, _regular, _trace, files_unchanged,
 )

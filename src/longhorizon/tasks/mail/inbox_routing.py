@@ -18,9 +18,10 @@ from datetime import date, datetime, time, timedelta
 from pathlib import Path
 
 from longhorizon.apps.mail import state as mail
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import People, rng_and_faker, slug
+from longhorizon.tasks.registry import register
 
 RULES = "support/routing-rules.md"
 ACCOUNTS = "support/key-accounts.csv"

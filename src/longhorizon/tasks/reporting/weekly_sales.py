@@ -16,8 +16,9 @@ from openpyxl import Workbook
 
 from longhorizon.apps.mail import state as mail
 from longhorizon.apps.sheets.state import find_sheet, read_workbook, sheet_values, workbook_bytes
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     close,
     mails_sent,

@@ -16,9 +16,10 @@ from typing import Any
 
 from longhorizon.apps.chat import state as chat
 from longhorizon.apps.search.state import create_index
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import kebab, rng_and_faker, sha256, write_files
+from longhorizon.tasks.registry import register
 from longhorizon.tasks.research import (
     CITIES,
     SOURCES,

@@ -27,9 +27,10 @@ import re
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import norm_path, rng_and_faker, write_files, written_paths
+from longhorizon.tasks.registry import register
 from longhorizon.tasks.scripting import ScratchRuns, run_sandboxed_sync, snapshot
 
 SCRIPT = "scripts/merge_orders.sh"

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
 
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import rng_and_faker, write_files, written_paths
+from longhorizon.tasks.registry import register
 from longhorizon.tasks.scripting import ScratchRuns, Tree, run_sandboxed_sync, snapshot
 
 SCRIPT = "scripts/rotate_reports.sh"

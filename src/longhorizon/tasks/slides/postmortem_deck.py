@@ -23,9 +23,10 @@ from longhorizon.apps.chat import state as chat
 from longhorizon.apps.docs.state import norm
 from longhorizon.apps.slides.state import build_presentation, presentation_bytes, read_deck
 from longhorizon.apps.tickets import state as tickets
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import day_month_year, kebab, parse_json, rng_and_faker
+from longhorizon.tasks.registry import register
 from longhorizon.tasks.documents import (
     Sources,
     find_dates,

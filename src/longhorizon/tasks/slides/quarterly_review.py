@@ -20,10 +20,11 @@ from openpyxl import Workbook
 from longhorizon.apps.docs.state import norm
 from longhorizon.apps.sheets.state import workbook_bytes
 from longhorizon.apps.slides.state import build_presentation, presentation_bytes, read_deck
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import parse_json, rng_and_faker
 from longhorizon.tasks.documents import Sources, find_numbers, last_write_index, mentions, person
+from longhorizon.tasks.registry import register
 
 REGIONS = [
     "North America", "Latin America", "UK & Ireland", "DACH", "Nordics", "Southern Europe", "Middle East",

@@ -16,8 +16,9 @@ from functools import partial
 
 from openpyxl import Workbook
 
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     Files,
     blank,

@@ -23,8 +23,9 @@ from pathlib import Path
 from openpyxl import Workbook
 
 from longhorizon.apps.mail import state as mail
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     Files,
     People,

@@ -19,9 +19,10 @@ from pathlib import Path
 
 from longhorizon.apps.chat import state as chat
 from longhorizon.apps.tickets import state as tix
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import People, company, day_month, norm, rng_and_faker, slug
+from longhorizon.tasks.registry import register
 from longhorizon.tasks.tickets import mentions_key
 
 WORK = ["Offline mode for drafts", "Faster cold start", "Redesigned settings screen", "In-app feedback form",

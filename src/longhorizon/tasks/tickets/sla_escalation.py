@@ -21,9 +21,10 @@ from pathlib import Path
 
 from longhorizon.apps.tickets import state as tix
 from longhorizon.apps.wiki import state as wiki
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import People, company, long_date, mentions_time, norm, rng_and_faker, slug
+from longhorizon.tasks.registry import register
 
 TEAMS = {
     "Billing Ops": ["Invoice totals are wrong", "Card payment keeps failing", "Refund not received",

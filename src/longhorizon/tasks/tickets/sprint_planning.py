@@ -18,9 +18,10 @@ from pathlib import Path
 
 from longhorizon.apps.mail import state as mail
 from longhorizon.apps.tickets import state as tix
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import People, company, long_date, norm, rng_and_faker, slug
+from longhorizon.tasks.registry import register
 from longhorizon.tasks.tickets import created_key, mentions_key
 
 WORK = {

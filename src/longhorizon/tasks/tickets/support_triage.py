@@ -19,9 +19,10 @@ from datetime import date, datetime, time, timedelta
 from pathlib import Path
 
 from longhorizon.apps.tickets import state as tix
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import People, company, rng_and_faker, slug, write_files
+from longhorizon.tasks.registry import register
 from longhorizon.tasks.tickets import OLD_TARGETS, TARGETS, mentions_key, promises
 
 PRODUCTS = {

@@ -23,9 +23,10 @@ from typing import Any
 from longhorizon.apps.calendar import state as cal
 from longhorizon.apps.mail import state as mail
 from longhorizon.apps.travel import state as travel
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.calendar.slots import snapshot
+from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     People,
     company,

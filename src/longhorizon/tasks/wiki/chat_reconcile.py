@@ -17,11 +17,12 @@ from typing import Any
 
 from longhorizon.apps.chat import state as chat
 from longhorizon.apps.wiki import state as wiki
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import kebab, rng_and_faker
-from longhorizon.tasks.wiki import page_now, pages_by_id
+from longhorizon.tasks.registry import register
 from longhorizon.tasks.research import CITIES, people
+from longhorizon.tasks.wiki import page_now, pages_by_id
 
 SERVICES = ["Payments", "Search", "Checkout", "Identity", "Notifications", "Data pipeline", "Billing", "Mobile API",
             "Storage", "Messaging"]

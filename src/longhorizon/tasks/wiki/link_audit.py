@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from longhorizon.apps.wiki import state as wiki
-from longhorizon.core.registry import register
-from longhorizon.core.task import Criterion, Task, TaskFamily, ToolCall
+from longhorizon.core.grade import Criterion
+from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import kebab, rng_and_faker
+from longhorizon.tasks.registry import register
 from longhorizon.tasks.wiki import page_now, pages_by_id
 
 LOG = "docs-migration/moves.csv"

@@ -1,11 +1,12 @@
 """The hasty policy is the oracle without its care: no stated steps, no read-back of what it
 wrote; so it fails a task whose grader asks for that verification, where the oracle passes."""
 
-from longhorizon.core.registry import tasks_for
 from longhorizon.core.tool_kinds import entities, is_read
+from longhorizon.evaluate.runs import run_episodes
 from longhorizon.policies.scripted import HastyOraclePolicy, OraclePolicy
-from longhorizon.rollout.runner import RunSpec, run_episodes
+from longhorizon.rollout.runner import RunSpec
 from longhorizon.rollout.store import read_jsonl
+from longhorizon.tasks.registry import tasks_for
 
 FAMILY = "inventory_sheet_cleanup"
 

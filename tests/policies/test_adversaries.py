@@ -8,11 +8,11 @@ from collections import defaultdict
 
 import pytest
 
-from longhorizon.core.registry import families
 from longhorizon.core.task import HOLDOUT_SEED_BASE
 from longhorizon.env.episode import Limits, play_task
 from longhorizon.policies.adversaries import ADVERSARIES, ShotgunPolicy
 from longhorizon.policies.scripted import NullPolicy
+from longhorizon.tasks.registry import families
 
 POLICIES = {"null": NullPolicy, **ADVERSARIES}
 SEEDS = [1, HOLDOUT_SEED_BASE + 1]

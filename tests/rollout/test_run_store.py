@@ -14,8 +14,8 @@ from collections import Counter
 import pytest
 
 from longhorizon.core.errors import UsageError
-from longhorizon.core.registry import tasks_for
 from longhorizon.rollout.store import LOCK, RunStore, read_jsonl
+from longhorizon.tasks.registry import tasks_for
 from longhorizon.testing import OracleBrain, StandinLLM
 
 FAMILY = "downloads_cleanup"

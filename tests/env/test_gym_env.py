@@ -2,10 +2,10 @@
 
 import asyncio
 
-from longhorizon.core.registry import get_task
+from longhorizon.core.policy import EpisodeContext
 from longhorizon.env.gym_env import TaskEnv
-from longhorizon.policies.base import EpisodeContext
 from longhorizon.policies.scripted import OraclePolicy
+from longhorizon.tasks.registry import get_task
 
 TASK = "downloads_cleanup-000002"
 
