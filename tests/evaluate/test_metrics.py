@@ -19,6 +19,12 @@ def test_wilson_textbook_values():
     assert (lo, hi) == (pytest.approx(0.2366, abs=1e-4), pytest.approx(0.7634, abs=1e-4))
 
 
+def test_wilson_bounds_are_exactly_0_and_1_at_the_ends():
+    # the float formula leaves 3.5e-18 at 0/100 (seen in a summary.json); none or all passed is exact
+    for n in (1, 7, 100, 331):
+        assert wilson(0, n)[0] == 0.0 and wilson(n, n)[1] == 1.0
+
+
 def test_mcnemar_exact_matches_binomial():
     assert mcnemar_exact(0, 5) == pytest.approx(2 / 32)
     assert mcnemar_exact(3, 3) == 1.0

@@ -46,7 +46,8 @@ def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    # at k = 0 (k = n) the bound is exactly 0 (1); the float formula leaves e.g. 3.5e-18
+    return (0.0 if k == 0 else max(0.0, centre - half), 1.0 if k == n else min(1.0, centre + half))
 
 
 def bootstrap_mean(values, n_boot: int = BOOTSTRAP, seed: int = SEED) -> tuple[float, float]:
