@@ -119,7 +119,7 @@ def served_policy(model_path: str | Path, cfg: EvalConfig, log_path: Path):
     from longhorizon.policies.openai_client import OpenAIPolicy
     from longhorizon.serve.vllm import VLLMServer
 
-    with VLLMServer(str(model_path), max_model_len=max(cfg.max_context or 8192, 2048),
+    with VLLMServer(str(model_path), max_model_len=cfg.max_context or 8192,
                     log_path=log_path) as server:
         yield OpenAIPolicy(server.base_url, server.model_name, temperature=0.0, max_tokens=cfg.max_new_tokens,
                            endpoint_label=f"vllm:{Path(model_path).resolve()}")
