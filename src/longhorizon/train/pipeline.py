@@ -115,7 +115,7 @@ def evaluate_model(model_path: str | Path, out: str | Path, cfg: EvalConfig, *, 
 @contextlib.contextmanager
 def served_policy(model_path: str | Path, cfg: EvalConfig, log_path: Path):
     """The model behind a vLLM server for the length of the block, as a greedy ``OpenAIPolicy``
-    (the run records it as such: base URL and served model name)."""
+    (the run records it as ``vllm:MODEL_DIR``, not the server's port)."""
     from longhorizon.policies.openai_client import OpenAIPolicy
     from longhorizon.serve.vllm import VLLMServer
 
@@ -125,9 +125,11 @@ def served_policy(model_path: str | Path, cfg: EvalConfig, log_path: Path):
                            endpoint_label=f"vllm:{Path(model_path).resolve()}")
 
 
-def _complete(run_dir: Path) -> bool:
-    summary = run_dir / "summary.json"
-    return summary.exists() and bool(json.loads(summary.read_text()).get("complete"))
+def _finished(run_dir: Path) -> dict | None:
+    """A complete run's summary (None while episodes are missing), read once."""
+    path = run_dir / "summary.json"
+    summary = json.loads(path.read_text()) if path.exists() else {}
+    return summary if summary.get("complete") else None
 
 
 def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bool = False,
@@ -234,8 +236,8 @@ def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bo
         with contextlib.ExitStack() as stack:
             for name, path, suffix, ec in runs:
                 key = name + suffix
-                if _complete(out / "eval" / key):
-                    results[key] = json.loads((out / "eval" / key / "summary.json").read_text())
+                if (done := _finished(out / "eval" / key)) is not None:
+                    results[key] = done
                     continue
                 if e.engine == "vllm" and server_of != name:
                     stack.close()
@@ -246,7 +248,7 @@ def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bo
                       f"{ec.seeds} seeds, {e.engine})", flush=True)
                 t0 = time.time()
                 results[key] = evaluate_model(path, out / "eval" / key, ec, progress=progress,
-                                              policy=policy if server_of == name else None)
+                                              policy=policy)  # None for the local engine
                 print(f"  {key}: {time.time() - t0:.0f} s", flush=True)
         return results
 
