@@ -47,14 +47,38 @@ def test_a_concurrency_below_two_groups_plays_one_whole_group_at_a_time(make_cop
     assert policy.overlaps == set()  # never two groups at once, and a group's two episodes together
 
 
+class Meeting(Watching):
+    """Watching, with each episode's first turn held until an episode of every task has begun, so
+    whether groups overlap does not depend on how fast each World forks. If the groups were played
+    one after the other, the first would wait for the second forever: ``patience`` (a deadlock
+    guard, not a timing threshold) ends the wait and the overlap is then missing."""
+
+    def __init__(self, task_ids, patience: float = 60.0):
+        super().__init__()
+        self.expected, self.patience = set(task_ids), patience
+        self.all_began = asyncio.Event()
+
+    async def act(self, messages, tools, ctx):
+        if ctx.scratch.get("started") is None:
+            self.running.setdefault(ctx.task.id, 0)
+            if self.expected <= set(self.running):
+                self.all_began.set()
+            try:
+                await asyncio.wait_for(self.all_began.wait(), self.patience)
+            except TimeoutError:
+                pass
+        return await super().act(messages, tools, ctx)
+
+
 def test_groups_run_side_by_side_when_concurrency_allows(make_copy_task):
     tasks = [make_copy_task("gd", "1"), make_copy_task("ge", "2")]
     rollout = _rollout(tasks, concurrency=4)
-    policy = Watching()
+    policy = Meeting([t.id for t in tasks])
     try:
         asyncio.run(rollout.play_batch([t.id for t in tasks for _ in range(2)], policy))
     finally:
         rollout.close()
+    assert policy.all_began.is_set()
     assert policy.overlaps == {(tasks[0].id, tasks[1].id), (tasks[1].id, tasks[0].id)}
 
 
