@@ -51,7 +51,9 @@ async def test_model_endpoint_faults_are_retried_and_the_episodes_pass(fault, tm
     with StandinLLM(OracleBrain(ts)) as srv:
         {"500": lambda: srv.fail_next(3, 500, "internal server error"),
          "stall": lambda: srv.stall_next(2), "drop": lambda: srv.drop_next(3)}[fault]()
-        pol = client(srv, timeout_s=1.0, max_retries=4)
+        # Only a stall needs the read timeout to fire; it is long enough that a healthy answer from
+        # the stand-in (a thread of this busy process) never reaches it, or one more retry is counted.
+        pol = client(srv, timeout_s=5.0 if fault == "stall" else 120.0, max_retries=4)
         summary = await run_episodes(ts, pol, spec(pol), tmp_path, concurrency=2, progress=False)
         turns = sum(len(r["turns"]) for r in read_jsonl(tmp_path / "trajectories.jsonl"))
         assert len(srv.requests) == turns + {"500": 3, "stall": 2, "drop": 3}[fault], "each fault cost one retry"
