@@ -81,18 +81,23 @@ def test_tasks_come_from_the_train_split_unless_holdout_is_allowed():
         load_environment(task_ids=[held.data.id])
 
 
-def test_vf_eval_runs_the_taskset_and_writes_graded_traces(tmp_path):
-    """verifiers' own CLI, through our entry point (which registers the taskset id)."""
+@pytest.mark.parametrize("launch", ["our entry point", "plain vf-eval"])
+def test_vf_eval_runs_the_taskset_and_writes_graded_traces(tmp_path, launch):
+    """verifiers' own CLI: through our entry point, and as verifiers' ``vf-eval`` script, which
+    finds the taskset by its top-level module name (the ``longhorizon_verifiers`` package)."""
     import json
     import subprocess
     import sys
+    from pathlib import Path
 
+    cli, extra = (([sys.executable, "-m", "longhorizon.adapters.verifiers"], []) if launch == "our entry point"
+                  else ([str(Path(sys.executable).with_name("vf-eval"))], ["--no-push"]))
     tasks = [get_task("downloads_cleanup-000000"), get_task(TASK)]
     with StandinLLM(OracleBrain(tasks)) as srv:
         done = subprocess.run(
-            [sys.executable, "-m", "longhorizon.adapters.verifiers", "longhorizon_verifiers", "-m", srv.model,
+            [*cli, "longhorizon_verifiers", "-m", srv.model,
              "--client.base-url", srv.base_url, "--env.taskset.families", '["downloads_cleanup"]',
-             "--env.taskset.seeds", "2", "-o", str(tmp_path)], capture_output=True, text=True, timeout=300)
+             "--env.taskset.seeds", "2", "-o", str(tmp_path), *extra], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     (traces,) = tmp_path.glob("*/traces.jsonl")
     episodes = [json.loads(line) for line in traces.read_text().splitlines()]

@@ -27,7 +27,8 @@ client. Rewards are the Task's ``@vf.reward`` methods, metrics its ``@vf.metric`
   default is a remote sandbox; nothing of ours runs there).
 
 The taskset id is ``longhorizon_verifiers``: verifiers finds tasksets by top-level module
-name, so importing this module registers that name for it (``main`` does, for ``vf-eval``).
+name, which the top-level package ``longhorizon_verifiers`` (a re-export of this module) gives
+to plain ``vf-eval``; importing this module registers the name too (``main`` does).
 
 Needs verifiers 0.4.0 in an environment of its own: it pins ``mcp==2.0.0`` and we need 2.3
 (its code runs on 2.3), so ``make venv-verifiers`` (.venvs/verifiers) installs it with

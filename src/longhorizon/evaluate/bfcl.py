@@ -1,7 +1,7 @@
 """BFCL-V4 against any OpenAI-compatible endpoint, with BFCL's own harness and checker.
 
 BFCL (the ``bfcl-eval`` wheel) pins numpy 1.26 and pulls sentence-transformers, so it lives in
-its own venv, ``.venvs/bfcl``, made here on first use and reused: the wheel with ``--no-deps``
+its own venv, ``.venvs/bfcl`` (``serve.venvs``), made on first use and reused: the wheel with ``--no-deps``
 plus only what its generation loop and checker import (``REQUIREMENTS``). The work inside that
 venv is ``bfcl_driver.py``; this module prepares its config, runs it, and turns BFCL's result
 and score files into ``results.json`` (see ``longhorizon.evaluate.results``).
@@ -17,10 +17,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 from longhorizon.core.errors import InfraError, UsageError
+from longhorizon.serve import venvs as side_venvs
 
 BFCL_EVAL = "bfcl-eval==2026.3.23"
 # What BFCL's generation loop and checker import, pinned as measured; the wheel's own pins kept.
@@ -43,47 +43,14 @@ GROUPS = {
 DRIVER = Path(__file__).with_name("bfcl_driver.py")
 
 
-def venvs_root() -> Path:
-    """Where benchmark venvs live: $LONGHORIZON_VENVS, else ``.venvs`` at the repository root."""
-    if os.environ.get("LONGHORIZON_VENVS"):
-        return Path(os.environ["LONGHORIZON_VENVS"])
-    return Path(__file__).resolve().parents[3] / ".venvs"
+STEPS = [["install", "--no-deps", BFCL_EVAL], ["install", *REQUIREMENTS]]
+"""The BFCL venv's pip steps: the wheel without its pins, then only what it imports."""
 
 
-def ensure_venv(root: Path | None = None, quiet: bool = False) -> Path:
-    """The BFCL venv's python, creating the venv first if it is missing or stale (one process
-    at a time: the others wait on a lock, then find it made)."""
-    import fcntl
-
-    venv = (root or venvs_root()) / "bfcl"
-    python = venv / "bin" / "python"
-    marker = venv / ".installed"
-    wanted = "\n".join((BFCL_EVAL, *REQUIREMENTS))
-    if python.exists() and marker.exists() and marker.read_text() == wanted:
-        return python
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with open(venv.parent / "bfcl.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if python.exists() and marker.exists() and marker.read_text() == wanted:
-            return python
-        _create(venv, python, marker, wanted, quiet)
-    return python
-
-
-def _create(venv: Path, python: Path, marker: Path, wanted: str, quiet: bool) -> None:
-    if not quiet:
-        print(f"creating the BFCL venv at {venv} ({BFCL_EVAL}, {len(REQUIREMENTS)} packages; once)", file=sys.stderr)
-    steps = [
-        [sys.executable, "-m", "venv", "--clear", str(venv)],
-        [str(python), "-m", "pip", "install", "-q", "--no-deps", BFCL_EVAL],
-        [str(python), "-m", "pip", "install", "-q", *REQUIREMENTS],
-    ]
-    for cmd in steps:
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise InfraError(f"creating the BFCL venv failed at `{' '.join(cmd[-3:])}`: "
-                             f"{(done.stderr or done.stdout).strip().splitlines()[-1:]}")
-    marker.write_text(wanted)
+def ensure_venv(quiet: bool = False) -> Path:
+    """The BFCL venv's python, built first if missing or stale (``serve.venvs``: one builder
+    and one lock for every side venv)."""
+    return side_venvs.ensure_venv("bfcl", STEPS, quiet=quiet)
 
 
 def parse_categories(names: list[str] | None) -> list[str]:

@@ -71,7 +71,7 @@ def _add_bench(sub) -> None:
 # -- audit -----------------------------------------------------------------------------------
 def cmd_audit(args) -> int:
     from longhorizon.evaluate import audit as A
-    from longhorizon.evaluate.bfcl import venvs_root
+    from longhorizon.serve.venvs import venvs_root
     from longhorizon.tasks.registry import tasks_for
 
     if not 0 < args.threshold <= 1:
