@@ -278,8 +278,9 @@ def add_commands(sub) -> None:
     # demo
     dm = sub.add_parser("demo", help="the whole pipeline on the embedded defaults, with a report",
                         description="the embedded SmolLM2 -> oracle teacher data -> SFT -> a few GSPO steps -> "
-                                    "greedy evaluation of base, SFT and RL on the holdout and a holdout family -> report (Markdown, HTML, "
-                                    "learning curves). Every stage resumes: rerun to finish an interrupted demo.")
+                                    "greedy evaluation of base, SFT and RL on the holdout and a holdout family -> "
+                                    "report (Markdown, HTML, learning curves). Every stage resumes: rerun to finish "
+                                    "an interrupted demo.")
     dm.add_argument("--out", default="runs/demo", help="demo folder (default runs/demo)")
     dm.add_argument("--config", help="pipeline YAML with model/teacher/sft/rl/eval sections (e.g. configs/demo.yaml)")
     dm.add_argument("--model", help="base model: smollm2-135m-instruct (the embedded SmolLM2, the demo's default), "
