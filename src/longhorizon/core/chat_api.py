@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx2
 
+from longhorizon.core.control_text import escape_generic, escape_message
 from longhorizon.core.errors import ContextLengthExceeded, InfraError
 
 API_KEYS = {
@@ -44,11 +45,13 @@ def _context_overflow(status: int, message: str, code: Any) -> bool:
 
 
 def api_messages(messages: list[dict]) -> list[dict]:
-    """The messages as the API expects them: only the keys it defines, arguments as JSON strings."""
+    """The messages as the API expects them: only the keys it defines, arguments as JSON strings,
+    and text that spells a control token escaped (``core/control_text.py``: a server's chat
+    template would otherwise tokenize ``<|im_start|>`` in a tool result as a real turn marker)."""
     out = []
     for m in messages:
         keys = API_KEYS.get(m.get("role"), ("role", "content"))
-        msg = {k: m[k] for k in keys if k in m}
+        msg = escape_message({k: m[k] for k in keys if k in m}, escape_generic)
         if m.get("role") == "assistant":
             if msg.get("tool_calls"):
                 msg["tool_calls"] = [_api_call(c) for c in msg["tool_calls"]]

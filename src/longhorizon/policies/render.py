@@ -12,6 +12,10 @@ turn's prompt and *sampled* ids (token-in/token-out), so RL trains exactly the i
 ``episode`` renders a teacher trajectory with the same pieces, taking the template's canonical
 tokens for each assistant message: what SFT teaches is what the policy would have sampled.
 
+Text is data, never control: every message's text is escaped (``core/control_text.py``) against
+the tokenizer's own added tokens before it reaches the template, so a tool result or user text
+that spells ``<|im_start|>`` cannot open a forged turn; only the template's markers are control ids.
+
 Template-agnostic: every piece comes from the tokenizer's own chat template, by rendering a
 small conversation and slicing it at the end-of-turn token, so it works for this project's
 tiny template and for real models' templates (Qwen, Llama, ...) alike, with or without
@@ -22,6 +26,8 @@ from __future__ import annotations
 
 import json
 from typing import Any
+
+from longhorizon.core.control_text import escape_message, escaper
 
 TOKEN_KEYS = ("token_ids", "prompt_ids", "logprobs")
 _DUMMY_USER = {"role": "user", "content": "x"}
@@ -45,6 +51,7 @@ class ChatRenderer:
         # Templates that print string arguments verbatim (this project's, Qwen3's) get the JSON as
         # written; others (which apply tojson to arguments) get the parsed object.
         self.string_args = "arguments is string" in template
+        self.escape = escaper(_added_tokens(tokenizer))
         self._assistant_head: list[int] | None = None
         self._continuation_head: list[int] | None = None
 
@@ -53,7 +60,7 @@ class ChatRenderer:
         """Messages as the template wants them: token data dropped, arguments as the template reads them."""
         out = []
         for m in messages:
-            m = {k: v for k, v in m.items() if k not in TOKEN_KEYS}
+            m = escape_message({k: v for k, v in m.items() if k not in TOKEN_KEYS}, self.escape)
             if m.get("tool_calls") and not self.string_args:
                 m["tool_calls"] = [_with_object_args(c) for c in m["tool_calls"]]
             out.append(m)
@@ -127,6 +134,15 @@ class ChatRenderer:
                 ids += c
                 mask += [0] * len(c)
         return ids, mask
+
+
+def _added_tokens(tokenizer: Any) -> set[str]:
+    """Every spelling the tokenizer matches as one token before its BPE: special or not
+    (``<tool_call>`` markup is as much a control as ``<|im_end|>``)."""
+    spellings = set(getattr(tokenizer, "all_special_tokens", None) or [])
+    for tok in (getattr(tokenizer, "added_tokens_decoder", None) or {}).values():
+        spellings.add(getattr(tok, "content", str(tok)))
+    return spellings
 
 
 def _with_object_args(call: dict) -> dict:
