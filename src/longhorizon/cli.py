@@ -201,7 +201,8 @@ def cmd_run(args) -> int:
 
         asyncio.run(check_server(policy.base_url, policy.model, policy.api_key))
     wall = args.max_wall_s if args.max_wall_s is not None else getattr(policy, "default_max_wall_s", 600.0)
-    limits = Limits(max_turns=args.max_turns, max_tool_calls=args.max_tool_calls, max_wall_s=wall or None)
+    limits = Limits(max_turns=args.max_turns, max_tool_calls=args.max_tool_calls, max_wall_s=wall or None,
+                    max_call_s=args.max_call_s or None, max_grade_s=args.max_grade_s or None)
     spec = RunSpec(policy=policy.describe(), split=split, seeds=args.seeds,
                    families=sorted(args.family) if args.family else None, samples=args.samples, limits=limits,
                    tasks=[t.id for t in tasks] if args.task else None)
@@ -388,6 +389,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--max-wall-s", type=nonneg_float,
                    help="wall time per episode, seconds (0: none; default 600, none for --policy local, whose "
                         "episodes take turns on one in-process model)")
+    r.add_argument("--max-call-s", type=nonneg_float, default=60.0,
+                   help="wall time per tool call, seconds, before the agent gets an error saying so (0: none; "
+                        "default 60)")
+    r.add_argument("--max-grade-s", type=nonneg_float, default=120.0,
+                   help="wall time for grading one episode, seconds; past it every criterion fails with a note "
+                        "(0: none; default 120)")
     r.add_argument("--model", help="model name (openai) or path/name of a transformers model (local; default: "
                                    "the embedded SmolLM2 of `longhorizon model init`)")
     r.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")

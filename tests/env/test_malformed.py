@@ -274,3 +274,34 @@ def test_history_with_unreadable_arguments_still_renders_for_object_argument_tem
     for args in ('{"n": ' + "9" * 5000 + "}", "[" * 5000, "{not json"):
         c = {"id": "c", "type": "function", "function": {"name": "files__read_file", "arguments": args}}
         assert _with_object_args(c)["function"]["arguments"] == args  # kept as written, never raises
+
+
+def many_calls(n, chars):
+    return {"role": "assistant", "content": "", "tool_calls": [
+        {"id": f"c{i}", "type": "function",
+         "function": {"name": "files__write_file", "arguments": json.dumps({"path": f"f{i}.txt", "content": "x" * chars})}}
+        for i in range(n)]}
+
+
+def test_calls_past_the_tool_call_budget_are_neither_run_nor_recorded(tmp_path):
+    from longhorizon.env.episode import Limits
+
+    traj = asyncio.run(play_task(get_task(TASK), Scripted(many_calls(100, 1000)),
+                                 limits=Limits(max_tool_calls=5)))
+    assert traj.status == "max_tool_calls"
+    assert len(traj.tool_calls) == 5
+    assert len(traj.messages[2]["tool_calls"]) == 5
+    assert any("neither run nor recorded" in n for n in traj.turns[0].get("malformed", []))
+    round_trip(traj, tmp_path)
+
+
+def test_a_trajectory_line_stays_bounded_whatever_the_calls_hold(tmp_path):
+    from longhorizon.env.episode import MAX_RECORDED_ARGUMENT_CHARS, Limits
+
+    traj = asyncio.run(play_task(get_task(TASK), Scripted(many_calls(20, 990_000)), limits=Limits(max_tool_calls=300)))
+    back = round_trip(traj, tmp_path)
+    size = (tmp_path / "run" / "trajectories.jsonl").stat().st_size
+    assert size < 3 * MAX_RECORDED_ARGUMENT_CHARS  # the arguments once in the message, once in the call records
+    refused = [c for c in back.tool_calls if "was not run" in c.result]
+    assert refused and all(c.is_error for c in refused)
+    assert len(back.tool_calls) == 20  # every call is answered: the history stays replayable

@@ -4,6 +4,7 @@ outputs, SQLite state."""
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import secrets
 import shutil
@@ -88,14 +89,58 @@ def keep_root_logging(make):
         root.setLevel(level)
 
 
-def _inline(fn):
-    """A sync tool as a coroutine that runs it on the calling thread (no worker-thread hop:
-    under the GIL the hop adds CPU and latency and no parallelism)."""
+CALL_LIMIT_S = 60.0
+"""How long one synchronous tool call may run before the agent gets an error (``Limits.max_call_s``)."""
 
-    async def call(**kwargs):
-        return fn(**kwargs)
 
-    return call
+class ToolThread:
+    """The worker thread that runs one app instance's synchronous tool bodies, one call at a time.
+
+    A tool body that loops for long (a huge search, a slow parse) must never stall the event
+    loop that every other episode of the run shares: each call runs here, and the caller waits
+    at most ``limit_s``. Past that the agent gets a tool error and the episode goes on; the body
+    cannot be killed, so it finishes in the background and the app's next call waits behind it
+    (calls stay in order, the World never sees two writers). Work that never releases the
+    interpreter (a big-integer power, one huge SQLite step) is bounded where it happens, by the
+    apps' own budgets; this deadline is the net under them. One thread per app instance (per
+    World), started on first use, ended by ``close`` or when the instance is collected.
+    """
+
+    def __init__(self, app: str, limit_s: float | None = CALL_LIMIT_S):
+        self.app, self.limit_s = app, limit_s
+        self._pool = None
+
+    def _executor(self):
+        if self._pool is None:
+            import weakref
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"longhorizon-{self.app}")
+            weakref.finalize(self, self._pool.shutdown, wait=False)
+        return self._pool
+
+    def wrap(self, fn):
+        """``fn`` as a coroutine function that runs it on this thread under the deadline."""
+        import asyncio
+        import contextvars
+
+        thread = self
+
+        async def call(**kwargs):
+            ctx = contextvars.copy_context()
+            future = asyncio.wrap_future(thread._executor().submit(ctx.run, functools.partial(fn, **kwargs)))
+            try:
+                return await asyncio.wait_for(future, thread.limit_s)
+            except TimeoutError:
+                raise ToolError(f"{fn.__name__} did not finish within {thread.limit_s:g} s and was stopped "
+                                f"waiting; ask for less at once (a narrower query, a smaller file). Calls "
+                                f"to {thread.app} wait until it is done.") from None
+
+        return call
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 class AppServer:
@@ -141,24 +186,31 @@ class AppServer:
             AppServer._templates[self.template_key] = tpl
         return tpl
 
-    def build(self):
+    def _threaded(self, limit_s: float | None) -> tuple[list, ToolThread]:
+        """The tools, their synchronous bodies on one ``ToolThread`` under ``limit_s``."""
+        thread = ToolThread(self.name, limit_s)
+        tools = []
+        for t, f in zip(self._template(), self._fns):
+            update = {"fn": f} if t.is_async else {"fn": thread.wrap(f), "is_async": True}
+            tools.append(t.model_copy(update=update))
+        return tools, thread
+
+    def build(self, call_limit_s: float | None = CALL_LIMIT_S):
         """The MCPServer, for MCP clients over stdio or streamable HTTP (the SDK's full path).
         Building it leaves the root logger as it was (see ``keep_root_logging``)."""
         from mcp.server.mcpserver import MCPServer
 
         from longhorizon import __version__
 
-        tools = [t.model_copy(update={"fn": f}) for t, f in zip(self._template(), self._fns)]
+        tools, _ = self._threaded(call_limit_s)
         return keep_root_logging(lambda: MCPServer(self.name, instructions=self.instructions, tools=tools,
                                                    version=__version__))
 
-    def session(self) -> "LocalSession":
-        """An in-process MCP session on these tools, as rollouts use them (see ``LocalSession``)."""
-        tools = []
-        for t, f in zip(self._template(), self._fns):
-            update = {"fn": f} if t.is_async else {"fn": _inline(f), "is_async": True}
-            tools.append(t.model_copy(update=update))
-        return LocalSession(tools)
+    def session(self, call_limit_s: float | None = CALL_LIMIT_S) -> "LocalSession":
+        """An in-process MCP session on these tools, as rollouts use them (see ``LocalSession``);
+        synchronous tool bodies run on its ``ToolThread`` under ``call_limit_s``."""
+        tools, thread = self._threaded(call_limit_s)
+        return LocalSession(tools, thread)
 
 
 class LocalSession:
@@ -170,13 +222,20 @@ class LocalSession:
     its text; an MCPError propagates, as a protocol error does to a client). Left out, because
     a rollout pays for them on every call and gains nothing: the client/server dispatch and
     result (de)serialisation, the OpenTelemetry middleware, the request-state boundary, the
-    client re-validating each result against an output schema it compiles again per session,
-    and the worker-thread hop of sync tools (they run inline). tests/env check that an oracle
-    episode of every family gets byte-identical results through this and through ``mcp.Client``.
+    client re-validating each result against an output schema it compiles again per session.
+    Sync tools run on the session's own ``ToolThread`` (one thread, calls in order, a deadline
+    per call). tests/env check that an oracle episode of every family gets byte-identical
+    results through this and through ``mcp.Client``.
     """
 
-    def __init__(self, tools: list):
+    def __init__(self, tools: list, thread: ToolThread | None = None):
         self._tools = {t.name: t for t in tools}
+        self._thread = thread
+
+    def close(self) -> None:
+        """End the session's tool thread (a call still running finishes in the background)."""
+        if self._thread is not None:
+            self._thread.close()
 
     async def list_tools(self):
         """``ListToolsResult`` as ``MCPServer.list_tools`` builds it (schemas copied: each

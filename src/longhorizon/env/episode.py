@@ -36,10 +36,11 @@ from typing import Any
 from mcp import Client
 
 from longhorizon import __version__
-from longhorizon.apps import build_app, build_server
+from longhorizon.apps import build_app
 from longhorizon.apps.common import cap
 from longhorizon.apps.tool_guard import describe_exception, json_type
 from longhorizon.core.errors import ContextLengthExceeded
+from longhorizon.core.grade import CriterionResult, Grade
 from longhorizon.core.policy import EpisodeContext
 from longhorizon.core.task import SUITE_VERSION, Task
 from longhorizon.core.trajectory import ToolCallRecord, Trajectory, clean_text, dumps, json_safe
@@ -66,6 +67,12 @@ class Limits:
     max_wall_s: float | None = 600.0
     """None: no wall-clock limit (in-process models on a CPU, whose episodes take turns)."""
     max_result_chars: int = 20_000
+    max_call_s: float | None = 60.0
+    """How long one tool call may run before the agent gets an error saying so (apps/common.py
+    ``ToolThread``): synchronous tool bodies run off the event loop, so no call stalls the others."""
+    max_grade_s: float | None = 120.0
+    """How long grading one episode may take; past it every criterion fails with a note saying so
+    (graders read through byte budgets, so only a hostile World gets near it)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -99,6 +106,8 @@ class Episode:
         self.tools: list[dict] = []
         self._clients: dict = {}  # app -> LocalSession or mcp.Client
         self._names: set[str] = set()
+        self.argument_chars = 0
+        """Argument characters this episode's recorded calls hold (``bound_calls``)."""
         self._stack: AsyncExitStack | None = None
         roots = {os.path.realpath(world.root), os.path.abspath(world.root)} - {"/"}
         self._roots = sorted(roots, key=len, reverse=True)
@@ -108,9 +117,11 @@ class Episode:
         try:
             for app in self.task.apps:
                 if self.mcp_path == "lean":
-                    client = build_app(app, self.world).session()
+                    client = build_app(app, self.world).session(self.limits.max_call_s)
+                    self._stack.callback(client.close)
                 else:
-                    client = await self._stack.enter_async_context(Client(build_server(app, self.world)))
+                    server = build_app(app, self.world).build(self.limits.max_call_s)
+                    client = await self._stack.enter_async_context(Client(server))
                 self._clients[app] = client
                 listed = await client.list_tools()
                 self.tools.extend(_openai_tool(app, t) for t in listed.tools)
@@ -282,8 +293,20 @@ async def play(task: Task, policy, world: World, *, sample: int = 0, limits: Lim
     if removed:
         traj.provenance["removed_before_grading"] = removed
     # graders parse files and databases: off the event loop, so other episodes keep moving
-    traj.grade = await asyncio.to_thread(task.grade, world, traj)
+    traj.grade = await bounded_grade(task, world, traj, limits.max_grade_s)
     return traj
+
+
+async def bounded_grade(task: Task, world: World, traj: Trajectory, limit_s: float | None) -> Grade:
+    """``task.grade`` in a worker thread, waited for at most ``limit_s``: past it, a Grade whose
+    every criterion failed with a note (the grader thread is abandoned; its result is dropped)."""
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(task.grade, world, traj), limit_s)
+    except TimeoutError:
+        note = f"grading did not finish within {limit_s:g} s (the World holds more than the graders can read)"
+        traj.provenance["grading_timed_out_s"] = limit_s
+        return Grade(tuple(CriterionResult(c.id, c.kind, c.weight, False, note, c.guard, c.requires)
+                           for c in task.criteria))
 
 
 def new_trajectory(task: Task, policy_info: dict, world_hash: str, sample: int, limits: Limits) -> Trajectory:
@@ -327,6 +350,8 @@ async def step(ep: Episode, traj: Trajectory, msg: Any, latency_s: float = 0.0) 
     """
     turn = len(traj.turns)
     msg, calls, notes = assistant_message(msg, turn)
+    calls, over_budget, ep.argument_chars = bound_calls(msg, calls, ep.limits.max_tool_calls - len(traj.tool_calls),
+                                                        notes, ep.argument_chars)
     record: dict[str, Any] = {"turn": turn, "latency_s": latency_s}
     record.update({k: msg.pop(k) for k in TOKEN_KEYS if k in msg})
     if notes:
@@ -334,7 +359,7 @@ async def step(ep: Episode, traj: Trajectory, msg: Any, latency_s: float = 0.0) 
     traj.turns.append(record)
     traj.messages.append(msg)
     if not calls:
-        return "completed"
+        return "max_tool_calls" if over_budget else "completed"
     for call_id, name, arguments, problem in calls:
         if len(traj.tool_calls) >= ep.limits.max_tool_calls:
             return "max_tool_calls"
@@ -348,7 +373,41 @@ async def step(ep: Episode, traj: Trajectory, msg: Any, latency_s: float = 0.0) 
             is_error=is_error, duration_ms=(time.perf_counter() - t) * 1000,
         ))
         traj.messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
-    return None
+    return "max_tool_calls" if over_budget else None
+
+
+MAX_RECORDED_ARGUMENT_CHARS = 4_000_000
+"""Argument text an episode may have recorded over all its calls (each call may hold up to
+``MAX_ARGUMENT_CHARS``): a Trajectory line stays bounded whatever a policy emits."""
+
+
+def bound_calls(msg: dict, calls: list, room: int, notes: list[str], spent: int = 0) -> tuple[list, bool, int]:
+    """The calls of one message that are run and recorded: at most ``room`` (what is left of the
+    tool-call budget; the rest are neither run nor recorded, and the episode ends on the budget),
+    and once the episode's recorded arguments pass ``MAX_RECORDED_ARGUMENT_CHARS`` (``spent``
+    so far), calls recorded with their arguments elided and answered with an error.
+    Returns (calls, whether any were over the call budget, argument characters spent after them)."""
+    over_budget = len(calls) > room
+    if over_budget:
+        dropped = len(calls) - max(room, 0)
+        calls = calls[:max(room, 0)]
+        msg["tool_calls"] = msg["tool_calls"][:len(calls)]
+        notes.append(f"{dropped} tool call(s) past the tool-call budget were neither run nor recorded")
+    total, bounded = spent, []
+    for i, (call_id, name, arguments, problem) in enumerate(calls):
+        fn = msg["tool_calls"][i].get("function") or {}
+        size = len(fn["arguments"]) if isinstance(fn.get("arguments"), str) else len(_text(fn.get("arguments")))
+        total += size
+        if total > MAX_RECORDED_ARGUMENT_CHARS:
+            total -= size
+            msg["tool_calls"][i] = {**msg["tool_calls"][i],
+                                    "function": {**fn, "arguments": f"[{size:,} characters not recorded]"}}
+            problem = (f"this episode's tool calls have sent more than {MAX_RECORDED_ARGUMENT_CHARS:,} characters "
+                       f"of arguments in all; this call ({size:,} characters) was not run. Write large content "
+                       "with fewer, smaller calls (e.g. build a file from the shell).")
+            arguments = {}
+        bounded.append((call_id, name, arguments, problem))
+    return bounded, over_budget, total
 
 
 CALL_SHAPE = '{"id": "...", "type": "function", "function": {"name": "APP__TOOL", "arguments": "{...}"}}'
