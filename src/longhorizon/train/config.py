@@ -273,7 +273,7 @@ class EvalConfig:
     here). Compare models evaluated with the same engine and dtype only."""
     dtype: str = "float32"
     """The weights' precision in evaluation, either engine. float32: an RL update is smaller than
-    rounding the weights to bfloat16 (~4x smaller, measured), so RL vs SFT is compared in float32;
+    rounding the weights to bfloat16 (issue 20: ~4x smaller), so RL vs SFT is compared in float32;
     bfloat16 is vLLM's usual choice and faster, for comparisons that can afford its resolution."""
 
 
