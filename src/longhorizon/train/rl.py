@@ -315,8 +315,8 @@ class EpisodeRollout:
                 break
             batch = self.fresh_tasks(missing, played)
             if batch:
-                log.info("step %d: %d flat group(s) dropped; playing %s instead", self.rollouts + 1, missing,
-                         ", ".join(batch))
+                log.info("rollout %d: %d group(s) short of signal; playing %s in place of flat ones",
+                         self.rollouts + 1, missing, ", ".join(batch))
         n_signal = min(quota, sum(signal for _, signal in groups))
         fill = quota - n_signal  # groups short of signal: flat ones make up the number (no gradient)
         kept, dropped, want = [], [], {True: n_signal, False: fill}
@@ -560,6 +560,8 @@ def rl_seeds(cfg: RLConfig, family) -> range:
     (seeds 0-99,999) RL's tasks (50,000 on) are never the instances SFT imitated."""
     from longhorizon.tasks.registry import suite_seeds
 
+    if cfg.seeds < 1:
+        raise UsageError("--seeds must be at least 1")
     start = suite_seeds(cfg.split, family)[0] + cfg.seed_offset
     seeds = range(start, start + cfg.seeds)
     for s in (seeds[0], seeds[-1]):
@@ -621,19 +623,19 @@ def build_trainer(cfg: RLConfig, *, model=None, tokenizer=None, tasks: list[Task
     cfg.validate()
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     model, tokenizer = load_model(cfg.model, model, tokenizer)
-    curriculum = None
-    if cfg.curriculum:
-        curriculum = rl_curriculum(cfg, tasks)
-        prompts = [t.id for t in tasks] if tasks is not None else [
-            f"slot-{k}" for k in range(cfg.tasks_per_step * cfg.updates_per_rollout)]
-        if tasks is None and not rl_families(cfg):
-            tasks = []
+    no_tasks = UsageError("no RL tasks (check --split, --family, --seeds)")
+    if tasks is None and cfg.curriculum:  # tasks are generated as the curriculum draws them
+        if not rl_families(cfg):
+            raise no_tasks
+        curriculum, tasks = rl_curriculum(cfg), []
+        prompts = [f"slot-{k}" for k in range(cfg.tasks_per_step * cfg.updates_per_rollout)]
     else:
         tasks = tasks if tasks is not None else rl_tasks(cfg)
+        if not tasks:
+            raise no_tasks
+        curriculum = rl_curriculum(cfg, tasks) if cfg.curriculum else None
         prompts = [t.id for t in tasks]
-    if tasks is not None and not tasks:
-        raise UsageError("no RL tasks (check --split, --family, --seeds)")
-    rollout = EpisodeRollout({t.id: t for t in tasks or []}, cfg, tokenizer, policy_factory=policy_factory,
+    rollout = EpisodeRollout({t.id: t for t in tasks}, cfg, tokenizer, policy_factory=policy_factory,
                              record_dir=cfg.out, curriculum=curriculum)
     dataset = Dataset.from_dict({"prompt": prompts})
     trainer = RLTrainer(
