@@ -2,7 +2,6 @@
 mismatch it logs, the log-probs of the local policy's own sampler at T = 0.7, and an optimizer
 step without gradient that must leave the weights alone."""
 
-import asyncio
 import math
 
 import pytest

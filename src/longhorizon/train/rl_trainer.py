@@ -57,7 +57,8 @@ class RLTrainer(GRPOTrainer):
         return out
 
     def trainer_logps(self, out):
-        """The trainer's log-probs of the batch's completion tokens (at the sampling temperature, as TRL computes them)."""
+        """The trainer's log-probs of the batch's completion tokens (at the sampling temperature, as
+        TRL computes them)."""
         ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
         attention = torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1)
         with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
