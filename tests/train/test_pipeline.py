@@ -99,3 +99,39 @@ def test_lora_rank_32_alpha_32_on_attention_and_mlp_and_a_merged_save(small_mode
     merged = AutoModelForCausalLM.from_pretrained(tmp_path / "o")
     assert not any("lora" in k for k in merged.state_dict())
     assert (tmp_path / "o" / "adapter" / "adapter_config.json").exists()
+
+
+def test_models_are_evaluated_in_float32_by_default_with_either_engine(monkeypatch, tmp_path):
+    """An RL update is smaller than rounding the weights to bfloat16: RL vs SFT is compared in float32."""
+    import contextlib
+
+    import torch
+
+    import longhorizon.policies.local_model as local_model
+    import longhorizon.serve.vllm as vllm
+    from longhorizon.train.config import EvalConfig
+    from longhorizon.train.pipeline import evaluate_model, served_policy
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def local(path, **kw):
+        seen["local"] = kw.get("dtype")
+        raise Stop
+
+    @contextlib.contextmanager
+    def server(path, **kw):
+        seen["vllm"] = kw.get("dtype")
+        yield type("S", (), {"base_url": "http://127.0.0.1:1/v1", "model_name": "m"})()
+
+    monkeypatch.setattr(local_model, "LocalModelPolicy", local)
+    monkeypatch.setattr(vllm, "VLLMServer", server)
+    cfg = EvalConfig(families=["log_first_error"], seeds=1)
+    assert cfg.dtype == "float32"
+    with pytest.raises(Stop):
+        evaluate_model(tmp_path, tmp_path / "run", cfg, progress=False)
+    with served_policy(tmp_path, cfg, tmp_path / "log") as policy:
+        assert policy.describe()["base_url"].endswith(":float32")  # a bfloat16 run never resumes as this one
+    assert seen == {"local": torch.float32, "vllm": "float32"}

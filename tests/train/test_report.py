@@ -50,32 +50,3 @@ def test_weight_change_is_zero_for_the_same_weights_and_positive_after_a_change(
     moved = weight_change(a, b)
     assert moved["max_abs"] == pytest.approx(2.0) and moved["relative_l2"] == pytest.approx(1.0)
     assert weight_change(a, tmp_path / "missing") is None
-
-
-def test_a_flat_group_is_replaced_whole_by_a_group_of_another_task():
-    """Dynamic sampling: copya's group all scored 0 (no signal): a whole group of the next task
-    takes its place; copyb's mixed group stays."""
-    from types import SimpleNamespace
-
-    from longhorizon.train.config import RLConfig
-    from longhorizon.train.rl import EpisodeRollout
-
-    scores = {"copya": [0.0, 0.0], "copyb": [1.0, 0.5], "copyc": [0.0, 1.0]}
-
-    def ep(tid, k):
-        return SimpleNamespace(task_id=tid, status="completed", reward=scores[tid][k], passed=False, tool_calls=[])
-
-    cfg = RLConfig(group_size=2, tasks_per_rollout=2, micro_batch_size=2, resample_flat_groups=1)
-    rollout = EpisodeRollout({t: None for t in scores}, cfg, tokenizer=None)
-    played = []
-
-    async def play_batch(task_ids, policy):
-        played.append(task_ids)
-        return [ep(t, k) for k, t in enumerate(task_ids)]
-
-    rollout.play_batch = play_batch
-    trajs = [ep("copya", 0), ep("copya", 1), ep("copyb", 0), ep("copyb", 1)]
-    assert rollout.replace_flat_groups(trajs, policy=None) == 1
-    assert played == [["copyc", "copyc"]]
-    assert [t.task_id for t in trajs] == ["copyc", "copyc", "copyb", "copyb"]
-    rollout.close()

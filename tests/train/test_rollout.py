@@ -75,7 +75,7 @@ def rollout_batch(request, tasks, tmp_path_factory):
     path = request.getfixturevalue(request.param)
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path)
-    cfg = RLConfig(out=str(tmp_path_factory.mktemp("rl")), group_size=2, tasks_per_rollout=2, micro_batch_size=2,
+    cfg = RLConfig(out=str(tmp_path_factory.mktemp("rl")), group_size=2, tasks_per_step=2, micro_batch_size=2,
                    max_steps=1, max_turns=5, max_new_tokens=400, max_context=None, concurrency=4,
                    verify_forks="every")
     CharPolicy.episodes = 0
@@ -271,7 +271,7 @@ def test_a_failed_episode_does_not_abort_the_rl_step(small_model, tasks, tmp_pat
     from longhorizon.train.rl import build_trainer, dropped_episodes
 
     tok = AutoTokenizer.from_pretrained(small_model)
-    cfg = RLConfig(out=str(tmp_path / "rl"), group_size=3, tasks_per_rollout=2, micro_batch_size=3, max_steps=1,
+    cfg = RLConfig(out=str(tmp_path / "rl"), group_size=3, tasks_per_step=2, micro_batch_size=3, max_steps=1,
                    max_turns=5, max_new_tokens=400, max_context=None, concurrency=4, logging_steps=1)
     a, b = (t.id for t in tasks)
     policy = FailingCharPolicy

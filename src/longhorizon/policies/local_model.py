@@ -30,6 +30,8 @@ at a time, so only the one that fails alone gets the error.
 Seeding: an episode (an ``EpisodeContext``) samples from its own generator, seeded from
 (``seed``, task id, sample): its draws do not depend on which other episodes ran beside it, in
 what order, or in which batch. Calls without a context share one generator seeded from ``seed``.
+``reseed(seed)`` sets the seed for the episodes that start after it (RL gives each step's rollout
+its own, so a task that comes back is played with new draws).
 
 Context: a prompt that leaves no room in the model's context window raises
 ``ContextLengthExceeded`` (the agent used its context up: end and grade the episode, do not
@@ -460,6 +462,12 @@ class LocalModelPolicy:
             logp = torch.log_softmax(logp, -1)
         token = int(torch.multinomial(logp.exp(), 1, generator=rng or self._rng))
         return token, float(logp[token])
+
+    def reseed(self, seed: int) -> None:
+        """Sample the episodes that start from now on (and calls without a context) from ``seed``;
+        episodes already under way keep their generators."""
+        self.seed = seed
+        self._rng = self._torch.Generator(device=self.device).manual_seed(seed)
 
     def episode_rng(self, ctx: EpisodeContext):
         """The generator an episode samples from: seeded from (seed, task id, sample)."""

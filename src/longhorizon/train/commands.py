@@ -133,7 +133,9 @@ def cmd_train_rl(args) -> int:
 
     cfg = load_stage(RLConfig, args.config, {
         "model": args.model, "out": args.out, "split": args.split, "families": args.family, "seeds": args.seeds,
-        "group_size": args.group_size, "tasks_per_rollout": args.tasks_per_rollout,
+        "group_size": args.group_size, "tasks_per_step": args.tasks_per_step,
+        "resample_flat_groups": args.resample_flat_groups, "curriculum": True if args.curriculum else None,
+        "seed_offset": args.seed_offset, "is_correction": args.is_correction, "temperature": args.temperature,
         "updates_per_rollout": args.updates_per_rollout, "micro_batch_size": args.micro_batch_size,
         "max_steps": args.max_steps, "loss": args.loss, "reward": args.reward, "effort_floor": args.effort_floor,
         "learning_rate": args.lr, "max_turns": args.max_turns, "max_new_tokens": args.max_new_tokens,
@@ -262,8 +264,19 @@ def add_commands(sub) -> None:
     tr.add_argument("--family", action="append", help="only this family (repeatable)")
     tr.add_argument("--seeds", type=positive_int, help="task instances per family")
     tr.add_argument("--group-size", type=positive_int, help="episodes per task (8)")
-    tr.add_argument("--tasks-per-rollout", type=positive_int, help="groups played per rollout batch")
-    tr.add_argument("--updates-per-rollout", type=positive_int, help="optimizer steps per rollout batch (mini-batches)")
+    tr.add_argument("--tasks-per-step", type=positive_int, help="groups (tasks) per optimizer step (1)")
+    tr.add_argument("--updates-per-rollout", type=positive_int,
+                    help="optimizer steps per rollout batch (1: on-policy; more: off-policy mini-batches)")
+    tr.add_argument("--resample-flat-groups", type=int, metavar="ROUNDS",
+                    help="dynamic sampling: replace groups whose rewards are all equal with fresh tasks, up to "
+                         "ROUNDS rounds per step (0: off)")
+    tr.add_argument("--curriculum", action="store_true",
+                    help="draw each step's tasks preferring those whose pass rate so far is strictly between 0 and 1")
+    tr.add_argument("--seed-offset", type=int,
+                    help="RL's first task seed past the split's first (50000: disjoint from the SFT teacher's)")
+    tr.add_argument("--is-correction", choices=["token_truncate", "token_mask", "sequence_mask", "off"],
+                    help="importance correction between sampler and trainer log-probs (token_truncate)")
+    tr.add_argument("--temperature", type=positive_float, help="sampling temperature of the rollouts (1.0)")
     tr.add_argument("--micro-batch-size", type=positive_int, help="episodes per forward/backward pass")
     tr.add_argument("--loss", choices=["gspo", "grpo"])
     tr.add_argument("--reward", choices=["dense", "pass"], help="dense criterion fraction (default) or pass/fail")

@@ -21,6 +21,13 @@ LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", 
 """Attention and MLP projections (Qwen, Llama, Mistral naming)."""
 LOSS_ON = ("assistant", "all")
 """Which tokens SFT trains (``SFTConfig.loss_on``)."""
+RL_SEED_OFFSET = 50_000
+"""Where RL's task seeds start within a split (``RLConfig.seed_offset``). The SFT teacher plays
+from the split's first seed (``TeacherConfig.seeds`` of them), so on the train split (seeds
+0-99,999) RL plays 50,000 onwards: instances SFT never imitated."""
+IS_MODES = ("token_truncate", "token_mask", "sequence_mask", "off")
+"""The sampler corrections (``RLConfig.is_correction``; ``train.gspo.importance_weights``)."""
+DTYPES = ("float32", "bfloat16", "float16")
 
 
 @dataclass
@@ -89,14 +96,24 @@ class RLConfig:
     split: str = "train"
     families: list[str] | None = None
     seeds: int = 10
-    """Task instances per family (the RL dataset is every family x seed of the split)."""
+    """Task instances per family (the RL dataset is every family x seed of the split; with the
+    curriculum, the seeds it may draw from, each generated only when drawn: make it large)."""
+    seed_offset: int = RL_SEED_OFFSET
+    """RL's first seed, counted from the split's first seed: 50,000 keeps RL's tasks disjoint from
+    the SFT teacher's (which start at 0) on the train split (0-99,999)."""
     group_size: int = 8
     """Episodes per task, each from a byte-identical fork of its World."""
-    tasks_per_rollout: int = 1
-    """Groups played (concurrently) per rollout."""
+    tasks_per_step: int = 1
+    """Groups (tasks) per optimizer step. A rollout plays ``tasks_per_step x updates_per_rollout``
+    groups, concurrently."""
     updates_per_rollout: int = 1
-    """Optimizer steps per rollout batch: >1 splits it into mini-batches, so later ones are
-    off-policy and the clip range acts (the GSPO paper uses several)."""
+    """Optimizer steps per rollout batch. 1 (default): on-policy, every step learns from episodes
+    the current weights played. >1: the batch is split into mini-batches, later ones off-policy
+    (the clip range acts; the GSPO paper uses several)."""
+    curriculum: bool = False
+    """Draw each step's tasks with ``train.curriculum`` (prefers tasks whose pass rate so far is
+    strictly between 0 and 1; fresh seeds of every family stay reachable) instead of TRL's
+    shuffled task list."""
     micro_batch_size: int = 8
     """Episodes per forward/backward pass (gradient accumulation covers the rest)."""
     max_steps: int = 8
@@ -115,13 +132,28 @@ class RLConfig:
     """``dense``: the Grade's weighted fraction of criteria met; ``pass``: 1 if all are met, else 0."""
     effort_floor: float = 0.0
     """Off when 0. Otherwise an episode scoring below it earns ``effort_floor x`` the share of its
-    tool calls that succeeded (at most the floor): some signal for low-scoring groups."""
+    tool calls that succeeded (at most the floor): some signal for low-scoring groups. In a group
+    where every episode is below the floor, advantages stay at the floor's scale (not normalised
+    to ±1 by the group's std: ``rl.advantage_scales``)."""
     repetition_penalty: float = 0.0
     """Off when 0. Otherwise the reward loses ``repetition_penalty x`` the share of the episode's
     tool calls that repeat an earlier call exactly (same tool and arguments), floored at 0."""
     resample_flat_groups: int = 0
-    """Dynamic sampling: a group whose episodes all earned the same reward (no learning signal)
-    is replaced by a whole group of another task, up to this many times per group (0: off)."""
+    """Dynamic sampling: groups whose episodes all earned the same reward (no learning signal) are
+    dropped and groups of fresh tasks played in their place, in rounds, until the step has
+    ``tasks_per_step x updates_per_rollout`` groups with signal or this many rounds were played
+    (0: off). Groups still flat then make up the number; the log reports the shortfall."""
+    is_correction: str = "token_truncate"
+    """Importance correction between the sampler's recorded log-probs and the trainer's
+    (``train.gspo.importance_weights``): ``token_truncate`` (TIS: each token's term x
+    min(π_trainer / π_sampler, is_cap)), ``token_mask`` (tokens whose ratio is outside [1/is_cap,
+    is_cap] carry no loss), ``sequence_mask`` (episodes whose geometric-mean ratio is outside it
+    carry none), ``off``. It matters when the sampler is not the trainer (vLLM, another
+    precision); the in-process sampler's ratios are 1 to float rounding. Costs one forward pass
+    without gradient per rollout (none with ``off`` and ``updates_per_rollout`` 1), and gives the
+    step log the sampler/trainer mismatch (``sampler_logp_diff``, ``sampler_kl``)."""
+    is_cap: float = 2.0
+    """The importance weight's cap (truncation) or bounds [1/is_cap, is_cap] (masks); above 1."""
     learning_rate: float = 1e-4
     lr_scheduler: str = "constant"
     warmup_ratio: float = 0.0
@@ -168,6 +200,16 @@ class RLConfig:
                 default[1] if self.epsilon_high is None else self.epsilon_high)
 
     def validate(self) -> None:
+        if self.temperature <= 0:
+            raise UsageError("RL samples: temperature must be above 0 (the trainer's log-probs divide by it)")
+        if self.tasks_per_step < 1 or self.updates_per_rollout < 1:
+            raise UsageError("tasks_per_step and updates_per_rollout must be at least 1")
+        if self.seed_offset < 0:
+            raise UsageError("seed_offset must be at least 0")
+        if self.is_correction not in IS_MODES:
+            raise UsageError(f"is_correction must be one of {', '.join(IS_MODES)}, not {self.is_correction!r}")
+        if self.is_cap <= 1:
+            raise UsageError(f"is_cap must be above 1, got {self.is_cap}")
         if self.loss not in ("gspo", "grpo"):
             raise UsageError(f"loss must be gspo or grpo, not {self.loss!r}")
         if self.reward not in ("dense", "pass"):
@@ -176,13 +218,10 @@ class RLConfig:
             raise UsageError(f"scale_rewards must be group, batch or none, not {self.scale_rewards!r}")
         if self.group_size < 2:
             raise UsageError("group_size must be at least 2 (advantages are relative to the group)")
-        episodes = self.group_size * self.tasks_per_rollout
+        episodes = self.group_size * self.tasks_per_step
         if episodes % self.micro_batch_size:
-            raise UsageError(f"micro_batch_size ({self.micro_batch_size}) must divide the episodes per rollout "
-                             f"(group_size x tasks_per_rollout = {episodes})")
-        if (episodes // self.micro_batch_size) % self.updates_per_rollout:
-            raise UsageError(f"updates_per_rollout ({self.updates_per_rollout}) must divide the micro-batches per "
-                             f"rollout ({episodes // self.micro_batch_size})")
+            raise UsageError(f"micro_batch_size ({self.micro_batch_size}) must divide the episodes per step "
+                             f"(group_size x tasks_per_step = {episodes})")
         if not 0 <= self.effort_floor < 1:
             raise UsageError("effort_floor must be in [0, 1)")
         if not 0 <= self.repetition_penalty <= 1:
@@ -231,7 +270,11 @@ class EvalConfig:
     engine: str = "local"
     """What generates: ``local`` (the in-process model, batched) or ``vllm`` (``longhorizon serve``'s
     vLLM server started on each model in turn, greedy over HTTP; much faster for 100s of episodes
-    here, but bfloat16: compare models evaluated with the same engine only)."""
+    here). Compare models evaluated with the same engine and dtype only."""
+    dtype: str = "float32"
+    """The weights' precision in evaluation, either engine. float32: an RL update is smaller than
+    rounding the weights to bfloat16 (issue 20: ~4x smaller), so RL vs SFT is compared in float32;
+    bfloat16 is vLLM's usual choice and faster, for comparisons that can afford its resolution."""
 
 
 EMBEDDED_MODEL = "smollm2-135m-instruct"

@@ -22,6 +22,20 @@ and averages over each sequence's tokens:
 In a multi-turn episode y_i is every token the policy sampled, across all its turns; tool
 results, user turns and the prompt are conditioning only (masked out of |y_i| and of the sums).
 
+When the sampler is not the trainer (another engine, another precision: vLLM in bfloat16 sampling
+for a float32 trainer), the tokens were drawn from π_sampler, not π_old. A truncated importance
+weight corrects for it (Yao et al., 2025, "Your efficient RL framework secretly brings you
+off-policy RL training"), computed from the log-probs the sampler recorded and the trainer's own:
+
+    token level (TIS)    w_i,t = min( π_old(y_i,t) / π_sampler(y_i,t),  C )
+    sequence level       w_i   = 1[ 1/C <= exp( (1/|y_i|) Σ_t log π_old - log π_sampler ) <= C ]
+
+and each episode's term above is multiplied by its w (``importance_weights``; the mask variants
+set w to 0 outside [1/C, C] instead of truncating). The mismatch itself is reported each step
+(``sampler_mismatch``): mean |log π_old - log π_sampler| over the sampled tokens and an estimate
+of KL(π_sampler || π_old). The in-process sampler is the trainer's own float32 model: there the
+weights are 1 to float rounding.
+
 Training runs on TRL's GRPOTrainer, whose loss computes exactly this when configured by
 ``trl_settings`` (``importance_sampling_level="sequence"`` is GSPO); the tests check TRL's loss
 against ``policy_loss`` and both against numbers worked out by hand. The functions here are
@@ -30,7 +44,10 @@ the specification, small enough to read in one sitting.
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+from longhorizon.train.config import IS_MODES
 
 STD_EPS = 1e-4
 """Added to the group's std before dividing (TRL's constant), so a flat group gives A = 0."""
@@ -52,12 +69,14 @@ def group_advantages(rewards, group_size: int, scale: str = "group"):
 
 
 def policy_loss(logps, old_logps, advantages, mask, *, level: str = "sequence",
-                epsilon_low: float = 3e-4, epsilon_high: float = 4e-4):
+                epsilon_low: float = 3e-4, epsilon_high: float = 4e-4, is_weights=None):
     """-J(θ) for a batch of B episodes padded to T tokens.
 
     logps, old_logps: (B, T) log-probs of the sampled tokens under π_θ and π_old.
     advantages: (B,).  mask: (B, T), 1 where the policy sampled the token.
     level: ``sequence`` (GSPO) or ``token`` (GRPO).
+    is_weights: None, or the sampler correction of ``importance_weights``, (B, T) or (B, 1),
+    multiplying each token's term.
     Returns (loss, clipped) where clipped is a (B, 1) or (B, T) bool of where clipping acted.
     """
     import torch
@@ -74,7 +93,10 @@ def policy_loss(logps, old_logps, advantages, mask, *, level: str = "sequence",
         raise ValueError(f"level must be sequence or token, not {level!r}")
     clipped_ratio = torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high)
     objective = torch.min(ratio * A, clipped_ratio * A)
-    if level == "sequence":
+    if is_weights is not None:  # one term per token from here on (the sequence term repeated)
+        objective = objective * is_weights.to(logps.dtype) * torch.ones_like(mask)
+        per_episode = (objective * mask).sum(-1) / lengths
+    elif level == "sequence":
         per_episode = objective.squeeze(-1)
     else:
         per_episode = (objective * mask).sum(-1) / lengths
@@ -100,3 +122,52 @@ def trl_settings(loss: str, epsilon_low: float, epsilon_high: float, beta: float
         "beta": beta,
         "scale_rewards": scale_rewards,
     }
+
+
+
+
+def importance_weights(trainer_logps, sampler_logps, mask, *, mode: str = "token_truncate", cap: float = 2.0):
+    """The truncated importance weights between the sampler and the trainer (no gradient).
+
+    trainer_logps, sampler_logps: (B, T) log-probs of the sampled tokens under π_old (the
+    trainer's recomputation) and under the sampler (what it recorded).  mask: (B, T).
+    ``token_truncate`` (TIS): w_t = min(π_old / π_sampler, cap), shape (B, T).
+    ``token_mask``: w_t = 1 if 1/cap <= π_old / π_sampler <= cap else 0, shape (B, T).
+    ``sequence_mask``: w_i = 1 if the episode's geometric-mean ratio (GSPO's length-normalised
+    form, so a long episode is not masked for its length alone) lies in [1/cap, cap], else 0;
+    shape (B, 1).  A token the sampler could not score (NaN) counts as ratio 1.
+    """
+    import torch
+
+    if mode not in IS_MODES or mode == "off":
+        raise ValueError(f"mode must be one of {', '.join(IS_MODES[:-1])}, not {mode!r}")
+    if cap <= 1:
+        raise ValueError(f"cap must be above 1, got {cap}")
+    mask = mask.to(trainer_logps.dtype)
+    diff = torch.nan_to_num((trainer_logps - sampler_logps).detach(), nan=0.0) * mask
+    high = math.log(cap)
+    low = -high
+    if mode == "token_truncate":
+        return torch.exp(diff.clamp(max=high)) * mask + (1 - mask)
+    if mode == "token_mask":
+        return ((diff >= low) & (diff <= high)).to(diff.dtype)
+    mean = diff.sum(-1, keepdim=True) / mask.sum(-1, keepdim=True).clamp(min=1.0)
+    return ((mean >= low) & (mean <= high)).to(diff.dtype)
+
+
+def sampler_mismatch(trainer_logps, sampler_logps, mask) -> dict[str, float]:
+    """How far the sampler's recorded log-probs are from the trainer's, over the sampled tokens.
+
+    ``logp_diff``: mean |log π_old - log π_sampler|; ``logp_diff_max``: the largest;
+    ``kl``: KL(π_sampler || π_old) estimated from the sampled tokens with the k3 estimator
+    E[r - 1 - log r], r = π_old / π_sampler (unbiased, never negative). 0 for no tokens.
+    """
+    import torch
+
+    diff = (trainer_logps - sampler_logps).detach()
+    keep = mask.bool() & ~torch.isnan(diff)
+    d = diff[keep].double()
+    if d.numel() == 0:
+        return {"logp_diff": 0.0, "logp_diff_max": 0.0, "kl": 0.0}
+    return {"logp_diff": d.abs().mean().item(), "logp_diff_max": d.abs().max().item(),
+            "kl": (torch.expm1(d) - d).mean().item()}

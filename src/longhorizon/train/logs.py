@@ -4,7 +4,10 @@ and TensorBoard (``OUT/tensorboard``) when it is installed.
 TRL's metric names are mapped to the pipeline's own, so SFT and RL logs read alike:
 
     RL   mean reward, pass rate, zero-variance groups (no learning signal), tokens, episode
-         length (turns and sampled tokens), clip fraction, loss
+         length (turns and sampled tokens), clip fraction, loss; dynamic sampling (groups played,
+         flat ones dropped, signal short of the quota, pass rate of every episode played); the
+         sampler/trainer mismatch (mean |Δ log p|, KL) and the importance correction; whether
+         the optimizer stepped and how far it moved the weights (relative L2)
     SFT  loss, token accuracy on assistant tokens, tokens
 """
 
@@ -38,7 +41,19 @@ RL_KEYS = {
     "learning_rate": "learning_rate",
     "step_time": "step_time_s",
     "episode/rollout_s": "rollout_s",
-    "episode/flat_groups_replaced": "flat_groups_replaced",
+    "sampling/groups_played": "groups_played",
+    "sampling/sampling_rounds": "sampling_rounds",
+    "sampling/flat_groups_dropped": "flat_groups_dropped",
+    "sampling/signal_groups_short": "signal_groups_short",
+    "sampling/pass_rate_played": "pass_rate_played",
+    "sampling/reward_played": "reward_played",
+    "sampler/logp_diff": "sampler_logp_diff",
+    "sampler/logp_diff_max": "sampler_logp_diff_max",
+    "sampler/kl": "sampler_kl",
+    "sampler/is_weight_mean": "is_weight_mean",
+    "sampler/is_corrected": "is_corrected",
+    "optimizer/stepped": "stepped",
+    "optimizer/weight_change": "weight_change",
 }
 SFT_KEYS = {
     "loss": "loss",
@@ -52,7 +67,8 @@ SFT_KEYS = {
 CONSOLE = {
     "rl": [("reward", "reward {:.3f}"), ("pass_rate", "pass {:.2f}"), ("zero_variance_groups", "flat {:.2f}"),
            ("episode_turns", "turns {:.1f}"), ("sampled_tokens", "tok {:.0f}"), ("clip_fraction", "clip {:.3f}"),
-           ("loss", "loss {:+.4f}")],
+           ("loss", "loss {:+.4f}"), ("grad_norm", "grad {:.2e}"), ("stepped", "stepped {:.0f}"),
+           ("weight_change", "moved {:.2e}"), ("sampler_logp_diff", "|dlogp| {:.1e}")],
     "sft": [("loss", "loss {:.4f}"), ("token_accuracy", "acc {:.3f}"), ("tokens_seen", "tokens {:.0f}")],
 }
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from longhorizon.core.errors import UsageError
 from longhorizon.train.config import (
-    EvalConfig, LoraSettings, ModelConfig, PipelineConfig, RLConfig, SFTConfig, TeacherConfig, load_pipeline,
+    DTYPES, EvalConfig, LoraSettings, ModelConfig, PipelineConfig, RLConfig, SFTConfig, TeacherConfig, load_pipeline,
 )
 
 DEMO_FAMILIES = ["log_first_error"]
@@ -40,7 +40,8 @@ DEMO_TRANSFER_FAMILIES = ["log_last_warning"]
 def demo_config() -> PipelineConfig:
     """The demo on the embedded SmolLM2 (configs/demo.yaml documents it; configs/demo_tiny.yaml
     is the random tiny model's). Sized for 2 CPU cores: 16 oracle episodes, 8 full-FT SFT steps,
-    2 GSPO steps on one group of 8, 16 + 16 greedy evaluation episodes per model."""
+    1 on-policy GSPO step on one group of 8 (dynamic sampling: a flat group is replaced once), 16 +
+    16 greedy evaluation episodes per model, in float32."""
     fams = list(DEMO_FAMILIES)
     limits = dict(max_new_tokens=192, max_turns=8, max_tool_calls=10, max_context=4096)
     return PipelineConfig(
@@ -49,8 +50,8 @@ def demo_config() -> PipelineConfig:
                               recovery=0.0),
         sft=SFTConfig(epochs=1, learning_rate=2e-4, batch_size=2, grad_accum=1, max_length=4096,
                       warmup_ratio=0.05, lr_scheduler="cosine", lora=LoraSettings(enabled=False)),
-        rl=RLConfig(split="train", families=fams, seeds=4, group_size=8, tasks_per_rollout=1,
-                    updates_per_rollout=2, micro_batch_size=1, max_steps=2, learning_rate=2e-5, loss="gspo",
+        rl=RLConfig(split="train", families=fams, seeds=4, group_size=8, tasks_per_step=1,
+                    updates_per_rollout=1, micro_batch_size=1, max_steps=1, learning_rate=2e-5, loss="gspo",
                     reward="dense", effort_floor=0.05, resample_flat_groups=1, temperature=1.0, lora=LoraSettings(enabled=False),
                     gradient_checkpointing=True, concurrency=8, max_batch=8, **limits),
         eval=EvalConfig(split="holdout", families=fams, seeds=16, concurrency=16, max_batch=16,
@@ -105,8 +106,11 @@ def evaluate_model(model_path: str | Path, out: str | Path, cfg: EvalConfig, *, 
     if policy is None:
         from longhorizon.policies.local_model import LocalModelPolicy
 
+        import torch
+
         policy = LocalModelPolicy(str(model_path), temperature=0.0, max_new_tokens=cfg.max_new_tokens,
-                                  max_context=cfg.max_context, max_batch=cfg.max_batch)
+                                  max_context=cfg.max_context, max_batch=cfg.max_batch,
+                                  dtype=getattr(torch, cfg.dtype))
     limits = Limits(max_turns=cfg.max_turns, max_tool_calls=cfg.max_tool_calls, max_wall_s=cfg.max_wall_s)
     return _run_policy(tasks, policy, Path(out), split=cfg.split, seeds=cfg.seeds, families=cfg.families,
                        limits=limits, concurrency=cfg.concurrency, progress=progress)
@@ -114,15 +118,15 @@ def evaluate_model(model_path: str | Path, out: str | Path, cfg: EvalConfig, *, 
 
 @contextlib.contextmanager
 def served_policy(model_path: str | Path, cfg: EvalConfig, log_path: Path):
-    """The model behind a vLLM server for the length of the block, as a greedy ``OpenAIPolicy``
-    (the run records it as ``vllm:MODEL_DIR``, not the server's port)."""
+    """The model behind a vLLM server (in ``cfg.dtype``) for the length of the block, as a greedy
+    ``OpenAIPolicy`` (the run records it as ``vllm:MODEL_DIR:DTYPE``, not the server's port)."""
     from longhorizon.policies.openai_client import OpenAIPolicy
     from longhorizon.serve.vllm import VLLMServer
 
-    with VLLMServer(str(model_path), max_model_len=cfg.max_context or 8192,
+    with VLLMServer(str(model_path), max_model_len=cfg.max_context or 8192, dtype=cfg.dtype,
                     log_path=log_path) as server:
         yield OpenAIPolicy(server.base_url, server.model_name, temperature=0.0, max_tokens=cfg.max_new_tokens,
-                           endpoint_label=f"vllm:{Path(model_path).resolve()}")
+                           endpoint_label=f"vllm:{Path(model_path).resolve()}:{cfg.dtype}")
 
 
 def _finished(run_dir: Path) -> dict | None:
@@ -154,6 +158,10 @@ def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bo
     cfg = load_pipeline(config, base=demo_config())
     if model:
         cfg.model.name = model
+    if cfg.rl.split == cfg.teacher.split and cfg.teacher.seeds > cfg.rl.seed_offset:
+        raise UsageError(f"the teacher plays seeds 0-{cfg.teacher.seeds - 1} and RL starts at seed_offset "
+                         f"{cfg.rl.seed_offset}: RL would replay instances SFT imitated (raise rl.seed_offset or "
+                         "lower teacher.seeds)")
     (out / "pipeline_config.json").write_text(json.dumps(_asdict(cfg), indent=2) + "\n")
     models = out / "models"
     base, sft, rl = models / "base", models / "sft", models / "rl"
@@ -225,6 +233,8 @@ def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bo
 
     if e.engine not in ENGINES:
         raise UsageError(f"eval.engine must be one of {', '.join(ENGINES)}, not {e.engine!r}")
+    if e.dtype not in DTYPES:
+        raise UsageError(f"eval.dtype must be one of {', '.join(DTYPES)}, not {e.dtype!r}")
 
     def evaluate():
         results = {}
@@ -253,7 +263,7 @@ def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bo
         return results
 
     splits = e.split + (" and holdout-family" if transfer else "")
-    stages.run("eval", f"greedy pass@1 of base, SFT and RL on {splits}", evaluate)
+    stages.run("eval", f"greedy pass@1 of base, SFT and RL on {splits} ({e.engine}, {e.dtype})", evaluate)
     report = stages.run("report", f"-> {out / 'report.md'}, {out / 'report.html'}",
                         lambda: write_report(out, stage_times=stages.times))
     print()

@@ -58,8 +58,10 @@ def sft_input(data_dir: str | Path) -> dict[str, Any]:
             "examples": summary.get("kept"), "runs": runs, "source": source}
 
 
-def rl_input(split: str, seeds: int | None, families: list[str] | None) -> dict[str, Any]:
-    return {"kind": "rl_tasks", "split": split, "seeds": seeds, "families": families,
+def rl_input(split: str, seeds: int | None, families: list[str] | None,
+             seed_offset: int | None = None) -> dict[str, Any]:
+    """RL's tasks: ``seeds`` per family of ``split``, from ``seed_offset`` past the split's first seed."""
+    return {"kind": "rl_tasks", "split": split, "seeds": seeds, "seed_offset": seed_offset, "families": families,
             "source": "suite" if split in SUITE_SPLITS else "unknown"}
 
 

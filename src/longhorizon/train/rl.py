@@ -18,9 +18,21 @@ How the pieces fit:
   are decoded together (``max_batch`` at a time; each with its own KV cache, sampled ids and
   log-probs as one at a time would give). Sampling from a vLLM server plugs in through
   ``policy_factory``.
+* Which tasks a step plays: TRL's prompts (the task list, shuffled), or with ``curriculum`` the
+  ``train.curriculum`` draw, which prefers tasks whose pass rate so far is strictly between 0
+  and 1. RL's task seeds start ``seed_offset`` (50,000) into the split, so RL never plays the
+  instances the SFT teacher played (seed 0 onwards).
+* Dynamic sampling (``resample_flat_groups`` rounds): a group whose rewards are all equal has
+  advantage 0 everywhere and teaches nothing; it is dropped and fresh tasks are played in its
+  place until the step has its quota of groups with signal, or the rounds run out (then flat
+  groups fill the quota; the step log says how many groups were played, dropped and missing).
+* Each step's rollout samples with its own seed (``cfg.seed`` and the step): a task that comes
+  back is not replayed with the same random draws.
 * The reward function hands TRL each episode's reward (the Grade's dense reward, or pass/fail,
   with an optional effort floor). TRL normalises it within the group and optimises the GSPO
   objective of ``longhorizon.train.gspo`` (sequence-level importance ratio, clip 3e-4/4e-4).
+  ``train.rl_trainer.RLTrainer`` adds the sampler/trainer importance correction, skips steps
+  whose gradient is zero, and logs the mismatch and how far each step moved the weights.
 * An episode that fails for reasons outside the agent (an exception in our code or the
   policy, ``MAX_ATTEMPTS`` times; or token data that cannot be trained as sampled) never stops
   the step. It is left out of the update: its reward is None, which TRL treats as unscorable
@@ -51,6 +63,8 @@ from longhorizon.core.world import WorldCache
 from longhorizon.env.episode import Limits, new_trajectory
 from longhorizon.rollout.runner import LocalEpisodes, play_groups
 from longhorizon.train.config import RLConfig
+from longhorizon.train.curriculum import Curriculum
+from longhorizon.train.gspo import STD_EPS
 from longhorizon.train.stage import (
     load_model, lora_config, prepare_out, train_and_save, trainer_args, warm_up_from_the_first_step,
 )
@@ -88,7 +102,9 @@ def shaped_reward(traj: Trajectory, mode: str = "dense", effort_floor: float = 0
 
     dense: the Grade's weighted fraction of criteria met. pass: 1.0 if every criterion is met.
     effort_floor (off at 0): an episode below the floor earns ``effort_floor x`` the share of its
-    tool calls that succeeded, if that is more, so groups that all fail still rank effort.
+    tool calls that succeeded, if that is more, so groups that all fail still rank effort. (In a
+    group where every episode is below the floor, the rollout keeps the advantages at that
+    scale rather than letting the group normalisation blow them up to ±1: ``advantage_scales``.)
     repetition_penalty (off at 0): minus ``repetition_penalty x`` the share of its calls that
     repeat an earlier one exactly (``repeated_call_share``), never below 0.
     """
@@ -145,12 +161,15 @@ class EpisodeRollout:
     """GRPOTrainer's ``rollout_func``: plays our episodes for a batch of task ids.
 
     ``policy_factory(model)`` makes the sampling policy over the trainer's current model (the
-    default is ``LocalModelPolicy``; a served model behind vLLM would plug in here).
+    default is ``LocalModelPolicy``; a served model behind vLLM would plug in here). A policy
+    with a ``reseed(seed)`` method is given each step's sampling seed before the step plays.
+    ``curriculum``: draws each step's tasks (and refills) instead of TRL's prompts.
     """
 
     def __init__(self, tasks: dict[str, Task], cfg: RLConfig, tokenizer, *, policy_factory=None,
-                 record_dir: str | Path | None = None):
-        self.tasks = tasks
+                 record_dir: str | Path | None = None, curriculum: Curriculum | None = None):
+        self.tasks = dict(tasks)
+        self.curriculum = curriculum
         self.cfg = cfg
         self.tokenizer = tokenizer
         self.limits = Limits(max_turns=cfg.max_turns, max_tool_calls=cfg.max_tool_calls, max_wall_s=cfg.max_wall_s)
@@ -162,6 +181,10 @@ class EpisodeRollout:
         self.last: list[Trajectory] = []
         """The last rollout's trajectories, in batch order (tests and logs read them)."""
         self.rollouts = 0
+        self.stats: dict[str, float] = {}
+        """The last step's sampling: groups played, dropped as flat, short of signal, pass rate of all played."""
+        self.advantage_scale: list[float] = []
+        """Per episode of the last rollout: what its TRL advantage is multiplied by (``advantage_scales``)."""
         self._next_spare = 0
         if cfg.ray and policy_factory is None:
             raise UsageError("rl.ray plays episodes on Ray workers, which need a policy served outside this process "
@@ -185,13 +208,20 @@ class EpisodeRollout:
 
         c = self.cfg
         return LocalModelPolicy(model, self.tokenizer, temperature=c.temperature, top_p=c.top_p,
-                                max_new_tokens=c.max_new_tokens, seed=c.seed + self.rollouts,
+                                max_new_tokens=c.max_new_tokens, seed=c.seed,
                                 max_context=c.max_context, max_batch=c.max_batch)
 
     def policy(self, model):
         if self._policy is None or self._policy_model is not model:
             self._policy, self._policy_model = self.policy_factory(model), model
         return self._policy
+
+    def reseed(self, policy, step: int) -> None:
+        """Give the policy the sampling seed of ``step`` (``rollout_seed``), if it takes one: the
+        policy is made once and kept, so without this every step would replay the same draws."""
+        reseed = getattr(policy, "reseed", None)
+        if reseed is not None:
+            reseed(rollout_seed(self.cfg.seed, step))
 
     # -- playing ------------------------------------------------------------------------------
     async def play_batch(self, task_ids: list[str], policy) -> list[Trajectory]:
@@ -226,29 +256,86 @@ class EpisodeRollout:
                 by_job[(task.id, sample)] = out
         return _in_batch_order(task_ids, by_job)
 
-    def replace_flat_groups(self, trajs: list[Trajectory], policy) -> int:
-        """Dynamic sampling: a group whose episodes all earned the same reward (all 0, all 1, ...)
-        has advantage 0 everywhere and teaches nothing; play a whole group of another task in its
-        place, up to ``resample_flat_groups`` times per group (the last one is kept whatever it
-        scored). Groups are replaced whole, so the 8 episodes of a group always share one task.
-        Returns how many groups were replaced (in place in ``trajs``)."""
+    # -- choosing and refilling the step's groups ----------------------------------------------------
+    def has_signal(self, group: list[Trajectory]) -> bool:
+        """Whether a group can teach: at least ``MIN_SURVIVORS`` episodes played, not all with the same reward."""
+        c = self.cfg
+        rewards = [shaped_reward(t, c.reward, c.effort_floor, c.repetition_penalty) for t in group
+                   if t.status != INFRA_STATUS]
+        return len(rewards) >= MIN_SURVIVORS and len(set(rewards)) > 1
+
+    def fresh_tasks(self, n: int, exclude: set[str]) -> list[str]:
+        """Up to ``n`` task ids not in ``exclude``: the curriculum's draw, or else the task list's in turn."""
+        if self.curriculum is not None:
+            picked = self.curriculum.pick(n, exclude)
+            for t in picked:
+                self.tasks.setdefault(t.id, t)
+            return [t.id for t in picked]
+        spare = [tid for tid in self.tasks if tid not in exclude]
+        out = []
+        while spare and len(out) < n:
+            out.append(spare.pop(self._next_spare % len(spare)))
+            self._next_spare += 1
+        return out
+
+    def first_tasks(self, prompts: list) -> list[str]:
+        """One task id per group of the step: TRL's prompts (each repeated ``group_size`` times in a
+        row), or the curriculum's draw (which repeats its tasks if it has fewer than the step needs)."""
+        tids = [str(p) for p in prompts[::self.cfg.group_size]]
+        if self.curriculum is None:
+            return tids
+        drawn = self.fresh_tasks(len(tids), set())
+        while drawn and len(drawn) < len(tids):
+            drawn += drawn[:len(tids) - len(drawn)]
+        return drawn or tids
+
+    def play_step(self, first: list[str], policy) -> tuple[list[Trajectory], list[Trajectory]]:
+        """Play a group of each task in ``first``; with dynamic sampling, play groups of fresh tasks
+        in place of flat ones (``has_signal``), in rounds, up to ``resample_flat_groups`` rounds.
+
+        Returns (kept, dropped): ``len(first)`` whole groups in the order played, those with signal
+        first in choice and flat ones only to make up the number, and the flat groups left out.
+        Groups are replaced whole, so the episodes of a group always share one task."""
         g, c = self.cfg.group_size, self.cfg
-        in_batch = {t.task_id for t in trajs}
-        spare = [tid for tid in self.tasks if tid not in in_batch]
-        replaced = 0
-        for k in range(0, len(trajs), g):
-            for _ in range(c.resample_flat_groups):
-                rewards = {shaped_reward(t, c.reward, c.effort_floor, c.repetition_penalty) for t in trajs[k:k + g]
-                           if t.status != INFRA_STATUS}
-                if len(rewards) > 1 or not spare:
-                    break
-                tid = spare[self._next_spare % len(spare)]
-                self._next_spare += 1
-                log.info("rollout %d: group of %s is flat (reward %s): playing %s instead",
-                         self.rollouts + 1, trajs[k].task_id, sorted(rewards), tid)
-                trajs[k:k + g] = _run(self.play_batch([tid] * g, policy))
-                replaced += 1
-        return replaced
+        quota = len(first)
+        groups: list[tuple[list[Trajectory], bool]] = []
+        played: set[str] = set()
+        batch, rounds = list(first), 0
+        while batch:
+            rounds += 1
+            played.update(batch)
+            trajs = _run(self.play_batch([tid for tid in batch for _ in range(g)], policy))
+            for k, tid in enumerate(batch):
+                group = trajs[k * g:(k + 1) * g]
+                if self.curriculum is not None:
+                    self.curriculum.observe(self.tasks[tid], [t.passed for t in group if t.status != INFRA_STATUS])
+                groups.append((group, self.has_signal(group)))
+            missing = quota - sum(signal for _, signal in groups)
+            if missing <= 0 or rounds > c.resample_flat_groups:
+                break
+            batch = self.fresh_tasks(missing, played)
+            if batch:
+                log.info("rollout %d: %d group(s) short of signal; playing %s in place of flat ones",
+                         self.rollouts + 1, missing, ", ".join(batch))
+        n_signal = min(quota, sum(signal for _, signal in groups))
+        fill = quota - n_signal  # groups short of signal: flat ones make up the number (no gradient)
+        kept, dropped, want = [], [], {True: n_signal, False: fill}
+        for group, signal in groups:
+            if want[signal] > 0:
+                kept += group
+                want[signal] -= 1
+            else:
+                dropped += group
+        played_eps = [t for group, _ in groups for t in group if t.status != INFRA_STATUS]
+        self.stats = {
+            "groups_played": float(len(groups)),
+            "sampling_rounds": float(rounds),
+            "flat_groups_dropped": float(len(dropped) // g),
+            "signal_groups_short": float(fill),
+            "pass_rate_played": sum(t.passed for t in played_eps) / len(played_eps) if played_eps else 0.0,
+            "reward_played": sum(t.reward for t in played_eps) / len(played_eps) if played_eps else 0.0,
+        }
+        return kept, dropped
 
     def _failed(self, task: Task, sample: int, policy, error: str) -> Trajectory:
         """The stand-in for an episode that could not be played: no turns, status ``infra_error``."""
@@ -263,22 +350,22 @@ class EpisodeRollout:
 
     def __call__(self, prompts: list, trainer) -> dict[str, Any]:
         model = trainer.accelerator.unwrap_model(trainer.model)
+        step = trainer.state.global_step
         was_training = model.training
         t0 = time.perf_counter()
         try:
             policy = self.policy(model)
-            trajs = _run(self.play_batch([str(p) for p in prompts], policy))
-            replaced = self.replace_flat_groups(trajs, policy) if self.cfg.resample_flat_groups else 0
+            self.reseed(policy, step)
+            trajs, flat = self.play_step(self.first_tasks(prompts), policy)
         finally:
             model.train(was_training)
         self.last = trajs
         self.rollouts += 1
         out = self.to_trl(trajs)
-        out["flat_groups_replaced"] = [float(replaced)] * len(trajs)
         elapsed = time.perf_counter() - t0
         out["rollout_s"] = [elapsed] * len(trajs)
         if self.record_dir is not None:
-            self._record(trajs, trainer.state.global_step, out["episode_dropped"])
+            self._record(trajs, step, out["episode_dropped"], flat)
         self._check_survivors(trajs, out["episode_failed"], out["episode_dropped"])
         return out
 
@@ -319,6 +406,7 @@ class EpisodeRollout:
             if d:
                 seqs[k] = {**seqs[k], "env_mask": [0] * len(seqs[k]["env_mask"])}
         c = self.cfg
+        self.advantage_scale = advantage_scales(trajs, dropped, c)
         return {
             "prompt_ids": [s["prompt_ids"] for s in seqs],
             "completion_ids": [s["completion_ids"] for s in seqs],
@@ -340,11 +428,15 @@ class EpisodeRollout:
             "fork_hash": [t.provenance.get("fork_hash") for t in trajs],
         }
 
-    def _record(self, trajs: list[Trajectory], step: int, dropped: list[float]) -> None:
+    def _record(self, trajs: list[Trajectory], step: int, dropped: list[float],
+                flat: list[Trajectory] = ()) -> None:
         """Append the rollout's episodes (without token data) to ``record_dir/rollouts.jsonl``
-        (``rl_dropped``: left out of the update), and those that could not be played or
-        trained to ``record_dir/rollout_errors.jsonl``."""
+        (``rl_dropped``: left out of the update; ``rl_flat``: also, a flat group dynamic sampling
+        replaced), and those that could not be played or trained to ``record_dir/rollout_errors.jsonl``."""
         self.record_dir.mkdir(parents=True, exist_ok=True)
+        flat = list(flat)
+        trajs, dropped = list(trajs) + flat, list(dropped) + [True] * len(flat)
+        is_flat = [False] * (len(trajs) - len(flat)) + [True] * len(flat)
         errors = [dumps({"rl_step": step, "episode_id": t.episode_id, "task_id": t.task_id, "sample": t.sample,
                          "error": t.provenance["infra_error"], "time": time.time()})
                   for t in trajs if "infra_error" in t.provenance]
@@ -352,7 +444,7 @@ class EpisodeRollout:
             with open(self.record_dir / "rollout_errors.jsonl", "a", encoding="utf-8") as f:
                 f.write("".join(line + "\n" for line in errors))
         with open(self.record_dir / "rollouts.jsonl", "a", encoding="utf-8") as f:
-            for t, d in zip(trajs, dropped):
+            for t, d, f_ in zip(trajs, dropped, is_flat):
                 if t.status == INFRA_STATUS:
                     continue
                 row = t.to_dict()
@@ -360,6 +452,7 @@ class EpisodeRollout:
                                 | {"sampled_tokens": _count(turn.get("token_ids"))} for turn in row["turns"]]
                 row["rl_step"] = step
                 row["rl_dropped"] = bool(d)
+                row["rl_flat"] = f_
                 f.write(dumps(row) + "\n")
 
     def close(self) -> None:
@@ -380,6 +473,43 @@ def _in_batch_order(task_ids: list[str], by_job: dict[tuple[str, int], Trajector
 
 def _count(ids) -> int:
     return len(ids) if isinstance(ids, list) else 0
+
+
+ROLLOUT_SEED_STRIDE = 1_000_000
+"""``rollout_seed``: steps per run seed (a run of fewer steps never reuses a seed of another run seed)."""
+
+
+def rollout_seed(seed: int, step: int) -> int:
+    """The sampling seed of the rollout played at optimizer step ``step`` of a run seeded ``seed``:
+    a new one every step (and the same after a resume, which restarts at the step it stopped at)."""
+    return seed * ROLLOUT_SEED_STRIDE + step
+
+
+def advantage_scales(trajs: list[Trajectory], dropped: list[bool], cfg: RLConfig) -> list[float]:
+    """What each episode's TRL advantage is multiplied by: 1, except in a group where every
+    surviving episode scored below the effort floor (all failed; only the floor ranks them).
+
+    TRL divides a group's centred rewards by the group's std, so the floor's small differences
+    (at most ``effort_floor``) would become advantages of ±1, as large as a real success's. There
+    the scale is the group's std + ``STD_EPS``, which undoes the division: the advantage is the
+    centred shaped reward, at most ``effort_floor`` in size. Only with ``scale_rewards: group``.
+    """
+    import statistics
+
+    g, c = cfg.group_size, cfg
+    scales = [1.0] * len(trajs)
+    if c.effort_floor <= 0 or c.scale_rewards != "group":
+        return scales
+    for k in range(0, len(trajs), g):
+        idx = [i for i in range(k, min(k + g, len(trajs))) if not dropped[i]]
+        base = [float(trajs[i].passed) if c.reward == "pass" else trajs[i].reward for i in idx]
+        if len(idx) < 2 or any(b >= c.effort_floor for b in base):
+            continue
+        shaped = [shaped_reward(trajs[i], c.reward, c.effort_floor, c.repetition_penalty) for i in idx]
+        scale = statistics.stdev(shaped) + STD_EPS
+        for i in idx:
+            scales[i] = scale
+    return scales
 
 
 def dropped_episodes(failed: list[bool], group_size: int, min_survivors: int = MIN_SURVIVORS) -> list[bool]:
@@ -410,17 +540,47 @@ def episode_reward(prompts, completions, completion_ids, episode_reward, log_met
         log_metric("episode/rollout_s", mean("rollout_s"))
         log_metric("episode/failed", float(sum(kw.get("episode_failed") or [])))
         log_metric("episode/dropped", float(sum(kw.get("episode_dropped") or [])))
-        log_metric("episode/flat_groups_replaced", max(kw.get("flat_groups_replaced") or [0.0]))
     return [None if r is None else float(r) for r in episode_reward]
 
 
 episode_reward.__name__ = "episode"
 
 
-def rl_tasks(cfg: RLConfig) -> list[Task]:
-    from longhorizon.tasks.registry import tasks_for
+def rl_families(cfg: RLConfig) -> list:
+    """The task families RL draws from: ``cfg.families`` (default all) that have seeds in the split."""
+    from longhorizon.tasks.registry import families, get_family, suite_seeds
 
-    return tasks_for(cfg.split, cfg.seeds, cfg.families)
+    fams = [get_family(n) for n in cfg.families] if cfg.families else families()
+    return [f for f in fams if suite_seeds(cfg.split, f)]
+
+
+def rl_seeds(cfg: RLConfig, family) -> range:
+    """The seeds of ``family`` RL plays: ``cfg.seeds`` of them from ``cfg.seed_offset`` past the
+    split's first seed. The SFT teacher plays the split from its first seed, so on the train split
+    (seeds 0-99,999) RL's tasks (50,000 on) are never the instances SFT imitated."""
+    from longhorizon.tasks.registry import suite_seeds
+
+    if cfg.seeds < 1:
+        raise UsageError("--seeds must be at least 1")
+    start = suite_seeds(cfg.split, family)[0] + cfg.seed_offset
+    seeds = range(start, start + cfg.seeds)
+    for s in (seeds[0], seeds[-1]):
+        if family.split_of(s) != cfg.split:
+            raise UsageError(f"RL seeds {seeds[0]}-{seeds[-1]} of {family.name} leave the {cfg.split} split "
+                             f"(seed {s} is {family.split_of(s)}): lower seed_offset or seeds")
+    return seeds
+
+
+def rl_tasks(cfg: RLConfig) -> list[Task]:
+    return [f.generate(s) for f in rl_families(cfg) for s in rl_seeds(cfg, f)]
+
+
+def rl_curriculum(cfg: RLConfig, tasks: list[Task] | None = None) -> Curriculum:
+    """The curriculum over ``tasks``, or over the families and seeds of ``cfg`` (each task generated
+    only when first drawn)."""
+    if tasks is not None:
+        return Curriculum.of_tasks(tasks, seed=cfg.seed)
+    return Curriculum({f.name: map(f.generate, rl_seeds(cfg, f)) for f in rl_families(cfg)}, seed=cfg.seed)
 
 
 def grpo_args(cfg: RLConfig, *, progress: bool = True):
@@ -429,15 +589,15 @@ def grpo_args(cfg: RLConfig, *, progress: bool = True):
 
     from longhorizon.train.gspo import trl_settings
 
-    episodes = cfg.group_size * cfg.tasks_per_rollout
-    steps_per_generation = episodes // cfg.micro_batch_size
+    episodes = cfg.group_size * cfg.tasks_per_step  # per optimizer step
+    accumulation = episodes // cfg.micro_batch_size
     eps_low, eps_high = cfg.clip_range()
     return GRPOConfig(
         **trainer_args(cfg, progress=progress),
         num_generations=cfg.group_size,
         per_device_train_batch_size=cfg.micro_batch_size,
-        steps_per_generation=steps_per_generation,
-        gradient_accumulation_steps=steps_per_generation // cfg.updates_per_rollout,
+        steps_per_generation=accumulation * cfg.updates_per_rollout,
+        gradient_accumulation_steps=accumulation,
         max_grad_norm=cfg.max_grad_norm,
         temperature=cfg.temperature,
         top_p=cfg.top_p,
@@ -449,22 +609,36 @@ def grpo_args(cfg: RLConfig, *, progress: bool = True):
 
 def build_trainer(cfg: RLConfig, *, model=None, tokenizer=None, tasks: list[Task] | None = None,
                   progress: bool = True, callbacks=(), policy_factory=None):
-    """A GRPOTrainer whose rollouts are our episodes, and its EpisodeRollout."""
+    """An RLTrainer (TRL's GRPOTrainer) whose rollouts are our episodes, and its EpisodeRollout.
+
+    With ``cfg.curriculum`` the rollout draws each step's tasks itself; TRL's dataset then only
+    sets how many groups a rollout plays (the task ids, or numbered slots when the tasks are
+    generated as they are drawn)."""
     import os
 
     from datasets import Dataset
-    from trl import GRPOTrainer
+
+    from longhorizon.train.rl_trainer import RLTrainer
 
     cfg.validate()
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     model, tokenizer = load_model(cfg.model, model, tokenizer)
-    tasks = tasks if tasks is not None else rl_tasks(cfg)
-    if not tasks:
-        raise UsageError("no RL tasks (check --split, --family, --seeds)")
+    no_tasks = UsageError("no RL tasks (check --split, --family, --seeds)")
+    if tasks is None and cfg.curriculum:  # tasks are generated as the curriculum draws them
+        if not rl_families(cfg):
+            raise no_tasks
+        curriculum, tasks = rl_curriculum(cfg), []
+        prompts = [f"slot-{k}" for k in range(cfg.tasks_per_step * cfg.updates_per_rollout)]
+    else:
+        tasks = tasks if tasks is not None else rl_tasks(cfg)
+        if not tasks:
+            raise no_tasks
+        curriculum = rl_curriculum(cfg, tasks) if cfg.curriculum else None
+        prompts = [t.id for t in tasks]
     rollout = EpisodeRollout({t.id: t for t in tasks}, cfg, tokenizer, policy_factory=policy_factory,
-                             record_dir=cfg.out)
-    dataset = Dataset.from_dict({"prompt": [t.id for t in tasks]})
-    trainer = GRPOTrainer(
+                             record_dir=cfg.out, curriculum=curriculum)
+    dataset = Dataset.from_dict({"prompt": prompts})
+    trainer = RLTrainer(
         model=model,
         reward_funcs=[episode_reward],
         args=grpo_args(cfg, progress=progress),
@@ -473,6 +647,8 @@ def build_trainer(cfg: RLConfig, *, model=None, tokenizer=None, tasks: list[Task
         rollout_func=rollout,
         peft_config=lora_config(cfg.lora, model),
         callbacks=list(callbacks),
+        is_correction=cfg.is_correction,
+        is_cap=cfg.is_cap,
     )
     warm_up_from_the_first_step(trainer)
     return trainer, rollout

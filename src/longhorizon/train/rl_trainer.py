@@ -1,0 +1,143 @@
+"""TRL's GRPOTrainer with what RL on our episodes adds around its loss (``train.rl`` builds it).
+
+* **Sampler correction.** The episodes' sampled log-probs ride along from the sampler
+  (``sampling_per_token_logps``). After each rollout the trainer's own log-probs of the same
+  tokens are computed (TRL already has them when a rollout feeds several updates), and
+  ``gspo.importance_weights`` (``is_correction``: truncated token-level IS by default, capped at
+  ``is_cap``) multiplies each episode's terms in the loss: the correction for a sampler that is
+  not the trainer (vLLM in bfloat16 for a float32 trainer). The in-process sampler is the
+  trainer's own model, whose weights come out as 1 to float rounding. The weights are folded into
+  the advantages at loss time: w ≥ 0 carries no gradient, so w·min(rA, clip(r)A) =
+  min(r·wA, clip(r)·wA), which is TRL's loss with advantages wA.
+* **Mismatch, logged.** Each step logs ``sampler/logp_diff`` (mean |Δ log p| over the sampled
+  tokens), ``sampler/logp_diff_max``, ``sampler/kl`` (KL(sampler || trainer), k3 estimate), the
+  mean weight and the share of tokens (or episodes) the correction truncated or masked.
+* **Advantage scales from the rollout** (``rl.advantage_scales``): all-fail groups ranked by the
+  effort floor only keep advantages at the floor's scale.
+* **Zero-gradient steps are skipped.** When the gradient is exactly zero everywhere (every group
+  flat, every term clipped), AdamW would still move the weights (momentum, weight decay): such a
+  step drops the gradients (torch optimizers leave a parameter without one untouched), so the
+  weights stay bitwise the same. Each step logs ``optimizer/stepped`` (1 or 0) and
+  ``optimizer/weight_change``: ||θ_after - θ_before|| / ||θ_before|| over the trained
+  parameters, measured (it keeps one copy of the trained parameters during the step). The
+  learning-rate schedule advances either way; ``grad_norm`` is the trainer's pre-clip norm.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from transformers import TrainerCallback
+from trl import GRPOTrainer
+from trl.models.utils import disable_gradient_checkpointing
+
+from longhorizon.train.gspo import IS_MODES, importance_weights, sampler_mismatch
+
+
+class RLTrainer(GRPOTrainer):
+    def __init__(self, *args, is_correction: str = "token_truncate", is_cap: float = 2.0, **kwargs):
+        if is_correction not in IS_MODES:
+            raise ValueError(f"is_correction must be one of {', '.join(IS_MODES)}, not {is_correction!r}")
+        super().__init__(*args, **kwargs)
+        self.is_correction, self.is_cap = is_correction, is_cap
+        self.add_callback(StepGuard(self))
+
+    def _generate_and_score_completions(self, inputs):
+        out = super()._generate_and_score_completions(inputs)
+        mode = "train" if self.model.training else "eval"
+        rollout = self.rollout_func
+        scale = getattr(rollout, "advantage_scale", None)
+        if scale:
+            out["advantages"] = out["advantages"] * torch.tensor(scale, dtype=out["advantages"].dtype,
+                                                                 device=out["advantages"].device)
+        for name, value in (getattr(rollout, "stats", None) or {}).items():
+            self._metrics[mode][f"sampling/{name}"].append(float(value))
+        self._correct_for_the_sampler(out, mode)
+        return out
+
+    def trainer_logps(self, out):
+        """The trainer's log-probs of the batch's completion tokens (at the sampling temperature, as
+        TRL computes them)."""
+        ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
+        attention = torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1)
+        with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+            logps, _, _ = self._get_per_token_logps_and_entropies(
+                self.model, ids, attention, out["completion_ids"].size(1),
+                batch_size=self.args.per_device_train_batch_size)
+        return logps
+
+    def _correct_for_the_sampler(self, out, mode: str) -> None:
+        sampler = out.get("sampling_per_token_logps")
+        if sampler is None:
+            return
+        trainer = out.get("old_per_token_logps")
+        if trainer is None:
+            if self.is_correction == "off":
+                return  # nothing to correct, and no forward pass spent on measuring
+            trainer = self.trainer_logps(out)
+        mask = out["completion_mask"] if out.get("tool_mask") is None else out["completion_mask"] * out["tool_mask"]
+        for name, value in sampler_mismatch(trainer, sampler, mask).items():
+            self._metrics[mode][f"sampler/{name}"].append(value)
+        if self.is_correction == "off":
+            return
+        weights = importance_weights(trainer, sampler, mask, mode=self.is_correction, cap=self.is_cap)
+        out["is_weights"] = weights
+        if weights.shape[1] == 1:  # one weight per episode: over the episodes that have tokens
+            live = mask.sum(-1) > 0
+            w, raw = weights[live, 0], None
+        else:
+            live = mask.bool()
+            w = weights[live]
+            raw = torch.exp(torch.nan_to_num(trainer - sampler, nan=0.0))[live]
+        if w.numel():
+            corrected = (w == 0) if raw is None or self.is_correction == "token_mask" else (w < raw)
+            self._metrics[mode]["sampler/is_weight_mean"].append(w.float().mean().item())
+            self._metrics[mode]["sampler/is_corrected"].append(corrected.float().mean().item())
+
+    def _compute_loss(self, model, inputs):
+        weights = inputs.get("is_weights")
+        if weights is not None:
+            inputs = {**inputs, "advantages": inputs["advantages"].view(-1, 1) * weights}
+        return super()._compute_loss(model, inputs)
+
+
+class StepGuard(TrainerCallback):
+    """Skips optimizer steps whose gradient is zero everywhere, and measures how far each step
+    moves the trained weights (see the module docstring)."""
+
+    def __init__(self, trainer: RLTrainer):
+        self.trainer = trainer
+        self._before: list[torch.Tensor] | None = None
+        self._stepped = True
+
+    def _params(self) -> list[torch.nn.Parameter]:
+        return [p for p in self.trainer.model.parameters() if p.requires_grad]
+
+    def _reduce(self, values: list[float]) -> list[float]:
+        acc = self.trainer.accelerator
+        t = torch.tensor(values, dtype=torch.float64, device=acc.device)
+        return (acc.reduce(t, reduction="sum") if acc.num_processes > 1 else t).tolist()
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        params = self._params()
+        nonzero = any(p.grad is not None and bool(torch.count_nonzero(p.grad)) for p in params)
+        self._stepped = self._reduce([float(nonzero)])[0] > 0
+        if not self._stepped:
+            for p in params:
+                p.grad = None
+        self._before = [p.detach().clone() for p in params]
+
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        if self._before is None:
+            return
+        moved = norm = 0.0
+        with torch.no_grad():
+            for p, b in zip(self._params(), self._before):
+                moved += float((p.detach().double() - b.double()).pow(2).sum())
+                norm += float(b.double().pow(2).sum())
+        self._before = None
+        moved, norm = self._reduce([moved, norm])
+        metrics = self.trainer._metrics["train"]
+        metrics["optimizer/stepped"].append(float(self._stepped))
+        metrics["optimizer/weight_change"].append(math.sqrt(moved / norm) if norm > 0 else math.sqrt(moved))
