@@ -47,8 +47,9 @@ class Usage:
         """A line for the agent when a limit stopped something, else ''."""
         lines = []
         if self.process_limit_hits:
+            n = self.process_limit_hits
             lines.append(f"the command reached the sandbox's limit of {self.process_limit} processes at once: "
-                         f"starting a process failed {self.process_limit_hits} time{'s' if self.process_limit_hits > 1 else ''} "
+                         f"starting a process failed {n} time{'s' if n > 1 else ''} "
                          "(fork: Resource temporarily unavailable)")
         if self.oom_kills:
             lines.append(f"the command's processes reached the sandbox's memory limit of "
