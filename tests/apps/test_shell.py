@@ -296,7 +296,7 @@ async def test_memory_of_a_command_is_bounded_in_all_and_the_result_says_so(worl
 
 
 @needs_process_limit
-def test_a_dead_processs_command_cgroups_are_removed():
+def test_command_cgroups_a_dead_process_left_are_removed():
     from longhorizon.apps.shell import cgroups
 
     dead = subprocess.Popen(["true"])
