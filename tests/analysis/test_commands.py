@@ -61,3 +61,31 @@ def test_a_record_of_another_schema_is_a_one_line_error(tmp_path, capsys):
     assert main(["view", str(tmp_path / "a")]) == 2
     assert "schema version 99" in capsys.readouterr().err
     assert main(["analyze", str(tmp_path / "a"), str(tmp_path / "a"), "--out", str(tmp_path / "r")]) == 2
+
+
+X = "<script>alert(1)</script>"
+
+
+def hostile(sample):
+    """A Trajectory whose every string a file could set (and ``sample``, which should be a
+    number) is markup."""
+    t = traj([(X, [call(X, {X: X}, result=X, error=True)]), (X, [])], task=X, category=X, instruction=X,
+             status=X, final=[False])
+    t.sample = sample
+    t.episode_id = f"{X}-{sample}"
+    t.messages.append({"role": X, "content": X})
+    t.messages[2]["tool_calls"].append({"id": X, "function": {"name": X}})  # a call never run
+    t.provenance = {"policy": {"policy": X}}
+    t.grade = type(t.grade)(tuple(type(r)(X + r.id, X, r.weight, r.passed, X) for r in t.grade.results))
+    return t
+
+
+def test_view_and_analyze_escape_every_field_of_the_file(tmp_path, capsys):
+    write_run(tmp_path / "a", [hostile(X)])
+    write_run(tmp_path / "b", [hostile(X)])
+    assert main(["view", str(tmp_path / "a"), "--out", str(tmp_path / "v.html")]) == 0
+    assert main(["analyze", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "r"),
+                 "--name-a", X, "--name-b", X]) == 0
+    for page in (tmp_path / "v.html", tmp_path / "r" / "report.html"):
+        html = page.read_text()
+        assert "alert(1)" in html and "<script" not in html.lower(), page

@@ -3,6 +3,9 @@ those tools' own formats: tau2's Results JSON, BFCL's result and score JSONL) in
 Trajectories that the behaviour metrics, `analyze` and `view` then use unchanged."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -160,3 +163,122 @@ def test_files_that_are_not_benchmark_results_are_one_line_errors(tmp_path, caps
         tau2_trajectories(bad)
     assert main(["import", "bfcl", str(bad), "--out", str(tmp_path / "r")]) == 2
     assert "needs the score file" in capsys.readouterr().err
+
+
+# -- untrusted files: one line for every malformed file, each id once ------------------------------
+
+def _tau2(change):
+    data = tau2_results()
+    change(data)
+    return json.dumps(data)
+
+
+def _sim(data):
+    return data["simulations"][0]
+
+
+TAU2_MALFORMED = {
+    "not UTF-8": b"\xff\xfe\x00{",
+    "nesting deeper than Python recurses": "[" * 100_000 + "]" * 100_000,
+    "an integer of 5000 digits": '{"simulations": [{"id": "a", "trial": ' + "9" * 5000 + "}]}",
+    "a simulation that is a number": _tau2(lambda d: d.update(simulations=[1])),
+    "messages that are a string": _tau2(lambda d: _sim(d).update(messages="hi")),
+    "a message that is a number": _tau2(lambda d: _sim(d).update(messages=[3])),
+    "tool_calls that are a string": _tau2(lambda d: _sim(d)["messages"][2].update(tool_calls="x")),
+    "a tool call without a name": _tau2(lambda d: _sim(d)["messages"][2]["tool_calls"][0].pop("name")),
+    "a tool name that is a list": _tau2(lambda d: _sim(d)["messages"][2]["tool_calls"][0].update(name=[1])),
+    "a reward that is a word": _tau2(lambda d: _sim(d)["reward_info"].update(reward="high")),
+    "reward_info that is a list": _tau2(lambda d: _sim(d).update(reward_info=[1])),
+    "a reward basis that is a number": _tau2(lambda d: _sim(d)["reward_info"].update(reward_basis=5)),
+    "a db check that is a string": _tau2(lambda d: _sim(d)["reward_info"].update(db_check="yes")),
+    "action checks that are strings": _tau2(lambda d: _sim(d)["reward_info"].update(action_checks=["x"])),
+    "a trial that is a word": _tau2(lambda d: _sim(d).update(trial="first")),
+    "an infinite seed": _tau2(lambda d: _sim(d).update(seed=1e400)),
+    "info that is a string": _tau2(lambda d: d.update(info="x")),
+}
+
+
+@pytest.mark.parametrize("name", TAU2_MALFORMED)
+def test_a_malformed_tau2_file_is_one_line(tmp_path, capsys, name):
+    body = TAU2_MALFORMED[name]
+    path = tmp_path / "results.json"
+    path.write_bytes(body if isinstance(body, bytes) else body.encode())
+    assert main(["import", "tau2", str(path), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("longhorizon: error: ") and err.count("\n") == 1, err
+    assert not (tmp_path / "run" / "trajectories.jsonl").exists()
+
+
+def test_a_result_file_that_is_a_fifo_is_refused_not_read(tmp_path):
+    fifo = tmp_path / "results.json"
+    os.mkfifo(fifo)  # reading it would block until a writer came: the subprocess timeout guards that
+    done = subprocess.run([sys.executable, "-m", "longhorizon.cli", "import", "tau2", str(fifo), "--out",
+                           str(tmp_path / "run")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "is not a regular file" in done.stderr
+
+
+def _bfcl_files(tmp_path, results, scores=None):
+    log = [{"begin_of_turn_query": [{"role": "user", "content": "List the files."}],
+            "step_0": [{"role": "assistant", "content": [{"ls": "{}"}]},
+                       {"role": "handler_log", "model_response_decoded": ["ls(a=True)"]},
+                       {"role": "tool", "content": "{\"current_directory_content\": []}"}]}]
+    good = {"id": "multi_turn_base_0", "inference_log": log, "output_token_count": [[10]]}
+    rows = results(json.loads(json.dumps(good))) if callable(results) else results
+    result, score = tmp_path / "result.json", tmp_path / "score.json"
+    result.write_text(rows if isinstance(rows, str) else "\n".join(json.dumps(r) for r in rows) + "\n")
+    header = {"accuracy": 0.0, "correct_count": 0, "total_count": 1}
+    failure = {"id": "multi_turn_base_0", "model_name": "m", "error": {"error_type": "t", "error_message": "m"}}
+    score.write_bytes(scores if isinstance(scores, bytes) else scores.encode() if isinstance(scores, str) else
+                      ("\n".join(json.dumps(r) for r in (scores or [header, failure])) + "\n").encode())
+    return result, score
+
+
+def _step(change):
+    def rows(entry):
+        change(entry)
+        return [entry]
+    return rows
+
+
+BFCL_MALFORMED = {
+    "a result line that is not JSON": ("{nope\n", None),
+    "a result line that is a list": ([[1]], None),
+    "an id that is an object": ([{"id": {"a": 1}, "inference_log": []}], None),
+    "a step that is a number": (_step(lambda e: e["inference_log"][0].update(step_0=5)), None),
+    "a step named step_x": (_step(lambda e: e["inference_log"][0].update(step_x=[])), None),
+    "a step item that is a string": (_step(lambda e: e["inference_log"][0].update(step_0=["x"])), None),
+    "output tokens that are a number": (_step(lambda e: e.update(output_token_count=7)), None),
+    "a score header that is a list": (_step(lambda e: None), "[1]\n"),
+    "a failure id that is a list": (_step(lambda e: None), [{"accuracy": 0.0}, {"id": [1]}]),
+    "a failure error that is a string": (_step(lambda e: None), [{"accuracy": 0.0},
+                                                                 {"id": "multi_turn_base_0", "error": "bad"}]),
+    "a score file that is not UTF-8": (_step(lambda e: None), b"\xff\xfe{"),
+}
+
+
+@pytest.mark.parametrize("name", BFCL_MALFORMED)
+def test_a_malformed_bfcl_file_is_one_line(tmp_path, capsys, name):
+    result, score = _bfcl_files(tmp_path, *BFCL_MALFORMED[name])
+    assert main(["import", "bfcl", str(result), "--score", str(score), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("longhorizon: error: ") and err.count("\n") == 1, err
+
+
+def test_a_call_string_nested_too_deep_is_not_a_call():
+    assert parse_call("f(x=" + "[" * 100_000 + "]" * 100_000 + ")") is None
+
+
+def test_an_id_given_twice_is_written_once_and_counted(tmp_path, capsys):
+    data = tau2_results()
+    data["simulations"].append(json.loads(json.dumps(data["simulations"][0])))
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(data))
+    assert main(["import", "tau2", str(path), "--out", str(tmp_path / "run"), "--format", "json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["episodes"], summary["written"], summary["duplicates"]) == (2, 2, 1)
+    assert len((tmp_path / "run" / "trajectories.jsonl").read_text().splitlines()) == 2
+    result, score = _bfcl_files(tmp_path, lambda e: [e, e])
+    assert main(["import", "bfcl", str(result), "--score", str(score), "--out", str(tmp_path / "bfcl")]) == 0
+    out = capsys.readouterr().out
+    assert "1 written" in out and "1 duplicate id dropped" in out
+    assert len((tmp_path / "bfcl" / "trajectories.jsonl").read_text().splitlines()) == 1

@@ -214,3 +214,99 @@ async def test_errors_never_name_the_workspaces_host_path(world):
     text, err = await run(world, "true")
     assert err and "workspace folder is missing" in text
     assert str(world.root) not in text
+
+
+# -- processes and memory per command (a cgroup each where the host allows; see sandbox) ---------
+
+LIMITS = sandbox.limits_in_force()
+needs_process_limit = pytest.mark.skipif(LIMITS["processes"] is None, reason="no pids cgroup and a root uid: "
+                                         "processes per command cannot be bounded here")
+needs_memory_cgroup = pytest.mark.skipif(not str(LIMITS["memory"]).startswith("cgroup"),
+                                         reason="no memory cgroup here: memory is bounded per process only")
+FORKS = """python3 -c '
+import os
+r, w = os.pipe()
+kids = []
+for _ in range(100):
+    try:
+        pid = os.fork()
+    except BlockingIOError:
+        break
+    if pid == 0:
+        os.close(w); os.read(r, 1); os._exit(0)
+    kids.append(pid)
+print(len(kids))
+os.close(w)
+for k in kids:
+    os.waitpid(k, 0)
+'"""
+
+
+@needs_process_limit
+async def test_a_command_cannot_hold_more_processes_than_the_limit(world, monkeypatch):
+    monkeypatch.setattr(sandbox, "PROCESS_LIMIT", 24)
+    text, err = await run(world, FORKS)
+    assert not err and text.startswith("exit code: 0"), text
+    assert int(stdout_of(text)) < 24  # 100 were asked for; bash and python hold two of the 24
+    assert "limit of 24 processes" in text.split("--- limits ---", 1)[1]
+
+
+@needs_process_limit
+def test_a_fork_bomb_ends_with_a_readable_result_and_leaves_no_process(world):
+    """Run in a child process: if the sandbox failed to end the bomb, the subprocess timeout
+    fails the test instead of hanging it."""
+    marker = f"lh-bomb-{uuid.uuid4().hex}"
+    code = (
+        "import asyncio, sys\n"
+        "from mcp import Client\n"
+        "from longhorizon.apps.shell import sandbox\n"
+        "from longhorizon.apps.shell.server import build_server\n"
+        "from longhorizon.core.world import World\n"
+        "sandbox.PROCESS_LIMIT = 32\n"
+        "async def main():\n"
+        "    async with Client(build_server(World(sys.argv[1]))) as c:\n"
+        "        r = await c.call_tool('run', {'command': sys.argv[2], 'timeout_s': 2})\n"
+        "    print(r.is_error); print(r.content[0].text)\n"
+        "asyncio.run(main())\n"
+    )
+    bomb = f"exec -a {marker} bash -c 'f(){{ f|f& }}; f; sleep 1000'"
+    done = subprocess.run([sys.executable, "-c", code, str(world.root), bomb], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    is_error, text = done.stdout.split("\n", 1)
+    assert is_error == "True" and "timed out after 2 s" in text
+    assert "limit of 32 processes" in text.split("--- limits ---", 1)[1]
+    alive = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                alive.append(pid)
+        except OSError:
+            pass
+    assert alive == []
+
+
+@needs_memory_cgroup
+async def test_memory_of_a_command_is_bounded_in_all_and_the_result_says_so(world, monkeypatch):
+    monkeypatch.setattr(sandbox, "COMMAND_MEMORY_BYTES", 64 * 1024**2)  # far below each process's own cap
+    text, err = await run(world, "python3 -c \"x = b'a' * (200 << 20); print(len(x))\"")
+    assert not err and not text.startswith("exit code: 0"), text
+    assert str(200 << 20) not in stdout_of(text)
+    assert "memory limit of 64 MiB" in text.split("--- limits ---", 1)[1]
+
+
+@needs_process_limit
+def test_command_cgroups_a_dead_process_left_are_removed():
+    from longhorizon.apps.shell import cgroups
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    parent = cgroups.parents_here()[0].folder
+    stale = parent / f"{cgroups.PREFIX}{dead.pid}-test"
+    stale.mkdir()
+    try:
+        assert stale in cgroups.sweep_stale(parent)
+        assert not stale.exists()
+    finally:
+        if stale.exists():
+            stale.rmdir()

@@ -177,3 +177,17 @@ def test_remove_tree_removes_folders_nested_deeper_than_python_recurses(tmp_path
     remove_tree(root)
     assert not root.exists()
     remove_tree(root)  # already gone: nothing to do, no error
+
+
+def test_a_new_cache_removes_grader_scratch_folders_of_dead_processes(tmp_path, monkeypatch):
+    worlds = tmp_path / "worlds"
+    monkeypatch.setenv("LONGHORIZON_WORLDS_DIR", str(worlds))
+    stale = world_mod.owned_temp_dir(world_mod.GRADER_PREFIX)
+    (stale / "workspace" / "locked").mkdir(parents=True)
+    (stale / "workspace" / "locked").chmod(0)  # what an agent's script may leave
+    (stale / "owner.pid").write_text(f"{dead_pid()} 1\n")
+    live = world_mod.owned_temp_dir(world_mod.GRADER_PREFIX)
+    assert stale.parent == worlds and stale.name.startswith("longhorizon-grader-")
+    cache = WorldCache()
+    assert not stale.exists() and live.exists()
+    cache.close()

@@ -2,10 +2,12 @@
 then graded by `longhorizon grade` (the oracle's calls earn 1.0, doing nothing earns 0)."""
 
 import json
+import os
 import subprocess
 import sys
 from contextlib import AsyncExitStack
 
+import pytest
 from mcp import Client, StdioServerParameters
 
 from longhorizon.core.task import dumps_canonical
@@ -14,8 +16,9 @@ from longhorizon.tasks.registry import get_task
 TASK = "expense_claim_audit-000000"  # four apps: sheets, files, wiki, mail; has process criteria
 
 
-def lh(*args):
-    r = subprocess.run([sys.executable, "-m", "longhorizon.cli", *map(str, args)], capture_output=True, text=True)
+def lh(*args, timeout=None):
+    r = subprocess.run([sys.executable, "-m", "longhorizon.cli", *map(str, args)], capture_output=True, text=True,
+                       timeout=timeout)
     assert "Traceback" not in r.stderr, r.stderr
     return r
 
@@ -100,3 +103,52 @@ def test_grading_the_world_of_another_task_is_refused(tmp_path):
     world, _ = build(tmp_path)
     r = lh("grade", "downloads_cleanup-000001", "--world", world)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and f"World of task {TASK}" in r.stderr
+
+
+# -- a hostile World folder: refused in one line, never a hang, never read through a link --------
+
+def _fifo_at_a_database(world, tmp_path):
+    (world / "state" / "mail.sqlite").unlink()
+    os.mkfifo(world / "state" / "mail.sqlite")  # opening it would block until a writer comes
+
+
+def _linked_workspace(world, tmp_path):
+    (world / "workspace").rename(tmp_path / "elsewhere")
+    (world / "workspace").symlink_to(tmp_path / "elsewhere")
+
+
+def _linked_state(world, tmp_path):
+    (world / "state").rename(tmp_path / "elsewhere")
+    (world / "state").symlink_to(tmp_path / "elsewhere")
+
+
+def _socket_in_state(world, tmp_path):
+    import socket
+
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(world / "state" / "wiki.sqlite-wal"))
+
+
+@pytest.mark.parametrize("plant, message", [
+    (_fifo_at_a_database, "state/mail.sqlite is a FIFO"),
+    (_socket_in_state, "state/wiki.sqlite-wal is a socket"),
+    (_linked_workspace, "workspace is a symbolic link"),
+    (_linked_state, "state is a symbolic link"),
+])
+def test_a_hostile_world_folder_is_refused_in_one_line(tmp_path, plant, message):
+    world, _ = build(tmp_path)
+    plant(world, tmp_path)
+    r = lh("grade", TASK, "--world", world, timeout=120)  # a hang fails here instead of stalling the suite
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert message in r.stderr
+
+
+def test_links_inside_the_workspace_are_dropped_before_grading(tmp_path):
+    world, _ = build(tmp_path)
+    outside = tmp_path / "host"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("host data\n")
+    (world / "workspace" / "to-host").symlink_to(outside)
+    report = json.loads(lh("grade", TASK, "--world", world, "--format", "json", timeout=120).stdout)
+    assert report["removed_before_grading"] == [f"to-host (link -> {outside})"]
+    assert not (world / "workspace" / "to-host").exists() and (outside / "secret.txt").exists()

@@ -199,3 +199,24 @@ def test_entries_the_server_never_answered_are_infra_errors_and_a_rerun_retries_
         assert main(args + ["--base-url", srv.base_url]) == 0
     res = json.loads((tmp_path / "out" / "results.json").read_text())
     assert res["meta"]["complete"] and [e["passed"] for e in res["entries"]] == [True, True]
+
+
+@pytest.mark.parametrize("body", ["{nope", "[1]", '{"entries": [1]}', '{"entries": [{"id": 3, "passed": true}]}',
+                                  '{"entries": [{"id": "a", "category": "c"}]}'])
+def test_an_unreadable_entries_file_is_one_line(tmp_path, body):
+    from longhorizon.core.errors import InfraError
+    from longhorizon.evaluate.bfcl import read_entries
+
+    (tmp_path / "entries.json").write_text(body)
+    with pytest.raises(InfraError) as err:
+        read_entries(tmp_path / "entries.json")
+    assert "\n" not in str(err.value)
+
+
+def test_an_entry_given_twice_is_kept_once_and_counted(tmp_path):
+    from longhorizon.evaluate.bfcl import read_entries
+
+    e = {"id": "simple_python_0", "category": "simple_python", "passed": True}
+    (tmp_path / "entries.json").write_text(json.dumps({"entries": [e, {**e, "passed": False}]}))
+    got = read_entries(tmp_path / "entries.json")
+    assert got["entries"] == [e] and got["duplicates_dropped"] == 1

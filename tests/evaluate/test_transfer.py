@@ -140,3 +140,15 @@ def test_transfer_report_joins_one_benchmarks_files_per_domain(tmp_path, holdout
     rows = {r["row"]: r for r in json.loads((tmp_path / "r" / "transfer.json").read_text())["rows"]}
     assert (rows["overall"]["n"], rows["overall"]["delta"]) == (8, 5 / 8)
     assert (rows["mock"]["delta"], rows["airline"]["delta"]) == (1.0, 0.25)
+
+
+@pytest.mark.parametrize("entry", [1, {"id": "a"}, {"id": "a", "passed": "yes", "reward": 1.0},
+                                   {"id": ["a"], "passed": True, "reward": 1.0},
+                                   {"id": "a", "passed": True, "reward": "full"}])
+def test_compare_refuses_a_malformed_entry_in_one_line(tmp_path, capsys, entry):
+    good = _bench(tmp_path / "a", "bfcl", "base", set(IDS[:10]), IDS)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"benchmark": "bfcl", "model": "m", "entries": [entry]}))
+    assert main(["compare", str(good), str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "entry 0 is malformed" in err and err.count("\n") == 1

@@ -132,3 +132,24 @@ def test_summary_counts_a_task_solved_only_at_reward_1_and_gives_pass_hat_k_over
     lo, hi = s["pass@1_ci95"]
     assert lo < 0.75 < hi
     assert r["user_simulator"] == USER_LABEL and r["comparable_to_leaderboard"] is False
+
+
+@pytest.mark.parametrize("sims", [[1], [{"trial": 0}], [{"task_id": "a", "trial": "first"}],
+                                  [{"task_id": "a", "reward_info": {"reward": "high"}}], "not a list"])
+def test_a_malformed_simulation_is_one_line_naming_it(sims):
+    from longhorizon.core.errors import InfraError
+    from longhorizon.serve.tau2_bench import summarise
+
+    with pytest.raises(InfraError) as err:
+        summarise({"simulations": sims}, domain="mock", model="m", user_model="u", settings={})
+    assert "\n" not in str(err.value) and ("simulation 0 is malformed" in str(err.value) or "no 'simulations'" in
+                                            str(err.value))
+
+
+def test_a_task_and_trial_given_twice_count_once():
+    from longhorizon.serve.tau2_bench import summarise
+
+    sim = {"task_id": "a", "trial": 0, "reward_info": {"reward": 1.0}}
+    r = summarise({"simulations": [sim, dict(sim), {**sim, "trial": 1}]}, domain="mock", model="m", user_model="u",
+                  settings={})
+    assert r["summary"]["n"] == 2 and r["summary"]["duplicates_dropped"] == 1

@@ -226,3 +226,26 @@ async def test_deleting_the_whole_folder_pays_nothing(family, folder):
     traj = await play_task(dataclasses.replace(task, oracle=wipe), OraclePolicy())
     assert [c for c in traj.tool_calls if c.is_error] == []
     assert traj.grade.reward == 0.0, [r.id for r in traj.grade.results if r.passed]
+
+
+def test_a_scratch_folder_left_by_a_killed_grading_is_swept_by_the_next_one(tmp_path):
+    """kill -9 while a grader runs the agent's script leaves its scratch folder; the next
+    process that grades removes it on its first scratch folder (the dead owner is recorded)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = {**os.environ, "LONGHORIZON_WORLDS_DIR": str(tmp_path)}
+    killed = subprocess.run([sys.executable, "-c", "import os, signal\n"
+                             "from longhorizon.tasks.scripting import scratch_dir\n"
+                             "print(scratch_dir(), flush=True)\n"
+                             "os.kill(os.getpid(), signal.SIGKILL)\n"], env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert killed.returncode == -signal.SIGKILL
+    left = tmp_path / os.path.basename(killed.stdout.strip())
+    assert left.is_dir() and left.name.startswith("longhorizon-grader-")
+    nxt = subprocess.run([sys.executable, "-c", "from longhorizon.tasks.scripting import scratch_dir, force_rmtree\n"
+                          "force_rmtree(scratch_dir())\n"], env=env, capture_output=True, text=True, timeout=120)
+    assert nxt.returncode == 0, nxt.stderr
+    assert not left.exists()

@@ -105,8 +105,10 @@ def cmd_import(args) -> int:
         trajs = importers.bfcl_trajectories(args.file, args.score)
         source = {"source": "bfcl-v4", "file": str(args.file), "score": str(args.score)}
     summary = importers.write_run(args.out, trajs, source)
+    dups = summary["duplicates"]
     print(json.dumps({**summary, "run": str(args.out)}) if args.format == "json" else
-          f"{summary['episodes']} episodes ({summary['passed']} passed), {summary['written']} written to {args.out}")
+          f"{summary['episodes']} episodes ({summary['passed']} passed), {summary['written']} written to {args.out}"
+          + (f"; {dups} duplicate id{'s' * (dups != 1)} dropped (first kept)" if dups else ""))
     return 0
 
 

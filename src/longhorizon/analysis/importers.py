@@ -23,6 +23,10 @@ BFCL-V4 multi-turn (``bfcl generate`` then ``bfcl evaluate``):
     Python call strings) / ``tool`` entries (one result per decoded call, in order); lists of
     ``state_info`` entries between turns are skipped. An entry passes when it is not in the
     score file's failures.
+
+Both files are untrusted input: a file that cannot be read, is not JSON, or holds an entry of
+the wrong shape is one ``UsageError`` naming the file and the entry (never a traceback), and
+an id given twice is kept once (``write_run`` counts the duplicates it drops).
 """
 
 from __future__ import annotations
@@ -34,36 +38,23 @@ from typing import Any
 
 from longhorizon.core.errors import UsageError
 from longhorizon.core.grade import CriterionResult, Grade
+from longhorizon.core.json_files import SHAPE_ERRORS, malformed, read_json, read_json_lines
 from longhorizon.core.trajectory import ToolCallRecord, Trajectory, json_safe
 from longhorizon.rollout.store import RunStore
 
 EXTERNAL_SPLIT = "external"
 
 
-def _load_json(path: Path) -> Any:
-    try:
-        return json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise UsageError(f"no such file: {path}") from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path} is not JSON: {exc}") from None
-
-
-def _load_jsonl(path: Path) -> list[dict]:
-    try:
-        lines = Path(path).read_text().splitlines()
-    except FileNotFoundError:
-        raise UsageError(f"no such file: {path}") from None
-    try:
-        return [json.loads(line) for line in lines if line.strip()]
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path} is not JSON lines: {exc}") from None
-
-
 def _text(value: Any) -> str:
     if value is None:
         return ""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _name(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"a tool name must be a string, not {type(value).__name__}")
+    return value
 
 
 def _call(call_id: str, name: str, arguments: Any) -> dict:
@@ -100,56 +91,68 @@ def _tau2_criteria(info: dict | None) -> list[CriterionResult]:
 
 def tau2_trajectories(path: Path | str) -> list[Trajectory]:
     """Every simulation of a τ²-bench results file as a Trajectory (see the module docstring)."""
-    data = _load_json(Path(path))
+    data = read_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("simulations"), list):
         raise UsageError(f"{path} is not a τ²-bench results file (no 'simulations' list)")
-    info = data.get("info") or {}
-    domain = ((info.get("environment_info") or {}).get("domain_name")) or "unknown"
-    agent = info.get("agent_info") or {}
+    try:
+        info = data.get("info") or {}
+        domain = str(((info.get("environment_info") or {}).get("domain_name")) or "unknown")
+        agent = info.get("agent_info") or {}
+        agent.get("llm")
+    except SHAPE_ERRORS as exc:
+        raise malformed(path, "'info'", exc) from None
     out = []
-    for sim in data["simulations"]:
-        messages: list[dict] = []
-        calls: list[ToolCallRecord] = []
-        pending: dict[str, ToolCallRecord] = {}
-        turn = 0
-        tool_msgs = []
-        for m in sim.get("messages") or []:
-            tool_msgs = m.get("tool_messages") if m.get("tool_messages") is not None else [m]
-            role = m.get("role")
-            if role == "assistant":
-                tcs = [tc for tc in (m.get("tool_calls") or []) if tc.get("requestor", "assistant") == "assistant"]
-                msg: dict[str, Any] = {"role": "assistant", "content": m.get("content") or ""}
-                if tcs:
-                    msg["tool_calls"] = [_call(tc.get("id") or f"call_{turn}_{k}", tc["name"], tc.get("arguments"))
-                                         for k, tc in enumerate(tcs)]
-                    for k, tc in enumerate(tcs):
-                        rec = ToolCallRecord(turn, tc.get("id") or f"call_{turn}_{k}", tc["name"],
-                                             json_safe(tc.get("arguments")), "", False, 0.0)
-                        calls.append(rec)
-                        pending[rec.id] = rec
-                messages.append(msg)
-                turn += 1
-            elif role in ("system", "user"):
-                if m.get("content"):
-                    messages.append({"role": role, "content": m["content"]})
-            elif role == "tool":
-                for t in tool_msgs:
-                    if t.get("requestor", "assistant") != "assistant" or t.get("id") not in pending:
-                        continue
-                    rec = pending.pop(t["id"])
-                    rec.result, rec.is_error = _text(t.get("content")), bool(t.get("error"))
-                    messages.append({"role": "tool", "tool_call_id": rec.id, "content": rec.result})
-        reason = str(sim.get("termination_reason") or "")
-        out.append(Trajectory(
-            episode_id=str(sim.get("id")), task_id=f"tau2-{domain}-{sim.get('task_id')}", family=f"tau2-{domain}",
-            category=f"tau2 {domain}", split=EXTERNAL_SPLIT, seed=int(sim.get("seed") or 0),
-            sample=int(sim.get("trial") or 0),
-            provenance={"source": "tau2-bench", "file": str(path), "domain": domain, "policy": {
-                "policy": "import", "model": agent.get("llm"), "agent": agent.get("implementation")},
-                "termination_reason": reason, "external_reward": (sim.get("reward_info") or {}).get("reward")},
-            messages=messages, tool_calls=calls, status=TAU2_STATUS.get(reason, "completed"),
-            grade=Grade(tuple(_tau2_criteria(sim.get("reward_info")))), wall_s=float(sim.get("duration") or 0.0)))
+    for i, sim in enumerate(data["simulations"]):
+        try:
+            out.append(_tau2_trajectory(sim, path, domain, agent))
+        except SHAPE_ERRORS as exc:
+            raise malformed(path, f"simulation {i}", exc) from None
     return out
+
+
+def _tau2_trajectory(sim: dict, path: Path | str, domain: str, agent: dict) -> Trajectory:
+    """One simulation (the caller turns a value of the wrong shape into one line naming it)."""
+    messages: list[dict] = []
+    calls: list[ToolCallRecord] = []
+    pending: dict[str, ToolCallRecord] = {}
+    turn = 0
+    tool_msgs = []
+    for m in sim.get("messages") or []:
+        tool_msgs = m.get("tool_messages") if m.get("tool_messages") is not None else [m]
+        role = m.get("role")
+        if role == "assistant":
+            tcs = [tc for tc in (m.get("tool_calls") or []) if tc.get("requestor", "assistant") == "assistant"]
+            msg: dict[str, Any] = {"role": "assistant", "content": m.get("content") or ""}
+            if tcs:
+                msg["tool_calls"] = [_call(tc.get("id") or f"call_{turn}_{k}", _name(tc["name"]), tc.get("arguments"))
+                                     for k, tc in enumerate(tcs)]
+                for k, tc in enumerate(tcs):
+                    rec = ToolCallRecord(turn, tc.get("id") or f"call_{turn}_{k}", tc["name"],
+                                         json_safe(tc.get("arguments")), "", False, 0.0)
+                    calls.append(rec)
+                    pending[rec.id] = rec
+            messages.append(msg)
+            turn += 1
+        elif role in ("system", "user"):
+            if m.get("content"):
+                messages.append({"role": role, "content": m["content"]})
+        elif role == "tool":
+            for t in tool_msgs:
+                if t.get("requestor", "assistant") != "assistant" or t.get("id") not in pending:
+                    continue
+                rec = pending.pop(t["id"])
+                rec.result, rec.is_error = _text(t.get("content")), bool(t.get("error"))
+                messages.append({"role": "tool", "tool_call_id": rec.id, "content": rec.result})
+    reason = str(sim.get("termination_reason") or "")
+    return Trajectory(
+        episode_id=str(sim.get("id")), task_id=f"tau2-{domain}-{sim.get('task_id')}", family=f"tau2-{domain}",
+        category=f"tau2 {domain}", split=EXTERNAL_SPLIT, seed=int(sim.get("seed") or 0),
+        sample=int(sim.get("trial") or 0),
+        provenance={"source": "tau2-bench", "file": str(path), "domain": domain, "policy": {
+            "policy": "import", "model": agent.get("llm"), "agent": agent.get("implementation")},
+            "termination_reason": reason, "external_reward": (sim.get("reward_info") or {}).get("reward")},
+        messages=messages, tool_calls=calls, status=TAU2_STATUS.get(reason, "completed"),
+        grade=Grade(tuple(_tau2_criteria(sim.get("reward_info")))), wall_s=float(sim.get("duration") or 0.0))
 
 
 # -- BFCL multi-turn ---------------------------------------------------------------------------
@@ -158,7 +161,7 @@ def parse_call(text: str) -> tuple[str, dict[str, Any]] | None:
     call with literal arguments (positional ones are kept as ``arg0``, ``arg1``...)."""
     try:
         node = ast.parse(text.strip(), mode="eval").body
-    except SyntaxError:
+    except (SyntaxError, ValueError, MemoryError, RecursionError):  # also a NUL byte, or nesting too deep
         return None
     if not isinstance(node, ast.Call):
         return None
@@ -166,7 +169,7 @@ def parse_call(text: str) -> tuple[str, dict[str, Any]] | None:
     try:
         args = {f"arg{i}": ast.literal_eval(a) for i, a in enumerate(node.args)}
         args.update({k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg})
-    except ValueError:
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return None
     return name, args
 
@@ -225,35 +228,64 @@ def _bfcl_messages(log: list) -> tuple[list[dict], list[ToolCallRecord]]:
 
 def bfcl_trajectories(result_path: Path | str, score_path: Path | str) -> list[Trajectory]:
     """Every entry of a BFCL multi-turn result file as a Trajectory, graded by its score file."""
-    results = _load_jsonl(Path(result_path))
-    scores = _load_jsonl(Path(score_path))
+    results = read_json_lines(result_path)
+    scores = read_json_lines(score_path)
     if not scores or "accuracy" not in scores[0]:
         raise UsageError(f"{score_path} is not a BFCL score file (no accuracy header line)")
-    failed = {s["id"]: s for s in scores[1:] if "id" in s}
+    failed = {}
+    for i, s in enumerate(scores[1:], 1):
+        if "id" in s:
+            if not isinstance(s["id"], (str, int)) or isinstance(s["id"], bool):
+                raise UsageError(f"{score_path}: failure {i} has an id that is not a string or number")
+            failed.setdefault(str(s["id"]), s)
     out = []
-    for r in results:
+    for i, r in enumerate(results):
         if "id" not in r or not isinstance(r.get("inference_log"), list):
             raise UsageError(f"{result_path}: an entry without 'id' and 'inference_log' (not a multi-turn result file)")
-        entry_id = str(r["id"])
-        category = entry_id.rsplit("_", 1)[0]
-        messages, calls = _bfcl_messages(r["inference_log"])
-        fail = failed.get(entry_id)
-        error = (fail or {}).get("error") or {}
-        note = "" if not fail else f"{error.get('error_type', '')}: {_text(error.get('error_message'))}"[:300]
-        out_tokens = [t for turn in (r.get("output_token_count") or []) for t in (turn if isinstance(turn, list) else [turn])]
-        out.append(Trajectory(
-            episode_id=f"bfcl-{entry_id}", task_id=f"bfcl-{entry_id}", family=category, category=f"bfcl {category}",
-            split=EXTERNAL_SPLIT, seed=0, sample=0,
-            provenance={"source": "bfcl-v4", "file": str(result_path), "score_file": str(score_path),
-                        "policy": {"policy": "import", "model": (fail or {}).get("model_name")},
-                        "output_tokens": sum(t for t in out_tokens if isinstance(t, (int, float)))},
-            messages=messages, tool_calls=calls, status="completed",
-            grade=Grade((CriterionResult("bfcl_valid", "final_state", 1.0, fail is None, note),))))
+        if not isinstance(r["id"], (str, int)) or isinstance(r["id"], bool):
+            raise UsageError(f"{result_path}: entry {i} has an id that is not a string or number")
+        try:
+            out.append(_bfcl_trajectory(r, failed.get(str(r["id"])), result_path, score_path))
+        except SHAPE_ERRORS as exc:
+            raise malformed(result_path, f"entry {i} ({str(r['id'])[:60]})", exc) from None
     return out
 
 
+def _bfcl_trajectory(r: dict, fail: dict | None, result_path: Path | str, score_path: Path | str) -> Trajectory:
+    """One result entry, failed when its id is among the score file's failures."""
+    entry_id = str(r["id"])
+    category = entry_id.rsplit("_", 1)[0]
+    messages, calls = _bfcl_messages(r["inference_log"])
+    error = (fail or {}).get("error") or {}
+    note = "" if not fail else f"{error.get('error_type', '')}: {_text(error.get('error_message'))}"[:300]
+    out_tokens = [t for turn in (r.get("output_token_count") or []) for t in (turn if isinstance(turn, list) else [turn])]
+    return Trajectory(
+        episode_id=f"bfcl-{entry_id}", task_id=f"bfcl-{entry_id}", family=category, category=f"bfcl {category}",
+        split=EXTERNAL_SPLIT, seed=0, sample=0,
+        provenance={"source": "bfcl-v4", "file": str(result_path), "score_file": str(score_path),
+                    "policy": {"policy": "import", "model": (fail or {}).get("model_name")},
+                    "output_tokens": sum(t for t in out_tokens
+                                         if isinstance(t, (int, float)) and not isinstance(t, bool))},
+        messages=messages, tool_calls=calls, status="completed",
+        grade=Grade((CriterionResult("bfcl_valid", "final_state", 1.0, fail is None, note),)))
+
+
+def unique(trajs: list[Trajectory]) -> tuple[list[Trajectory], int]:
+    """Each episode id once (the first kept) and how many later ones were dropped: a file that
+    names one simulation or entry twice would otherwise be written, and counted, twice."""
+    seen: set[str] = set()
+    kept = []
+    for t in trajs:
+        if t.episode_id not in seen:
+            seen.add(t.episode_id)
+            kept.append(t)
+    return kept, len(trajs) - len(kept)
+
+
 def write_run(out: Path | str, trajs: list[Trajectory], source: dict[str, Any]) -> dict[str, int]:
-    """Write imported Trajectories as a run folder (re-importing the same file adds nothing)."""
+    """Write imported Trajectories as a run folder (re-importing the same file adds nothing;
+    an id given twice is written once: ``duplicates`` counts those dropped)."""
+    trajs, duplicates = unique(trajs)
     manifest = {"suite_version": None, "policy": {"policy": "import", **source}, "split": EXTERNAL_SPLIT,
                 "seeds": None, "families": None, "samples": None, "episodes": len(trajs)}
     with RunStore(out) as store:
@@ -261,4 +293,5 @@ def write_run(out: Path | str, trajs: list[Trajectory], source: dict[str, Any]) 
         new = [t for t in trajs if t.episode_id not in done]
         for t in new:
             store.add_trajectory(t)
-    return {"episodes": len(trajs), "written": len(new), "passed": sum(t.passed for t in trajs)}
+    return {"episodes": len(trajs), "written": len(new), "passed": sum(t.passed for t in trajs),
+            "duplicates": duplicates}

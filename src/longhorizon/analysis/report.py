@@ -10,13 +10,12 @@ and both-fail tables, and a side-by-side viewer of each of those pairs.
 from __future__ import annotations
 
 import json
-from html import escape
 from pathlib import Path
 from typing import Any
 
 from longhorizon.analysis.behaviours import METRICS
 from longhorizon.analysis.pairs import Pair, first_divergence
-from longhorizon.analysis.viewer import page, pair_html
+from longhorizon.analysis.viewer import h, num, page, pair_html
 
 SHOWN_OUTCOMES = ("fail→pass", "pass→fail", "both-fail")
 REPORT_RESULT_CHARS = 600
@@ -59,7 +58,7 @@ def metric_plot(name: str, st: dict[str, Any]) -> str:
         body += (f"<text x=\"4\" y=\"82\">Δ {st['delta']:+.3g}  95% CI {_ci(st['delta_ci95'])}  "
                  f"({st['tasks']} tasks)</text>")
     return (f"<figure class=\"plot\"><svg class=\"metric-plot\" data-metric=\"{name}\" width=\"{w}\" height=\"92\" "
-            f"viewBox=\"0 0 {w} 92\" role=\"img\"><text x=\"4\" y=\"14\" font-weight=\"600\">{escape(label)}</text>"
+            f"viewBox=\"0 0 {w} 92\" role=\"img\"><text x=\"4\" y=\"14\" font-weight=\"600\">{h(label)}</text>"
             f"{body}</svg></figure>")
 
 
@@ -67,18 +66,18 @@ def forest_plot(stats: dict[str, dict[str, Any]]) -> str:
     """Δ (B - A) with its interval for every share metric (all on the same -1..1 scale)."""
     names = [n for n, st in stats.items() if st["delta"] is not None and n.endswith(("_share", "closure", "error"))]
     w, left, span, row = 640, 260, 340, 20
-    h = 30 + row * len(names)
+    height = 30 + row * len(names)
     x = lambda v: left + (v + 1) / 2 * span  # noqa: E731
-    parts = [f"<line x1=\"{x(0):.1f}\" y1=\"10\" x2=\"{x(0):.1f}\" y2=\"{h - 12}\" stroke=\"#888\"/>",
-             f"<text x=\"{x(-1):.1f}\" y=\"{h - 2}\">-1</text><text x=\"{x(0) - 3:.1f}\" y=\"{h - 2}\">0</text>"
-             f"<text x=\"{x(1) - 6:.1f}\" y=\"{h - 2}\">+1</text>"]
+    parts = [f"<line x1=\"{x(0):.1f}\" y1=\"10\" x2=\"{x(0):.1f}\" y2=\"{height - 12}\" stroke=\"#888\"/>",
+             f"<text x=\"{x(-1):.1f}\" y=\"{height - 2}\">-1</text><text x=\"{x(0) - 3:.1f}\" y=\"{height - 2}\">0</text>"
+             f"<text x=\"{x(1) - 6:.1f}\" y=\"{height - 2}\">+1</text>"]
     for i, n in enumerate(names):
         st, y = stats[n], 20 + i * row
         lo, hi = st["delta_ci95"]
-        parts.append(f"<text x=\"4\" y=\"{y + 4}\">{escape(METRICS[n]['label'])}</text>"
+        parts.append(f"<text x=\"4\" y=\"{y + 4}\">{h(METRICS[n]['label'])}</text>"
                      f"<line x1=\"{x(lo):.1f}\" y1=\"{y}\" x2=\"{x(hi):.1f}\" y2=\"{y}\" stroke=\"#3b6fc4\" stroke-width=\"2\"/>"
                      f"<circle cx=\"{x(st['delta']):.1f}\" cy=\"{y}\" r=\"4\" fill=\"#3b6fc4\"/>")
-    return (f"<svg class=\"forest-plot\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\">"
+    return (f"<svg class=\"forest-plot\" width=\"{w}\" height=\"{height}\" viewBox=\"0 0 {w} {height}\" role=\"img\">"
             f"{''.join(parts)}</svg>")
 
 
@@ -101,7 +100,7 @@ PAIR_HEAD = ["pair", "category", "reward A", "reward B", "first difference (call
 
 
 def _pair_rows(items: list[dict[str, Any]]) -> list[list[str]]:
-    return [[p["pair"], p["category"], f"{p['reward_a']:.3f}", f"{p['reward_b']:.3f}", _fmt(p["first_divergence"])]
+    return [[p["pair"], p["category"], num(p["reward_a"]), num(p["reward_b"]), _fmt(p["first_divergence"])]
             for p in items]
 
 
@@ -109,11 +108,11 @@ def _html_table(head: list[str], rows: list[list[str]], table_id: str = "", link
     """A table; a first cell naming a pair in ``links`` links to that pair's side-by-side view."""
     def cell(i: int, v: str) -> str:
         if i == 0 and v in links:
-            return f"<td><a href=\"#{escape(anchor(v))}\">{escape(v)}</a></td>"
-        return f"<td>{escape(v)}</td>"
+            return f"<td><a href=\"#{h(anchor(v))}\">{h(v)}</a></td>"
+        return f"<td>{h(v)}</td>"
 
     ident = f" id=\"{table_id}\"" if table_id else ""
-    return (f"<table{ident}><tr>{''.join(f'<th>{escape(h)}</th>' for h in head)}</tr>"
+    return (f"<table{ident}><tr>{''.join(f'<th>{h(col)}</th>' for col in head)}</tr>"
             + "".join(f"<tr>{''.join(cell(i, v) for i, v in enumerate(r))}</tr>" for r in rows) + "</table>")
 
 
@@ -169,21 +168,21 @@ def write_report(out: Path, result: dict[str, Any], pairs: list[Pair], names: tu
         md += ["", f"## Judged coding ({result['judge']['model']})", "", _md_table(JUDGE_HEAD, _judge_rows(result["judge"]))]
     paths["md"].write_text("\n".join(md) + "\n")
 
-    body = [f"<h1>Behaviour analysis</h1><p>A = <code>{escape(names[0])}</code>, B = <code>{escape(names[1])}</code></p>",
-            "".join(f"<p>{escape(s)}</p>" for s in summary),
+    body = [f"<h1>Behaviour analysis</h1><p>A = <code>{h(names[0])}</code>, B = <code>{h(names[1])}</code></p>",
+            "".join(f"<p>{h(s)}</p>" for s in summary),
             "<h2 id=\"plots\">Metrics, A vs B</h2><div class=\"plots\" style=\"display:flex;flex-wrap:wrap\">",
             "".join(metric_plot(n, st) for n, st in result["metrics"].items()), "</div>",
             "<h3>Δ (B - A) of the share metrics, 95% paired bootstrap intervals</h3>", forest_plot(result["metrics"]),
             "<h2>Metrics, all pairs</h2>", _html_table(METRIC_HEAD, _metric_rows(result["metrics"]), "metrics")]
     for o, st in result["by_outcome"].items():
-        body += [f"<h3>{escape(o)} pairs</h3>", _html_table(METRIC_HEAD, _metric_rows(st))]
+        body += [f"<h3>{h(o)} pairs</h3>", _html_table(METRIC_HEAD, _metric_rows(st))]
     if result.get("judge"):
-        body += [f"<h2>Judged coding ({escape(result['judge']['model'])})</h2>",
+        body += [f"<h2>Judged coding ({h(result['judge']['model'])})</h2>",
                  _html_table(JUDGE_HEAD, _judge_rows(result["judge"]), "judge")]
     viewed = [p for o in SHOWN_OUTCOMES for p in pairs if p.outcome == o][:max_viewed]
     for o in SHOWN_OUTCOMES:
         tid = {"fail→pass": "fail-pass", "pass→fail": "pass-fail", "both-fail": "both-fail"}[o]
-        body += [f"<h2>{escape(o)} pairs ({len(result['pairs'][o])})</h2>",
+        body += [f"<h2>{h(o)} pairs ({len(result['pairs'][o])})</h2>",
                  _html_table(PAIR_HEAD, _pair_rows(result["pairs"][o]), tid, frozenset(p.id for p in viewed))]
     body += ["<h2>Per category</h2>", _html_table(category_head, _category_rows(result), "categories")]
     body.append(f"<h2 id=\"viewer\">Pairs side by side ({len(viewed)} shown)</h2>")

@@ -1,8 +1,11 @@
 """HTML views of trajectories: one episode, or two side by side; self-contained (inline CSS,
 no scripts, no network), long outputs folded with ``<details>``.
 
-Everything shown comes from the agent or the apps, so every string is escaped: a trajectory
-is untrusted input and must not be able to add markup to the page.
+Everything shown comes from the agent, the apps or a file someone else wrote, so every value
+is escaped (``h``: numbers too, since a file can put a string where a number belongs): a
+trajectory is untrusted input and must not be able to add markup to the page. Values of the
+wrong shape (a message that is not an object, a reward that is not a number) are shown as
+they are, never a crash.
 """
 
 from __future__ import annotations
@@ -33,13 +36,40 @@ svg text{font:11px system-ui,sans-serif}
 """
 
 
+def h(value: Any) -> str:
+    """Any value as escaped HTML text (quotes too, so it is safe in attributes)."""
+    return escape(value if isinstance(value, str) else str(value))
+
+
+def num(value: Any, digits: int = 3) -> str:
+    """A number with ``digits`` decimals; anything else escaped as it is."""
+    return f"{value:.{digits}f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else h(value)
+
+
+def _reward(traj: Trajectory) -> Any:
+    try:
+        return traj.reward
+    except (TypeError, ValueError, ZeroDivisionError):  # a grade whose weights are not numbers
+        return "?"
+
+
 def page(title: str, body: str) -> str:
-    return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{escape(title)}</title>"
+    return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{h(title)}</title>"
             f"<style>{CSS}</style></head><body>{body}</body></html>\n")
 
 
 def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1)
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, indent=1)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _key(value: Any) -> Any:
+    """A call id usable as a dict key whatever the file put there."""
+    return value if isinstance(value, (str, int)) else repr(value)
 
 
 def _folded(text: str, max_chars: int | None) -> str:
@@ -55,9 +85,9 @@ def _folded(text: str, max_chars: int | None) -> str:
 def criteria_table(traj: Trajectory) -> str:
     if not traj.grade:
         return "<p>No grade.</p>"
-    rows = "".join(f"<tr><td><code>{escape(r.id)}</code></td><td>{escape(r.kind)}</td>"
+    rows = "".join(f"<tr><td><code>{h(r.id)}</code></td><td>{h(r.kind)}</td>"
                    f"<td class=\"{'pass' if r.passed else 'fail'}\">{'pass' if r.passed else 'fail'}</td>"
-                   f"<td>{escape(r.note)}</td></tr>" for r in traj.grade.results)
+                   f"<td>{h(r.note)}</td></tr>" for r in traj.grade.results)
     return f"<table class=\"criteria\"><tr><th>criterion</th><th>kind</th><th>result</th><th>note</th></tr>{rows}</table>"
 
 
@@ -65,13 +95,17 @@ def trajectory_html(traj: Trajectory, *, diverge_at: int | None = None, max_resu
                     anchor: str = "") -> str:
     """One episode: header, messages in order with each assistant turn's calls (arguments and
     results; errors red, the call where a paired episode first differs outlined), criteria."""
-    calls_by_id = {c.id: (i, c) for i, c in enumerate(traj.tool_calls)}
+    calls_by_id = {_key(c.id): (i, c) for i, c in enumerate(traj.tool_calls)}
     verdict = "pass" if traj.passed else "fail"
-    out = [f"<div class=\"traj\" id=\"{escape(anchor)}\"><p><b>{escape(traj.task_id)}</b> sample {traj.sample} · "
-           f"{escape(traj.category)} · <span class=\"{verdict}\">{verdict}</span> · reward {traj.reward:.3f} · "
-           f"{len(traj.tool_calls)} calls · ended: {escape(traj.status)} · policy "
-           f"<code>{escape(str((traj.provenance.get('policy') or {}).get('policy', '?')))}</code></p>"]
-    for m in traj.messages:
+    policy = traj.provenance.get("policy") if isinstance(traj.provenance, dict) else None
+    out = [f"<div class=\"traj\" id=\"{h(anchor)}\"><p><b>{h(traj.task_id)}</b> sample {h(traj.sample)} · "
+           f"{h(traj.category)} · <span class=\"{verdict}\">{verdict}</span> · reward {num(_reward(traj))} · "
+           f"{len(traj.tool_calls)} calls · ended: {h(traj.status)} · policy "
+           f"<code>{h((policy if isinstance(policy, dict) else {}).get('policy', '?'))}</code></p>"]
+    for m in traj.messages if isinstance(traj.messages, list) else []:
+        if not isinstance(m, dict):
+            out.append(f"<div class=\"msg\">{_folded(_text(m), None)}</div>")
+            continue
         role = m.get("role", "?")
         if role == "tool":
             continue  # shown under the call it answers
@@ -80,20 +114,23 @@ def trajectory_html(traj: Trajectory, *, diverge_at: int | None = None, max_resu
         if role == "system":
             body = f"<details><summary>system prompt</summary>{body}</details>"
         calls = []
-        for tc in m.get("tool_calls") or []:
-            found = calls_by_id.get(tc.get("id"))
+        tool_calls = m.get("tool_calls")
+        for tc in tool_calls if isinstance(tool_calls, list) else []:
+            tc = tc if isinstance(tc, dict) else {}
+            found = calls_by_id.get(_key(tc.get("id")))
             if not found:
-                calls.append(f"<div class=\"call\"><code>{escape(str(tc.get('function', {}).get('name')))}</code> "
+                fn = tc.get("function")
+                calls.append(f"<div class=\"call\"><code>{h(fn.get('name') if isinstance(fn, dict) else None)}</code> "
                              "(not run)</div>")
                 continue
             i, c = found
             cls = "call" + (" error" if c.is_error else "") + (" diverge" if i == diverge_at else "")
             mark = " <b>← first difference</b>" if i == diverge_at else ""
-            calls.append(f"<div class=\"{cls}\" data-call=\"{i}\"><code>#{i} {escape(c.name)}</code>{mark}"
+            calls.append(f"<div class=\"{cls}\" data-call=\"{i}\"><code>#{i} {h(c.name)}</code>{mark}"
                          f"{'<b class=fail> error</b>' if c.is_error else ''}"
                          f"{_folded(_text(c.arguments), max_result_chars)}"
-                         f"<div>→</div>{_folded(c.result, max_result_chars)}</div>")
-        out.append(f"<div class=\"msg {escape(role)}\"><b>{escape(role)}</b>{body}{''.join(calls)}</div>")
+                         f"<div>→</div>{_folded(_text(c.result), max_result_chars)}</div>")
+        out.append(f"<div class=\"msg {h(role)}\"><b>{h(role)}</b>{body}{''.join(calls)}</div>")
     out.append(criteria_table(traj))
     out.append("</div>")
     return "".join(out)
@@ -103,21 +140,21 @@ def pair_html(title: str, a: Trajectory, b: Trajectory, names: tuple[str, str], 
               anchor: str, max_result_chars: int | None = None) -> str:
     """Two episodes of one task side by side, the first differing call outlined in both."""
     where = "same calls throughout" if diverge_at is None else f"first difference at call #{diverge_at}"
-    return (f"<section class=\"pair-view\" id=\"{escape(anchor)}\"><h3>{escape(title)} — {where}</h3>"
-            f"<div class=\"side side-a\"><h4>A: {escape(names[0])}</h4>"
+    return (f"<section class=\"pair-view\" id=\"{h(anchor)}\"><h3>{h(title)} — {h(where)}</h3>"
+            f"<div class=\"side side-a\"><h4>A: {h(names[0])}</h4>"
             f"{trajectory_html(a, diverge_at=diverge_at, max_result_chars=max_result_chars)}</div>"
-            f"<div class=\"side side-b\"><h4>B: {escape(names[1])}</h4>"
+            f"<div class=\"side side-b\"><h4>B: {h(names[1])}</h4>"
             f"{trajectory_html(b, diverge_at=diverge_at, max_result_chars=max_result_chars)}</div></section>")
 
 
 def run_html(name: str, trajs: list[Trajectory]) -> str:
     """The single-run viewer: an index of episodes (pass/fail, reward, calls) and each episode."""
-    rows = "".join(f"<tr><td><a href=\"#ep-{i}\">{escape(t.task_id)}</a></td><td>{t.sample}</td>"
-                   f"<td>{escape(t.category)}</td><td class=\"{'pass' if t.passed else 'fail'}\">"
-                   f"{'pass' if t.passed else 'fail'}</td><td>{t.reward:.3f}</td><td>{len(t.tool_calls)}</td>"
-                   f"<td>{sum(c.is_error for c in t.tool_calls)}</td></tr>" for i, t in enumerate(trajs))
+    rows = "".join(f"<tr><td><a href=\"#ep-{i}\">{h(t.task_id)}</a></td><td>{h(t.sample)}</td>"
+                   f"<td>{h(t.category)}</td><td class=\"{'pass' if t.passed else 'fail'}\">"
+                   f"{'pass' if t.passed else 'fail'}</td><td>{num(_reward(t))}</td><td>{len(t.tool_calls)}</td>"
+                   f"<td>{sum(bool(c.is_error) for c in t.tool_calls)}</td></tr>" for i, t in enumerate(trajs))
     index = ("<table id=\"episodes\"><tr><th>task</th><th>sample</th><th>category</th><th>result</th>"
              f"<th>reward</th><th>calls</th><th>errors</th></tr>{rows}</table>")
-    eps = "".join(f"<h2>{escape(t.task_id)} #{t.sample}</h2>{trajectory_html(t, anchor=f'ep-{i}')}"
+    eps = "".join(f"<h2>{h(t.task_id)} #{h(t.sample)}</h2>{trajectory_html(t, anchor=f'ep-{i}')}"
                   for i, t in enumerate(trajs))
-    return page(f"run {name}", f"<h1>Run {escape(name)}</h1><p>{len(trajs)} episodes</p>{index}{eps}")
+    return page(f"run {name}", f"<h1>Run {h(name)}</h1><p>{len(trajs)} episodes</p>{index}{eps}")

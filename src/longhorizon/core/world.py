@@ -170,8 +170,11 @@ def remove_tree(path: Path | str) -> None:
     except FileNotFoundError:
         return
     except (RecursionError, OSError):
-        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], check=False,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        quiet = {"check": False, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], **quiet)
+        if os.path.lexists(path):  # folders made unreadable (not root): open them up (links are not followed)
+            subprocess.run(["chmod", "-R", "u+rwx", "--", str(path)], **quiet)
+            subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], **quiet)
 
 
 def tree_hash(root: Path) -> str:
@@ -300,6 +303,10 @@ WORKSPACE_FILES = 100_000
 beyond its bytes, so they are bounded too)."""
 OWNER_FILE = "owner.pid"
 _CACHE_PREFIX = "longhorizon-worlds-"
+GRADER_PREFIX = "longhorizon-grader-"
+"""Scratch folders a grader runs the agent's script in (``tasks.scripting``)."""
+_OWNED_PREFIXES = (_CACHE_PREFIX, GRADER_PREFIX)
+"""Folders made with an owner file where Worlds live: swept once their owner is gone."""
 _FS_NAME = "lh-world"
 """A fork tmpfs's source name in mount tables: how the stale ones are recognised."""
 _MS_NOSUID, _MS_NODEV, _MNT_DETACH = 2, 4, 2
@@ -404,6 +411,17 @@ def _write_owner(base: Path) -> None:
     os.replace(tmp, base / OWNER_FILE)  # whole or absent: a sweeper never reads half of it
 
 
+def owned_temp_dir(prefix: str) -> Path:
+    """A fresh folder where Worlds live (``default_worlds_dir``), marked with this process as
+    its owner: if the process dies before removing it (kill -9), the next ``WorldCache`` (or
+    ``sweep_stale_worlds``) removes it."""
+    if prefix not in _OWNED_PREFIXES:
+        raise ValueError(f"{prefix!r} is not a prefix sweep_stale_worlds knows")
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=default_worlds_dir()))
+    _write_owner(folder)
+    return folder
+
+
 def owner_alive(folder: Path | str) -> bool | None:
     """Whether the process that made this cache folder still runs (None: unknown, i.e. no
     readable owner file — made before owner files, or being made right now).
@@ -432,13 +450,13 @@ def owner_alive(folder: Path | str) -> bool | None:
 
 
 def sweep_stale_worlds(parent: Path | str | None = None) -> list[Path]:
-    """Unmount fork tmpfs and remove cache folders that caches of dead processes left behind.
+    """Unmount fork tmpfs and remove cache and grader scratch folders that dead processes left.
 
     A fork tmpfs (``<base>/episodes/<fork>/workspace``) is stale when ``<base>``'s owner is
     gone or its owner file is (the folder was deleted around the mount). A cache folder
-    ``longhorizon-worlds-*`` of ours in ``parent`` (default: where caches are made) is
-    removed when its owner is gone; one without an owner file is left alone. Returns the
-    folders removed.
+    ``longhorizon-worlds-*`` or grader scratch folder ``longhorizon-grader-*`` of ours in
+    ``parent`` (default: where they are made) is removed when its owner is gone; one without
+    an owner file is left alone. Returns the folders removed.
     """
     for point, fstype, source in _mounts():
         if fstype != "tmpfs" or source != _FS_NAME or point.parent.parent.name != "episodes":
@@ -449,7 +467,7 @@ def sweep_stale_worlds(parent: Path | str | None = None) -> list[Path]:
             _unmount(point)
     where = Path(parent) if parent else Path(default_worlds_dir() or tempfile.gettempdir())
     try:
-        entries = [e for e in os.scandir(where) if e.name.startswith(_CACHE_PREFIX)]
+        entries = [e for e in os.scandir(where) if e.name.startswith(_OWNED_PREFIXES)]
     except OSError:
         return []
     removed = []

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -71,13 +72,69 @@ def write_handoff(task: Task, world_dir: Path | str, world_hash: str) -> dict[st
             "task_card": str(root / TASK_CARD)}
 
 
+MAX_STATE_ENTRIES = 10_000
+"""A World's ``state/`` holds one database per app; a folder with more entries is not one."""
+
+
+def _kind(mode: int) -> str | None:
+    """What a non-regular, non-folder entry is (None for a regular file or a folder)."""
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return ("a symbolic link" if stat.S_ISLNK(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "a device")
+
+
+def check_world_folder(root: Path) -> None:
+    """Refuse, with one line, a folder that graders could not read safely: ``workspace`` or
+    ``state`` that is a link (graders would follow it to wherever it points, and the links
+    inside a linked workspace would not be dropped), and anything but regular files and
+    folders in ``state/`` or at ``task.json`` (a FIFO there blocks the open forever, a device
+    or a link reads the host). Only ``lstat`` is used: nothing here opens or follows an entry.
+    Links and special files inside ``workspace/`` are the agent's doing and are dropped
+    before grading instead (``World.drop_links_and_specials``)."""
+    for name in ("workspace", "state"):
+        try:
+            mode = os.lstat(root / name).st_mode
+        except OSError:
+            raise UsageError(f"{root} is not a World folder (no {name}/; see `longhorizon world build`)") from None
+        if stat.S_ISLNK(mode):
+            raise UsageError(f"{root}: {name} is a symbolic link; a World's {name}/ must be a real folder")
+        if not stat.S_ISDIR(mode):
+            raise UsageError(f"{root}: {name} is {_kind(mode) or 'a file'}, not a folder")
+    try:
+        mode = os.lstat(root / TASK_CARD).st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        raise UsageError(f"{root}: {TASK_CARD} is {_kind(mode) or 'a folder'}, not a regular file")
+    seen = 0
+    stack = [root / "state"]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = list(it)
+        except OSError as exc:
+            raise UsageError(f"{root}: cannot read {folder.relative_to(root)}/ ({exc.strerror})") from None
+        for e in entries:
+            seen += 1
+            if seen > MAX_STATE_ENTRIES:
+                raise UsageError(f"{root}: state/ holds more than {MAX_STATE_ENTRIES} entries; not a World's state")
+            mode = e.stat(follow_symlinks=False).st_mode
+            rel = Path(e.path).relative_to(root).as_posix()
+            if stat.S_ISDIR(mode):
+                stack.append(Path(e.path))
+            elif kind := _kind(mode):
+                raise UsageError(f"{root}: {rel} is {kind}; a World's state holds only regular files")
+
+
 def open_world(task: Task, world_dir: Path | str) -> World:
-    """The World at ``world_dir``, checked to be one (and, when it says, this task's)."""
+    """The World at ``world_dir``, checked to be one (and, when it says, this task's), and
+    safe to grade (``check_world_folder``)."""
     root = Path(world_dir)
-    if root.exists() and not root.is_dir():
-        raise UsageError(f"--world {root} is not a folder")
-    if not (root / "workspace").is_dir() or not (root / "state").is_dir():
-        raise UsageError(f"{root} is not a World folder (no workspace/ and state/; see `longhorizon world build`)")
+    if not root.is_dir():
+        raise UsageError(f"--world {root} is not a folder" if root.exists() else f"--world {root}: no such folder")
+    check_world_folder(root)
     card = root / TASK_CARD
     if card.is_file():
         try:

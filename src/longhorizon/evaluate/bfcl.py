@@ -20,6 +20,7 @@ import subprocess
 from pathlib import Path
 
 from longhorizon.core.errors import InfraError, UsageError
+from longhorizon.core.json_files import read_json
 from longhorizon.serve import venvs as side_venvs
 
 BFCL_EVAL = "bfcl-eval==2026.3.23"
@@ -84,7 +85,28 @@ def run_driver(cfg: dict, python: Path, quiet: bool = False) -> dict:
     if done.returncode != 0:
         tail = log.read_text().strip().splitlines()[-3:]
         raise InfraError(f"BFCL's harness failed (exit {done.returncode}; log {log}): {' | '.join(tail)}")
-    return json.loads((work / "entries.json").read_text())
+    return read_entries(work / "entries.json")
+
+
+def read_entries(path: Path) -> dict:
+    """The driver's ``entries.json``, each entry checked and each id kept once (the first;
+    ``duplicates_dropped`` counts the rest). A file of the wrong shape is an InfraError: the
+    harness wrote it."""
+    try:
+        got = read_json(path)
+    except UsageError as exc:
+        raise InfraError(f"BFCL's harness wrote an unreadable entries file: {exc}") from None
+    if not isinstance(got, dict) or not isinstance(got.get("entries"), list):
+        raise InfraError(f"{path} is not the driver's entries file (no 'entries' list)")
+    entries, seen = [], set()
+    for i, e in enumerate(got["entries"]):
+        if not (isinstance(e, dict) and isinstance(e.get("id"), str) and isinstance(e.get("category"), str)
+                and (e.get("infra_error") or "passed" in e)):
+            raise InfraError(f"{path}: entry {i} is malformed (needs 'id', 'category' and 'passed' or 'infra_error')")
+        if e["id"] not in seen:
+            seen.add(e["id"])
+            entries.append(e)
+    return {**got, "entries": entries, "duplicates_dropped": len(got["entries"]) - len(entries)}
 
 
 def run_bfcl(base_url: str, model: str, categories: list[str], out: Path, limit: int | None = None,
@@ -106,7 +128,8 @@ def run_bfcl(base_url: str, model: str, categories: list[str], out: Path, limit:
                for e in got["entries"] if not e.get("infra_error")]
     meta = {"base_url": base_url, "categories": categories, "limit": limit, "harness": BFCL_EVAL,
             "mode": "function calling (BFCL's OpenAICompletionsHandler)", "temperature": temperature,
-            "infra_errors": len(infra), "complete": not infra}
+            "infra_errors": len(infra), "complete": not infra,
+            **({"duplicates_dropped": got["duplicates_dropped"]} if got.get("duplicates_dropped") else {})}
     res = write_results(out, "bfcl", model, entries, meta)
     if infra:
         raise InfraError(f"{len(infra)} of {len(got['entries'])} BFCL entries never reached the model "

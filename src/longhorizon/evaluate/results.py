@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from longhorizon.core.errors import UsageError
+from longhorizon.core.json_files import read_json
 from longhorizon.evaluate.metrics import bootstrap_mean, compare, wilson
 
 
@@ -79,15 +80,27 @@ def is_results(path: str | Path) -> bool:
 
 
 def load_results(path: str | Path) -> dict[str, Any]:
+    """A results.json (or a folder holding one), checked entry by entry: an entry of the wrong
+    shape is one UsageError naming it. An (id, trial) given twice is paired once by
+    ``compare_results`` (``metrics.compare`` keeps the first and counts the rest)."""
     p = Path(path)
     p = p / "results.json" if p.is_dir() else p
-    try:
-        res = json.loads(p.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UsageError(f"cannot read results {p}: {exc}") from None
-    if not isinstance(res, dict) or "benchmark" not in res or not isinstance(res.get("entries"), list):
+    res = read_json(p)
+    if not (isinstance(res, dict) and isinstance(res.get("benchmark"), str) and isinstance(res.get("entries"), list)):
         raise UsageError(f"{p} is not a benchmark results.json (needs 'benchmark' and 'entries')")
+    for i, e in enumerate(res["entries"]):
+        if not _entry_ok(e):
+            raise UsageError(f"{p}: entry {i} is malformed (needs an 'id' string or number, 'passed' true or "
+                             "false, a numeric 'reward', and an integer 'trial' if any)")
     return res
+
+
+def _entry_ok(e: Any) -> bool:
+    number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
+    return (isinstance(e, dict) and (isinstance(e.get("id"), str) or number(e.get("id")))
+            and isinstance(e.get("passed"), bool) and number(e.get("reward"))
+            and (e.get("trial") is None or (isinstance(e["trial"], int) and not isinstance(e["trial"], bool)))
+            and isinstance(e.get("category", ""), str))
 
 
 def _as_rows(entries: list[dict]) -> list[dict]:

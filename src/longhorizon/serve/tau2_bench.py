@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from longhorizon.core.errors import InfraError, UsageError
+from longhorizon.core.json_files import SHAPE_ERRORS, read_json, short
 from longhorizon.evaluate.metrics import bootstrap_mean, wilson
 from longhorizon.serve.venvs import ensure_venv
 
@@ -102,7 +103,7 @@ def run_tau2(domain: str, base_url: str, model: str, out_dir: str | Path, *, use
     if proc.returncode != 0 or not raw.is_file():
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
         raise InfraError(f"tau2 run failed (exit {proc.returncode}); last lines of {log}:\n{tail}")
-    results = summarise(json.loads(raw.read_text()), domain=domain, model=model, user_model=user_model,
+    results = summarise(_read_raw(raw), domain=domain, model=model, user_model=user_model,
                         settings={"base_url": base_url, "user_base_url": user_base_url, "limit": limit,
                                   "trials": trials, "max_steps": max_steps, "temperature": temperature,
                                   "max_tokens": max_tokens, "seed": seed, "judge": judge,
@@ -112,16 +113,38 @@ def run_tau2(domain: str, base_url: str, model: str, out_dir: str | Path, *, use
     return results
 
 
+def _read_raw(path: Path) -> dict:
+    """τ²'s own results file, or one line saying why it cannot be read (the harness wrote it,
+    so a bad one is an infrastructure error)."""
+    try:
+        return read_json(path)
+    except UsageError as exc:
+        raise InfraError(f"tau2 run wrote an unreadable results file: {exc}") from None
+
+
 def summarise(raw: dict, *, domain: str, model: str, user_model: str, settings: dict) -> dict[str, Any]:
     """τ²'s simulations as per-task entries and a summary: pass^1 (Wilson 95%) and mean reward
-    (bootstrap 95%) over all trials; pass^k per k when there are several trials."""
-    entries = []
-    for sim in raw.get("simulations") or []:
-        info = sim.get("reward_info") or {}
-        reward = float(info.get("reward") or 0.0)
-        entries.append({"id": str(sim["task_id"]), "category": domain, "trial": int(sim.get("trial") or 0),
-                        "reward": reward, "passed": reward >= PASS_REWARD,
-                        "termination": sim.get("termination_reason")})
+    (bootstrap 95%) over all trials; pass^k per k when there are several trials. A simulation
+    of the wrong shape is one InfraError naming it; a (task, trial) given twice counts once
+    (``summary["duplicates_dropped"]``)."""
+    sims = raw.get("simulations") if isinstance(raw, dict) else None
+    if not isinstance(sims, list):
+        raise InfraError("tau2's results file has no 'simulations' list")
+    entries, seen, dropped = [], set(), 0
+    for i, sim in enumerate(sims):
+        try:
+            info = sim.get("reward_info") or {}
+            reward = float(info.get("reward") or 0.0)
+            entry = {"id": str(sim["task_id"]), "category": domain, "trial": int(sim.get("trial") or 0),
+                     "reward": reward, "passed": reward >= PASS_REWARD,
+                     "termination": sim.get("termination_reason")}
+        except SHAPE_ERRORS as exc:
+            raise InfraError(f"tau2 simulation {i} is malformed ({type(exc).__name__}: {short(exc)})") from None
+        if (entry["id"], entry["trial"]) in seen:
+            dropped += 1
+            continue
+        seen.add((entry["id"], entry["trial"]))
+        entries.append(entry)
     entries.sort(key=lambda e: (e["id"], e["trial"]))
     n, k = len(entries), sum(e["passed"] for e in entries)
     summary: dict[str, Any] = {
@@ -130,6 +153,7 @@ def summarise(raw: dict, *, domain: str, model: str, user_model: str, settings: 
         "mean_reward": sum(e["reward"] for e in entries) / n if n else 0.0,
         "mean_reward_ci95": list(bootstrap_mean([e["reward"] for e in entries])) if n else [0.0, 0.0],
         "terminations": _count(e["termination"] for e in entries),
+        "duplicates_dropped": dropped,
     }
     by_task = defaultdict(list)
     for e in entries:

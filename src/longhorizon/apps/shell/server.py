@@ -2,7 +2,9 @@
 
 Only the workspace is visible and writable (at ``/workspace``); the World's ``state/`` and
 the project are not mounted at all. A failing command is a normal result the agent reads;
-a timeout or a missing sandbox is a tool error. Without bubblewrap nothing runs.
+a timeout or a missing sandbox is a tool error. Without bubblewrap nothing runs. Processes and
+memory per command are bounded where the host allows (see ``sandbox``): a limit that stopped
+something is named under ``--- limits ---`` in the result.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ def make_app(world):
         coreutils, grep, sed, awk, sort, uniq, find, gzip/zcat, tar, python3 (standard library).
         No network. Outside /workspace the system is read-only and /tmp is wiped after each call.
         Each call is a fresh shell (cd and variables do not persist). timeout_s: 1-120 seconds;
-        the command and everything it started is killed after that. Long output is cut in the
+        the command and everything it started is killed after that. A command may run at most
+        256 processes at once and use 4 GiB of memory in all. Long output is cut in the
         middle: redirect it to a file and use head/tail/grep."""
         if not isinstance(command, str) or not command.strip():
             raise ToolError("command must be a non-empty string")

@@ -15,7 +15,6 @@ import os
 import shutil
 import stat
 import sys
-import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from longhorizon.apps.shell import sandbox
-from longhorizon.core.world import default_worlds_dir
+from longhorizon.core.world import GRADER_PREFIX, owned_temp_dir, sweep_stale_worlds
 
 MAX_COPY_BYTES = 4 * 1024 * 1024
 """What the grader copies out of the agent's scripts folder, at most."""
@@ -175,4 +174,17 @@ class ScratchRuns:
 
 
 def scratch_dir() -> Path:
-    return Path(tempfile.mkdtemp(prefix="longhorizon-grader-", dir=default_worlds_dir()))
+    """A fresh scratch folder for one grader run, marked with this process as its owner; the
+    first one in a process sweeps those that dead processes left (a grading killed with -9),
+    as a new ``WorldCache`` does (``sweep_stale_worlds``)."""
+    _sweep_once()
+    return owned_temp_dir(GRADER_PREFIX)
+
+
+_SWEPT = threading.Event()
+
+
+def _sweep_once() -> None:
+    if not _SWEPT.is_set():
+        _SWEPT.set()
+        sweep_stale_worlds()
