@@ -170,3 +170,14 @@ async def test_search_stops_at_its_byte_budget_and_names_what_it_left_out(ws):
     hits, note = text.split("\n[", 1)
     assert not err and len(json.loads(hits)) == 8
     assert "stopped after reading 64.0 MiB; 2 file(s) not searched: logs/part8.log, logs/part9.log" in note
+
+
+def test_workspace_read_bytes_refuses_a_file_over_its_budget(tmp_path):
+    """Every tool that reads a whole workspace file gets at most MAX_READ_BYTES, by apparent size."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from longhorizon.apps.common import MAX_READ_BYTES, Workspace
+
+    sparse(tmp_path / "big.bin", MAX_READ_BYTES + 1)
+    with pytest.raises(ToolError, match="the most a tool reads of one file"):
+        Workspace(tmp_path).path("big.bin").read_bytes()

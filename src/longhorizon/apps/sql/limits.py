@@ -10,11 +10,13 @@ patterns. A few built-in functions loop in one step for longer than any limit bo
 is refused, and ``trim``, ``instr`` and ``replace`` take time in the product of their two
 arguments' lengths. Those are replaced on the connection by checks that refuse a too-large
 width, character set or needle, then run SQLite's own function on a private in-memory
-connection, so every result is exactly the built-in's.
+connection, so every result is exactly the built-in's (text arguments to trim, instr and
+replace take a Python fast path whose results are the same).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
 import threading
@@ -67,6 +69,16 @@ _LIMIT_ERRORS = (
 """SQLite's messages for the limits in ``LIMITS``, and what the agent can do about each."""
 
 _SPEC = re.compile(r"%[-+ #0!,]*(\*|\d+)?(?:\.(\*|\d*))?l{0,2}(.)?", re.S)
+
+
+_STRIP = {"trim": str.strip, "ltrim": str.lstrip, "rtrim": str.rstrip}
+
+
+@functools.lru_cache(maxsize=256)
+def _printf_specs(fmt: str) -> tuple[tuple[str | None, str | None, bool], ...]:
+    """Each conversion of a printf format: (width, precision, whether it takes an argument),
+    width and precision being None, "*" (from the next argument) or digits."""
+    return tuple((m.group(1), m.group(2) or None, m.group(3) not in (None, "%")) for m in _SPEC.finditer(fmt))
 
 
 class QueryGuard:
@@ -146,6 +158,7 @@ class QueryGuard:
         return self._private().execute("SELECT CAST(? AS INTEGER)", (value,)).fetchone()[0] or 0
 
     def _refuse(self, why: str):
+        """Fail the checked call; the query's error will carry ``why`` (see ``explain``)."""
         self.refused = why
         raise ValueError(why)
 
@@ -156,43 +169,66 @@ class QueryGuard:
         if not isinstance(fmt, str):
             return
         rest = list(args[1:])
-        for m in _SPEC.finditer(fmt):
-            width, precision, conv = m.group(1), m.group(2), m.group(3)
-            sizes = []
+        for width, precision, takes_arg in _printf_specs(fmt):
             for part in (width, precision):
-                if part == "*":
-                    sizes.append(abs(self._int(rest.pop(0))) if rest else 0)
-                elif part:
-                    sizes.append(int(part) if len(part) < 12 else 2**63)
-            if conv not in (None, "%") and rest:
+                if part is None:
+                    continue
+                size = (abs(self._int(rest.pop(0))) if rest else 0) if part == "*" else \
+                    (int(part) if len(part) < 12 else 2**63)
+                if size > MAX_VALUE_BYTES:
+                    self._refuse(f"{name}() width or precision {size:,} is over {MAX_VALUE_BYTES:,}, the "
+                                 "longest text a query may build here")
+            if takes_arg and rest:
                 rest.pop(0)
-            if any(s > MAX_VALUE_BYTES for s in sizes):
-                self._refuse(f"{name}() width or precision {max(sizes):,} is over {MAX_VALUE_BYTES:,}, the "
-                             "longest text a query may build here")
 
-    def _check_trim(self, name: str, args: tuple) -> None:
-        chars = args[1]
+    def _trim(self, name: str, args: tuple):
+        text, chars = args
         if chars is not None and len(chars if isinstance(chars, (str, bytes)) else str(chars)) > MAX_TRIM_CHARS:
             self._refuse(f"{name}()'s second argument (the characters to strip) may hold at most "
                          f"{MAX_TRIM_CHARS} characters")
+        if isinstance(text, str) and isinstance(chars, str):  # SQLite strips whole characters of the set
+            return _STRIP[name](text, chars)
+        return self._builtin(name, args)
 
-    def _check_needle(self, name: str, args: tuple) -> None:
-        needle = args[1]
+    def _check_needle(self, name: str, needle) -> None:
         size = len(needle.encode("utf-8", "surrogatepass") if isinstance(needle, str) else needle) \
             if isinstance(needle, (str, bytes)) else 0
         if size > MAX_NEEDLE_BYTES:
             self._refuse(f"{name}()'s second argument (what to look for) may be at most {MAX_NEEDLE_BYTES:,} "
                          "bytes")
 
-    def _install_functions(self) -> None:
-        checked = [("printf", -1, self._check_printf), ("format", -1, self._check_printf),
-                   ("trim", 2, self._check_trim), ("ltrim", 2, self._check_trim), ("rtrim", 2, self._check_trim),
-                   ("instr", 2, self._check_needle), ("replace", 3, self._check_needle)]
-        for name, nargs, check in checked:
-            self.conn.create_function(name, nargs, self._checked(name, check), deterministic=True)
+    def _instr(self, name: str, args: tuple):
+        haystack, needle = args
+        self._check_needle(name, needle)
+        if type(haystack) is type(needle) and isinstance(needle, (str, bytes)):  # characters, or bytes of blobs
+            return haystack.find(needle) + 1
+        return self._builtin(name, args)
 
-    def _checked(self, name: str, check: Callable[[str, tuple], None]):
-        def call(*args):
-            check(name, args)
+    def _replace(self, name: str, args: tuple):
+        text, old, new = args
+        self._check_needle(name, old)
+        if isinstance(text, str) and isinstance(old, str) and isinstance(new, str):
+            if not old:
+                return text  # SQLite: an empty pattern changes nothing
+            if 4 * (len(text) + text.count(old) * max(len(new) - len(old), 0)) <= MAX_VALUE_BYTES:
+                return text.replace(old, new)
+        return self._builtin(name, args)  # (SQLite refuses a result over the length limit)
+
+    def _install_functions(self) -> None:
+        def check_then_builtin(name, args):
+            self._check_printf(name, args)
             return self._builtin(name, args)
+
+        checked = [("printf", -1, check_then_builtin), ("format", -1, check_then_builtin),
+                   ("trim", 2, self._trim), ("ltrim", 2, self._trim), ("rtrim", 2, self._trim),
+                   ("instr", 2, self._instr), ("replace", 3, self._replace)]
+        for name, nargs, fn in checked:
+            self.conn.create_function(name, nargs, self._checked(name, fn), deterministic=True)
+
+    def _checked(self, name: str, fn: Callable[[str, tuple], object]):
+        def call(*args):
+            try:
+                return fn(name, args)
+            except sqlite3.Error as exc:  # e.g. a result over MAX_VALUE_BYTES: say so, not "raised exception"
+                self._refuse(f"{name}(): " + self.explain(exc).removeprefix("SQLite error: "))
         return call
