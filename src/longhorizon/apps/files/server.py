@@ -71,8 +71,8 @@ def _read_piece(f, size: int, offset: int, limit: int, path: str) -> str:
             if seen <= offset:
                 raise ToolError(
                     f"{path!r} is {_mib(size)}; read_file counts characters from the start of a file and "
-                    f"goes at most {_mib(MAX_SCAN_BYTES)} into it, which holds fewer than {offset} characters. "
-                    "Use search to find the lines you need.")
+                    f"goes at most {_mib(MAX_SCAN_BYTES)} into it, which holds fewer than {offset} characters; "
+                    "a shell, where there is one, reads any part (tail -c, grep -n, sed -n).")
             break
         data = f.read(READ_CHUNK)
         read += len(data)
@@ -86,8 +86,7 @@ def _read_piece(f, size: int, offset: int, limit: int, path: str) -> str:
         seen += len(text)
     piece = "".join(parts)
     if seen > offset + len(piece) or not at_end and f.read(1):
-        piece += (f"\n... [more follows: the file is {_mib(size)}; read again with offset={offset + len(piece)}, "
-                  "or use search to find the part you need]")
+        piece += (f"\n... [more follows: the file is {_mib(size)}; read again with offset={offset + len(piece)}]")
     return piece
 
 
@@ -108,7 +107,8 @@ def _left_out(too_big: list[tuple[str, int]], not_reached: list[str]) -> str:
     if too_big:
         shown = ", ".join(f"{rel} ({_mib(size)})" for rel, size in too_big[:5])
         more = f" and {len(too_big) - 5} more" if len(too_big) > 5 else ""
-        notes.append(f"{len(too_big)} file(s) over {_mib(MAX_SEARCH_FILE_BYTES)} not searched: {shown}{more}")
+        notes.append(f"{len(too_big)} file(s) over {_mib(MAX_SEARCH_FILE_BYTES)} not searched: {shown}{more} "
+                     "(read them in pieces with read_file, or grep them in a shell where there is one)")
     if not_reached:
         shown = ", ".join(not_reached[:5])
         more = f" and {len(not_reached) - 5} more" if len(not_reached) > 5 else ""
