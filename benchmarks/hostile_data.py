@@ -147,7 +147,7 @@ def table(title: str, src: str, cap: bool) -> None:
     print(f"{'case':<42} {'extra MiB':>9} {'seconds':>8}  result")
     for case in CASES:
         r = run_child(case, src, cap)
-        extra = "-" if r["maxrss_kib"] is None else f"{(r['maxrss_kib'] - base['maxrss_kib']) / 1024:.0f}"
+        extra = "-" if r["maxrss_kib"] is None else f"{round((r['maxrss_kib'] - base['maxrss_kib']) / 1024):d}"
         print(f"{case:<42} {extra:>9} {r['seconds']:>8.2f}  {short(r['result'], 90)}", flush=True)
 
 
