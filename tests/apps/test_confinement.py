@@ -422,8 +422,9 @@ async def test_grading_drops_links_and_fifos_so_they_neither_count_nor_hang(tmp_
     assert not any(p.is_symlink() or not (p.is_file() or p.is_dir()) for p in world.workspace.rglob("*"))
 
 
-def test_a_linked_output_would_count_without_the_cleanup(tmp_path):
-    """Why grading drops links: a grader reading by path follows them."""
+def test_a_linked_output_counts_neither_with_nor_without_the_cleanup(tmp_path):
+    """Graders read outputs without following a last-component link (tasks.common.same_bytes and
+    output_bytes), and grading drops links besides: a link to an input never fakes an output."""
     task = get_task("downloads_cleanup-000001")
     if "invoices" not in task.data:
         pytest.skip("downloads_cleanup no longer exposes invoices in its data")
@@ -439,7 +440,7 @@ def test_a_linked_output_would_count_without_the_cleanup(tmp_path):
     faked = {r.id: r.passed for r in task.grade(world, traj).results}
     removed = world.drop_links_and_specials()
     honest = {r.id: r.passed for r in task.grade(world, traj).results}
-    assert faked["invoices_filed"] and not honest["invoices_filed"]
+    assert not faked["invoices_filed"] and not honest["invoices_filed"]
     assert len(removed) == len(task.data["invoices"])
 
 

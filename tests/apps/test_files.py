@@ -119,3 +119,65 @@ async def test_paths_deeper_than_the_walk_limit_are_refused_readably(tmp_path):
     import pytest
     with pytest.raises(ToolError, match="folders deep"):
         ws.path("a/" * 3000 + "x")
+
+
+def sparse(path, size, head=b"", tail=b""):
+    """A file of apparent size ``size`` that takes almost no disk: ``head``, a hole, ``tail``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(head)
+        f.truncate(size - len(tail))
+        f.seek(size - len(tail))
+        f.write(tail)
+
+
+async def test_read_file_reads_a_large_file_only_up_to_the_piece_asked_for(ws):
+    """The tail of this 250 MiB file is not UTF-8: decoding the whole file would say so."""
+    sparse(ws.workspace / "big.log", 250 * 2**20, head=b"first line\n", tail=b"\xff")
+    async with Client(build_server(ws)) as c:
+        text, err = await call(c, "read_file", path="big.log", limit=10)
+    assert not err and text.startswith("first line") and "offset=10" in text and "250.0 MiB" in text
+
+
+async def test_read_file_refuses_an_offset_past_what_it_scans(ws):
+    sparse(ws.workspace / "big.log", 250 * 2**20)
+    async with Client(build_server(ws)) as c:
+        text, err = await call(c, "read_file", path="big.log", offset=200_000_000, limit=10)
+    assert err and "at most 64.0 MiB into it" in text
+
+
+async def test_read_file_of_a_small_file_still_counts_what_is_left(ws):
+    (ws.workspace / "mid.txt").write_text("é" * 30_000)
+    async with Client(build_server(ws)) as c:
+        text, err = await call(c, "read_file", path="mid.txt", offset=5, limit=10)
+    assert not err and text.startswith("é" * 10) and "[29985 more characters; read again with offset=15]" in text
+
+
+async def test_search_skips_files_over_its_size_budget_and_names_them(ws):
+    sparse(ws.workspace / "logs" / "huge.log", 250 * 2**20, head=b"beta in a huge file\n")
+    async with Client(build_server(ws)) as c:
+        text, err = await call(c, "search", query="beta")
+    hits, note = text.split("\n[", 1)
+    assert not err and {h["path"] for h in json.loads(hits)} == {"docs/a.txt", "notes.md"}
+    assert "not searched: logs/huge.log (250.0 MiB)" in note
+
+
+async def test_search_stops_at_its_byte_budget_and_names_what_it_left_out(ws):
+    for i in range(10):
+        sparse(ws.workspace / "logs" / f"part{i}.log", 8 * 2**20, head=b"beta\n")
+    async with Client(build_server(ws)) as c:
+        text, err = await call(c, "search", query="beta", path="logs")
+    hits, note = text.split("\n[", 1)
+    assert not err and len(json.loads(hits)) == 8
+    assert "stopped after reading 64.0 MiB; 2 file(s) not searched: logs/part8.log, logs/part9.log" in note
+
+
+def test_workspace_read_bytes_refuses_a_file_over_its_budget(tmp_path):
+    """Every tool that reads a whole workspace file gets at most MAX_READ_BYTES, by apparent size."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from longhorizon.apps.common import MAX_READ_BYTES, Workspace
+
+    sparse(tmp_path / "big.bin", MAX_READ_BYTES + 1)
+    with pytest.raises(ToolError, match="the most a tool reads of one file"):
+        Workspace(tmp_path).path("big.bin").read_bytes()

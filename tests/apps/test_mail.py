@@ -238,3 +238,32 @@ async def test_paging_arguments_are_validated(mworld):
         assert "limit" in await error(client, "list_messages", limit=0)
         assert "offset" in await error(client, "list_messages", offset=-1)
         assert "limit" in await error(client, "search_messages", query="x", limit=1000)
+
+
+async def test_the_mailbox_attachment_budget_counts_sends_and_forwards(mworld, monkeypatch):
+    """Attachments live in the World's state, outside the workspace cap: all of them together
+    (the seeded 9-byte INV-100.pdf included) stay under the mailbox's budget."""
+    from longhorizon.apps.mail import server as mail_server
+
+    monkeypatch.setattr(mail_server, "MAX_MAILBOX_ATTACHMENT_BYTES", 100)
+    (mworld.workspace / "a.bin").write_bytes(b"a" * 80)
+    async with mcp.Client(build_server(mworld)) as client:
+        await call(client, "send_message", to=["a@b.example"], subject="s", body="b", attachments=["a.bin"])
+        await call(client, "forward", message_id=1, to=["lee@northwind.example"])  # 98 bytes held now
+        before = state.sent_messages(mworld)
+        assert "past the 0.0 MiB" in await error(client, "forward", message_id=1, to=["lee@northwind.example"])
+        assert "past the" in await error(client, "reply", message_id=1, body="x", attachments=["a.bin"])
+        assert state.sent_messages(mworld) == before
+        await call(client, "reply", message_id=1, body="no files: fine")
+
+
+async def test_one_call_cannot_stage_more_than_the_mailbox_budget(mworld, monkeypatch):
+    from longhorizon.apps.mail import server as mail_server
+
+    monkeypatch.setattr(mail_server, "MAX_MAILBOX_ATTACHMENT_BYTES", 100)
+    for i in range(3):
+        (mworld.workspace / f"{i}.bin").write_bytes(b"x" * 40)
+    async with mcp.Client(build_server(mworld)) as client:
+        text = await error(client, "send_message", to=["a@b.example"], subject="s", body="b",
+                           attachments=["0.bin", "1.bin", "2.bin"])
+    assert "add up to more than" in text and state.sent_messages(mworld) == [state.message(mworld, 4)]

@@ -5,7 +5,7 @@ import json
 import mcp
 import pytest
 
-from longhorizon.apps.sql import server as sql_server
+from longhorizon.apps.sql import limits
 from longhorizon.apps.sql import state
 from longhorizon.apps.sql.server import build_server
 from longhorizon.core.world import World
@@ -139,7 +139,7 @@ async def test_pragma_table_functions_may_be_read(sworld):
 
 
 async def test_long_queries_are_stopped(sworld, monkeypatch):
-    monkeypatch.setattr(sql_server, "MAX_VM_STEPS", 100_000)
+    monkeypatch.setattr(limits, "MAX_VM_STEPS", 100_000)
     async with mcp.Client(build_server(sworld)) as c:
         text = await error(c, "query", sql=(
             "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT COUNT(*) FROM n"))
@@ -161,3 +161,75 @@ async def test_empty_sql_is_a_tool_error(sworld):
 async def test_missing_database_is_a_tool_error(world):
     async with mcp.Client(build_server(world)) as c:
         assert "no analytics database" in await error(c, "list_tables")
+
+
+@pytest.mark.parametrize("sql, says", [
+    ("SELECT length(zeroblob(2000000))", "1,000,000 bytes"),
+    ("SELECT length(group_concat(printf('%.*c', 900, 'x'))) FROM "
+     "(WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 2000) SELECT x FROM n)",
+     "1,000,000 bytes"),
+    ("SELECT length(replace(printf('%.*c', 600000, 'a'), 'a', 'bb'))", "replace(): string or blob too big"),
+    ("SELECT " + ", ".join(str(i) for i in range(150)), "at most 100 columns"),
+    ("SELECT 1" + " + 1" * 300, "nests too deeply"),
+])
+async def test_queries_over_a_size_limit_are_refused_with_the_reason(sworld, sql, says):
+    async with mcp.Client(build_server(sworld)) as c:
+        assert says in await error(c, "query", sql=sql)
+
+
+@pytest.mark.parametrize("sql, says", [
+    ("SELECT length(printf('%.*c', 5000000, 'x'))", "precision 5,000,000"),
+    ("SELECT length(format('%9000000d', 1))", "precision 9,000,000"),
+    ("SELECT trim('abc', printf('%.*c', 100, 'x'))", "at most 64 characters"),
+    ("SELECT instr('abc', printf('%.*c', 5000, 'x'))", "at most 1,000 bytes"),
+    ("SELECT replace('abc', printf('%.*c', 5000, 'x'), '')", "at most 1,000 bytes"),
+])
+async def test_functions_that_could_run_long_in_one_step_are_refused(sworld, sql, says):
+    """printf's %.*c loops once per unit of precision; trim, instr and replace take time in the
+    product of their arguments' lengths: none of it can be interrupted between VM steps."""
+    async with mcp.Client(build_server(sworld)) as c:
+        assert says in await error(c, "query", sql=sql)
+
+
+CHECKED_CALLS = [
+    "printf('%5.2f|%-*d|%s|%%|%c|%.*s', 3.14159, 6, 42, 'x', 'yz', 2, 'abcdef')", "format('%03d', 7)",
+    "printf(NULL)", "printf('%d')", "printf('%.*c', '3', 'é')", "printf(x'256400', 5)", "printf(12, 3)",
+    "trim('  a  ')", "trim('xxaxx', 'x')", "ltrim('..a.', '.')", "rtrim(12300, '0')", "trim('éaé', 'é')",
+    "trim('abc', '')", "trim('abc', NULL)", "trim(NULL, 'a')", "trim(x'616263', 'a')", "trim(2.50, '0')",
+    "instr('hello', 'll')", "instr('héllo', 'l')", "instr('abc', '')", "instr(x'0102', x'02')",
+    "instr('abc', NULL)", "instr(12345, 34)", "instr(x'616263', 'c')",
+    "replace('aXbX', 'X', '--')", "replace('abc', '', 'z')", "replace(5, 5, 6)", "replace('aaa', 'aa', 'b')",
+    "replace('éé', 'é', 'e')", "replace(NULL, 'a', 'b')", "replace('a', 'a', NULL)", "replace(x'6161', 'a', 'b')",
+]
+
+
+async def test_checked_functions_answer_as_sqlite_does(sworld):
+    """The checked printf/format/trim/instr/replace give the built-ins' results, types included."""
+    import sqlite3
+
+    sql = "SELECT " + ", ".join(f"{c}, typeof({c})" for c in CHECKED_CALLS)
+    want = [list(sqlite3.connect(":memory:").execute(sql).fetchone())]
+    want = [[f"<blob {len(v)} bytes>" if isinstance(v, bytes) else v for v in want[0]]]
+    async with mcp.Client(build_server(sworld)) as c:
+        out = json.loads(await call(c, "query", sql=sql))
+    assert out["rows"] == want
+
+
+async def test_a_query_whose_steps_never_end_is_interrupted_at_the_deadline(sworld, monkeypatch):
+    """The timer stops a query even when the progress handler never runs (long single steps)."""
+    monkeypatch.setattr(limits, "PROGRESS_EVERY", 2**31 - 1)
+    monkeypatch.setattr(limits, "QUERY_TIMEOUT_S", 0.2)
+    async with mcp.Client(build_server(sworld)) as c:
+        text = await error(c, "query", sql=(
+            "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT COUNT(*) FROM n"))
+        assert "query stopped" in text
+
+
+async def test_rows_past_the_result_cap_are_never_computed(sworld):
+    """Fetching stops at the character cap: row 60 would fail (integer overflow), but only the
+    first dozen rows of ~1,000 characters each fit the result, so the query succeeds."""
+    sql = ("WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 100) "
+           "SELECT x, printf('%.*c', 1000, 'x'), CASE WHEN x >= 60 THEN abs(-9223372036854775807 - 1) END FROM n")
+    async with mcp.Client(build_server(sworld)) as c:
+        out = json.loads(await call(c, "query", sql=sql))
+    assert out["truncated"] and 5 < out["row_count"] < 60

@@ -284,6 +284,9 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # never blocks on a FIFO
 _NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 MAX_WALK_DEPTH = 64
+MAX_READ_BYTES = 64 * 2**20
+"""What ``WorkspacePath.read_bytes`` reads of one file unless told otherwise, by apparent size
+(``st_size``: a sparse file costs no disk yet reads as its full length of zeros)."""
 MAX_COPY_ENTRIES = 50_000
 
 
@@ -626,12 +629,16 @@ class WorkspacePath:
             os.close(f)
             raise
 
-    def read_bytes(self, limit: int | None = None) -> bytes:
-        """Its bytes; with ``limit``, a file larger than that is an error (checked on the open file)."""
+    def read_bytes(self, limit: int | None = MAX_READ_BYTES) -> bytes:
+        """Its bytes; a file larger than ``limit`` is an error, by its apparent size (checked on
+        the open file, and never more than ``limit`` bytes are read even if it grows meanwhile)."""
         with self.open_read() as f:
-            if limit is not None and os.fstat(f.fileno()).st_size > limit:
-                raise ToolError(f"{self.rel!r} is larger than {limit} bytes")
-            return f.read()
+            if limit is None:
+                return f.read()
+            data = f.read(limit + 1) if os.fstat(f.fileno()).st_size <= limit else None
+            if data is None or len(data) > limit:  # (it may have grown since the fstat)
+                raise ToolError(f"{self.rel!r} is larger than {limit:,} bytes, the most a tool reads of one file")
+            return data
 
     def read_text(self, encoding: str = "utf-8") -> str:
         return self.read_bytes().decode(encoding)

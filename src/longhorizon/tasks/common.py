@@ -1,5 +1,6 @@
 """Helpers task families share: seeded generators, people and dates, tolerant text checks,
-tool results, workspace files and the writes that touch them, and sheets read as values.
+tool results, workspace files (read within a grading budget) and the writes that touch them,
+and sheets read as values.
 
 Graders are tolerant where a person would be (case, spacing, dashes, date and time
 spellings, number formats) and strict on content (the right invoice number, the right day
@@ -14,6 +15,7 @@ import os
 import posixpath
 import random
 import re
+import stat
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -286,6 +288,59 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+# -- reading what the agent wrote, within a budget --------------------------------------------
+
+GRADE_READ_BYTES = 32 * 2**20
+"""The most a grader reads of one workspace file. By apparent size (``st_size``): the agent's
+shell can make a sparse file of gigabytes that costs no disk, and reading it would cost the
+grader that much memory and time. Every oracle output is far smaller (the largest is a few
+hundred KB: see benchmarks/hostile_data.py)."""
+
+
+class OutputTooLarge(OSError):
+    """A workspace file is larger than a grader reads; the criterion reading it fails with this
+    as its note (``Task.grade`` records a raised error as the criterion's failure)."""
+
+
+def output_bytes(path: Path, limit: int = GRADE_READ_BYTES) -> bytes:
+    """A workspace file's bytes for a grader: a regular file only (a link or FIFO the agent left
+    is an OSError, never followed or opened for real), and only within ``limit`` bytes
+    (``OutputTooLarge`` otherwise, without reading it)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(f"{Path(path).name} is a folder")
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{Path(path).name} is not a regular file")
+        if st.st_size > limit:
+            raise OutputTooLarge(f"{Path(path).name} is {st.st_size:,} bytes, over the {limit:,} a grader reads")
+        data = f.read(limit + 1)
+    if len(data) > limit:  # it grew since the fstat
+        raise OutputTooLarge(f"{Path(path).name} is over the {limit:,} bytes a grader reads")
+    return data
+
+
+def output_text(path: Path, encoding: str = "utf-8", errors: str = "strict",
+                limit: int = GRADE_READ_BYTES) -> str:
+    """``Path.read_text`` within the budget of ``output_bytes``: the same decoding and the same
+    newline translation ("\\r\\n" and a lone "\\r" read as "\\n")."""
+    text = output_bytes(path, limit).decode(encoding, errors)
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
+def same_bytes(path: Path, expected: bytes) -> bool:
+    """Whether ``path`` is a regular file holding exactly ``expected`` (for "left unchanged"
+    checks): sizes are compared first, so a file is read only when it could match."""
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != len(expected):
+            return False
+        return output_bytes(path, limit=len(expected)) == expected
+    except OSError:
+        return False
+
+
 def workspace_files(world) -> set[str]:
     """Every file under the workspace, as relative posix paths."""
     root = world.workspace
@@ -327,12 +382,8 @@ class Sources:
 
     def changed(self, world, only: Iterable[str] | None = None) -> list[str]:
         """Seed files whose bytes differ from what was built, or that are gone."""
-        out = []
-        for rel in (only if only is not None else self.bytes):
-            p = world.file(rel)
-            if not p.is_file() or sha256(p.read_bytes()) != sha256(self.bytes[rel]):
-                out.append(rel)
-        return out
+        return [rel for rel in (only if only is not None else self.bytes)
+                if not same_bytes(world.file(rel), self.bytes[rel])]
 
     def unchanged(self, world, traj) -> tuple[bool, str]:
         """Criterion check: every seed file is byte-identical."""

@@ -3,13 +3,20 @@
 Paths go through ``apps.common.Workspace``: no tool follows a symbolic link (reading or
 writing through one is an error naming it), listings show links as links, and only regular
 files are ever opened (a FIFO, socket or device is listed, never read).
+
+What a call reads is budgeted by a file's apparent size (``st_size``: a sparse file of 250 MB
+takes almost no disk but reads as 250 MB of zeros): ``read_file`` reads a large file only up to
+the piece asked for, never the whole of it, and ``search`` skips files over a size and stops
+after a number of bytes scanned, saying what it left out.
 """
 
 from __future__ import annotations
 
+import codecs
 import fnmatch
 import io
 import json
+import os
 
 from mcp.server.mcpserver.exceptions import ToolError
 
@@ -21,6 +28,66 @@ from longhorizon.apps.common import (
 MAX_READ_CHARS = 20_000
 MAX_LIST = 500
 MAX_HITS = 200
+WHOLE_FILE_BYTES = 8 * 2**20
+"""read_file decodes a file up to this size whole (its note counts the characters left, and a
+byte that is not UTF-8 anywhere in it is reported); a larger one is read only up to the piece."""
+MAX_SCAN_BYTES = 64 * 2**20
+"""How far into a large file read_file goes to find a character offset (it counts from the start)."""
+READ_CHUNK = 2**20
+MAX_SEARCH_FILE_BYTES = 8 * 2**20
+"""search skips a file larger than this (and says so)."""
+MAX_SEARCH_BYTES = 64 * 2**20
+"""search stops after reading this many bytes in one call (and says which files it left out)."""
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+def _read_piece(f, size: int, offset: int, limit: int, path: str) -> str:
+    """Characters [offset, offset + limit) of an open file of ``size`` bytes, with a note when
+    more follows. A small file is decoded whole; a large one only up to the end of the piece,
+    a chunk at a time, and never further than ``MAX_SCAN_BYTES`` into it."""
+    if size <= WHOLE_FILE_BYTES:
+        data = f.read(WHOLE_FILE_BYTES + 1)
+        if len(data) <= WHOLE_FILE_BYTES:  # (a file that grew meanwhile is read as a large one)
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ToolError(f"{path!r} is not a UTF-8 text file (use the app made for its format)") from None
+            piece = text[offset: offset + limit]
+            if offset + limit < len(text):
+                piece += (f"\n... [{len(text) - offset - limit} more characters; "
+                          f"read again with offset={offset + limit}]")
+            return piece
+        f.seek(0)
+    end = offset + limit
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    parts: list[str] = []
+    seen = read = 0  # characters decoded, bytes read
+    at_end = False
+    while seen < end and not at_end:
+        if read >= MAX_SCAN_BYTES:
+            if seen <= offset:
+                raise ToolError(
+                    f"{path!r} is {_mib(size)}; read_file counts characters from the start of a file and "
+                    f"goes at most {_mib(MAX_SCAN_BYTES)} into it, which holds fewer than {offset} characters; "
+                    "a shell, where there is one, reads any part (tail -c, grep -n, sed -n).")
+            break
+        data = f.read(READ_CHUNK)
+        read += len(data)
+        at_end = not data
+        try:
+            text = decoder.decode(data, final=at_end)
+        except UnicodeDecodeError:
+            raise ToolError(f"{path!r} is not a UTF-8 text file (use the app made for its format)") from None
+        if seen + len(text) > offset:
+            parts.append(text[max(offset - seen, 0): end - seen])
+        seen += len(text)
+    piece = "".join(parts)
+    if seen > offset + len(piece) or not at_end and f.read(1):
+        piece += (f"\n... [more follows: the file is {_mib(size)}; read again with offset={offset + len(piece)}]")
+    return piece
 
 
 def _line(e: Entry) -> str:
@@ -32,6 +99,22 @@ def _line(e: Entry) -> str:
     if e.kind == "link":
         return f"{e.path.rel} -> {e.target}  (link)"
     return f"{e.path.rel}  ({e.kind})"
+
+
+def _left_out(too_big: list[tuple[str, int]], not_reached: list[str]) -> str:
+    """search's note on the files it did not read (empty when it read them all)."""
+    notes = []
+    if too_big:
+        shown = ", ".join(f"{rel} ({_mib(size)})" for rel, size in too_big[:5])
+        more = f" and {len(too_big) - 5} more" if len(too_big) > 5 else ""
+        notes.append(f"{len(too_big)} file(s) over {_mib(MAX_SEARCH_FILE_BYTES)} not searched: {shown}{more} "
+                     "(read them in pieces with read_file, or grep them in a shell where there is one)")
+    if not_reached:
+        shown = ", ".join(not_reached[:5])
+        more = f" and {len(not_reached) - 5} more" if len(not_reached) > 5 else ""
+        notes.append(f"stopped after reading {_mib(MAX_SEARCH_BYTES)}; {len(not_reached)} file(s) not searched: "
+                     f"{shown}{more} (search a subfolder, or narrow glob)")
+    return "".join(f"\n[{n}]" for n in notes)
 
 
 def make_app(world):
@@ -74,25 +157,19 @@ def make_app(world):
     @srv.tool(READ)
     def read_file(path: str, offset: int = 0, limit: int = MAX_READ_CHARS) -> str:
         """Read a text file. offset/limit are in characters; long files are returned in pieces,
-        with a note saying which offset to read next."""
+        with a note saying which offset to read next. Large files are read only up to the
+        piece asked for (at most 64 MiB into the file)."""
         p = existing(path)
         if offset < 0 or limit < 1:
             raise ToolError("offset must be >= 0 and limit >= 1")
         try:
-            data = p.read_bytes()
+            f = p.open_read()
         except WrongKind as exc:
             if exc.kind == "folder":
                 raise ToolError(f"{path!r} is a folder; use list_dir") from None
             raise
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ToolError(f"{path!r} is not a UTF-8 text file (use the app made for its format)") from None
-        limit = min(limit, MAX_READ_CHARS)
-        piece = text[offset : offset + limit]
-        if offset + limit < len(text):
-            piece += f"\n... [{len(text) - offset - limit} more characters; read again with offset={offset + limit}]"
-        return piece
+        with f:
+            return _read_piece(f, os.fstat(f.fileno()).st_size, offset, min(limit, MAX_READ_CHARS), path)
 
     @srv.tool(SET)
     def write_file(path: str, content: str, overwrite: bool = True) -> str:
@@ -169,7 +246,8 @@ def make_app(world):
     def search(query: str, path: str = ".", glob: str = "*", case_sensitive: bool = False) -> str:
         """Find text in files under path whose names match glob (e.g. '*.txt'). Returns JSON
         hits [{path, line, text}], at most 200; file names containing the query count too.
-        Symbolic links are neither followed nor searched."""
+        Symbolic links are neither followed nor searched. Files over 8 MiB are not searched,
+        and one call reads at most 64 MiB; a note after the hits names what was left out."""
         root = existing(path)
         if not query:
             raise ToolError("query must not be empty")
@@ -177,21 +255,37 @@ def make_app(world):
         hits: list[dict] = []
         kind = root.kind()
         if kind == "folder":
-            files = [e.path for e in root.walk() if e.kind == "file"]
+            files = [(e.path, e.size) for e in root.walk() if e.kind == "file"]
         elif kind == "file":
-            files = [root]
+            files = [(root, root.lstat().st_size)]
         elif kind == "link":
             raise ToolError(f"{root.rel!r} {LINK_REFUSED}")
         else:
             raise ToolError(f"{root.rel!r} is a {kind}, not a regular file; it cannot be searched")
-        for f in files:
+        too_big: list[tuple[str, int]] = []
+        not_reached: list[str] = []
+        scanned = 0
+        for f, size in files:
             if not fnmatch.fnmatch(f.name, glob):
                 continue
             name = f.name if case_sensitive else f.name.lower()
             if needle in name:
                 hits.append({"path": f.rel, "line": 0, "text": "(file name matches)"})
+            if not_reached:  # the byte budget is spent: the rest are only named
+                not_reached.append(f.rel)
+                continue
             try:
-                with f.open_read() as raw, io.TextIOWrapper(raw, encoding="utf-8") as fh:
+                with f.open_read() as raw:
+                    size = os.fstat(raw.fileno()).st_size
+                    if size > MAX_SEARCH_FILE_BYTES:
+                        too_big.append((f.rel, size))
+                        continue
+                    if scanned + size > MAX_SEARCH_BYTES:
+                        not_reached.append(f.rel)
+                        continue
+                    data = raw.read(MAX_SEARCH_FILE_BYTES)
+                scanned += len(data)
+                with io.TextIOWrapper(io.BytesIO(data), encoding="utf-8") as fh:
                     for i, line in enumerate(fh, 1):
                         if needle in (line if case_sensitive else line.lower()):
                             hits.append({"path": f.rel, "line": i, "text": line.rstrip("\n")[:300]})
@@ -201,7 +295,7 @@ def make_app(world):
                 continue
             if len(hits) >= MAX_HITS:
                 break
-        return cap(json.dumps(hits, ensure_ascii=False))
+        return cap(json.dumps(hits, ensure_ascii=False)) + _left_out(too_big, not_reached)
 
     @srv.tool(READ)
     def file_info(path: str) -> str:

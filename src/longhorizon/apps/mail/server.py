@@ -3,6 +3,11 @@
 Every tool opens its own short connection, so calls stay independent and the file is
 always consistent on disk. Anything the agent gets wrong comes back as a ToolError that
 says how to fix it.
+
+Attachment bytes live in the World's state, outside the workspace and its size cap, so the
+mailbox has a budget of its own: each attachment is at most ``MAX_ATTACHMENT_BYTES`` and all
+of the mailbox's attachments together (seeded, sent, forwarded copies) at most
+``MAX_MAILBOX_ATTACHMENT_BYTES``, checked before anything is read or copied.
 """
 
 from __future__ import annotations
@@ -29,12 +34,18 @@ from longhorizon.apps.mail.state import (
 
 MAX_LIMIT = 100
 MAX_ATTACHMENT_BYTES = 10 * 1024 * 1024
+MAX_MAILBOX_ATTACHMENT_BYTES = 64 * 1024 * 1024
+"""All attachments in one mailbox together (see the module docstring)."""
 
 INSTRUCTIONS = (
     "The user's email mailbox. Messages have integer ids; find them with list_messages or "
     "search_messages, open one with read_message. Dates are ISO 8601 (2026-03-02T09:15:00). "
     "Attachments to send are paths in the shared workspace; save received ones with save_attachment."
 )
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
 
 
 def _dumps(obj: Any) -> str:
@@ -118,15 +129,37 @@ def make_app(world):
             )
         return row_to_dict(row)
 
+    def attachment_bytes(conn) -> int:
+        """What the mailbox's attachments hold in all."""
+        return conn.execute("SELECT COALESCE(SUM(json_extract(a.value, '$.size')), 0) "
+                            "FROM messages, json_each(messages.attachments) AS a").fetchone()[0]
+
+    def check_room(conn, adding: int) -> None:
+        """Refuse a message whose attachments would take the mailbox past its budget."""
+        held = attachment_bytes(conn)
+        if adding and held + adding > MAX_MAILBOX_ATTACHMENT_BYTES:
+            raise ToolError(
+                f"this message's attachments ({_mib(adding)}) would take the mailbox past the "
+                f"{_mib(MAX_MAILBOX_ATTACHMENT_BYTES)} all its attachments may hold ({_mib(held)} already); "
+                "send fewer or smaller files, or say where they are in the shared workspace instead")
+
     def stage_attachments(paths: list[str]) -> list[tuple[str, bytes]]:
         staged: list[tuple[str, bytes]] = []
+        total = 0
         for p in paths:
             src = ws.path(p)
             try:  # only a regular file, opened without following links
                 with src.open_read() as f:
-                    if os.fstat(f.fileno()).st_size > MAX_ATTACHMENT_BYTES:
+                    size = os.fstat(f.fileno()).st_size
+                    if size > MAX_ATTACHMENT_BYTES:
                         raise ToolError(f"attachment {p!r} is larger than {MAX_ATTACHMENT_BYTES // (1024 * 1024)} MB")
-                    data = f.read()
+                    if total + size > MAX_MAILBOX_ATTACHMENT_BYTES:
+                        raise ToolError(f"these attachments add up to more than {_mib(MAX_MAILBOX_ATTACHMENT_BYTES)}, "
+                                        "all a mailbox's attachments may hold; send fewer or smaller files")
+                    data = f.read(MAX_ATTACHMENT_BYTES + 1)
+                    if len(data) > MAX_ATTACHMENT_BYTES:  # it grew since the fstat
+                        raise ToolError(f"attachment {p!r} is larger than {MAX_ATTACHMENT_BYTES // (1024 * 1024)} MB")
+                    total += len(data)
             except Missing:
                 raise ToolError(f"attachment {p!r} is not a file in the workspace; check the path with the files tools") from None
             except WrongKind as exc:
@@ -141,6 +174,7 @@ def make_app(world):
     def store_sent(conn, *, to: list[str], cc: list[str], subject: str, body: str,
                    in_reply_to: int | None = None, forwarded_from: int | None = None,
                    files: list[tuple[str, bytes]] = ()) -> int:
+        check_room(conn, sum(len(b) for _, b in files))
         m = meta(conn)
         clock = m["now"]
         cur = conn.execute(
@@ -347,6 +381,7 @@ def make_app(world):
             raise ToolError("to must list at least one recipient address")
         with closing(connect()) as conn, conn:
             orig = get(conn, message_id)
+            check_room(conn, sum(a["size"] for a in orig["attachments"]))  # before reading them
             files = [(a["name"], (att_root / str(orig["id"]) / a["name"]).read_bytes()) for a in orig["attachments"]]
             subject = orig["subject"]
             if not subject.lower().startswith(("fwd:", "fw:")):

@@ -3,9 +3,13 @@
 Read-only in three layers: the file is opened with ``mode=ro``, the connection sets
 ``PRAGMA query_only``, and an authorizer refuses anything but reading (so ``WITH ... DELETE``
 or ``ATTACH`` fail even though they start like a query). Only one SELECT/WITH statement per
-call; long queries are stopped by a progress handler (a VM-step budget and a wall-clock
-deadline); results are capped in rows and characters. SQLite's own error message comes
-back to the agent so it can fix its SQL.
+call.
+
+Bounded in time and memory: every query runs under a ``limits.QueryGuard`` (a step budget,
+a deadline, SQLite's size limits, checked versions of the functions one step of which could
+run for long); rows are fetched one at a time and fetching stops at the row or character cap
+of the result. SQLite's own error message comes back to the agent so it can fix its SQL (a
+limit's message is explained).
 """
 
 from __future__ import annotations
@@ -13,23 +17,18 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-import time
 from contextlib import closing
 from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
 from longhorizon.apps.common import READ, AppServer, cap, server_builder
+from longhorizon.apps.sql.limits import MAX_SQL_CHARS, QueryGuard
 from longhorizon.apps.sql.state import notes, user_tables
 
 DEFAULT_LIMIT = 200
 MAX_LIMIT = 1000
 MAX_RESULT_CHARS = 16_000
-MAX_SQL_CHARS = 20_000
-QUERY_TIMEOUT_S = 5.0
-MAX_VM_STEPS = 200_000_000
-"""A query may run this many SQLite VM instructions (and at most QUERY_TIMEOUT_S seconds)."""
-PROGRESS_EVERY = 10_000
 SAMPLE_ROWS = 3
 MAX_CELL_CHARS = 2_000
 
@@ -92,18 +91,6 @@ def make_app(world):
         conn.execute("PRAGMA query_only = 1")
         return conn
 
-    def guarded(conn: sqlite3.Connection) -> None:
-        """Install the authorizer and the time/step budget for agent-written SQL."""
-        conn.set_authorizer(_authorize)
-        deadline = time.monotonic() + QUERY_TIMEOUT_S
-        budget = {"left": MAX_VM_STEPS // PROGRESS_EVERY}
-
-        def progress() -> int:
-            budget["left"] -= 1
-            return int(budget["left"] <= 0 or time.monotonic() > deadline)
-
-        conn.set_progress_handler(progress, PROGRESS_EVERY)
-
     def check_sql(sql: str) -> str:
         if not isinstance(sql, str) or not sql.strip():
             raise ToolError("sql is empty; pass one SELECT statement, e.g. SELECT COUNT(*) FROM orders")
@@ -117,23 +104,30 @@ def make_app(world):
             )
         return sql
 
-    def run(conn: sqlite3.Connection, sql: str) -> sqlite3.Cursor:
+    def run(guard: QueryGuard, sql: str) -> sqlite3.Cursor:
         try:
-            return conn.execute(sql)
+            return guard.conn.execute(sql)
         except (sqlite3.Warning, sqlite3.ProgrammingError) as exc:  # e.g. more than one statement
             hint = " Send a single SELECT statement per call." if "one statement" in str(exc) else ""
             raise ToolError(f"SQLite error: {exc}{hint}") from None
         except sqlite3.DatabaseError as exc:
-            raise ToolError(explain_error(exc)) from None
+            raise ToolError(guard.explain(exc)) from None
 
-    def explain_error(exc: sqlite3.Error) -> str:
-        msg = str(exc)
-        if msg == "interrupted":
-            return (f"query stopped: it ran longer than {QUERY_TIMEOUT_S:g} s (or did too much work). "
-                    "Filter earlier, aggregate, or avoid unbounded joins/recursion.")
-        if "not authorized" in msg:
-            return "only read-only queries are allowed (no writes, ATTACH, or settings changes)."
-        return f"SQLite error: {msg}"
+    def fetch_capped(cur: sqlite3.Cursor, limit: int, size: int) -> tuple[list[list], bool]:
+        """Rows as shown (``_show``), fetched one at a time: at most ``limit`` rows and about
+        ``MAX_RESULT_CHARS`` of JSON (the first row always comes back). Returns the rows and
+        whether more exist; SQLite never computes rows past the cap."""
+        rows: list[list] = []
+        while (r := cur.fetchone()) is not None:
+            if len(rows) == limit:
+                return rows, True
+            row = [_show(v) for v in r]
+            del r  # a row's full-size values go now, not after the next one is fetched
+            size += len(json.dumps(row, ensure_ascii=False)) + 2
+            if rows and size > MAX_RESULT_CHARS:
+                return rows, True
+            rows.append(row)
+        return rows, False
 
     def table_name(conn: sqlite3.Connection, name: str) -> tuple[str, str]:
         tables = user_tables(conn)
@@ -203,23 +197,13 @@ def make_app(world):
         if isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
             raise ToolError(f"limit must be 1-{MAX_LIMIT}")
         sql = check_sql(sql)
-        with closing(connect()) as conn:
-            guarded(conn)
-            cur = run(conn, sql)
+        with closing(connect()) as conn, closing(QueryGuard(conn, _authorize)) as guard:
+            cur = run(guard, sql)
             columns = [d[0] for d in cur.description] if cur.description else []
             try:
-                fetched = cur.fetchmany(limit + 1)
+                rows, more = fetch_capped(cur, limit, len(json.dumps(columns, ensure_ascii=False)) + 80)
             except sqlite3.DatabaseError as exc:
-                raise ToolError(explain_error(exc)) from None
-        more = len(fetched) > limit
-        rows, size = [], len(json.dumps(columns, ensure_ascii=False)) + 80
-        for r in fetched[:limit]:
-            row = [_show(v) for v in r]
-            size += len(json.dumps(row, ensure_ascii=False)) + 2
-            if rows and size > MAX_RESULT_CHARS:
-                more = True
-                break
-            rows.append(row)
+                raise ToolError(guard.explain(exc)) from None
         out: dict[str, Any] = {"columns": columns, "rows": rows, "row_count": len(rows), "truncated": more}
         if more:
             out["note"] = (f"only the first {len(rows)} rows are shown; aggregate, filter, or add "
@@ -233,9 +217,8 @@ def make_app(world):
 
         Returns JSON: [{"id", "parent", "detail"}]."""
         sql = check_sql(sql)
-        with closing(connect()) as conn:
-            guarded(conn)
-            cur = run(conn, "EXPLAIN QUERY PLAN " + sql)
+        with closing(connect()) as conn, closing(QueryGuard(conn, _authorize)) as guard:
+            cur = run(guard, "EXPLAIN QUERY PLAN " + sql)
             plan = [{"id": r[0], "parent": r[1], "detail": r[3]} for r in cur.fetchall()]
         return cap(json.dumps(plan, ensure_ascii=False))
 

@@ -45,6 +45,7 @@ from longhorizon.tasks.common import (
     parse_json,
     read_table,
     rng_and_faker,
+    same_bytes,
     to_number,
     writes_to,
 )
@@ -552,7 +553,7 @@ class QuarterlyKpiReview(TaskFamily):
             if hits:
                 return False, f"touched: {hits}"
             p = world.file(old_report)
-            return p.is_file() and p.read_bytes() == old_bytes, "last quarter's report changed or missing"
+            return same_bytes(p, old_bytes), "last quarter's report changed or missing"
 
         def on_report(fn, key):
             def check(world, traj):

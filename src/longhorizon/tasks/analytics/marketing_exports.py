@@ -31,6 +31,7 @@ from longhorizon.tasks.common import (
     names_word,
     norm_path,
     norm_text,
+    output_text,
     parse_json,
     rng_and_faker,
     to_number,
@@ -95,7 +96,7 @@ GROUP BY c.segment ORDER BY avg_order_value DESC"""
 def read_csv(path: Path) -> tuple[list[str], list[list[str]]] | None:
     if not path.is_file():
         return None
-    text = path.read_text(encoding="utf-8-sig", errors="replace")
+    text = output_text(path, encoding="utf-8-sig", errors="replace")
     rows = [[c.strip() for c in r] for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
     return (rows[0], rows[1:]) if rows else ([], [])
 
@@ -417,7 +418,7 @@ class MarketingCsvExports(TaskFamily):
 
         def notes_untouched(world, traj):
             hits = writes_to(traj, [norm_path(notes_path), norm_path(old_notes)])
-            same = (world.file(notes_path).is_file() and world.file(notes_path).read_text(encoding="utf-8") == notes)
+            same = (world.file(notes_path).is_file() and output_text(world.file(notes_path)) == notes)
             return not hits and same, f"notes touched: {hits}" if hits else ("" if same else "notes changed")
 
         checks = {"roas": check_roas, "conversion": check_conversion, "new_returning": check_new_returning,

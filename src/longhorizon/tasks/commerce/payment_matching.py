@@ -46,6 +46,7 @@ from longhorizon.tasks.common import (
     People,
     loads,
     long_date,
+    output_text,
     parse_json,
     read_table,
     rng_and_faker,
@@ -800,7 +801,7 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
             if len(rows) < len(want) or rows[:len(want)] != [_trim(w) for w in want]:
                 return False, f"earlier rows of {sheet} changed"
         p = world.file(ctx.statement)
-        if not p.is_file() or p.read_text() != ctx.statement_text:
+        if not p.is_file() or output_text(p) != ctx.statement_text:
             return False, "the statement export changed"
         return True
 

@@ -24,6 +24,8 @@ from longhorizon.tasks.common import (
     blank,
     norm_path,
     norm_text,
+    output_bytes,
+    output_text,
     read_table,
     rng_and_faker,
     sha256,
@@ -444,7 +446,8 @@ class LegacyCatalogConversion(TaskFamily):
             p = w.file(REJECTS)
             if p.is_symlink() or not p.is_file():
                 return False, f"{REJECTS} is missing"
-            rows = [r for r in csv.reader(io.StringIO(p.read_text(encoding="utf-8-sig"))) if any(c.strip() for c in r)]
+            text = output_text(p, encoding="utf-8-sig")
+            rows = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
             if not rows or [norm_text(h) for h in rows[0][:3]] != ["source", "record", "reason"]:
                 return False, f"header {rows[0] if rows else None}"
             got = sorted((_norm_source(r[0]), _norm_id(r[1]), r[2].strip().lower()) for r in rows[1:] if len(r) >= 3)
@@ -459,7 +462,7 @@ class LegacyCatalogConversion(TaskFamily):
             bad = []
             for rel, h in legacy_hash.items():
                 p = w.file(rel)
-                if p.is_symlink() or not p.is_file() or sha256(p.read_bytes()) != h:
+                if p.is_symlink() or not p.is_file() or sha256(output_bytes(p)) != h:
                     bad.append(rel)
             return not bad, f"changed or missing: {bad}" if bad else ""
 

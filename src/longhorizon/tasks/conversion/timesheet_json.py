@@ -27,9 +27,10 @@ from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     Files,
     norm_path,
+    output_text,
     parse_json,
     rng_and_faker,
-    sha256,
+    same_bytes,
     slug,
     workspace_files,
     write_files,
@@ -379,7 +380,7 @@ class TimesheetJsonExport(TaskFamily):
             p = w.file(rel)
             if p.is_symlink() or not p.is_file():
                 raise ValueError(f"{rel} is missing")
-            return json.loads(p.read_text(encoding="utf-8-sig"))
+            return json.loads(output_text(p, encoding="utf-8-sig"))
 
         def by_id(w) -> dict:
             doc = load(w, export)
@@ -452,8 +453,7 @@ class TimesheetJsonExport(TaskFamily):
 
         def sources_ok(w, t):
             changed = files.changed(w)
-            changed += [rel for rel, text in texts.items() if not w.file(rel).is_file()
-                        or sha256(w.file(rel).read_bytes()) != sha256(text.encode())]
+            changed += [rel for rel, text in texts.items() if not same_bytes(w.file(rel), text.encode())]
             return not changed, f"changed: {changed}" if changed else ""
 
         def no_stray(w, t):

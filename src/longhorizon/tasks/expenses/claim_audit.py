@@ -37,6 +37,7 @@ from longhorizon.tasks.common import (
     mails_sent,
     norm_path,
     norm_text,
+    output_text,
     read_table,
     rng_and_faker,
     squash,
@@ -598,7 +599,7 @@ elsewhere. Reason codes: DUP, NO-RCPT, LIMIT.
         def sources_untouched(world, traj):
             hits = writes_to(traj, list(receipt_files))
             changed = [r for r, t in receipt_files.items()
-                       if not world.file(r).is_file() or world.file(r).read_text(encoding="utf-8") != t]
+                       if not world.file(r).is_file() or output_text(world.file(r)) != t]
             wiki_writes = [c.name for c in traj.tool_calls if not c.is_error and c.app == "wiki"
                            and c.tool in ("create_page", "update_page", "rename_page", "add_tag", "remove_tag")]
             return not hits and not changed and not wiki_writes, f"wrote {hits} {wiki_writes}, changed {changed}"

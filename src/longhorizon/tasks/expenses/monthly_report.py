@@ -35,6 +35,7 @@ from longhorizon.tasks.common import (
     mails_sent,
     norm_path,
     norm_text,
+    output_text,
     read_table,
     rng_and_faker,
     to_number,
@@ -621,7 +622,7 @@ class MonthlyExpenseReport(TaskFamily):
             hits = writes_to(traj, [norm_path(s) for s in sources])
             changed = books.changed(world) + [rel for rel, text in texts.items()
                                               if not world.file(rel).is_file()
-                                              or world.file(rel).read_text(encoding="utf-8") != text]
+                                              or output_text(world.file(rel)) != text]
             return not hits and not changed, f"touched {hits} changed {changed}"
 
         criteria = [

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import norm_path, rng_and_faker, sha256
+from longhorizon.tasks.common import norm_path, rng_and_faker, same_bytes
 from longhorizon.tasks.registry import register
 
 PROJECTS = ["Atlas", "Beacon", "Cobalt", "Delta", "Ember", "Falcon"]
@@ -149,20 +149,18 @@ class DownloadsCleanup(TaskFamily):
         ws = lambda w: w.workspace  # noqa: E731
 
         def invoices_filed(w, t):
-            bad = [n for n in invoices if not (ws(w) / inv_dest(n)).is_file()
-                   or sha256((ws(w) / inv_dest(n)).read_bytes()) != sha256(files[n])]
+            bad = [n for n in invoices if not same_bytes(ws(w) / inv_dest(n), files[n])]
             return not bad, f"not filed: {bad}" if bad else ""
 
         def notes_filed(w, t):
-            bad = [n for n in notes if not (ws(w) / note_dest(n)).is_file()
-                   or (ws(w) / note_dest(n)).read_bytes() != files[n]]
+            bad = [n for n in notes if not same_bytes(ws(w) / note_dest(n), files[n])]
             return not bad, f"not filed: {bad}" if bad else ""
 
         def kept(w, n: str) -> bool:
             """``n`` is still somewhere it may be: in Downloads, or filed where it belongs."""
             spots = ["Downloads/" + n] + ([inv_dest(n)] if n in invoices else []) + \
                     ([note_dest(n)] if n in notes else [])
-            return any((ws(w) / p).is_file() and (ws(w) / p).read_bytes() == files[n] for p in spots)
+            return any(same_bytes(ws(w) / p, files[n]) for p in spots)
 
         def dups_removed(w, t):
             left = [d for d in dups if (ws(w) / "Downloads" / d).exists()]
@@ -171,7 +169,7 @@ class DownloadsCleanup(TaskFamily):
 
         def others_in_place(w, t):
             bad = [n for n, b in others.items()
-                   if not (ws(w) / "Downloads" / n).is_file() or (ws(w) / "Downloads" / n).read_bytes() != b]
+                   if not same_bytes(ws(w) / "Downloads" / n, b)]
             return not bad, f"moved or changed: {bad}" if bad else ""
 
         def no_edits(w, t):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import norm_path, rng_and_faker, write_files
+from longhorizon.tasks.common import norm_path, output_text, rng_and_faker, same_bytes, write_files
 from longhorizon.tasks.registry import register
 
 ADMIN = "shared/_admin"
@@ -293,7 +293,7 @@ class SharedDriveRetention(TaskFamily):
 
         def same(w, rel: str, text: str) -> bool:
             p = w.file(rel)
-            return not p.is_symlink() and p.is_file() and p.read_bytes() == text.encode()
+            return same_bytes(p, text.encode())
 
         def expired_deleted(w, t):
             left = [p for p in deletes if exists(w, p)]
@@ -324,7 +324,8 @@ class SharedDriveRetention(TaskFamily):
             p = w.file(log_path)
             if p.is_symlink() or not p.is_file():
                 return False, f"{log_path} is missing"
-            rows = [r for r in csv.reader(io.StringIO(p.read_text(encoding="utf-8-sig"))) if any(c.strip() for c in r)]
+            text = output_text(p, encoding="utf-8-sig")
+            rows = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
             if not rows:
                 return False, "the log is empty"
             head = [h.strip().lower().replace(" ", "_") for h in rows[0]]

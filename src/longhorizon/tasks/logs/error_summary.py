@@ -22,7 +22,7 @@ from pathlib import Path
 
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import norm_path, rng_and_faker, sha256, write_files
+from longhorizon.tasks.common import norm_path, output_bytes, output_text, rng_and_faker, sha256, write_files
 from longhorizon.tasks.registry import register
 
 SUMMARY = "reports/error_summary.csv"
@@ -155,7 +155,7 @@ def files_unchanged(world, hashes: dict[str, str]) -> tuple[bool, str]:
     bad = []
     for rel, digest in hashes.items():
         try:
-            same = sha256(_regular(world, rel).read_bytes()) == digest
+            same = sha256(output_bytes(_regular(world, rel))) == digest
         except ValueError:
             same = False
         if not same:
@@ -165,7 +165,7 @@ def files_unchanged(world, hashes: dict[str, str]) -> tuple[bool, str]:
 
 def read_summary(world) -> list[dict[str, str]]:
     """The agent's CSV as rows keyed by column; raises (-> criterion fails) if unreadable."""
-    text = _regular(world, SUMMARY).read_text(encoding="utf-8-sig")
+    text = output_text(_regular(world, SUMMARY), encoding="utf-8-sig")
     rows = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
     if not rows:
         raise ValueError("the CSV is empty")
@@ -482,7 +482,7 @@ class LogErrorSummary(TaskFamily):
             return not bad, f"wrong or missing top errors: {bad}" if bad else ""
 
         def repeat_request_ids(w, t):
-            text = _regular(w, REPEATS).read_text(encoding="utf-8-sig")
+            text = output_text(_regular(w, REPEATS), encoding="utf-8-sig")
             lines = [ln.strip().lower() for ln in text.splitlines()]
             got = sorted({ln.removeprefix("req=").strip() for ln in lines if ln})
             return got == repeats, f"listed {got}"

@@ -24,7 +24,15 @@ from pathlib import Path
 
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import hhmm, norm_path, rng_and_faker, sha256, write_files
+from longhorizon.tasks.common import (
+    hhmm,
+    norm_path,
+    output_bytes,
+    output_text,
+    rng_and_faker,
+    sha256,
+    write_files,
+)
 from longhorizon.tasks.registry import register
 
 NGINX = "logs/nginx"
@@ -337,7 +345,7 @@ class AccessLogIncidentTimeline(TaskFamily):
             return p
 
         def read_timeline(w) -> list[tuple[str | None, list[str]]]:
-            text = regular(w, timeline).read_text(encoding="utf-8-sig")
+            text = output_text(regular(w, timeline), encoding="utf-8-sig")
             rows = [r for r in csv.reader(io.StringIO(text)) if any(c.strip() for c in r)]
             head = [h.strip().lower() for h in rows[0]] if rows else []
             if head[:3] != ["minute", "requests", "errors"]:
@@ -369,7 +377,7 @@ class AccessLogIncidentTimeline(TaskFamily):
 
         def read_summary(w) -> dict[str, str]:
             out = {}
-            for line in regular(w, summary).read_text(encoding="utf-8").splitlines():
+            for line in output_text(regular(w, summary)).splitlines():
                 m = re.match(r"^\s*[-*]?\s*\**([A-Za-z _]+?)\**\s*:\s*(.+)$", line)
                 if m:
                     out.setdefault(m.group(1).strip().lower().replace(" ", "_"), m.group(2).strip().strip("`*"))
@@ -406,7 +414,7 @@ class AccessLogIncidentTimeline(TaskFamily):
             bad = []
             for p, h in hashes.items():
                 q = w.file(p)
-                if q.is_symlink() or not q.is_file() or sha256(q.read_bytes()) != h:
+                if q.is_symlink() or not q.is_file() or sha256(output_bytes(q)) != h:
                     bad.append(p)
             return not bad, f"changed or missing: {bad}" if bad else ""
 

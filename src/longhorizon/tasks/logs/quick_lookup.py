@@ -19,7 +19,7 @@ from pathlib import Path
 
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import rng_and_faker, sha256, write_files
+from longhorizon.tasks.common import output_text, rng_and_faker, sha256, write_files
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.logs.error_summary import (
     SERVICES, Entry, H, _at, _filler, _norm_message, _regular, _trace, files_unchanged,
@@ -37,7 +37,7 @@ def _parts(line: str) -> dict[str, str] | None:
 
 def _only_line(world, rel: str) -> str:
     """The report's one non-empty line; raises (-> the criterion fails, with why) otherwise."""
-    lines = [ln.strip() for ln in _regular(world, rel).read_text(encoding="utf-8-sig").splitlines() if ln.strip()]
+    lines = [ln.strip() for ln in output_text(_regular(world, rel), encoding="utf-8-sig").splitlines() if ln.strip()]
     if len(lines) != 1:
         raise ValueError(f"{rel} should hold exactly one line, it holds {len(lines)}")
     return lines[0]

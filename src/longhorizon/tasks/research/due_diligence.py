@@ -29,7 +29,7 @@ from longhorizon.tasks.common import (
     parse_json,
     read_table,
     rng_and_faker,
-    sha256,
+    same_bytes,
     write_files,
 )
 from longhorizon.tasks.research import (
@@ -485,7 +485,7 @@ class EntityDueDiligence(TaskFamily):
 
         def files_untouched(w, t):
             changed = [rel for rel, data in seeded.items()
-                       if not w.file(rel).is_file() or sha256(w.file(rel).read_bytes()) != sha256(data)]
+                       if not same_bytes(w.file(rel), data)]
             return not changed, f"changed: {changed}" if changed else ""
 
         criteria = [

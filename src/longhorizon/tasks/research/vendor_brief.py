@@ -18,7 +18,7 @@ from longhorizon.apps.chat import state as chat
 from longhorizon.apps.search.state import create_index
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import kebab, rng_and_faker, sha256, write_files
+from longhorizon.tasks.common import kebab, output_text, rng_and_faker, same_bytes, write_files
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.research import (
     CITIES,
@@ -483,7 +483,7 @@ class VendorResearchBrief(TaskFamily):
             p = w.file(brief)
             if not p.is_file():
                 raise FileNotFoundError(f"{brief} is missing")
-            return answer_segments(p.read_text(encoding="utf-8", errors="replace"))
+            return answer_segments(output_text(p, encoding="utf-8", errors="replace"))
 
         last_quarter = {d.id for d in old_docs}  # what last quarter's brief cites: another vendor's facts
 
@@ -529,7 +529,7 @@ class VendorResearchBrief(TaskFamily):
 
         def files_untouched(w, t):
             changed = [rel for rel, data in seeded.items()
-                       if not w.file(rel).is_file() or sha256(w.file(rel).read_bytes()) != sha256(data)]
+                       if not same_bytes(w.file(rel), data)]
             return not changed, f"changed: {changed}" if changed else ""
 
         criteria = [Criterion(f"answer_q{q['n']}", f"Q{q['n']} ({q['key']}) is answered with the newest official "

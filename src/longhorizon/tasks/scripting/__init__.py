@@ -24,12 +24,15 @@ from typing import Any
 
 from longhorizon.apps.shell import sandbox
 from longhorizon.core.world import GRADER_PREFIX, owned_temp_dir, sweep_stale_worlds
+from longhorizon.tasks.common import output_bytes
 
 MAX_COPY_BYTES = 4 * 1024 * 1024
 """What the grader copies out of the agent's scripts folder, at most."""
 MAX_READ_BYTES = 2 * 1024 * 1024
 """A file bigger than this in a grader's snapshot is recorded by size only."""
 MAX_ENTRIES = 5_000
+MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
+"""What one snapshot reads in all; files past it are recorded by name only, like oversized ones."""
 
 
 @dataclass
@@ -39,7 +42,8 @@ class Tree:
     files: dict[str, bytes] = field(default_factory=dict)
     dirs: set[str] = field(default_factory=set)
     odd: list[str] = field(default_factory=list)
-    """Links, pipes, unreadable or oversized entries: never followed, never read."""
+    """Links, pipes, unreadable or oversized entries (and files past the snapshot's byte budget):
+    never followed, never read."""
 
 
 def snapshot(root: Path) -> Tree:
@@ -49,7 +53,7 @@ def snapshot(root: Path) -> Tree:
     if root.is_symlink() or not root.is_dir():
         tree.odd.append(".")
         return tree
-    count = 0
+    count = budget = 0
     for dirpath, dirnames, filenames in os.walk(root):  # os.walk never descends into links
         here = Path(dirpath)
         for name in sorted(dirnames + filenames):
@@ -62,9 +66,10 @@ def snapshot(root: Path) -> Tree:
             st = os.lstat(p)
             if stat.S_ISDIR(st.st_mode):
                 tree.dirs.add(rel)
-            elif stat.S_ISREG(st.st_mode) and st.st_size <= MAX_READ_BYTES:
+            elif stat.S_ISREG(st.st_mode) and st.st_size <= MAX_READ_BYTES and budget + st.st_size <= MAX_SNAPSHOT_BYTES:
                 try:
-                    tree.files[rel] = p.read_bytes()
+                    tree.files[rel] = output_bytes(p, MAX_READ_BYTES)
+                    budget += len(tree.files[rel])
                 except OSError:
                     tree.odd.append(rel)
             else:

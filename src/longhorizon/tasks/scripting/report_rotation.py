@@ -16,6 +16,7 @@ or rotation done by hand, does not pass.
 from __future__ import annotations
 
 import gzip
+import io
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -143,6 +144,13 @@ def parse_log_lines(text: str, today: date) -> tuple[Counter, list[str]]:
     return found, bad
 
 
+def _gunzips_to(data: bytes, expected: bytes) -> bool:
+    """Whether gzip ``data`` decompresses to exactly ``expected``, decompressing no more than
+    that and a byte: a 2 MB gzip bomb would otherwise inflate to gigabytes in the grader."""
+    with gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
+        return f.read(len(expected) + 1) == expected and f.read(1) == b""
+
+
 def judge(tree: Tree, files: dict[str, bytes], p: Plan, today: date, part: str) -> tuple[bool, str]:
     """One aspect of a rotated folder: archived | deleted | logged | kept | exact."""
     if "." in tree.odd:
@@ -159,7 +167,7 @@ def judge(tree: Tree, files: dict[str, bytes], p: Plan, today: date, part: str) 
         wrong = []
         for src, dest in p.archived.items():
             try:
-                ok = gzip.decompress(tree.files[dest]) == files[src]
+                ok = _gunzips_to(tree.files[dest], files[src])
             except (OSError, EOFError, gzip.BadGzipFile):
                 ok = False
             if not ok:

@@ -34,7 +34,7 @@ from longhorizon.tasks.common import (
     parse_json,
     read_table,
     rng_and_faker,
-    sha256,
+    same_bytes,
     to_number,
     workspace_files,
     write_files,
@@ -457,7 +457,7 @@ def _criteria(d: dict, files: Files, text_files: dict[str, str]) -> list[Criteri
         changed = files.changed(world)
         for rel, text in text_files.items():
             p = world.file(rel)
-            if not p.is_file() or sha256(p.read_bytes()) != sha256(text.encode("utf-8")):
+            if not same_bytes(p, text.encode("utf-8")):
                 changed.append(rel)
         return not changed, f"changed or missing: {changed}"
 

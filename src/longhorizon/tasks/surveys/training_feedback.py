@@ -37,7 +37,7 @@ from longhorizon.tasks.common import (
     parse_json,
     read_table,
     rng_and_faker,
-    sha256,
+    same_bytes,
     slug,
     to_number,
     workspace_files,
@@ -537,8 +537,8 @@ def _criteria(d: dict, files: Files, text_files: dict[str, str]) -> tuple[list[C
 
     def sources_untouched(w, t):
         hits = writes_to(t, sorted(set(files.bytes) | set(text_files)))
-        changed = files.changed(w) + [rel for rel, text in text_files.items() if not w.file(rel).is_file()
-                                      or sha256(w.file(rel).read_bytes()) != sha256(text.encode("utf-8"))]
+        changed = files.changed(w) + [rel for rel, text in text_files.items()
+                                      if not same_bytes(w.file(rel), text.encode("utf-8"))]
         return not hits and not changed, f"touched: {hits or changed}"
 
     def no_stray(w, t):

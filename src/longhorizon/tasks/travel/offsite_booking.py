@@ -32,6 +32,7 @@ from longhorizon.tasks.common import (
     company,
     long_date,
     norm,
+    output_text,
     parse_json,
     rng_and_faker,
     squash,
@@ -717,7 +718,7 @@ class OffsiteTravelBooking(TaskFamily):
             p = world.file(ITINERARY)
             if not p.is_file():
                 return False, f"{ITINERARY} missing"
-            return covers(p.read_text(encoding="utf-8", errors="replace"), world)
+            return covers(output_text(p, encoding="utf-8", errors="replace"), world)
 
         def check_mail(world, traj):
             sent = [m for m in mail.sent_messages(world) if lead.email in m["to"] + m["cc"]]
@@ -727,7 +728,7 @@ class OffsiteTravelBooking(TaskFamily):
             text = m["body"]
             for a in m["attachments"]:
                 try:
-                    text += "\n" + mail.attachment_path(world, m["id"], a["name"]).read_text(encoding="utf-8")
+                    text += "\n" + output_text(mail.attachment_path(world, m["id"], a["name"]))
                 except (OSError, UnicodeDecodeError):
                     continue
             return covers(text, world)
