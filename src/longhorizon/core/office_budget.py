@@ -128,13 +128,13 @@ def read_capped(source: Path | str | BinaryIO, limit: int, name: str) -> bytes:
                 raise IsADirectoryError(f"{name!r} is not a regular file") if stat.S_ISDIR(st.st_mode) \
                     else OSError(f"{name!r} is not a regular file")
             if st.st_size > limit:
-                raise _over(name, f"is {st.st_size / MiB:.1f} MiB", f"{_mib(limit)} for the file")
+                raise _over(name, f"is {st.st_size / MiB:.1f} MiB, more than the {_mib(limit)} an office file may be here")
             with os.fdopen(os.dup(fd), "rb") as f:
                 data = f.read(limit + 1)
         finally:
             os.close(fd)
     if len(data) > limit:
-        raise _over(name, "is larger", f"{_mib(limit)} for the file")
+        raise _over(name, f"is larger than the {_mib(limit)} an office file may be here")
     return data
 
 
@@ -158,7 +158,7 @@ def check_package(data: bytes, suffix: str, *, name: str = "the file", inspect: 
     with zipfile.ZipFile(io.BytesIO(data)) as zf:
         infos = zf.infolist()
         if len(infos) > budget.members:
-            raise _over(name, f"has {len(infos):,} parts", f"{budget.members:,} parts for a {kind}")
+            raise _over(name, f"has {len(infos):,} parts, more than the {budget.members:,} a {kind} may have here")
         total = 0
         for info in infos:
             if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
@@ -166,11 +166,11 @@ def check_package(data: bytes, suffix: str, *, name: str = "the file", inspect: 
                                         "office files use deflate, and only that is opened here", name)
             total += info.file_size
             if total > budget.unpacked_bytes:
-                raise _over(name, f"unpacks to more than {_mib(budget.unpacked_bytes)}",
-                            f"{_mib(budget.unpacked_bytes)} unpacked for a {kind}")
+                raise _over(name, f"unpacks to more than {_mib(budget.unpacked_bytes)}, the most a {kind} may "
+                                  "unpack to here")
             if info.file_size > budget.ratio_from and info.file_size > budget.ratio * max(info.compress_size, 1):
-                raise _over(name, f"packs part {info.filename!r} {info.file_size // max(info.compress_size, 1):,}:1",
-                            f"{budget.ratio}:1 for parts over {_mib(budget.ratio_from)}")
+                raise _over(name, f"packs part {info.filename!r} {info.file_size // max(info.compress_size, 1):,}:1, "
+                                  f"more than the {budget.ratio}:1 a part over {_mib(budget.ratio_from)} may be packed here")
         markup = 0
         for info in infos:
             with zf.open(info) as member:
@@ -179,8 +179,8 @@ def check_package(data: bytes, suffix: str, *, name: str = "the file", inspect: 
                 raise zipfile.BadZipFile(f"part {info.filename!r} is longer than its record says")
             markup += _xml_markup(content, info.filename, name)
             if markup > budget.markup:
-                raise _over(name, f"holds more than {budget.markup:,} XML tags and attributes",
-                            f"{budget.markup:,} for a {kind}")
+                raise _over(name, f"holds more than {budget.markup:,} XML tags and attributes, the most a {kind} "
+                                  "may hold here")
             if inspect is not None:
                 try:
                     inspect(info.filename, content)
@@ -198,9 +198,10 @@ def _check_directory(data: bytes, budget: Budget, name: str) -> None:
     if entries == 0xFFFF or size == 0xFFFFFFFF or offset == 0xFFFFFFFF or data[max(0, at - 20):at - 16] == _EOCD64_LOCATOR:
         raise OfficeBudgetError("uses ZIP64 records (for files over 4 GiB); office files here never need them", name)
     if entries > budget.members:
-        raise _over(name, f"has {entries:,} parts", f"{budget.members:,} parts")
+        raise _over(name, f"has {entries:,} parts, more than the {budget.members:,} an office file may have here")
     if size > budget.directory_bytes:
-        raise _over(name, f"has a zip directory of {size / MiB:.1f} MiB", f"{_mib(budget.directory_bytes)}")
+        raise _over(name, f"has a zip directory of {size / MiB:.1f} MiB, more than the "
+                          f"{_mib(budget.directory_bytes)} an office file's may be here")
 
 
 def _xml_markup(content: bytes, part: str, name: str) -> int:
@@ -221,9 +222,8 @@ def _xml_markup(content: bytes, part: str, name: str) -> int:
     return content.count(b"<") + content.count(b"=")
 
 
-def _over(name: str, what: str, limit: str) -> OfficeBudgetError:
-    return OfficeBudgetError(f"{what}, over the budget of {limit} that office files are opened within here "
-                             "(it may be a zip bomb); it was not opened", name)
+def _over(name: str, what: str) -> OfficeBudgetError:
+    return OfficeBudgetError(f"{what} (it may be a zip bomb); it was not opened", name)
 
 
 def _mib(n: int) -> str:
