@@ -142,7 +142,7 @@ _EOCD = b"PK\x05\x06"
 _EOCD64_LOCATOR = b"PK\x06\x07"
 _EOCD_FORMAT = "<4s4H2LH"  # signature, disk, disk of directory, entries here, entries, size, offset, comment
 _EOCD_SIZE = struct.calcsize(_EOCD_FORMAT)
-_XML_DECL = re.compile(rb"\A\s*<\?xml[^>]*?encoding\s*=\s*[\"']([^\"']*)[\"']", re.IGNORECASE)
+_XML_DECL = re.compile(rb"\s*<\?xml[^>]*?encoding\s*=\s*[\"']([^\"']*)[\"']", re.IGNORECASE)
 _UTF8_NAMES = {b"utf-8", b"utf8", b"us-ascii", b"ascii"}
 _EBCDIC_XML = b"\x4c\x6f\xa7\x94"  # "<?xm" in EBCDIC
 
@@ -195,7 +195,8 @@ def _check_directory(data: bytes, budget: Budget, name: str) -> None:
     if at < 0 or len(data) - at < _EOCD_SIZE:
         raise zipfile.BadZipFile("File is not a zip file")
     _, _, _, _, entries, size, offset, _ = struct.unpack(_EOCD_FORMAT, data[at:at + _EOCD_SIZE])
-    if entries == 0xFFFF or size == 0xFFFFFFFF or offset == 0xFFFFFFFF or data[max(0, at - 20):at - 16] == _EOCD64_LOCATOR:
+    zip64 = at >= 20 and data[at - 20:at - 16] == _EOCD64_LOCATOR
+    if zip64 or entries == 0xFFFF or size == 0xFFFFFFFF or offset == 0xFFFFFFFF:
         raise OfficeBudgetError("uses ZIP64 records (for files over 4 GiB); office files here never need them", name)
     if entries > budget.members:
         raise _over(name, f"has {entries:,} parts, more than the {budget.members:,} an office file may have here")

@@ -19,7 +19,6 @@ ranges (``MAX_SPANNED_CELLS``).
 from __future__ import annotations
 
 import datetime as _dt
-import html
 import io
 import math
 import os
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import openpyxl
+from lxml import etree
 from openpyxl.utils.cell import column_index_from_string, get_column_letter, range_boundaries
 from openpyxl.workbook import Workbook
 from openpyxl.drawing.spreadsheet_drawing import SpreadsheetDrawing
@@ -169,14 +169,11 @@ MAX_SPANNED_CELLS = 100_000
 makes an object for every cell they cover while loading (one merge of A1:XFD1048576 is 17
 billion), so they are counted in the file's bytes before it is parsed."""
 
-_SPANNING = re.compile(rb"""<(?:[A-Za-z_][\w.-]*:)?(?:mergeCell|hyperlink)\b((?:[^>"']|"[^"]*"|'[^']*')*)>""")
-_REF_ATTR = re.compile(rb"""(?:^|\s)ref\s*=\s*(?:"([^"]*)"|'([^']*)')""")
-
-
 class _SpannedCells:
     """``office_bytes``'s ``inspect`` for workbooks: refuses one whose merged and linked
-    ranges cover more than ``MAX_SPANNED_CELLS`` cells (counted in every part, conservatively:
-    a whole-column range counts every row)."""
+    ranges cover more than ``MAX_SPANNED_CELLS`` cells, counted in every part that names them
+    (read by lxml as a stream of start tags, no tree built; a whole-column range counts every
+    row)."""
 
     def __init__(self):
         self.total = 0
@@ -184,14 +181,22 @@ class _SpannedCells:
     def __call__(self, part: str, content: bytes) -> None:
         if b"mergeCell" not in content and b"hyperlink" not in content:
             return
-        for m in _SPANNING.finditer(content):
-            ref = _REF_ATTR.search(m.group(1))
-            if ref is not None:
-                self.total += _area(html.unescape((ref.group(1) or ref.group(2) or b"").decode("utf-8", "replace")))
+        parser = etree.XMLParser(target=self, resolve_entities=False, no_network=True, huge_tree=True)
+        try:
+            etree.fromstring(content, parser)
+        except etree.XMLSyntaxError as exc:
+            raise OfficeBudgetError(f"has part {part!r} that is not well-formed XML ({exc}); it was not opened") from None
+
+    def start(self, tag: str, attrib) -> None:
+        if tag.rpartition("}")[2] in ("mergeCell", "hyperlink"):
+            self.total += _area(attrib.get("ref", ""))
             if self.total > MAX_SPANNED_CELLS:
-                raise OfficeBudgetError(
-                    f"merges or links ranges covering more than {MAX_SPANNED_CELLS:,} cells (in {part!r}), "
-                    "over the budget that workbooks are opened within here; it was not opened")
+                raise OfficeBudgetError(f"merges or links ranges covering more than {MAX_SPANNED_CELLS:,} cells, "
+                                        "more than a workbook may here (openpyxl makes an object for each); "
+                                        "it was not opened")
+
+    def close(self) -> None:
+        return None
 
 
 def _area(ref: str) -> int:
