@@ -34,6 +34,7 @@ from longhorizon.apps.docs.state import (
     load_document,
     new_document,
     paragraph_styles,
+    paragraph_text,
     replace_in_paragraph,
     set_paragraph_text,
     style_name,
@@ -147,8 +148,8 @@ def make_app(world):
             return t
         names = StyleNames(doc)
         for b in blocks(doc):
-            if isinstance(b, Paragraph) and names.of(b) == "Title" and b.text.strip():
-                return b.text
+            if isinstance(b, Paragraph) and names.of(b) == "Title" and paragraph_text(b).strip():
+                return paragraph_text(b)
         return ""
 
     @srv.tool(READ)
@@ -221,7 +222,7 @@ def make_app(world):
         shown, size, nxt = [], 0, None
         for i in range(start, len(bl)):
             b = bl[i]
-            item = ({"index": i, "style": names.of(b), "text": b.text} if isinstance(b, Paragraph)
+            item = ({"index": i, "style": names.of(b), "text": paragraph_text(b)} if isinstance(b, Paragraph)
                     else {"index": i, "table": table_rows(b)})
             size += len(_json(item))
             if shown and size > MAX_READ_CHARS:
@@ -252,7 +253,7 @@ def make_app(world):
         names = StyleNames(doc)
         hits, total = [], 0
         for loc, par in text_paragraphs(doc):
-            text = par.text
+            text = paragraph_text(par)
             n = (text if match_case else text.lower()).count(needle)
             if n:
                 total += n

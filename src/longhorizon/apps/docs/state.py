@@ -249,6 +249,15 @@ class StyleNames:
         return self.names.get(sid, self.default) if sid else self.default
 
 
+_RUN, _HYPERLINK = qn("w:r"), qn("w:hyperlink")
+
+
+def paragraph_text(p: Paragraph) -> str:
+    """``p.text``, read without python-docx's XPath query per paragraph (its runs and
+    hyperlinks, in order, as that query selects them): what reading a long document costs."""
+    return "".join(e.text for e in p._p.iterchildren(_RUN, _HYPERLINK))  # noqa: SLF001
+
+
 def style_name(p: Paragraph, names: StyleNames | None = None) -> str:
     if names is not None:
         return names.of(p)
@@ -291,12 +300,17 @@ def table_grid(t: Table) -> list[list[_Cell]]:
     return rows
 
 
+def _cell_text(cell: _Cell) -> str:
+    """``cell.text``, its paragraphs read by ``paragraph_text``."""
+    return "\n".join(paragraph_text(p) for p in cell.paragraphs)
+
+
 def table_rows(t: Table) -> list[list[str]]:
     """The text of each cell, row by row, as ``table_grid`` lays them out."""
     texts: dict[int, str] = {}
     out = []
     for row in table_grid(t):
-        out.append([texts[id(c)] if id(c) in texts else texts.setdefault(id(c), c.text) for c in row])
+        out.append([texts[id(c)] if id(c) in texts else texts.setdefault(id(c), _cell_text(c)) for c in row])
     return out
 
 
@@ -360,7 +374,7 @@ def replace_in_paragraph(p: Paragraph, old: str, new: str, which: set[int] | Non
     A match inside one run keeps that run's formatting; one spanning runs is merged into the
     first run it touches.
     """
-    text = p.text
+    text = paragraph_text(p)
     hay, needle = (text, old) if match_case else (text.lower(), old.lower())
     spans, pos = [], 0
     while True:
@@ -459,7 +473,7 @@ def describe(doc: Document) -> list[dict[str, Any]]:
     names = StyleNames(doc)
     for i, b in enumerate(blocks(doc)):
         if isinstance(b, Paragraph):
-            out.append({"index": i, "type": "paragraph", "style": names.of(b), "text": b.text})
+            out.append({"index": i, "type": "paragraph", "style": names.of(b), "text": paragraph_text(b)})
         else:
             out.append({"index": i, "type": "table", "rows": table_rows(b)})
     return out
