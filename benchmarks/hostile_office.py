@@ -10,7 +10,7 @@ address-space limit and a 300 s wall limit, so a regression cannot take the mach
 Cases: zip bombs of each kind (the sizes reported, and worse), files at the edge of each
 budget (the largest still opened: the real bound), a docx table cell spanning 10^8 columns,
 an xlsx merge of A1:XFD1048576, and formulas (``=999999999^999999999``, a 26-cell ``=A1&A1``
-doubling chain, a 30,000-cell reference chain, COUNTIF over megabytes of text).
+doubling chain, a 20,000-cell reference chain, COUNTIF over megabytes of text).
 
 Run: `.venv/bin/python benchmarks/hostile_office.py` (a minute or two). Prints a table.
 """
@@ -145,8 +145,8 @@ def cases() -> list[tuple[str, str, callable]]:
         ("=999999999^999999999", "xlsx", lambda: xlsx_formulas({"A1": "=999999999^999999999", "A2": "=A1+1"})),
         ("26 cells of =A1&A1 (20 chars)", "xlsx",
          lambda: xlsx_formulas({"A1": "x" * 20} | {f"A{r}": f"=A{r - 1}&A{r - 1}" for r in range(2, 27)})),
-        ("30,000-cell reference chain", "xlsx",
-         lambda: xlsx_formulas({f"A{r}": f"=A{r + 1}+1" for r in range(1, 30_000)} | {"A30000": 1})),
+        ("20,000-cell reference chain", "xlsx",
+         lambda: xlsx_formulas({f"A{r}": f"=A{r + 1}+1" for r in range(1, 20_000)} | {"A20000": 1})),
         ("COUNTIFs over 8 MiB of text", "xlsx",
          lambda: xlsx_formulas({f"A{r}": "y" * 32_000 for r in range(1, 257)}
                                | {f"B{r}": '=COUNTIF(A1:A256,"*y*z")' for r in range(1, 2001)})),
@@ -184,7 +184,7 @@ def child(mode: str, kind: str, root: str) -> None:
     else:
         read = {"xlsx": lambda w: read_table(w.file(name), "Sheet"), "docx": lambda w: read_blocks(w.file(name)),
                 "pptx": lambda w: read_deck(w.file(name))}[kind]
-        crit = Criterion("reads", "reads the file", "final_state", lambda w, tr: (read(w) is not None, repr(read(w))))
+        crit = Criterion("reads", "reads the file", "final_state", lambda w, tr: (read(w) is not None, "read"))
         task = Task("t", "t", "c", "train", 1, "", (), lambda r: None, lambda: iter(()), [crit])
         res = task.grade(world, None).results[0]
         outcome = ("passed: " if res.passed else "failed: ") + res.note
