@@ -195,7 +195,6 @@ def child(mode: str, kind: str, root: str) -> None:
 
 def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="hostile-office-"))
-    rows = []
     base: dict[tuple[str, str], float] = {}
     for kind in ("xlsx", "docx", "pptx"):
         for mode in ("tool", "grade"):
@@ -220,7 +219,6 @@ def main() -> None:
         fmt = lambda s: f"{s:>7.2f}" if s is not None else f"{'DNF':>7}"  # noqa: E731
         print(f"{name:<34} {len(data) / 1024:>7.0f} | {fmt(cells[0][0])} {cells[0][1]:>6.0f} | "
               f"{fmt(cells[1][0])} {cells[1][1]:>6.0f} | {outcome[:90]}")
-        rows.append((name, cells))
     print(f"\nworst: {worst_s:.2f} s, +{worst_mib:.0f} MiB (target: a few seconds, +{TARGET_MIB} MiB)")
 
 

@@ -169,6 +169,7 @@ MAX_SPANNED_CELLS = 100_000
 makes an object for every cell they cover while loading (one merge of A1:XFD1048576 is 17
 billion), so they are counted in the file's bytes before it is parsed."""
 
+
 class _SpannedCells:
     """``office_bytes``'s ``inspect`` for workbooks: refuses one whose merged and linked
     ranges cover more than ``MAX_SPANNED_CELLS`` cells, counted in every part that names them
@@ -379,7 +380,7 @@ over huge ranges would otherwise keep a tool (or a grader) computing for hours."
 EVALUATION_BUDGET_CHARS = 64_000_000
 """Characters of text one Evaluator may read through ranges and build with ``&``: what the
 criteria of COUNTIF and the like scan, and what its remembered results hold."""
-EVALUATION_BUDGET_FORMULA_CHARS = 4_000_000
+EVALUATION_BUDGET_FORMULA_CHARS = 2_000_000
 """Formula text one Evaluator may read, each evaluation counted as its length plus
 ``FORMULA_OVERHEAD`` (each cell is evaluated once, unless a depth failure makes it again)."""
 FORMULA_OVERHEAD = 32
