@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import io
 import os
 import secrets
 import shutil
@@ -15,6 +16,9 @@ from pathlib import Path, PurePosixPath
 from typing import BinaryIO, NamedTuple
 
 from mcp.server.mcpserver.exceptions import ToolError
+
+from longhorizon.core.office_budget import OfficeBudgetError, read_office
+from longhorizon.core.parse_cache import shared_parse
 
 MAX_OUTPUT_CHARS = 20_000
 
@@ -897,7 +901,11 @@ class OfficeFiles:
 
     ``share_reads``: reads of the same bytes share one parse across sessions (the 8 episodes of
     a GSPO group fork the same files), keyed by the bytes' digest. For apps whose read tools
-    never change what they read; a shared object is never handed to an edit."""
+    never change what they read; a shared object is never handed to an edit.
+
+    A file is read only up to its office budget (core/office_budget.py), and the loader
+    (``load_workbook``, ``load_document``, ``load_presentation``) checks the rest before parsing;
+    a file over budget is a tool error saying which limit it passed."""
 
     CACHE_SIZE = 16
     ENABLED = True
@@ -941,29 +949,30 @@ class OfficeFiles:
                 if self.edit_cached and OfficeFiles.ENABLED and not hit[2]:
                     del self._cache[p.parts]  # the edit owns it now: only a successful save puts it back
                     return hit[1]
-            if for_read and self.share_reads:
-                obj = self._shared_read(f, path)
-                self._put(p, stamp, obj, shared=True)
-                return obj
-            obj = self._load(f, path)
+            data = self._read(f, path)
+        if for_read and self.share_reads:
+            obj = self._parse(data, path, shared=True)
+            self._put(p, stamp, obj, shared=True)
+            return obj
+        obj = self._parse(data, path)
         if for_read:
             self._put(p, stamp, obj)
         return obj
 
-    def _load(self, f, path: str):
+    def _read(self, f, path: str) -> bytes:
         try:
-            return self.load(f)
+            return read_office(f, self.suffix, name=path)
+        except OfficeBudgetError as exc:
+            raise ToolError(exc.named(path)) from None
+
+    def _parse(self, data: bytes, path: str, shared: bool = False):
+        """``load`` of the file's bytes; ``shared``: the parse every session shares
+        (core/parse_cache.shared_parse)."""
+        try:
+            return shared_parse(self.suffix, data, self.load) if shared else self.load(io.BytesIO(data))
+        except OfficeBudgetError as exc:
+            raise ToolError(exc.named(path)) from None
         except Exception as exc:  # corrupt, or not really that format: the agent should know, not crash
-            raise ToolError(f"{path!r} could not be opened as {self.kind} ({type(exc).__name__})") from None
-
-    def _shared_read(self, f, path: str):
-        """The parse of these bytes that every session shares (core/parse_cache.shared_parse)."""
-        from longhorizon.core.parse_cache import shared_parse
-
-        data = f.read()
-        try:
-            return shared_parse(self.suffix, data, self.load)
-        except Exception as exc:  # corrupt, or not really that format
             raise ToolError(f"{path!r} could not be opened as {self.kind} ({type(exc).__name__})") from None
 
     def _put(self, p: WorkspacePath, stamp: tuple[int, int, int], obj, shared: bool = False) -> None:

@@ -16,10 +16,10 @@ equal parse, so this is a parse of what is on disk.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import io
 import os
+import pickle
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -51,9 +51,10 @@ def per_grade() -> Iterator[None]:
 def parse_once(kind: str, path, load: Callable[[Any], Any], *, copy_result: bool = True) -> Any:
     """``load(path)``, or within a grade the result of the first such load of this file.
 
-    ``copy_result``: hand each caller its own deep copy (plain data a check may change);
-    False shares one object (a parsed workbook the checks only read). A load that raises is
-    not kept: the next caller gets the same error the same way.
+    ``copy_result``: hand each caller its own deep copy (plain data a check may change; copied
+    through pickle, ~8x faster than ``copy.deepcopy`` on a long document's blocks); False
+    shares one object (a parsed workbook the checks only read). A load that raises is not
+    kept: the next caller gets the same error the same way.
     """
     cache = _CACHE.get()
     if cache is None:
@@ -65,7 +66,7 @@ def parse_once(kind: str, path, load: Callable[[Any], Any], *, copy_result: bool
     key = (kind, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     if key not in cache:
         cache[key] = load(path)
-    return copy.deepcopy(cache[key]) if copy_result else cache[key]
+    return pickle.loads(pickle.dumps(cache[key], pickle.HIGHEST_PROTOCOL)) if copy_result else cache[key]
 
 
 def shared_parse(kind: str, data: bytes, load: Callable[[Any], Any]) -> Any:

@@ -7,6 +7,7 @@ edits it and saves it back byte-deterministically, so the file on disk is always
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import threading
@@ -33,18 +34,24 @@ from longhorizon.apps.docs.state import (
     load_document,
     new_document,
     paragraph_styles,
+    paragraph_text,
     replace_in_paragraph,
     set_paragraph_text,
     style_name,
+    table_grid,
     table_rows,
     text_paragraphs,
 )
+from longhorizon.core.office_budget import BUDGETS, OfficeBudgetError, check_package, read_office
 
 MAX_READ_CHARS = 16_000
 MAX_LIST = 200
 MAX_HITS = 100
 MAX_TEXT = 10_000
 MAX_TABLE_CELLS = 2_000
+LIST_MARKUP = 2 * BUDGETS[".docx"].markup
+"""list_documents opens documents until their XML markup together passes this (each within its
+own office budget); the rest are listed unopened."""
 COMMON_STYLES = ("Normal", "Title", "Heading 1", "Heading 2", "Heading 3", "List Bullet", "List Number", "Quote")
 
 INSTRUCTIONS = (
@@ -141,8 +148,8 @@ def make_app(world):
             return t
         names = StyleNames(doc)
         for b in blocks(doc):
-            if isinstance(b, Paragraph) and names.of(b) == "Title" and b.text.strip():
-                return b.text
+            if isinstance(b, Paragraph) and names.of(b) == "Title" and paragraph_text(b).strip():
+                return paragraph_text(b)
         return ""
 
     @srv.tool(READ)
@@ -164,18 +171,27 @@ def make_app(world):
         found = [e for e in root.walk()  # links are listed, never opened nor entered
                  if e.path.name.lower().endswith(".docx") and not e.path.name.startswith(".")
                  and e.kind in ("file", "link")]
-        out = []
+        out, spent = [], 0  # spent: markup of the documents opened so far (core/office_budget.py)
         for e in found[:MAX_LIST]:
             p = e.path
             if e.kind == "link":
                 out.append({"path": p.rel, "title": None, "blocks": None, "bytes": None,
                             "note": f"a symbolic link to {e.target!r}; file tools do not follow links"})
                 continue
+            if spent > LIST_MARKUP:
+                out.append({"path": p.rel, "title": None, "blocks": None, "bytes": e.size,
+                            "note": "not opened: this listing has read its budget of document contents; "
+                                    "list a subfolder, or read_document this one"})
+                continue
             try:
                 with p.open_read() as f:
                     size = os.fstat(f.fileno()).st_size
-                    doc = load_document(f)
+                    data = read_office(f, ".docx", name=p.rel)
+                spent += check_package(data, ".docx", name=p.rel).markup
+                doc = load_document(io.BytesIO(data))
                 info = {"path": p.rel, "title": title_of(doc), "blocks": len(blocks(doc))}
+            except OfficeBudgetError as exc:
+                info, size = {"path": p.rel, "title": None, "blocks": None, "note": str(exc)}, e.size
             except Exception:  # noqa: BLE001 - a broken (or meanwhile swapped) file is listed, not fatal
                 info, size = {"path": p.rel, "title": None, "blocks": None, "note": "cannot be opened"}, e.size
             info["bytes"] = size
@@ -206,7 +222,7 @@ def make_app(world):
         shown, size, nxt = [], 0, None
         for i in range(start, len(bl)):
             b = bl[i]
-            item = ({"index": i, "style": names.of(b), "text": b.text} if isinstance(b, Paragraph)
+            item = ({"index": i, "style": names.of(b), "text": paragraph_text(b)} if isinstance(b, Paragraph)
                     else {"index": i, "table": table_rows(b)})
             size += len(_json(item))
             if shown and size > MAX_READ_CHARS:
@@ -237,7 +253,7 @@ def make_app(world):
         names = StyleNames(doc)
         hits, total = [], 0
         for loc, par in text_paragraphs(doc):
-            text = par.text
+            text = paragraph_text(par)
             n = (text if match_case else text.lower()).count(needle)
             if n:
                 total += n
@@ -457,7 +473,13 @@ def make_app(world):
             nrows, ncols = len(table.rows), len(table.columns)
             if not 0 <= row < nrows or not 0 <= column < ncols:
                 raise ToolError(f"the table at block {index} has rows 0-{nrows - 1} and columns 0-{ncols - 1}")
-            cell = table.cell(row, column)
+            try:
+                cells = table_grid(table)[row]
+            except ValueError as exc:
+                raise ToolError(f"the table at block {index} cannot be read ({exc})") from None
+            if column >= len(cells):
+                raise ToolError(f"row {row} of the table at block {index} has cells 0-{len(cells) - 1} only")
+            cell = cells[column]
             old = cell.text
             pars = cell.paragraphs
             set_paragraph_text(pars[0], check_text(text))

@@ -25,9 +25,11 @@ from docx.document import Document
 from docx.enum.style import WD_STYLE_TYPE
 from docx.styles import BabelFish
 from docx.oxml.ns import qn
-from docx.table import Table
+from docx.oxml.simpletypes import ST_Merge
+from docx.table import Table, _Cell
 from docx.text.paragraph import Paragraph
 
+from longhorizon.core.office_budget import office_bytes
 from longhorizon.core.parse_cache import parse_once
 
 FIXED_TIME = _dt.datetime(2024, 1, 1, 0, 0, 0)
@@ -158,8 +160,9 @@ def save_document(doc: Document, path: Path | str) -> None:
 
 
 def load_document(path: Path | str | BinaryIO) -> Document:
-    """A document from a path or an open binary file (apps pass one opened by ``Workspace``)."""
-    return docx.Document(path if hasattr(path, "read") else str(path))
+    """A document from a path or an open binary file, within the office budgets
+    (core/office_budget.py: ``OfficeBudgetError`` past them)."""
+    return docx.Document(io.BytesIO(office_bytes(path, ".docx")))
 
 
 KEEP_TABLE_STYLES = ("Normal Table", "Table Grid")
@@ -246,6 +249,15 @@ class StyleNames:
         return self.names.get(sid, self.default) if sid else self.default
 
 
+_RUN, _HYPERLINK = qn("w:r"), qn("w:hyperlink")
+
+
+def paragraph_text(p: Paragraph) -> str:
+    """``p.text``, read without python-docx's XPath query per paragraph (its runs and
+    hyperlinks, in order, as that query selects them): what reading a long document costs."""
+    return "".join(e.text for e in p._p.iterchildren(_RUN, _HYPERLINK))  # noqa: SLF001
+
+
 def style_name(p: Paragraph, names: StyleNames | None = None) -> str:
     if names is not None:
         return names.of(p)
@@ -255,10 +267,50 @@ def style_name(p: Paragraph, names: StyleNames | None = None) -> str:
         return "Normal"
 
 
+MAX_GRID_SPAN = 64
+"""Columns one table cell counts as spanning here (Word's tables have at most 63): python-docx
+repeats a spanned cell once per column, and a file may say ``gridSpan="100000000"``."""
+
+
+def table_grid(t: Table) -> list[list[_Cell]]:
+    """Each row's cells as python-docx's ``row.cells`` gives them (a cell spanning columns
+    repeated, a vertically merged one as the cell it continues), in one pass: python-docx
+    finds each merged cell's origin again from the rows above (quadratic in a table's size)
+    and repeats any span, however wide. Spans count at most ``MAX_GRID_SPAN`` columns.
+    ValueError, as python-docx gives, for a continued cell with nothing above it."""
+    rows: list[list[_Cell]] = []
+    above: dict[int, tuple[_Cell, int]] = {}  # grid offset -> (origin cell, its span), row above
+    for tr in t._tbl.tr_lst:  # noqa: SLF001
+        here: dict[int, tuple[_Cell, int]] = {}
+        cells: list[_Cell] = []
+        offset = tr.grid_before
+        for tc in tr.tc_lst:
+            span = tc.grid_span
+            if tc.vMerge == ST_Merge.CONTINUE:
+                if offset not in above:
+                    raise ValueError(f"no cell above grid column {offset} to continue")
+                origin = above[offset]
+            else:
+                origin = (_Cell(tc, t), min(span, MAX_GRID_SPAN))
+            cells.extend([origin[0]] * origin[1])
+            here[offset] = origin
+            offset += span
+        rows.append(cells)
+        above = here
+    return rows
+
+
+def _cell_text(cell: _Cell) -> str:
+    """``cell.text``, its paragraphs read by ``paragraph_text``."""
+    return "\n".join(paragraph_text(p) for p in cell.paragraphs)
+
+
 def table_rows(t: Table) -> list[list[str]]:
+    """The text of each cell, row by row, as ``table_grid`` lays them out."""
+    texts: dict[int, str] = {}
     out = []
-    for row in t.rows:
-        out.append([cell.text for cell in row.cells])
+    for row in table_grid(t):
+        out.append([texts[id(c)] if id(c) in texts else texts.setdefault(id(c), _cell_text(c)) for c in row])
     return out
 
 
@@ -322,7 +374,7 @@ def replace_in_paragraph(p: Paragraph, old: str, new: str, which: set[int] | Non
     A match inside one run keeps that run's formatting; one spanning runs is merged into the
     first run it touches.
     """
-    text = p.text
+    text = paragraph_text(p)
     hay, needle = (text, old) if match_case else (text.lower(), old.lower())
     spans, pos = [], 0
     while True:
@@ -370,12 +422,12 @@ def text_paragraphs(doc: Document) -> list[tuple[str, Paragraph]]:
         if isinstance(b, Paragraph):
             out.append((str(i), b))
         else:
-            for r, row in enumerate(b.rows):
+            for r, row in enumerate(table_grid(b)):
                 seen = set()
-                for c, cell in enumerate(row.cells):
-                    if id(cell._tc) in seen:  # merged cells repeat  # noqa: SLF001
+                for c, cell in enumerate(row):
+                    if id(cell) in seen:  # merged cells repeat
                         continue
-                    seen.add(id(cell._tc))  # noqa: SLF001
+                    seen.add(id(cell))
                     for p in cell.paragraphs:
                         out.append((f"{i}:{r},{c}", p))
     return out
@@ -421,7 +473,7 @@ def describe(doc: Document) -> list[dict[str, Any]]:
     names = StyleNames(doc)
     for i, b in enumerate(blocks(doc)):
         if isinstance(b, Paragraph):
-            out.append({"index": i, "type": "paragraph", "style": names.of(b), "text": b.text})
+            out.append({"index": i, "type": "paragraph", "style": names.of(b), "text": paragraph_text(b)})
         else:
             out.append({"index": i, "type": "table", "rows": table_rows(b)})
     return out

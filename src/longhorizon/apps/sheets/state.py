@@ -5,6 +5,15 @@ and graders (to accept formula answers) share ``Evaluator``: numbers, strings, b
 and range references (also ``'Other Sheet'!B3`` and whole columns ``A:A``), arithmetic,
 comparisons, ``&``, and a handful of common functions. Anything else evaluates to None, meaning
 "not known", never a guess.
+
+Formulas are agent input, and Python's big integers and strings grow without a bound, in C
+calls that no timeout can interrupt (``=999999999^999999999`` never returns). So the evaluator
+computes within Excel's own limits: a number past the float range is ``#NUM!``, text past
+32,767 characters ``#VALUE!`` (both propagate to the formulas that use them, as in Excel), and
+within a work budget per Evaluator (formulas evaluated, reference depth, range cells, text
+characters); past that budget a formula is "not computed" (None). Files are loaded within the
+office budgets of core/office_budget.py, plus the cells openpyxl makes for merged and linked
+ranges (``MAX_SPANNED_CELLS``).
 """
 
 from __future__ import annotations
@@ -15,18 +24,20 @@ import math
 import os
 import re
 import zipfile
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Context, Decimal
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import openpyxl
-from openpyxl.utils.cell import column_index_from_string, get_column_letter
+from lxml import etree
+from openpyxl.utils.cell import column_index_from_string, get_column_letter, range_boundaries
 from openpyxl.workbook import Workbook
 from openpyxl.drawing.spreadsheet_drawing import SpreadsheetDrawing
 from openpyxl.worksheet._writer import WorksheetWriter
 from openpyxl.writer.excel import ExcelWriter
 
+from longhorizon.core.office_budget import OfficeBudgetError, office_bytes, read_office
 from longhorizon.core.parse_cache import parse_once, shared_parse
 
 FIXED_TIME = _dt.datetime(2024, 1, 1, 0, 0, 0)
@@ -153,10 +164,58 @@ def forget_save_state(wb: Workbook) -> None:
         ws.column_dimensions.max_outline = None
 
 
+MAX_SPANNED_CELLS = 100_000
+"""Cells the merged ranges and linked ranges (hyperlinks) of one workbook may cover: openpyxl
+makes an object for every cell they cover while loading (one merge of A1:XFD1048576 is 17
+billion), so they are counted in the file's bytes before it is parsed."""
+
+
+class _SpannedCells:
+    """``office_bytes``'s ``inspect`` for workbooks: refuses one whose merged and linked
+    ranges cover more than ``MAX_SPANNED_CELLS`` cells, counted in every part that names them
+    (read by lxml as a stream of start tags, no tree built; a whole-column range counts every
+    row)."""
+
+    def __init__(self):
+        self.total = 0
+
+    def __call__(self, part: str, content: bytes) -> None:
+        if b"mergeCell" not in content and b"hyperlink" not in content:
+            return
+        parser = etree.XMLParser(target=self, resolve_entities=False, no_network=True, huge_tree=True)
+        try:
+            etree.fromstring(content, parser)
+        except etree.XMLSyntaxError as exc:
+            raise OfficeBudgetError(f"has part {part!r} that is not well-formed XML ({exc}); it was not opened") from None
+
+    def start(self, tag: str, attrib) -> None:
+        if tag.rpartition("}")[2] in ("mergeCell", "hyperlink"):
+            self.total += _area(attrib.get("ref", ""))
+            if self.total > MAX_SPANNED_CELLS:
+                raise OfficeBudgetError(f"merges or links ranges covering more than {MAX_SPANNED_CELLS:,} cells, "
+                                        "more than a workbook may here (openpyxl makes an object for each); "
+                                        "it was not opened")
+
+    def close(self) -> None:
+        return None
+
+
+def _area(ref: str) -> int:
+    """Cells in a range reference like 'A1:C3' or 'A:C' (whole columns count every row)."""
+    try:
+        c1, r1, c2, r2 = range_boundaries(ref.rpartition("!")[2].strip())
+    except (ValueError, TypeError):
+        return 0  # openpyxl cannot read it either: the load fails
+    c1, c2 = c1 or 1, c2 or MAX_COL
+    r1, r2 = r1 or 1, r2 or MAX_ROW
+    return (abs(c2 - c1) + 1) * (abs(r2 - r1) + 1)
+
+
 def load_workbook(path: Path | str | BinaryIO) -> Workbook:
     """Open an xlsx (a path, or an open binary file) with formulas kept as their ``=...`` text
-    (we compute them ourselves)."""
-    return openpyxl.load_workbook(path if hasattr(path, "read") else Path(path), data_only=False)
+    (we compute them ourselves), within the office budgets (``OfficeBudgetError`` past them)."""
+    data = office_bytes(path, ".xlsx", inspect=_SpannedCells())
+    return openpyxl.load_workbook(io.BytesIO(data), data_only=False)
 
 
 def read_workbook(path: Path | str) -> Workbook:
@@ -167,11 +226,9 @@ def read_workbook(path: Path | str) -> Workbook:
 
 def _load_shared(path: Path | str) -> Workbook:
     """A workbook file's parse, shared with every reader of the same bytes (the sheets app's
-    reads, other episodes' graders: core/parse_cache.shared_parse); none of them changes it."""
-    p = Path(path)
-    if p.suffix.lower() != ".xlsx" or not p.is_file():  # whatever openpyxl says about it, as before
-        return load_workbook(p)
-    return shared_parse(".xlsx", p.read_bytes(), load_workbook)
+    reads, other episodes' graders: core/parse_cache.shared_parse); none of them changes it.
+    Its bytes are read up to the office file budget and checked by ``load_workbook``."""
+    return shared_parse(".xlsx", read_office(path, ".xlsx"), load_workbook)
 
 
 def find_sheet(wb: Workbook, name: str):
@@ -199,8 +256,14 @@ def evaluate(wb: Workbook, sheet: str, coord: str) -> Any:
     return Evaluator(wb).value(sheet, coord)
 
 
+MAX_GRID_CELLS = 4_000_000
+"""The largest used range ``sheet_values`` lays out (a value at XFD1048576 alone spans 17
+billion cells)."""
+
+
 def sheet_values(wb: Workbook, sheet: str) -> list[list[Any]]:
-    """Every row of the used range of ``sheet`` with formulas replaced by computed values."""
+    """Every row of the used range of ``sheet`` with formulas replaced by computed values
+    (row by row, as a reader goes). ValueError past ``MAX_GRID_CELLS``."""
     ev = Evaluator(wb)
     ws = find_sheet(wb, sheet)
     if ws is None:
@@ -209,10 +272,13 @@ def sheet_values(wb: Workbook, sheet: str) -> list[list[Any]]:
     if bounds is None:
         return []
     _, _, max_col, max_row = bounds
-    return [
-        [ev.value(ws.title, f"{get_column_letter(c)}{r}") for c in range(1, max_col + 1)]
-        for r in range(1, max_row + 1)
-    ]
+    if max_col * max_row > MAX_GRID_CELLS:
+        raise ValueError(f"sheet {ws.title!r} spans {max_row:,} rows by {max_col:,} columns (to "
+                         f"{get_column_letter(max_col)}{max_row}), more than {MAX_GRID_CELLS:,} cells to read")
+    grid: list[list[Any]] = [[None] * max_col for _ in range(max_row)]
+    for r, c in sorted(k for k, cell in ws._cells.items() if cell.value is not None):  # noqa: SLF001
+        grid[r - 1][c - 1] = ev.value_at(ws.title, r, c)
+    return grid
 
 
 def used_bounds(ws) -> tuple[int, int, int, int] | None:
@@ -233,6 +299,20 @@ def used_bounds(ws) -> tuple[int, int, int, int] | None:
 
 class Unsupported(Exception):
     """Raised inside the evaluator for anything it cannot compute; surfaces as None."""
+
+
+class OverBudget(Unsupported):
+    """The Evaluator's work budget is spent (or references nest too deep): surfaces as None,
+    and is not remembered for the cell, since it depends on what was evaluated before."""
+
+
+class CellError(Unsupported):
+    """An Excel error value the formula evaluates to (``code``: "#NUM!", "#VALUE!"), as Excel
+    gives past its limits; it propagates to every formula that uses the cell."""
+
+    def __init__(self, code: str, why: str):
+        super().__init__(code, why)
+        self.code = code
 
 
 _TOKEN = re.compile(
@@ -297,21 +377,41 @@ MAX_RANGE_CELLS = 1_000_000
 EVALUATION_BUDGET_CELLS = 4_000_000
 """Cells all the ranges of one Evaluator may span together: an agent's workbook of many formulas
 over huge ranges would otherwise keep a tool (or a grader) computing for hours."""
+EVALUATION_BUDGET_CHARS = 64_000_000
+"""Characters of text one Evaluator may read through ranges and build with ``&``: what the
+criteria of COUNTIF and the like scan, and what its remembered results hold."""
+EVALUATION_BUDGET_FORMULA_CHARS = 2_000_000
+"""Formula text one Evaluator may read, each evaluation counted as its length plus
+``FORMULA_OVERHEAD`` (each cell is evaluated once, unless a depth failure makes it again)."""
+FORMULA_OVERHEAD = 32
+MAX_DEPTH = 64
+"""References nested in one evaluation (A1 uses A2, which uses A3, ...): below Python's own
+recursion limit wherever the Evaluator is called from, so every caller gets the same answer."""
+MAX_FORMULA_CHARS = 8_192
+"""Excel's limit on a formula's length; a longer one is not computed."""
+MAX_TEXT = 32_767
+"""Excel's limit on a cell's text: longer text in a formula is ``#VALUE!``."""
+MAX_CRITERION = 255
+"""Excel's limit on a COUNTIF-style criterion's text: longer is ``#VALUE!``."""
 
 
 class Evaluator:
-    """Computes formula cells of one workbook, memoising results and refusing cycles; past
-    ``EVALUATION_BUDGET_CELLS`` of range cells every further range evaluates to None."""
+    """Computes formula cells of one workbook, memoising results (and failures) and refusing
+    cycles, within the work budgets above: past any of them a formula evaluates to None."""
 
     def __init__(self, wb: Workbook):
         self.wb = wb
         self._memo: dict[tuple[str, int, int], Any] = {}
+        self._failed: dict[tuple[str, int, int], Unsupported] = {}
         self._active: set[tuple[str, int, int]] = set()
         self._budget = EVALUATION_BUDGET_CELLS
+        self._chars = EVALUATION_BUDGET_CHARS
+        self._formula_chars = EVALUATION_BUDGET_FORMULA_CHARS
 
     # public ---------------------------------------------------------------------------------
     def value(self, sheet: str, coord: str) -> Any:
-        """Computed value at ``sheet!coord``: plain values as stored, formulas evaluated or None."""
+        """Computed value at ``sheet!coord``: plain values as stored, formulas evaluated, an
+        Excel error value ("#NUM!", "#VALUE!") past Excel's limits, or None (not computed)."""
         ws = find_sheet(self.wb, sheet)
         if ws is None:
             return None
@@ -319,15 +419,23 @@ class Evaluator:
             row, col = parse_cell(coord)
         except ValueError:
             return None
+        return self.value_at(ws.title, row, col)
+
+    def value_at(self, title: str, row: int, col: int) -> Any:
+        """``value`` of the cell at (row, col) of the sheet titled exactly ``title``."""
         try:
-            return self._cell(ws.title, row, col)
+            return self._cell(title, row, col)
+        except CellError as exc:
+            return exc.code
         except (Unsupported, RecursionError):
             return None
 
     def formula(self, sheet: str, text: str) -> Any:
         """Evaluate formula ``text`` (with or without '=') as if it sat on ``sheet``; None if unsupported."""
         try:
-            return _scalar(self._eval_text(sheet, text.lstrip("=")))
+            return _finite(_scalar(self._eval_text(sheet, text.lstrip("="))))
+        except CellError as exc:
+            return exc.code
         except (Unsupported, RecursionError):
             return None
 
@@ -336,6 +444,9 @@ class Evaluator:
         key = (sheet, row, col)
         if key in self._memo:
             return self._memo[key]
+        if key in self._failed:
+            failed = self._failed[key]
+            raise type(failed)(*failed.args)
         ws = self.wb[sheet]
         raw = ws._cells[(row, col)].value if (row, col) in ws._cells else None
         if not isinstance(raw, str) or not is_formula(raw):
@@ -344,23 +455,53 @@ class Evaluator:
             return raw
         if key in self._active:
             raise Unsupported("circular reference")
+        if len(self._active) >= MAX_DEPTH:
+            raise OverBudget(f"references nest more than {MAX_DEPTH} deep")
+        self._formula_chars -= len(raw) + FORMULA_OVERHEAD
+        if self._formula_chars < 0:
+            raise OverBudget("the workbook's formulas are too many or too long to evaluate")
         self._active.add(key)
         try:
-            result = _scalar(self._eval_text(sheet, raw[1:]))
+            result = _finite(_scalar(self._eval_text(sheet, raw[1:])))
+        except OverBudget:
+            raise
+        except Unsupported as exc:  # the same whenever it is evaluated: remembered
+            self._failed[key] = type(exc)(*exc.args)
+            raise
         finally:
             self._active.discard(key)
-        if isinstance(result, float) and not math.isfinite(result):
-            raise Unsupported("not a finite number")
         self._memo[key] = result
         return result
 
     def _eval_text(self, sheet: str, text: str) -> Any:
+        if len(text) >= MAX_FORMULA_CHARS:
+            raise Unsupported(f"formula longer than Excel's {MAX_FORMULA_CHARS:,} characters")
         tokens = _tokenize(text)
         parser = _Parser(tokens, self, sheet)
-        result = parser.expression()
+        try:
+            result = parser.expression()
+        except OverflowError:
+            raise CellError("#NUM!", "a number past the float range") from None
+        except (ArithmeticError, ValueError) as exc:  # e.g. decimal's, or a reference past the grid
+            raise Unsupported(f"{type(exc).__name__}: {exc}") from None
         if parser.pos != len(tokens):
             raise Unsupported(f"unexpected {tokens[parser.pos][1]!r}")
         return result
+
+    def _operand(self, sheet: str, row: int, col: int) -> Any:
+        """A cell's value as a formula reads it: text within Excel's limit, counted against
+        the text budget."""
+        v = self._cell(sheet, row, col)
+        if isinstance(v, str):
+            if len(v) > MAX_TEXT:
+                raise CellError("#VALUE!", f"text longer than {MAX_TEXT:,} characters")
+            self._spend_chars(len(v))
+        return v
+
+    def _spend_chars(self, n: int) -> None:
+        self._chars -= n
+        if self._chars < 0:
+            raise OverBudget(f"the workbook's formulas read more than {EVALUATION_BUDGET_CHARS:,} characters")
 
     def _ref(self, sheet: str, text: str) -> Any:
         if "!" in text:
@@ -385,7 +526,7 @@ class Evaluator:
             r2, c2 = parse_cell(b)
             return self._block(sheet, min(r1, r2), min(c1, c2), max(r1, r2), max(c1, c2))
         row, col = parse_cell(text)
-        return self._cell(sheet, row, col)
+        return self._operand(sheet, row, col)
 
     def _block(self, sheet: str, r1: int, c1: int, r2: int, c2: int) -> _Range:
         size = (r2 - r1 + 1) * (c2 - c1 + 1)
@@ -393,8 +534,8 @@ class Evaluator:
             raise Unsupported("range too large")
         self._budget -= size
         if self._budget < 0:
-            raise Unsupported("the workbook's formulas span too many cells to evaluate")
-        return _Range([[self._cell(sheet, r, c) for c in range(c1, c2 + 1)] for r in range(r1, r2 + 1)])
+            raise OverBudget("the workbook's formulas span too many cells to evaluate")
+        return _Range([[self._operand(sheet, r, c) for c in range(c1, c2 + 1)] for r in range(r1, r2 + 1)])
 
 
 class _Parser:
@@ -428,7 +569,11 @@ class _Parser:
         left = self.additive()
         while self.at_op("&"):
             self.take()
-            left = _text(_scalar(left)) + _text(_scalar(self.additive()))
+            a, b = _text(_scalar(left)), _text(_scalar(self.additive()))
+            if len(a) + len(b) > MAX_TEXT:
+                raise CellError("#VALUE!", f"text longer than {MAX_TEXT:,} characters")
+            self.ev._spend_chars(len(a) + len(b))
+            left = a + b
         return left
 
     def additive(self) -> Any:
@@ -436,7 +581,7 @@ class _Parser:
         while op := self.at_op("+", "-"):
             self.take()
             a, b = _num(_scalar(left)), _num(_scalar(self.term()))
-            left = a + b if op == "+" else a - b
+            left = _finite(a + b if op == "+" else a - b)
         return left
 
     def term(self) -> Any:
@@ -446,19 +591,14 @@ class _Parser:
             a, b = _num(_scalar(left)), _num(_scalar(self.power()))
             if op == "/" and b == 0:
                 raise Unsupported("division by zero")
-            left = a * b if op == "*" else a / b
+            left = _finite(a * b if op == "*" else a / b)
         return left
 
     def power(self) -> Any:
         left = self.unary()
         while self.at_op("^"):
             self.take()
-            try:
-                left = _num(_scalar(left)) ** _num(_scalar(self.unary()))
-            except (OverflowError, ZeroDivisionError) as exc:
-                raise Unsupported(str(exc)) from None
-            if isinstance(left, complex):
-                raise Unsupported("complex result")
+            left = _power(_num(_scalar(left)), _num(_scalar(self.unary())))
         return left
 
     def unary(self) -> Any:
@@ -472,7 +612,7 @@ class _Parser:
         kind, text = self.take()
         if kind == "number":
             pct = text.endswith("%")
-            v = float(text.rstrip("%"))
+            v = _finite(float(text.rstrip("%")))
             v = v / 100 if pct else v
             return int(v) if v.is_integer() and "." not in text and "e" not in text.lower() and not pct else v
         if kind == "string":
@@ -519,13 +659,52 @@ def _num(v: Any) -> int | float:
     if isinstance(v, bool):
         return int(v)
     if isinstance(v, (int, float)):
-        return v
+        return _finite(v)
     if isinstance(v, str):
         try:
-            return float(v.strip().replace(",", "")) if v.strip() else 0
+            x = float(v.strip().replace(",", "")) if v.strip() else 0
         except ValueError:
             raise Unsupported(f"{v!r} is not a number") from None
+        if not math.isfinite(x):  # "inf", "nan", "1e999": text Excel does not read as a number
+            raise Unsupported(f"{v!r} is not a number")
+        return x
     raise Unsupported(f"{type(v).__name__} is not a number")
+
+
+def _finite(v: Any) -> Any:
+    """``v``, when it is a number within Excel's (the float) range; ``#NUM!`` otherwise.
+    Integers stay exact below that bound (at most 1,024 bits, so every operation on them is
+    cheap); other values pass through."""
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int):
+        if v.bit_length() > 1024:
+            raise CellError("#NUM!", "a number past the float range")
+        try:
+            float(v)
+        except OverflowError:
+            raise CellError("#NUM!", "a number past the float range") from None
+    elif isinstance(v, float) and not math.isfinite(v):
+        raise CellError("#NUM!", "a number past the float range")
+    return v
+
+
+def _power(a: int | float, b: int | float) -> int | float:
+    """``a ^ b`` within the float range, its size told before it is computed: an integer
+    power is computed exactly only when its result has at most ~2,048 bits."""
+    if isinstance(a, int) and isinstance(b, int) and b >= 0 and abs(a) > 1:
+        if (abs(a).bit_length() - 1) * b >= 1024:  # |a|^b >= 2^1024
+            raise CellError("#NUM!", "a number past the float range")
+        return _finite(a ** b)
+    try:
+        result = a ** b  # float arithmetic (or a tiny integer one): bounded time
+    except OverflowError:
+        raise CellError("#NUM!", "a number past the float range") from None
+    except ZeroDivisionError as exc:
+        raise Unsupported(str(exc)) from None
+    if isinstance(result, complex):
+        raise Unsupported("complex result")
+    return _finite(result)
 
 
 def _text(v: Any) -> str:
@@ -585,9 +764,15 @@ def _round(args: list[Any]) -> float:
         raise Unsupported("ROUND takes 1 or 2 arguments")
     x = _num(_scalar(args[0]))
     digits = int(_num(_scalar(args[1]))) if len(args) == 2 else 0
+    digits = max(-400, min(400, digits))  # past the float range either way: the same result
     q = Decimal(1).scaleb(-digits)
-    r = float(Decimal(repr(x)).quantize(q, rounding=ROUND_HALF_UP))
+    r = float(Decimal(repr(x)).quantize(q, rounding=ROUND_HALF_UP, context=_ROUND_CONTEXT))
     return int(r) if digits <= 0 else r
+
+
+_ROUND_CONTEXT = Context(prec=1_000)
+"""Enough digits to round any float at any place from 10^-400 to 10^400 (the default 28 would
+refuse ROUND(1.5, 40))."""
 
 
 def _criterion(crit: Any):
@@ -598,6 +783,8 @@ def _criterion(crit: Any):
     if isinstance(crit, bool):
         return lambda v: v is crit
     text = _text(crit)
+    if len(text) > MAX_CRITERION:
+        raise CellError("#VALUE!", f"a criterion longer than {MAX_CRITERION} characters")
     op = "="
     for candidate in ("<=", ">=", "<>", "<", ">", "="):
         if text.startswith(candidate):

@@ -8,6 +8,7 @@ core-property times are pinned here).
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -17,6 +18,7 @@ from pptx.enum.shapes import PP_PLACEHOLDER
 from pptx.presentation import Presentation
 
 from longhorizon.apps.docs.state import FIXED_TIME, atomic_write, package_bytes
+from longhorizon.core.office_budget import office_bytes
 from longhorizon.core.parse_cache import parse_once
 
 LAYOUTS = {
@@ -49,8 +51,9 @@ def save_presentation(prs: Presentation, path: Path | str) -> None:
 
 
 def load_presentation(path: Path | str | BinaryIO) -> Presentation:
-    """A deck from a path or an open binary file (apps pass one opened by ``Workspace``)."""
-    return pptx.Presentation(path if hasattr(path, "read") else str(path))
+    """A deck from a path or an open binary file, within the office budgets
+    (core/office_budget.py: ``OfficeBudgetError`` past them)."""
+    return pptx.Presentation(io.BytesIO(office_bytes(path, ".pptx")))
 
 
 def new_presentation() -> Presentation:
