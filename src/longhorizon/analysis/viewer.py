@@ -64,17 +64,24 @@ def criteria_table(traj: Trajectory) -> str:
 def trajectory_html(traj: Trajectory, *, diverge_at: int | None = None, max_result_chars: int | None = None,
                     anchor: str = "") -> str:
     """One episode: header, messages in order with each assistant turn's calls (arguments and
-    results; errors red, the call where a paired episode first differs outlined), criteria."""
+    results; errors red, the call where a paired episode first differs outlined; a reply the
+    token limit cut marked), criteria."""
     calls_by_id = {c.id: (i, c) for i, c in enumerate(traj.tool_calls)}
     verdict = "pass" if traj.passed else "fail"
     out = [f"<div class=\"traj\" id=\"{escape(anchor)}\"><p><b>{escape(traj.task_id)}</b> sample {traj.sample} · "
            f"{escape(traj.category)} · <span class=\"{verdict}\">{verdict}</span> · reward {traj.reward:.3f} · "
            f"{len(traj.tool_calls)} calls · ended: {escape(traj.status)} · policy "
            f"<code>{escape(str((traj.provenance.get('policy') or {}).get('policy', '?')))}</code></p>"]
+    turns = iter(traj.turns)
     for m in traj.messages:
         role = m.get("role", "?")
         if role == "tool":
             continue  # shown under the call it answers
+        record = next(turns, {}) if role == "assistant" else {}
+        cut = ""
+        if isinstance(record, dict) and record.get("finish_reason") == "length":
+            n = record.get("completion_tokens")
+            cut = f" <b class=\"fail cut\">cut at {escape(str(n))} tokens</b>" if n else " <b class=\"fail cut\">cut</b>"
         content = m.get("content")
         body = _folded(_text(content), None) if content else ""  # messages whole; only tool I/O is cut
         if role == "system":
@@ -93,7 +100,7 @@ def trajectory_html(traj: Trajectory, *, diverge_at: int | None = None, max_resu
                          f"{'<b class=fail> error</b>' if c.is_error else ''}"
                          f"{_folded(_text(c.arguments), max_result_chars)}"
                          f"<div>→</div>{_folded(c.result, max_result_chars)}</div>")
-        out.append(f"<div class=\"msg {escape(role)}\"><b>{escape(role)}</b>{body}{''.join(calls)}</div>")
+        out.append(f"<div class=\"msg {escape(role)}\"><b>{escape(role)}</b>{cut}{body}{''.join(calls)}</div>")
     out.append(criteria_table(traj))
     out.append("</div>")
     return "".join(out)
