@@ -126,6 +126,8 @@ async def test_policy_returns_exactly_the_sampled_tokens_and_their_logprobs(gree
     assert prompt == tok(tok.apply_chat_template(MESSAGES, tools=TOOLS, add_generation_prompt=True, tokenize=False),
                          add_special_tokens=False)["input_ids"]
     assert 0 < len(ids) <= 24 and len(logprobs) == len(ids) and all(lp <= 0 for lp in logprobs)
+    if ids[-1] != tok.eos_token_id:  # cut by max_new_tokens: it says so
+        assert (msg.pop("finish_reason"), msg.pop("completion_tokens")) == ("length", len(ids))
     assert msg == parse_completion(tok.decode(ids, skip_special_tokens=True))
 
 

@@ -22,8 +22,8 @@ A reply the policy's token budget cut (it says ``finish_reason: "length"``, as a
 OpenAI-compatible server does and the local policy does) is not a finished reply: it is
 recorded as sent (its turn record keeps ``finish_reason`` and, when known,
 ``completion_tokens``), none of its tool calls is run, and the agent is told why and goes on:
-each call is answered with a tool error ("your reply was cut at N tokens ... this call was not
-run"), and a cut reply without calls gets that message as a user turn. A cut is never an
+each call is answered with a tool error ("your reply was cut at N tokens ... so nothing in it
+was run"), and a cut reply without calls gets that message as a user turn. A cut is never an
 ending by itself: ``MAX_CUT_REPLIES`` cut replies in a row end the episode with status
 ``max_tokens`` (graded as it stands); an episode that recovered keeps its cuts in its turn
 records, which ``eval`` counts and the viewer marks.
