@@ -131,3 +131,24 @@ async def test_the_local_policy_records_the_elisions_in_its_reply(tiny, budget):
     local = LocalModelPolicy(tiny, max_new_tokens=1, context_policy="elide-oldest", context_limit=budget)
     msg = await local.act(EPISODE[:TURNS[-1]], TOOLS, None)
     assert msg["elided"] >= 1 and local.describe()["context_policy"]["max_context"] == budget
+
+
+def test_context_flags_that_cannot_work_are_usage_errors(tmp_path):
+    from longhorizon.core.errors import UsageError
+    from longhorizon.policies.factory import make_policy
+
+    with pytest.raises(UsageError, match="openai and local"):
+        make_policy("oracle", context_policy="elide-oldest", max_context=512)
+    with pytest.raises(UsageError, match="--context-policy"):
+        make_policy("openai", base_url="http://127.0.0.1:9/v1", model="m", max_context=512)
+    with pytest.raises(UsageError, match="--tokenizer"):
+        make_policy("openai", base_url="http://127.0.0.1:9/v1", model="served-name", context_policy="elide-oldest",
+                    max_context=512)
+
+
+def test_the_served_policy_counts_with_the_tokenizer_folder_it_is_given(tiny):
+    from longhorizon.policies.factory import make_policy
+
+    pol = make_policy("openai", base_url="http://127.0.0.1:9/v1", model="served-name", context_policy="elide-oldest",
+                      max_context=512, tokenizer=str(tiny))
+    assert pol.context.max_context == 512 and "max_tokens" not in pol.sampling  # none sent unless told
