@@ -9,7 +9,7 @@ from transformers import AutoTokenizer  # noqa: E402
 
 from longhorizon.core.chat_api import api_messages  # noqa: E402
 from longhorizon.env.episode import SYSTEM_PROMPT  # noqa: E402
-from longhorizon.policies.context import ELIDED, ContextPolicy  # noqa: E402
+from longhorizon.policies.context import ARGUMENTS_ELIDED, ELIDED, ContextPolicy, elide  # noqa: E402
 from longhorizon.policies.local_model import LocalModelPolicy  # noqa: E402
 from longhorizon.policies.openai_client import OpenAIPolicy  # noqa: E402
 from longhorizon.policies.render import ChatRenderer  # noqa: E402
@@ -66,7 +66,7 @@ def test_a_conversation_that_fits_is_left_whole(tok):
     assert view == EPISODE[:TURNS[-1]] and elided == 0
 
 
-def test_the_oldest_results_are_elided_first_and_only_as_many_as_needed(tok, budget):
+def test_the_oldest_results_go_first_and_the_system_turn_task_and_turns_stay(tok, budget):
     policy = ContextPolicy(tok, budget)
     messages = EPISODE[:TURNS[-1]]
     view, elided = policy.view(messages, TOOLS)
@@ -76,8 +76,31 @@ def test_the_oldest_results_are_elided_first_and_only_as_many_as_needed(tok, bud
     assert [view[i] for i in tools[elided:]] == [messages[i] for i in tools[elided:]]
     assert [m for m in view if m["role"] == "assistant"] == [m for m in messages if m["role"] == "assistant"]
     assert policy.prompt_length(view, TOOLS) <= budget
-    one_fewer = [{**m, "content": ELIDED} if i in tools[:elided - 1] else m for i, m in enumerate(messages)]
-    assert policy.prompt_length(one_fewer, TOOLS) > budget
+
+
+def test_when_it_must_elide_it_goes_down_to_the_low_water_mark(tok, budget):
+    """So the view holds for a few turns instead of changing at every one."""
+    policy = ContextPolicy(tok, budget)
+    changed = next(i for i in TURNS + [TURNS[-1] + 2] if policy.view(EPISODE[:i], TOOLS)[1])
+    view, elided = policy.view(EPISODE[:changed], TOOLS)
+    assert policy.prompt_length(view, TOOLS) <= policy.low_water < budget
+    tools = [i for i, m in enumerate(EPISODE[:changed]) if m["role"] == "tool"]
+    one_fewer = elide(EPISODE[:changed], tools[:elided - 1])
+    assert policy.prompt_length(one_fewer, TOOLS) > policy.low_water
+
+
+def test_long_call_arguments_are_elided_after_the_results(tok):
+    write = {"role": "assistant", "content": "Writing the report.", "tool_calls": [{
+        "id": "w", "type": "function",
+        "function": {"name": "files__read_file", "arguments": '{"path": "' + "report " * 200 + '"}'}}]}
+    messages = EPISODE[:TURNS[2]] + [write, {"role": "tool", "tool_call_id": "w", "content": "done"}] \
+        + EPISODE[TURNS[2]:TURNS[4]]
+    size = ContextPolicy(tok, 10**9).prompt_length(messages, TOOLS)
+    view, elided = ContextPolicy(tok, size // 2).view(messages, TOOLS)
+    assert view[TURNS[2]]["tool_calls"][0]["function"]["arguments"] == ARGUMENTS_ELIDED
+    assert view[TURNS[2]]["content"] == "Writing the report."  # its note and tool name stay
+    assert all(m["content"] == ELIDED for m in view[:TURNS[2]] if m["role"] == "tool")  # the results went first
+    assert view[-2:] == messages[-2:]
 
 
 def test_the_latest_results_stay_even_when_nothing_else_fits(tok):

@@ -38,9 +38,9 @@ token (cut by ``max_new_tokens`` or by the room left) says ``finish_reason: "len
 ``completion_tokens``, as a served model's would: the episode answers it as a cut reply.
 With a context policy (``context_policy="elide-oldest"``, ``context_limit`` prompt tokens;
 ``policies/context.py``) each prompt is the policy's view of the conversation: while the view
-only grows, prompts stay token-in/token-out; at a turn where it elides one more tool result the
-prompt is rendered afresh and the reply records ``elided`` (RL cannot train such an episode as
-one sequence).
+only grows, prompts stay token-in/token-out; at a turn where it elides more, the prompt is
+rendered afresh, and every reply made on an elided view records ``elided`` (RL cannot train
+such an episode as one sequence).
 
 torch and transformers are imported only when a policy is created, so importing this module
 stays cheap.
@@ -280,7 +280,7 @@ class LocalModelPolicy:
         an episode's first turn and where the context policy elides more than it did."""
         elided = 0
         if self.context is not None:
-            messages, elided = self.context.view(messages, tools)
+            messages, elided = self.context.view(messages, tools, state.setdefault("context", {}) if state is not None else None)
         n = state.get("messages", 0) if state else 0
         if state and len(messages) > n and messages[n - 1].get("role") == "assistant" \
                 and state.get("elided", 0) == elided:

@@ -54,7 +54,7 @@ class OpenAIPolicy(ChatClient):
     async def act(self, messages: list[dict], tools: list[dict], ctx: EpisodeContext | None = None) -> dict:
         elided = 0
         if self.context is not None:
-            messages, elided = self.context.view(messages, tools)
+            messages, elided = self.context.view(messages, tools, ctx.scratch.setdefault("context", {}) if ctx else None)
         msg = parse_response(await self.complete(self.request_body(messages, tools)))
         if elided:
             msg["elided"] = elided
