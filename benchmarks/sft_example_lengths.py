@@ -54,17 +54,21 @@ def main() -> int:
     data = Dataset.from_list(asyncio.run(rows(tasks_for("train"))))
     renderer = ChatRenderer(tok)
     total = sum(sum(renderer.episode(r["messages"], json.loads(r["tools"]))[1]) for r in data)
-    print(f"{len(data)} oracle train episodes, {total:,} assistant tokens (SmolLM2 tokenizer); "
+    first = sorted(len(renderer.prompt_ids(r["messages"][:2], json.loads(r["tools"]))) for r in data)
+    print(f"{len(data)} oracle train episodes, {total:,} assistant tokens (SmolLM2 tokenizer); first prompt "
+          f"(system turn with the tools, task): median {first[len(first) // 2]:,}, max {first[-1]:,} tokens, "
+          f"{sum(n > 4096 for n in first)} over 4096, {sum(n > 8192 for n in first)} over 8192; "
           f"played and rendered in {time.perf_counter() - t0:.0f} s\n")
     print(f"{'max_length':>10} {'context policy':<22} {'examples':>8} {'kept':>5} {'cut':>5} {'dropped':>7} "
-          f"{'trained tokens':>15} {'s':>5}")
+          f"{'tokens kept':>12} {'assistant tokens trained':>25} {'s':>5}")
     for max_length, policy, max_context in SETTINGS:
         t = time.perf_counter()
         out, report = prepare_examples(data, tok, max_length=max_length, context_policy=policy, max_context=max_context)
-        trained = sum(sum(m) for m in out["assistant_masks"])
+        share = report["assistant_tokens"]["trained"] / report["assistant_tokens"]["all"]
         label = policy if policy == "none" else f"{policy} {max_context}"
         print(f"{max_length:>10} {label:<22} {report['examples']:>8} {report['kept']:>5} {report['truncated']:>5} "
-              f"{sum(report['dropped'].values()):>7} {trained / total:>14.1%} {time.perf_counter() - t:>5.0f}")
+              f"{sum(report['dropped'].values()):>7} {report['tokens']:>12,} {share:>25.1%} "
+              f"{time.perf_counter() - t:>5.0f}")
     return 0
 
 

@@ -40,6 +40,9 @@ def test_examples_cut_or_dropped_at_max_length_are_counted_with_the_reason(episo
     assert (report["episodes"], report["examples"], report["kept"], report["truncated"]) == (2, 2, 1, 1)
     assert report["dropped"] == {f"no assistant token within max_length {short_len - 3}": 1}
     assert "1 of 2 examples kept" in report["summary"] and "1 dropped (1 no assistant token" in report["summary"]
+    whole = sum(sum(ChatRenderer(tok).episode(e["messages"], files_tools)[1]) for e in episodes)
+    assert report["assistant_tokens"] == {"trained": sum(data[0]["assistant_masks"]), "all": whole}
+    assert "of the assistant tokens trained" in report["summary"]
     with pytest.raises(UsageError, match="no SFT example left"):
         prepare_examples(Dataset.from_list(episodes[1:]), tok, max_length=short_len - 3)
 

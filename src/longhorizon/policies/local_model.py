@@ -280,7 +280,8 @@ class LocalModelPolicy:
         an episode's first turn and where the context policy elides more than it did."""
         elided = 0
         if self.context is not None:
-            messages, elided = self.context.view(messages, tools, state.setdefault("context", {}) if state is not None else None)
+            memo = state.setdefault("context", {}) if state is not None else None
+            messages, elided = self.context.view(messages, tools, memo)
         n = state.get("messages", 0) if state else 0
         if state and len(messages) > n and messages[n - 1].get("role") == "assistant" \
                 and state.get("elided", 0) == elided:

@@ -54,7 +54,8 @@ class OpenAIPolicy(ChatClient):
     async def act(self, messages: list[dict], tools: list[dict], ctx: EpisodeContext | None = None) -> dict:
         elided = 0
         if self.context is not None:
-            messages, elided = self.context.view(messages, tools, ctx.scratch.setdefault("context", {}) if ctx else None)
+            memo = ctx.scratch.setdefault("context", {}) if ctx is not None else None
+            messages, elided = self.context.view(messages, tools, memo)
         msg = parse_response(await self.complete(self.request_body(messages, tools)))
         if elided:
             msg["elided"] = elided

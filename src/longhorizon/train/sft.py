@@ -16,7 +16,7 @@ of the episode is kept); one left with no assistant token in its first ``max_len
 and the run prints one line saying so and keeps the counts in its summary (``data``). With a
 context policy (``context_policy: elide-oldest``, ``max_context`` prompt tokens;
 policies/context.py) an episode becomes one example per stretch of turns that share their
-elided tool results: each assistant turn trained once, in the view the acting policy reads.
+view (what is elided): each assistant turn trained once, in the view the acting policy reads.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ def prepare_examples(dataset, tokenizer, loss_on: str = "assistant", *, max_leng
     (``loss_on="all"``: the mask covers every token), cut to ``max_length``, and what that cost.
 
     The report counts the episodes, the examples made of them (more than one each with a context
-    policy), those kept, those cut at ``max_length`` and those dropped, by reason.
+    policy), those kept, those cut at ``max_length`` and those dropped, by reason; the tokens
+    kept; and the assistant tokens trained out of all (each assistant turn is in one example).
     """
     from datasets import Dataset
 
@@ -53,11 +54,14 @@ def prepare_examples(dataset, tokenizer, loss_on: str = "assistant", *, max_leng
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     rows, dropped, truncated, made = [], Counter(), 0, 0
+    assistant = trained = 0
     for row in dataset:
         messages, tools = example_messages(row)
         pieces = context.sft_examples(messages, tools) if context else [renderer.episode(messages, tools)]
         for ids, mask in pieces:
             made += 1
+            assistant += sum(mask)
+            trained += sum(mask[:max_length])
             if loss_on != "assistant":
                 mask = [1] * len(ids)
             if max_length is not None and len(ids) > max_length:
@@ -68,7 +72,8 @@ def prepare_examples(dataset, tokenizer, loss_on: str = "assistant", *, max_leng
                 truncated += 1
             rows.append({"input_ids": ids, "assistant_masks": mask})
     report = {"episodes": len(dataset), "examples": made, "kept": len(rows), "truncated": truncated,
-              "dropped": dict(dropped), "max_length": max_length,
+              "dropped": dict(dropped), "max_length": max_length, "tokens": sum(len(r["input_ids"]) for r in rows),
+              "assistant_tokens": {"trained": trained, "all": assistant},
               "context_policy": context.describe() if context else None}
     report["summary"] = describe_examples(report)
     if not rows:
@@ -90,6 +95,9 @@ def describe_examples(report: dict[str, Any]) -> str:
         why = ", ".join(f"{n} {reason}" for reason, n in report["dropped"].items())
         head += (f"; {sum(report['dropped'].values())} dropped ({why}): raise --max-length, or use "
                  "--context-policy elide-oldest --max-context N")
+    share = report["assistant_tokens"]
+    if share["trained"] < share["all"]:
+        head += f"; {share['trained'] / share['all']:.1%} of the assistant tokens trained"
     return head
 
 
