@@ -14,6 +14,8 @@ from longhorizon.core.argtypes import json_object, nonneg_float, nonneg_int, por
 from longhorizon.core.errors import InfraError, UsageError
 from longhorizon.core.task import SPLITS
 from longhorizon.core.words import plural
+from longhorizon.policies.context import CONTEXT_POLICIES
+from longhorizon.policies.factory import DEFAULT_MAX_TOKENS
 
 POLICIES = ("oracle", "hasty", "null", "openai", "local")
 
@@ -32,6 +34,8 @@ def _policy(args):
         args.policy, model=model, base_url=args.base_url, temperature=args.temperature,
         top_p=args.top_p, max_tokens=args.max_tokens, seed=args.sampling_seed,
         api_key=args.api_key, extra_body=args.extra_body, token_data=getattr(args, "token_data", False),
+        context_policy=getattr(args, "context_policy", None), max_context=getattr(args, "max_context", None),
+        tokenizer=getattr(args, "tokenizer", None),
     )
 
 
@@ -403,7 +407,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="extra request fields, e.g. '{\"chat_template_kwargs\": {\"enable_thinking\": false}}' (vLLM)")
     r.add_argument("--temperature", type=nonneg_float, default=0.0)
     r.add_argument("--top-p", type=unit_interval, default=1.0)
-    r.add_argument("--max-tokens", type=positive_int, default=1024, help="tokens per assistant turn")
+    r.add_argument("--max-tokens", type=positive_int,
+                   help=f"tokens per assistant reply (default: openai sends none, so the server allows what its "
+                        f"context leaves; local {DEFAULT_MAX_TOKENS:,}). A cut reply is answered with an error and "
+                        "the episode goes on; 3 cut in a row end it (status max_tokens)")
+    r.add_argument("--context-policy", choices=CONTEXT_POLICIES, default="none",
+                   help="openai/local: what the model reads when the episode outgrows --max-context: elide-oldest "
+                        "replaces the oldest tool results with a marker (docs/training.md); default none")
+    r.add_argument("--max-context", type=positive_int, metavar="N",
+                   help="prompt tokens the context policy keeps each prompt within (use the value `train sft` used)")
+    r.add_argument("--tokenizer", metavar="FOLDER",
+                   help="openai with --context-policy: the served model's tokenizer (default: --model if a folder)")
     r.add_argument("--sampling-seed", type=nonneg_int, default=0)
     r.add_argument("--token-data", action="store_true",
                    help="openai: ask the server for the sampled token ids and log-probs (vLLM, e.g. "

@@ -114,3 +114,35 @@ class Vandal:
 async def test_the_trajectory_records_the_tools_the_policy_was_shown():
     traj = await play_task(get_task(TASK), Vandal())
     assert traj.tools == Vandal.seen and {t["function"]["name"] for t in traj.tools} >= {"files__list_dir"}
+
+
+def cut(msg, tokens=None):
+    """``msg`` as a policy returns a reply its token budget cut."""
+    return {**msg, "finish_reason": "length", **({"completion_tokens": tokens} if tokens else {})}
+
+
+async def test_a_cut_reply_is_not_run_the_agent_reads_why_and_goes_on():
+    write = call("files__write_file", json.dumps({"path": "out.txt", "content": "x"}))
+    traj = await play_task(get_task(TASK), Scripted(cut(write, 1024), call("files__list_dir", "{}")))
+    first, second = traj.tool_calls
+    assert first.is_error and "cut at 1,024 tokens" in first.result and "nothing in it was run" in first.result
+    assert not second.is_error and "out.txt" not in second.result  # the write never ran
+    assert traj.status == "completed"
+    assert traj.turns[0]["finish_reason"] == "length" and traj.turns[0]["completion_tokens"] == 1024
+    assert "finish_reason" not in traj.messages[2]  # the record, not the replayable message
+
+
+async def test_a_cut_reply_without_calls_gets_the_error_as_a_user_turn():
+    traj = await play_task(get_task(TASK), Scripted(cut(assistant("Here is the summ"), 7), assistant("Done.")))
+    assert traj.status == "completed"
+    note = traj.messages[3]
+    assert note["role"] == "user" and "cut at 7 tokens" in note["content"]
+
+
+async def test_cut_replies_in_a_row_end_the_episode_as_max_tokens():
+    long_write = call("files__write_file", json.dumps({"path": "out.txt", "content": "x" * 50}))
+    traj = await play_task(get_task(TASK), Scripted(cut(assistant("Let me"), 5), cut(long_write), cut(assistant("I"), 5),
+                                                    assistant("never reached")))
+    assert traj.status == "max_tokens" and len(traj.turns) == 3 and traj.grade is not None
+    assert [c.is_error for c in traj.tool_calls] == [True]
+    assert "cut at the token limit" in traj.tool_calls[0].result  # no count known: said without one

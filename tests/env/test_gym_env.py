@@ -61,3 +61,17 @@ def test_registered_with_gymnasium():
         assert terminated and reward == 0.0 and info["grade"]["passed"] is False
     finally:
         env.close()
+
+
+def test_cut_actions_are_answered_and_three_in_a_row_truncate_the_episode():
+    env = TaskEnv(get_task(TASK))
+    try:
+        env.reset()
+        cut = {"role": "assistant", "content": "I will now list every fi", "finish_reason": "length"}
+        for k in range(3):
+            obs, reward, terminated, truncated, info = env.step(cut)
+            assert not terminated and obs[-1]["role"] == "user" and "cut at the token limit" in obs[-1]["content"]
+            assert truncated == (k == 2)
+        assert info["trajectory"].status == "max_tokens" and "grade" in info
+    finally:
+        env.close()

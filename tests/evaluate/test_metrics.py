@@ -82,3 +82,16 @@ def test_run_status_counts_missing_and_pending_episodes():
         "expected": 4, "finished": 2, "missing": 2, "pending_infra_errors": 1, "complete": False}
     assert run_status(rows, infra, expected=2)["complete"]
     assert not run_status(rows, infra, expected=None)["complete"]  # unknown is not complete
+
+
+def test_replies_cut_at_the_token_limit_are_counted_and_shown():
+    from longhorizon.evaluate.metrics import format_summary
+
+    recovered = {**row("a", True, 1.0), "turns": [{"finish_reason": "length"}, {}]}
+    ended = {**row("b", False, 0.0), "status": "max_tokens", "turns": [{"finish_reason": "length"}] * 3}
+    s = summarize([recovered, ended, row("c", True, 1.0)], expected=3)
+    assert s["statuses"] == {"completed": 2, "max_tokens": 1}
+    assert s["cut_replies"] == {"replies": 4, "episodes": 2}
+    text = format_summary(s)
+    assert "max_tokens 1" in text and "replies cut at the token limit: 4 in 2 episodes" in text
+    assert "cut at the token limit" not in format_summary(summarize([row("c", True, 1.0)], expected=1))

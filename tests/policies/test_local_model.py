@@ -126,6 +126,8 @@ async def test_policy_returns_exactly_the_sampled_tokens_and_their_logprobs(gree
     assert prompt == tok(tok.apply_chat_template(MESSAGES, tools=TOOLS, add_generation_prompt=True, tokenize=False),
                          add_special_tokens=False)["input_ids"]
     assert 0 < len(ids) <= 24 and len(logprobs) == len(ids) and all(lp <= 0 for lp in logprobs)
+    if ids[-1] != tok.eos_token_id:  # cut by max_new_tokens: it says so
+        assert (msg.pop("finish_reason"), msg.pop("completion_tokens")) == ("length", len(ids))
     assert msg == parse_completion(tok.decode(ids, skip_special_tokens=True))
 
 
@@ -161,6 +163,17 @@ async def test_a_prompt_longer_than_the_context_raises_context_length_exceeded(t
     small = LocalModelPolicy(tiny, max_context=32)
     with pytest.raises(ContextLengthExceeded, match="context of 32"):
         await small.act(MESSAGES, TOOLS, None)
+
+
+async def test_a_reply_cut_by_max_new_tokens_says_so_and_ends_the_episode_as_max_tokens(tiny):
+    policy = LocalModelPolicy(tiny, max_new_tokens=2)
+    msg = await policy.act(MESSAGES, TOOLS, None)
+    assert msg["token_ids"][-1] not in policy.eos_ids  # the random model does not stop within 2 tokens
+    assert msg["finish_reason"] == "length" and msg["completion_tokens"] == 2
+    traj = await play_task(_copy_task(), policy)
+    assert traj.status == "max_tokens" and [t["finish_reason"] for t in traj.turns] == ["length"] * 3
+    errors = [m["content"] for m in traj.messages if m["role"] in ("user", "tool")][1:]
+    assert errors and all("cut at 2 tokens" in e for e in errors)
 
 
 def test_parser_keeps_malformed_tool_call_arguments_raw():

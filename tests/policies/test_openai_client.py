@@ -209,6 +209,32 @@ async def test_episode_over_http_matches_the_oracle_played_directly(make_task):
     assert len(srv.requests) == len(traj.turns)
 
 
+async def test_a_reply_the_server_cuts_at_max_tokens_ends_as_max_tokens_with_a_readable_error():
+    """The holdout failure: the oracle's write was cut at max_tokens and graded as a normal end."""
+    task = _adhoc_task()
+    with StandinLLM(OracleBrain([task])) as srv:
+        async with policy(srv, max_tokens=3) as pol:
+            traj = await play_task(task, pol)
+    assert traj.status == "max_tokens" and not traj.passed
+    assert [t["finish_reason"] for t in traj.turns] == ["length"] * 3
+    told = srv.requests[1]["messages"][-1]  # what the agent read after its first cut reply
+    assert told["role"] == "user" and "cut at 3 tokens" in told["content"] and "nothing in it was run" in told["content"]
+
+
+async def test_after_a_cut_reply_the_agent_can_recover():
+    long_write = {"role": "assistant", "content": "Writing it all at once: " + "data " * 50,
+                  "tool_calls": [call("files__write_file", json.dumps({"path": "out.txt", "content": "42\n"}))]}
+    task = _adhoc_task()
+    brain = ScriptedBrain([long_write, {"role": "assistant", "content": "",
+                                        "tool_calls": [call("files__write_file", '{"path":"out.txt","content":"42"}')]}])
+    with StandinLLM(brain) as srv:
+        async with policy(srv, max_tokens=40) as pol:
+            traj = await play_task(task, pol)
+    assert traj.status == "completed" and traj.passed
+    assert traj.turns[0]["finish_reason"] == "length" and traj.turns[0]["completion_tokens"] == 40
+    assert "finish_reason" not in traj.turns[1]
+
+
 # -- the stand-in itself behaves like a real server ----------------------------------------
 
 

@@ -38,6 +38,8 @@ class VerlServerPolicy:
     prompt_ids = LocalModelPolicy.prompt_ids
     _next_prompt = LocalModelPolicy._next_prompt
     _message = LocalModelPolicy._message
+    context = None
+    """No context policy: verl trains each episode as one token-in/token-out sequence."""
 
     def __init__(self, server_manager, tokenizer, sampling_params: dict[str, Any], model: str | None = None):
         self.server_manager, self.tokenizer = server_manager, tokenizer
@@ -51,7 +53,7 @@ class VerlServerPolicy:
 
     async def act(self, messages: list[dict], tools: list[dict], ctx: EpisodeContext) -> dict:
         state = ctx.scratch.setdefault("verl", {})
-        prompt = self._next_prompt(messages, tools, state)
+        prompt, _ = self._next_prompt(messages, tools, state)
         out = await self.server_manager.generate(request_id=state.setdefault("request_id", uuid.uuid4().hex),
                                                  prompt_ids=prompt, sampling_params=self.sampling_params)
         logprobs = list(out.log_probs) if out.log_probs else [0.0] * len(out.token_ids)

@@ -94,7 +94,8 @@ def criteria_table(traj: Trajectory) -> str:
 def trajectory_html(traj: Trajectory, *, diverge_at: int | None = None, max_result_chars: int | None = None,
                     anchor: str = "") -> str:
     """One episode: header, messages in order with each assistant turn's calls (arguments and
-    results; errors red, the call where a paired episode first differs outlined), criteria."""
+    results; errors red, the call where a paired episode first differs outlined; a reply the
+    token limit cut marked), criteria."""
     calls_by_id = {_key(c.id): (i, c) for i, c in enumerate(traj.tool_calls)}
     verdict = "pass" if traj.passed else "fail"
     policy = traj.provenance.get("policy") if isinstance(traj.provenance, dict) else None
@@ -102,6 +103,7 @@ def trajectory_html(traj: Trajectory, *, diverge_at: int | None = None, max_resu
            f"{h(traj.category)} · <span class=\"{verdict}\">{verdict}</span> · reward {num(_reward(traj))} · "
            f"{len(traj.tool_calls)} calls · ended: {h(traj.status)} · policy "
            f"<code>{h((policy if isinstance(policy, dict) else {}).get('policy', '?'))}</code></p>"]
+    turns = iter(traj.turns if isinstance(traj.turns, list) else [])
     for m in traj.messages if isinstance(traj.messages, list) else []:
         if not isinstance(m, dict):
             out.append(f"<div class=\"msg\">{_folded(_text(m), None)}</div>")
@@ -109,6 +111,11 @@ def trajectory_html(traj: Trajectory, *, diverge_at: int | None = None, max_resu
         role = m.get("role", "?")
         if role == "tool":
             continue  # shown under the call it answers
+        record = next(turns, {}) if role == "assistant" else {}
+        cut = ""
+        if isinstance(record, dict) and record.get("finish_reason") == "length":
+            n = record.get("completion_tokens")
+            cut = f" <b class=\"fail cut\">cut at {h(n)} tokens</b>" if n else " <b class=\"fail cut\">cut</b>"
         content = m.get("content")
         body = _folded(_text(content), None) if content else ""  # messages whole; only tool I/O is cut
         if role == "system":
@@ -130,7 +137,7 @@ def trajectory_html(traj: Trajectory, *, diverge_at: int | None = None, max_resu
                          f"{'<b class=fail> error</b>' if c.is_error else ''}"
                          f"{_folded(_text(c.arguments), max_result_chars)}"
                          f"<div>→</div>{_folded(_text(c.result), max_result_chars)}</div>")
-        out.append(f"<div class=\"msg {h(role)}\"><b>{h(role)}</b>{body}{''.join(calls)}</div>")
+        out.append(f"<div class=\"msg {h(role)}\"><b>{h(role)}</b>{cut}{body}{''.join(calls)}</div>")
     out.append(criteria_table(traj))
     out.append("</div>")
     return "".join(out)

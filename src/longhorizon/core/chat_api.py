@@ -204,7 +204,9 @@ def parse_response(data: dict[str, Any]) -> dict[str, Any]:
 
     Tool-call arguments become JSON strings (some servers send objects); reasoning text, when a
     server separates it, is kept as ``reasoning_content``; token ids and log-probs, when
-    present, become ``token_ids`` / ``prompt_ids`` / ``logprobs``.
+    present, become ``token_ids`` / ``prompt_ids`` / ``logprobs``. A reply the server cut at
+    ``max_tokens`` (``finish_reason`` "length") says so, with its ``completion_tokens`` when the
+    usage gives them: the episode answers it as a cut, never as a finished reply.
     """
     try:
         choice = data["choices"][0]
@@ -227,6 +229,11 @@ def parse_response(data: dict[str, Any]) -> dict[str, Any]:
                       "function": {"name": fn.get("name") or "", "arguments": args}})
     if calls:
         out["tool_calls"] = calls
+    if choice.get("finish_reason") == "length":
+        out["finish_reason"] = "length"
+        used = (data.get("usage") or {}).get("completion_tokens") if isinstance(data.get("usage"), dict) else None
+        if isinstance(used, int) and not isinstance(used, bool) and used > 0:
+            out["completion_tokens"] = used
     out.update(_token_data(data, choice))
     return out
 

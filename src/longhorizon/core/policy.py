@@ -2,8 +2,10 @@
 
 An assistant message is an OpenAI-format dict: ``{"role": "assistant", "content": str,
 "tool_calls": [{"id", "type": "function", "function": {"name", "arguments": JSON str}}]}``.
-Policies that sample tokens may add ``token_ids``, ``prompt_ids`` and ``logprobs``; the
-episode moves them into the Trajectory's per-turn records.
+Policies that sample tokens may add ``token_ids``, ``prompt_ids`` and ``logprobs``; a reply
+its token budget cut says ``finish_reason: "length"`` (and ``completion_tokens`` when known); a
+policy whose context policy elided tool results from the prompt says how many (``elided``).
+The episode moves these into the Trajectory's per-turn records.
 """
 
 from __future__ import annotations

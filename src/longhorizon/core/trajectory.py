@@ -35,8 +35,9 @@ SCHEMA_VERSION = 2
 """2 added ``tools``. Records of every version in ``READABLE_VERSIONS`` load (older ones with no tools)."""
 READABLE_VERSIONS = (1, 2)
 
-AGENT_STATUSES = ("completed", "max_turns", "max_tool_calls", "timeout", "context_length")
-"""Ways an episode ends that are the agent's doing; an infrastructure error is not a Trajectory."""
+AGENT_STATUSES = ("completed", "max_turns", "max_tool_calls", "max_tokens", "timeout", "context_length")
+"""Ways an episode ends that are the agent's doing; an infrastructure error is not a Trajectory.
+``max_tokens``: its replies kept being cut by the policy's token budget (env/episode.py)."""
 
 
 MAX_DEPTH = 64

@@ -17,6 +17,16 @@ crash of a tool into an error that says what failed (apps/tool_guard.py). A poli
 is not a message at all is recorded (``assistant_message``) and ends the episode as an answer.
 Only failures of the machinery itself (the policy raising, an MCP session dying, a grader
 crashing) raise: the runner records those as infrastructure errors.
+
+A reply the policy's token budget cut (it says ``finish_reason: "length"``, as an
+OpenAI-compatible server does and the local policy does) is not a finished reply: it is
+recorded as sent (its turn record keeps ``finish_reason`` and, when known,
+``completion_tokens``), none of its tool calls is run, and the agent is told why and goes on:
+each call is answered with a tool error ("your reply was cut at N tokens ... so nothing in it
+was run"), and a cut reply without calls gets that message as a user turn. A cut is never an
+ending by itself: ``MAX_CUT_REPLIES`` cut replies in a row end the episode with status
+``max_tokens`` (graded as it stands); an episode that recovered keeps its cuts in its turn
+records, which ``eval`` counts and the viewer marks.
 """
 
 from __future__ import annotations
@@ -58,6 +68,10 @@ SYSTEM_PROMPT = (
 
 SEP = "__"
 TOKEN_KEYS = ("token_ids", "prompt_ids", "logprobs")
+TURN_KEYS = TOKEN_KEYS + ("finish_reason", "completion_tokens", "elided")
+"""What a policy may add to its reply about the turn (core/policy.py): moved into the turn record."""
+MAX_CUT_REPLIES = 3
+"""Cut replies in a row (``finish_reason: "length"``) that end an episode with status ``max_tokens``."""
 
 
 @dataclass(frozen=True)
@@ -344,7 +358,9 @@ async def step(ep: Episode, traj: Trajectory, msg: Any, latency_s: float = 0.0) 
     """Record one assistant message and run its tool calls in order.
 
     Returns how the episode ended ("completed" when the message has no tool calls,
-    "max_tool_calls" when the budget runs out) or None to go on. Never raises for what the
+    "max_tool_calls" when the budget runs out, "max_tokens" after ``MAX_CUT_REPLIES`` cut
+    replies in a row) or None to go on. A cut reply's calls are not run (each gets the cut
+    error; one without calls gets it as a user turn). Never raises for what the
     message holds: a malformed message is recorded in a form any chat template or API can
     replay (see ``assistant_message``) and each malformed call gets a tool error.
     """
@@ -353,13 +369,20 @@ async def step(ep: Episode, traj: Trajectory, msg: Any, latency_s: float = 0.0) 
     calls, over_budget, ep.argument_chars = bound_calls(msg, calls, ep.limits.max_tool_calls - len(traj.tool_calls),
                                                         notes, ep.argument_chars)
     record: dict[str, Any] = {"turn": turn, "latency_s": latency_s}
-    record.update({k: msg.pop(k) for k in TOKEN_KEYS if k in msg})
+    record.update({k: msg.pop(k) for k in TURN_KEYS if k in msg})
     if notes:
         record["malformed"] = notes
     traj.turns.append(record)
     traj.messages.append(msg)
+    cut = cut_reply_error(record)
+    if cut:  # not a finished reply: nothing in it runs, and the agent is told why (module docstring)
+        calls = [(call_id, name, arguments, cut) for call_id, name, arguments, _ in calls]
+        if not calls:
+            traj.messages.append({"role": "user", "content": cut})
     if not calls:
-        return "max_tool_calls" if over_budget else "completed"
+        if over_budget:
+            return "max_tool_calls"
+        return ("max_tokens" if cut_streak(traj) >= MAX_CUT_REPLIES else None) if cut else "completed"
     for call_id, name, arguments, problem in calls:
         if len(traj.tool_calls) >= ep.limits.max_tool_calls:
             return "max_tool_calls"
@@ -373,7 +396,9 @@ async def step(ep: Episode, traj: Trajectory, msg: Any, latency_s: float = 0.0) 
             is_error=is_error, duration_ms=(time.perf_counter() - t) * 1000,
         ))
         traj.messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
-    return "max_tool_calls" if over_budget else None
+    if over_budget:
+        return "max_tool_calls"
+    return "max_tokens" if cut and cut_streak(traj) >= MAX_CUT_REPLIES else None
 
 
 MAX_RECORDED_ARGUMENT_CHARS = 4_000_000
@@ -410,6 +435,30 @@ def bound_calls(msg: dict, calls: list, room: int, notes: list[str], spent: int 
     return bounded, over_budget, total
 
 
+def cut_reply_error(record: dict) -> str | None:
+    """What the agent is told about a reply its token budget cut (turn record ``finish_reason``
+    "length"), or None for a finished reply."""
+    if record.get("finish_reason") != "length":
+        return None
+    n = record.get("completion_tokens")
+    if not (isinstance(n, int) and not isinstance(n, bool) and n > 0):
+        n = len(record["token_ids"]) if isinstance(record.get("token_ids"), list) else None
+    at = f"at {n:,} tokens" if n else "at the token limit"
+    return (f"Error: your reply was cut {at} (the limit on tokens per reply) before it ended, so nothing in it "
+            "was run. Send it again, shorter: split a long write into several smaller tool calls and keep "
+            "the text around them brief.")
+
+
+def cut_streak(traj: Trajectory) -> int:
+    """How many of the last turns in a row were cut by the token budget."""
+    n = 0
+    for record in reversed(traj.turns):
+        if record.get("finish_reason") != "length":
+            break
+        n += 1
+    return n
+
+
 CALL_SHAPE = '{"id": "...", "type": "function", "function": {"name": "APP__TOOL", "arguments": "{...}"}}'
 
 
@@ -444,7 +493,7 @@ def assistant_message(msg: Any, turn: int) -> tuple[dict, list[tuple[str, Any, A
     else:
         m = {"content": ""}
         notes.append(f"the policy returned {json_type(msg)}, not a message: {_text(msg)[:200]}")
-    tokens = {k: m.pop(k) for k in TOKEN_KEYS if k in m}  # kept exactly as sampled (the RL loss reads them)
+    tokens = {k: m.pop(k) for k in TURN_KEYS if k in m}  # kept exactly as sampled (the RL loss reads them)
     raw_calls = m.pop("tool_calls", None)
     m = {k if isinstance(k, str) else _text(k): v for k, v in m.items()}
     content = m.get("content")

@@ -168,7 +168,8 @@ class TaskEnv(gym.Env):
         # agent's mistake, recorded and answered like any malformed call (env/episode.step).
         traj = self.trajectory
         status = self._submit(lambda ep: step(ep, traj, action))
-        truncated = status == "max_tool_calls" or (status is None and len(traj.turns) >= self.limits.max_turns)
+        truncated = status in ("max_tool_calls", "max_tokens") or (
+            status is None and len(traj.turns) >= self.limits.max_turns)
         terminated = status == "completed"
         info: dict[str, Any] = {"tools": copy.deepcopy(self._tools), "task_id": self.task.id}
         reward = 0.0

