@@ -145,11 +145,14 @@ class EpisodeRollout:
     """GRPOTrainer's ``rollout_func``: plays our episodes for a batch of task ids.
 
     ``policy_factory(model)`` makes the sampling policy over the trainer's current model (the
-    default is ``LocalModelPolicy``; a served model behind vLLM would plug in here).
+    default is ``LocalModelPolicy``; ``sampler``, a ``train.served_sampler.ServedSampler``, gives
+    a vLLM server's token-level policy and is closed with the rollout).
     """
 
     def __init__(self, tasks: dict[str, Task], cfg: RLConfig, tokenizer, *, policy_factory=None,
-                 record_dir: str | Path | None = None):
+                 record_dir: str | Path | None = None, sampler=None):
+        self.sampler = sampler
+        policy_factory = policy_factory or (sampler.policy if sampler is not None else None)
         self.tasks = tasks
         self.cfg = cfg
         self.tokenizer = tokenizer
@@ -367,6 +370,8 @@ class EpisodeRollout:
         if self._workers is not None:
             _run(self._workers.aclose())
             self._workers = None
+        if self.sampler is not None:
+            self.sampler.close()
 
 
 def _in_batch_order(task_ids: list[str], by_job: dict[tuple[str, int], Trajectory]) -> list[Trajectory]:
@@ -461,19 +466,29 @@ def build_trainer(cfg: RLConfig, *, model=None, tokenizer=None, tasks: list[Task
     tasks = tasks if tasks is not None else rl_tasks(cfg)
     if not tasks:
         raise UsageError("no RL tasks (check --split, --family, --seeds)")
+    sampler = None
+    if policy_factory is None and cfg.sampler == "vllm":  # served rollouts, weights synced each step
+        from longhorizon.train.served_sampler import ServedSampler
+
+        sampler = ServedSampler(cfg, tokenizer).start(model)
+        callbacks = [sampler.callback(), *callbacks]
     rollout = EpisodeRollout({t.id: t for t in tasks}, cfg, tokenizer, policy_factory=policy_factory,
-                             record_dir=cfg.out)
+                             record_dir=cfg.out, sampler=sampler)
     dataset = Dataset.from_dict({"prompt": [t.id for t in tasks]})
-    trainer = GRPOTrainer(
-        model=model,
-        reward_funcs=[episode_reward],
-        args=grpo_args(cfg, progress=progress),
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        rollout_func=rollout,
-        peft_config=lora_config(cfg.lora, model),
-        callbacks=list(callbacks),
-    )
+    try:
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=[episode_reward],
+            args=grpo_args(cfg, progress=progress),
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            rollout_func=rollout,
+            peft_config=lora_config(cfg.lora, model),
+            callbacks=list(callbacks),
+        )
+    except BaseException:
+        rollout.close()
+        raise
     warm_up_from_the_first_step(trainer)
     return trainer, rollout
 
