@@ -24,9 +24,9 @@ the output layer, and its log-probs are those of the sampling distribution
 Compile cache: vLLM compiles the model on start (minutes here). Its default AOT compile cache
 is written but fails to load on the next start in 0.32 (``'function' object has no attribute
 'finalize_loading'``), so every start compiled again. The server runs with
-``VLLM_USE_AOT_COMPILE=0`` (torch.compile's own inductor cache, which does load) and a
-persistent ``VLLM_CACHE_ROOT`` next to the venv (``compile_cache_dir``), so only the first start
-of a model shape compiles. ``enforce_eager=True`` skips compiling altogether (fastest start,
+``VLLM_USE_AOT_COMPILE=0`` (torch.compile's own inductor cache, which does load) kept in a
+persistent ``VLLM_CACHE_ROOT`` next to the venv (``compile_cache_dir``; ``TORCHINDUCTOR_CACHE_DIR``
+inside it rather than /tmp), so only the first start of a model shape compiles. ``enforce_eager=True`` skips compiling altogether (fastest start,
 slower decoding: for tests).
 """
 
@@ -210,6 +210,8 @@ class VLLMServer:
         env.setdefault("VLLM_USE_AOT_COMPILE", "0")  # the AOT cache never loads in 0.32; inductor's does
         if python is not None:
             env.setdefault("VLLM_CACHE_ROOT", str(compile_cache_dir(python)))
+        if "VLLM_CACHE_ROOT" in env:  # inductor's cache (what warm starts load on CPU) kept there too, not in /tmp
+            env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(env["VLLM_CACHE_ROOT"]) / "inductor"))
         if self.weight_sync:
             env["VLLM_SERVER_DEV_MODE"] = "1"  # /pause, /collective_rpc, /reset_prefix_cache, /resume
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", f"{self.kv_cache_gib:g}")
