@@ -237,3 +237,46 @@ def test_run_with_the_served_policy_records_token_data_from_the_server(served, s
     assert traj["turns"] and all(len(t["logprobs"]) == len(t["token_ids"]) > 0 for t in traj["turns"])
     sent = [r["prompt"] for r in server.completion_requests]
     assert sent == [t["prompt_ids"] for t in traj["turns"]]
+
+
+def test_lora_weights_reach_the_server_merged_and_the_trained_model_is_left_as_it_is(small_model, tmp_path):
+    from peft import LoraConfig, get_peft_model
+    from safetensors.torch import load_file
+
+    from longhorizon.serve.weight_sync import write_weights
+
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(small_model),
+                           LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "down_proj"]))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_()  # a trained adapter (B starts at 0)
+    trained = {k: v.clone() for k, v in model.state_dict().items()}
+    written = load_file(str(write_weights(model, tmp_path)))
+    assert {k: v.tolist() for k, v in model.state_dict().items()} == {k: v.tolist() for k, v in trained.items()}
+    merged = model.merge_and_unload().state_dict()
+    assert set(written) == set(merged) | {"lm_head.weight"}
+    for k, v in merged.items():
+        assert torch.allclose(written[k], v, atol=1e-6), k
+
+
+def test_a_tied_model_is_served_from_an_untied_copy_with_the_same_outputs(small_model, tmp_path):
+    from longhorizon.serve.weight_sync import is_tied, untied_copy
+
+    assert is_tied(small_model)
+    copy = untied_copy(small_model, tmp_path / "served")
+    assert not is_tied(copy) and untied_copy(copy, tmp_path / "again") == copy  # untied: served as it is
+    a, b = AutoModelForCausalLM.from_pretrained(small_model), AutoModelForCausalLM.from_pretrained(copy)
+    assert b.lm_head.weight.data_ptr() != b.get_input_embeddings().weight.data_ptr()
+    ids = torch.tensor([[1, 2, 3, 4]])
+    with torch.no_grad():
+        assert torch.equal(a(input_ids=ids).logits, b(input_ids=ids).logits)
+    assert AutoTokenizer.from_pretrained(copy).chat_template == AutoTokenizer.from_pretrained(small_model).chat_template
+
+
+def test_weight_sync_serving_listens_on_this_machine_only(capsys):
+    from longhorizon.cli import main
+
+    assert main(["serve", "--weight-sync", "--host", "0.0.0.0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--weight-sync" in err and "127.0.0.1" in err and "\n" not in err

@@ -31,6 +31,10 @@ from longhorizon.train.config import RLConfig
 
 log = logging.getLogger("longhorizon.train")
 
+GPU_MEMORY_SHARE = 0.3
+"""On a CUDA machine, the share of the GPU's memory the server takes (weights + KV cache); the
+rest is the trainer's. Not tried on a GPU yet (none was lent to this work)."""
+
 def scratch_dir() -> Path:
     """Where weights are written for the server to read: memory (/dev/shm) when there is one."""
     shm = Path("/dev/shm")
@@ -78,6 +82,8 @@ class ServedSampler:
                 folder = servable_folder(model, self.tokenizer, self.work / "model", c.sampler_dtype)
                 self.server = VLLMServer(str(folder), dtype=c.sampler_dtype, max_model_len=self.max_context,
                                          weight_sync=True, enforce_eager=c.sampler_eager, log_path=self.log_path)
+                if self.server.cuda:  # the trainer shares the GPU: vLLM takes 90% of it by default
+                    self.server.extra_args += ["--gpu-memory-utilization", str(GPU_MEMORY_SHARE)]
                 self.server.start()
                 self.base_url, self.model_name = self.server.base_url, self.server.model_name
         except BaseException:
