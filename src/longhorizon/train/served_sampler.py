@@ -35,10 +35,12 @@ GPU_MEMORY_SHARE = 0.3
 """On a CUDA machine, the share of the GPU's memory the server takes (weights + KV cache); the
 rest is the trainer's. Not tried on a GPU yet (none was lent to this work)."""
 
-def scratch_dir() -> Path:
-    """Where weights are written for the server to read: memory (/dev/shm) when there is one."""
+def scratch_dir(needed_bytes: int = 0) -> Path:
+    """Where weights are written for the server to read: memory (/dev/shm) when it has room
+    (containers often give it 64 MB), else the temporary folder."""
     shm = Path("/dev/shm")
-    return Path(tempfile.mkdtemp(prefix="longhorizon-sampler-", dir=shm if shm.is_dir() else None))
+    roomy = shm.is_dir() and shutil.disk_usage(shm).free > needed_bytes + (1 << 28)
+    return Path(tempfile.mkdtemp(prefix="longhorizon-sampler-", dir=shm if roomy else None))
 
 
 class ServedSampler:
@@ -53,8 +55,8 @@ class ServedSampler:
         self.server = None
         self.base_url = cfg.sampler_url
         self.model_name: str | None = None
-        self.work = scratch_dir()
-        self.weights_dir = self.work / "weights"
+        self.work: Path | None = None
+        """The servable folder (``model``) and the weights pushed after each step (``weights``)."""
         self.max_context = cfg.max_context or 8192
         """The server's context (its max_model_len), which each turn's budget respects."""
         self._policy = None
@@ -69,6 +71,8 @@ class ServedSampler:
         from longhorizon.train.tiny import _run
 
         c = self.cfg
+        size = 2 if c.sampler_dtype in ("bfloat16", "float16") else 4
+        self.work = scratch_dir(2 * size * sum(p.numel() for p in model.parameters()))
         try:
             if self.base_url:
                 self.model_name, card = _run(model_card(self.base_url))
@@ -96,7 +100,8 @@ class ServedSampler:
         if self.server is not None:
             self.server.stop()
             self.server = None
-        shutil.rmtree(self.work, ignore_errors=True)
+        if self.work is not None:
+            shutil.rmtree(self.work, ignore_errors=True)
 
     # -- what the RL loop calls ------------------------------------------------------------------
     def policy(self, model=None):
@@ -118,8 +123,8 @@ class ServedSampler:
         from longhorizon.serve.weight_sync import push_weights, write_weights
 
         t0 = time.perf_counter()
-        write_weights(getattr(model, "module", model), self.weights_dir, self.cfg.sampler_dtype)
-        push_weights(self.base_url, self.weights_dir)
+        write_weights(getattr(model, "module", model), self.work / "weights", self.cfg.sampler_dtype)
+        push_weights(self.base_url, self.work / "weights")
         seconds = time.perf_counter() - t0
         self.syncs += 1
         self.sync_seconds.append(seconds)
