@@ -16,8 +16,9 @@ How the pieces fit:
   pass over the same ids, which the tests check equals them).
 * Generation is batched: the turns of the episodes waiting for the model when it becomes free
   are decoded together (``max_batch`` at a time; each with its own KV cache, sampled ids and
-  log-probs as one at a time would give). Sampling from a vLLM server plugs in through
-  ``policy_factory``.
+  log-probs as one at a time would give). ``rl.sampler: vllm`` samples from a vLLM server
+  instead, token in / token out, and pushes the weights to it after every optimizer step
+  (``train.served_sampler``, docs/serving.md).
 * The reward function hands TRL each episode's reward (the Grade's dense reward, or pass/fail,
   with an optional effort floor). TRL normalises it within the group and optimises the GSPO
   objective of ``longhorizon.train.gspo`` (sequence-level importance ratio, clip 3e-4/4e-4).
