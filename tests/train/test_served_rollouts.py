@@ -280,3 +280,19 @@ def test_weight_sync_serving_listens_on_this_machine_only(capsys):
     assert main(["serve", "--weight-sync", "--host", "0.0.0.0"]) == 2
     err = capsys.readouterr().err.strip()
     assert "--weight-sync" in err and "127.0.0.1" in err and "\n" not in err
+
+
+def test_train_rl_with_the_vllm_sampler_plays_its_rollouts_on_the_server(served, small_model, tmp_path):
+    from longhorizon.cli import main
+
+    server, brain = served
+    out = tmp_path / "rl"
+    assert main(["train", "rl", "--model", str(small_model), "--out", str(out), "--family", "log_first_error",
+                 "--seeds", "1", "--group-size", "2", "--micro-batch-size", "2", "--max-turns", "2",
+                 "--max-new-tokens", "400", "--max-context", "4096", "--max-steps", "1", "--sampler", "vllm",
+                 "--sampler-url", server.base_url, "--sampler-dtype", "float32", "--quiet"]) == 0
+    assert len(server.completion_requests) >= 2  # every turn of both episodes came from the server
+    assert len(brain.reloaded) == 1  # the run's starting weights, pushed when it attached
+    rows = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()]
+    assert {r["provenance"]["policy"]["policy"] for r in rows} == {"served_tokens"}
+    assert json.loads((out / "rl_config.json").read_text())["sampler"] == "vllm"
