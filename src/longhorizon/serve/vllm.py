@@ -26,8 +26,8 @@ is written but fails to load on the next start in 0.32 (``'function' object has 
 'finalize_loading'``), so every start compiled again. The server runs with
 ``VLLM_USE_AOT_COMPILE=0`` (torch.compile's own inductor cache, which does load) kept in a
 persistent ``VLLM_CACHE_ROOT`` next to the venv (``compile_cache_dir``; ``TORCHINDUCTOR_CACHE_DIR``
-inside it rather than /tmp), so only the first start of a model shape compiles. ``enforce_eager=True`` skips compiling altogether (fastest start,
-slower decoding: for tests).
+inside it rather than /tmp), so only the first start of a model shape compiles.
+``enforce_eager=True`` skips compiling altogether (fastest start, slower decoding: for tests).
 """
 
 from __future__ import annotations
