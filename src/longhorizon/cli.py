@@ -17,7 +17,9 @@ from longhorizon.core.words import plural
 from longhorizon.policies.context import CONTEXT_POLICIES
 from longhorizon.policies.factory import DEFAULT_MAX_TOKENS
 
-POLICIES = ("oracle", "hasty", "null", "openai", "local")
+POLICIES = ("oracle", "hasty", "null", "openai", "served", "local")
+SERVED = ("openai", "served")
+"""Policies that talk to a model server (--base-url, --api-key, --extra-body)."""
 
 
 def _policy(args):
@@ -30,12 +32,29 @@ def _policy(args):
         except ImportError as exc:
             raise UsageError(f"--policy local needs the model extra (pip install 'longhorizon[model]'): {exc}") from None
         model = resolve(model)
+    extra = {}
+    if args.policy == "served":  # the server says what it serves and from which folder (vLLM's root)
+        from longhorizon.policies.server_check import model_card
+
+        if not args.base_url:
+            raise UsageError("--policy served needs --base-url (a vLLM server, e.g. `longhorizon serve`)")
+        model, card = asyncio.run(model_card(args.base_url, model, args.api_key or ""))
+        tokenizer = args.tokenizer or card.get("root")
+        if not tokenizer or not Path(str(tokenizer)).is_dir():
+            raise UsageError(f"--policy served renders prompts here: pass --tokenizer (the served model's folder; "
+                             f"the server reports {tokenizer!r}, not a folder on this machine)")
+        extra = {"tokenizer": tokenizer, "server_context": card.get("max_model_len")}
+    elif getattr(args, "tokenizer", None) and not (args.policy == "openai" and getattr(args, "context_policy", None)
+                                                   not in (None, "none")):
+        raise UsageError("--tokenizer applies to --policy served, and to --policy openai with --context-policy")
+    else:
+        extra = {"tokenizer": getattr(args, "tokenizer", None)}
     return make_policy(
         args.policy, model=model, base_url=args.base_url, temperature=args.temperature,
         top_p=args.top_p, max_tokens=args.max_tokens, seed=args.sampling_seed,
         api_key=args.api_key, extra_body=args.extra_body, token_data=getattr(args, "token_data", False),
         context_policy=getattr(args, "context_policy", None), max_context=getattr(args, "max_context", None),
-        tokenizer=getattr(args, "tokenizer", None),
+        **extra,
     )
 
 
@@ -193,11 +212,11 @@ def cmd_run(args) -> int:
     if args.workers is not None and args.ray is None:
         raise UsageError("--workers needs --ray")
     tasks, split = _chosen_tasks(args)
-    if args.policy != "openai":
+    if args.policy not in SERVED:
         given = [f for f, v in (("--api-key", args.api_key), ("--extra-body", args.extra_body),
                                 ("--base-url", args.base_url)) if v is not None]
         if given:
-            raise UsageError(f"{', '.join(given)} only apply to --policy openai")
+            raise UsageError(f"{', '.join(given)} only apply to --policy openai or served")
     _check_out(args.out)
     policy = _policy(args)
     if args.policy == "openai":  # one line now rather than every episode failing later
@@ -379,7 +398,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--policy", choices=POLICIES, required=True,
                    help="oracle (reference solutions), hasty (the oracle without goal notes or verification "
                         "reads), null (does nothing), openai (any OpenAI-compatible "
-                        "server: --base-url, --model), local (a transformers model: --model PATH)")
+                        "server: --base-url, --model), served (a vLLM server token in / token out, as RL samples: "
+                        "--base-url, optional --model and --tokenizer), local (a transformers model: --model PATH)")
     r.add_argument("--split", choices=SPLITS, help="the split to play (default train)")
     r.add_argument("--seeds", type=positive_int, help="instances per family (default: the suite's own split)")
     r.add_argument("--family", action="append", help="only this family (repeatable)")
@@ -416,9 +436,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "replaces the oldest tool results with a marker (docs/training.md); default none")
     r.add_argument("--max-context", type=positive_int, metavar="N",
                    help="prompt tokens the context policy keeps each prompt within (use the value `train sft` used)")
-    r.add_argument("--tokenizer", metavar="FOLDER",
-                   help="openai with --context-policy: the served model's tokenizer (default: --model if a folder)")
     r.add_argument("--sampling-seed", type=nonneg_int, default=0)
+    r.add_argument("--tokenizer", metavar="FOLDER",
+                   help="served: the served model's folder, whose tokenizer and chat template render each prompt "
+                        "here (default: the folder the server reports it loaded); openai with --context-policy: the "
+                        "tokenizer that counts prompt tokens (default: --model if a folder)")
     r.add_argument("--token-data", action="store_true",
                    help="openai: ask the server for the sampled token ids and log-probs (vLLM, e.g. "
                         "`longhorizon serve`), recorded per turn as the local policy does, so episodes can feed RL")

@@ -162,7 +162,11 @@ class ChatClient:
 
     async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         """POST ``body`` to ``/chat/completions`` with retries; the parsed JSON response."""
-        url = f"{self.base_url}/chat/completions"
+        return await self.post("/chat/completions", body)
+
+    async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST ``body`` to ``base_url + path`` with retries (``/completions`` for token-id prompts)."""
+        url = f"{self.base_url}{path}"
         last = ""
         for attempt in range(self.max_retries + 1):
             retry_after = None

@@ -18,12 +18,13 @@ sends no ``max_tokens`` unless told, so a server allows what its context leaves 
 
 def make_policy(name: str, *, model=None, base_url=None, temperature=0.0, top_p=1.0,
                 max_tokens=None, seed=0, api_key=None, extra_body=None, token_data=False,
-                context_policy=None, max_context=None, tokenizer=None):
+                context_policy=None, max_context=None, tokenizer=None, server_context=None):
     """``max_tokens``: tokens per reply (None: none sent to a served model; ``DEFAULT_MAX_TOKENS``
     for the local one). A reply cut there is answered as a cut (env/episode.py).
     ``context_policy`` ("elide-oldest", with ``max_context`` prompt tokens; policies/context.py)
     applies to the model policies; the openai policy counts tokens with ``tokenizer`` (a folder),
-    by default ``model`` when that is a folder."""
+    by default ``model`` when that is a folder. ``served`` (token in / token out over
+    /v1/completions) renders with ``tokenizer`` and keeps prompts within ``server_context``."""
     context = context_policy not in (None, "none")
     if not context and max_context:
         raise UsageError("--max-context is the context policy's budget: give --context-policy elide-oldest too")
@@ -50,6 +51,14 @@ def make_policy(name: str, *, model=None, base_url=None, temperature=0.0, top_p=
                             max_tokens=max_tokens, seed=seed, api_key=api_key, extra_body=extra_body,
                             logprobs=token_data, return_token_ids=token_data,
                             context=_served_context(context_policy, max_context, tokenizer or model) if context else None)
+    if name == "served":
+        if not base_url or not model or not tokenizer:
+            raise UsageError("--policy served needs --base-url, the served model's name and its tokenizer folder")
+        from longhorizon.policies.served_tokens import ServedTokensPolicy
+
+        return ServedTokensPolicy(base_url, model, tokenizer, temperature=temperature, top_p=top_p,
+                                  max_new_tokens=max_tokens or DEFAULT_MAX_TOKENS, seed=seed,
+                                  max_context=server_context, api_key=api_key, extra_body=extra_body)
     if name == "local":
         if not model:
             raise UsageError("--policy local needs --model (a transformers model folder or name)")

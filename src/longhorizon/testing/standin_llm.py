@@ -16,6 +16,14 @@ any callable ``(request_json) -> assistant message dict``.
 Like vLLM, it returns ``logprobs`` (with ``return_tokens_as_token_ids``) and ``token_ids`` /
 ``prompt_token_ids`` (with ``return_token_ids``) when asked. Its "tokens" are word pieces with
 stable ids, unless the brain's message supplies ``token_ids`` / ``logprobs`` itself.
+
+Token in, token out: with a ``completion_brain`` it also answers ``POST /v1/completions`` whose
+``prompt`` is a list of token ids, as vLLM does (``choices[0].token_ids``, ``prompt_token_ids``,
+``logprobs.token_logprobs``, ``stop_token_ids`` and ``max_tokens`` applied). A completion brain
+is ``(request_json) -> {"token_ids": [...], "logprobs": [...]}``. With a ``control`` handler it
+answers vLLM's dev-mode endpoints too (``/collective_rpc``, ``/pause``, ``/resume``,
+``/reset_prefix_cache``): ``control(path, request_json) -> response_json``; without one they are
+404, as on a vLLM server started without ``VLLM_SERVER_DEV_MODE``.
 """
 
 from __future__ import annotations
@@ -35,6 +43,9 @@ from typing import Any
 from longhorizon.core.task import dumps_canonical
 
 Brain = Callable[[dict], dict]
+
+CONTROL_ROUTES = ("/collective_rpc", "/pause", "/resume", "/reset_prefix_cache")
+"""vLLM's dev-mode endpoints (``VLLM_SERVER_DEV_MODE=1``) that weight syncing uses."""
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -200,6 +211,28 @@ def validate_chat_request(body: Any, served_model: str) -> None:
             raise _bad("'top_logprobs' requires 'logprobs' to be true", "top_logprobs")
 
 
+def validate_completion_request(body: Any, served_model: str) -> None:
+    """What a completions request with a token-id prompt needs (vLLM's rules where they matter here)."""
+    if not isinstance(body, dict):
+        raise _bad("request body must be a JSON object")
+    if body.get("model") != served_model:
+        raise _Reject(404, f"The model `{body.get('model')}` does not exist.", "model", "model_not_found")
+    prompt = body.get("prompt")
+    if not isinstance(prompt, list) or not prompt or not all(isinstance(t, int) and not isinstance(t, bool)
+                                                             and t >= 0 for t in prompt):
+        raise _bad("the stand-in takes a non-empty list of token ids as 'prompt'", "prompt")
+    if "max_tokens" not in body:
+        raise _bad("the stand-in needs 'max_tokens'", "max_tokens", "missing_required_parameter")
+    _int(body, "max_tokens", 1)
+    _number(body, "temperature", 0, 2)
+    _number(body, "top_p", 0, 1)
+    if body.get("logprobs") is not None:
+        _int(body, "logprobs", 0)
+    stops = body.get("stop_token_ids")
+    if stops is not None and (not isinstance(stops, list) or not all(isinstance(t, int) for t in stops)):
+        raise _bad("'stop_token_ids' must be a list of integers", "stop_token_ids")
+
+
 def _validate_messages(messages: Any) -> None:
     if not isinstance(messages, list) or not messages:
         raise _bad("'messages' must be a non-empty array", "messages", "missing_required_parameter")
@@ -296,8 +329,14 @@ class StandinLLM:
     """
 
     def __init__(self, brain: Brain | None = None, *, model: str = "standin", api_key: str | None = None,
-                 dump_arguments: bool = True, port: int = 0):
+                 dump_arguments: bool = True, port: int = 0, completion_brain: Brain | None = None,
+                 control: Callable[[str, dict], dict] | None = None, model_card: dict | None = None):
         self.brain = brain or ScriptedBrain([])
+        self.completion_brain = completion_brain
+        self.control = control
+        self.model_card = dict(model_card or {})
+        """Extra fields of the model's ``/v1/models`` entry (vLLM's ``root``, ``max_model_len``)."""
+        self.completion_requests: list[Any] = []
         self.model = model
         self.api_key = api_key
         self.dump_arguments = dump_arguments
@@ -390,6 +429,40 @@ class StandinLLM:
         except Exception as exc:  # a crashing brain is a server error, as a crashing model would be
             raise _Reject(500, f"brain failed: {type(exc).__name__}: {exc}", code="internal_error") from exc
         return self._response(body, msg)
+
+    def complete_tokens(self, body: Any) -> dict:
+        """The ``/v1/completions`` response for a token-id prompt; raises ``_Reject`` for an HTTP error."""
+        validate_completion_request(body, self.model)
+        try:
+            with self._brain_lock:
+                out = self.completion_brain(body)
+        except BrainError as exc:
+            raise _Reject(exc.status, str(exc), code="brain_error") from exc
+        except Exception as exc:
+            raise _Reject(500, f"brain failed: {type(exc).__name__}: {exc}", code="internal_error") from exc
+        ids, logprobs = list(out["token_ids"]), [float(v) for v in out["logprobs"]]
+        finish = "length"
+        stops = set(body.get("stop_token_ids") or [])
+        for k, t in enumerate(ids):
+            if t in stops:  # like vLLM: the stop id is the last sampled id
+                ids, logprobs, finish = ids[:k + 1], logprobs[:k + 1], "stop"
+                break
+        if len(ids) > body["max_tokens"]:
+            ids, logprobs, finish = ids[:body["max_tokens"]], logprobs[:body["max_tokens"]], "length"
+        choice: dict[str, Any] = {"index": 0, "text": out.get("text", ""), "logprobs": None,
+                                  "finish_reason": finish, "stop_reason": None}
+        if body.get("logprobs") is not None:
+            as_ids = body.get("return_tokens_as_token_ids")
+            choice["logprobs"] = {"text_offset": [0] * len(ids), "token_logprobs": logprobs,
+                                  "tokens": [f"token_id:{t}" if as_ids else str(t) for t in ids],
+                                  "top_logprobs": [{} for _ in ids]}
+        if body.get("return_token_ids"):
+            choice["token_ids"] = ids
+            choice["prompt_token_ids"] = list(body["prompt"])
+        return {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()),
+                "model": self.model, "choices": [choice],
+                "usage": {"prompt_tokens": len(body["prompt"]), "completion_tokens": len(ids),
+                          "total_tokens": len(body["prompt"]) + len(ids)}}
 
     def _response(self, body: dict, msg: dict) -> dict:
         calls = []
@@ -484,13 +557,47 @@ class _Handler(BaseHTTPRequestHandler):
         self._error(_Reject(401, "Incorrect API key provided.", code="invalid_api_key"))
         return False
 
+    def _json(self, raw: bytes) -> Any:
+        try:
+            return json.loads(raw) if raw.strip() else {}
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise _bad(f"request body is not valid JSON: {exc}", code="invalid_json") from None
+
+    def _post_tokens(self, raw: bytes) -> None:
+        try:
+            body = self._json(raw)
+            self.standin.completion_requests.append(body)
+            if not self._authorised():
+                return
+            reply = self.standin.complete_tokens(body)
+        except _Reject as r:
+            self._error(r)
+            return
+        self._send(200, reply)
+
+    def _post_control(self, route: str, raw: bytes) -> None:
+        from urllib.parse import parse_qsl, urlsplit
+
+        try:
+            body = self._json(raw)
+            body = {**dict(parse_qsl(urlsplit(self.path).query)), **(body if isinstance(body, dict) else {})}
+            reply = self.standin.control(route, body)
+        except _Reject as r:
+            self._error(r)
+            return
+        except Exception as exc:  # a failing handler is a server error, as a failing engine would be
+            self._error(_Reject(500, f"{route} failed: {type(exc).__name__}: {exc}", code="internal_error"))
+            return
+        self._send(200, reply if isinstance(reply, dict) else {"result": reply})
+
     def do_GET(self) -> None:
         if self.path.rstrip("/") == "/health":
             self._send(200, {"status": "ok"})
         elif self.path.rstrip("/") == "/v1/models":
             if self._authorised():
                 self._send(200, {"object": "list", "data": [
-                    {"id": self.standin.model, "object": "model", "created": 0, "owned_by": "longhorizon"}]})
+                    {"id": self.standin.model, "object": "model", "created": 0, "owned_by": "longhorizon",
+                     **self.standin.model_card}]})
         else:
             self._error(_Reject(404, f"no route {self.path}", code="not_found"))
 
@@ -501,7 +608,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(_Reject(411, "Content-Length is required", code="length_required"))
             return
         raw = self.rfile.read(int(length))
-        if self.path.rstrip("/") != "/v1/chat/completions":
+        route = self.path.split("?", 1)[0].rstrip("/")
+        if route == "/v1/completions" and self.standin.completion_brain is not None:
+            self._post_tokens(raw)
+            return
+        if route in CONTROL_ROUTES and self.standin.control is not None:
+            self._post_control(route, raw)
+            return
+        if route != "/v1/chat/completions":
             self._error(_Reject(404, f"no route {self.path}", code="not_found"))
             return
         try:

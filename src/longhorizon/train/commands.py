@@ -143,6 +143,7 @@ def cmd_train_rl(args) -> int:
         "learning_rate": args.lr, "max_turns": args.max_turns, "max_new_tokens": args.max_new_tokens,
         "max_context": args.max_context, "save_steps": args.save_steps, "seed": args.seed,
         "lora": _lora_flag(args.lora), "threads": args.threads,
+        "sampler": args.sampler, "sampler_url": args.sampler_url, "sampler_dtype": args.sampler_dtype,
     })
     if cfg.split != "train" and not args.allow_holdout:
         raise UsageError(f"not training on the {cfg.split} split: RL rewards must come from the train split "
@@ -293,6 +294,15 @@ def add_commands(sub) -> None:
     tr.add_argument("--max-turns", type=positive_int)
     tr.add_argument("--max-new-tokens", type=positive_int, help="tokens per assistant turn")
     tr.add_argument("--max-context", type=positive_int, help="tokens per episode")
+    tr.add_argument("--sampler", choices=["local", "vllm"],
+                    help="what samples the rollouts: local (the trained model in this process, default) or vllm "
+                         "(a vLLM server started once for the run, token in / token out, the new weights "
+                         "loaded into it after every optimizer step)")
+    tr.add_argument("--sampler-url", metavar="URL",
+                    help="vllm: use this running `longhorizon serve --weight-sync` server (same machine) instead "
+                         "of starting one, e.g. http://127.0.0.1:8000/v1")
+    tr.add_argument("--sampler-dtype", choices=["bfloat16", "float16", "float32"],
+                    help="vllm: the served weights' dtype (default bfloat16; float32 matches the trainer)")
     for flag, kw in common:
         tr.add_argument(flag, **kw)
     tr.set_defaults(func=cmd_train_rl)

@@ -200,6 +200,18 @@ class RLConfig:
     ``policy_factory``, e.g. a vLLM server returning token ids and log-probs)."""
     ray_workers: int | None = None
     """Ray episode workers (None: one per CPU of the cluster)."""
+    sampler: str = "local"
+    """What samples the rollouts: ``local`` (the model being trained, in this process) or ``vllm``
+    (a vLLM server, token in / token out, given the new weights after every optimizer step;
+    ``train.served_sampler``)."""
+    sampler_url: str | None = None
+    """vllm: a running ``longhorizon serve --weight-sync`` server on this machine (its API root,
+    e.g. http://127.0.0.1:8000/v1); None starts one for the run."""
+    sampler_dtype: str = "bfloat16"
+    """vllm: the weights' dtype on the server (float32 gives the trainer's log-probs, at about half
+    the decoding speed on CPU)."""
+    sampler_eager: bool = False
+    """vllm: start the server without compiling (seconds instead of minutes; slower decoding)."""
     lora: LoraSettings = field(default_factory=LoraSettings)
     save_steps: int = 0
     save_total_limit: int | None = 2
@@ -245,6 +257,10 @@ class RLConfig:
             raise UsageError(f"verify_forks must be first, every or off, not {self.verify_forks!r}")
         if self.concurrency < 1:
             raise UsageError("concurrency must be at least 1")
+        if self.sampler not in ("local", "vllm"):
+            raise UsageError(f"sampler must be local or vllm, not {self.sampler!r}")
+        if self.sampler_dtype not in ("bfloat16", "float16", "float32"):
+            raise UsageError(f"sampler_dtype must be bfloat16, float16 or float32, not {self.sampler_dtype!r}")
         _check_warmup(self.warmup_ratio)
 
 

@@ -16,8 +16,9 @@ How the pieces fit:
   pass over the same ids, which the tests check equals them).
 * Generation is batched: the turns of the episodes waiting for the model when it becomes free
   are decoded together (``max_batch`` at a time; each with its own KV cache, sampled ids and
-  log-probs as one at a time would give). Sampling from a vLLM server plugs in through
-  ``policy_factory``.
+  log-probs as one at a time would give). ``rl.sampler: vllm`` samples from a vLLM server
+  instead, token in / token out, and pushes the weights to it after every optimizer step
+  (``train.served_sampler``, docs/serving.md).
 * Which tasks a step plays: TRL's prompts (the task list, shuffled), or with ``curriculum`` the
   ``train.curriculum`` draw, which prefers tasks whose pass rate so far is strictly between 0
   and 1. RL's task seeds start ``seed_offset`` (50,000) into the split, so RL never plays the
@@ -164,13 +165,16 @@ class EpisodeRollout:
     """GRPOTrainer's ``rollout_func``: plays our episodes for a batch of task ids.
 
     ``policy_factory(model)`` makes the sampling policy over the trainer's current model (the
-    default is ``LocalModelPolicy``; a served model behind vLLM would plug in here). A policy
-    with a ``reseed(seed)`` method is given each step's sampling seed before the step plays.
+    default is ``LocalModelPolicy``; ``sampler``, a ``train.served_sampler.ServedSampler``, gives
+    a vLLM server's token-level policy and is closed with the rollout). A policy with a
+    ``reseed(seed)`` method is given each step's sampling seed before the step plays.
     ``curriculum``: draws each step's tasks (and refills) instead of TRL's prompts.
     """
 
     def __init__(self, tasks: dict[str, Task], cfg: RLConfig, tokenizer, *, policy_factory=None,
-                 record_dir: str | Path | None = None, curriculum: Curriculum | None = None):
+                 record_dir: str | Path | None = None, curriculum: Curriculum | None = None, sampler=None):
+        self.sampler = sampler
+        policy_factory = policy_factory or (sampler.policy if sampler is not None else None)
         self.tasks = dict(tasks)
         self.curriculum = curriculum
         self.cfg = cfg
@@ -468,6 +472,8 @@ class EpisodeRollout:
         if self._workers is not None:
             _run(self._workers.aclose())
             self._workers = None
+        if self.sampler is not None:
+            self.sampler.close()
 
 
 def _in_batch_order(task_ids: list[str], by_job: dict[tuple[str, int], Trajectory]) -> list[Trajectory]:
@@ -643,21 +649,31 @@ def build_trainer(cfg: RLConfig, *, model=None, tokenizer=None, tasks: list[Task
             raise no_tasks
         curriculum = rl_curriculum(cfg, tasks) if cfg.curriculum else None
         prompts = [t.id for t in tasks]
+    sampler = None
+    if policy_factory is None and cfg.sampler == "vllm":  # served rollouts, weights synced each step
+        from longhorizon.train.served_sampler import ServedSampler
+
+        sampler = ServedSampler(cfg, tokenizer).start(model)
+        callbacks = [sampler.callback(), *callbacks]
     rollout = EpisodeRollout({t.id: t for t in tasks}, cfg, tokenizer, policy_factory=policy_factory,
-                             record_dir=cfg.out, curriculum=curriculum)
+                             record_dir=cfg.out, curriculum=curriculum, sampler=sampler)
     dataset = Dataset.from_dict({"prompt": prompts})
-    trainer = RLTrainer(
-        model=model,
-        reward_funcs=[episode_reward],
-        args=grpo_args(cfg, progress=progress),
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        rollout_func=rollout,
-        peft_config=lora_config(cfg.lora, model),
-        callbacks=list(callbacks),
-        is_correction=cfg.is_correction,
-        is_cap=cfg.is_cap,
-    )
+    try:
+        trainer = RLTrainer(
+            model=model,
+            reward_funcs=[episode_reward],
+            args=grpo_args(cfg, progress=progress),
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            rollout_func=rollout,
+            peft_config=lora_config(cfg.lora, model),
+            callbacks=list(callbacks),
+            is_correction=cfg.is_correction,
+            is_cap=cfg.is_cap,
+        )
+    except BaseException:
+        rollout.close()
+        raise
     warm_up_from_the_first_step(trainer)
     return trainer, rollout
 
