@@ -35,7 +35,7 @@ def one_case(args) -> dict:
     cfg = load_pipeline(ROOT / "configs" / "demo.yaml").rl
     out = tempfile.mkdtemp(prefix=f"rl-step-{args.case}-")
     cfg.out, cfg.model, cfg.max_steps, cfg.save_steps = out, args.model, 1, 0
-    cfg.tasks_per_rollout = args.episodes // cfg.group_size
+    cfg.tasks_per_step = args.episodes // cfg.group_size
     cfg.updates_per_rollout, cfg.resample_flat_groups = 1, 0
     cfg.concurrency = args.episodes
     cfg.sampler, cfg.sampler_dtype = args.case, args.dtype

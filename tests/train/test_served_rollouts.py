@@ -142,7 +142,7 @@ def test_a_server_that_conditions_on_other_ids_breaks_the_turn_as_an_infra_error
 
 def _cfg(tmp_path, server, **kw):
     return RLConfig(out=str(tmp_path / "rl"), sampler="vllm", sampler_url=server.base_url, group_size=2,
-                    tasks_per_rollout=1, micro_batch_size=2, max_turns=5, max_new_tokens=400, max_context=4096,
+                    tasks_per_step=1, micro_batch_size=2, max_turns=5, max_new_tokens=400, max_context=4096,
                     concurrency=2, logging_steps=1, sampler_dtype="float32", **kw)
 
 
