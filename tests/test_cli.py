@@ -145,3 +145,31 @@ def test_compare_with_allow_incomplete_pairs_common_tasks_and_is_flagged(two_run
     assert c["runs"]["b"] == {"path": str(b), "expected": 3, "finished": 2, "missing": 1,
                               "pending_infra_errors": 1, "complete": False}
     assert c["runs"]["a"]["complete"] and gone not in json.dumps(c["mcnemar"])
+
+
+def test_run_limit_plays_the_first_n_tasks_of_the_selection_and_resumes_them(tmp_path, capsys):
+    import json as _json
+
+    from longhorizon.tasks.registry import tasks_for
+
+    out = tmp_path / "limited"
+    args = ["run", "--family", "downloads_cleanup", "--seeds", "5", "--limit", "2", "--quiet", "--policy", "null",
+            "--out", str(out)]
+    assert main(args) == 0
+    first_two = [t.id for t in tasks_for("train", 5, ["downloads_cleanup"])][:2]
+    assert _json.loads((out / "run.json").read_text())["tasks"] == first_two
+    played = [_json.loads(line)["task_id"] for line in (out / "trajectories.jsonl").read_text().splitlines()]
+    assert sorted(played) == sorted(first_two)
+    assert main(args) == 0  # the same run again: resumed (nothing left to play), not refused
+    assert len((out / "trajectories.jsonl").read_text().splitlines()) == 2
+
+
+def test_version_names_the_package_and_the_suite(capsys):
+    from longhorizon import __version__
+    from longhorizon.core.task import SUITE_VERSION
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert __version__ in out and f"suite {SUITE_VERSION}" in out

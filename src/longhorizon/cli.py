@@ -212,6 +212,8 @@ def cmd_run(args) -> int:
     if args.workers is not None and args.ray is None:
         raise UsageError("--workers needs --ray")
     tasks, split = _chosen_tasks(args)
+    if args.limit:  # the first N of the selection, in its stable order (family, then seed); recorded as ids
+        tasks = tasks[:args.limit]
     if args.policy not in SERVED:
         given = [f for f, v in (("--api-key", args.api_key), ("--extra-body", args.extra_body),
                                 ("--base-url", args.base_url)) if v is not None]
@@ -228,7 +230,7 @@ def cmd_run(args) -> int:
                     max_call_s=args.max_call_s or None, max_grade_s=args.max_grade_s or None)
     spec = RunSpec(policy=policy.describe(), split=split, seeds=args.seeds,
                    families=sorted(args.family) if args.family else None, samples=args.samples, limits=limits,
-                   tasks=[t.id for t in tasks] if args.task else None)
+                   tasks=[t.id for t in tasks] if args.task or args.limit else None)
     episodes = None
     if args.ray is not None:
         from longhorizon.rollout.ray_workers import RayEpisodes
@@ -331,6 +333,15 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def _version() -> str:
+    """The package's version and the suite's: code and task set are versioned apart (a suite
+    version changes when any task, grader or World changes; runs record both)."""
+    from longhorizon import __version__
+    from longhorizon.core.task import SUITE_VERSION
+
+    return f"longhorizon {__version__} (suite {SUITE_VERSION})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="longhorizon",
@@ -339,6 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-v", "--verbose", action="store_true",
                    help="show log lines of the libraries underneath (HTTP requests, MCP sessions)")
+    p.add_argument("--version", action="version", version=_version())
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     tasks = sub.add_parser("tasks", help="list or show tasks").add_subparsers(dest="tasks_command", required=True)
@@ -405,6 +417,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--family", action="append", help="only this family (repeatable)")
     r.add_argument("--task", action="append", metavar="ID",
                    help="only this task, e.g. downloads_cleanup-000001 (repeatable; instead of --split/--family)")
+    r.add_argument("--limit", type=positive_int, metavar="N",
+                   help="only the first N tasks of the selection, in its stable order (family, then seed)")
     r.add_argument("--samples", type=positive_int, default=1, help="episodes per task (default 1; pass@k needs k)")
     r.add_argument("--out", required=True, help="run folder (created, or resumed if it holds the same run)")
     r.add_argument("--concurrency", type=positive_int, default=8, help="episodes in flight (default 8)")
