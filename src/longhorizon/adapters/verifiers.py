@@ -132,10 +132,13 @@ class LonghorizonHarnessConfig(vf.HarnessConfig):
     max_tool_calls: int = Limits.max_tool_calls
     max_wall_s: float | None = Limits.max_wall_s
     max_result_chars: int = Limits.max_result_chars
+    max_call_s: float | None = Limits.max_call_s
+    max_grade_s: float | None = Limits.max_grade_s
 
     def limits(self) -> Limits:
         return Limits(max_turns=self.max_turns, max_tool_calls=self.max_tool_calls, max_wall_s=self.max_wall_s,
-                      max_result_chars=self.max_result_chars)
+                      max_result_chars=self.max_result_chars, max_call_s=self.max_call_s,
+                      max_grade_s=self.max_grade_s)
 
 
 class LonghorizonHarness(vf.Harness[LonghorizonHarnessConfig]):
