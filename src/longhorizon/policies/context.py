@@ -13,9 +13,10 @@ parts of the conversation, replaced by markers the model sees:
 It keeps the system turn and the tool schemas, the task (every user turn), every assistant
 turn's notes and tool names, and the latest turn whole with its results (what the agent is
 about to answer). Only what is longer than its marker is elided. When it has to elide, it
-elides down to ``LOW_WATER`` of ``max_context``, so the view then holds for several turns
-(each change of view costs the local policy its KV cache and SFT one more example). If the
-prompt does not fit even with all of that elided, it is sent as it is (``context_length``).
+elides down to ``LOW_WATER`` of ``max_context`` (or, when what it may not elide fills more than
+that, halfway from that to ``max_context``), so the view then holds for a few turns: each
+change of view costs the local policy its KV cache and SFT one more example. If the prompt
+does not fit even with all of that elided, it is sent as it is (``context_length``).
 
 One view for training and acting. Tokens are counted as ``ChatRenderer`` renders an episode
 (the first prompt, each assistant turn's canonical ids, each continuation), and what a turn
@@ -93,7 +94,8 @@ class ContextPolicy:
 
     def _next(self, prompt: list[dict], tools, state: State) -> State:
         """The state for ``prompt`` given the previous turn's: kept while it fits, else the least
-        more elided (results first, then calls' arguments) that fits in ``low_water``."""
+        more elided (results first, then calls' arguments) that fits in ``low_water``, or, when
+        what cannot be elided already fills more than that, halfway from it to ``max_context``."""
         fit = _Fit(self, prompt, tools)
         if fit(state) <= self.max_context:
             return state
@@ -104,12 +106,14 @@ class ContextPolicy:
             more = results - state[0]
             return (state[0] + k, state[1]) if k <= more else (results, state[1] + k - more)
 
-        if fit(at(steps)) > self.low_water:
+        floor = fit(at(steps))
+        if floor > self.max_context:
             return at(steps)  # all it may elide; the model's context decides
+        target = max(self.low_water, (floor + self.max_context) // 2)
         lo, hi = 1, steps
         while lo < hi:  # eliding more never lengthens (only what is longer than its marker goes)
             mid = (lo + hi) // 2
-            if fit(at(mid)) <= self.low_water:
+            if fit(at(mid)) <= target:
                 hi = mid
             else:
                 lo = mid + 1
