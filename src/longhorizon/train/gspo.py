@@ -124,8 +124,6 @@ def trl_settings(loss: str, epsilon_low: float, epsilon_high: float, beta: float
     }
 
 
-
-
 def importance_weights(trainer_logps, sampler_logps, mask, *, mode: str = "token_truncate", cap: float = 2.0):
     """The truncated importance weights between the sampler and the trainer (no gradient).
 
