@@ -97,8 +97,8 @@ def failing_files_app(monkeypatch):
         if plan and f"/{plan['victim']}." in str(world.root):
             open_session = app.session
 
-            def session():
-                s = open_session()
+            def session(*args, **kwargs):
+                s = open_session(*args, **kwargs)
                 calls = {"n": 0}
                 call_tool = s.call_tool
 
