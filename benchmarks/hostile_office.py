@@ -37,21 +37,10 @@ CHILD_ADDRESS_SPACE = 4 << 30
 
 def _rezip(data: bytes, replace: dict[str, bytes] | None = None, add: dict[str, bytes | int] | None = None,
            stored: bool = False) -> bytes:
-    """``data``'s members (some replaced), plus ``add``'s (bytes, or MiB of zeros, streamed);
-    deflated at level 9, or ``stored`` (a ratio of 1: what passes the ratio check at any size)."""
-    out = io.BytesIO()
-    method = zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED
-    with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(out, "w", method, compresslevel=9) as dst:
-        for info in src.infolist():
-            dst.writestr(info.filename, (replace or {}).get(info.filename, src.read(info.filename)))
-        for name, content in (add or {}).items():
-            if isinstance(content, int):
-                with dst.open(name, "w") as member:
-                    for _ in range(content):
-                        member.write(bytes(1 << 20))
-            else:
-                dst.writestr(name, content)
-    return out.getvalue()
+    """``testing.hostile_files.rezip`` deflated at level 9 (the tightest bombs), or ``stored``."""
+    from longhorizon.testing.hostile_files import rezip
+
+    return rezip(data, replace, add, method=zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED, compresslevel=9)
 
 
 def plain(kind: str) -> bytes:

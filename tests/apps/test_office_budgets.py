@@ -28,6 +28,7 @@ from longhorizon.apps.sheets.state import Evaluator, load_workbook, sheet_values
 from longhorizon.apps.slides.server import build_server as slides_server
 from longhorizon.apps.slides.state import build_presentation, presentation_bytes, read_deck
 from longhorizon.core.grade import Criterion
+from longhorizon.testing.hostile_files import rezip
 from longhorizon.core.task import Task
 from longhorizon.tasks.common import read_table
 
@@ -35,24 +36,6 @@ ZEROS_MIB = 256
 
 
 # -- building hostile files --------------------------------------------------------------------
-
-def rezip(data: bytes, replace: dict[str, bytes] | None = None, add: dict[str, bytes | int] | None = None,
-          method: int = zipfile.ZIP_DEFLATED) -> bytes:
-    """``data``'s members (some replaced), then ``add``'s: bytes, or a count of MiB of zeros
-    (streamed, so the test never holds them)."""
-    out = io.BytesIO()
-    with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(out, "w", method, compresslevel=1) as dst:
-        for info in src.infolist():
-            dst.writestr(info.filename, (replace or {}).get(info.filename, src.read(info.filename)))
-        for name, content in (add or {}).items():
-            if isinstance(content, int):
-                with dst.open(name, "w") as member:
-                    for _ in range(content):
-                        member.write(bytes(1 << 20))
-            else:
-                dst.writestr(name, content)
-    return out.getvalue()
-
 
 def plain_files() -> dict[str, bytes]:
     wb = Workbook()
