@@ -3,6 +3,8 @@ outputs, SQLite state."""
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import errno
 import functools
 import io
@@ -125,9 +127,6 @@ class ToolThread:
 
     def wrap(self, fn):
         """``fn`` as a coroutine function that runs it on this thread under the deadline."""
-        import asyncio
-        import contextvars
-
         thread = self
 
         async def call(**kwargs):

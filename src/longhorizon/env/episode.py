@@ -47,7 +47,7 @@ from mcp import Client
 
 from longhorizon import __version__
 from longhorizon.apps import build_app
-from longhorizon.apps.common import cap
+from longhorizon.apps.common import CALL_LIMIT_S, cap
 from longhorizon.apps.tool_guard import describe_exception, json_type
 from longhorizon.core.errors import ContextLengthExceeded
 from longhorizon.core.grade import CriterionResult, Grade
@@ -81,7 +81,7 @@ class Limits:
     max_wall_s: float | None = 600.0
     """None: no wall-clock limit (in-process models on a CPU, whose episodes take turns)."""
     max_result_chars: int = 20_000
-    max_call_s: float | None = 60.0
+    max_call_s: float | None = CALL_LIMIT_S
     """How long one tool call may run before the agent gets an error saying so (apps/common.py
     ``ToolThread``): synchronous tool bodies run off the event loop, so no call stalls the others."""
     max_grade_s: float | None = 120.0
