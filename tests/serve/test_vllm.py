@@ -141,3 +141,23 @@ def test_pipeline_evaluation_on_a_served_model_resumes_under_its_endpoint_label(
     elsewhere = OpenAIPolicy("http://127.0.0.1:1/v1", vllm_server.model_name, max_tokens=16, endpoint_label=label)
     again = evaluate_model("unused", tmp_path / "eval", cfg, progress=False, policy=elsewhere)
     assert again["overall"]["episodes"] == 1  # resumed: nothing left to play, no request sent to port 1
+
+
+def test_a_second_start_loads_the_compiled_model_from_the_cache_instead_of_compiling(vllm_server):
+    """vLLM 0.32's default AOT cache is written but never loads, so every start compiled again;
+    the server uses inductor's cache under VLLM_CACHE_ROOT instead, which a second start of the
+    same model reads without writing anything. (SmolLM2 in bf16 compiles kernels; the tiny test
+    model in tests/serve/test_vllm_rl.py compiles none, so it could not show this.)"""
+    import time
+    from pathlib import Path
+
+    from longhorizon.serve.vllm import VLLMServer, ensure_vllm
+
+    again = VLLMServer(str(vllm_server.model_path), kv_cache_gib=1)  # the session server's settings
+    cache = Path(again.env(ensure_vllm())["VLLM_CACHE_ROOT"])
+    assert any(cache.rglob("*.so"))  # the session server's start compiled kernels into it
+    started = time.time()
+    with again:
+        pass
+    written = [str(p.relative_to(cache)) for p in cache.rglob("*") if p.is_file() and p.stat().st_mtime >= started]
+    assert written == []

@@ -161,3 +161,37 @@ def test_flat_groups_played_are_kept_on_record(tmp_path):
     rows = [json.loads(x) for x in (tmp_path / "rollouts.jsonl").read_text().splitlines()]
     assert [(r["task_id"], r["rl_dropped"], r["rl_flat"]) for r in rows] == [
         ("b", False, False), ("b", False, False), ("a", True, True), ("a", True, True)]
+
+
+def test_the_permuted_reward_control_shuffles_rewards_within_each_group_only():
+    import random
+
+    from longhorizon.train.rl import permuted_within_groups
+
+    rewards = [0.0, 0.25, 0.5, 1.0, None, 10.0, 20.0, 30.0]
+    seen = set()
+    for seed in range(20):
+        out = permuted_within_groups(rewards, 4, random.Random(seed))
+        assert sorted(out[:4]) == [0.0, 0.25, 0.5, 1.0]  # a group keeps its rewards: same mean, same std
+        assert out[4] is None and sorted(out[5:]) == [10.0, 20.0, 30.0]  # left-out episode stays out
+        seen.add(tuple(out[:4]))
+    assert len(seen) > 5  # episodes get other episodes' rewards, differently per seed
+
+
+def test_permute_rewards_changes_which_episode_gets_which_reward_in_the_update(monkeypatch):
+    from longhorizon.train import rl
+
+    monkeypatch.setattr(rl, "episode_sequence", lambda t, eos: {"prompt_ids": [1], "completion_ids": [2],
+                                                                 "env_mask": [1], "logprobs": [0.0]})
+    trajs = [_ep("b", r) for r in (0.0, 0.25, 0.5, 0.75, 1.0, 0.1, 0.2, 0.3)]
+    for k, t in enumerate(trajs):
+        t.turns, t.episode_id, t.provenance = [], f"b-{k}", {}
+    tok = SimpleNamespace(eos_token_id=0)
+    plain = EpisodeRollout({"b": None}, RLConfig(group_size=8, micro_batch_size=8), tokenizer=tok)
+    control = EpisodeRollout({"b": None}, RLConfig(group_size=8, micro_batch_size=8, permute_rewards=True),
+                             tokenizer=tok)
+    truth = plain.to_trl(trajs)["episode_reward"]
+    shuffled = control.to_trl(trajs)
+    assert truth == [t.reward for t in trajs]
+    assert sorted(shuffled["episode_reward"]) == sorted(truth) and shuffled["episode_reward"] != truth
+    assert shuffled["episode_dense_reward"] == truth  # the logs keep what each episode really earned

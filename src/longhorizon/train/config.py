@@ -158,6 +158,11 @@ class RLConfig:
     dropped and groups of fresh tasks played in their place, in rounds, until the step has
     ``tasks_per_step x updates_per_rollout`` groups with signal or this many rounds were played
     (0: off). Groups still flat then make up the number; the log reports the shortfall."""
+    permute_rewards: bool = False
+    """The control of an RL experiment: each group's rewards are shuffled among its episodes
+    before advantages are computed (seeded per rollout), so a step sees the same reward
+    statistics with no link between an episode and what it earned. Dynamic sampling and the logs
+    use the true rewards. What a run gains over this control is what the signal taught."""
     is_correction: str = "token_truncate"
     """Importance correction between the sampler's recorded log-probs and the trainer's
     (``train.gspo.importance_weights``): ``token_truncate`` (TIS: each token's term x

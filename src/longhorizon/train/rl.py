@@ -51,6 +51,7 @@ How the pieces fit:
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections import Counter
 from pathlib import Path
@@ -419,13 +420,16 @@ class EpisodeRollout:
                 seqs[k] = {**seqs[k], "env_mask": [0] * len(seqs[k]["env_mask"])}
         c = self.cfg
         self.advantage_scale = advantage_scales(trajs, dropped, c)
+        rewards = [None if d else shaped_reward(t, c.reward, c.effort_floor, c.repetition_penalty)
+                   for t, d in zip(trajs, dropped)]
+        if c.permute_rewards:
+            rewards = permuted_within_groups(rewards, c.group_size, random.Random(rollout_seed(c.seed, self.rollouts)))
         return {
             "prompt_ids": [s["prompt_ids"] for s in seqs],
             "completion_ids": [s["completion_ids"] for s in seqs],
             "logprobs": [s["logprobs"] for s in seqs],
             "env_mask": [s["env_mask"] for s in seqs],
-            "episode_reward": [None if d else shaped_reward(t, c.reward, c.effort_floor, c.repetition_penalty)
-                               for t, d in zip(trajs, dropped)],
+            "episode_reward": rewards,
             "episode_failed": [float(f) for f in failed],
             "episode_dropped": [float(d) for d in dropped],
             "episode_dense_reward": [None if f else t.reward for t, f in zip(trajs, failed)],
@@ -497,6 +501,19 @@ def rollout_seed(seed: int, step: int) -> int:
     """The sampling seed of the rollout played at optimizer step ``step`` of a run seeded ``seed``:
     a new one every step (and the same after a resume, which restarts at the step it stopped at)."""
     return seed * ROLLOUT_SEED_STRIDE + step
+
+
+def permuted_within_groups(rewards: list, group_size: int, rng: random.Random) -> list:
+    """``rewards`` with each group's values (None stays where it is: left out of the update)
+    shuffled among that group's episodes: the ``permute_rewards`` control."""
+    out = list(rewards)
+    for k in range(0, len(out), group_size):
+        slots = [i for i in range(k, min(k + group_size, len(out))) if out[i] is not None]
+        values = [out[i] for i in slots]
+        rng.shuffle(values)
+        for i, v in zip(slots, values):
+            out[i] = v
+    return out
 
 
 def advantage_scales(trajs: list[Trajectory], dropped: list[bool], cfg: RLConfig) -> list[float]:

@@ -1,0 +1,313 @@
+"""Does GSPO improve on SFT here? SFT to a checkpoint with headroom, GSPO from it, a permuted-reward
+control, and a paired greedy evaluation of the three on the holdout.
+
+    .venv/bin/python benchmarks/rl_gain.py --out runs/rl-gain      # resumable: rerun to finish
+
+The demo's family and settings (configs/demo.yaml: log_first_error, the embedded SmolLM2, full
+fine-tune), in stages that each persist under OUT and are skipped when done:
+
+1. teacher + data: the oracle plays train seeds 0..N-1; episodes at reward >= 0.9 are the SFT data.
+2. sft: the demo's SFT, saving a checkpoint after every step.
+3. dev: each checkpoint greedy on a *train-split* dev set (seeds from 90,000: neither the teacher's
+   nor RL's, never the holdout); the checkpoint is the earliest whose dev pass rate lies in
+   [0.25, 0.60] (else the one closest to 0.425 strictly between 0 and 1).
+4. temperature: the chosen checkpoint samples the dev set at 1.0, 0.7, 0.5 in turn; RL uses the first
+   whose pass rate lies in [0.3, 0.7] (else the closest to 0.5).
+5. rl and control: GSPO from the checkpoint (``--steps`` on-policy steps of ``--groups`` groups of 8,
+   rollouts from vLLM in float32, the weights pushed after each step); the control is the same run
+   with each group's rewards shuffled among its episodes (``rl.permute_rewards``).
+6. holdout: the checkpoint, the RL model and the control, greedy in float32 on ``--holdout`` holdout
+   instances, paired: Δ pass@1 and Δ mean reward with paired-bootstrap intervals, McNemar's p.
+
+Every evaluation runs on one vLLM server (float32, ``weight_sync``) whose weights are replaced
+for each model, so no model costs a server start. The report (OUT/report.md) has the dev curve,
+the calibration, the per-step training reward and pass rate of both RL runs, and the paired
+comparisons, whatever they show. Nothing here reads the holdout before stage 6.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+FAMILY = "log_first_error"
+DEV_OFFSET = 90_000
+"""Dev seeds start here in the train split: past the teacher's (0-N) and RL's (50,000 on)."""
+DEV_BAND = (0.25, 0.60)
+TEMP_BAND = (0.3, 0.7)
+TEMPERATURES = (1.0, 0.7, 0.5)
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def load_json(path: Path):
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def save_json(path: Path, obj) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=2) + "\n")
+
+
+class Evaluator:
+    """One vLLM server (float32, weight_sync) on the base model; each model's weights pushed in turn."""
+
+    def __init__(self, base: Path, eval_cfg, out: Path):
+        self.base, self.e, self.out = base, eval_cfg, out
+        self.server, self.loaded = None, None
+        self.stack = contextlib.ExitStack()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stack.close()
+
+    def load(self, model_dir: Path) -> None:
+        from longhorizon.serve.vllm import VLLMServer
+        from longhorizon.serve.weight_sync import write_weights
+
+        if self.server is None:
+            log(f"starting vLLM (float32) on {self.base}")
+            self.server = self.stack.enter_context(
+                VLLMServer(str(self.base), dtype="float32", max_model_len=self.e.max_context, weight_sync=True,
+                           log_path=self.out / "vllm.log"))
+        if self.loaded == model_dir:
+            return
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+        folder = write_weights(model, self.out / "weights", "float32").parent
+        self.server.push_weights(folder)
+        self.loaded = model_dir
+
+    def run(self, model_dir: Path, tasks, out: Path, *, temperature: float = 0.0, label: str) -> dict:
+        from longhorizon.env.episode import Limits
+        from longhorizon.policies.openai_client import OpenAIPolicy
+        from longhorizon.train.pipeline import _run_policy
+
+        summary = load_json(out / "summary.json")
+        if summary and summary.get("complete"):
+            return summary
+        self.load(model_dir)
+        policy = OpenAIPolicy(self.server.base_url, self.server.model_name, temperature=temperature,
+                              max_tokens=self.e.max_new_tokens, seed=0 if temperature else None,
+                              endpoint_label=f"vllm:{label}:float32:T{temperature:g}")
+        limits = Limits(max_turns=self.e.max_turns, max_tool_calls=self.e.max_tool_calls)
+        t0 = time.time()
+        summary = _run_policy(tasks, policy, out, split=tasks[0].split, seeds=len(tasks), families=[FAMILY],
+                              limits=limits, concurrency=32, progress=False)
+        o = summary["overall"]
+        log(f"  {out.relative_to(self.out.parent)}: pass@1 {o['pass@1']:.3f}, reward {o['mean_reward']:.3f} "
+            f"({o['episodes']} episodes, {time.time() - t0:.0f} s)")
+        return summary
+
+
+def dev_tasks(n: int):
+    from longhorizon.tasks.registry import get_family, suite_seeds
+
+    f = get_family(FAMILY)
+    start = suite_seeds("train", f)[0] + DEV_OFFSET
+    return [f.generate(s) for s in range(start, start + n)]
+
+
+def choose_checkpoint(dev: dict[int, float]) -> tuple[int, str]:
+    lo, hi = DEV_BAND
+    inside = [k for k in sorted(dev) if lo <= dev[k] <= hi]
+    if inside:
+        return inside[0], f"the earliest checkpoint with dev pass in [{lo}, {hi}]"
+    mid = [k for k in sorted(dev) if 0 < dev[k] < 1]
+    if not mid:
+        raise SystemExit(f"no SFT checkpoint has a dev pass rate strictly between 0 and 1: {dev}")
+    k = min(mid, key=lambda k: (abs(dev[k] - (lo + hi) / 2), k))
+    return k, f"no checkpoint in [{lo}, {hi}]: the one closest to {(lo + hi) / 2:.3f}"
+
+
+def choose_temperature(rates: dict[float, float]) -> tuple[float, str]:
+    lo, hi = TEMP_BAND
+    for t in TEMPERATURES:
+        if t in rates and lo <= rates[t] <= hi:
+            return t, f"the first of {TEMPERATURES} whose dev pass lies in [{lo}, {hi}]"
+    t = min(rates, key=lambda t: abs(rates[t] - 0.5))
+    return t, f"none in [{lo}, {hi}]: the closest to 0.5"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="runs/rl-gain")
+    ap.add_argument("--teacher-seeds", type=int, default=16, help="oracle episodes for SFT (default 16)")
+    ap.add_argument("--dev-seeds", type=int, default=32, help="train-split dev instances (default 32)")
+    ap.add_argument("--steps", type=int, default=6, help="GSPO optimizer steps (default 6)")
+    ap.add_argument("--groups", type=int, default=2, help="groups of 8 per step (default 2)")
+    ap.add_argument("--holdout", type=int, default=100, help="holdout instances per model (default 100)")
+    ap.add_argument("--skip-control", action="store_true", help="no permuted-reward run (not a finished experiment)")
+    args = ap.parse_args(argv)
+
+    from longhorizon.tasks.registry import tasks_for
+    from longhorizon.train.config import load_pipeline
+    from longhorizon.train.data import build_sft_dataset
+    from longhorizon.train.pipeline import _run_policy
+    from longhorizon.train.pretrained import resolve
+    from longhorizon.train.rl import run_rl
+    from longhorizon.train.sft import run_sft
+    from longhorizon.train.stage import local_path
+    from longhorizon.policies.oracle import OraclePolicy
+    from longhorizon.env.episode import Limits
+
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    settings = vars(args) | {"family": FAMILY, "dev_offset": DEV_OFFSET}
+    if (old := load_json(out / "settings.json")) is not None and old != settings:
+        print(f"{out} was started with other settings ({out / 'settings.json'}); use another --out", file=sys.stderr)
+        return 2
+    save_json(out / "settings.json", settings)
+    cfg = load_pipeline(ROOT / "configs" / "demo.yaml")
+    base = Path(local_path(resolve(cfg.model.name)))
+    times = load_json(out / "times.json") or {}
+
+    def timed(name, fn):
+        t0 = time.time()
+        result = fn()
+        times[name] = times.get(name, 0) + round(time.time() - t0, 1)
+        save_json(out / "times.json", times)
+        return result
+
+    # 1 teacher + data
+    if not (out / "sft_data" / "summary.json").exists():
+        log(f"teacher: the oracle plays {args.teacher_seeds} train seeds of {FAMILY}")
+        timed("teacher", lambda: _run_policy(tasks_for("train", args.teacher_seeds, [FAMILY]), OraclePolicy(),
+                                             out / "teacher", split="train", seeds=args.teacher_seeds,
+                                             families=[FAMILY], limits=Limits(), concurrency=8, progress=False))
+        build_sft_dataset([out / "teacher"], out / "sft_data", min_reward=cfg.teacher.min_reward, overwrite=True)
+
+    # 2 SFT, a checkpoint per step
+    s = cfg.sft
+    s.data, s.model, s.out = str(out / "sft_data"), str(base), str(out / "sft")
+    s.save_steps, s.save_total_limit = 1, None
+    if not (out / "sft" / "summary.json").exists():
+        log("sft: the demo's SFT, a checkpoint after every step")
+        timed("sft", lambda: run_sft(s, resume=any((out / "sft").glob("checkpoint-*")), progress=False))
+    ckpts = {int(p.name.split("-")[1]): p for p in (out / "sft").glob("checkpoint-*")}
+
+    e = cfg.eval
+    with Evaluator(base, e, out) as ev:
+        # 3 dev pass of every checkpoint
+        dev = dev_tasks(args.dev_seeds)
+        rates = {}
+        for k in sorted(ckpts):
+            summary = timed("dev", lambda: ev.run(ckpts[k], dev, out / "dev" / f"checkpoint-{k}",
+                                                  label=f"sft-{k}"))
+            rates[k] = summary["overall"]["pass@1"]
+        chosen, why = choose_checkpoint(rates)
+        save_json(out / "chosen.json", {"dev_pass": rates, "checkpoint": chosen, "why": why})
+        log(f"dev pass per checkpoint {rates}: checkpoint-{chosen} ({why})")
+
+        # 4 temperature for RL
+        temps = {}
+        for t in TEMPERATURES:
+            summary = timed("temperature", lambda: ev.run(ckpts[chosen], dev, out / "dev" / f"temperature-{t:g}",
+                                                          temperature=t, label=f"sft-{chosen}"))
+            temps[t] = summary["overall"]["pass@1"]
+            if TEMP_BAND[0] <= temps[t] <= TEMP_BAND[1]:
+                break
+        temperature, twhy = choose_temperature(temps)
+        save_json(out / "chosen.json", {"dev_pass": rates, "checkpoint": chosen, "why": why,
+                                        "temperature_pass": temps, "temperature": temperature, "temperature_why": twhy})
+        log(f"sampled dev pass per temperature {temps}: T = {temperature} ({twhy})")
+
+    # 5 GSPO and its control
+    for name, permute in (("rl", False), ("control", True)):
+        if permute and args.skip_control:
+            continue
+        r = load_pipeline(ROOT / "configs" / "demo.yaml").rl
+        r.model, r.out = str(ckpts[chosen]), str(out / name)
+        r.max_steps, r.tasks_per_step, r.seeds = args.steps, args.groups, 8 * args.steps * args.groups
+        r.temperature, r.permute_rewards = temperature, permute
+        r.sampler, r.sampler_dtype = "vllm", "float32"
+        r.resample_flat_groups, r.concurrency = 2, 8 * args.groups
+        if not (out / name / "summary.json").exists():
+            log(f"{name}: GSPO from checkpoint-{chosen}, {args.steps} steps of {args.groups} groups of 8, "
+                f"T = {temperature}{', rewards permuted within groups' if permute else ''}")
+            timed(name, lambda: run_rl(r, resume=any((out / name).glob("checkpoint-*")), progress=False))
+
+    # 6 the holdout, paired
+    models = {"sft": ckpts[chosen], "rl": out / "rl"}
+    if not args.skip_control:
+        models["control"] = out / "control"
+    holdout = tasks_for("holdout", args.holdout, [FAMILY])
+    with Evaluator(base, e, out) as ev:
+        for name, path in models.items():
+            timed("holdout", lambda: ev.run(path, holdout, out / "holdout" / name, label=name))
+    report = write_report(out, list(models), times)
+    print(report)
+    return 0
+
+
+def step_rows(folder: Path) -> list[dict]:
+    rows = []
+    path = folder / "log.jsonl"
+    for line in path.read_text().splitlines() if path.exists() else []:
+        row = json.loads(line)
+        if "reward" in row and "pass_rate" in row:
+            rows.append(row)
+    return rows
+
+
+def write_report(out: Path, names: list[str], times: dict) -> str:
+    from longhorizon.evaluate.metrics import compare
+    from longhorizon.train.report import _load_run
+
+    chosen = load_json(out / "chosen.json")
+    lines = ["# GSPO vs SFT from a headroom checkpoint (benchmarks/rl_gain.py)", "",
+             f"Family `{FAMILY}`, the embedded SmolLM2-135M-Instruct, configs/demo.yaml's settings. "
+             f"Stage seconds: {json.dumps(times)}.", "",
+             "## Dev pass rate of each SFT checkpoint (train split, greedy, float32)", "",
+             "| checkpoint | dev pass@1 |", "|---:|---:|"]
+    lines += [f"| {k} | {v:.3f} |" for k, v in sorted(chosen["dev_pass"].items(), key=lambda kv: int(kv[0]))]
+    lines += ["", f"Chosen: checkpoint-{chosen['checkpoint']} ({chosen['why']}). Sampled dev pass per temperature: "
+              + ", ".join(f"T {t}: {v:.3f}" for t, v in chosen["temperature_pass"].items())
+              + f"; RL samples at T = {chosen['temperature']} ({chosen['temperature_why']}).", ""]
+    for name in names[1:]:
+        rows = step_rows(out / name)
+        lines += [f"## {name}: per step", "", "| step | reward | pass rate | flat groups dropped | grad norm | "
+                  "weights moved | clip fraction | sampler \\|Δ log p\\| | rollout s |",
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        nan = float("nan")
+        for row in rows:
+            lines.append(f"| {row['step']} | {row['reward']:.3f} | {row['pass_rate']:.3f} | "
+                         f"{row.get('flat_groups_dropped', 0):g} | {row.get('grad_norm', nan):.3g} | "
+                         f"{row.get('weight_change', nan):.2e} | {row.get('clip_fraction', nan):.3f} | "
+                         f"{row.get('sampler_logp_diff', nan):.2g} | {row.get('rollout_s', 0):.0f} |")
+        lines.append("")
+    runs = {n: _load_run(out / "holdout" / n)[1] for n in names}
+    lines += ["## Holdout (greedy, float32)", "", "| model | episodes | pass@1 | mean reward |", "|---|---:|---:|---:|"]
+    for n, rows in runs.items():
+        k = len(rows)
+        lines.append(f"| {n} | {k} | {sum(r['grade']['passed'] for r in rows) / max(k, 1):.3f} | "
+                     f"{sum(r['grade']['reward'] for r in rows) / max(k, 1):.3f} |")
+    lines += ["", "| comparison (B − A) | paired | Δ pass@1 [95%] | Δ mean reward [95%] | McNemar p |",
+              "|---|---:|---:|---:|---:|"]
+    pairs = [("sft", n) for n in names[1:]] + ([("control", "rl")] if "control" in names else [])
+    for a, b in pairs:
+        c = compare(runs[a], runs[b])
+        lines.append(f"| {b} − {a} | {c['paired_tasks']} | {c['delta_pass@1']:+.3f} "
+                     f"[{c['delta_pass@1_ci95'][0]:+.3f}, {c['delta_pass@1_ci95'][1]:+.3f}] | "
+                     f"{c['delta_mean_reward']:+.3f} [{c['delta_mean_reward_ci95'][0]:+.3f}, "
+                     f"{c['delta_mean_reward_ci95'][1]:+.3f}] | {c['mcnemar']['p_value']:.3g} |")
+    text = "\n".join(lines) + "\n"
+    (out / "report.md").write_text(text)
+    return text
+
+
+if __name__ == "__main__":
+    sys.exit(main())
