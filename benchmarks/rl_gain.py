@@ -161,7 +161,7 @@ def main(argv=None) -> int:
     from longhorizon.train.rl import run_rl
     from longhorizon.train.sft import run_sft
     from longhorizon.train.stage import local_path
-    from longhorizon.policies.oracle import OraclePolicy
+    from longhorizon.policies.scripted import OraclePolicy
     from longhorizon.env.episode import Limits
 
     out = Path(args.out).resolve()
