@@ -43,6 +43,14 @@ def test_analyze_writes_the_three_files(tmp_path, capsys):
                                                              "view-a", "view-b"}
 
 
+def test_no_views_writes_the_report_alone_and_links_no_episode(tmp_path, capsys):
+    write_run(tmp_path / "a", [traj([("", [WRITE]), ("Done.", [])], passed=False, final=[False])])
+    write_run(tmp_path / "b", [traj([("", [WRITE]), ("Done.", [])])])
+    assert main(["analyze", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "r"), "--no-views"]) == 0
+    assert {p.name for p in (tmp_path / "r").iterdir()} == {"report.html", "report.md", "metrics.json"}
+    assert "/episodes/" not in (tmp_path / "r" / "report.html").read_text()
+
+
 def test_the_report_links_each_pair_to_both_episodes_pages(tmp_path, capsys):
     write_run(tmp_path / "a", [traj([("", [WRITE]), ("Done.", [])], task=t, passed=False, final=[False])
                                for t in ("x", "y")])

@@ -1,6 +1,7 @@
 """CLI subcommands of the behaviour analysis.
 
-    longhorizon analyze RUN_A RUN_B --out DIR          paired behaviour report (A = base, B = trained)
+    longhorizon analyze RUN_A RUN_B --out DIR          paired behaviour report (A = base, B = trained),
+                                                       with both runs' viewers (DIR/view-a, DIR/view-b)
     longhorizon view RUN [--task ID] [--open]          single-run viewer (a folder: index.html, one page per episode)
     longhorizon import tau2 RESULTS.json --out RUN     τ²-bench results as a run folder
     longhorizon import bfcl RESULT --score SCORE --out RUN   BFCL multi-turn results as a run folder
@@ -66,11 +67,12 @@ def cmd_analyze(args) -> int:
     result["run_paths"] = {"a": args.run_a, "b": args.run_b}
     from longhorizon.analysis.run_view import write_run_view
 
-    for side, run, rows in (("a", args.run_a, rows_a), ("b", args.run_b, rows_b)):
-        with _readable(run):
-            write_run_view(out / VIEWS[side], names["ab".index(side)], rows)
+    if not args.no_views:
+        for side, run, rows in (("a", args.run_a, rows_a), ("b", args.run_b, rows_b)):
+            with _readable(run):
+                write_run_view(out / VIEWS[side], names["ab".index(side)], rows)
     paths = write_report(out, result, pairs, names, max_viewed=args.max_viewed, result_chars=args.result_chars,
-                         views=(VIEWS["a"], VIEWS["b"]))
+                         views=None if args.no_views else (VIEWS["a"], VIEWS["b"]))
     if args.format == "json":
         print(json.dumps({k: str(v) for k, v in paths.items()} | {"outcomes": result["outcomes"]}))
     else:
@@ -152,6 +154,9 @@ def add_commands(sub) -> None:
     a.add_argument("--max-viewed", type=int, default=40, help="pairs shown side by side in the report (default 40)")
     a.add_argument("--result-chars", type=int, default=600,
                    help="cut tool arguments and results to this many characters in the pair viewer (default 600)")
+    a.add_argument("--no-views", action="store_true",
+                   help="skip writing each run's viewer into OUT/view-a and OUT/view-b (the report then links no "
+                        "episode pages; for a report kept small, e.g. committed)")
     a.add_argument("--judge-base-url", help="optional judged coding: an OpenAI-compatible endpoint (off by default)")
     a.add_argument("--judge-model", help="the judge's model name")
     a.add_argument("--judge-cache", help="verdict cache, JSONL (default: OUT/judge_cache.jsonl)")
