@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -152,8 +153,9 @@ def test_import_cli_writes_a_run_that_view_and_analyze_read(tmp_path, capsys):
                  "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["outcomes"]["fail→pass"] == 1
     assert main(["view", str(tmp_path / "ra"), "--task", "tau2-airline-0"]) == 0
-    shown = capsys.readouterr().out.strip()
-    assert shown.endswith(".html") and "get_reservation_details" in open(shown).read()
+    index = Path(capsys.readouterr().out.strip())
+    pages = list((index.parent / "episodes").iterdir())
+    assert index.name == "index.html" and len(pages) == 1 and "get_reservation_details" in pages[0].read_text()
 
 
 def test_files_that_are_not_benchmark_results_are_one_line_errors(tmp_path, capsys):

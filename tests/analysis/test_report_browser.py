@@ -3,56 +3,15 @@ DOM, after rendering, holds a plot per metric, the fail→pass table with the ri
 a side-by-side viewer of that pair with the first differing call marked. The screenshot is
 kept at test-artifacts/analysis/report.png (git-ignored) for a person to look at."""
 
-import os
-import shutil
-import subprocess
-from html.parser import HTMLParser
-from pathlib import Path
-
 import pytest
+from analysis_browser import ARTIFACTS, CHROMIUM, NO_CHROMIUM, Elements, chromium
 from analysis_synth import call, traj, write_run
 
 from longhorizon.analysis.behaviours import METRICS
 from longhorizon.cli import main
 
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "analysis"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
-
-class Elements(HTMLParser):
-    """Every start tag with its attributes, and the text inside each <table id=...>."""
-
-    def __init__(self):
-        super().__init__()
-        self.tags: list[tuple[str, dict]] = []
-        self.table_text: dict[str, str] = {}
-        self._table: str | None = None
-
-    def handle_starttag(self, tag, attrs):
-        attrs = dict(attrs)
-        self.tags.append((tag, attrs))
-        if tag == "table" and attrs.get("id"):
-            self._table = attrs["id"]
-            self.table_text[self._table] = ""
-
-    def handle_endtag(self, tag):
-        if tag == "table":
-            self._table = None
-
-    def handle_data(self, data):
-        if self._table:
-            self.table_text[self._table] += data
-
-    def having(self, tag: str, cls: str) -> list[dict]:
-        return [a for t, a in self.tags if t == tag and cls in (a.get("class") or "").split()]
-
-
-def chromium(*args: str) -> subprocess.CompletedProcess:
-    flags = ["--headless", "--disable-gpu", "--hide-scrollbars"] + (["--no-sandbox"] if os.geteuid() == 0 else [])
-    return subprocess.run([CHROMIUM, *flags, *args], capture_output=True, text=True, timeout=120)
-
-
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (make setup installs it: apt-get install chromium)")
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
 def test_report_renders_plots_fail_pass_table_and_pair_viewer(tmp_path):
     write_ = call("files__write_file", {"path": "out.txt", "content": "<script>alert(1)</script>"})
     verify = call("files__read_file", {"path": "out.txt"}, "x" * 3000)  # long: folded

@@ -1,7 +1,8 @@
 """CLI subcommands of the behaviour analysis.
 
-    longhorizon analyze RUN_A RUN_B --out DIR          paired behaviour report (A = base, B = trained)
-    longhorizon view RUN [--task ID] [--open]          single-run viewer (an HTML file)
+    longhorizon analyze RUN_A RUN_B --out DIR          paired behaviour report (A = base, B = trained),
+                                                       with both runs' viewers (DIR/view-a, DIR/view-b)
+    longhorizon view RUN [--task ID] [--open]          single-run viewer (a folder: index.html, one page per episode)
     longhorizon import tau2 RESULTS.json --out RUN     τ²-bench results as a run folder
     longhorizon import bfcl RESULT --score SCORE --out RUN   BFCL multi-turn results as a run folder
 
@@ -12,9 +13,14 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from longhorizon.core.errors import UsageError
+
+
+VIEWS = {"a": "view-a", "b": "view-b"}
+"""The folders, inside ``analyze``'s output, of each run's viewer (the report links every pair to them)."""
 
 
 def _episodes(path: str, allow_incomplete: bool = True) -> list[dict]:
@@ -59,7 +65,14 @@ def cmd_analyze(args) -> int:
         result["judge"] = judged_coding(judge, pairs)
     names = (args.name_a or args.run_a, args.name_b or args.run_b)
     result["run_paths"] = {"a": args.run_a, "b": args.run_b}
-    paths = write_report(out, result, pairs, names, max_viewed=args.max_viewed, result_chars=args.result_chars)
+    from longhorizon.analysis.run_view import write_run_view
+
+    if not args.no_views:
+        for side, run, rows in (("a", args.run_a, rows_a), ("b", args.run_b, rows_b)):
+            with _readable(run):
+                write_run_view(out / VIEWS[side], names["ab".index(side)], rows)
+    paths = write_report(out, result, pairs, names, max_viewed=args.max_viewed, result_chars=args.result_chars,
+                         views=None if args.no_views else (VIEWS["a"], VIEWS["b"]))
     if args.format == "json":
         print(json.dumps({k: str(v) for k, v in paths.items()} | {"outcomes": result["outcomes"]}))
     else:
@@ -69,27 +82,41 @@ def cmd_analyze(args) -> int:
     return 0
 
 
+@contextmanager
+def _readable(run: str):
+    """Maps a record that is not a readable Trajectory to a one-line usage error."""
+    try:
+        yield
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{run} holds a record that is not a readable Trajectory: {exc}") from None
+
+
+def open_in_browser(path: Path) -> bool:
+    """Open a page in the machine's browser; False (after saying so) where it has none."""
+    import webbrowser
+
+    if webbrowser.open(path.resolve().as_uri()):
+        return True
+    print(f"no browser found on this machine: open {path} in one yourself", file=sys.stderr)
+    return False
+
+
 def cmd_view(args) -> int:
-    from longhorizon.analysis.viewer import run_html
-    from longhorizon.core.trajectory import Trajectory
+    from longhorizon.analysis.run_view import write_run_view
 
     rows = _episodes(args.run_dir)
     if args.task:
-        rows = [r for r in rows if r["task_id"] == args.task]
+        rows = [r for r in rows if r.get("task_id") == args.task]
         if not rows:
             raise UsageError(f"{args.run_dir} has no episode of task {args.task!r}")
-    try:
-        trajs = sorted((Trajectory.from_dict(r) for r in rows), key=lambda t: (t.task_id, t.sample))
-    except (ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"{args.run_dir} holds a record that is not a readable Trajectory: {exc}") from None
-    out = Path(args.out) if args.out else Path(args.run_dir) / (f"view-{args.task}.html" if args.task else "view.html")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(run_html(args.run_dir + (f" · {args.task}" if args.task else ""), trajs))
-    print(out)
+    out = Path(args.out) if args.out else Path(args.run_dir) / (f"view-{args.task}" if args.task else "view")
+    if out.suffix == ".html" or out.is_file():
+        raise UsageError(f"--out {out}: the viewer is a folder (index.html and one page per episode), not a file")
+    with _readable(args.run_dir):
+        index = write_run_view(out, args.run_dir + (f" · {args.task}" if args.task else ""), rows)
+    print(index)
     if args.open:
-        import webbrowser
-
-        webbrowser.open(out.resolve().as_uri())
+        open_in_browser(index)
     return 0
 
 
@@ -127,6 +154,9 @@ def add_commands(sub) -> None:
     a.add_argument("--max-viewed", type=int, default=40, help="pairs shown side by side in the report (default 40)")
     a.add_argument("--result-chars", type=int, default=600,
                    help="cut tool arguments and results to this many characters in the pair viewer (default 600)")
+    a.add_argument("--no-views", action="store_true",
+                   help="skip writing each run's viewer into OUT/view-a and OUT/view-b (the report then links no "
+                        "episode pages; for a report kept small, e.g. committed)")
     a.add_argument("--judge-base-url", help="optional judged coding: an OpenAI-compatible endpoint (off by default)")
     a.add_argument("--judge-model", help="the judge's model name")
     a.add_argument("--judge-cache", help="verdict cache, JSONL (default: OUT/judge_cache.jsonl)")
@@ -136,11 +166,16 @@ def add_commands(sub) -> None:
     a.add_argument("--format", choices=["text", "json"], default="text")
     a.set_defaults(func=cmd_analyze)
 
-    v = sub.add_parser("view", help="write an HTML viewer of a run (or one task) and print its path")
+    v = sub.add_parser("view", help="write the HTML viewer of a run (or one task) and print its index's path",
+                       description="Writes a static folder that opens from file://: index.html (pass@1, mean reward, "
+                                   "endings; filters for failed episodes, family and ending; search; a paged table) "
+                                   "and one page per episode in episodes/. Filters live in the URL's hash, e.g. "
+                                   "index.html#failed=1&family=F.")
     v.add_argument("run_dir")
     v.add_argument("--task", help="only this task id")
-    v.add_argument("--out", help="the HTML file (default: RUN/view.html or RUN/view-TASK.html)")
-    v.add_argument("--open", action="store_true", help="also open it in a browser")
+    v.add_argument("--out", help="the viewer's folder (default: RUN/view or RUN/view-TASK)")
+    v.add_argument("--open", action="store_true",
+                   help="also open it in a browser (where the machine has none, says so; the path is printed either way)")
     v.set_defaults(func=cmd_view)
 
     imp = sub.add_parser("import", help="turn another benchmark's result files into a run folder of Trajectories")

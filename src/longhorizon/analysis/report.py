@@ -4,7 +4,9 @@ CSS, no scripts, no network), ``report.md`` and ``metrics.json``.
 The HTML holds, in order: the outcome summary (pass@1, McNemar, pair counts), one plot per
 metric (A and B means, Δ with its 95% paired bootstrap interval), a forest plot of Δ for the
 share metrics, the metric table overall, by outcome and per category, the fail→pass, pass→fail
-and both-fail tables, and a side-by-side viewer of each of those pairs.
+and both-fail tables, and a side-by-side viewer of each of those pairs. Given the folders of
+the two runs' viewers (``run_view``; ``analyze`` writes them next to the report), every pair
+in the tables and every side-by-side view links to both episodes' full pages.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from longhorizon.analysis.behaviours import METRICS
 from longhorizon.analysis.pairs import Pair, first_divergence
+from longhorizon.analysis.run_view import episode_page
 from longhorizon.analysis.viewer import h, num, page, pair_html
 
 SHOWN_OUTCOMES = ("fail→pass", "pass→fail", "both-fail")
@@ -104,16 +107,30 @@ def _pair_rows(items: list[dict[str, Any]]) -> list[list[str]]:
             for p in items]
 
 
-def _html_table(head: list[str], rows: list[list[str]], table_id: str = "", links: frozenset[str] = frozenset()) -> str:
-    """A table; a first cell naming a pair in ``links`` links to that pair's side-by-side view."""
+def episode_links(task_id: str, sample: int, views: tuple[str, str] | None) -> str:
+    """Links to a pair's two episodes in the runs' viewers (empty without them)."""
+    if views is None:
+        return ""
+    name = episode_page(task_id, sample)
+    return " ".join(f"<a class=\"episode-link\" href=\"{h(v)}/episodes/{h(name)}\">{side}</a>"
+                    for side, v in zip("AB", views))
+
+
+def _html_table(head: list[str], rows: list[list[str]], table_id: str = "", links: frozenset[str] = frozenset(),
+                extra: list[str] | None = None) -> str:
+    """A table; a first cell naming a pair in ``links`` links to that pair's side-by-side view;
+    ``extra`` (markup made here, one per row) fills a last column."""
     def cell(i: int, v: str) -> str:
         if i == 0 and v in links:
             return f"<td><a href=\"#{h(anchor(v))}\">{h(v)}</a></td>"
         return f"<td>{h(v)}</td>"
 
     ident = f" id=\"{table_id}\"" if table_id else ""
-    return (f"<table{ident}><tr>{''.join(f'<th>{h(col)}</th>' for col in head)}</tr>"
-            + "".join(f"<tr>{''.join(cell(i, v) for i, v in enumerate(r))}</tr>" for r in rows) + "</table>")
+    last = lambda i: f"<td>{extra[i]}</td>" if extra is not None else ""  # noqa: E731
+    return (f"<table{ident}><tr>{''.join(f'<th>{h(col)}</th>' for col in head)}"
+            f"{'<th>episodes</th>' if extra is not None else ''}</tr>"
+            + "".join(f"<tr>{''.join(cell(i, v) for i, v in enumerate(r))}{last(n)}</tr>" for n, r in enumerate(rows))
+            + "</table>")
 
 
 def _md_table(head: list[str], rows: list[list[str]]) -> str:
@@ -145,8 +162,10 @@ JUDGE_HEAD = ["behaviour", "episodes judged", "judged A", "judged B", "both scor
 
 
 def write_report(out: Path, result: dict[str, Any], pairs: list[Pair], names: tuple[str, str],
-                 max_viewed: int = 40, result_chars: int = REPORT_RESULT_CHARS) -> dict[str, Path]:
-    """Write metrics.json, report.md and report.html into ``out``; returns their paths."""
+                 max_viewed: int = 40, result_chars: int = REPORT_RESULT_CHARS,
+                 views: tuple[str, str] | None = None) -> dict[str, Path]:
+    """Write metrics.json, report.md and report.html into ``out``; returns their paths.
+    ``views``: the folders (relative to ``out``) of run A's and run B's viewers, to link to."""
     out.mkdir(parents=True, exist_ok=True)
     paths = {"json": out / "metrics.json", "md": out / "report.md", "html": out / "report.html"}
     paths["json"].write_text(json.dumps({"runs": {"a": names[0], "b": names[1]}, **result}, indent=1,
@@ -168,7 +187,10 @@ def write_report(out: Path, result: dict[str, Any], pairs: list[Pair], names: tu
         md += ["", f"## Judged coding ({result['judge']['model']})", "", _md_table(JUDGE_HEAD, _judge_rows(result["judge"]))]
     paths["md"].write_text("\n".join(md) + "\n")
 
-    body = [f"<h1>Behaviour analysis</h1><p>A = <code>{h(names[0])}</code>, B = <code>{h(names[1])}</code></p>",
+    every = ("" if views is None else f"<p>Every episode: <a href=\"{h(views[0])}/index.html\">run A</a>, "
+             f"<a href=\"{h(views[1])}/index.html\">run B</a>.</p>")
+    body = [f"<h1>Behaviour analysis</h1><p>A = <code>{h(names[0])}</code>, B = <code>{h(names[1])}</code></p>"
+            + every,
             "".join(f"<p>{h(s)}</p>" for s in summary),
             "<h2 id=\"plots\">Metrics, A vs B</h2><div class=\"plots\" style=\"display:flex;flex-wrap:wrap\">",
             "".join(metric_plot(n, st) for n, st in result["metrics"].items()), "</div>",
@@ -182,11 +204,13 @@ def write_report(out: Path, result: dict[str, Any], pairs: list[Pair], names: tu
     viewed = [p for o in SHOWN_OUTCOMES for p in pairs if p.outcome == o][:max_viewed]
     for o in SHOWN_OUTCOMES:
         tid = {"fail→pass": "fail-pass", "pass→fail": "pass-fail", "both-fail": "both-fail"}[o]
-        body += [f"<h2>{h(o)} pairs ({len(result['pairs'][o])})</h2>",
-                 _html_table(PAIR_HEAD, _pair_rows(result["pairs"][o]), tid, frozenset(p.id for p in viewed))]
+        items = result["pairs"][o]
+        extra = None if views is None else [episode_links(p["task_id"], p["sample"], views) for p in items]
+        body += [f"<h2>{h(o)} pairs ({len(items)})</h2>",
+                 _html_table(PAIR_HEAD, _pair_rows(items), tid, frozenset(p.id for p in viewed), extra)]
     body += ["<h2>Per category</h2>", _html_table(category_head, _category_rows(result), "categories")]
     body.append(f"<h2 id=\"viewer\">Pairs side by side ({len(viewed)} shown)</h2>")
     body += [pair_html(f"{p.id} ({p.outcome})", p.a, p.b, names, first_divergence(p.a, p.b), anchor(p.id),
-                       result_chars) for p in viewed]
+                       result_chars, episode_links(p.task_id, p.sample, views)) for p in viewed]
     paths["html"].write_text(page("behaviour analysis", "".join(body)))
     return paths

@@ -1,5 +1,6 @@
 """HTML views of trajectories: one episode, or two side by side; self-contained (inline CSS,
-no scripts, no network), long outputs folded with ``<details>``.
+no scripts, no network: the page's Content-Security-Policy forbids both), long outputs folded
+with ``<details>``. A whole run's viewer is ``run_view``.
 
 Everything shown comes from the agent, the apps or a file someone else wrote, so every value
 is escaped (``h``: numbers too, since a file can put a string where a number belongs): a
@@ -53,9 +54,15 @@ def _reward(traj: Trajectory) -> Any:
         return "?"
 
 
-def page(title: str, body: str) -> str:
-    return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{h(title)}</title>"
-            f"<style>{CSS}</style></head><body>{body}</body></html>\n")
+NO_SCRIPTS = "default-src 'none'; style-src 'unsafe-inline'"
+"""The Content-Security-Policy of a page with no scripts: should markup ever slip through the
+escaping, the browser still runs nothing and loads nothing."""
+
+
+def page(title: str, body: str, *, csp: str = NO_SCRIPTS, css: str = "") -> str:
+    return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<meta http-equiv=\"Content-Security-Policy\" content=\"{h(csp)}\"><title>{h(title)}</title>"
+            f"<style>{CSS}{css}</style></head><body>{body}</body></html>\n")
 
 
 def _text(value: Any) -> str:
@@ -144,24 +151,13 @@ def trajectory_html(traj: Trajectory, *, diverge_at: int | None = None, max_resu
 
 
 def pair_html(title: str, a: Trajectory, b: Trajectory, names: tuple[str, str], diverge_at: int | None,
-              anchor: str, max_result_chars: int | None = None) -> str:
-    """Two episodes of one task side by side, the first differing call outlined in both."""
+              anchor: str, max_result_chars: int | None = None, links: str = "") -> str:
+    """Two episodes of one task side by side, the first differing call outlined in both;
+    ``links`` (markup made by the caller, e.g. to each episode's full page) goes in the heading."""
     where = "same calls throughout" if diverge_at is None else f"first difference at call #{diverge_at}"
-    return (f"<section class=\"pair-view\" id=\"{h(anchor)}\"><h3>{h(title)} — {h(where)}</h3>"
+    links = f" <small>full episodes: {links}</small>" if links else ""
+    return (f"<section class=\"pair-view\" id=\"{h(anchor)}\"><h3>{h(title)} — {h(where)}{links}</h3>"
             f"<div class=\"side side-a\"><h4>A: {h(names[0])}</h4>"
             f"{trajectory_html(a, diverge_at=diverge_at, max_result_chars=max_result_chars)}</div>"
             f"<div class=\"side side-b\"><h4>B: {h(names[1])}</h4>"
             f"{trajectory_html(b, diverge_at=diverge_at, max_result_chars=max_result_chars)}</div></section>")
-
-
-def run_html(name: str, trajs: list[Trajectory]) -> str:
-    """The single-run viewer: an index of episodes (pass/fail, reward, calls) and each episode."""
-    rows = "".join(f"<tr><td><a href=\"#ep-{i}\">{h(t.task_id)}</a></td><td>{h(t.sample)}</td>"
-                   f"<td>{h(t.category)}</td><td class=\"{'pass' if t.passed else 'fail'}\">"
-                   f"{'pass' if t.passed else 'fail'}</td><td>{num(_reward(t))}</td><td>{len(t.tool_calls)}</td>"
-                   f"<td>{sum(bool(c.is_error) for c in t.tool_calls)}</td></tr>" for i, t in enumerate(trajs))
-    index = ("<table id=\"episodes\"><tr><th>task</th><th>sample</th><th>category</th><th>result</th>"
-             f"<th>reward</th><th>calls</th><th>errors</th></tr>{rows}</table>")
-    eps = "".join(f"<h2>{h(t.task_id)} #{h(t.sample)}</h2>{trajectory_html(t, anchor=f'ep-{i}')}"
-                  for i, t in enumerate(trajs))
-    return page(f"run {name}", f"<h1>Run {h(name)}</h1><p>{len(trajs)} episodes</p>{index}{eps}")
