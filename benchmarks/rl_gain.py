@@ -8,15 +8,16 @@ fine-tune), in stages that each persist under OUT and are skipped when done:
 
 1. teacher + data: the oracle plays train seeds 0..N-1; episodes at reward >= 0.9 are the SFT data.
 2. sft: the demo's SFT, saving a checkpoint after every step.
-3. dev: each checkpoint greedy on a *train-split* dev set (seeds from 90,000: neither the teacher's
-   nor RL's, never the holdout); the checkpoint is the earliest whose dev pass rate lies in
-   [0.25, 0.60] (else the one closest to 0.425 strictly between 0 and 1).
+3. dev: the checkpoints in order, greedy on a *train-split* dev set (seeds from 90,000: neither the
+   teacher's nor RL's, never the holdout), up to the first that passes >= 0.25; the checkpoint is
+   the earliest whose dev pass rate lies in [0.25, 0.60] (else, when one jumped past the band, the
+   evaluated one closest to 0.425 strictly between 0 and 1).
 4. temperature: the chosen checkpoint samples the dev set at 1.0, 0.7, 0.5 in turn; RL uses the first
    whose pass rate lies in [0.3, 0.7] (else the closest to 0.5).
-5. rl and control: GSPO from the checkpoint (``--steps`` on-policy steps of ``--groups`` groups of 8,
+5. rl, then control: GSPO from the checkpoint (``--steps`` on-policy steps of ``--groups`` groups of 8,
    rollouts from vLLM in float32, the weights pushed after each step); the control is the same run
    with each group's rewards shuffled among its episodes (``rl.permute_rewards``).
-6. holdout: the checkpoint, the RL model and the control, greedy in float32 on ``--holdout`` holdout
+6. holdout (after each of them): the checkpoint, the RL model and the control, greedy in float32 on ``--holdout`` holdout
    instances, paired: Δ pass@1 and Δ mean reward with paired-bootstrap intervals, McNemar's p.
 
 Every evaluation runs on one vLLM server (float32, ``weight_sync``) whose weights are replaced
@@ -204,10 +205,12 @@ def main(argv=None) -> int:
         # 3 dev pass of every checkpoint
         dev = dev_tasks(args.dev_seeds)
         rates = {}
-        for k in sorted(ckpts):
+        for k in sorted(ckpts):  # in order, up to the first checkpoint at or past the band
             summary = timed("dev", lambda: ev.run(ckpts[k], dev, out / "dev" / f"checkpoint-{k}",
                                                   label=f"sft-{k}"))
             rates[k] = summary["overall"]["pass@1"]
+            if rates[k] >= DEV_BAND[0]:
+                break
         chosen, why = choose_checkpoint(rates)
         save_json(out / "chosen.json", {"dev_pass": rates, "checkpoint": chosen, "why": why})
         log(f"dev pass per checkpoint {rates}: checkpoint-{chosen} ({why})")
@@ -225,7 +228,10 @@ def main(argv=None) -> int:
                                         "temperature_pass": temps, "temperature": temperature, "temperature_why": twhy})
         log(f"sampled dev pass per temperature {temps}: T = {temperature} ({twhy})")
 
-    # 5 GSPO and its control
+    # 5 and 6: GSPO, the holdout for the checkpoint and GSPO, then the control and its holdout (so a
+    # run stopped after GSPO already answers the main question; rerun to finish)
+    holdout = tasks_for("holdout", args.holdout, [FAMILY])
+    models = {"sft": ckpts[chosen]}
     for name, permute in (("rl", False), ("control", True)):
         if permute and args.skip_control:
             continue
@@ -239,15 +245,11 @@ def main(argv=None) -> int:
             log(f"{name}: GSPO from checkpoint-{chosen}, {args.steps} steps of {args.groups} groups of 8, "
                 f"T = {temperature}{', rewards permuted within groups' if permute else ''}")
             timed(name, lambda: run_rl(r, resume=any((out / name).glob("checkpoint-*")), progress=False))
-
-    # 6 the holdout, paired
-    models = {"sft": ckpts[chosen], "rl": out / "rl"}
-    if not args.skip_control:
-        models["control"] = out / "control"
-    holdout = tasks_for("holdout", args.holdout, [FAMILY])
-    with Evaluator(base, e, out) as ev:
-        for name, path in models.items():
-            timed("holdout", lambda: ev.run(path, holdout, out / "holdout" / name, label=name))
+        models[name] = out / name
+        with Evaluator(base, e, out) as ev:
+            for m, path in models.items():
+                timed("holdout", lambda: ev.run(path, holdout, out / "holdout" / m, label=m))
+        write_report(out, list(models), times)
     report = write_report(out, list(models), times)
     print(report)
     return 0
