@@ -15,9 +15,9 @@ from longhorizon.core.errors import InfraError, UsageError
 from longhorizon.core.task import SPLITS
 from longhorizon.core.words import plural
 from longhorizon.policies.context import CONTEXT_POLICIES
-from longhorizon.policies.factory import DEFAULT_MAX_TOKENS
+from longhorizon.policies.factory import BUILT_IN as POLICIES
+from longhorizon.policies.factory import DEFAULT_MAX_TOKENS, check_spec
 
-POLICIES = ("oracle", "hasty", "null", "openai", "served", "local")
 SERVED = ("openai", "served")
 """Policies that talk to a model server (--base-url, --api-key, --extra-body)."""
 
@@ -214,11 +214,11 @@ def cmd_run(args) -> int:
     tasks, split = _chosen_tasks(args)
     if args.limit:  # the first N of the selection, in its stable order (family, then seed); recorded as ids
         tasks = tasks[:args.limit]
-    if args.policy not in SERVED:
+    if args.policy in POLICIES and args.policy not in SERVED:  # MODULE:FACTORY gets them all
         given = [f for f, v in (("--api-key", args.api_key), ("--extra-body", args.extra_body),
                                 ("--base-url", args.base_url)) if v is not None]
         if given:
-            raise UsageError(f"{', '.join(given)} only apply to --policy openai or served")
+            raise UsageError(f"{', '.join(given)} only apply to --policy openai, served or MODULE:FACTORY")
     _check_out(args.out)
     policy = _policy(args)
     if args.policy == "openai":  # one line now rather than every episode failing later
@@ -241,6 +241,13 @@ def cmd_run(args) -> int:
     print(format_summary(summary))
     print(f"trajectories: {Path(args.out) / 'trajectories.jsonl'}")
     return 0 if summary["complete"] else 1
+
+
+def _policy_spec(value: str) -> str:
+    try:
+        return check_spec(value)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _chosen_tasks(args):
@@ -407,11 +414,12 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Plays every task of a split (N seeds per family) with a policy. Each "
                                    "finished episode is appended to OUT/trajectories.jsonl; rerunning the same "
                                    "command after a crash finishes the rest.")
-    r.add_argument("--policy", choices=POLICIES, required=True,
+    r.add_argument("--policy", type=_policy_spec, required=True, metavar="POLICY",
                    help="oracle (reference solutions), hasty (the oracle without goal notes or verification "
                         "reads), null (does nothing), openai (any OpenAI-compatible "
                         "server: --base-url, --model), served (a vLLM server token in / token out, as RL samples: "
-                        "--base-url, optional --model and --tokenizer), local (a transformers model: --model PATH)")
+                        "--base-url, optional --model and --tokenizer), local (a transformers model: --model PATH), "
+                        "or MODULE:FACTORY, your own agent: FACTORY(**options) returns a Policy (docs/own-agent.md)")
     r.add_argument("--split", choices=SPLITS, help="the split to play (default train)")
     r.add_argument("--seeds", type=positive_int, help="instances per family (default: the suite's own split)")
     r.add_argument("--family", action="append", help="only this family (repeatable)")
