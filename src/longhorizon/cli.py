@@ -60,14 +60,12 @@ def _policy(args):
 
 # -- tasks ---------------------------------------------------------------------------------
 def cmd_tasks_list(args) -> int:
-    from longhorizon.evaluate.oracle_stats import oracle_tool_calls
-    from longhorizon.tasks.registry import tasks_for
+    from longhorizon.tasks.listing import listed_instances
 
     splits = [args.split] if args.split else list(SPLITS)
-    tasks = [t for s in splits for t in tasks_for(s, args.seeds, args.family)]
-    counts = oracle_tool_calls(tasks, progress=args.format == "table" and sys.stderr.isatty())
-    rows = [{k: t.card()[k] for k in ("id", "category", "family", "split", "apps")}
-            | {"oracle_tool_calls": counts[t.id]} for t in tasks]
+    chosen = [i for s in splits for i in listed_instances(s, args.seeds, args.family)]  # nothing imported
+    counts = _oracle_calls(chosen, progress=args.format == "table")
+    rows = [f.listing(seed) | {"oracle_tool_calls": counts[f.task_id(seed)]} for f, seed in chosen]
     if args.format == "json":
         print(json.dumps(rows, indent=2))
         return 0
@@ -77,6 +75,19 @@ def cmd_tasks_list(args) -> int:
     print(f"{plural(len(rows), 'task')}, {plural(len({r['family'] for r in rows}), 'family')}, "
           f"{plural(len({r['category'] for r in rows}), 'category')}")
     return 0
+
+
+def _oracle_calls(chosen, *, progress: bool) -> dict[str, int]:
+    """Oracle tool calls of (family, seed) instances: from the cache, or counted once (oracle
+    episodes of the instances it lacks), with a bar on a terminal and one line otherwise."""
+    from longhorizon.evaluate.oracle_stats import cache_path, cached_counts, instance_calls
+
+    bar = progress and sys.stderr.isatty()
+    missing = len({f.task_id(s) for f, s in chosen} - cached_counts().keys())
+    if missing and not bar:
+        print(f"counting the oracle's tool calls of {plural(missing, 'task')} (once; cached in {cache_path()})",
+              file=sys.stderr)
+    return instance_calls(chosen, progress=bar)
 
 
 def suite_stats(rows: list[dict]) -> dict:
@@ -96,13 +107,11 @@ def suite_stats(rows: list[dict]) -> dict:
 
 
 def cmd_tasks_stats(args) -> int:
-    from longhorizon.evaluate.oracle_stats import oracle_tool_calls
-    from longhorizon.tasks.registry import tasks_for
+    from longhorizon.tasks.listing import listed_instances
 
-    tasks = [t for s in SPLITS for t in tasks_for(s)]
-    counts = oracle_tool_calls(tasks, progress=sys.stderr.isatty())
-    rows = [{"family": t.family, "category": t.category, "split": t.split, "oracle_tool_calls": counts[t.id]}
-            for t in tasks]
+    chosen = [i for s in SPLITS for i in listed_instances(s)]
+    counts = _oracle_calls(chosen, progress=True)
+    rows = [f.listing(seed) | {"oracle_tool_calls": counts[f.task_id(seed)]} for f, seed in chosen]
     print(json.dumps(suite_stats(rows), indent=2))
     return 0
 
@@ -361,7 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     tasks = sub.add_parser("tasks", help="list or show tasks").add_subparsers(dest="tasks_command", required=True)
-    tl = tasks.add_parser("list", help="every task with category, family, split, apps and oracle tool-call count")
+    tl = tasks.add_parser("list", help="every task with category, family, split, apps and oracle tool-call count "
+                                          "(counted once per suite version, then cached)")
     tl.add_argument("--split", choices=SPLITS, help="only this split (default: all)")
     tl.add_argument("--seeds", type=positive_int, help="instances per family and split (default: the suite's own)")
     tl.add_argument("--family", action="append", help="only this family (repeatable)")
