@@ -12,6 +12,7 @@ from pathlib import Path
 
 from longhorizon.core.argtypes import json_object, nonneg_float, nonneg_int, port, positive_int, unit_interval
 from longhorizon.core.errors import InfraError, UsageError
+from longhorizon.core.progress import show_progress
 from longhorizon.core.task import SPLITS
 from longhorizon.core.words import plural
 from longhorizon.policies.context import CONTEXT_POLICIES
@@ -82,7 +83,7 @@ def _oracle_calls(chosen, *, progress: bool) -> dict[str, int]:
     episodes of the instances it lacks), with a bar on a terminal and one line otherwise."""
     from longhorizon.evaluate.oracle_stats import cache_path, cached_counts, instance_calls
 
-    bar = progress and sys.stderr.isatty()
+    bar = progress and show_progress()
     missing = len({f.task_id(s) for f, s in chosen} - cached_counts().keys())
     if missing and not bar:
         print(f"counting the oracle's tool calls of {plural(missing, 'task')} (once; cached in {cache_path()})",
@@ -136,7 +137,7 @@ def cmd_tasks_catalogue(args) -> int:
 
     fams = families()
     sample = [f.generate(s) for f in fams for s in (suite_seeds("train", f) or suite_seeds("holdout-family", f))[: args.seeds]]
-    counts = oracle_tool_calls(sample, progress=sys.stderr.isatty())
+    counts = oracle_tool_calls(sample, progress=show_progress())
     lines = [
         "# Task catalogue",
         "",
@@ -177,6 +178,7 @@ def cmd_world_build(args) -> int:
         raise UsageError(f"--out {out} exists and is not a folder")
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"{out} exists and is not empty")
+    _check_writable(out)
     world = World.build(out, task.build)
     digest = world.hash()  # of workspace/ and state/ as built, before the hand-off files
     files = write_handoff(task, out, digest)
@@ -246,10 +248,24 @@ def cmd_run(args) -> int:
 
         episodes = RayEpisodes(policy, limits, address=args.ray, workers=args.workers)
     summary = asyncio.run(run_episodes(tasks, policy, spec, args.out, concurrency=args.concurrency,
-                                       progress=not args.quiet, episodes=episodes))
+                                       progress=show_progress(args.quiet), episodes=episodes))
     print(format_summary(summary))
     print(f"trajectories: {Path(args.out) / 'trajectories.jsonl'}")
+    if summary["infra_errors"]:
+        print(_infra_note(Path(args.out), summary["infra_errors"]))
     return 0 if summary["complete"] else 1
+
+
+def _infra_note(out: Path, pending: int) -> str:
+    """Why episodes are missing: the first pending infrastructure error's cause, and where the rest are."""
+    from longhorizon.rollout.store import INFRA_ERRORS, open_existing
+
+    store = open_existing(out)
+    done = {r["episode_id"] for r in store.trajectories()}
+    first = next((e for e in store.infra_errors() if e["episode_id"] not in done), None)
+    cause = f"; first: {first['episode_id']}: {_one_line(first['error'])}" if first else ""
+    return (f"{plural(pending, 'episode')} failed as infrastructure errors (not graded; rerun to retry)"
+            f"{cause}\nall causes: {out / INFRA_ERRORS}")
 
 
 def _policy_spec(value: str) -> str:
@@ -286,12 +302,29 @@ def _check_out(out: str) -> None:
     path = Path(out)
     if path.exists() and not path.is_dir():
         raise UsageError(f"--out {out} exists and is not a folder")
+    _check_writable(path)
     if path.is_dir():
         if (path / MANIFEST).exists():
             read_manifest(path / MANIFEST)  # an unreadable run.json: say so before anything runs
         elif any(p.name != "run.lock" for p in path.iterdir()):
             raise UsageError(f"--out {out} exists and is not a run folder (no {MANIFEST}); "
                              "choose a new or empty folder")
+
+
+def _check_writable(path: Path, flag: str = "--out") -> None:
+    """A folder that can be made (or written in) where ``path`` says: refused now, as a usage
+    error, rather than as a failure once the work has begun. Probes by making a folder there."""
+    import tempfile
+
+    parent = path
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UsageError(f"{flag} {path}: {parent} is a file, not a folder")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".longhorizon-probe-", dir=parent))
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot write in {parent} ({exc.strerror or exc})") from None
 
 
 def _load_run(path: str) -> tuple[list[dict], list[dict], dict]:
@@ -313,7 +346,7 @@ def cmd_eval(args) -> int:
     rows, infra, manifest = _load_run(args.run_dir)
     summary = summarize(rows, infra, expected=manifest.get("episodes"))
     _note_duplicates(args.run_dir, summary["duplicates_dropped"])
-    print(json.dumps(summary, indent=2) if args.format == "json" else format_summary(summary))
+    print(json.dumps(summary, indent=2) if args.format == "json" else format_summary(summary, families=True))
     return 0
 
 
@@ -484,7 +517,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(func=cmd_run)
 
-    e = sub.add_parser("eval", help="pass@1 and mean reward with 95%% CIs, overall and per category")
+    e = sub.add_parser("eval", help="pass@1 and mean reward with 95%% CIs, overall, per category and per family")
     e.add_argument("run_dir")
     e.add_argument("--format", choices=["table", "json"], default="table")
     e.set_defaults(func=cmd_eval)

@@ -83,6 +83,9 @@ def make_policy(name: str, *, model=None, base_url=None, temperature=0.0, top_p=
             from longhorizon.policies.local_model import LocalModelPolicy
         except ImportError as exc:
             raise UsageError(f"--policy local needs the model extra (pip install 'longhorizon[model]'): {exc}") from None
+        from longhorizon.core.progress import no_library_bars
+
+        no_library_bars()  # transformers' weight-loading bar: the run's own bar is the one to watch
         try:
             return LocalModelPolicy(model, temperature=temperature, top_p=top_p,
                                     max_new_tokens=max_tokens or DEFAULT_MAX_TOKENS, seed=seed,
