@@ -181,7 +181,7 @@ def cmd_world_build(args) -> int:
     _check_writable(out)
     world = World.build(out, task.build)
     digest = world.hash()  # of workspace/ and state/ as built, before the hand-off files
-    files = write_handoff(task, out, digest)
+    files = write_handoff(task, out, digest, record=args.record)
     print(json.dumps({"task_id": task.id, "world": str(out), "world_hash": digest,
                       "apps": list(task.apps), **files}))
     return 0
@@ -205,7 +205,12 @@ def cmd_serve_app(args) -> int:
     world = Path(args.world)
     if not world.is_dir():
         raise UsageError(f"--world {world} is not a folder (build one with `longhorizon world build`)")
-    serve(args.app, world, transport=args.transport, host=args.host, port=args.port)
+    on_call = None
+    if args.record:
+        from longhorizon.env.recording import CallRecorder
+
+        on_call = CallRecorder(args.record, world, args.app).add
+    serve(args.app, world, transport=args.transport, host=args.host, port=args.port, on_call=on_call)
     return 0
 
 
@@ -426,6 +431,9 @@ def build_parser() -> argparse.ArgumentParser:
     wb.add_argument("task_id")
     wb.add_argument("--out", required=True, help="a new or empty folder; gets workspace/, state/, instruction.md, "
                                                  "mcp.json (one stdio MCP server per app) and task.json")
+    wb.add_argument("--record", metavar="FILE",
+                    help="mcp.json's servers keep every call they serve in FILE (a Trajectory), for "
+                         "`grade --trajectory FILE`; see serve-app --record")
     wb.set_defaults(func=cmd_world_build)
 
     g = sub.add_parser("grade", help="grade a World that any agent played (see `world build`)",
@@ -451,6 +459,9 @@ def build_parser() -> argparse.ArgumentParser:
     sa.add_argument("--world", required=True, help="a World folder (see `longhorizon world build`)")
     sa.add_argument("--host", default="127.0.0.1")
     sa.add_argument("--port", type=port, default=8000, help="HTTP port, 0 to 65535 (default 8000; 0 picks a free one)")
+    sa.add_argument("--record", metavar="FILE",
+                    help="keep every call served as a longhorizon Trajectory in FILE (created now; the servers of "
+                         "one World may share it), for `grade --trajectory FILE` to check process criteria")
     sa.set_defaults(func=cmd_serve_app)
 
     r = sub.add_parser("run", help="play episodes concurrently and write trajectories (resumable)",
