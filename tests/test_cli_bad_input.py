@@ -39,6 +39,16 @@ def test_run_out_that_is_a_file(a_file):
     assert a_file.read_text() == "not a folder"
 
 
+def test_run_out_under_a_file(a_file):
+    refused(lh("run", "--policy", "null", "--task", TASK, "--out", a_file / "run", "--quiet"),
+            f"--out {a_file / 'run'}: {a_file} is a file, not a folder")
+
+
+@pytest.mark.parametrize("command", [["run", "--policy", "null", "--task", TASK, "--quiet"], ["world", "build", TASK]])
+def test_out_where_nothing_can_be_written(command):
+    refused(lh(*command, "--out", "/proc/longhorizon-out"), "--out /proc/longhorizon-out: cannot write in /proc")
+
+
 def test_run_out_that_is_a_folder_of_something_else(tmp_path):
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "thesis.tex").write_text("keep")

@@ -12,12 +12,13 @@ from pathlib import Path
 
 from longhorizon.core.argtypes import json_object, nonneg_float, nonneg_int, port, positive_int, unit_interval
 from longhorizon.core.errors import InfraError, UsageError
+from longhorizon.core.progress import show_progress
 from longhorizon.core.task import SPLITS
 from longhorizon.core.words import plural
 from longhorizon.policies.context import CONTEXT_POLICIES
-from longhorizon.policies.factory import DEFAULT_MAX_TOKENS
+from longhorizon.policies.factory import BUILT_IN as POLICIES
+from longhorizon.policies.factory import DEFAULT_MAX_TOKENS, check_spec
 
-POLICIES = ("oracle", "hasty", "null", "openai", "served", "local")
 SERVED = ("openai", "served")
 """Policies that talk to a model server (--base-url, --api-key, --extra-body)."""
 
@@ -60,14 +61,12 @@ def _policy(args):
 
 # -- tasks ---------------------------------------------------------------------------------
 def cmd_tasks_list(args) -> int:
-    from longhorizon.evaluate.oracle_stats import oracle_tool_calls
-    from longhorizon.tasks.registry import tasks_for
+    from longhorizon.tasks.listing import listed_instances
 
     splits = [args.split] if args.split else list(SPLITS)
-    tasks = [t for s in splits for t in tasks_for(s, args.seeds, args.family)]
-    counts = oracle_tool_calls(tasks, progress=args.format == "table" and sys.stderr.isatty())
-    rows = [{k: t.card()[k] for k in ("id", "category", "family", "split", "apps")}
-            | {"oracle_tool_calls": counts[t.id]} for t in tasks]
+    chosen = [i for s in splits for i in listed_instances(s, args.seeds, args.family)]  # nothing imported
+    counts = _oracle_calls(chosen, progress=args.format == "table")
+    rows = [f.listing(seed) | {"oracle_tool_calls": counts[f.task_id(seed)]} for f, seed in chosen]
     if args.format == "json":
         print(json.dumps(rows, indent=2))
         return 0
@@ -77,6 +76,19 @@ def cmd_tasks_list(args) -> int:
     print(f"{plural(len(rows), 'task')}, {plural(len({r['family'] for r in rows}), 'family')}, "
           f"{plural(len({r['category'] for r in rows}), 'category')}")
     return 0
+
+
+def _oracle_calls(chosen, *, progress: bool) -> dict[str, int]:
+    """Oracle tool calls of (family, seed) instances: from the cache, or counted once (oracle
+    episodes of the instances it lacks), with a bar on a terminal and one line otherwise."""
+    from longhorizon.evaluate.oracle_stats import cache_path, cached_counts, instance_calls
+
+    bar = progress and show_progress()
+    missing = len({f.task_id(s) for f, s in chosen} - cached_counts().keys())
+    if missing and not bar:
+        print(f"counting the oracle's tool calls of {plural(missing, 'task')} (once; cached in {cache_path()})",
+              file=sys.stderr)
+    return instance_calls(chosen, progress=bar)
 
 
 def suite_stats(rows: list[dict]) -> dict:
@@ -96,13 +108,11 @@ def suite_stats(rows: list[dict]) -> dict:
 
 
 def cmd_tasks_stats(args) -> int:
-    from longhorizon.evaluate.oracle_stats import oracle_tool_calls
-    from longhorizon.tasks.registry import tasks_for
+    from longhorizon.tasks.listing import listed_instances
 
-    tasks = [t for s in SPLITS for t in tasks_for(s)]
-    counts = oracle_tool_calls(tasks, progress=sys.stderr.isatty())
-    rows = [{"family": t.family, "category": t.category, "split": t.split, "oracle_tool_calls": counts[t.id]}
-            for t in tasks]
+    chosen = [i for s in SPLITS for i in listed_instances(s)]
+    counts = _oracle_calls(chosen, progress=True)
+    rows = [f.listing(seed) | {"oracle_tool_calls": counts[f.task_id(seed)]} for f, seed in chosen]
     print(json.dumps(suite_stats(rows), indent=2))
     return 0
 
@@ -127,7 +137,7 @@ def cmd_tasks_catalogue(args) -> int:
 
     fams = families()
     sample = [f.generate(s) for f in fams for s in (suite_seeds("train", f) or suite_seeds("holdout-family", f))[: args.seeds]]
-    counts = oracle_tool_calls(sample, progress=sys.stderr.isatty())
+    counts = oracle_tool_calls(sample, progress=show_progress())
     lines = [
         "# Task catalogue",
         "",
@@ -168,9 +178,10 @@ def cmd_world_build(args) -> int:
         raise UsageError(f"--out {out} exists and is not a folder")
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"{out} exists and is not empty")
+    _check_writable(out)
     world = World.build(out, task.build)
     digest = world.hash()  # of workspace/ and state/ as built, before the hand-off files
-    files = write_handoff(task, out, digest)
+    files = write_handoff(task, out, digest, record=args.record)
     print(json.dumps({"task_id": task.id, "world": str(out), "world_hash": digest,
                       "apps": list(task.apps), **files}))
     return 0
@@ -194,7 +205,12 @@ def cmd_serve_app(args) -> int:
     world = Path(args.world)
     if not world.is_dir():
         raise UsageError(f"--world {world} is not a folder (build one with `longhorizon world build`)")
-    serve(args.app, world, transport=args.transport, host=args.host, port=args.port)
+    on_call = None
+    if args.record:
+        from longhorizon.env.recording import CallRecorder
+
+        on_call = CallRecorder(args.record, world, args.app).add
+    serve(args.app, world, transport=args.transport, host=args.host, port=args.port, on_call=on_call)
     return 0
 
 
@@ -214,11 +230,11 @@ def cmd_run(args) -> int:
     tasks, split = _chosen_tasks(args)
     if args.limit:  # the first N of the selection, in its stable order (family, then seed); recorded as ids
         tasks = tasks[:args.limit]
-    if args.policy not in SERVED:
+    if args.policy in POLICIES and args.policy not in SERVED:  # MODULE:FACTORY gets them all
         given = [f for f, v in (("--api-key", args.api_key), ("--extra-body", args.extra_body),
                                 ("--base-url", args.base_url)) if v is not None]
         if given:
-            raise UsageError(f"{', '.join(given)} only apply to --policy openai or served")
+            raise UsageError(f"{', '.join(given)} only apply to --policy openai, served or MODULE:FACTORY")
     _check_out(args.out)
     policy = _policy(args)
     if args.policy == "openai":  # one line now rather than every episode failing later
@@ -237,10 +253,31 @@ def cmd_run(args) -> int:
 
         episodes = RayEpisodes(policy, limits, address=args.ray, workers=args.workers)
     summary = asyncio.run(run_episodes(tasks, policy, spec, args.out, concurrency=args.concurrency,
-                                       progress=not args.quiet, episodes=episodes))
+                                       progress=show_progress(args.quiet), episodes=episodes))
     print(format_summary(summary))
     print(f"trajectories: {Path(args.out) / 'trajectories.jsonl'}")
+    if summary["infra_errors"]:
+        print(_infra_note(Path(args.out), summary["infra_errors"]))
     return 0 if summary["complete"] else 1
+
+
+def _infra_note(out: Path, pending: int) -> str:
+    """Why episodes are missing: the first pending infrastructure error's cause, and where the rest are."""
+    from longhorizon.rollout.store import INFRA_ERRORS, open_existing
+
+    store = open_existing(out)
+    done = {r["episode_id"] for r in store.trajectories()}
+    first = next((e for e in store.infra_errors() if e["episode_id"] not in done), None)
+    cause = f"; first: {first['episode_id']}: {_one_line(first['error'])}" if first else ""
+    return (f"{plural(pending, 'episode')} failed as infrastructure errors (not graded; rerun to retry)"
+            f"{cause}\nall causes: {out / INFRA_ERRORS}")
+
+
+def _policy_spec(value: str) -> str:
+    try:
+        return check_spec(value)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _chosen_tasks(args):
@@ -270,12 +307,29 @@ def _check_out(out: str) -> None:
     path = Path(out)
     if path.exists() and not path.is_dir():
         raise UsageError(f"--out {out} exists and is not a folder")
+    _check_writable(path)
     if path.is_dir():
         if (path / MANIFEST).exists():
             read_manifest(path / MANIFEST)  # an unreadable run.json: say so before anything runs
         elif any(p.name != "run.lock" for p in path.iterdir()):
             raise UsageError(f"--out {out} exists and is not a run folder (no {MANIFEST}); "
                              "choose a new or empty folder")
+
+
+def _check_writable(path: Path, flag: str = "--out") -> None:
+    """A folder that can be made (or written in) where ``path`` says: refused now, as a usage
+    error, rather than as a failure once the work has begun. Probes by making a folder there."""
+    import tempfile
+
+    parent = path
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UsageError(f"{flag} {path}: {parent} is a file, not a folder")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".longhorizon-probe-", dir=parent))
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot write in {parent} ({exc.strerror or exc})") from None
 
 
 def _load_run(path: str) -> tuple[list[dict], list[dict], dict]:
@@ -297,7 +351,7 @@ def cmd_eval(args) -> int:
     rows, infra, manifest = _load_run(args.run_dir)
     summary = summarize(rows, infra, expected=manifest.get("episodes"))
     _note_duplicates(args.run_dir, summary["duplicates_dropped"])
-    print(json.dumps(summary, indent=2) if args.format == "json" else format_summary(summary))
+    print(json.dumps(summary, indent=2) if args.format == "json" else format_summary(summary, families=True))
     return 0
 
 
@@ -354,7 +408,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     tasks = sub.add_parser("tasks", help="list or show tasks").add_subparsers(dest="tasks_command", required=True)
-    tl = tasks.add_parser("list", help="every task with category, family, split, apps and oracle tool-call count")
+    tl = tasks.add_parser("list", help="every task with category, family, split, apps and oracle tool-call count "
+                                          "(counted once per suite version, then cached)")
     tl.add_argument("--split", choices=SPLITS, help="only this split (default: all)")
     tl.add_argument("--seeds", type=positive_int, help="instances per family and split (default: the suite's own)")
     tl.add_argument("--family", action="append", help="only this family (repeatable)")
@@ -376,6 +431,9 @@ def build_parser() -> argparse.ArgumentParser:
     wb.add_argument("task_id")
     wb.add_argument("--out", required=True, help="a new or empty folder; gets workspace/, state/, instruction.md, "
                                                  "mcp.json (one stdio MCP server per app) and task.json")
+    wb.add_argument("--record", metavar="FILE",
+                    help="mcp.json's servers keep every call they serve in FILE (a Trajectory), for "
+                         "`grade --trajectory FILE`; see serve-app --record")
     wb.set_defaults(func=cmd_world_build)
 
     g = sub.add_parser("grade", help="grade a World that any agent played (see `world build`)",
@@ -401,17 +459,21 @@ def build_parser() -> argparse.ArgumentParser:
     sa.add_argument("--world", required=True, help="a World folder (see `longhorizon world build`)")
     sa.add_argument("--host", default="127.0.0.1")
     sa.add_argument("--port", type=port, default=8000, help="HTTP port, 0 to 65535 (default 8000; 0 picks a free one)")
+    sa.add_argument("--record", metavar="FILE",
+                    help="keep every call served as a longhorizon Trajectory in FILE (created now; the servers of "
+                         "one World may share it), for `grade --trajectory FILE` to check process criteria")
     sa.set_defaults(func=cmd_serve_app)
 
     r = sub.add_parser("run", help="play episodes concurrently and write trajectories (resumable)",
                        description="Plays every task of a split (N seeds per family) with a policy. Each "
                                    "finished episode is appended to OUT/trajectories.jsonl; rerunning the same "
                                    "command after a crash finishes the rest.")
-    r.add_argument("--policy", choices=POLICIES, required=True,
+    r.add_argument("--policy", type=_policy_spec, required=True, metavar="POLICY",
                    help="oracle (reference solutions), hasty (the oracle without goal notes or verification "
                         "reads), null (does nothing), openai (any OpenAI-compatible "
                         "server: --base-url, --model), served (a vLLM server token in / token out, as RL samples: "
-                        "--base-url, optional --model and --tokenizer), local (a transformers model: --model PATH)")
+                        "--base-url, optional --model and --tokenizer), local (a transformers model: --model PATH), "
+                        "or MODULE:FACTORY, your own agent: FACTORY(**options) returns a Policy (docs/own-agent.md)")
     r.add_argument("--split", choices=SPLITS, help="the split to play (default train)")
     r.add_argument("--seeds", type=positive_int, help="instances per family (default: the suite's own split)")
     r.add_argument("--family", action="append", help="only this family (repeatable)")
@@ -466,7 +528,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(func=cmd_run)
 
-    e = sub.add_parser("eval", help="pass@1 and mean reward with 95%% CIs, overall and per category")
+    e = sub.add_parser("eval", help="pass@1 and mean reward with 95%% CIs, overall, per category and per family")
     e.add_argument("run_dir")
     e.add_argument("--format", choices=["table", "json"], default="table")
     e.set_defaults(func=cmd_eval)

@@ -133,3 +133,102 @@ def test_writers_are_annotated_as_writers(app, world):
     writer = {"files": "write_file", "mail": "send_message"}[app]
     assert kinds[writer].read_only_hint is False
     assert any(a.read_only_hint for a in kinds.values())
+
+
+def _contents(world) -> tuple[dict, dict]:
+    """What a World holds, read back logically: workspace files -> bytes, and per state file
+    either its bytes or, for SQLite, table -> {rowid: row} (page bytes may move on a no-op write)."""
+    import sqlite3
+
+    files = {p.relative_to(world.workspace).as_posix(): p.read_bytes()
+             for p in sorted(world.workspace.rglob("*")) if p.is_file() and not p.is_symlink()}
+    state = {}
+    for p in sorted((world.root / "state").rglob("*")):
+        if not p.is_file():
+            continue
+        rel = p.relative_to(world.root).as_posix()
+        if p.read_bytes()[:16] != b"SQLite format 3\x00":
+            state[rel] = p.read_bytes()
+            continue
+        conn = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
+        try:
+            tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                                 "AND name NOT LIKE 'sqlite_%'")]
+            state[rel] = {t: _rows(conn, t) for t in tables}
+        finally:
+            conn.close()
+    return files, state
+
+
+def _rows(conn, table: str) -> dict:
+    """key -> row, keyed by the primary key (the rowid when the table declares none)."""
+    pk = [c[1] for c in sorted(conn.execute(f'PRAGMA table_info("{table}")'), key=lambda c: c[5]) if c[5]]
+    key, n = (", ".join(f'"{c}"' for c in pk), len(pk)) if pk else ("rowid", 1)
+    return {r[:n]: r[n:] for r in conn.execute(f'SELECT {key}, * FROM "{table}"')}
+
+
+def _lost(before: tuple[dict, dict], after: tuple[dict, dict]) -> list[str]:
+    """What ``before`` held that ``after`` no longer does: a workspace file changed or gone (an
+    office file may change: a paragraph, sheet or slide added rewrites its zip), a state file
+    changed or gone, a table row gone (a row's values may change: a flag set)."""
+    (fb, sb), (fa, sa) = before, after
+    lost = [f"workspace/{p}" for p, b in fb.items()
+            if p not in fa or (fa[p] != b and not p.endswith((".docx", ".xlsx", ".pptx")))]
+    for rel, held in sb.items():
+        now = sa.get(rel)
+        if isinstance(held, bytes) or not isinstance(now, dict):
+            lost += [rel] if now != held else []
+            continue
+        lost += [f"{rel}:{t} row {rowid}" for t, rows in held.items() for rowid in rows if rowid not in now.get(t, {})]
+    return lost
+
+
+async def _replay_writes(task, world, tool_calls):
+    """Replay the oracle's calls in order over MCP: every idempotent writer is called twice (the
+    second call may change nothing), every non-destructive writer may only add. Returns
+    (problems, (app, tool) pairs of writers checked)."""
+    from contextlib import AsyncExitStack
+
+    problems, checked = [], set()
+    async with AsyncExitStack() as stack:
+        clients = {app: await stack.enter_async_context(mcp.Client(build_server(app, world))) for app in task.apps}
+        hints = {app: {t.name: t.annotations for t in (await c.list_tools()).tools} for app, c in clients.items()}
+        for call in tool_calls:
+            app, _, tool = call.name.partition(SEP)
+            a = hints[app][tool]
+            before = None if a.read_only_hint else _contents(world)
+            await clients[app].call_tool(tool, call.arguments)
+            if a.read_only_hint:
+                continue
+            once = _contents(world)
+            if not a.destructive_hint and (lost := _lost(before, once)):
+                problems.append(f"{app}.{tool} says it only adds, but a call removed or changed {lost[:3]}")
+            if a.idempotent_hint:
+                await clients[app].call_tool(tool, call.arguments)
+                if _contents(world) != once:
+                    problems.append(f"{app}.{tool} says it is idempotent, but a second identical call changed the World")
+            checked.add((app, tool))
+    return problems, checked
+
+
+def test_writers_do_what_their_destructive_and_idempotent_hints_say(capsys):
+    """On a fresh fork of each family's World (seed 0), the oracle's calls in order: a writer
+    that says it is idempotent changes nothing more when called again, one that says it is not
+    destructive loses nothing (no file changed or gone, no row deleted)."""
+    cache = WorldCache()
+    problems, checked = [], set()
+    try:
+        for fam in families():
+            task = fam.generate(0)
+            world, digest = cache.fork(task)
+            traj = asyncio.run(play(task, OraclePolicy(), world, world_hash=digest))
+            fresh = cache.fork(task)[0]
+            found, seen = asyncio.run(_replay_writes(task, fresh, traj.tool_calls))
+            problems += [f"{task.id}: {p}" for p in found]
+            checked |= seen
+    finally:
+        cache.close()
+    with capsys.disabled():
+        print(f"\nwriters checked against their hints: {len(checked)}")
+    assert not problems, "\n".join(sorted(set(problems)))
+    assert ("mail", "read_message") in checked and len(checked) > 40

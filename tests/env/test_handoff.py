@@ -86,6 +86,26 @@ async def test_the_null_play_grades_zero(tmp_path):
     assert report["reward"] == 0.0 and report["passed"] is False
 
 
+@pytest.mark.parametrize("play", ["oracle", "nothing"])
+async def test_the_servers_record_lets_grade_check_process_criteria(tmp_path, play):
+    """world build --record: the servers (one per app) keep the calls of any MCP client in one
+    Trajectory file, and grading it gives what the agent's own record gives."""
+    world, record = tmp_path / "world", tmp_path / "calls.json"
+    assert lh("world", "build", TASK, "--out", world, "--record", record).returncode == 0
+    task = get_task(TASK)
+    messages, _ = await play_through_mcp_json(world, task.oracle if play == "oracle" else lambda: iter(()))
+    traj = json.loads(record.read_text())
+    made = [c["function"]["name"] for m in messages for c in m.get("tool_calls", [])]
+    assert [c["name"] for c in traj["tool_calls"]] == made and traj["task_id"] == TASK
+    report = json.loads(lh("grade", TASK, "--world", world, "--trajectory", record, "--format", "json").stdout)
+    process = [c for c in report["criteria"] if c["kind"] == "process"]
+    if play == "oracle":
+        assert len(made) > 20 and {n.split("__")[0] for n in made} == set(task.apps)
+        assert report["passed"] is True and report["reward"] == 1.0 and all(c["passed"] for c in process)
+    else:
+        assert report["reward"] == 0.0 and all(c["passed"] is not None for c in process)
+
+
 def test_without_a_trajectory_process_criteria_say_they_are_not_checked(tmp_path):
     world, _ = build(tmp_path)
     task = get_task(TASK)

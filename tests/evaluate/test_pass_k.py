@@ -64,6 +64,11 @@ def test_one_sample_per_task_keeps_the_wilson_interval():
     assert o["pass@k"] == {"1": 0.75}
 
 
+def test_pass_at_1_has_one_interval_in_every_field():
+    o = summarize(run({"A": [True], "B": [False], "C": [True], "D": [True]}))["overall"]
+    assert o["pass@k_ci95"]["1"] == o["pass^k_ci95"]["1"] == o["pass@1_ci95"] == pytest.approx(list(wilson(3, 4)))
+
+
 def test_tasks_that_all_agree_have_a_point_interval():
     o = summarize(run({"A": [True, True], "B": [True, True], "C": [True, True]}))["overall"]
     assert o["pass@1_ci95"] == [1.0, 1.0] and o["pass^k_ci95"]["2"] == [1.0, 1.0]

@@ -29,13 +29,18 @@ def test_pipeline_commands_end_to_end_with_resume(tmp_path, capsys):
     assert main(["run", "--policy", "oracle", "--family", FAMILY, "--seeds", "2", "--out", str(teacher),
                  "--quiet"]) == 0
     assert main(["data", "sft", str(teacher), "--min-reward", "0.9", "--out", str(data)]) == 0
+    capsys.readouterr()
     assert main(["train", "sft", "--data", str(data), "--model", str(model), "--out", str(sft), "--max-steps", "2",
                  "--max-length", "2048", "--quiet"]) == 0
+    out, err = capsys.readouterr()  # the summary, the data line: no trainer dicts, no bars
+    assert json.loads(out)["steps"] == 2 and err.count("\n") == 1 and err.startswith("SFT data: "), (out, err)
     assert (sft / "model.safetensors").exists() and len((sft / "log.jsonl").read_text().splitlines()) == 2
     rl_args = ["train", "rl", "--model", str(sft), "--out", str(rl), "--family", FAMILY, "--seeds", "1",
                "--group-size", "2", "--micro-batch-size", "2", "--max-turns", "2", "--max-new-tokens", "8",
                "--max-context", "4096", "--save-steps", "1", "--quiet"]
     assert main(rl_args + ["--max-steps", "1"]) == 0
+    out, err = capsys.readouterr()
+    assert "{'" not in out + err and "%|" not in out + err, (out, err)  # no trainer dicts, no bars
     assert (rl / "checkpoint-1").is_dir()
     assert main(rl_args + ["--max-steps", "2"]) == 2  # checkpoints there: refuses to start over silently
     assert main(rl_args + ["--max-steps", "2", "--resume"]) == 0

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from longhorizon.core.errors import UsageError
+from longhorizon.core.progress import show_progress
 
 
 VIEWS = {"a": "view-a", "b": "view-b"}
@@ -61,7 +62,7 @@ def cmd_analyze(args) -> int:
         from longhorizon.analysis.judge import Judge, judged_coding
 
         judge = Judge(args.judge_base_url, args.judge_model, Path(args.judge_cache or out / "judge_cache.jsonl"),
-                      progress=not args.quiet)
+                      progress=show_progress(args.quiet))
         result["judge"] = judged_coding(judge, pairs)
     names = (args.name_a or args.run_a, args.name_b or args.run_b)
     result["run_paths"] = {"a": args.run_a, "b": args.run_b}

@@ -77,7 +77,10 @@ SET = _effect(False, True, True)
 """Overwrites or removes what is there with what the call says; the same call again changes nothing more."""
 ACT = _effect(False, True, False)
 """Changes or removes state in a way that repeating it changes again (moves, relative edits, sends)."""
-EFFECTS = {"read": READ, "add": ADD, "set": SET, "act": ACT}
+MARK = _effect(False, False, True)
+"""Only adds a mark or makes sure something exists (a message marked read, a folder made): nothing
+is lost or overwritten, and the same call again changes nothing more."""
+EFFECTS = {"read": READ, "add": ADD, "set": SET, "act": ACT, "mark": MARK}
 
 
 def keep_root_logging(make):
@@ -165,9 +168,9 @@ class AppServer:
         self._effects: list = []
 
     def tool(self, effect):
-        """Register a tool; ``effect`` (READ, ADD, SET or ACT) is its MCP annotations."""
+        """Register a tool; ``effect`` (READ, ADD, SET, ACT or MARK) is its MCP annotations."""
         if effect not in EFFECTS.values():
-            raise TypeError("AppServer.tool needs an effect: READ, ADD, SET or ACT")
+            raise TypeError("AppServer.tool needs an effect: READ, ADD, SET, ACT or MARK")
 
         def register(fn):
             self._fns.append(fn)

@@ -15,7 +15,10 @@ import argparse
 import logging
 import socket
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -24,6 +27,7 @@ from longhorizon.core.errors import UsageError
 from longhorizon.core.world import World
 
 TRANSPORTS = ("stdio", "http")
+log = logging.getLogger("longhorizon.apps")
 
 
 def check_args(app_name: str, world_dir: Path | str, transport: str) -> World:
@@ -39,15 +43,54 @@ def check_args(app_name: str, world_dir: Path | str, transport: str) -> World:
 
 
 def serve(app_name: str, world_dir: Path | str, transport: str = "stdio",
-          host: str = "127.0.0.1", port: int = 8000) -> None:
-    """Serve app ``app_name`` over the World in ``world_dir`` until the client or a signal ends it."""
+          host: str = "127.0.0.1", port: int = 8000, on_call: OnCall | None = None) -> None:
+    """Serve app ``app_name`` over the World in ``world_dir`` until the client or a signal ends it.
+    ``on_call(tool, arguments, result text, is_error, duration_ms)`` hears of every call served
+    (``serve-app --record``: env/recording.py)."""
     world = check_args(app_name, world_dir, transport)
     server = build_server(app_name, world)
+    if on_call is not None:
+        observe_calls(server, on_call)
     logging.getLogger("mcp").setLevel(logging.WARNING)  # per-request INFO lines drown real problems
     if transport == "stdio":
         anyio.run(server.run_stdio_async)
     else:
         anyio.run(_serve_http, server, app_name, host, port)
+
+
+OnCall = Callable[[str, Any, str, bool, float], None]
+
+
+def observe_calls(server, on_call: OnCall) -> None:
+    """Tell ``on_call`` of every tools/call ``server`` answers, with the text the client gets
+    (``Error: ...`` when it is an error, as an episode records it). The SDK's handler calls
+    ``server.call_tool``, so this wraps that; what the client receives is unchanged."""
+    from longhorizon.core.trajectory import clean_text
+
+    inner = server.call_tool
+
+    async def call_tool(name, arguments, context=None):
+        t0 = time.perf_counter()
+        text, is_error = "Error: the call did not finish", True
+        try:
+            result = await inner(name, arguments, context)
+        except Exception as exc:  # the SDK answers it as an error result (or a protocol error)
+            text = f"Error: {exc}"
+            raise
+        else:
+            text = clean_text("\n".join(getattr(c, "text", "") or f"[{c.type} content]"
+                                        for c in getattr(result, "content", None) or []))
+            is_error = bool(getattr(result, "is_error", False))
+            if is_error and not text.startswith("Error"):
+                text = f"Error: {text}"
+            return result
+        finally:
+            try:
+                on_call(name, arguments, text, is_error, (time.perf_counter() - t0) * 1000)
+            except Exception as exc:  # the call was served; only its record is lost: say so
+                log.error("could not record the call to %s: %s", name, exc)
+
+    server.call_tool = call_tool
 
 
 async def _serve_http(server, app_name: str, host: str, port: int) -> None:

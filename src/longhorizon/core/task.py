@@ -129,6 +129,12 @@ class TaskFamily:
             return "holdout-family"
         return "holdout" if seed >= HOLDOUT_SEED_BASE else "train"
 
+    def listing(self, seed: int) -> dict[str, Any]:
+        """What `tasks list` shows of instance ``seed``, without generating it (generating the
+        whole suite takes seconds); its Task's card says the same (tests/tasks/test_suite.py)."""
+        return {"id": self.task_id(seed), "category": self.category, "family": self.name,
+                "split": self.split_of(seed), "apps": list(self.apps)}
+
 
 def dumps_canonical(obj: Any) -> str:
     """JSON used for hashing and for oracle arguments: sorted keys, no whitespace drift."""

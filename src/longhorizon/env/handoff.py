@@ -17,6 +17,9 @@ in one of these forms (``load_trajectory``):
     OpenAI chat messages          a JSON list of messages, or an object with "messages": assistant
                                   ``tool_calls`` and the ``tool`` messages that answer them
 
+``world build --record FILE`` writes an mcp.json whose servers keep every call they serve in FILE
+(a Trajectory: env/recording.py), so any client's work can be graded with ``--trajectory FILE``.
+
 Tool names may be ``APP__TOOL`` (the episode's own names), ``mcp__APP__TOOL`` (Claude Code's) or
 ``APP.TOOL`` / ``APP/TOOL``. Without a trajectory the process criteria are reported as not
 checked, and the reward shown covers the final-state criteria only.
@@ -44,26 +47,29 @@ TASK_CARD = "task.json"
 SEP = "__"
 
 
-def mcp_config(task: Task, world_dir: Path | str) -> dict[str, Any]:
+def mcp_config(task: Task, world_dir: Path | str, record: Path | str | None = None) -> dict[str, Any]:
     """The ``mcpServers`` config: one stdio entry per app, serving the World at ``world_dir``
-    with the Python (and, when set, the PYTHONPATH) that wrote it."""
+    with the Python (and, when set, the PYTHONPATH) that wrote it; with ``record``, every server
+    keeps the calls it serves in that one file (``serve-app --record``, env/recording.py)."""
     world = str(Path(world_dir).resolve())
+    keep = ["--record", str(Path(record).resolve())] if record else []
     env = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
     servers = {}
     for app in task.apps:
         entry: dict[str, Any] = {"type": "stdio", "command": sys.executable,
-                                 "args": ["-m", "longhorizon.cli", "serve-app", app, "--world", world]}
+                                 "args": ["-m", "longhorizon.cli", "serve-app", app, "--world", world, *keep]}
         if env:
             entry["env"] = dict(env)
         servers[app] = entry
     return {"mcpServers": servers}
 
 
-def write_handoff(task: Task, world_dir: Path | str, world_hash: str) -> dict[str, str]:
+def write_handoff(task: Task, world_dir: Path | str, world_hash: str,
+                  record: Path | str | None = None) -> dict[str, str]:
     """Write instruction.md, mcp.json and task.json into ``world_dir``; returns their paths."""
     root = Path(world_dir)
     (root / INSTRUCTION).write_text(task.instruction.rstrip() + "\n", encoding="utf-8")
-    (root / MCP_CONFIG).write_text(json.dumps(mcp_config(task, root), indent=2) + "\n", encoding="utf-8")
+    (root / MCP_CONFIG).write_text(json.dumps(mcp_config(task, root, record), indent=2) + "\n", encoding="utf-8")
     card = {"task_id": task.id, "apps": list(task.apps), "world_hash": world_hash,
             "suite_version": SUITE_VERSION, "longhorizon_version": __version__,
             "tool_names": "each server's own tool names; a trajectory may call them APP__TOOL"}

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from longhorizon.core.argtypes import nonneg_float, positive_int
 from longhorizon.core.errors import UsageError
+from longhorizon.core.progress import show_progress
 
 
 def _subgroup(sub, name: str, help: str):
@@ -92,13 +93,14 @@ def cmd_audit(args) -> int:
         ext_tools += tools
     tasks = tasks_for("train", args.seeds, args.family)
     say(f"suite: {len(tasks)} train tasks" + ("" if args.no_worlds else " (building their Worlds)"))
-    internal = A.suite_texts(tasks, worlds=not args.no_worlds, progress=not args.quiet)
+    internal = A.suite_texts(tasks, worlds=not args.no_worlds, progress=show_progress(args.quiet))
     tools = A.suite_tools()
     internal += A.tool_docs(tools, "internal")
     if args.sft_data:
         internal += A.sft_texts([Path(p) for p in args.sft_data])
     say(f"comparing {len(internal)} internal texts with {len(external)} external texts")
-    rep = A.audit(internal, external, tools, ext_tools, threshold=args.threshold, progress=not args.quiet)
+    rep = A.audit(internal, external, tools, ext_tools, threshold=args.threshold,
+                  progress=show_progress(args.quiet))
     rep["scope"] = {"split": "train", "seeds": args.seeds, "families": args.family, "worlds": not args.no_worlds,
                     "sft_data": args.sft_data, "benchmarks": args.benchmarks, "external_limit": args.limit}
     if args.out:

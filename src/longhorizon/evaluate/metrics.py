@@ -11,8 +11,9 @@ both unbiased for a task with n >= k samples of which c passed, reported for k =
 fewest samples any task has. Intervals: with one sample per task, pass@1 uses the Wilson
 score interval (honest at 0 and 1, where a bootstrap collapses to a point); as soon as a task
 has more than one sample its episodes are not independent, so every interval is a percentile
-bootstrap over tasks (each draw takes whole tasks with all their samples). Mean reward always
-uses the bootstrap over tasks. A group with no episodes has no rates: ``None`` (shown "n/a").
+bootstrap over tasks (each draw takes whole tasks with all their samples). pass@1 has that one
+interval wherever it appears (``pass@1_ci95``, and k = 1 of ``pass@k_ci95`` and ``pass^k_ci95``,
+which are the same rate), named by ``ci``. Mean reward always uses the bootstrap over tasks. A group with no episodes has no rates: ``None`` (shown "n/a").
 ``compare`` pairs runs by task: Δ with a paired bootstrap over tasks, and McNemar's exact
 test on the discordant tasks (first sample of each task: the greedy episode).
 
@@ -132,13 +133,15 @@ def _group_stats(rows: list[dict]) -> dict[str, Any]:
     rates = [ci / ni for ni, ci, _ in counts.values()]
     rewards = [r for _, _, r in counts.values()]
     passed = sum(ci for _, ci, _ in counts.values())
+    pass1_ci = list(bootstrap_tasks(rates)) if clustered else list(wilson(passed, n))
+    at_ci["1"] = hat_ci["1"] = pass1_ci  # pass@1 = pass^1: one rate, one interval (module doc)
     return {
         "episodes": n,
         "tasks": len(counts),
         "samples_per_task": [min(sizes), max(sizes)],
         "ci": "bootstrap over tasks" if clustered else "wilson over episodes",
         "pass@1": float(np.mean(rates)),
-        "pass@1_ci95": list(bootstrap_tasks(rates)) if clustered else list(wilson(passed, n)),
+        "pass@1_ci95": pass1_ci,
         "pass@k": at_k,
         "pass@k_ci95": at_ci,
         "pass^k": hat_k,
@@ -247,19 +250,25 @@ def compare(rows_a: list[dict], rows_b: list[dict], n_boot: int = BOOTSTRAP, see
     }
 
 
-def format_summary(s: dict[str, Any]) -> str:
+def format_summary(s: dict[str, Any], families: bool = False) -> str:
+    """The run's table: overall and per category, and per family when ``families`` (`eval`)."""
+    names = ["overall", *(f"  {k}" for k in s["categories"])] + ([f"  {k}" for k in s["families"]] if families else [])
+    w = max(28, *map(len, names))
+
     def row(name: str, g: dict[str, Any]) -> str:
         if not g["episodes"]:
-            return f"{name:<28} {0:>5} {'n/a':>7} {'':<14} {'n/a':>7} {'':<14} {'n/a':>7}"
+            return f"{name:<{w}} {0:>5} {'n/a':>7} {'':<14} {'n/a':>7} {'':<14} {'n/a':>7}"
         lo, hi = g["pass@1_ci95"]
         rlo, rhi = g["mean_reward_ci95"]
-        return (f"{name:<28} {g['episodes']:>5} {g['pass@1']:>7.3f} [{lo:.3f}, {hi:.3f}]"
+        return (f"{name:<{w}} {g['episodes']:>5} {g['pass@1']:>7.3f} [{lo:.3f}, {hi:.3f}]"
                 f" {g['mean_reward']:>7.3f} [{rlo:.3f}, {rhi:.3f}] {g['mean_tool_calls']:>7.1f}")
 
     o = s["overall"]
-    lines = [f"{'':<28} {'eps':>5} {'pass@1':>7} {'95% CI':<14} {'reward':>7} {'95% CI':<14} {'calls':>7}",
-             row("overall", o)]
+    header = f"{'':<{w}} {'eps':>5} {'pass@1':>7} {'95% CI':<14} {'reward':>7} {'95% CI':<14} {'calls':>7}"
+    lines = [header, row("overall", o)]
     lines += [row(f"  {k}", g) for k, g in s["categories"].items()]
+    if families:
+        lines += ["per family"] + [row(f"  {k}", g) for k, g in s["families"].items()]
     if o["episodes"] and len(o["pass@k"]) > 1:
         for key, label in (("pass@k", "pass@k "), ("pass^k", "pass^k ")):
             lines.append(label + "  ".join(f"k={k} {v:.3f} [{o[key + '_ci95'][k][0]:.3f}, {o[key + '_ci95'][k][1]:.3f}]"

@@ -2,65 +2,71 @@
 
 Running an oracle is the only honest way to count its calls (oracles read before they act),
 so counts are computed by playing oracle episodes and cached under the user's cache folder,
-keyed by a hash of the task and app sources: editing a family invalidates the cache.
+keyed by a hash of the task and app sources: editing a family invalidates the cache. With the
+cache present nothing is generated or played (`tasks list` answers at once); a cold cache costs
+one oracle episode per task, once.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
-import os
+from collections.abc import Callable
 from pathlib import Path
 
 from tqdm import tqdm
 
-import longhorizon
-from longhorizon.core.task import Task
+from longhorizon.core.task import Task, TaskFamily
+from longhorizon.tasks.listing import cache_dir, suite_fingerprint, write_cache
 
 
-def suite_fingerprint() -> str:
-    root = Path(longhorizon.__file__).parent
-    h = hashlib.sha256()
-    for sub in ("core", "apps", "tasks", "env"):
-        for p in sorted((root / sub).rglob("*.py")):
-            h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes())
-    return h.hexdigest()[:16]
+def cache_path() -> Path:
+    return cache_dir() / f"oracle-calls-{suite_fingerprint()}.json"
 
 
-def _cache_path() -> Path:
-    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    return base / "longhorizon" / f"oracle-calls-{suite_fingerprint()}.json"
+def cached_counts() -> dict[str, int]:
+    """Every count the cache holds for the suite as it is now (empty when cold or unreadable)."""
+    try:
+        return json.loads(cache_path().read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def oracle_tool_calls(tasks: list[Task], *, progress: bool = False, concurrency: int = 8) -> dict[str, int]:
-    from longhorizon.env.episode import play_task
-    from longhorizon.policies.scripted import OraclePolicy
+    return oracle_tool_calls_of([(t.id, lambda t=t: t) for t in tasks], progress=progress, concurrency=concurrency)
 
-    path = _cache_path()
-    cache: dict[str, int] = json.loads(path.read_text()) if path.exists() else {}
-    missing = [t for t in tasks if t.id not in cache]
+
+def instance_calls(instances: list[tuple[TaskFamily, int]], *, progress: bool = False) -> dict[str, int]:
+    """Counts for (family, seed) pairs: a Task is generated only when the cache lacks it."""
+    return oracle_tool_calls_of([(f.task_id(s), lambda f=f, s=s: f.generate(s)) for f, s in instances],
+                                progress=progress)
+
+
+def oracle_tool_calls_of(items: list[tuple[str, Callable[[], Task]]], *, progress: bool = False,
+                         concurrency: int = 8) -> dict[str, int]:
+    """``items``: (task id, a callable making its Task). Cached ids are answered from the cache;
+    the rest are made and played (with a progress bar when asked), then cached."""
+    cache = cached_counts()
+    missing = [(tid, make) for tid, make in items if tid not in cache]
 
     async def count_all() -> None:
-        sem = asyncio.Semaphore(concurrency)
-        bar = tqdm(total=len(missing), desc="oracle episodes", unit="task", disable=not progress)
+        from longhorizon.env.episode import play_task  # the MCP SDK and the apps: only when counting
+        from longhorizon.policies.scripted import OraclePolicy
 
-        async def one(task: Task) -> None:
+        sem = asyncio.Semaphore(concurrency)
+        bar = tqdm(total=len(missing), desc="oracle episodes (counted once, then cached)", unit="task",
+                   disable=not progress)
+
+        async def one(tid: str, make) -> None:
             async with sem:
-                traj = await play_task(task, OraclePolicy())
-                cache[task.id] = len(traj.tool_calls)
+                traj = await play_task(make(), OraclePolicy())
+                cache[tid] = len(traj.tool_calls)
                 bar.update(1)
 
-        await asyncio.gather(*(one(t) for t in missing))
+        await asyncio.gather(*(one(tid, make) for tid, make in missing))
         bar.close()
 
     if missing:
         asyncio.run(count_all())
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(cache, sort_keys=True))
-            os.replace(tmp, path)
-        except OSError:
-            pass  # a read-only home only costs recomputation
-    return {t.id: cache[t.id] for t in tasks}
+        write_cache(cache_path(), cache)
+    return {tid: cache[tid] for tid, _ in items}

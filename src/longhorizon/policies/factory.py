@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import os
+import re
+import sys
+import traceback
 from pathlib import Path
 
 from longhorizon.core.errors import UsageError
+
+BUILT_IN = ("oracle", "hasty", "null", "openai", "served", "local")
+"""Policies named by a word; anything else is a ``module:factory`` spec (``load_policy``)."""
+FACTORY_OPTIONS = ("model", "base_url", "api_key", "temperature", "top_p", "max_tokens", "seed", "extra_body")
+"""Keyword arguments a ``module:factory`` is called with (None where the run was not given them)."""
+_SPEC = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 LONGEST_ORACLE_REPLY = 12_289
 """Tokens of the suite's longest legitimate reply: the oracle's export in timesheet_json_export
@@ -26,6 +38,11 @@ def make_policy(name: str, *, model=None, base_url=None, temperature=0.0, top_p=
     by default ``model`` when that is a folder. ``served`` (token in / token out over
     /v1/completions) renders with ``tokenizer`` and keeps prompts within ``server_context``."""
     context = context_policy not in (None, "none")
+    if name not in BUILT_IN:
+        if context:
+            raise UsageError(f"--context-policy applies to the openai and local policies, not {name!r}")
+        return load_policy(name, model=model, base_url=base_url, api_key=api_key, temperature=temperature,
+                           top_p=top_p, max_tokens=max_tokens, seed=seed, extra_body=extra_body)
     if not context and max_context:
         raise UsageError("--max-context is the context policy's budget: give --context-policy elide-oldest too")
     if context and name not in ("openai", "local"):
@@ -66,6 +83,9 @@ def make_policy(name: str, *, model=None, base_url=None, temperature=0.0, top_p=
             from longhorizon.policies.local_model import LocalModelPolicy
         except ImportError as exc:
             raise UsageError(f"--policy local needs the model extra (pip install 'longhorizon[model]'): {exc}") from None
+        from longhorizon.core.progress import no_library_bars
+
+        no_library_bars()  # transformers' weight-loading bar: the run's own bar is the one to watch
         try:
             return LocalModelPolicy(model, temperature=temperature, top_p=top_p,
                                     max_new_tokens=max_tokens or DEFAULT_MAX_TOKENS, seed=seed,
@@ -74,7 +94,72 @@ def make_policy(name: str, *, model=None, base_url=None, temperature=0.0, top_p=
             if context:
                 raise UsageError(str(exc)) from None
             raise
-    raise UsageError(f"unknown policy {name!r}")
+    raise UsageError(f"unknown policy {name!r}")  # unreachable: BUILT_IN names are all handled above
+
+
+def check_spec(name: str) -> str:
+    """``name`` if it is a built-in policy or has the shape ``package.module:factory``."""
+    if name in BUILT_IN or _SPEC.match(name):
+        return name
+    raise UsageError(f"unknown policy {name!r}: one of {', '.join(BUILT_IN)}, or MODULE:FACTORY "
+                     "(e.g. examples.first_agent:make) for your own")
+
+
+def load_policy(spec: str, **options):
+    """Your own Policy, like tau2's agent registry: imports MODULE (from the current folder or
+    PYTHONPATH), calls ``FACTORY(**options)`` (``FACTORY_OPTIONS``, from the run's flags) and
+    checks that what comes back follows core/policy.py. Every failure is one UsageError line."""
+    module_name, _, attr = check_spec(spec).partition(":")
+    here = os.getcwd()
+    added = here not in sys.path
+    if added:  # as `python -m` would: the user's agent usually sits in the folder they run from
+        sys.path.insert(0, here)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name) and module_name[len(exc.name):][:1] in ("", "."):
+            raise UsageError(f"--policy {spec}: no module named {exc.name!r} in the current folder or on "
+                             "PYTHONPATH") from None
+        raise UsageError(f"--policy {spec}: importing {module_name} failed: {_where(exc)}") from None
+    except Exception as exc:  # the user's module is broken: say where, in one line
+        raise UsageError(f"--policy {spec}: importing {module_name} failed: {_where(exc)}") from None
+    finally:
+        if added:
+            sys.path.remove(here)
+    factory = module
+    for part in attr.split("."):
+        if not hasattr(factory, part):
+            raise UsageError(f"--policy {spec}: module {module_name} has no {attr!r}")
+        factory = getattr(factory, part)
+    if not callable(factory):
+        raise UsageError(f"--policy {spec}: {attr} = {factory!r:.40} is not a callable factory")
+    options = {k: options.get(k) for k in FACTORY_OPTIONS}
+    try:
+        inspect.signature(factory).bind(**options)
+    except TypeError:
+        raise UsageError(f"--policy {spec}: {attr} must accept the keyword arguments {', '.join(FACTORY_OPTIONS)} "
+                         "(e.g. `def make(**options)`)") from None
+    except ValueError:  # no signature to read (some builtins): let the call say
+        pass
+    try:
+        policy = factory(**options)
+    except Exception as exc:
+        raise UsageError(f"--policy {spec}: {attr}(...) failed: {_where(exc)}") from None
+    if not inspect.iscoroutinefunction(getattr(policy, "act", None)) or not callable(getattr(policy, "describe", None)):
+        raise UsageError(f"--policy {spec}: {attr}(...) returned {type(policy).__name__}, not a Policy "
+                         "(needs `async def act(self, messages, tools, ctx)` and `describe()`; core/policy.py)")
+    described = policy.describe()
+    if not isinstance(described, dict):
+        raise UsageError(f"--policy {spec}: describe() returned {type(described).__name__}, not a dict "
+                         "(it is recorded in every trajectory)")
+    return policy
+
+
+def _where(exc: BaseException) -> str:
+    """``Type: message (file:line)`` of the innermost frame, one line."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    at = f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}{at}"
 
 
 def _served_context(kind: str, max_context: int | None, tokenizer: str):

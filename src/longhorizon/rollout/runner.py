@@ -235,7 +235,8 @@ async def play_run(tasks: list[Task], policy, spec: RunSpec, out: Path | str, *,
 
     def advance() -> None:
         bar.update(1)
-        bar.set_postfix(pass_rate=f"{stats['passed'] / max(1, stats['ended']):.2f}", infra=stats["infra"])
+        rate = f"{stats['passed'] / stats['ended']:.2f}" if stats["ended"] else "n/a"  # nothing graded yet
+        bar.set_postfix(pass_rate=rate, infra=stats["infra"])
 
     async def keep(task: Task, sample: int, traj: Trajectory) -> None:
         await asyncio.to_thread(store.add_trajectory, traj)  # the fsync off the event loop (RunStore locks)

@@ -72,8 +72,9 @@ def get_task(task_id: str) -> Task:
     return get_family(name).generate(int(seed))
 
 
-def suite_seeds(split: str, family: TaskFamily) -> list[int]:
-    """The seeds of ``family`` that the suite puts in ``split`` (empty if none)."""
+def suite_seeds(split: str, family: TaskFamily, n_train: int | None = None) -> list[int]:
+    """The seeds of ``family`` that the suite puts in ``split`` (empty if none). ``n_train``: how
+    many training families the suite has (default: counted among the registered ones)."""
     if split not in SPLITS:
         raise UsageError(f"unknown split {split!r}: choose from {', '.join(SPLITS)}")
     if family.holdout_family:
@@ -81,7 +82,8 @@ def suite_seeds(split: str, family: TaskFamily) -> list[int]:
     elif split == "holdout-family":
         n = 0
     else:
-        n_train = sum(not f.holdout_family for f in families())
+        if n_train is None:
+            n_train = sum(not f.holdout_family for f in families())
         n = math.ceil((SUITE_TRAIN if split == "train" else SUITE_HOLDOUT) / n_train)
     base = 0 if split == "train" else HOLDOUT_SEED_BASE
     return list(range(base, base + n))
@@ -92,15 +94,32 @@ def tasks_for(split: str, seeds: int | None = None, family_names: list[str] | No
 
     Holdout families never yield train or holdout instances, whatever ``seeds`` says.
     """
+    return [f.generate(s) for f, s in instances(split, seeds, family_names)]
+
+
+def instances(split: str, seeds: int | None = None, family_names: list[str] | None = None,
+              among: list[TaskFamily] | None = None) -> list[tuple[TaskFamily, int]]:
+    """(family, seed) of each Task ``tasks_for`` would generate, in the same order, generating none.
+    ``among``: the suite's families (default: the registered ones; tasks/listing.py passes
+    cached stand-ins so a listing imports no family module)."""
     if split not in SPLITS:
         raise UsageError(f"unknown split {split!r}: choose from {', '.join(SPLITS)}")
     if seeds is not None and seeds < 1:
         raise UsageError("--seeds must be at least 1")
-    fams = [get_family(n) for n in family_names] if family_names else families()
-    tasks = []
+    suite = families() if among is None else among
+    if family_names:
+        by_name = {f.name: f for f in suite}
+        for n in family_names:
+            if n not in by_name:
+                raise UsageError(f"unknown task family {n!r} (see `longhorizon tasks list`)")
+        fams = [by_name[n] for n in family_names]
+    else:
+        fams = suite
+    n_train = sum(not f.holdout_family for f in suite)
+    chosen = []
     for f in fams:
-        ss = suite_seeds(split, f)
+        ss = suite_seeds(split, f, n_train)
         if seeds is not None and ss:
             ss = list(range(ss[0], ss[0] + seeds))
-        tasks.extend(f.generate(s) for s in ss)
-    return tasks
+        chosen.extend((f, s) for s in ss)
+    return chosen

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from longhorizon.core.argtypes import fraction, positive_float, positive_int
 from longhorizon.core.errors import UsageError
+from longhorizon.core.progress import show_progress
 from longhorizon.policies.context import CONTEXT_POLICIES
 from longhorizon.train.config import LOSS_ON
 
@@ -121,7 +122,7 @@ def cmd_train_sft(args) -> int:
     })
     if cfg.data and not args.allow_holdout:
         _refuse_holdout_dataset(cfg.data)
-    summary = run_sft(cfg, resume=args.resume, progress=not args.quiet, console=not args.quiet)
+    summary = run_sft(cfg, resume=args.resume, progress=show_progress(args.quiet), console=not args.quiet)
     if _main_process():
         print(json.dumps({k: summary[k] for k in ("out", "steps", "examples", "lora", "processes", "wall_s", "data")},
                          indent=2))
@@ -148,7 +149,7 @@ def cmd_train_rl(args) -> int:
     if cfg.split != "train" and not args.allow_holdout:
         raise UsageError(f"not training on the {cfg.split} split: RL rewards must come from the train split "
                          "(pass --allow-holdout to do it anyway, and never report that holdout again)")
-    summary = run_rl(cfg, resume=args.resume, progress=not args.quiet, console=not args.quiet)
+    summary = run_rl(cfg, resume=args.resume, progress=show_progress(args.quiet), console=not args.quiet)
     if _main_process():
         print(json.dumps({k: summary[k] for k in ("out", "steps", "loss", "clip_range", "group_size", "processes",
                                                   "wall_s")}, indent=2))
@@ -180,7 +181,8 @@ def cmd_demo(args) -> int:
     _need_train_extra()
     from longhorizon.train.pipeline import run_pipeline
 
-    result = run_pipeline(args.out, config=args.config, fresh=args.fresh, progress=not args.quiet, model=args.model)
+    result = run_pipeline(args.out, config=args.config, fresh=args.fresh, progress=show_progress(args.quiet),
+                          model=args.model)
     return 0 if result.get("complete") else 1
 
 

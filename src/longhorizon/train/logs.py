@@ -133,13 +133,18 @@ def read_log(path: str | Path) -> list[dict[str, Any]]:
 
 
 def quiet_progress(trainer) -> None:
-    """Keep the trainer's progress bar but drop its raw dict print per log (StepLogger prints a line)."""
-    from transformers.trainer_callback import ProgressCallback
+    """Keep the trainer's progress bar but drop its raw dict print per log (StepLogger prints a
+    line): transformers prints each log dict from its ProgressCallback, or, with the bar off
+    (``--quiet``, or no terminal), from a PrinterCallback, which goes."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     class _Bar(ProgressCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
             return None
 
-    if any(isinstance(cb, ProgressCallback) for cb in trainer.callback_handler.callbacks):
+    callbacks = trainer.callback_handler.callbacks
+    if any(isinstance(cb, PrinterCallback) for cb in callbacks):
+        trainer.remove_callback(PrinterCallback)
+    if any(isinstance(cb, ProgressCallback) for cb in callbacks):
         trainer.remove_callback(ProgressCallback)
         trainer.add_callback(_Bar())

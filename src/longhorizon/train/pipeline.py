@@ -140,6 +140,7 @@ def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bo
                  progress: bool = True, model: str | None = None) -> dict[str, Any]:
     """Every stage in turn (each skipped when done). ``model`` overrides the config's base model
     (``model.name``: tiny, the embedded smollm2-135m-instruct, or a model folder)."""
+    from longhorizon.core.progress import no_library_bars
     from longhorizon.policies.factory import make_policy
     from longhorizon.tasks.registry import tasks_for
     from longhorizon.train.data import build_sft_dataset
@@ -148,9 +149,7 @@ def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bo
     from longhorizon.train.sft import run_sft
     from longhorizon.train.tiny import init_model
 
-    import datasets
-
-    datasets.disable_progress_bars()
+    no_library_bars()
     out = Path(out)
     if fresh and out.exists():
         shutil.rmtree(out)

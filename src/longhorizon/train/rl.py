@@ -697,8 +697,10 @@ def build_trainer(cfg: RLConfig, *, model=None, tokenizer=None, tasks: list[Task
 
 def run_rl(cfg: RLConfig, *, resume: bool = False, progress: bool = True, console: bool = True) -> dict[str, Any]:
     """Train, save the final policy to ``cfg.out`` and return a summary."""
+    from longhorizon.core.progress import no_library_bars
     from longhorizon.train.logs import StepLogger, quiet_progress
 
+    no_library_bars()
     out = prepare_out(cfg, "rl", resume=resume, logs=("log.jsonl", "rollouts.jsonl", "rollout_errors.jsonl"))
     logger = StepLogger(out / "log.jsonl", "rl", console=console, tensorboard_dir=out / "tensorboard")
     trainer, rollout = build_trainer(cfg, progress=progress, callbacks=[logger])

@@ -141,8 +141,10 @@ def build_trainer(cfg: SFTConfig, *, model=None, tokenizer=None, dataset=None, p
 def run_sft(cfg: SFTConfig, *, resume: bool = False, progress: bool = True, console: bool = True) -> dict[str, Any]:
     from peft import PeftModel
 
+    from longhorizon.core.progress import no_library_bars
     from longhorizon.train.logs import StepLogger, quiet_progress
 
+    no_library_bars()
     out = prepare_out(cfg, "sft", resume=resume, logs=("log.jsonl",))
     logger = StepLogger(out / "log.jsonl", "sft", console=console, tensorboard_dir=out / "tensorboard")
     trainer = build_trainer(cfg, progress=progress, callbacks=[logger])

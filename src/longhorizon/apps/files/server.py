@@ -21,7 +21,7 @@ import os
 from mcp.server.mcpserver.exceptions import ToolError
 
 from longhorizon.apps.common import (
-    ADD, LINK_REFUSED, READ, SET, AppServer, Entry, Missing, Workspace, WrongKind, cap, kind_of,
+    ADD, LINK_REFUSED, MARK, READ, SET, AppServer, Entry, Missing, Workspace, WrongKind, cap, kind_of,
     server_builder,
 )
 
@@ -188,7 +188,7 @@ def make_app(world):
         p.write_bytes(data, new=not overwrite)
         return f"wrote {p.rel} ({len(data)} bytes)"
 
-    @srv.tool(ADD)
+    @srv.tool(MARK)  # succeeds when the folder is there already: the same call again changes nothing
     def make_dir(path: str) -> str:
         """Create a folder (and its parents). Succeeds if it already exists."""
         p = ws.path(path)

@@ -16,7 +16,7 @@ from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import ACT, ADD, READ, SET
+from longhorizon.apps.common import ACT, ADD, READ
 from longhorizon.apps.user.base import Desk, Hit, Intent, Session, UserTool, dumps, normalize, params
 
 SCHEMA = """
@@ -212,7 +212,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
         return dumps([{"session_id": r["id"], "device": r["device"], "app": r["app"], "location": r["location"],
                        "last_seen": r["last_seen"], "active": bool(r["active"])} for r in rows])
 
-    @srv.tool(SET)
+    @srv.tool(ACT)  # each call is logged in the shared action log: not idempotent
     def revoke_session(session_id: str) -> str:
         """End one sign-in session (the device must sign in again). Returns a confirmation."""
         with desk.write() as conn:
@@ -279,7 +279,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
                                                   "destination": row["destination"]},
                             f"Code verified: the caller controls {row['destination']} ({row['channel']}).")
 
-    @srv.tool(SET)
+    @srv.tool(ACT)  # each call is logged in the shared action log: not idempotent
     def reset_mfa(account_id: str) -> str:
         """Remove the account's authenticator; the person sets up a new one at their next sign-in.
         Returns a confirmation."""
@@ -292,7 +292,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
                             f"Removed the authenticator ({a['mfa_device']}) from {a['username']}; a new one is set up "
                             "at the next sign-in.")
 
-    @srv.tool(SET)
+    @srv.tool(ACT)  # each call is logged in the shared action log: not idempotent
     def unlock_account(account_id: str) -> str:
         """Unlock a locked account. Returns a confirmation."""
         with desk.write() as conn:
@@ -319,7 +319,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
             return desk.log(conn, "send_password_reset_link", {"account_id": a["id"]},
                             f"Sent a password reset link for {a['username']} to {a['recovery_email']}.")
 
-    @srv.tool(SET)
+    @srv.tool(ACT)  # each call is logged in the shared action log: not idempotent
     def resolve_ticket(ticket_id: str, resolution_code: str, note: str) -> str:
         """Resolve a ticket.
 

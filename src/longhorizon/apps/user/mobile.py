@@ -18,7 +18,7 @@ from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import ADD, READ, SET
+from longhorizon.apps.common import ACT, ADD, READ
 from longhorizon.apps.user.base import Desk, Hit, Intent, Session, UserTool, dumps, normalize, params
 
 SCHEMA = """
@@ -278,7 +278,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
                    f"to the phone on line {b['number']}; it is paid once the customer approves it there.")
             return desk.log(conn, "send_payment_request", {"bill_id": b["id"]}, msg)
 
-    @srv.tool(SET)
+    @srv.tool(ACT)  # each call is logged in the shared action log: not idempotent
     def resume_line(number: str) -> str:
         """Resume a suspended line. Refused while the line has overdue unpaid bills. The phone
         must then re-register (the customer restarts it) before service returns.
@@ -298,7 +298,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
             return desk.log(conn, "resume_line", {"number": line["number"]},
                             f"Line {line['number']} is active again. The phone must restart to re-register on the network.")
 
-    @srv.tool(SET)
+    @srv.tool(ACT)  # each call is logged in the shared action log: not idempotent
     def set_line_roaming(number: str, enabled: bool) -> str:
         """Enable or disable roaming on a line (its use abroad). After enabling, the phone must
         re-register (the customer restarts it).

@@ -17,7 +17,7 @@ from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from longhorizon.apps.common import ADD, READ, SET
+from longhorizon.apps.common import ACT, ADD, READ
 from longhorizon.apps.user.base import Desk, Hit, Intent, Session, UserTool, dumps, params
 from longhorizon.apps.user.identity import compose, fingerprint, known_rules, password_problems
 
@@ -245,7 +245,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
                             f"Created account {username} ({email}) in groups {', '.join(clean)}; an activation link "
                             f"went to {h['personal_email']}.")
 
-    @srv.tool(SET)
+    @srv.tool(ACT)  # each call is logged in the shared action log: not idempotent
     def set_account_groups(username: str, groups: list[str]) -> str:
         """Replace an account's access groups. Returns a confirmation."""
         with desk.write() as conn:
@@ -286,7 +286,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
             return desk.log(conn, "request_equipment", {"hire_id": h["id"], "sku": item["sku"], "ship_to": ship_to.strip()},
                             f"Request {cur.lastrowid}: {item['name']} for {h['name']}, shipping to {ship_to.strip()}.")
 
-    @srv.tool(SET)
+    @srv.tool(ACT)  # each call is logged in the shared action log: not idempotent
     def cancel_equipment_request(request_id: int) -> str:
         """Cancel an equipment request. Returns a confirmation."""
         with desk.write() as conn:

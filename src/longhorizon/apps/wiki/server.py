@@ -267,8 +267,9 @@ def make_app(world):
         new = check_slug(new_slug)
         with closing(connect()) as conn, conn:
             row = get(conn, slug)
-            if new == row["slug"] and not new_title:
-                raise ToolError(f"the page is already called {new!r}")
+            if new == row["slug"] and (not new_title or new_title.strip() == row["title"]):
+                raise ToolError(f"the page is already called {new!r}" + (f" with title {row['title']!r}"
+                                                                         if new_title else ""))
             if new != row["slug"] and conn.execute("SELECT 1 FROM pages WHERE slug = ?", (new,)).fetchone():
                 raise ToolError(f"a page with slug {new!r} already exists")
             title = (new_title or "").strip() or row["title"]
