@@ -44,6 +44,8 @@ DEV_OFFSET = 90_000
 DEV_BAND = (0.25, 0.60)
 TEMP_BAND = (0.3, 0.7)
 TEMPERATURES = (1.0, 0.7, 0.5)
+CONCURRENCY = 32
+"""Episodes in flight in an evaluation (the server gets KV room for all of them)."""
 
 
 def log(msg: str) -> None:
@@ -74,13 +76,14 @@ class Evaluator:
         self.stack.close()
 
     def load(self, model_dir: Path) -> None:
-        from longhorizon.serve.vllm import VLLMServer
+        from longhorizon.serve.vllm import VLLMServer, kv_cache_gib_for
         from longhorizon.serve.weight_sync import write_weights
 
         if self.server is None:
             log(f"starting vLLM (float32) on {self.base}")
             self.server = self.stack.enter_context(
                 VLLMServer(str(self.base), dtype="float32", max_model_len=self.e.max_context, weight_sync=True,
+                           kv_cache_gib=kv_cache_gib_for(self.base, "float32", CONCURRENCY, self.e.max_context),
                            log_path=self.out / "vllm.log"))
         if self.loaded == model_dir:
             return
@@ -107,7 +110,7 @@ class Evaluator:
         limits = Limits(max_turns=self.e.max_turns, max_tool_calls=self.e.max_tool_calls)
         t0 = time.time()
         summary = _run_policy(tasks, policy, out, split=tasks[0].split, seeds=len(tasks), families=[FAMILY],
-                              limits=limits, concurrency=32, progress=False)
+                              limits=limits, concurrency=CONCURRENCY, progress=False)
         o = summary["overall"]
         log(f"  {out.relative_to(self.out.parent)}: pass@1 {o['pass@1']:.3f}, reward {o['mean_reward']:.3f} "
             f"({o['episodes']} episodes, {time.time() - t0:.0f} s)")

@@ -80,12 +80,14 @@ class ServedSampler:
                     self.max_context = min(self.max_context, card["max_model_len"])
                 self.sync(model)  # the server may hold other weights than the ones this run starts from
             else:
-                from longhorizon.serve.vllm import VLLMServer
+                from longhorizon.serve.vllm import VLLMServer, kv_cache_gib_for
                 from longhorizon.serve.weight_sync import servable_folder
 
                 folder = servable_folder(model, self.tokenizer, self.work / "model", c.sampler_dtype)
+                kv = kv_cache_gib_for(folder, c.sampler_dtype, c.concurrency, self.max_context)  # no preemption
                 self.server = VLLMServer(str(folder), dtype=c.sampler_dtype, max_model_len=self.max_context,
-                                         weight_sync=True, enforce_eager=c.sampler_eager, log_path=self.log_path)
+                                         kv_cache_gib=kv, weight_sync=True, enforce_eager=c.sampler_eager,
+                                         log_path=self.log_path)
                 if self.server.cuda:  # the trainer shares the GPU: vLLM takes 90% of it by default
                     self.server.extra_args += ["--gpu-memory-utilization", str(GPU_MEMORY_SHARE)]
                 self.server.start()
