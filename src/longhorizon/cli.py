@@ -306,9 +306,11 @@ def cmd_compare(args) -> int:
     from longhorizon.evaluate.results import compare_benchmark_files, is_results
 
     if is_results(args.run_a) or is_results(args.run_b):  # external benchmarks' results.json
-        return compare_benchmark_files(args.run_a, args.run_b, args.format)
+        return compare_benchmark_files(args.run_a, args.run_b, args.format, repeat=args.repeat)
+    if args.repeat is not None and is_results(args.repeat):
+        raise UsageError(f"--repeat {args.repeat} is a benchmark results.json; A is a run folder: give a repeat run of A")
 
-    runs = {"a": args.run_a, "b": args.run_b}
+    runs = {"a": args.run_a, "b": args.run_b} | ({"a2": args.repeat} if args.repeat else {})
     loaded = {k: _load_run(path) for k, path in runs.items()}
     status = {k: run_status(rows, infra, manifest.get("episodes")) for k, (rows, infra, manifest) in loaded.items()}
     incomplete = [k for k in runs if not status[k]["complete"]]
@@ -317,11 +319,20 @@ def cmd_compare(args) -> int:
                                                                         for k in incomplete)
                          + "; rerun it to finish, or pass --allow-incomplete to pair only the tasks both have")
     result = compare(loaded["a"][0], loaded["b"][0])
+    if args.repeat:
+        from longhorizon.evaluate.noise_floor import with_floor
+
+        result = with_floor(result, loaded["a"][0], loaded["a2"][0])
     result["runs"] = {k: {"path": runs[k], **status[k]} for k in runs}
     result["incomplete"] = incomplete
-    for k in runs:
+    for k in ("a", "b"):
         _note_duplicates(runs[k], result["duplicates_dropped"][k])
-    print(json.dumps(result, indent=2) if args.format == "json" else format_compare(result, args.run_a, args.run_b))
+    if args.format == "json":
+        print(json.dumps(result, indent=2))
+    else:
+        from longhorizon.evaluate.noise_floor import format_floor
+
+        print("\n".join([format_compare(result, args.run_a, args.run_b), *format_floor(result, args.repeat)]))
     return 0
 
 
@@ -478,6 +489,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "errors) unless --allow-incomplete is given.")
     c.add_argument("run_a")
     c.add_argument("run_b")
+    c.add_argument("--repeat", metavar="A2",
+                   help="a repeat run of A (same model, same command; or A's benchmark results.json run again): "
+                        "reports the noise floor next to Δ, i.e. the self-disagreement (share of tasks whose pass "
+                        "verdict differs between A and A2) and the self-Δ A2 − A with its paired 95%% interval; "
+                        "a Δ with |Δ| ≤ max(|self-Δ bounds|) is labelled INSIDE the noise floor")
     c.add_argument("--format", choices=["table", "json"], default="table")
     c.add_argument("--allow-incomplete", action="store_true",
                    help="compare anyway, pairing only tasks present in both; the output is flagged "

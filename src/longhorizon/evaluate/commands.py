@@ -141,7 +141,10 @@ def cmd_report_transfer(args) -> int:
 
     if len(args.base) != len(set(args.base)) or len(args.trained) != len(set(args.trained)):
         raise UsageError("a path is given twice on one side")
-    rep = build(args.base, args.trained, trained_model=args.trained_model, audit_path=args.audit)
+    if args.repeat and len(args.repeat) != len(set(args.repeat)):
+        raise UsageError("a path is given twice to --repeat")
+    rep = build(args.base, args.trained, trained_model=args.trained_model, audit_path=args.audit,
+                repeat=args.repeat)
     if not rep["rows"]:
         raise UsageError("nothing to pair: give the same runs/benchmarks for --base and --trained")
     write(rep, Path(args.out))
@@ -160,6 +163,10 @@ def _add_report(sub) -> None:
                     "only suite inputs and internal checkpoint choice and the given audit passed.")
     r.add_argument("--base", nargs="+", required=True, metavar="PATH", help="the base model's run folders and results.json")
     r.add_argument("--trained", nargs="+", required=True, metavar="PATH", help="the trained model's, same kinds")
+    r.add_argument("--repeat", nargs="+", metavar="PATH",
+                   help="the base model's inputs run again (same kinds as --base): each row then shows the base's "
+                        "self-disagreement and noise floor (max |bound| of its self-Δ 95%% interval), and whether "
+                        "Δ is INSIDE it (|Δ| ≤ floor)")
     r.add_argument("--trained-model", help="the trained model folder (its longhorizon_model.json is the provenance; "
                                            "default: the provenance recorded in the trained runs)")
     r.add_argument("--audit", help="audit.json written by `longhorizon audit --out`")
