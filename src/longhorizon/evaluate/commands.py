@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from longhorizon.core.argtypes import nonneg_float, positive_int
+from longhorizon.core.argtypes import nonneg_float, nonneg_int, positive_int
 from longhorizon.core.errors import UsageError
 
 
@@ -37,8 +37,11 @@ def cmd_bench_bfcl(args) -> int:
     if not args.base_url.startswith(("http://", "https://")):
         raise UsageError(f"--base-url must be an http(s) URL, got {args.base_url!r}")
     cats = parse_categories(args.categories)
-    res = run_bfcl(args.base_url, args.model, cats, Path(args.out), limit=args.limit, threads=args.threads,
-                   temperature=args.temperature, quiet=args.quiet)
+    if args.reproducible and args.threads not in (None, 1):
+        raise UsageError("--reproducible sends one request at a time: drop --threads (or give 1)")
+    threads = args.threads or (1 if args.reproducible else 4)
+    res = run_bfcl(args.base_url, args.model, cats, Path(args.out), limit=args.limit, threads=threads,
+                   temperature=args.temperature, seed=args.seed, reproducible=args.reproducible, quiet=args.quiet)
     print(json.dumps(res["summary"], indent=2) if args.format == "json" else format_markdown(res))
     print(f"results: {Path(args.out) / 'results.json'}", file=sys.stderr)
     return 0
@@ -60,8 +63,18 @@ def _add_bench(sub) -> None:
                    help=f"categories or groups ({', '.join(GROUPS)}); default all offline: "
                         f"{', '.join(OFFLINE_CATEGORIES)}")
     b.add_argument("--limit", type=positive_int, help="only the first N entries of each category (scored as a partial run)")
-    b.add_argument("--threads", type=positive_int, default=4, help="requests in flight (default 4)")
-    b.add_argument("--temperature", type=nonneg_float, default=0.001, help="BFCL's default 0.001 (greedy in effect)")
+    b.add_argument("--threads", type=positive_int, help="requests in flight (default 4; 1 with --reproducible)")
+    b.add_argument("--temperature", type=nonneg_float, default=0.0,
+                   help="default 0: greedy (vLLM's true greedy). BFCL's own CLI defaults to 0.001, which vLLM "
+                        "samples at: identical requests can get different answers")
+    b.add_argument("--seed", type=nonneg_int, default=0,
+                   help="sent with every request (BFCL's handler sends none; added by the driver): vLLM seeds "
+                        "its per-request sampler with it (default 0)")
+    b.add_argument("--reproducible", action="store_true",
+                   help="one request in flight (--threads 1), so the server batches nothing and a rerun "
+                        "repeats exactly where the engine allows; serve the model with `longhorizon serve "
+                        "--reproducible`. Recorded in results.json (meta.reproducible). Costs the speed-up of "
+                        "concurrent requests")
     b.add_argument("--out", required=True, help="output folder")
     b.add_argument("--format", choices=["md", "json"], default="md")
     b.add_argument("--quiet", action="store_true", help="no BFCL progress output (still in OUT/bfcl/bfcl.log)")
