@@ -227,6 +227,9 @@ def cmd_run(args) -> int:
                          "(oracle, null): serve the model (e.g. vLLM) and pass --policy openai --base-url")
     if args.workers is not None and args.ray is None:
         raise UsageError("--workers needs --ray")
+    if args.reproducible and args.concurrency not in (None, 1):
+        raise UsageError("--reproducible plays one episode at a time: drop --concurrency (or give 1)")
+    concurrency = args.concurrency or (1 if args.reproducible else 8)
     tasks, split = _chosen_tasks(args)
     if args.limit:  # the first N of the selection, in its stable order (family, then seed); recorded as ids
         tasks = tasks[:args.limit]
@@ -246,13 +249,13 @@ def cmd_run(args) -> int:
                     max_call_s=args.max_call_s or None, max_grade_s=args.max_grade_s or None)
     spec = RunSpec(policy=policy.describe(), split=split, seeds=args.seeds,
                    families=sorted(args.family) if args.family else None, samples=args.samples, limits=limits,
-                   tasks=[t.id for t in tasks] if args.task or args.limit else None)
+                   tasks=[t.id for t in tasks] if args.task or args.limit else None, reproducible=args.reproducible)
     episodes = None
     if args.ray is not None:
         from longhorizon.rollout.ray_workers import RayEpisodes
 
         episodes = RayEpisodes(policy, limits, address=args.ray, workers=args.workers)
-    summary = asyncio.run(run_episodes(tasks, policy, spec, args.out, concurrency=args.concurrency,
+    summary = asyncio.run(run_episodes(tasks, policy, spec, args.out, concurrency=concurrency,
                                        progress=show_progress(args.quiet), episodes=episodes))
     print(format_summary(summary))
     print(f"trajectories: {Path(args.out) / 'trajectories.jsonl'}")
@@ -360,9 +363,11 @@ def cmd_compare(args) -> int:
     from longhorizon.evaluate.results import compare_benchmark_files, is_results
 
     if is_results(args.run_a) or is_results(args.run_b):  # external benchmarks' results.json
-        return compare_benchmark_files(args.run_a, args.run_b, args.format)
+        return compare_benchmark_files(args.run_a, args.run_b, args.format, repeat=args.repeat)
+    if args.repeat is not None and is_results(args.repeat):
+        raise UsageError(f"--repeat {args.repeat} is a benchmark results.json; A is a run folder: give a repeat run of A")
 
-    runs = {"a": args.run_a, "b": args.run_b}
+    runs = {"a": args.run_a, "b": args.run_b} | ({"a2": args.repeat} if args.repeat else {})
     loaded = {k: _load_run(path) for k, path in runs.items()}
     status = {k: run_status(rows, infra, manifest.get("episodes")) for k, (rows, infra, manifest) in loaded.items()}
     incomplete = [k for k in runs if not status[k]["complete"]]
@@ -371,11 +376,20 @@ def cmd_compare(args) -> int:
                                                                         for k in incomplete)
                          + "; rerun it to finish, or pass --allow-incomplete to pair only the tasks both have")
     result = compare(loaded["a"][0], loaded["b"][0])
+    if args.repeat:
+        from longhorizon.evaluate.noise_floor import with_floor
+
+        result = with_floor(result, loaded["a"][0], loaded["a2"][0])
     result["runs"] = {k: {"path": runs[k], **status[k]} for k in runs}
     result["incomplete"] = incomplete
-    for k in runs:
+    for k in ("a", "b"):
         _note_duplicates(runs[k], result["duplicates_dropped"][k])
-    print(json.dumps(result, indent=2) if args.format == "json" else format_compare(result, args.run_a, args.run_b))
+    if args.format == "json":
+        print(json.dumps(result, indent=2))
+    else:
+        from longhorizon.evaluate.noise_floor import format_floor
+
+        print("\n".join([format_compare(result, args.run_a, args.run_b), *format_floor(result, args.repeat)]))
     return 0
 
 
@@ -483,7 +497,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only the first N tasks of the selection, in its stable order (family, then seed)")
     r.add_argument("--samples", type=positive_int, default=1, help="episodes per task (default 1; pass@k needs k)")
     r.add_argument("--out", required=True, help="run folder (created, or resumed if it holds the same run)")
-    r.add_argument("--concurrency", type=positive_int, default=8, help="episodes in flight (default 8)")
+    r.add_argument("--concurrency", type=positive_int, help="episodes in flight (default 8; 1 with --reproducible)")
+    r.add_argument("--reproducible", action="store_true",
+                   help="a run that repeats exactly where the engine allows: one episode in flight, so no request "
+                        "shares a batch (and its numerics) with another; recorded in run.json ('reproducible'). "
+                        "Behind a server, start it with `longhorizon serve --reproducible` (one sequence at a time, "
+                        "no prefix cache, float32). Costs the speed-up of concurrent episodes")
     r.add_argument("--max-turns", type=positive_int, default=150)
     r.add_argument("--max-tool-calls", type=positive_int, default=300)
     r.add_argument("--max-wall-s", type=nonneg_float,
@@ -501,7 +520,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--api-key", help="key for --base-url (default: $OPENAI_API_KEY); never recorded")
     r.add_argument("--extra-body", type=json_object, metavar="JSON",
                    help="extra request fields, e.g. '{\"chat_template_kwargs\": {\"enable_thinking\": false}}' (vLLM)")
-    r.add_argument("--temperature", type=nonneg_float, default=0.0)
+    r.add_argument("--temperature", type=nonneg_float, default=0.0,
+                   help="default 0: greedy (the engine's true greedy; a served policy also sends --sampling-seed "
+                        "with every request)")
     r.add_argument("--top-p", type=unit_interval, default=1.0)
     r.add_argument("--max-tokens", type=positive_int,
                    help=f"tokens per assistant reply (default: openai sends none, so the server allows what its "
@@ -512,7 +533,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "replaces the oldest tool results with a marker (docs/training.md); default none")
     r.add_argument("--max-context", type=positive_int, metavar="N",
                    help="prompt tokens the context policy keeps each prompt within (use the value `train sft` used)")
-    r.add_argument("--sampling-seed", type=nonneg_int, default=0)
+    r.add_argument("--sampling-seed", type=nonneg_int, default=0,
+                   help="the sampler's seed, sent with every request by the served policies (default 0)")
     r.add_argument("--tokenizer", metavar="FOLDER",
                    help="served: the served model's folder, whose tokenizer and chat template render each prompt "
                         "here (default: the folder the server reports it loaded); openai with --context-policy: the "
@@ -540,6 +562,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "errors) unless --allow-incomplete is given.")
     c.add_argument("run_a")
     c.add_argument("run_b")
+    c.add_argument("--repeat", metavar="A2",
+                   help="a repeat run of A (same model, same command; or A's benchmark results.json run again): "
+                        "reports the noise floor next to Δ, i.e. the self-disagreement (share of tasks whose pass "
+                        "verdict differs between A and A2) and the self-Δ A2 − A with its paired 95%% interval; "
+                        "a Δ with |Δ| ≤ max(|self-Δ bounds|) is labelled INSIDE the noise floor")
     c.add_argument("--format", choices=["table", "json"], default="table")
     c.add_argument("--allow-incomplete", action="store_true",
                    help="compare anyway, pairing only tasks present in both; the output is flagged "

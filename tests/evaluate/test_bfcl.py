@@ -176,6 +176,28 @@ def test_bench_bfcl_against_a_wrong_replay_scores_zero(tmp_path, bfcl_python, bf
     assert lo == pytest.approx(0.0, abs=1e-12) and 0 < hi < 0.5
 
 
+def test_bench_bfcl_sends_temperature_0_and_a_seed_with_every_request(tmp_path, bfcl_python, bfcl_data, capsys):
+    with StandinLLM(_Replay(_cases(bfcl_data, "simple_python")), model="replay") as srv:
+        assert main(["bench", "bfcl", "--base-url", srv.base_url, "--model", "replay", "--categories", "simple_python",
+                     "--limit", "2", "--out", str(tmp_path / "out"), "--quiet", "--seed", "7"]) == 0
+    assert len(srv.requests) == 2
+    assert [(r["temperature"], r["seed"]) for r in srv.requests] == [(0.0, 7), (0.0, 7)]
+    meta = json.loads((tmp_path / "out" / "results.json").read_text())["meta"]
+    assert (meta["temperature"], meta["seed"], meta["reproducible"], meta["threads"]) == (0.0, 7, False, 4)
+
+
+def test_bench_bfcl_reproducible_sends_one_request_at_a_time_and_records_it(tmp_path, bfcl_python, bfcl_data, capsys):
+    with StandinLLM(_Replay(_cases(bfcl_data, "simple_python")), model="replay") as srv:
+        assert main(["bench", "bfcl", "--base-url", srv.base_url, "--model", "replay", "--categories", "simple_python",
+                     "--limit", "2", "--out", str(tmp_path / "out"), "--quiet", "--reproducible"]) == 0
+    meta = json.loads((tmp_path / "out" / "results.json").read_text())["meta"]
+    assert (meta["reproducible"], meta["threads"], meta["seed"]) == (True, 1, 0)
+    config = json.loads((tmp_path / "out" / "bfcl" / "driver_config.json").read_text())
+    assert config["threads"] == 1  # what BFCL's generation loop was told: one request in flight
+    assert main(["bench", "bfcl", "--base-url", srv.base_url, "--model", "replay", "--threads", "4",
+                 "--reproducible", "--out", str(tmp_path / "x")]) == 2
+
+
 def test_bench_bfcl_refuses_an_online_category(capsys):
     assert main(["bench", "bfcl", "--base-url", "http://127.0.0.1:1/v1", "--model", "m",
                  "--categories", "web_search_base", "--out", "/tmp/never"]) == 2

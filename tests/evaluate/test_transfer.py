@@ -152,3 +152,29 @@ def test_compare_refuses_a_malformed_entry_in_one_line(tmp_path, capsys, entry):
     assert main(["compare", str(good), str(bad)]) == 2
     err = capsys.readouterr().err
     assert "entry 0 is malformed" in err and err.count("\n") == 1
+
+
+def test_compare_of_results_files_with_a_repeat_reports_the_self_disagreement(tmp_path, capsys):
+    a = _bench(tmp_path / "a", "bfcl", "base", set(IDS[:10]), IDS)
+    a2 = _bench(tmp_path / "a2", "bfcl", "base", set(IDS[:8] + IDS[10:12]), IDS)  # 2 lost, 2 gained: 4 of 20 differ
+    b = _bench(tmp_path / "b", "bfcl", "trained", set(IDS), IDS)
+    assert main(["compare", str(a), str(b), "--repeat", str(a2), "--format", "json"]) == 0
+    c = json.loads(capsys.readouterr().out)
+    assert c["noise_floor"]["self_disagreement"] == 4 / 20 and c["noise_floor"]["self_delta_pass@1"] == 0.0
+    assert c["categories"]["simple_python"]["noise_floor"]["self_disagreement"] == 2 / 10
+    assert c["inside_noise_floor"]["pass@1"] is False  # Δ 0.5 against a floor well below it
+
+
+def test_transfer_report_with_a_repeat_of_the_base_labels_a_delta_inside_the_floor(tmp_path, capsys):
+    a = _bench(tmp_path / "a", "bfcl", "base", set(IDS[:10]), IDS)
+    a2 = _bench(tmp_path / "a2", "bfcl", "base", set(IDS[:8] + IDS[10:12]), IDS)
+    b = _bench(tmp_path / "b", "bfcl", "trained", set(IDS[:11]), IDS)  # one entry more than A: Δ 0.05
+    assert main(["report", "transfer", "--base", str(a), "--trained", str(b), "--repeat", str(a2),
+                 "--out", str(tmp_path / "r")]) == 0
+    capsys.readouterr()
+    row = json.loads((tmp_path / "r" / "transfer.json").read_text())["rows"][0]
+    assert (row["suite"], row["row"], row["delta"]) == ("bfcl", "overall", 0.05)
+    assert row["noise_floor"]["self_disagreement"] == 0.2 and row["noise_floor"]["inside"] is True
+    assert "| bfcl | overall | 20 | 0.500 | 0.550 | +0.050 |" in (tmp_path / "r" / "report.md").read_text()
+    assert "| 0.200 | ±" in (tmp_path / "r" / "report.md").read_text()
+    assert "INSIDE |" in (tmp_path / "r" / "report.md").read_text()

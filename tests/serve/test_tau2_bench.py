@@ -117,6 +117,21 @@ def test_an_agent_that_does_nothing_scores_0_on_a_task_that_needs_an_action(mock
     assert results["summary"]["pass@1"] == 0.0
 
 
+def test_tau2_sends_temperature_0_and_a_seed_to_agent_and_user_and_records_reproducible(mock_tasks, tmp_path):
+    from longhorizon.serve.tau2_bench import run_tau2
+
+    user = ReplayUser()
+    user.tasks = [t for t in mock_tasks if t["id"] == "create_task_1"]
+    idle = lambda request: {"role": "assistant", "content": "Hi! How can I help you today?"}  # noqa: E731
+    with StandinLLM(idle, model="idle-agent") as agent_srv, StandinLLM(user, model="replay-user") as user_srv:
+        results = run_tau2("mock", agent_srv.base_url, "idle-agent", tmp_path, user_base_url=user_srv.base_url,
+                           user_model="replay-user", task_ids=["create_task_1"], quiet=True, reproducible=True)
+    for srv in (agent_srv, user_srv):
+        sent = {(r.get("temperature"), r.get("seed")) for r in srv.requests}
+        assert len(sent) == 1 and next(iter(sent))[0] == 0 and isinstance(next(iter(sent))[1], int)
+    assert results["settings"]["reproducible"] is True and results["settings"]["concurrency"] == 1
+
+
 def test_summary_counts_a_task_solved_only_at_reward_1_and_gives_pass_hat_k_over_trials():
     from longhorizon.serve.tau2_bench import USER_LABEL, summarise
 

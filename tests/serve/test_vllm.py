@@ -161,3 +161,79 @@ def test_a_second_start_loads_the_compiled_model_from_the_cache_instead_of_compi
         pass
     written = [str(p.relative_to(cache)) for p in cache.rglob("*") if p.is_file() and p.stat().st_mtime >= started]
     assert written == []
+
+
+def _model_folder(tmp_path):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text("{}")
+    return tmp_path / "m"
+
+
+@pytest.mark.parametrize("cuda", [False, True])
+def test_a_reproducible_server_takes_one_sequence_at_a_time_without_prefix_cache(tmp_path, cuda):
+    from longhorizon.serve.vllm import VLLMServer
+
+    server = VLLMServer(str(_model_folder(tmp_path)), reproducible=True, max_num_seqs=8, cuda=cuda)
+    try:
+        cmd = server.command("python")
+        env = server.env()
+    finally:
+        server.stop()
+    assert cmd[cmd.index("--max-num-seqs") + 1] == "1" and cmd.count("--max-num-seqs") == 1
+    assert "--no-enable-prefix-caching" in cmd and cmd[cmd.index("--seed") + 1] == "0"
+    # vLLM's batch-invariant kernels are Triton GPU kernels: set on CUDA only (they fail on CPU tensors)
+    assert env.get("VLLM_BATCH_INVARIANT") == ("1" if cuda else None)
+
+
+def test_serve_reproducible_defaults_to_float32_and_passes_the_flag(tmp_path, monkeypatch):
+    import longhorizon.serve.vllm as vllm
+    from longhorizon.cli import main
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def server(model, **kw):
+        seen.update(kw)
+        raise Stop
+
+    monkeypatch.setattr(vllm, "VLLMServer", server)
+    with pytest.raises(Stop):
+        main(["serve", "--model", str(_model_folder(tmp_path)), "--reproducible"])
+    assert (seen["reproducible"], seen["dtype"]) == (True, "float32")
+
+
+@pytest.fixture(scope="module")
+def reproducible_server(default_model):
+    from longhorizon.serve.venvs import VenvError
+    from longhorizon.serve.vllm import VLLMServer, ensure_vllm
+
+    try:
+        ensure_vllm()
+    except VenvError as exc:
+        pytest.skip(f"vLLM cannot be installed here: {exc}")
+    with VLLMServer(default_model, kv_cache_gib=1, dtype="float32", reproducible=True, enforce_eager=True) as server:
+        yield server
+
+
+def test_two_reproducible_served_runs_give_identical_per_episode_results(reproducible_server, tmp_path):
+    """`serve --reproducible` + `run --reproducible`: the second run, on a server that has already
+    answered every prompt once, writes the same replies and grades, episode by episode."""
+    from longhorizon.cli import main
+
+    def replies(run):
+        rows = [json.loads(line) for line in (run / "trajectories.jsonl").read_text().splitlines()]
+        said = lambda m: (m.get("content"), [(c["function"]["name"], c["function"]["arguments"])  # noqa: E731
+                                             for c in m.get("tool_calls") or []])  # call ids are the server's random ones
+        return {r["episode_id"]: ([said(m) for m in r["messages"] if m["role"] == "assistant"],
+                                  r["grade"]["passed"], r["grade"]["reward"]) for r in rows}
+
+    for name in ("a", "a2"):
+        assert main(["run", "--policy", "openai", "--base-url", reproducible_server.base_url,
+                     "--model", reproducible_server.model_name, "--family", "log_first_error", "--split", "holdout",
+                     "--seeds", "1", "--max-turns", "2", "--max-tokens", "16", "--reproducible", "--quiet",
+                     "--out", str(tmp_path / name)]) == 0
+    a, a2 = replies(tmp_path / "a"), replies(tmp_path / "a2")
+    assert len(a) == 1 and all(turns for turns, _, _ in a.values())
+    assert a == a2

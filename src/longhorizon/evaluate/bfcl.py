@@ -110,17 +110,24 @@ def read_entries(path: Path) -> dict:
 
 
 def run_bfcl(base_url: str, model: str, categories: list[str], out: Path, limit: int | None = None,
-             threads: int = 4, temperature: float = 0.001, api_key: str | None = None,
-             quiet: bool = False) -> dict:
+             threads: int = 4, temperature: float = 0.0, api_key: str | None = None,
+             quiet: bool = False, seed: int | None = 0, reproducible: bool = False) -> dict:
     """Generate with BFCL's harness against BASE_URL, score with its checker, write
     OUT/results.json and OUT/results.md; the results dict. BFCL's own files stay in OUT/bfcl/
-    (rerunning the same command reuses the answers already generated)."""
+    (rerunning the same command reuses the answers already generated).
+
+    Greedy by default: temperature 0 (vLLM's true greedy; BFCL's own CLI defaults to 0.001,
+    at which vLLM samples) and ``seed`` sent with every request. ``reproducible``: one request
+    in flight (``threads`` 1), so no request's numerics depend on what else the server batches;
+    recorded in the results' meta either way."""
+    if reproducible and threads != 1:
+        raise UsageError("--reproducible sends one request at a time: drop --threads (or give 1)")
     from longhorizon.evaluate.results import write_results
 
     python = ensure_venv(quiet=quiet)
     cfg = {"mode": "run", "workdir": str((out / "bfcl").resolve()), "model": model, "base_url": base_url,
            "api_key": api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY", "categories": categories,
-           "limit": limit, "threads": threads, "temperature": temperature}
+           "limit": limit, "threads": threads, "temperature": temperature, "seed": seed}
     got = run_driver(cfg, python, quiet=quiet)
     infra = [e for e in got["entries"] if e.get("infra_error")]
     entries = [{"id": e["id"], "category": e["category"], "passed": bool(e["passed"]),
@@ -128,6 +135,7 @@ def run_bfcl(base_url: str, model: str, categories: list[str], out: Path, limit:
                for e in got["entries"] if not e.get("infra_error")]
     meta = {"base_url": base_url, "categories": categories, "limit": limit, "harness": BFCL_EVAL,
             "mode": "function calling (BFCL's OpenAICompletionsHandler)", "temperature": temperature,
+            "seed": seed, "threads": threads, "reproducible": reproducible,
             "infra_errors": len(infra), "complete": not infra,
             **({"duplicates_dropped": got["duplicates_dropped"]} if got.get("duplicates_dropped") else {})}
     res = write_results(out, "bfcl", model, entries, meta)

@@ -7,7 +7,9 @@ Why a driver and not ``bfcl generate``: BFCL only knows the models in its regist
 (``MODEL_CONFIG_MAPPING``). We add one entry, ``REGISTRY_NAME``, that uses BFCL's own
 ``OpenAICompletionsHandler`` in function-calling mode; that handler reads ``OPENAI_BASE_URL`` and
 ``OPENAI_API_KEY``, so any OpenAI-compatible server is reachable. Generation and scoring are
-then BFCL's ``_llm_response_generation.main`` and ``eval_runner.main``, unchanged.
+then BFCL's ``_llm_response_generation.main`` and ``eval_runner.main``, unchanged. With a
+``seed`` in the config the handler is a subclass that adds ``seed`` to every request and
+changes nothing else (BFCL's handler sends none; vLLM seeds its per-request sampler with it).
 
 The registry module imports every vendor's handler, and with them SDKs (anthropic, cohere,
 qwen-agent, ...) that the OpenAI handler never touches. The venv leaves them out to stay small;
@@ -16,7 +18,7 @@ needed one would fail loudly at its first call; ours never calls them.
 
 CONFIG keys: mode ("run" or "score"), workdir (BFCL_PROJECT_ROOT), model (name sent to the
 server), base_url, api_key, categories, limit (entries per category or null), temperature,
-threads. Writes WORKDIR/entries.json: [{"id", "category", "passed", "error_type", "infra_error"}].
+seed (sent with every request; null: none), threads. Writes WORKDIR/entries.json: [{"id", "category", "passed", "error_type", "infra_error"}].
 """
 
 from __future__ import annotations
@@ -86,13 +88,22 @@ def _placeholder_sdks() -> list[str]:
     return sorted(missing)
 
 
-def _register(model: str) -> None:
+def _register(model: str, seed: int | None = None) -> None:
     from bfcl_eval.constants.model_config import MODEL_CONFIG_MAPPING, ModelConfig
     from bfcl_eval.model_handler.api_inference.openai_completion import OpenAICompletionsHandler
 
+    handler = OpenAICompletionsHandler
+    if seed is not None:
+        class SeededHandler(OpenAICompletionsHandler):
+            """BFCL's OpenAI handler with ``seed`` added to every request (all go through here)."""
+
+            def generate_with_backoff(self, **kwargs):
+                return super().generate_with_backoff(**kwargs, seed=seed)
+
+        handler = SeededHandler
     MODEL_CONFIG_MAPPING[REGISTRY_NAME] = ModelConfig(
         model_name=model, display_name=f"{model} (FC, OpenAI-compatible endpoint)", url="", org="",
-        license="", model_handler=OpenAICompletionsHandler, input_price=None, output_price=None,
+        license="", model_handler=handler, input_price=None, output_price=None,
         is_fc_model=True, underscore_to_dot=True,
     )
 
@@ -144,7 +155,7 @@ def _generate(cfg: dict, workdir: Path) -> None:
         ids = _select_ids(cfg["categories"], cfg["limit"])
         (workdir / "test_case_ids_to_generate.json").write_text(json.dumps(ids, indent=1))
     args = argparse.Namespace(
-        model=[REGISTRY_NAME], test_category=list(cfg["categories"]), temperature=cfg.get("temperature", 0.001),
+        model=[REGISTRY_NAME], test_category=list(cfg["categories"]), temperature=cfg.get("temperature", 0.0),
         include_input_log=False, exclude_state_log=False, num_threads=cfg.get("threads", 1), num_gpus=1,
         backend="vllm", gpu_memory_utilization=0.9, result_dir=None, run_ids=run_ids, allow_overwrite=False,
         skip_server_setup=True, local_model_path=None, lora_modules=None, enable_lora=False, max_lora_rank=None,
@@ -183,7 +194,7 @@ def main() -> None:
     os.environ["OPENAI_BASE_URL"] = cfg.get("base_url") or "http://127.0.0.1:9/v1"
     os.environ["OPENAI_API_KEY"] = cfg.get("api_key") or "EMPTY"
     placeheld = _placeholder_sdks()
-    _register(cfg.get("model") or "none")
+    _register(cfg.get("model") or "none", cfg.get("seed"))
     if cfg["mode"] == "run":
         _generate(cfg, workdir)
     entries = _score(cfg, workdir)

@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from longhorizon.core.argtypes import nonneg_float, positive_int
+from longhorizon.core.argtypes import nonneg_float, nonneg_int, positive_int
 from longhorizon.core.errors import UsageError
 from longhorizon.core.progress import show_progress
 
@@ -38,8 +38,11 @@ def cmd_bench_bfcl(args) -> int:
     if not args.base_url.startswith(("http://", "https://")):
         raise UsageError(f"--base-url must be an http(s) URL, got {args.base_url!r}")
     cats = parse_categories(args.categories)
-    res = run_bfcl(args.base_url, args.model, cats, Path(args.out), limit=args.limit, threads=args.threads,
-                   temperature=args.temperature, quiet=args.quiet)
+    if args.reproducible and args.threads not in (None, 1):
+        raise UsageError("--reproducible sends one request at a time: drop --threads (or give 1)")
+    threads = args.threads or (1 if args.reproducible else 4)
+    res = run_bfcl(args.base_url, args.model, cats, Path(args.out), limit=args.limit, threads=threads,
+                   temperature=args.temperature, seed=args.seed, reproducible=args.reproducible, quiet=args.quiet)
     print(json.dumps(res["summary"], indent=2) if args.format == "json" else format_markdown(res))
     print(f"results: {Path(args.out) / 'results.json'}", file=sys.stderr)
     return 0
@@ -61,8 +64,18 @@ def _add_bench(sub) -> None:
                    help=f"categories or groups ({', '.join(GROUPS)}); default all offline: "
                         f"{', '.join(OFFLINE_CATEGORIES)}")
     b.add_argument("--limit", type=positive_int, help="only the first N entries of each category (scored as a partial run)")
-    b.add_argument("--threads", type=positive_int, default=4, help="requests in flight (default 4)")
-    b.add_argument("--temperature", type=nonneg_float, default=0.001, help="BFCL's default 0.001 (greedy in effect)")
+    b.add_argument("--threads", type=positive_int, help="requests in flight (default 4; 1 with --reproducible)")
+    b.add_argument("--temperature", type=nonneg_float, default=0.0,
+                   help="default 0: greedy (vLLM's true greedy). BFCL's own CLI defaults to 0.001, which vLLM "
+                        "samples at: identical requests can get different answers")
+    b.add_argument("--seed", type=nonneg_int, default=0,
+                   help="sent with every request (BFCL's handler sends none; added by the driver): vLLM seeds "
+                        "its per-request sampler with it (default 0)")
+    b.add_argument("--reproducible", action="store_true",
+                   help="one request in flight (--threads 1), so the server batches nothing and a rerun "
+                        "repeats exactly where the engine allows; serve the model with `longhorizon serve "
+                        "--reproducible`. Recorded in results.json (meta.reproducible). Costs the speed-up of "
+                        "concurrent requests")
     b.add_argument("--out", required=True, help="output folder")
     b.add_argument("--format", choices=["md", "json"], default="md")
     b.add_argument("--quiet", action="store_true", help="no BFCL progress output (still in OUT/bfcl/bfcl.log)")
@@ -143,7 +156,10 @@ def cmd_report_transfer(args) -> int:
 
     if len(args.base) != len(set(args.base)) or len(args.trained) != len(set(args.trained)):
         raise UsageError("a path is given twice on one side")
-    rep = build(args.base, args.trained, trained_model=args.trained_model, audit_path=args.audit)
+    if args.repeat and len(args.repeat) != len(set(args.repeat)):
+        raise UsageError("a path is given twice to --repeat")
+    rep = build(args.base, args.trained, trained_model=args.trained_model, audit_path=args.audit,
+                repeat=args.repeat)
     if not rep["rows"]:
         raise UsageError("nothing to pair: give the same runs/benchmarks for --base and --trained")
     write(rep, Path(args.out))
@@ -162,6 +178,10 @@ def _add_report(sub) -> None:
                     "only suite inputs and internal checkpoint choice and the given audit passed.")
     r.add_argument("--base", nargs="+", required=True, metavar="PATH", help="the base model's run folders and results.json")
     r.add_argument("--trained", nargs="+", required=True, metavar="PATH", help="the trained model's, same kinds")
+    r.add_argument("--repeat", nargs="+", metavar="PATH",
+                   help="the base model's inputs run again (same kinds as --base): each row then shows the base's "
+                        "self-disagreement and noise floor (max |bound| of its self-Δ 95%% interval), and whether "
+                        "Δ is INSIDE it (|Δ| ≤ floor)")
     r.add_argument("--trained-model", help="the trained model folder (its longhorizon_model.json is the provenance; "
                                            "default: the provenance recorded in the trained runs)")
     r.add_argument("--audit", help="audit.json written by `longhorizon audit --out`")

@@ -296,7 +296,7 @@ def format_summary(s: dict[str, Any], families: bool = False) -> str:
 def format_compare(c: dict[str, Any], name_a: str = "A", name_b: str = "B") -> str:
     """The comparison as text; a first INCOMPLETE line when ``c['incomplete']`` lists runs
     (the CLI's --allow-incomplete) and ``c['runs']`` holds their ``run_status``."""
-    names = {"a": name_a, "b": name_b}
+    names = {"a": name_a, "b": name_b, "a2": (c.get("runs", {}).get("a2") or {}).get("path", "A2")}
     flag = [f"INCOMPLETE: {describe_incomplete(f'{k.upper()} ({names[k]})', c['runs'][k])}; "
             "only tasks present in both runs are paired" for k in c.get("incomplete", [])]
     if not c["paired_tasks"]:

@@ -123,20 +123,44 @@ def compare_results(a: dict[str, Any], b: dict[str, Any], by_category: bool = Tr
     return out
 
 
-def compare_benchmark_files(path_a: str, path_b: str, fmt: str = "table") -> int:
-    """``longhorizon compare`` on two results.json: overall, then per category."""
+def compare_with_repeat(a: dict[str, Any], b: dict[str, Any], a2: dict[str, Any]) -> dict[str, Any]:
+    """``compare_results`` of A and B with the noise floor of A's repeat A2 (``noise_floor``),
+    overall and per category; A2 must be the same benchmark."""
+    from longhorizon.evaluate.noise_floor import with_floor
+
+    if a2["benchmark"] != a["benchmark"]:
+        raise UsageError(f"--repeat is {a2['benchmark']} results, A is {a['benchmark']}: give a repeat of A")
+    c = compare_results(a, b)
+    ra, ra2 = _as_rows(a["entries"]), _as_rows(a2["entries"])
+    out = with_floor(c, ra, ra2)
+    out["categories"] = {cat: with_floor(cc, [r for r in ra if r["category"] == cat],
+                                         [r for r in ra2 if r["category"] == cat])
+                         for cat, cc in c.get("categories", {}).items()}
+    return out
+
+
+def compare_benchmark_files(path_a: str, path_b: str, fmt: str = "table", repeat: str | None = None) -> int:
+    """``longhorizon compare`` on two results.json: overall, then per category; with ``repeat``
+    (a results.json of A run again) the noise floor next to each Δ."""
     from longhorizon.evaluate.metrics import format_compare
+    from longhorizon.evaluate.noise_floor import format_floor, label
 
     a, b = load_results(path_a), load_results(path_b)
-    c = compare_results(a, b)
+    if repeat is not None and not is_results(repeat):
+        raise UsageError(f"--repeat {repeat}: A is a benchmark results.json, so its repeat must be one too")
+    c = compare_with_repeat(a, b, load_results(repeat)) if repeat else compare_results(a, b)
     if fmt == "json":
         print(json.dumps(c, indent=2))
         return 0
     print(f"{c['benchmark']}: A = {a.get('model')} ({path_a}), B = {b.get('model')} ({path_b})")
-    print(format_compare(c, path_a, path_b))
+    print("\n".join([format_compare(c, path_a, path_b), *format_floor(c, repeat)]))
     for cat, cc in c.get("categories", {}).items():
         if cc["paired_tasks"]:
             lo, hi = cc["delta_pass@1_ci95"]
+            floor = cc.get("noise_floor")
+            extra = "" if not floor or not floor["paired_tasks"] else (
+                f"  self-disagreement {floor['self_disagreement']:.3f}  floor ±{floor['floor']['pass@1']:.3f} "
+                f"{label(cc)}")
             print(f"  {cat:<26} n {cc['paired_tasks']:>4}  A {cc['pass@1_a']:.3f}  B {cc['pass@1_b']:.3f}  "
-                  f"Δ {cc['delta_pass@1']:+.3f} [{lo:+.3f}, {hi:+.3f}]  p {cc['mcnemar']['p_value']:.3g}")
+                  f"Δ {cc['delta_pass@1']:+.3f} [{lo:+.3f}, {hi:+.3f}]  p {cc['mcnemar']['p_value']:.3g}{extra}")
     return 0

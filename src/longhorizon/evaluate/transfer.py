@@ -4,7 +4,9 @@ categories and τ² domains, in one table (Markdown and a self-contained HTML pa
 Inputs are run folders (``longhorizon run``; keyed by their split) and benchmark
 ``results.json`` files (keyed by benchmark, then category or domain). Each row pairs base and
 trained by task or entry (``metrics.compare``): Δ with a paired bootstrap interval and
-McNemar's exact p.
+McNemar's exact p. With ``repeat`` (the base model's inputs run again, same kinds) each row
+also carries its noise floor (``noise_floor``): the base's self-disagreement, the floor, and
+whether Δ is inside it.
 
 The firewall verdict: a comparison is called clean only when the trained model's provenance
 (``train.provenance``) shows nothing but suite inputs and internal checkpoint choice, and an
@@ -21,6 +23,7 @@ from typing import Any
 
 from longhorizon.core.errors import UsageError
 from longhorizon.evaluate.metrics import compare
+from longhorizon.evaluate.noise_floor import with_floor
 from longhorizon.evaluate.results import _as_rows, is_results, load_results
 
 
@@ -65,21 +68,26 @@ def _model_provenance(meta: dict) -> dict | None:
 
 
 def build(base: list[str], trained: list[str], trained_model: str | None = None,
-          audit_path: str | None = None) -> dict[str, Any]:
+          audit_path: str | None = None, repeat: list[str] | None = None) -> dict[str, Any]:
     from longhorizon.policies.render import read_provenance
     from longhorizon.train.provenance import firewall_problems
 
     b, t = _side(base), _side(trained)
+    r2 = _side(repeat) if repeat else {}
+    stray = sorted(set(r2) - set(b))
+    if stray:
+        raise UsageError(f"--repeat gives {', '.join(stray)}, which --base does not: a repeat pairs with a base input")
     missing = sorted(set(b) ^ set(t))
     rows = []
     order = sorted(set(b) & set(t), key=lambda k: (not k.startswith("suite:"), k != "suite:holdout", k))
     for key in order:
         ra, rb = b[key][1], t[key][1]
-        rows.append({"suite": key, "row": "overall", **_pair(ra, rb)})
+        ra2 = r2[key][1] if key in r2 else None
+        rows.append({"suite": key, "row": "overall", **_pair(ra, rb, ra2)})
         if not key.startswith("suite:"):
             for cat in sorted({r["category"] for r in ra} & {r["category"] for r in rb}):
-                rows.append({"suite": key, "row": cat, **_pair([r for r in ra if r["category"] == cat],
-                                                               [r for r in rb if r["category"] == cat])})
+                of = lambda rs: None if rs is None else [r for r in rs if r["category"] == cat]  # noqa: E731
+                rows.append({"suite": key, "row": cat, **_pair(of(ra), of(rb), of(ra2))})
     # The firewall verdict.
     if trained_model:
         prov, prov_from = read_provenance(trained_model), trained_model
@@ -99,27 +107,43 @@ def build(base: list[str], trained: list[str], trained_model: str | None = None,
         problems.append("no audit given (--audit DIR/audit.json from `longhorizon audit`)")
     return {"rows": rows, "unpaired": missing, "clean": not problems, "firewall_problems": problems,
             "provenance_from": prov_from, "audit": audit_path,
-            "inputs": {"base": {k: v[0] for k, v in b.items()}, "trained": {k: v[0] for k, v in t.items()}}}
+            "inputs": {"base": {k: v[0] for k, v in b.items()}, "trained": {k: v[0] for k, v in t.items()},
+                       **({"repeat": {k: v[0] for k, v in r2.items()}} if r2 else {})}}
 
 
-def _pair(ra: list[dict], rb: list[dict]) -> dict:
+def _pair(ra: list[dict], rb: list[dict], ra2: list[dict] | None = None) -> dict:
+    """One row: base vs trained, and with the base's repeat ``ra2`` the noise floor."""
     c = compare(ra, rb)
     if not c["paired_tasks"]:
         return {"n": 0}
-    return {"n": c["paired_tasks"], "base": c["pass@1_a"], "trained": c["pass@1_b"], "delta": c["delta_pass@1"],
-            "ci95": c["delta_pass@1_ci95"], "p": c["mcnemar"]["p_value"],
-            "base_only": c["mcnemar"]["a_only_passed"], "trained_only": c["mcnemar"]["b_only_passed"]}
+    row = {"n": c["paired_tasks"], "base": c["pass@1_a"], "trained": c["pass@1_b"], "delta": c["delta_pass@1"],
+           "ci95": c["delta_pass@1_ci95"], "p": c["mcnemar"]["p_value"],
+           "base_only": c["mcnemar"]["a_only_passed"], "trained_only": c["mcnemar"]["b_only_passed"]}
+    if ra2 is not None:
+        fl = with_floor(c, ra, ra2)
+        f = fl["noise_floor"]
+        row["noise_floor"] = {"paired_tasks": f["paired_tasks"], "self_disagreement": f["self_disagreement"],
+                              "self_delta": f["self_delta_pass@1"], "self_delta_ci95": f["self_delta_pass@1_ci95"],
+                              "floor": f["floor"]["pass@1"], "inside": fl["inside_noise_floor"]["pass@1"]}
+    return row
 
 
-HEAD = ("benchmark", "row", "n", "base", "trained", "Δ", "95% CI", "McNemar p")
+FLOOR_NOTE = ("Noise floor (where a repeat run of the base was given): the base's self-disagreement (share of "
+              "tasks whose verdict differs between its two runs) and floor = max |bound| of its self-Δ 95% interval; "
+              "Δ is INSIDE the floor when |Δ| ≤ floor (not distinguishable from a rerun of the base).")
+HEAD = ("benchmark", "row", "n", "base", "trained", "Δ", "95% CI", "McNemar p",
+        "base self-disagreement", "noise floor", "Δ vs floor")
 
 
 def _cells(r: dict) -> list[str]:
     if not r["n"]:
-        return [r["suite"], r["row"], "0", "", "", "", "", ""]
+        return [r["suite"], r["row"], "0"] + [""] * (len(HEAD) - 3)
     lo, hi = r["ci95"]
+    f = r.get("noise_floor")
+    floor = ["", "", ""] if not f or not f["paired_tasks"] else [
+        f"{f['self_disagreement']:.3f}", f"±{f['floor']:.3f}", "INSIDE" if f["inside"] else "outside"]
     return [r["suite"].replace("suite:", "internal "), r["row"], str(r["n"]), f"{r['base']:.3f}", f"{r['trained']:.3f}",
-            f"{r['delta']:+.3f}", f"[{lo:+.3f}, {hi:+.3f}]", f"{r['p']:.3g}"]
+            f"{r['delta']:+.3f}", f"[{lo:+.3f}, {hi:+.3f}]", f"{r['p']:.3g}", *floor]
 
 
 def _verdict(rep: dict) -> str:
@@ -132,7 +156,7 @@ def _verdict(rep: dict) -> str:
 def format_markdown(rep: dict) -> str:
     lines = ["# Transfer: base vs trained", "", f"**{_verdict(rep)}**", "",
              "pass@1 (greedy) paired by task or entry; Δ = trained − base with a paired bootstrap 95% interval; "
-             "McNemar's exact p on the discordant pairs.", "",
+             "McNemar's exact p on the discordant pairs. " + FLOOR_NOTE, "",
              "| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
     lines += ["| " + " | ".join(_cells(r)) + " |" for r in rep["rows"]]
     if rep["unpaired"]:
@@ -157,7 +181,7 @@ td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:right}}td:nth-child(-n
 <h1>Transfer: base vs trained</h1>
 <p class="verdict">{e(_verdict(rep))}</p>
 <p>pass@1 (greedy) paired by task or entry; Δ = trained − base with a paired bootstrap 95% interval;
-McNemar's exact p on the discordant pairs.</p>
+McNemar's exact p on the discordant pairs. {e(FLOOR_NOTE)}</p>
 <table><tr>{''.join(f'<th>{e(h)}</th>' for h in HEAD)}</tr>{body}</table>
 {unpaired}<p>Inputs:</p><ul>{inputs}</ul>
 </body></html>

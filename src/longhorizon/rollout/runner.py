@@ -200,6 +200,9 @@ class RunSpec:
     limits: Limits = field(default_factory=Limits)
     tasks: list[str] | None = None
     """Task ids chosen one by one (``run --task``); None when the split and families decide."""
+    reproducible: bool = False
+    """Played for a run that repeats exactly (``run --reproducible``: one episode in flight, so no
+    request's numerics depend on others batched beside it); recorded whether on or off."""
 
     def manifest(self, tasks: list[Task]) -> dict[str, Any]:
         return {
@@ -212,6 +215,7 @@ class RunSpec:
             "samples": self.samples,
             "limits": self.limits.to_dict(),
             "episodes": len(tasks) * self.samples,
+            "reproducible": self.reproducible,
         }
 
 

@@ -1,6 +1,6 @@
 """The run folder: a manifest, an append-only trajectory log, infra errors and a summary.
 
-    run.json              what the run is (policy, split, seeds, families, samples, limits)
+    run.json              what the run is (policy, split, seeds, families, samples, limits, reproducible)
     trajectories.jsonl    one finished, graded episode per line, appended and fsync'd as it ends
     infra_errors.jsonl    episodes that failed for reasons outside the agent (retried on resume)
     summary.json          metrics, rewritten atomically when the run ends
@@ -39,8 +39,10 @@ INFRA_ERRORS = "infra_errors.jsonl"
 SUMMARY = "summary.json"
 LOCK = "run.lock"
 
-IDENTITY_KEYS = ("suite_version", "policy", "split", "seeds", "families", "tasks", "samples")
+IDENTITY_KEYS = ("suite_version", "policy", "split", "seeds", "families", "tasks", "samples", "reproducible")
 """Manifest fields that must match for a rerun to resume rather than be refused."""
+IDENTITY_DEFAULTS = {"reproducible": False}
+"""What a manifest written before a field existed meant by leaving it out."""
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
@@ -195,7 +197,8 @@ class RunStore:
             path = self.dir / MANIFEST
             if path.exists():
                 old = read_manifest(path)
-                diff = [k for k in IDENTITY_KEYS if old.get(k) != manifest.get(k)]
+                diff = [k for k in IDENTITY_KEYS if old.get(k, IDENTITY_DEFAULTS.get(k))
+                        != manifest.get(k, IDENTITY_DEFAULTS.get(k))]
                 if diff:
                     raise UsageError(
                         f"{self.dir} holds a different run ({', '.join(diff)} differ); "

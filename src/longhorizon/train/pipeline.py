@@ -83,12 +83,13 @@ class Stages:
 
 
 def _run_policy(tasks, policy, out: Path, *, split: str, seeds: int, families, limits, concurrency: int,
-                progress: bool) -> dict[str, Any]:
+                progress: bool, reproducible: bool = False) -> dict[str, Any]:
     from longhorizon.evaluate.runs import run_episodes
     from longhorizon.rollout.runner import RunSpec
 
     spec = RunSpec(policy=policy.describe(), split=split, seeds=seeds,
-                   families=sorted(families) if families else None, samples=1, limits=limits)
+                   families=sorted(families) if families else None, samples=1, limits=limits,
+                   reproducible=reproducible)
     return asyncio.run(run_episodes(tasks, policy, spec, out, concurrency=concurrency, progress=progress))
 
 
@@ -98,7 +99,9 @@ ENGINES = ("local", "vllm")
 def evaluate_model(model_path: str | Path, out: str | Path, cfg: EvalConfig, *, progress: bool = True,
                    policy=None) -> dict:
     """Greedy pass@1 of a model folder on ``cfg``'s split: a resumable run folder at ``out``.
-    ``policy``: what plays instead of the in-process model (a served one, see ``served_policy``)."""
+    ``policy``: what plays instead of the in-process model (a served one, see ``served_policy``).
+    ``cfg.reproducible``: one episode at a time (the in-process model then decodes no batch of
+    several episodes either), recorded in run.json."""
     from longhorizon.env.episode import Limits
     from longhorizon.tasks.registry import tasks_for
 
@@ -113,20 +116,24 @@ def evaluate_model(model_path: str | Path, out: str | Path, cfg: EvalConfig, *, 
                                   dtype=getattr(torch, cfg.dtype))
     limits = Limits(max_turns=cfg.max_turns, max_tool_calls=cfg.max_tool_calls, max_wall_s=cfg.max_wall_s)
     return _run_policy(tasks, policy, Path(out), split=cfg.split, seeds=cfg.seeds, families=cfg.families,
-                       limits=limits, concurrency=cfg.concurrency, progress=progress)
+                       limits=limits, concurrency=1 if cfg.reproducible else cfg.concurrency, progress=progress,
+                       reproducible=cfg.reproducible)
 
 
 @contextlib.contextmanager
 def served_policy(model_path: str | Path, cfg: EvalConfig, log_path: Path):
     """The model behind a vLLM server (in ``cfg.dtype``) for the length of the block, as a greedy
-    ``OpenAIPolicy`` (the run records it as ``vllm:MODEL_DIR:DTYPE``, not the server's port)."""
+    ``OpenAIPolicy``: temperature 0 and seed 0 in every request (the run records it as
+    ``vllm:MODEL_DIR:DTYPE``, not the server's port). ``cfg.reproducible``: the server's
+    reproducible settings (``serve.vllm``), recorded in the label too."""
     from longhorizon.policies.openai_client import OpenAIPolicy
     from longhorizon.serve.vllm import VLLMServer
 
     with VLLMServer(str(model_path), max_model_len=cfg.max_context or 8192, dtype=cfg.dtype,
-                    log_path=log_path) as server:
-        yield OpenAIPolicy(server.base_url, server.model_name, temperature=0.0, max_tokens=cfg.max_new_tokens,
-                           endpoint_label=f"vllm:{Path(model_path).resolve()}:{cfg.dtype}")
+                    log_path=log_path, reproducible=cfg.reproducible) as server:
+        label = f"vllm:{Path(model_path).resolve()}:{cfg.dtype}" + (":reproducible" if cfg.reproducible else "")
+        yield OpenAIPolicy(server.base_url, server.model_name, temperature=0.0, seed=0,
+                           max_tokens=cfg.max_new_tokens, endpoint_label=label)
 
 
 def _finished(run_dir: Path) -> dict | None:

@@ -1,0 +1,112 @@
+"""The noise floor of served evaluation: how often a verdict flips between two identical runs,
+with and without ``--reproducible``, and what the flag costs in time.
+
+    .venv/bin/python benchmarks/eval_noise.py --out runs/eval-noise [--model DIR] [--bfcl-limit 40]
+                                              [--holdout-seeds 16] [--skip-bfcl] [--skip-suite]
+
+For each setting, one vLLM server on the model (default: the embedded SmolLM2-135M-Instruct):
+
+    default       `longhorizon serve` (bfloat16, batching, prefix cache); clients at their default
+                  concurrency (bench bfcl --threads 4, run --concurrency 8); temperature 0, seed 0
+    reproducible  `serve --reproducible` (float32, one sequence at a time, no prefix cache);
+                  clients with --reproducible (one request in flight)
+
+each evaluation is run twice against the same server, into OUT/SETTING/{bfcl,suite}-{1,2}:
+BFCL (``--bfcl-limit`` entries of simple_python, multiple and live_simple) and the suite's holdout
+(``--holdout-seeds`` instances of every family). The table gives, per setting and evaluation, the
+entries, the flips (entries whose pass verdict differs between the two runs; ``noise_floor``),
+the floor (max |bound| of the self-Δ 95% interval) and the wall time of each run, with the
+reproducible runs' time as a ratio of the default's. Runs resume: rerun the command to finish.
+
+Not run for the issue that added it (issue 26): a long experiment on a shared 2-core machine.
+What else runs on the machine changes the times; the flips are what the flag is for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BFCL_CATEGORIES = ["simple_python", "multiple", "live_simple"]
+SETTINGS = ("default", "reproducible")
+
+
+def lh(*args: str) -> float:
+    """Run ``longhorizon ARGS`` (this checkout's), raising on failure; its wall time in seconds."""
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "longhorizon.cli", *args], check=True, cwd=ROOT)
+    return time.perf_counter() - t
+
+
+def bfcl_rows(path: Path) -> list[dict]:
+    from longhorizon.evaluate.results import _as_rows, load_results
+
+    return _as_rows(load_results(path)["entries"])
+
+
+def suite_rows(path: Path) -> list[dict]:
+    from longhorizon.rollout.store import open_existing
+
+    return open_existing(path).trajectories()
+
+
+def measure(setting: str, model: str | None, out: Path, args) -> list[dict]:
+    from longhorizon.evaluate.noise_floor import noise_floor
+    from longhorizon.serve.vllm import VLLMServer
+
+    reproducible = setting == "reproducible"
+    flag = ["--reproducible"] if reproducible else []
+    rows = []
+    with VLLMServer(model, dtype="float32" if reproducible else "bfloat16", reproducible=reproducible,
+                    default_max_tokens=384, log_path=out / setting / "server.log") as server:
+        print(f"{setting}: serving {server.model_name} at {server.base_url}", file=sys.stderr, flush=True)
+        evaluations = []
+        if not args.skip_bfcl:
+            evaluations.append(("bfcl", lambda d: ["bench", "bfcl", "--base-url", server.base_url, "--model",
+                                                   server.model_name, "--categories", *BFCL_CATEGORIES, "--limit",
+                                                   str(args.bfcl_limit), "--quiet", "--out", str(d), *flag],
+                                bfcl_rows))
+        if not args.skip_suite:
+            evaluations.append(("suite", lambda d: ["run", "--policy", "openai", "--base-url", server.base_url,
+                                                    "--model", server.model_name, "--split", "holdout", "--seeds",
+                                                    str(args.holdout_seeds), "--max-turns", "12", "--max-tokens",
+                                                    "384", "--quiet", "--out", str(d), *flag],
+                                 suite_rows))
+        for name, command, read in evaluations:
+            dirs = [out / setting / f"{name}-{i}" for i in (1, 2)]
+            times = [lh(*command(d)) for d in dirs]
+            f = noise_floor(read(dirs[0]), read(dirs[1]))
+            rows.append({"setting": setting, "evaluation": name, "entries": f["paired_tasks"],
+                         "flips": f["disagreements"], "flip_rate": f["self_disagreement"],
+                         "floor": f["floor"]["pass@1"], "seconds": times})
+    return rows
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True)
+    p.add_argument("--model", help="a model folder (default: the embedded SmolLM2)")
+    p.add_argument("--bfcl-limit", type=int, default=40, help="entries per BFCL category (default 40)")
+    p.add_argument("--holdout-seeds", type=int, default=16, help="holdout instances per family (default 16)")
+    p.add_argument("--skip-bfcl", action="store_true")
+    p.add_argument("--skip-suite", action="store_true")
+    args = p.parse_args()
+    out = Path(args.out)
+    rows = [r for s in SETTINGS for r in measure(s, args.model, out, args)]
+    (out / "eval_noise.json").write_text(json.dumps(rows, indent=1))
+    base = {r["evaluation"]: sum(r["seconds"]) for r in rows if r["setting"] == "default"}
+    print(f"{'setting':<13} {'evaluation':<10} {'entries':>7} {'flips':>5} {'flip rate':>9} {'floor':>6} "
+          f"{'run 1 s':>8} {'run 2 s':>8} {'time × default':>14}")
+    for r in rows:
+        ratio = sum(r["seconds"]) / base[r["evaluation"]] if base.get(r["evaluation"]) else float("nan")
+        print(f"{r['setting']:<13} {r['evaluation']:<10} {r['entries']:>7} {r['flips']:>5} {r['flip_rate']:>9.3f} "
+              f"{r['floor']:>6.3f} {r['seconds'][0]:>8.0f} {r['seconds'][1]:>8.0f} {ratio:>14.2f}")
+
+
+if __name__ == "__main__":
+    main()
