@@ -26,3 +26,8 @@ def test_small_needs_keep_the_floor_and_head_dim_and_text_config_are_read(tmp_pa
                                           "hidden_size": 64})
     assert kv_cache_gib_for(model, "bfloat16", 1, 512) == 2  # 2 layers x 2 heads x 128: far below the floor
     assert kv_cache_gib_for(model, "float32", 1024, 8192, floor_gib=1) == 36  # 1.1 x 32 GiB, rounded up
+
+
+def test_a_model_without_a_readable_config_gets_the_floor(tmp_path):
+    assert kv_cache_gib_for(tmp_path, "float32", 64, 8192) == 2  # no config.json
+    assert kv_cache_gib_for(_model(tmp_path, hidden_size=64), "float32", 64, 8192, floor_gib=3) == 3

@@ -136,12 +136,16 @@ def kv_cache_gib_for(model_dir: str | Path, dtype: str, sequences: int, max_len:
     ``model_dir`` at ``dtype``, at least ``floor_gib``. Too little and vLLM preempts and recomputes
     sequences: SmolLM2 in float32 holds 46 KB a token, so the 2 GiB default fits ~45k tokens, and
     32 episodes of 4,096 tokens thrashed (KV use 100%, ~10 generated tokens/s on 2 cores). Whole
-    GiB, as ``VLLM_CPU_KVCACHE_SPACE`` takes it (vLLM refuses "6.2")."""
-    config = json.loads((Path(model_dir) / "config.json").read_text())
-    config = config.get("text_config", config)
-    heads = config["num_attention_heads"]
-    head_dim = config.get("head_dim") or config["hidden_size"] // heads
-    per_token = 2 * config["num_hidden_layers"] * config.get("num_key_value_heads", heads) * head_dim
+    GiB, as ``VLLM_CPU_KVCACHE_SPACE`` takes it (vLLM refuses "6.2"); the floor when ``model_dir``
+    holds no readable config."""
+    try:
+        config = json.loads((Path(model_dir) / "config.json").read_text())
+        config = config.get("text_config", config)
+        heads = config["num_attention_heads"]
+        head_dim = config.get("head_dim") or config["hidden_size"] // heads
+        per_token = 2 * config["num_hidden_layers"] * config.get("num_key_value_heads", heads) * head_dim
+    except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError):
+        return floor_gib  # not a folder with a transformers config (a served name): vLLM's default room
     per_token *= 2 if dtype in ("bfloat16", "float16") else 4
     return max(floor_gib, math.ceil(1.1 * per_token * sequences * max_len / 2**30))
 

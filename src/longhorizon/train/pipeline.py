@@ -127,9 +127,11 @@ def served_policy(model_path: str | Path, cfg: EvalConfig, log_path: Path):
     ``vllm:MODEL_DIR:DTYPE``, not the server's port). ``cfg.reproducible``: the server's
     reproducible settings (``serve.vllm``), recorded in the label too."""
     from longhorizon.policies.openai_client import OpenAIPolicy
-    from longhorizon.serve.vllm import VLLMServer
+    from longhorizon.serve.vllm import VLLMServer, kv_cache_gib_for
 
-    with VLLMServer(str(model_path), max_model_len=cfg.max_context or 8192, dtype=cfg.dtype,
+    max_len = cfg.max_context or 8192
+    kv = kv_cache_gib_for(model_path, cfg.dtype, cfg.concurrency, max_len)  # every episode in flight, no thrashing
+    with VLLMServer(str(model_path), max_model_len=max_len, dtype=cfg.dtype, kv_cache_gib=kv,
                     log_path=log_path, reproducible=cfg.reproducible) as server:
         label = f"vllm:{Path(model_path).resolve()}:{cfg.dtype}" + (":reproducible" if cfg.reproducible else "")
         yield OpenAIPolicy(server.base_url, server.model_name, temperature=0.0, seed=0,
