@@ -101,3 +101,21 @@ async def test_a_weight_sync_makes_vllm_sample_from_the_new_weights(sampler):
     new = _local_logprobs(sampler.model, prompt, msg["token_ids"])
     assert msg["logprobs"] == pytest.approx(new, abs=1e-3)
     assert msg["logprobs"] != pytest.approx(_local_logprobs(old, prompt, msg["token_ids"]), abs=1e-3)
+
+
+def test_seeded_sampling_of_long_concurrent_prompts_keeps_the_server_alive(sampler):
+    """RL's rollouts sample with a seed per request. With chunked prefill (vLLM's default) a
+    seeded request whose prompt was split across steps killed the CPU engine ("CPU Generator does
+    not use offset"); the server now runs without it on CPU. 12 concurrent 1,500-token prompts
+    exceed one step's token budget, so some must wait or be split."""
+    import concurrent.futures
+
+    import httpx2
+
+    def complete(i):
+        body = {"model": sampler.model_name, "prompt": [5 + (k * 7 + i) % 500 for k in range(1500)],
+                "max_tokens": 4, "temperature": 1.0, "seed": i}
+        return httpx2.post(f"{sampler.base_url}/completions", json=body, timeout=300).status_code
+
+    with concurrent.futures.ThreadPoolExecutor(12) as pool:
+        assert list(pool.map(complete, range(12))) == [200] * 12

@@ -130,6 +130,15 @@ def resolve_model(model: str | None) -> tuple[str, str]:
         raise UsageError(f"--model {model}: {exc}") from None
 
 
+CPU_CHUNKED_PREFILL = False
+"""On CPU the server runs without chunked prefill. With it, vLLM 0.32's CPU worker dies on the
+first request that samples with a seed (temperature > 0 and ``seed``: RL's rollouts, seeded
+evaluations) whose prompt is split across steps: rewinding the request's generator
+(``set_offset``) exists only on CUDA ("CPU Generator does not use offset", EngineDeadError).
+Reproduced 2026-12-06: 8 concurrent seeded 1,500-token prompts with a 2,048-token step budget
+crashed it; without chunked prefill all 8 were answered (tests/serve/test_vllm_rl.py)."""
+
+
 def kv_cache_gib_for(model_dir: str | Path, dtype: str, sequences: int, max_len: int,
                      floor_gib: int = 2) -> int:
     """KV-cache room (GiB) for ``sequences`` contexts of ``max_len`` tokens of the model in
@@ -234,6 +243,9 @@ class VLLMServer:
             cmd += ["--logprobs-mode", "processed_logprobs"]
         if self.enforce_eager:
             cmd += ["--enforce-eager"]
+        if not self.cuda and not CPU_CHUNKED_PREFILL and not any(a.startswith("--enable-chunked-prefill") or a == "--no-enable-chunked-prefill"
+                                     for a in self.extra_args):
+            cmd += ["--no-enable-chunked-prefill"]  # CPU_CHUNKED_PREFILL: seeded sampling crashes with it
         if self.lora is not None:
             cmd += ["--enable-lora", "--max-lora-rank", str(max(8, lora_rank(self.lora))),
                     "--lora-modules", f"{self.lora_name}={self.lora}"]
