@@ -185,6 +185,22 @@ def test_a_reproducible_server_takes_one_sequence_at_a_time_without_prefix_cache
     assert env.get("VLLM_BATCH_INVARIANT") == ("1" if cuda else None)
 
 
+@pytest.mark.parametrize("cuda", [False, True])
+def test_the_cpu_server_runs_without_chunked_prefill_unless_asked(tmp_path, cuda):
+    """On CPU a seeded request split across steps kills the engine (serve.vllm.CPU_CHUNKED_PREFILL;
+    the live check is in test_vllm_rl.py); CUDA keeps vLLM's default; an explicit flag wins."""
+    from longhorizon.serve.vllm import VLLMServer
+
+    plain = VLLMServer(str(_model_folder(tmp_path)), cuda=cuda)
+    asked = VLLMServer(str(tmp_path / "m"), cuda=False, extra_args=["--enable-chunked-prefill"])
+    try:
+        assert ("--no-enable-chunked-prefill" in plain.command("python")) == (not cuda)
+        assert "--no-enable-chunked-prefill" not in asked.command("python")
+    finally:
+        plain.stop()
+        asked.stop()
+
+
 def test_serve_reproducible_defaults_to_float32_and_passes_the_flag(tmp_path, monkeypatch):
     import longhorizon.serve.vllm as vllm
     from longhorizon.cli import main
