@@ -296,3 +296,20 @@ def test_train_rl_with_the_vllm_sampler_plays_its_rollouts_on_the_server(served,
     rows = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()]
     assert {r["provenance"]["policy"]["policy"] for r in rows} == {"served_tokens"}
     assert json.loads((out / "rl_config.json").read_text())["sampler"] == "vllm"
+
+
+def test_a_resumed_run_pushes_the_checkpoints_weights_when_training_begins(small_model, tmp_path):
+    """The server starts on the model the run was built on; a resumed trainer loads the
+    checkpoint's weights afterwards, so they go to the server when training begins (a fresh run
+    pushes nothing extra)."""
+    from longhorizon.train.served_sampler import ServedSampler
+
+    sampler = ServedSampler(RLConfig(out=str(tmp_path), sampler="vllm", sampler_url="http://127.0.0.1:1/v1"),
+                            AutoTokenizer.from_pretrained(small_model))
+    pushed = []
+    sampler.sync = lambda model: pushed.append(model) or 0.1
+    callback = sampler.callback()
+    callback.on_train_begin(None, None, None, model="fresh")
+    sampler.resuming = True
+    callback.on_train_begin(None, None, None, model="resumed")
+    assert pushed == ["resumed"]

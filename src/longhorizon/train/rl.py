@@ -704,6 +704,8 @@ def run_rl(cfg: RLConfig, *, resume: bool = False, progress: bool = True, consol
     out = prepare_out(cfg, "rl", resume=resume, logs=("log.jsonl", "rollouts.jsonl", "rollout_errors.jsonl"))
     logger = StepLogger(out / "log.jsonl", "rl", console=console, tensorboard_dir=out / "tensorboard")
     trainer, rollout = build_trainer(cfg, progress=progress, callbacks=[logger])
+    if rollout.sampler is not None:
+        rollout.sampler.resuming = resume
     quiet_progress(trainer)
     try:
         return train_and_save(trainer, out, cfg, "rl", resume=resume, loss=cfg.loss,

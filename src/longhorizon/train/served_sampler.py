@@ -60,6 +60,9 @@ class ServedSampler:
         self.max_context = cfg.max_context or 8192
         """The server's context (its max_model_len), which each turn's budget respects."""
         self._policy = None
+        self.resuming = False
+        """Set by ``run_rl`` when the run resumes from a checkpoint: the weights are pushed once more
+        when training begins (the trainer loads the checkpoint's after the server started)."""
         self.syncs = 0
         self.sync_seconds: list[float] = []
         """Seconds of each weight sync (writing the weights and the server's reload), in order."""
@@ -142,6 +145,10 @@ class ServedSampler:
 
         class SyncWeights(TrainerCallback):
             unlogged = None
+
+            def on_train_begin(self, args, state, control, model=None, **kw):
+                if sampler.resuming:  # the server holds the weights the run was built on, not the checkpoint's
+                    self.unlogged = sampler.sync(model)
 
             def on_step_end(self, args, state, control, model=None, **kw):
                 if state.global_step < state.max_steps:
