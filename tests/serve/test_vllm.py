@@ -7,6 +7,8 @@ skipped only when the vLLM venv cannot be built here, with pip's reason."""
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 
 import pytest
 
@@ -167,6 +169,28 @@ def _model_folder(tmp_path):
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "config.json").write_text("{}")
     return tmp_path / "m"
+
+
+def test_the_server_keeps_its_persistent_inductor_cache_after_torch_compiled_in_this_process(tmp_path, monkeypatch):
+    """Any torch compile in this process writes inductor's /tmp default into os.environ (a full
+    pytest run does); the server must still compile into its own cache, or the next start compiles
+    again. A folder the user chose is kept."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    from longhorizon.serve.vllm import VLLMServer, compile_cache_dir
+
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.delenv("VLLM_CACHE_ROOT", raising=False)
+    cache_dir()  # what torch does on its first compile here
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"].startswith(tempfile.gettempdir())
+    server = VLLMServer(str(_model_folder(tmp_path)))
+    python = tmp_path / "venv" / "bin" / "python"
+    try:
+        assert server.env(python)["TORCHINDUCTOR_CACHE_DIR"] == str(compile_cache_dir(python) / "inductor")
+        monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
+        assert server.env(python)["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mine")
+    finally:
+        server.stop()
 
 
 @pytest.mark.parametrize("cuda", [False, True])

@@ -26,7 +26,8 @@ is written but fails to load on the next start in 0.32 (``'function' object has 
 'finalize_loading'``), so every start compiled again. The server runs with
 ``VLLM_USE_AOT_COMPILE=0`` (torch.compile's own inductor cache, which does load) kept in a
 persistent ``VLLM_CACHE_ROOT`` next to the venv (``compile_cache_dir``; ``TORCHINDUCTOR_CACHE_DIR``
-inside it rather than /tmp), so only the first start of a model shape compiles.
+inside it rather than /tmp, even when torch has written its /tmp default into this process's
+environment: ``torch_default_cache_dir``), so only the first start of a model shape compiles.
 ``enforce_eager=True`` skips compiling altogether (fastest start, slower decoding: for tests).
 
 Reproducible (``reproducible=True``, ``longhorizon serve --reproducible``): a request's output
@@ -98,6 +99,20 @@ def ensure_vllm(cuda: bool | None = None, *, quiet: bool = False) -> Path:
 def compile_cache_dir(python: Path) -> Path:
     """vLLM's compile cache for the venv of ``python``: kept beside it, rebuilt with it."""
     return Path(python).parent.parent / "compile-cache"
+
+
+def torch_default_cache_dir() -> str:
+    """Inductor's default cache folder (/tmp/torchinductor_USER). torch writes it into
+    ``os.environ`` of any process that compiled anything (``cache_dir_utils.cache_dir``), so
+    seeing it there is not a choice the user made: the server still gets its persistent cache."""
+    import getpass
+    import re
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = f"uid_{os.getuid()}"
+    return os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -257,8 +272,9 @@ class VLLMServer:
         env.setdefault("VLLM_USE_AOT_COMPILE", "0")  # the AOT cache never loads in 0.32; inductor's does
         if python is not None:
             env.setdefault("VLLM_CACHE_ROOT", str(compile_cache_dir(python)))
-        if "VLLM_CACHE_ROOT" in env:  # inductor's cache (what warm starts load on CPU) kept there too, not in /tmp
-            env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(env["VLLM_CACHE_ROOT"]) / "inductor"))
+        if "VLLM_CACHE_ROOT" in env and env.get("TORCHINDUCTOR_CACHE_DIR") in (None, torch_default_cache_dir()):
+            # inductor's cache (what warm starts load on CPU) kept there too, not in /tmp
+            env["TORCHINDUCTOR_CACHE_DIR"] = str(Path(env["VLLM_CACHE_ROOT"]) / "inductor")
         if self.reproducible and self.cuda:
             env["VLLM_BATCH_INVARIANT"] = "1"  # its kernels are Triton GPU kernels: not on CPU (module doc)
         if self.weight_sync:
