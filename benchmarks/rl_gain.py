@@ -18,7 +18,9 @@ fine-tune), in stages that each persist under OUT and are skipped when done:
    rollouts from vLLM in float32, the weights pushed after each step); the control is the same run
    with each group's rewards shuffled among its episodes (``rl.permute_rewards``).
 6. holdout (after each of them): the checkpoint, the RL model and the control, greedy in float32 on ``--holdout`` holdout
-   instances, paired: Δ pass@1 and Δ mean reward with paired-bootstrap intervals, McNemar's p.
+   instances, paired: Δ pass@1 and Δ mean reward with paired-bootstrap intervals, McNemar's p;
+   last, the checkpoint a second time (``holdout/sft-repeat``): the noise floor of every Δ
+   (``evaluate.noise_floor``: 32 episodes in flight need not repeat exactly).
 
 Every evaluation runs on one vLLM server (float32, ``weight_sync``) whose weights are replaced
 for each model, so no model costs a server start. The report (OUT/report.md) has the dev curve,
@@ -254,6 +256,8 @@ def main(argv=None) -> int:
             for m, path in models.items():
                 timed("holdout", lambda: ev.run(path, holdout, out / "holdout" / m, label=m))
         write_report(out, list(models), times)
+    with Evaluator(base, e, out) as ev:  # the checkpoint again: the noise floor of every Δ above
+        timed("holdout", lambda: ev.run(ckpts[chosen], holdout, out / "holdout" / "sft-repeat", label="sft-repeat"))
     report = write_report(out, list(models), times)
     print(report)
     return 0
@@ -271,6 +275,7 @@ def step_rows(folder: Path) -> list[dict]:
 
 def write_report(out: Path, names: list[str], times: dict) -> str:
     from longhorizon.evaluate.metrics import compare
+    from longhorizon.evaluate.noise_floor import inside, noise_floor
     from longhorizon.train.report import _load_run
 
     chosen = load_json(out / "chosen.json")
@@ -296,20 +301,28 @@ def write_report(out: Path, names: list[str], times: dict) -> str:
                          f"{row.get('sampler_logp_diff', nan):.2g} | {row.get('rollout_s', 0):.0f} |")
         lines.append("")
     runs = {n: _load_run(out / "holdout" / n)[1] for n in names}
+    repeat = _load_run(out / "holdout" / "sft-repeat")[1]
     lines += ["## Holdout (greedy, float32)", "", "| model | episodes | pass@1 | mean reward |", "|---|---:|---:|---:|"]
     for n, rows in runs.items():
         k = len(rows)
         lines.append(f"| {n} | {k} | {sum(r['grade']['passed'] for r in rows) / max(k, 1):.3f} | "
                      f"{sum(r['grade']['reward'] for r in rows) / max(k, 1):.3f} |")
-    lines += ["", "| comparison (B − A) | paired | Δ pass@1 [95%] | Δ mean reward [95%] | McNemar p |",
-              "|---|---:|---:|---:|---:|"]
+    floor = noise_floor(runs["sft"], repeat) if repeat and runs.get("sft") else None
+    if floor and floor["paired_tasks"]:
+        lines += ["", f"Noise floor: the checkpoint evaluated twice (`holdout/sft-repeat`) disagrees with itself on "
+                  f"{floor['disagreements']} of {floor['paired_tasks']} verdicts; floor ±{floor['floor']['pass@1']:.3f} "
+                  f"pass@1, ±{floor['floor']['mean_reward']:.3f} reward (`evaluate.noise_floor`)."]
+    lines += ["", "| comparison (B − A) | paired | Δ pass@1 [95%] | Δ mean reward [95%] | McNemar p | noise floor |",
+              "|---|---:|---:|---:|---:|---|"]
     pairs = [("sft", n) for n in names[1:]] + ([("control", "rl")] if "control" in names else [])
     for a, b in pairs:
         c = compare(runs[a], runs[b])
+        where = inside(c, floor)["pass@1"] if floor else None
         lines.append(f"| {b} − {a} | {c['paired_tasks']} | {c['delta_pass@1']:+.3f} "
                      f"[{c['delta_pass@1_ci95'][0]:+.3f}, {c['delta_pass@1_ci95'][1]:+.3f}] | "
                      f"{c['delta_mean_reward']:+.3f} [{c['delta_mean_reward_ci95'][0]:+.3f}, "
-                     f"{c['delta_mean_reward_ci95'][1]:+.3f}] | {c['mcnemar']['p_value']:.3g} |")
+                     f"{c['delta_mean_reward_ci95'][1]:+.3f}] | {c['mcnemar']['p_value']:.3g} | "
+                     f"{'-' if where is None else ('inside' if where else 'outside')} |")
     text = "\n".join(lines) + "\n"
     (out / "report.md").write_text(text)
     return text

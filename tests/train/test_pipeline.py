@@ -135,3 +135,24 @@ def test_models_are_evaluated_in_float32_by_default_with_either_engine(monkeypat
     with served_policy(tmp_path, cfg, tmp_path / "log") as policy:
         assert policy.describe()["base_url"].endswith(":float32")  # a bfloat16 run never resumes as this one
     assert seen == {"local": torch.float32, "vllm": "float32"}
+
+
+def test_a_served_evaluation_runs_the_base_twice_on_one_server_and_a_local_one_once(tmp_path):
+    """The rerun (eval/base-repeat) is the report's noise floor; served runs need it (batching),
+    and it shares the base's server (runs grouped by model)."""
+    import dataclasses
+
+    from longhorizon.train.config import EvalConfig
+    from longhorizon.train.pipeline import eval_plan
+
+    models = {"base": tmp_path / "b", "sft": tmp_path / "s", "rl": tmp_path / "r"}
+    served = EvalConfig(engine="vllm")
+    transfer = dataclasses.replace(served, split="holdout-family")
+    plan = eval_plan(served, transfer, models)
+    assert [(k, n) for k, n, _, _ in plan] == [
+        ("base", "base"), ("base-repeat", "base"), ("base-transfer", "base"), ("base-repeat-transfer", "base"),
+        ("sft", "sft"), ("sft-transfer", "sft"), ("rl", "rl"), ("rl-transfer", "rl")]
+    assert all(path == models[n] for _, n, path, _ in plan)
+    assert [k for k, *_ in eval_plan(EvalConfig(), None, models)] == ["base", "sft", "rl"]
+    assert [k for k, *_ in eval_plan(EvalConfig(repeat_base=True), None, models)] == ["base", "base-repeat", "sft", "rl"]
+    assert [k for k, *_ in eval_plan(EvalConfig(engine="vllm", repeat_base=False), None, models)] == ["base", "sft", "rl"]

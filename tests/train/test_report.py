@@ -50,3 +50,31 @@ def test_weight_change_is_zero_for_the_same_weights_and_positive_after_a_change(
     moved = weight_change(a, b)
     assert moved["max_abs"] == pytest.approx(2.0) and moved["relative_l2"] == pytest.approx(1.0)
     assert weight_change(a, tmp_path / "missing") is None
+
+
+def _rows(passed: list[bool]) -> list[dict]:
+    return [{"episode_id": f"e{i}", "task_id": f"t{i}", "sample": 0, "family": "f",
+             "grade": {"reward": float(p), "passed": p}} for i, p in enumerate(passed)]
+
+
+def test_a_base_rerun_gives_every_comparison_its_noise_floor():
+    """Base vs its rerun: 2 of 8 verdicts flip (by hand), so the floor is wide; SFT's +0.75 is
+    outside it and a Δ of one task inside."""
+    from longhorizon.train.report import _comparisons
+
+    base = [True, False, False, False, False, False, False, False]
+    rerun = [False, True, False, False, False, False, False, False]  # tasks 0 and 1 flip
+    sft = [True, True, True, True, True, True, True, False]
+    rl = [True, True, True, True, True, True, True, True]
+    comps = dict(_comparisons({"base": _rows(base), "sft": _rows(sft), "rl": _rows(rl)}, repeat=_rows(rerun)))
+    floor = comps["sft vs base (holdout)"]["noise_floor"]
+    assert (floor["disagreements"], floor["paired_tasks"]) == (2, 8) and floor["self_disagreement"] == 0.25
+    assert floor["floor"]["pass@1"] > 1 / 8
+    assert comps["sft vs base (holdout)"]["inside_noise_floor"]["pass@1"] is False
+    assert comps["rl vs sft (holdout)"]["inside_noise_floor"]["pass@1"] is True
+    text = format_comparisons(list(comps.items()))
+    assert "noise floor" in text.splitlines()[0]
+    assert text.splitlines()[1].endswith("outside") and text.splitlines()[2].endswith("inside")
+    assert "2 verdicts flipped (0.250)" in text
+    plain = format_comparisons(list(_comparisons({"base": _rows(base), "sft": _rows(sft)})))
+    assert "noise floor" not in plain

@@ -316,6 +316,11 @@ class EvalConfig:
     shared with another episode) and, with ``engine: vllm``, the server's reproducible settings
     (``serve.vllm``: one sequence at a time, no prefix cache). Recorded in each run's run.json.
     Costs the speed-up of concurrent episodes."""
+    repeat_base: bool | None = None
+    """Evaluate the base model a second time (``eval/base-repeat``) so every paired comparison in
+    the report carries a noise floor (``evaluate.noise_floor``: how far the same model moves
+    against itself). None: on with ``engine: vllm`` (served runs need not repeat: batching),
+    off with ``local``."""
 
 
 EMBEDDED_MODEL = "smollm2-135m-instruct"

@@ -8,6 +8,7 @@
     4 sft       TRL SFTTrainer, assistant tokens only                            OUT/models/sft
     5 rl        a few GSPO steps on TRL GRPOTrainer, 8 episodes per task         OUT/models/rl
     6 eval      greedy pass@1 of base, SFT and RL on the holdout split           OUT/eval/{base,sft,rl}
+                (served: the base twice, for the noise floor)                    OUT/eval/base-repeat
     7 report    Markdown + HTML + learning curves                                OUT/report.{md,html}
 
 Every stage resumes: a finished stage is skipped, runs pick up where they stopped. The demo's
@@ -138,6 +139,20 @@ def served_policy(model_path: str | Path, cfg: EvalConfig, log_path: Path):
                            max_tokens=cfg.max_new_tokens, endpoint_label=label)
 
 
+def eval_plan(e, transfer, models: dict[str, Path]) -> list[tuple[str, str, Path, Any]]:
+    """The eval stage's runs in order, as (folder key, model, path, eval config): every model on
+    the holdout, then on the transfer families; served (``engine: vllm``), grouped by model so
+    one server answers all of a model's runs. With ``repeat_base`` (default: when served) the
+    base model runs twice, ``base-repeat`` being its rerun for the report's noise floor."""
+    repeat = e.engine == "vllm" if e.repeat_base is None else e.repeat_base
+    keys = [("base", "base"), *([("base-repeat", "base")] if repeat else []), ("sft", "sft"), ("rl", "rl")]
+    runs = [(key + suffix, name, models[name], ec) for suffix, ec in (("", e), ("-transfer", transfer))
+            if ec is not None for key, name in keys]
+    if e.engine == "vllm":
+        runs.sort(key=lambda r: list(models).index(r[1]))
+    return runs
+
+
 def _finished(run_dir: Path) -> dict | None:
     """A complete run's summary (None while episodes are missing), read once."""
     path = run_dir / "summary.json"
@@ -246,14 +261,10 @@ def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bo
 
     def evaluate():
         results = {}
-        runs = [(name, path, suffix, ec) for suffix, ec in (("", e), ("-transfer", transfer)) if ec is not None
-                for name, path in (("base", base), ("sft", sft), ("rl", rl))]  # every model on the holdout first
-        if e.engine == "vllm":  # one server per model, for both of its runs
-            runs.sort(key=lambda r: ("base", "sft", "rl").index(r[0]))
+        runs = eval_plan(e, transfer, {"base": base, "sft": sft, "rl": rl})
         server_of, policy = None, None
         with contextlib.ExitStack() as stack:
-            for name, path, suffix, ec in runs:
-                key = name + suffix
+            for key, name, path, ec in runs:
                 if (done := _finished(out / "eval" / key)) is not None:
                     results[key] = done
                     continue
@@ -262,7 +273,7 @@ def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bo
                     print(f"  {name}: starting vLLM on {path}", flush=True)
                     policy = stack.enter_context(served_policy(path, e, out / "eval" / f"vllm-{name}.log"))
                     server_of = name
-                print(f"  {name}: greedy on {ec.split} ({', '.join(ec.families or ['all families'])}, "
+                print(f"  {key}: greedy on {ec.split} ({', '.join(ec.families or ['all families'])}, "
                       f"{ec.seeds} seeds, {e.engine})", flush=True)
                 t0 = time.time()
                 results[key] = evaluate_model(path, out / "eval" / key, ec, progress=progress,

@@ -109,21 +109,57 @@ def learning_curves(folder: Path, png: Path) -> bool:
     return True
 
 
-def _comparisons(runs: dict[str, list[dict]], split: str = "holdout") -> list[tuple[str, dict[str, Any]]]:
+def _comparisons(runs: dict[str, list[dict]], split: str = "holdout",
+                 repeat: list[dict] | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """Each pair of models, paired by task; with ``repeat`` (the base model's second run) each
+    carries the base's noise floor and whether its Δ lies inside it (``evaluate.noise_floor``)."""
     from longhorizon.evaluate.metrics import compare
+    from longhorizon.evaluate.noise_floor import inside, noise_floor
 
+    floor = noise_floor(runs["base"], repeat) if repeat and "base" in runs else None
     out = []
     for a, b in (("base", "sft"), ("sft", "rl"), ("base", "rl")):
         if a in runs and b in runs:
-            out.append((f"{b} vs {a} ({split})", compare(runs[a], runs[b])))
+            c = compare(runs[a], runs[b])
+            if floor is not None:
+                c = {**c, "noise_floor": floor, "inside_noise_floor": inside(c, floor)}
+            out.append((f"{b} vs {a} ({split})", c))
     return out
+
+
+def _repeat_rows(folder: Path, suffix: str = "") -> list[dict] | None:
+    """The base model's repeat run (``eval/base-repeat``), when the pipeline made one."""
+    summary, rows = _load_run(folder / "eval" / f"base-repeat{suffix}")
+    return rows if summary is not None and rows else None
+
+
+def _floor_cell(c: dict[str, Any]) -> str:
+    from longhorizon.evaluate.noise_floor import label
+
+    return label(c) or "-"
+
+
+def format_floors(comps: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """One line per split whose comparisons carry a floor: the base model against its rerun."""
+    lines, seen = [], set()
+    for name, c in comps:
+        f = c.get("noise_floor")
+        split = name[name.index("(") + 1:-1]
+        if not f or not f.get("paired_tasks") or split in seen:
+            continue
+        seen.add(split)
+        lines.append(f"noise floor ({split}: base vs its rerun, {f['paired_tasks']} tasks): "
+                     f"{f['disagreements']} verdicts flipped ({f['self_disagreement']:.3f}), "
+                     f"floor ±{f['floor']['pass@1']:.3f} pass@1, ±{f['floor']['mean_reward']:.3f} reward")
+    return lines
 
 
 def format_comparisons(comps: list[tuple[str, dict[str, Any]]]) -> str:
     """B - A paired by task: Δ pass@1 and Δ mean reward with paired-bootstrap 95% intervals,
     McNemar's exact p on pass/fail; ``*`` marks a reward interval that excludes 0."""
+    floors = any(c.get("noise_floor") for _, c in comps)
     lines = [f"{'paired (B vs A)':<34} {'tasks':>5} {'Δ pass@1':>9} {'95% CI':<17} {'Δ reward':>9} "
-             f"{'95% CI':<17} {'McNemar p':>9}"]
+             f"{'95% CI':<17} {'McNemar p':>9}" + ("  noise floor" if floors else "")]
     for name, c in comps:
         if not c.get("paired_tasks"):
             lines.append(f"{name:<34} no tasks in common")
@@ -132,8 +168,9 @@ def format_comparisons(comps: list[tuple[str, dict[str, Any]]]) -> str:
         mark = "*" if lo > 0 or hi < 0 else " "
         lines.append(f"{name:<34} {c['paired_tasks']:>5} {c['delta_pass@1']:>+9.3f} "
                      f"{_fmt_ci(c['delta_pass@1_ci95']):<17} {c['delta_mean_reward']:>+9.3f} "
-                     f"{_fmt_ci(c['delta_mean_reward_ci95']):<16}{mark} {c['mcnemar']['p_value']:>9.3g}")
-    return "\n".join(lines)
+                     f"{_fmt_ci(c['delta_mean_reward_ci95']):<16}{mark} {c['mcnemar']['p_value']:>9.3g}"
+                     + (f"  {_floor_cell(c)}" if floors else ""))
+    return "\n".join(lines + format_floors(comps))
 
 
 def rl_steps(folder: Path) -> list[dict[str, Any]]:
@@ -193,14 +230,17 @@ def write_report(folder: str | Path, stage_times: dict[str, float] | None = None
     t_rows, t_runs = results_table(folder, "-transfer")
     png = folder / "learning_curve.png"
     has_plot = learning_curves(folder, png)
-    comps = _comparisons(runs) + (_comparisons(t_runs, "holdout-family") if t_runs else [])
+    comps = _comparisons(runs, repeat=_repeat_rows(folder)) + (
+        _comparisons(t_runs, "holdout-family", _repeat_rows(folder, "-transfer")) if t_runs else [])
     steps = rl_steps(folder)
     moved = weight_change(folder / "models" / "sft", folder / "models" / "rl")
     parts = ["holdout", format_table(rows)]
     if t_rows:
         parts += ["", "holdout-family (transfer: families never trained on)", format_table(t_rows)]
     if comps:
-        parts += ["", format_comparisons(comps), "(* : the reward interval excludes 0)"]
+        parts += ["", format_comparisons(comps), "(* : the reward interval excludes 0"
+                  + ("; noise floor: Δ pass@1 inside or outside the base model's rerun floor)"
+                     if any(c.get("noise_floor") for _, c in comps) else ")")]
     if steps:
         parts += ["", format_rl_steps(steps)]
     if moved:
@@ -218,14 +258,17 @@ def write_report(folder: str | Path, stage_times: dict[str, float] | None = None
           "bootstrap for reward).", "", "```", table, "```", ""]
     if comps:
         md += ["## Paired comparisons (by task)", "",
-               "| comparison | tasks | Δ pass@1 | 95% CI | Δ mean reward | 95% CI | McNemar p |",
-               "|---|---|---|---|---|---|---|"]
+               "| comparison | tasks | Δ pass@1 | 95% CI | Δ mean reward | 95% CI | McNemar p | noise floor |",
+               "|---|---|---|---|---|---|---|---|"]
         for name, c in comps:
             if c.get("paired_tasks"):
                 md.append(f"| {name} | {c['paired_tasks']} | {c['delta_pass@1']:+.3f} | "
                           f"{_fmt_ci(c['delta_pass@1_ci95'])} | {c['delta_mean_reward']:+.3f} | "
-                          f"{_fmt_ci(c['delta_mean_reward_ci95'])} | {c['mcnemar']['p_value']:.3g} |")
-        md.append("")
+                          f"{_fmt_ci(c['delta_mean_reward_ci95'])} | {c['mcnemar']['p_value']:.3g} | "
+                          f"{_floor_cell(c)} |")
+        md += ["", "Noise floor: whether Δ pass@1 lies inside the base model's floor (the 95% interval of "
+               "its self-Δ against a rerun; `evaluate.noise_floor`); `-`: no rerun (`eval.repeat_base`).", ""]
+        md += [f"{x[0].upper()}{x[1:]}.  " for x in format_floors(comps)] + [""]
     if steps:
         md += ["## GSPO steps", "", "Zero-variance groups: the share of a step's groups whose episodes all "
                "earned the same reward (advantage 0: no learning signal).", "", "```", format_rl_steps(steps),
