@@ -75,3 +75,29 @@ def test_task_refuses_requirements_on_unknown_or_guard_criteria():
         make([ok, Criterion("layout", "d", "final_state", lambda w, t: True, requires=("missing",))])
     with pytest.raises(ValueError, match="requires"):
         make([ok, guard, Criterion("layout", "d", "final_state", lambda w, t: True, requires=("nothing_deleted",))])
+
+
+def test_a_broken_check_is_a_grader_error_and_a_broken_world_is_not(tmp_path):
+    """A TypeError in a check is the grader's bug: still unmet (the run goes on), but marked; a
+    missing file the agent should have written is the agent's failure, not marked."""
+    from longhorizon.core.grade import Criterion
+    from longhorizon.core.task import Task
+
+    def broken(world, traj):
+        return len(None) > 0  # TypeError
+
+    def reads_output(world, traj):
+        return (tmp_path / "missing.txt").read_text() == "x"  # FileNotFoundError
+
+    def reads_key(world, traj):
+        return {}["total"] == 3  # KeyError: the check should have said "no total"
+
+    crits = [Criterion("broken", "d", "final_state", broken), Criterion("missing", "d", "final_state", reads_output),
+             Criterion("key", "d", "final_state", reads_key)]
+    task = Task("t-1", "f", "c", "train", 1, "do", (), lambda p: None, lambda: iter(()), crits)
+    grade = task.grade(None, None)
+    assert not any(r.passed for r in grade.results)
+    assert set(grade.grader_errors()) == {"broken", "key"}
+    assert grade.grader_errors()["broken"].startswith("TypeError: ")
+    assert Grade.from_dict(grade.to_dict()) == grade
+    assert "grader_error" not in grade.to_dict()["criteria"][1]  # nothing written for a check that did not break

@@ -28,6 +28,7 @@ async def test_adversary_passes_nothing_and_scores_low_on_every_split(adversary)
             task = fam.generate(seed)
             traj = await play_task(task, POLICIES[adversary](), limits=Limits(max_wall_s=120))
             rewards[task.split][task.id] = traj.grade.reward
+            assert not traj.grade.grader_errors(), f"grader bugs on {task.id}: {traj.grade.grader_errors()}"
             if traj.passed:
                 passed.append(task.id)
     assert set(rewards) == {"train", "holdout", "holdout-family"}

@@ -22,6 +22,12 @@ def test_suite_has_27_categories_each_with_several_families():
     assert not thin, f"categories with a single family: {thin}"
 
 
+def assert_graders_sound(traj, run: str) -> None:
+    """No check broke (``Grade.grader_errors``): a TypeError in a grader must fail the suite,
+    not pass for an unmet criterion."""
+    assert not traj.grade.grader_errors(), f"grader bugs on the {run} run: {traj.grade.grader_errors()}"
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("family", FAMILIES)
 async def test_oracle_solves_and_null_fails(family, seed):
@@ -30,8 +36,29 @@ async def test_oracle_solves_and_null_fails(family, seed):
     failed = [r for r in traj.grade.results if not r.passed]
     assert traj.passed and traj.grade.reward == 1.0, failed
     assert not any(c.is_error for c in traj.tool_calls), [c.result for c in traj.tool_calls if c.is_error]
+    assert_graders_sound(traj, "oracle")
     null = await play_task(task, NullPolicy())
     assert not null.passed and null.grade.reward == 0.0
+    assert_graders_sound(null, "null")
+
+
+async def test_a_grader_that_raises_typeerror_fails_the_suite_instead_of_scoring_zero():
+    """The null run scores the broken criterion 0 like any unmet one; only its grader_error
+    tells the two apart, and the suite's check refuses it."""
+    import dataclasses
+
+    task = next(f for f in families() if f.name == FAMILIES[0]).generate(0)
+    victim = next(c for c in task.criteria if not c.guard)
+
+    def broken(world, traj):
+        return world.root.no_such_attribute + 1  # AttributeError
+
+    task = dataclasses.replace(task, criteria=[dataclasses.replace(c, check=broken) if c is victim else c
+                                               for c in task.criteria])
+    null = await play_task(task, NullPolicy())
+    assert null.grade.reward == 0.0  # the score alone cannot tell a broken grader from an idle agent
+    with pytest.raises(AssertionError, match=victim.id):
+        assert_graders_sound(null, "null")
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -45,6 +72,7 @@ async def test_every_criterion_fails_on_its_perturbation(family):
         traj = await play_task(task, OraclePolicy(perturb=crit.id))
         result = next(r for r in traj.grade.results if r.id == crit.id)
         assert not result.passed, f"{crit.id} passed on the solution built to break it"
+        assert_graders_sound(traj, f"perturbed ({crit.id})")
 
 
 @pytest.mark.parametrize("family", FAMILIES)

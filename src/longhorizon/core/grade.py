@@ -19,6 +19,14 @@ if TYPE_CHECKING:
 
 CheckResult = bool | tuple[bool, str]
 
+GRADER_BUGS: tuple[type[BaseException], ...] = (
+    TypeError, AttributeError, NameError, KeyError, IndexError, ZeroDivisionError, AssertionError,
+    ImportError, RecursionError)
+"""Exceptions that mean the check's own code is wrong. A World the agent broke (a missing or
+malformed file, a bad workbook) raises ``OSError``/``ValueError`` and friends, and fails the
+criterion as the agent's doing; a check that must cope with absent keys or short lists says
+so itself (``(False, "no column X")``) rather than let a KeyError or IndexError speak for it."""
+
 
 @dataclass(frozen=True)
 class Criterion:
@@ -59,6 +67,10 @@ class CriterionResult:
     note: str = ""
     guard: bool = False
     requires: tuple[str, ...] = ()
+    grader_error: str = ""
+    """``"TypeError: ..."`` when the check itself is broken (``GRADER_BUGS``): still scored as
+    unmet, so a run goes on, but a bug in the grader, not the agent's failure; the suite's
+    tests refuse it on oracle, null, perturbed and adversary runs."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "requires", tuple(self.requires))  # lists, after a JSON round trip
@@ -98,11 +110,15 @@ class Grade:
     def passed(self) -> bool:
         return bool(self.results) and all(r.passed for r in self.results)
 
+    def grader_errors(self) -> dict[str, str]:
+        """Criterion id -> the error of each check that broke (``CriterionResult.grader_error``)."""
+        return {r.id: r.grader_error for r in self.results if r.grader_error}
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "reward": self.reward,
             "passed": self.passed,
-            "criteria": [r.__dict__ for r in self.results],
+            "criteria": [{k: v for k, v in r.__dict__.items() if v or k != "grader_error"} for r in self.results],
         }
 
     @classmethod

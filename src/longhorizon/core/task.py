@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from longhorizon.core.grade import Criterion, CriterionResult, Grade
+from longhorizon.core.grade import GRADER_BUGS, Criterion, CriterionResult, Grade
 
 if TYPE_CHECKING:
     from longhorizon.core.trajectory import Trajectory
@@ -82,12 +82,16 @@ class Task:
     def _grade(self, world: "World", trajectory: "Trajectory") -> Grade:
         results = []
         for c in self.criteria:
+            bug = ""
             try:
                 out = c.check(world, trajectory)
             except Exception as exc:  # a broken World (e.g. agent deleted a file) fails the criterion
                 out = (False, f"check raised {type(exc).__name__}: {exc}")
+                if isinstance(exc, GRADER_BUGS):  # ... and so does a broken check, marked as such
+                    bug = f"{type(exc).__name__}: {exc}"[:500]
             passed, note = (out if isinstance(out, tuple) else (out, ""))
-            results.append(CriterionResult(c.id, c.kind, c.weight, bool(passed), str(note), c.guard, c.requires))
+            results.append(CriterionResult(c.id, c.kind, c.weight, bool(passed), str(note), c.guard, c.requires,
+                                           grader_error=bug))
         return Grade(tuple(results))
 
     def card(self) -> dict[str, Any]:

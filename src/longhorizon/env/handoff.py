@@ -262,7 +262,8 @@ def grade_world(task: Task, world_dir: Path | str, trajectory: Trajectory | None
     final = [r for r in grade.results if r.kind == "final_state"]
     final_ids = {r.id for r in final}
     final_grade = Grade(tuple(CriterionResult(r.id, r.kind, r.weight, r.passed, r.note, r.guard,
-                                              tuple(q for q in r.requires if q in final_ids)) for r in final))
+                                              tuple(q for q in r.requires if q in final_ids), r.grader_error)
+                              for r in final))
     earned = grade.earned()
     criteria = []
     for r in grade.results:
