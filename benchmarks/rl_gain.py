@@ -13,7 +13,7 @@ fine-tune), in stages that each persist under OUT and are skipped when done:
    the earliest whose dev pass rate lies in [0.25, 0.60] (else, when one jumped past the band, the
    evaluated one closest to 0.425 strictly between 0 and 1).
 4. temperature: the chosen checkpoint samples the dev set at 1.0, 0.7, 0.5 in turn; RL uses the first
-   whose pass rate lies in [0.3, 0.7] (else the closest to 0.5).
+   whose pass rate lies in [0.3, 0.7] (else the one whose dense rewards vary most: GSPO's signal).
 5. rl, then control: GSPO from the checkpoint (``--steps`` on-policy steps of ``--groups`` groups of 8,
    rollouts from vLLM in float32, the weights pushed after each step); the control is the same run
    with each group's rewards shuffled among its episodes (``rl.permute_rewards``).
@@ -139,13 +139,25 @@ def choose_checkpoint(dev: dict[int, float]) -> tuple[int, str]:
     return k, f"no checkpoint in [{lo}, {hi}]: the one closest to {(lo + hi) / 2:.3f}"
 
 
-def choose_temperature(rates: dict[float, float]) -> tuple[float, str]:
+def choose_temperature(rates: dict[float, float], spread: dict[float, float]) -> tuple[float, str]:
+    """The first temperature whose sampled pass rate is in the band; else the one whose dense
+    rewards vary most (``spread``: their variance over the dev episodes), since GSPO's advantages
+    are made of reward differences within a group: with no pass anywhere, a temperature whose
+    episodes all earn alike (all 0, or all the same partial credit) teaches nothing."""
     lo, hi = TEMP_BAND
     for t in TEMPERATURES:
         if t in rates and lo <= rates[t] <= hi:
             return t, f"the first of {TEMPERATURES} whose dev pass lies in [{lo}, {hi}]"
-    t = min(rates, key=lambda t: abs(rates[t] - 0.5))
-    return t, f"none in [{lo}, {hi}]: the closest to 0.5"
+    t = max(spread, key=lambda t: (spread[t], -abs(rates[t] - 0.5)))
+    return t, f"none in [{lo}, {hi}]: the largest variance of the dense reward"
+
+
+def reward_variance(run: Path) -> float:
+    from longhorizon.train.report import _load_run
+
+    rewards = [r["grade"]["reward"] for r in _load_run(run)[1]]
+    mean = sum(rewards) / max(len(rewards), 1)
+    return sum((x - mean) ** 2 for x in rewards) / max(len(rewards), 1)
 
 
 def main(argv=None) -> int:
@@ -221,17 +233,18 @@ def main(argv=None) -> int:
         log(f"dev pass per checkpoint {rates}: checkpoint-{chosen} ({why})")
 
         # 4 temperature for RL
-        temps = {}
+        temps, spread = {}, {}
         for t in TEMPERATURES:
-            summary = timed("temperature", lambda: ev.run(ckpts[chosen], dev, out / "dev" / f"temperature-{t:g}",
-                                                          temperature=t, label=f"sft-{chosen}"))
-            temps[t] = summary["overall"]["pass@1"]
+            run = out / "dev" / f"temperature-{t:g}"
+            summary = timed("temperature", lambda: ev.run(ckpts[chosen], dev, run, temperature=t, label=f"sft-{chosen}"))
+            temps[t], spread[t] = summary["overall"]["pass@1"], reward_variance(run)
             if TEMP_BAND[0] <= temps[t] <= TEMP_BAND[1]:
                 break
-        temperature, twhy = choose_temperature(temps)
+        temperature, twhy = choose_temperature(temps, spread)
         save_json(out / "chosen.json", {"dev_pass": rates, "checkpoint": chosen, "why": why,
-                                        "temperature_pass": temps, "temperature": temperature, "temperature_why": twhy})
-        log(f"sampled dev pass per temperature {temps}: T = {temperature} ({twhy})")
+                                        "temperature_pass": temps, "temperature_reward_variance": spread,
+                                        "temperature": temperature, "temperature_why": twhy})
+        log(f"sampled dev pass per temperature {temps}, reward variance {spread}: T = {temperature} ({twhy})")
 
     # 5 and 6: GSPO, the holdout for the checkpoint and GSPO, then the control and its holdout (so a
     # run stopped after GSPO already answers the main question; rerun to finish)
@@ -286,7 +299,8 @@ def write_report(out: Path, names: list[str], times: dict) -> str:
              "| checkpoint | dev pass@1 |", "|---:|---:|"]
     lines += [f"| {k} | {v:.3f} |" for k, v in sorted(chosen["dev_pass"].items(), key=lambda kv: int(kv[0]))]
     lines += ["", f"Chosen: checkpoint-{chosen['checkpoint']} ({chosen['why']}). Sampled dev pass per temperature: "
-              + ", ".join(f"T {t}: {v:.3f}" for t, v in chosen["temperature_pass"].items())
+              + ", ".join(f"T {t}: {v:.3f} (reward variance {chosen.get('temperature_reward_variance', {}).get(t, float('nan')):.3f})"
+                          for t, v in chosen["temperature_pass"].items())
               + f"; RL samples at T = {chosen['temperature']} ({chosen['temperature_why']}).", ""]
     for name in names[1:]:
         rows = step_rows(out / name)
