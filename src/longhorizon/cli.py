@@ -264,6 +264,31 @@ def cmd_run(args) -> int:
     return 0 if summary["complete"] else 1
 
 
+def cmd_calibrate(args) -> int:
+    from longhorizon.evaluate.calibrate import format_markdown, run_name, write_calibration
+
+    folder = Path(args.out)
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--out {folder} exists and is not a folder")
+    if args.ceiling <= 0:
+        raise UsageError("--ceiling must be above 0")
+    code = 0
+    if args.policy is not None:
+        name = args.name or run_name(args.policy, args.model)
+        if name != run_name(name, None):
+            raise UsageError(f"--name {name!r}: use letters, digits, '.', '_' and '-' only (it names a folder)")
+        args.out = str(folder / "runs" / name)
+        code = cmd_run(args)
+    elif args.name:
+        raise UsageError("--name names the run of --policy: give --policy too (or drop --name to rewrite the table)")
+    if not (folder / "runs").is_dir():
+        raise UsageError(f"{folder} has no runs yet: give --policy to play one")
+    cal = write_calibration(folder, args.ceiling)
+    print(format_markdown(cal))
+    print(f"calibration: {folder / 'calibration.md'}  {folder / 'calibration.json'}")
+    return code
+
+
 def _infra_note(out: Path, pending: int) -> str:
     """Why episodes are missing: the first pending infrastructure error's cause, and where the rest are."""
     from longhorizon.rollout.store import INFRA_ERRORS, open_existing
@@ -410,6 +435,78 @@ def _version() -> str:
     return f"longhorizon {__version__} (suite {SUITE_VERSION})"
 
 
+def _run_arguments(p: argparse.ArgumentParser, *, policy_required: bool = True, samples: int = 1,
+                   out_help: str = "run folder (created, or resumed if it holds the same run)") -> None:
+    """What to play and how: `run`'s options, shared with `calibrate`."""
+    p.add_argument("--policy", type=_policy_spec, required=policy_required, metavar="POLICY",
+                   help="oracle (reference solutions), hasty (the oracle without goal notes or verification "
+                        "reads), null (does nothing), openai (any OpenAI-compatible "
+                        "server: --base-url, --model), served (a vLLM server token in / token out, as RL samples: "
+                        "--base-url, optional --model and --tokenizer), local (a transformers model: --model PATH), "
+                        "or MODULE:FACTORY, your own agent: FACTORY(**options) returns a Policy (docs/own-agent.md)")
+    p.add_argument("--split", choices=SPLITS, help="the split to play (default train)")
+    p.add_argument("--seeds", type=positive_int, help="instances per family (default: the suite's own split)")
+    p.add_argument("--family", action="append", help="only this family (repeatable)")
+    p.add_argument("--task", action="append", metavar="ID",
+                   help="only this task, e.g. downloads_cleanup-000001 (repeatable; instead of --split/--family)")
+    p.add_argument("--limit", type=positive_int, metavar="N",
+                   help="only the first N tasks of the selection, in its stable order (family, then seed)")
+    p.add_argument("--samples", type=positive_int, default=samples,
+                   help=f"episodes per task (default {samples}; pass@k and pass^k need k)")
+    p.add_argument("--out", required=True, help=out_help)
+    p.add_argument("--concurrency", type=positive_int, help="episodes in flight (default 8; 1 with --reproducible)")
+    p.add_argument("--reproducible", action="store_true",
+                   help="a run that repeats exactly where the engine allows: one episode in flight, so no request "
+                        "shares a batch (and its numerics) with another; recorded in run.json ('reproducible'). "
+                        "Behind a server, start it with `longhorizon serve --reproducible` (one sequence at a time, "
+                        "no prefix cache, float32). Costs the speed-up of concurrent episodes")
+    p.add_argument("--max-turns", type=positive_int, default=150)
+    p.add_argument("--max-tool-calls", type=positive_int, default=300)
+    p.add_argument("--max-wall-s", type=nonneg_float,
+                   help="wall time per episode, seconds (0: none; default 600, none for --policy local, whose "
+                        "episodes take turns on one in-process model)")
+    p.add_argument("--max-call-s", type=nonneg_float, default=60.0,
+                   help="wall time per tool call, seconds, before the agent gets an error saying so (0: none; "
+                        "default 60)")
+    p.add_argument("--max-grade-s", type=nonneg_float, default=120.0,
+                   help="wall time for grading one episode, seconds; past it every criterion fails with a note "
+                        "(0: none; default 120)")
+    p.add_argument("--model", help="model name (openai) or path/name of a transformers model (local; default: "
+                                   "the embedded SmolLM2 of `longhorizon model init`)")
+    p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--api-key", help="key for --base-url (default: $OPENAI_API_KEY); never recorded")
+    p.add_argument("--extra-body", type=json_object, metavar="JSON",
+                   help="extra request fields, e.g. '{\"chat_template_kwargs\": {\"enable_thinking\": false}}' (vLLM)")
+    p.add_argument("--temperature", type=nonneg_float, default=0.0,
+                   help="default 0: greedy (the engine's true greedy; a served policy also sends --sampling-seed "
+                        "with every request)")
+    p.add_argument("--top-p", type=unit_interval, default=1.0)
+    p.add_argument("--max-tokens", type=positive_int,
+                   help=f"tokens per assistant reply (default: openai sends none, so the server allows what its "
+                        f"context leaves; local {DEFAULT_MAX_TOKENS:,}). A cut reply is answered with an error and "
+                        "the episode goes on; 3 cut in a row end it (status max_tokens)")
+    p.add_argument("--context-policy", choices=CONTEXT_POLICIES, default="none",
+                   help="openai/local: what the model reads when the episode outgrows --max-context: elide-oldest "
+                        "replaces the oldest tool results with a marker (docs/training.md); default none")
+    p.add_argument("--max-context", type=positive_int, metavar="N",
+                   help="prompt tokens the context policy keeps each prompt within (use the value `train sft` used)")
+    p.add_argument("--sampling-seed", type=nonneg_int, default=0,
+                   help="the sampler's seed, sent with every request by the served policies (default 0)")
+    p.add_argument("--tokenizer", metavar="FOLDER",
+                   help="served: the served model's folder, whose tokenizer and chat template render each prompt "
+                        "here (default: the folder the server reports it loaded); openai with --context-policy: the "
+                        "tokenizer that counts prompt tokens (default: --model if a folder)")
+    p.add_argument("--token-data", action="store_true",
+                   help="openai: ask the server for the sampled token ids and log-probs (vLLM, e.g. "
+                        "`longhorizon serve`), recorded per turn as the local policy does, so episodes can feed RL")
+    p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                   help="play the episodes on Ray workers: 'local' (the default when no ADDRESS is given) starts a "
+                        "contained Ray on this machine, ADDRESS joins a cluster (e.g. head:6379). Needs a policy "
+                        "served elsewhere or a deterministic one; results and the run folder are a local run's")
+    p.add_argument("--workers", type=positive_int, help="Ray episode workers (actors; default: one per CPU of the cluster)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="longhorizon",
@@ -482,73 +579,23 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Plays every task of a split (N seeds per family) with a policy. Each "
                                    "finished episode is appended to OUT/trajectories.jsonl; rerunning the same "
                                    "command after a crash finishes the rest.")
-    r.add_argument("--policy", type=_policy_spec, required=True, metavar="POLICY",
-                   help="oracle (reference solutions), hasty (the oracle without goal notes or verification "
-                        "reads), null (does nothing), openai (any OpenAI-compatible "
-                        "server: --base-url, --model), served (a vLLM server token in / token out, as RL samples: "
-                        "--base-url, optional --model and --tokenizer), local (a transformers model: --model PATH), "
-                        "or MODULE:FACTORY, your own agent: FACTORY(**options) returns a Policy (docs/own-agent.md)")
-    r.add_argument("--split", choices=SPLITS, help="the split to play (default train)")
-    r.add_argument("--seeds", type=positive_int, help="instances per family (default: the suite's own split)")
-    r.add_argument("--family", action="append", help="only this family (repeatable)")
-    r.add_argument("--task", action="append", metavar="ID",
-                   help="only this task, e.g. downloads_cleanup-000001 (repeatable; instead of --split/--family)")
-    r.add_argument("--limit", type=positive_int, metavar="N",
-                   help="only the first N tasks of the selection, in its stable order (family, then seed)")
-    r.add_argument("--samples", type=positive_int, default=1, help="episodes per task (default 1; pass@k needs k)")
-    r.add_argument("--out", required=True, help="run folder (created, or resumed if it holds the same run)")
-    r.add_argument("--concurrency", type=positive_int, help="episodes in flight (default 8; 1 with --reproducible)")
-    r.add_argument("--reproducible", action="store_true",
-                   help="a run that repeats exactly where the engine allows: one episode in flight, so no request "
-                        "shares a batch (and its numerics) with another; recorded in run.json ('reproducible'). "
-                        "Behind a server, start it with `longhorizon serve --reproducible` (one sequence at a time, "
-                        "no prefix cache, float32). Costs the speed-up of concurrent episodes")
-    r.add_argument("--max-turns", type=positive_int, default=150)
-    r.add_argument("--max-tool-calls", type=positive_int, default=300)
-    r.add_argument("--max-wall-s", type=nonneg_float,
-                   help="wall time per episode, seconds (0: none; default 600, none for --policy local, whose "
-                        "episodes take turns on one in-process model)")
-    r.add_argument("--max-call-s", type=nonneg_float, default=60.0,
-                   help="wall time per tool call, seconds, before the agent gets an error saying so (0: none; "
-                        "default 60)")
-    r.add_argument("--max-grade-s", type=nonneg_float, default=120.0,
-                   help="wall time for grading one episode, seconds; past it every criterion fails with a note "
-                        "(0: none; default 120)")
-    r.add_argument("--model", help="model name (openai) or path/name of a transformers model (local; default: "
-                                   "the embedded SmolLM2 of `longhorizon model init`)")
-    r.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
-    r.add_argument("--api-key", help="key for --base-url (default: $OPENAI_API_KEY); never recorded")
-    r.add_argument("--extra-body", type=json_object, metavar="JSON",
-                   help="extra request fields, e.g. '{\"chat_template_kwargs\": {\"enable_thinking\": false}}' (vLLM)")
-    r.add_argument("--temperature", type=nonneg_float, default=0.0,
-                   help="default 0: greedy (the engine's true greedy; a served policy also sends --sampling-seed "
-                        "with every request)")
-    r.add_argument("--top-p", type=unit_interval, default=1.0)
-    r.add_argument("--max-tokens", type=positive_int,
-                   help=f"tokens per assistant reply (default: openai sends none, so the server allows what its "
-                        f"context leaves; local {DEFAULT_MAX_TOKENS:,}). A cut reply is answered with an error and "
-                        "the episode goes on; 3 cut in a row end it (status max_tokens)")
-    r.add_argument("--context-policy", choices=CONTEXT_POLICIES, default="none",
-                   help="openai/local: what the model reads when the episode outgrows --max-context: elide-oldest "
-                        "replaces the oldest tool results with a marker (docs/training.md); default none")
-    r.add_argument("--max-context", type=positive_int, metavar="N",
-                   help="prompt tokens the context policy keeps each prompt within (use the value `train sft` used)")
-    r.add_argument("--sampling-seed", type=nonneg_int, default=0,
-                   help="the sampler's seed, sent with every request by the served policies (default 0)")
-    r.add_argument("--tokenizer", metavar="FOLDER",
-                   help="served: the served model's folder, whose tokenizer and chat template render each prompt "
-                        "here (default: the folder the server reports it loaded); openai with --context-policy: the "
-                        "tokenizer that counts prompt tokens (default: --model if a folder)")
-    r.add_argument("--token-data", action="store_true",
-                   help="openai: ask the server for the sampled token ids and log-probs (vLLM, e.g. "
-                        "`longhorizon serve`), recorded per turn as the local policy does, so episodes can feed RL")
-    r.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
-                   help="play the episodes on Ray workers: 'local' (the default when no ADDRESS is given) starts a "
-                        "contained Ray on this machine, ADDRESS joins a cluster (e.g. head:6379). Needs a policy "
-                        "served elsewhere or a deterministic one; results and the run folder are a local run's")
-    r.add_argument("--workers", type=positive_int, help="Ray episode workers (actors; default: one per CPU of the cluster)")
-    r.add_argument("--quiet", action="store_true", help="no progress bar")
+    _run_arguments(r)
     r.set_defaults(func=cmd_run)
+
+    cal = sub.add_parser(
+        "calibrate", help="how hard each family is for each model: pass@1, pass^k, flags (one table per folder)",
+        description="Plays the suite (or a split, some families) with one policy into OUT/runs/NAME, "
+                    "resumably, then writes OUT/calibration.md and .json over every run in OUT/runs: per family "
+                    "and model pass@1 [95%% CI], pass^k over the k samples, mean reward, and the flags CEILING "
+                    "(pass@1 >= --ceiling) and NEVER (no sample passed). Calibrate several models into one OUT to "
+                    "compare them; without --policy only the table is rewritten. Protocol: docs/tasks.md.")
+    _run_arguments(cal, policy_required=False, samples=4,
+                   out_help="calibration folder: runs go to OUT/runs/NAME, the table to OUT/calibration.md")
+    cal.add_argument("--name", help="this model's column and run folder (default: policy and model, e.g. "
+                                    "openai-gpt-4.1)")
+    cal.add_argument("--ceiling", type=unit_interval, default=0.8,
+                     help="pass@1 at or above which a family is flagged CEILING (default 0.8)")
+    cal.set_defaults(func=cmd_calibrate)
 
     e = sub.add_parser("eval", help="pass@1 and mean reward with 95%% CIs, overall, per category and per family")
     e.add_argument("run_dir")
