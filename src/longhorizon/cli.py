@@ -588,7 +588,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "resumably, then writes OUT/calibration.md and .json over every run in OUT/runs: per family "
                     "and model pass@1 [95%% CI], pass^k over the k samples, mean reward, and the flags CEILING "
                     "(pass@1 >= --ceiling) and NEVER (no sample passed). Calibrate several models into one OUT to "
-                    "compare them; without --policy only the table is rewritten. Protocol: docs/tasks.md.")
+                    "compare them; without --policy only the table is rewritten. Protocol: docs/calibration.md.")
     _run_arguments(cal, policy_required=False, samples=4,
                    out_help="calibration folder: runs go to OUT/runs/NAME, the table to OUT/calibration.md")
     cal.add_argument("--name", help="this model's column and run folder (default: policy and model, e.g. "

@@ -10,7 +10,7 @@ flags, per model: ``CEILING`` when pass@1 >= the ceiling (default 0.8: a family 
 already solves tells little; make it harder or expect no headroom), ``NEVER`` when no sample of
 any instance passed (check the family is fair before calling it hard: the oracle column must
 read 1.000, the grader notes of the model's episodes must name real mistakes). The protocol is
-in docs/tasks.md ("Calibration").
+in docs/calibration.md.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def format_markdown(cal: dict[str, Any]) -> str:
     lines = ["# Calibration", "",
              f"Per family and model: pass@1 [95% CI] · pass^k (every one of k samples passes) · mean reward "
              f"(r). **CEILING**: pass@1 ≥ {cal['ceiling']:g}; **NEVER**: no sample passed. "
-             "(`longhorizon calibrate`; protocol: docs/tasks.md, \"Calibration\")", "",
+             "(`longhorizon calibrate`; protocol: docs/calibration.md)", "",
              "| family | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for f, row in cal["families"].items():
         lines.append(f"| {f} | " + " | ".join(_fmt(row.get(n)) for n in names) + " |")
