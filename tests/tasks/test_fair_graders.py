@@ -1,0 +1,93 @@
+"""Graders are fair to correct work a careful person would accept (issue 25): each case plays
+the family's oracle through the real tools with one output said another valid way, and
+scores 1.0; the same output made wrong still fails its criterion."""
+
+import dataclasses
+import json
+import re
+
+import mcp
+
+from longhorizon.apps import build_server
+from longhorizon.apps.chat import state as chat
+from longhorizon.apps.mail import state as mail
+from longhorizon.core.task import ToolCall
+from longhorizon.core.world import World
+from longhorizon.env.episode import play_task
+from longhorizon.policies.scripted import OraclePolicy
+from longhorizon.tasks.registry import get_family
+
+
+def rewritten(task, fn):
+    """The task with its oracle's calls passed through ``fn`` (one output said another way)."""
+    def run():
+        gen = task.oracle()
+        try:
+            call = next(gen)
+            while True:
+                call = gen.send((yield fn(call)))
+        except StopIteration as stop:
+            return stop.value
+    return dataclasses.replace(task, oracle=run)
+
+
+async def grade(task, fn):
+    traj = await play_task(rewritten(task, fn), OraclePolicy())
+    return traj, {r.id: r for r in traj.grade.results}
+
+
+def assert_full_marks(traj):
+    assert traj.passed and traj.grade.reward == 1.0, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+
+
+# -- shared_inbox_routing: the summary's counts ------------------------------------------------
+
+def routing_summary(task, body_of):
+    """Rewrites the summary to the lead with ``body_of(counts by short name, left in the inbox)``."""
+    c = {f.split("/")[-1]: n for f, n in task.data["counts"].items()}
+
+    def fn(call):
+        if call.name == "mail__send_message" and task.data["lead"] in call.arguments["to"]:
+            return ToolCall(call.name, {**call.arguments, "body": body_of(c, task.data["new_in_inbox"])}, call.note)
+        return call
+    return fn
+
+
+def routed_prose(c, rest):
+    return (f"Hi,\n\nRouted {sum(c.values())} new messages: {c['Priority']} to Priority, {c['Billing']} to "
+            f"Billing, {c['Technical']} to Technical and {c['Auto-replies']} to Auto-replies; {rest} stayed in "
+            f"the Inbox.\n")
+
+
+def vertical_table(c, rest):
+    rows = "".join(f"| Support/{k} | {n} |\n" for k, n in c.items())
+    return (f"Routing run done:\n\n| Folder | Messages |\n|---|---|\n{rows}"
+            f"| Inbox (left for the duty agent) | {rest} |\n")
+
+
+def horizontal_table(c, rest):
+    return ("Counts for this run:\n\n| " + " | ".join(c) + " | Left in Inbox |\n|" + "---|" * (len(c) + 1)
+            + "\n| " + " | ".join(str(n) for n in c.values()) + f" | {rest} |\n")
+
+
+async def test_routing_summary_binds_each_count_to_its_folder_in_prose():
+    """ "Routed 22 new messages: 4 to Priority" gives Priority 4, not the total before it."""
+    task = get_family("shared_inbox_routing").generate(0)
+    traj, _ = await grade(task, routing_summary(task, routed_prose))
+    assert_full_marks(traj)
+
+
+async def test_routing_summary_reads_markdown_tables_either_way_round():
+    task = get_family("shared_inbox_routing").generate(1)
+    for body in (vertical_table, horizontal_table):
+        traj, _ = await grade(task, routing_summary(task, body))
+        assert_full_marks(traj)
+
+
+async def test_routing_summary_with_a_wrong_count_still_fails():
+    task = get_family("shared_inbox_routing").generate(1)
+    for body in (routed_prose, vertical_table, horizontal_table):
+        def off_by_one(c, rest, body=body):
+            return body({**c, "Priority": c["Priority"] + 1}, rest)
+        _, results = await grade(task, routing_summary(task, off_by_one))
+        assert not results["summary"].passed, body.__name__
