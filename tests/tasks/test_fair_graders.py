@@ -91,3 +91,19 @@ async def test_routing_summary_with_a_wrong_count_still_fails():
             return body({**c, "Priority": c["Priority"] + 1}, rest)
         _, results = await grade(task, routing_summary(task, off_by_one))
         assert not results["summary"].passed, body.__name__
+
+
+# -- cancelled_flight_rebooking: what "presenters first" means --------------------------------
+
+async def test_rebooking_mail_and_policy_say_presenters_get_the_policy_flights_seats_not_a_free_pick(tmp_path):
+    """The presenters' precedence is over the seats on the flight the rules pick, stated so in the
+    lead's mail and the policy: no "first pick" reading where presenters choose the most
+    convenient flight (the grader books them on the cheapest one)."""
+    for seed in (0, 1, 100001):
+        task = get_family("cancelled_flight_rebooking").generate(seed)
+        world = World.build(tmp_path / str(seed), task.build)
+        lead = next(m for m in mail.messages(world) if m["subject"].endswith(": presenters"))["body"].lower()
+        assert "first pick" not in lead and "the same rebooking rules apply to them" in lead, lead
+        async with mcp.Client(build_server("travel", world)) as c:
+            seats = json.loads((await c.call_tool("get_policy", {})).content[0].text)["policy"]["disruptions"]["seats"]
+        assert "the flight these rules pick" in seats and "next flight the rules allow" in seats, seats
