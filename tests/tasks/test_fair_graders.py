@@ -107,3 +107,33 @@ async def test_rebooking_mail_and_policy_say_presenters_get_the_policy_flights_s
         async with mcp.Client(build_server("travel", world)) as c:
             seats = json.loads((await c.call_tool("get_policy", {})).content[0].text)["policy"]["disruptions"]["seats"]
         assert "the flight these rules pick" in seats and "next flight the rules allow" in seats, seats
+
+
+# -- wiki_chat_reconcile: the abandoned address named as not applied ---------------------------
+
+def summary_with(task, tmp_path, sentence_of):
+    """Appends ``sentence_of(abandoned address)`` to the oracle's #docs summary."""
+    world = World.build(tmp_path / "w", task.build)
+    heads_up = next(m["text"] for m in chat.messages(world, "announcements") if m["text"].startswith("Heads-up"))
+    planned = re.search(r"moving to (.+?) on ", heads_up).group(1)
+
+    def fn(call):
+        if call.name == "chat__post_message" and call.arguments["channel"] == "#docs":
+            return ToolCall(call.name, {**call.arguments, "text": f"{call.arguments['text']} {sentence_of(planned)}"},
+                            call.note)
+        return call
+    return fn
+
+
+async def test_wiki_summary_may_name_the_abandoned_address_as_not_applied(tmp_path):
+    task = get_family("wiki_chat_reconcile").generate(4)
+    for i, say in enumerate((lambda a: f"The first announced address, {a}, was not applied (the lease fell through).",
+                             lambda a: f"Not {a}: that plan was dropped.")):
+        traj, _ = await grade(task, summary_with(task, tmp_path / str(i), say))
+        assert_full_marks(traj)
+
+
+async def test_wiki_summary_that_applies_the_abandoned_address_still_fails(tmp_path):
+    task = get_family("wiki_chat_reconcile").generate(4)
+    _, results = await grade(task, summary_with(task, tmp_path, lambda a: f"Also set the office address to {a}."))
+    assert not results["summary_posted"].passed
