@@ -137,3 +137,34 @@ async def test_wiki_summary_that_applies_the_abandoned_address_still_fails(tmp_p
     task = get_family("wiki_chat_reconcile").generate(4)
     _, results = await grade(task, summary_with(task, tmp_path, lambda a: f"Also set the office address to {a}."))
     assert not results["summary_posted"].passed
+
+
+# -- entity_due_diligence: a subsidiary with its parent named ----------------------------------
+
+def entity_cells(task, cell_of):
+    """Rewrites the register's Entity cells with ``cell_of(entity)``."""
+    def fn(call):
+        if call.name == "sheets__write_rows":
+            rows = [list(r) for r in call.arguments["rows"]]
+            for r in rows[1:]:
+                r[2] = cell_of(r[2])
+            return ToolCall(call.name, {**call.arguments, "rows": rows}, call.note)
+        return call
+    return fn
+
+
+async def test_due_diligence_accepts_a_subsidiary_qualified_by_its_parent():
+    task = get_family("entity_due_diligence").generate(1)
+    subs, target = task.data["subsidiaries"], task.data["target"]
+    for qualify in (lambda e: f"{e} ({target} subsidiary)", lambda e: f"{e}, a subsidiary of {target}"):
+        traj, _ = await grade(task, entity_cells(task, lambda e, q=qualify: q(e) if e in subs else e))
+        assert_full_marks(traj)
+
+
+async def test_due_diligence_still_fails_the_parent_or_a_sibling_for_a_subsidiary():
+    task = get_family("entity_due_diligence").generate(1)
+    subs, target = task.data["subsidiaries"], task.data["target"]
+    sibling = {s: subs[(i + 1) % len(subs)] for i, s in enumerate(subs)}
+    for wrong in (lambda e: f"{target} ({e})", lambda e: f"{e} ({sibling[e]})", lambda e: f"{sibling[e]} ({target})"):
+        _, results = await grade(task, entity_cells(task, lambda e, w=wrong: w(e) if e in subs else e))
+        assert not results["entities_right"].passed
