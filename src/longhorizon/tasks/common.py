@@ -492,3 +492,45 @@ def names_word(text: str, phrase: str) -> bool:
     t = re.sub(r"[\s_]+", " ", norm(text))
     p = re.sub(r"[\s_]+", " ", norm(phrase))
     return bool(p) and re.search(rf"(?<![a-z0-9]){re.escape(p)}(?![a-z0-9])", t) is not None
+
+
+# -- "names X as dropped" ---------------------------------------------------------------------
+
+# words that, just before a mention, say it was not done ("not 12 Oak St", "instead of the planned ...")
+_REJECT_BEFORE = (r"not|never|no longer|instead of|rather than|dropped|abandoned|rejected|ignored|skipped|scrapped|"
+                  r"discarded|did ?n[o']t use|did ?n[o']t apply")
+# and just after it ("... was not applied", "... lease fell through", "... (dropped)")
+_REJECT_AFTER = (r"(?:was|were|is|are|has been|had been|got|remains?)\s+(?:not|never)|wasn't|weren't|isn't|never|"
+                 r"not (?:applied|used|done|taken)|no longer|abandoned|dropped|rejected|ignored|skipped|scrapped|"
+                 r"discarded|superseded|cancell?ed|called off|fell through|is off|was off")
+_REDIRECT = re.compile(r"\b(?:with|to|by|for|into|as|from)\b")  # "replaced ... with X": the cue is not about X
+
+
+def affirms(text: str, pattern: str, others: Iterable[str] = ()) -> bool:
+    """Whether ``text`` names a match of ``pattern`` as done, not only as dropped: a mention
+    counts as rejected when its sentence says so right before it ("new address 3 Elm Rd, not
+    12 Oak St", "instead of 12 Oak St") or right after it ("12 Oak St was not applied", "the
+    12 Oak St lease fell through", "12 Oak St (dropped)"). A cue only covers the mention it
+    touches (three words at most between them, no other match of ``others`` in between), so
+    "moved to 12 Oak St, not 3 Elm Rd" still affirms 12 Oak St. ``text`` is matched as given
+    (normalise it first); ``pattern`` and ``others`` are regexes."""
+    for m in re.finditer(pattern, text):
+        start = max([0] + [b.end() for b in re.finditer(r"[;\n!?,]|\.(?:\s|$)", text[:m.start()])])
+        before = text[start:m.start()]
+        for o in others:
+            before = before[max([0] + [x.end() for x in re.finditer(o, before)]):]
+        tail = text[m.end():]
+        if text[:m.start()].rstrip().endswith(","):  # an aside: "the first address, X, was dropped"
+            tail = re.sub(r"^\s*,", "", tail)
+        stop = re.search(r"[;\n!?)]|,(?!\s*(?:which|that)\b)|\.(?:\s|$)", tail)
+        after = tail[:stop.start() if stop else len(tail)]
+        for o in others:
+            hit = re.search(o, after)
+            after = after[:hit.start()] if hit else after
+        cue_before = re.search(rf"\b(?:{_REJECT_BEFORE})\b((?:\W+[\w'-]+){{0,3}})\W*$", before)
+        if cue_before and not _REDIRECT.search(cue_before.group(1)):
+            continue
+        if re.match(rf"\W*(?:[\w'-]+\W+){{0,3}}?(?:{_REJECT_AFTER})\b", after):
+            continue
+        return True
+    return False

@@ -365,22 +365,94 @@ class SharedInboxRouting(TaskFamily):
         )
 
 
-SUMMARY_LABELS = {
+SUMMARY_LABELS = {  # patterns; "from the inbox" and "the support inbox" name where mail came from, not a count
     "priority": ("priority",), "billing": ("billing",), "technical": ("technical",),
     "auto-replies": ("auto-replies", "auto replies", "autoreplies", "automatic replies", "auto-reply"),
-    "inbox": ("inbox",),
+    "inbox": (r"(?<!from )(?<!from the )(?<!support )(?<!shared )inbox",),
 }
 
 
+NUMBER = re.compile(r"(?<![\w.:/-])\d+(?![\w:/-]|\.\d)")  # a count, not a time, date or id
+
+
+def _labels(text: str) -> list[tuple[str, int, int]]:
+    """(label, start, end) of each folder name in ``text`` (lower case)."""
+    out = []
+    for key, names in SUMMARY_LABELS.items():
+        for name in names:
+            out += [(key, m.start(), m.end()) for m in re.finditer(name, text)]
+    return out
+
+
+def _nearest(text: str, start: int, end: int) -> int | None:
+    """The number closest to the span [start, end) of ``text``; on a tie, the one after it."""
+    best = None
+    for m in NUMBER.finditer(text):
+        gap = start - m.end() if m.end() <= start else m.start() - end
+        if gap >= 0 and (best is None or (gap, m.start() < start) < best[0]):
+            best = ((gap, m.start() < start), int(m.group()))
+    return best[1] if best else None
+
+
+def _prose_counts(text: str, found: dict[str, set[int]]) -> None:
+    """Clauses (split at line ends, commas, semicolons, brackets, full stops, "and") that name one
+    folder give the number nearest the name: "Priority: 4", "4 to Priority", "Routed 22 new
+    messages: 4 to Priority" (4). A clause naming several folders is read in its parts around
+    colons and dashes ("22 new in the inbox: 4 to Priority"), never guessed at as a whole."""
+    for clause in re.split(r"[,;\n()]|\.(?:\s|$)|\band\b", text):
+        parts = [clause] if len({k for k, _, _ in _labels(clause)}) <= 1 else re.split(r":|\s[-\u2013\u2014]\s", clause)
+        for part in parts:
+            labels = _labels(part)
+            if len({k for k, _, _ in labels}) != 1:
+                continue
+            key, start, end = labels[0]
+            n = _nearest(part, start, end)
+            if n is not None:
+                found.setdefault(key, set()).add(n)
+
+
+def _table_counts(rows: list[list[str]], found: dict[str, set[int]]) -> None:
+    """A Markdown table: a row naming one folder gives the number in the cell nearest the name
+    ("| Priority | 4 |"); a row naming several folders and no numbers is a header, and each row
+    below it gives the number under each name."""
+    header: dict[int, str] = {}
+    for cells in rows:
+        if all(set(c) <= set("-: ") for c in cells):
+            continue
+        named = {i: {k for k, _, _ in _labels(c)} for i, c in enumerate(cells)}
+        nums = {i: int(m.group()) for i, c in enumerate(cells) if (m := NUMBER.search(c))}
+        keys = set().union(*named.values())
+        if len(keys) >= 2 and not nums:
+            header = {i: ks.pop() for i, ks in named.items() if len(ks) == 1}
+        elif len(keys) == 1:
+            at = next(i for i, ks in named.items() if ks)
+            if at in nums:  # "| Priority: 4 |"
+                _prose_counts(cells[at], found)
+            elif nums:
+                i = min(nums, key=lambda i: (abs(i - at), i < at))
+                found.setdefault(keys.pop(), set()).add(nums[i])
+        elif not keys:
+            for i, key in header.items():
+                if i in nums:
+                    found.setdefault(key, set()).add(nums[i])
+
+
 def counts_in(body: str) -> dict[str, set[int]]:
-    """Numbers the summary gives per folder: each clause (split at line ends, commas, semicolons,
-    full stops, "and") that names exactly one folder contributes its first number."""
+    """Numbers the summary gives per folder, each bound to its folder's name, from prose and
+    from Markdown tables alike (every value found is kept, so a label given two numbers
+    shows up as such)."""
     found: dict[str, set[int]] = {}
-    for clause in re.split(r"[,;\n()]|\.(?:\s|$)|\band\b", body.lower()):
-        labels = [k for k, names in SUMMARY_LABELS.items() if any(n in clause for n in names)]
-        nums = re.findall(r"(?<![\w.:/-])\d+(?![\w:/-]|\.\d)", clause)
-        if len(labels) == 1 and nums:
-            found.setdefault(labels[0], set()).add(int(nums[0]))
+    prose: list[str] = []
+    table: list[list[str]] = []
+    for line in body.lower().splitlines() + [""]:
+        if line.strip().startswith("|"):
+            table.append(line.strip().strip("|").split("|"))
+            continue
+        if table:
+            _table_counts(table, found)
+            table = []
+        prose.append(line)
+    _prose_counts("\n".join(prose), found)
     return found
 
 

@@ -92,6 +92,23 @@ def event_kind(cell: Any) -> str | None:
     return hits.pop() if len(hits) == 1 else None
 
 
+_RELATION = r"(?:subsidiary|subsidiaries|owned|part of|unit of|division of|parent|affiliate|member of|belongs to)"
+
+
+def entity_parts(cell: str) -> tuple[str, list[str]]:
+    """An entity cell split into the entity it names and its qualifiers: text in brackets, and a
+    tail that says how it is related ("Osprey Services, a subsidiary of ...", "Osprey Services -
+    owned by ...", "Osprey Services subsidiary of ...")."""
+    qualifiers = re.findall(r"[(\[]([^)\]]*)[)\]]", cell)
+    main = re.sub(r"[(\[][^)\]]*[)\]]", " ", cell)
+    tail = re.search(rf"\s*(?:[,;:/]|\s[-\u2013\u2014]\s)\s*(?=.*\b{_RELATION}\b)"
+                     rf"|\s+(?=(?:(?:an?|the|wholly|fully|[-\s])+)?{_RELATION}\b)", main)
+    if tail:
+        qualifiers.append(main[tail.end():])
+        main = main[:tail.start()]
+    return main.strip(), qualifiers
+
+
 def cell_amount(cell: Any) -> float | None:
     """A money cell as dollars: numbers as they are, text like "$4.2 million" parsed; None if blank."""
     if isinstance(cell, bool):
@@ -439,12 +456,19 @@ class EntityDueDiligence(TaskFamily):
 
         listed = [target, subs[0], subs[1], subs[2]]
 
+        parent_of = {s: target for s in subs}
+
         def entity_ok(d: Doc, row: dict) -> bool:
-            cell = " ".join(norm(str(row["entity"] or "")).split())
-            want = norm(d.tags["entity"])
-            if want not in cell:
-                return False
-            return not any(norm(o) in cell for o in listed + [near] if o != d.tags["entity"])
+            """The cell names the document's entity and no other; a qualifier may add its parent
+            ("Osprey Services (Ironbridge Point Logistics subsidiary)")."""
+            main, qualifiers = entity_parts(" ".join(norm(str(row["entity"] or "")).split()))
+            want = d.tags["entity"]
+
+            def named(text: str) -> set[str]:
+                return {o for o in listed + [near] if norm(o) in text}
+
+            allowed = {want, parent_of.get(want)}
+            return named(main) == {want} and all(named(q) <= allowed for q in qualifiers)
 
         def event_ok(d: Doc, row: dict) -> bool:
             return event_kind(row["event"]) == d.tags["event"]

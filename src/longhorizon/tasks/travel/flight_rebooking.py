@@ -180,9 +180,10 @@ class CancelledFlightRebooking(TaskFamily):
             {"folder": "Inbox", "sender": lead.email, "sender_name": lead.name,
              "subject": f"{event_title}: presenters",
              "body": (f"Hi {me.first},\n\nSaw the cancellation, ugh. {pres_names[0]} and {pres_names[1]} present in "
-                      f"the opening session, so if seats are tight they get first pick. Everyone else just needs to "
-                      f"be there for the kickoff (the time is in the invite).\n\nThanks for sorting it out,\n"
-                      f"{lead.first}"),
+                      f"the opening session, so if the flight the policy picks hasn't got seats for everyone, they "
+                      f"get those seats first; the same rebooking rules apply to them as to everyone else. "
+                      f"Everyone just needs to be there for the kickoff (the time is in the invite).\n\n"
+                      f"Thanks for sorting it out,\n{lead.first}"),
              "date": stamp(today, 8, 3)},
             {"folder": "Inbox", "sender": dropout.email, "sender_name": dropout.name,
              "subject": "Not flying to the summit",
@@ -221,7 +222,8 @@ class CancelledFlightRebooking(TaskFamily):
                                     "before the traveller's event starts (local time), has a seat in the cabin, and "
                                     "the fare is within the rebooking cap for that cabin."),
                 "rebooking_fare_cap_usd": caps,
-                "seats": "When there are not enough seats for everyone on a flight, presenters at the event go first.",
+                "seats": ("When the flight these rules pick has not enough seats for everyone, presenters at the "
+                          "event get its seats first; the others take the next flight the rules allow."),
                 "hotels": ("A hotel stay runs from the night you arrive to the day you fly home. If a rebooked flight "
                            "changes your arrival day, change the stay in the same hotel to match."),
                 "cancelled_trips": "If a traveller no longer travels, cancel all of their flights and hotel stays.",

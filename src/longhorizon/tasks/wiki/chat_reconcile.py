@@ -19,7 +19,7 @@ from longhorizon.apps.chat import state as chat
 from longhorizon.apps.wiki import state as wiki
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import kebab, rng_and_faker
+from longhorizon.tasks.common import affirms, kebab, rng_and_faker
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.research import CITIES, people
 from longhorizon.tasks.wiki import page_now, pages_by_id
@@ -86,8 +86,20 @@ def address_key(number: str, street: str) -> str:
     return f"{number} {street.split()[0]}".lower()
 
 
+def _address_re(key: str) -> str:
+    return rf"(?<!\d){re.escape(key)}\b"
+
+
 def has_address(text: str, key: str) -> bool:
-    return re.search(rf"(?<!\d){re.escape(key)}\b", _norm(text)) is not None
+    return re.search(_address_re(key), _norm(text)) is not None
+
+
+def affirms_address(text: str, key: str, city: str, others: list[str]) -> bool:
+    """``text`` gives the address ``key`` as done, not only as dropped ("... instead of 12 Oak
+    St", "the 12 Oak St lease fell through, so ..." name it honestly as not applied). A mention
+    runs to the end of the address ("12 Oak Street, Leeds 40213") so an aside around it reads."""
+    whole = rf"{_address_re(key)}(?:(?:\s+[\w.'-]+){{0,3}}?,\s*{re.escape(_norm(city))}(?:\s+\d[\w-]*)?\b)?"
+    return affirms(_norm(text), whole, [_address_re(o) for o in others])
 
 
 def rota_table(body: str) -> dict[str, dict[str, str]]:
@@ -539,7 +551,8 @@ class WikiChatReconcile(TaskFamily):
             for m in posts:
                 text = _norm(m["text"]).replace("-", " ")
                 if all(any(_norm(v).replace("-", " ") in text for v in vs) for vs in need.values()) \
-                        and not has_address(m["text"], planned_key):  # not everything seen, abandoned plans included
+                        and not affirms_address(m["text"], planned_key, city, [old_key, new_key]):
+                    # everything seen is not a summary: the abandoned address may only be named as not applied
                     return True
             return False, f"{len(posts)} posts in #docs, none covering every change (without the abandoned address)"
 
@@ -585,8 +598,8 @@ class WikiChatReconcile(TaskFamily):
                       "final_state", links_fixed(TEAM_OLD, TEAM_NEW, team_linkers)),
             Criterion("runbooks_tagged", "exactly the 'Runbook:' pages carry the runbook tag", "final_state",
                       runbooks_tagged),
-            Criterion("summary_posted", "a post in #docs summarises every change (and no abandoned one)",
-                      "final_state", summary_posted, requires=("rota_updated",)),
+            Criterion("summary_posted", "a post in #docs summarises every change (the abandoned address at most as "
+                      "not applied)", "final_state", summary_posted, requires=("rota_updated",)),
             Criterion("unrelated_unchanged", "pages that needed no change are untouched; no pages added",
                       "final_state", unrelated_unchanged, guard=True),
             Criterion("chat_only_docs", "chat posts only in #docs, no direct messages", "process", chat_only_docs,
