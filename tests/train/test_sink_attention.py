@@ -13,18 +13,18 @@ transformers = pytest.importorskip("transformers")
 from longhorizon.train.sink_attention import NAME, register, sink_attention_forward  # noqa: E402
 
 WINDOW = 4
-SLIDING = ["sliding_attention", "full_attention", "sliding_attention", "full_attention"]
-FULL = ["full_attention"] * 4
+SLIDING = ["sliding_attention", "full_attention"]
+FULL = ["full_attention"] * 2
 
 
 def tiny_gpt_oss(layer_types, sinks: float | None = 2.0, attn: str = "eager"):
-    """A seeded 4-layer GPT-OSS (hidden 64, 4 heads, 2 kv heads, 2 experts) with sinks drawn at
+    """A seeded 2-layer GPT-OSS (hidden 64, 4 heads, 2 kv heads, 2 experts) with sinks drawn at
     scale ``sinks`` (GPT-OSS initialises them near 0; here they must matter)."""
     from transformers import GptOssConfig, GptOssForCausalLM
 
     register()
     torch.manual_seed(0)
-    config = GptOssConfig(vocab_size=100, hidden_size=64, intermediate_size=64, num_hidden_layers=4,
+    config = GptOssConfig(vocab_size=100, hidden_size=64, intermediate_size=64, num_hidden_layers=len(layer_types),
                           num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_local_experts=2,
                           num_experts_per_tok=2, sliding_window=WINDOW, layer_types=layer_types,
                           max_position_embeddings=64, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
