@@ -4,6 +4,7 @@
 #
 #   benchmarks/gpu_check.sh collect          # here (with PyPI): wheels the GPU machine lacks -> wheels/gpu
 #   benchmarks/gpu_check.sh run [OUT]        # there: install from wheels/gpu, then SFT + GSPO on CUDA
+#   benchmarks/gpu_check.sh sinks            # there: sink_flex (compiled FlexAttention) vs eager; no wheels
 #
 # What it needs on the GPU machine: Python 3.12 with torch (CUDA), transformers, peft, accelerate,
 # safetensors, tokenizers (what the lent machines have); everything else (trl, datasets, mcp, the
@@ -39,6 +40,50 @@ if [ "$MODE" = collect ]; then
     attrs python-multipart python-dotenv click cloudpickle farama-notifications pillow xlsxwriter
   "$PY" -m pip wheel --quiet --no-deps --wheel-dir "$WHEELS" .
   du -sh "$WHEELS-arrow" "$WHEELS"
+  exit 0
+fi
+
+if [ "$MODE" = sinks ]; then  # needs torch and transformers only (train/sink_attention.py)
+  echo "== sink_flex vs eager on a tiny random GPT-OSS (sinks, sliding window 4, left padding), float32"
+  PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" "$PY" - <<'EOF'
+import copy, torch
+from transformers import GptOssConfig, GptOssForCausalLM
+from longhorizon.train.sink_attention import NAME, register
+
+register()
+dev = "cuda" if torch.cuda.is_available() else "cpu"
+print("device", dev, "| torch", torch.__version__)
+for layers in (["sliding_attention", "full_attention"] * 2, ["full_attention"] * 4):
+    torch.manual_seed(0)
+    cfg = GptOssConfig(vocab_size=100, hidden_size=64, intermediate_size=64, num_hidden_layers=4, num_attention_heads=4,
+                       num_key_value_heads=2, head_dim=16, num_local_experts=2, num_experts_per_tok=2, sliding_window=4,
+                       layer_types=layers, max_position_embeddings=256, attn_implementation="eager",
+                       rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+    eager = GptOssForCausalLM(cfg).float().to(dev)
+    with torch.no_grad():
+        for layer in eager.model.layers:
+            layer.self_attn.sinks.copy_(torch.randn(4) * 2)
+    flex = copy.deepcopy(eager)
+    flex.set_attn_implementation(NAME)
+    ids = torch.randint(0, 100, (2, 200), device=dev)
+    mask = torch.ones_like(ids)
+    mask[1, :37] = 0
+    inputs = dict(input_ids=ids, attention_mask=mask, labels=ids.masked_fill(mask == 0, -100))
+    res = {}
+    for name, m in (("eager", eager), ("sink_flex", flex)):
+        out = m.train()(**inputs)
+        out.loss.backward()
+        res[name] = out.logits.detach(), {n: p.grad for n, p in m.named_parameters() if p.grad is not None}
+        with torch.no_grad():
+            res[name + " no_grad"] = m.eval()(**inputs).logits
+    (le, ge), (lf, gf) = res["eager"], res["sink_flex"]
+    print("window" if "sliding_attention" in layers else "full  ",
+          f"| train logits {(le - lf).abs().max():.2e}",
+          f"| no_grad logits {(res['eager no_grad'] - res['sink_flex no_grad']).abs().max():.2e}",
+          f"| grads {max((ge[n] - gf[n]).abs().max() for n in ge):.2e}",
+          f"| sink grads {max((ge[n] - gf[n]).abs().max() for n in ge if n.endswith('sinks')):.2e}",
+          f"| finite {all(torch.isfinite(g).all() for g in gf.values()) and bool(torch.isfinite(lf).all())}")
+EOF
   exit 0
 fi
 

@@ -41,6 +41,16 @@ def test_unknown_keys_and_bad_values_are_usage_errors(tmp_path):
         load_stage(SFTConfig, tmp_path / "missing.yaml")
 
 
+def test_attn_implementation_is_checked_in_both_training_stages(tmp_path):
+    path = tmp_path / "sft.yaml"
+    path.write_text("attn_implementation: sink_flex\n")
+    assert load_stage(SFTConfig, path).attn_implementation == "sink_flex"
+    assert SFTConfig().attn_implementation is None and RLConfig().attn_implementation is None
+    for cfg in (SFTConfig(attn_implementation="sinks"), RLConfig(attn_implementation="sinks")):
+        with pytest.raises(UsageError, match="must be one of eager, sdpa.*sink_flex, got 'sinks'"):
+            cfg.validate()
+
+
 def test_the_recipe_config_mirrors_the_published_recipe():
     path = CONFIGS / "recipe_qwen3_30b_a3b.yaml"
     sft, rl, teacher = load_stage(SFTConfig, path), load_stage(RLConfig, path), load_stage(TeacherConfig, path)

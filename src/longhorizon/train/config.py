@@ -28,6 +28,9 @@ from the split's first seed (``TeacherConfig.seeds`` of them), so on the train s
 IS_MODES = ("token_truncate", "token_mask", "sequence_mask", "off")
 """The sampler corrections (``RLConfig.is_correction``; ``train.gspo.importance_weights``)."""
 DTYPES = ("float32", "bfloat16", "float16")
+ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flex_attention", "flash_attention_2", "sink_flex")
+"""``attn_implementation`` choices: transformers' own, and ``sink_flex`` (``train.sink_attention``:
+FlexAttention with GPT-OSS's learned attention sinks, forward and backward on CPU and CUDA)."""
 
 
 @dataclass
@@ -83,10 +86,14 @@ class SFTConfig:
     gradient_checkpointing: bool = False
     threads: int | None = None
     """torch CPU threads (None: torch's default)."""
+    attn_implementation: str | None = None
+    """The attention the model is loaded with (None: the model's default): one of
+    ``ATTN_IMPLEMENTATIONS``. ``sink_flex`` is FlexAttention with learned per-head sinks (GPT-OSS)."""
 
     def validate(self) -> None:
         from longhorizon.policies.context import CONTEXT_POLICIES
 
+        _check_attn(self.attn_implementation)
         if self.loss_on not in LOSS_ON:
             raise UsageError(f"loss_on must be one of {', '.join(LOSS_ON)}, got {self.loss_on!r}")
         _check_warmup(self.warmup_ratio)
@@ -96,6 +103,11 @@ class SFTConfig:
             raise UsageError(f"context_policy {self.context_policy} needs max_context (prompt tokens to keep within)")
         if self.context_policy == "none" and self.max_context:
             raise UsageError("max_context is the context policy's budget: set context_policy elide-oldest too")
+
+
+def _check_attn(name: str | None) -> None:
+    if name is not None and name not in ATTN_IMPLEMENTATIONS:
+        raise UsageError(f"attn_implementation must be one of {', '.join(ATTN_IMPLEMENTATIONS)}, got {name!r}")
 
 
 def _check_warmup(ratio: float) -> None:
@@ -225,6 +237,9 @@ class RLConfig:
     bf16: bool = False
     gradient_checkpointing: bool = False
     threads: int | None = None
+    attn_implementation: str | None = None
+    """The attention the model is loaded with (None: the model's default): one of
+    ``ATTN_IMPLEMENTATIONS``. ``sink_flex`` is FlexAttention with learned per-head sinks (GPT-OSS)."""
 
     def clip_range(self) -> tuple[float, float]:
         default = (3e-4, 4e-4) if self.loss == "gspo" else (0.2, 0.2)
@@ -232,6 +247,7 @@ class RLConfig:
                 default[1] if self.epsilon_high is None else self.epsilon_high)
 
     def validate(self) -> None:
+        _check_attn(self.attn_implementation)
         if self.temperature <= 0:
             raise UsageError("RL samples: temperature must be above 0 (the trainer's log-probs divide by it)")
         if self.tasks_per_step < 1 or self.updates_per_rollout < 1:

