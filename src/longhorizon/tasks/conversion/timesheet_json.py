@@ -322,8 +322,9 @@ class TimesheetJsonExport(TaskFamily):
         instruction = (
             f"Hi! Payroll needs the hours for {first:%B %Y}. The timesheets are in {folder}/ (people use three "
             f"different templates, sorry) and the export has to follow {SCHEMA}; {README} has the rules they "
-            f"gave us. Could you produce {export} and the rejected-entries file? Please leave the timesheets and "
-            f"the payroll reference files as they are. Thanks, {requester}"
+            f"gave us. Could you produce {export} and the rejected-entries file, and check the export against the "
+            f"schema once it's written? Please leave the timesheets and the payroll reference files as they "
+            f"are. Thanks, {requester}"
         )
 
         # -- oracle ------------------------------------------------------------------------------

@@ -241,7 +241,8 @@ class AccessLogIncidentTimeline(TaskFamily):
             f"Hi, could you put together the timeline for INC-{inc_no}? Everything the postmortem needs is "
             f"described in {inc_dir}/ticket.md; the frontends' access logs are under {NGINX}/ and the deploy log "
             f"is logs/deploys.log. Please don't modify any of the logs, and leave nothing in the workspace apart "
-            f"from the two files the ticket asks for. Thanks, {fake.first_name()}"
+            f"from the two files the ticket asks for. When they're written, read both back to make sure they say "
+            f"what you meant. Thanks, {fake.first_name()}"
         )
 
         # -- oracle ---------------------------------------------------------------------------------
