@@ -189,6 +189,23 @@ async def test_conversion_grader_accepts_lower_case_sources_and_padded_names():
     assert traj.passed, [r for r in traj.grade.results if not r.passed]
 
 
+async def test_timesheet_check_counts_an_export_the_shell_wrote():
+    """The instruction leaves the tool open: an export written by a shell command, then checked,
+    is checked work."""
+    task = get_family("timesheet_json_export").generate(0)
+    export = task.data["export"]
+
+    def by_shell(call):
+        if call.name == "files__write_file" and call.arguments["path"] == export:
+            return ToolCall("shell__run", {"command": f"cat > {export} <<'JSON'\n{call.arguments['content']}JSON"},
+                            call.note)
+        return call
+
+    traj = await play_task(rewritten(task, by_shell), OraclePolicy())
+    assert not any(c.is_error for c in traj.tool_calls)
+    assert traj.passed, [r for r in traj.grade.results if not r.passed]
+
+
 async def test_retention_oracle_is_long_and_reads_before_deleting():
     task = get_family("shared_drive_retention").generate(0)
     traj = await play_task(task, OraclePolicy())

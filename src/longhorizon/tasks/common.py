@@ -284,6 +284,18 @@ def writes_to(trajectory, targets: Iterable[str]) -> list[str]:
     return hits
 
 
+def shell_may_write(cmd: str, name: str) -> bool:
+    """Whether a shell command that names the file ``name`` may (re)write it: a redirect, tee,
+    mv/cp/sed -i/touch/truncate, or Python opening it for writing. A command that only names the
+    file (cat, a validator) reads it."""
+    if name not in cmd:
+        return False
+    n = re.escape(name)
+    return any(re.search(p, cmd) for p in (
+        rf">>?\s*[\"']?[^\s;&|]*{n}", rf"\btee\b[^;&|]*{n}", rf"\b(?:mv|cp|sed\s+-i|touch|truncate)\b[^;&|]*{n}",
+        rf"open\([^)]*{n}[^)]*['\"][wa]", r"write_text|\.write\("))
+
+
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 

@@ -263,12 +263,13 @@ class WorkshopCoordination(TaskFamily):
 
         instruction = (
             f"Hi, it's {me.first}. {boss.first} asked me to organise the {topic} workshop; the brief is in my "
-            f"inbox, and people have answered my availability poll there too (read them all, a couple of them "
-            f"aren't in anyone's calendar). Could you find the block {boss.first} wants, book it on my calendar "
-            f"with the right people and room (rooms have their own calendars in the directory: add the room as a "
-            f"guest to book it), send the agenda, and let the nice-to-haves who can't make it know? Name the "
-            f"event \"{title_topic}\". Please don't email anyone else, and leave the existing calendar entries as "
-            f"they are."
+            f"inbox, and people have answered my availability poll there too (read them all: a couple of them "
+            f"aren't in anyone's calendar; read anything else in there that affects the dates or rooms too). Could "
+            f"you find the block {boss.first} wants, check that everyone {boss.first} needs is free that day, then "
+            f"book it on my calendar with the right people and room (rooms have their own calendars in the "
+            f"directory: add the room as a guest to book it), send the agenda, and let the nice-to-haves who can't "
+            f"make it know? Name the event \"{title_topic}\". Please don't email anyone else, and leave the "
+            f"existing calendar entries as they are."
         )
         window_args = {"start": days[0].isoformat(), "end": days[-1].isoformat()}
 

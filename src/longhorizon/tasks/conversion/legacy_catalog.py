@@ -294,7 +294,8 @@ class LegacyCatalogConversion(TaskFamily):
             f"{LEGACY}/ (the README there explains each format) and {SPEC} describes exactly what the new "
             f"catalogue has to look like. Could you build {OUT} and the rejected-rows file the spec asks for? "
             f"Use {WORK}/ for anything intermediate; please don't modify the exports themselves, and ignore the "
-            f"old/ folder, that's a superseded export. Thanks, {requester}"
+            f"old/ folder, that's a superseded export. Once the workbook is written, read it back and check it "
+            f"against the spec before you call it done. Thanks, {requester}"
         )
 
         # -- oracle ------------------------------------------------------------------------------

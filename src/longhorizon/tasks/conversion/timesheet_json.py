@@ -31,6 +31,7 @@ from longhorizon.tasks.common import (
     parse_json,
     rng_and_faker,
     same_bytes,
+    shell_may_write,
     slug,
     workspace_files,
     write_files,
@@ -322,8 +323,9 @@ class TimesheetJsonExport(TaskFamily):
         instruction = (
             f"Hi! Payroll needs the hours for {first:%B %Y}. The timesheets are in {folder}/ (people use three "
             f"different templates, sorry) and the export has to follow {SCHEMA}; {README} has the rules they "
-            f"gave us. Could you produce {export} and the rejected-entries file? Please leave the timesheets and "
-            f"the payroll reference files as they are. Thanks, {requester}"
+            f"gave us. Could you produce {export} and the rejected-entries file, and check the export against the "
+            f"schema once it's written? Please leave the timesheets and the payroll reference files as they "
+            f"are. Thanks, {requester}"
         )
 
         # -- oracle ------------------------------------------------------------------------------
@@ -461,14 +463,25 @@ class TimesheetJsonExport(TaskFamily):
             return not extra, f"unexpected files: {extra}" if extra else ""
 
         def verified(w, t):
-            last = max((i for i, c in enumerate(t.tool_calls) if not c.is_error and c.name == "files__write_file"
-                        and isinstance(c.arguments, dict) and norm_path(c.arguments.get("path")) == export), default=None)
-            if last is None:
-                return False, "the export was never written with the file tools"
+            # written with the file tools or by a shell command that names it (the instruction leaves the
+            # tool open); checked by reading it or by a shell command that names it without writing it
             name = export.rsplit("/", 1)[1]
-            later = [c for c in t.tool_calls[last + 1:] if not c.is_error and isinstance(c.arguments, dict) and (
-                (c.name == "files__read_file" and norm_path(c.arguments.get("path")) == export)
-                or (c.name == "shell__run" and name in str(c.arguments.get("command", ""))))]
+            calls = [c for c in t.tool_calls if not c.is_error and isinstance(c.arguments, dict)]
+
+            def writes(c) -> bool:
+                if c.name == "files__write_file":
+                    return norm_path(c.arguments.get("path")) == export
+                return c.name == "shell__run" and shell_may_write(str(c.arguments.get("command", "")), name)
+
+            def reads(c) -> bool:
+                if c.name == "files__read_file":
+                    return norm_path(c.arguments.get("path")) == export
+                return c.name == "shell__run" and name in str(c.arguments.get("command", ""))
+
+            last = max((i for i, c in enumerate(calls) if writes(c)), default=None)
+            if last is None:
+                return False, "the export was never written (by the file tools or a shell command naming it)"
+            later = [c for c in calls[last + 1:] if reads(c)]
             return bool(later), "" if later else "the export was not checked after it was written"
 
         criteria = [

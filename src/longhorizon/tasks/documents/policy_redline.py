@@ -246,7 +246,8 @@ class PolicyRedline(TaskFamily):
 
         instruction = (
             f"{secretary.first} sent over the approved changes to the travel and expense policy. Could you prepare "
-            f"the new version and send it for review as the mail asks? Thanks!"
+            f"the new version, give it a read-through once it's saved, and send it for review as the mail asks? "
+            f"Thanks!"
         )
         d = {"src": src, "dst": dst, "old": old_vals, "new": new_vals, "withdrawn": withdrawn, "wd_title": wd_title,
              "extra_changes": extra_changes,

@@ -31,6 +31,7 @@ from longhorizon.tasks.common import (
     output_text,
     rng_and_faker,
     sha256,
+    shell_may_write,
     write_files,
 )
 from longhorizon.tasks.registry import register
@@ -241,7 +242,8 @@ class AccessLogIncidentTimeline(TaskFamily):
             f"Hi, could you put together the timeline for INC-{inc_no}? Everything the postmortem needs is "
             f"described in {inc_dir}/ticket.md; the frontends' access logs are under {NGINX}/ and the deploy log "
             f"is logs/deploys.log. Please don't modify any of the logs, and leave nothing in the workspace apart "
-            f"from the two files the ticket asks for. Thanks, {fake.first_name()}"
+            f"from the two files the ticket asks for. When they're written, read both back to make sure they say "
+            f"what you meant. Thanks, {fake.first_name()}"
         )
 
         # -- oracle ---------------------------------------------------------------------------------
@@ -438,7 +440,7 @@ class AccessLogIncidentTimeline(TaskFamily):
                 elif c.name == "shell__run":
                     cmd = str(c.arguments.get("command", ""))
                     for p in last:
-                        if _writes(cmd, p.rsplit("/", 1)[1]):
+                        if shell_may_write(cmd, p.rsplit("/", 1)[1]):
                             last[p] = i
             if min(last.values()) < 0:
                 return False, "an output was never written"
@@ -495,16 +497,6 @@ class _SummaryFields(dict):
             if word in parts and not (name == "peak" and "rate" in parts):
                 return v
         return ""
-
-
-def _writes(cmd: str, name: str) -> bool:
-    """Whether a shell command may (re)write the file called ``name``."""
-    if name not in cmd:
-        return False
-    n = re.escape(name)
-    return any(re.search(p, cmd) for p in (
-        rf">>?\s*[\"']?[^\s;&|]*{n}", rf"\btee\b[^;&|]*{n}", rf"\b(?:mv|cp|sed\s+-i|touch|truncate)\b[^;&|]*{n}",
-        rf"open\([^)]*{n}[^)]*['\"][wa]", r"write_text|\.write\("))
 
 
 # -- the expert's analysis commands ----------------------------------------------------------------

@@ -336,7 +336,8 @@ class SalesCommissionCalc(TaskFamily):
             f"Please create {out_path} with a sheet named \"{sheet_name}\": header in row 1 "
             f"({', '.join(header)}), then one row per rep who has a Q{q} quota, {order_text}, and a last row "
             f"labelled Total with the totals of Quota, {bookings_label} and {commission_label}. Attainment is "
-            f"{bookings_label} as a percentage of quota (one decimal is plenty); money to the cent.\n\n"
+            f"{bookings_label} as a percentage of quota (one decimal is plenty); money to the cent. Once it's "
+            "saved, read the sheet back and check the figures came out right.\n\n"
             "Please don't edit any of the source files, and don't leave other new files around. Thanks!"
         )
 

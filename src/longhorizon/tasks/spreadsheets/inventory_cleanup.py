@@ -382,8 +382,9 @@ class InventorySheetCleanup(TaskFamily):
             "workbook following the rules in inventory/README.md? Columns: SKU, Description, then one column per "
             f"site ({', '.join(names)}), Total, Last Counted, with the header in row 1. Last month's clean "
             f"sheet is in {archive_path} if you want to see how it came out.\n\n"
-            "Leave the site sheets exactly as they are (they're signed off) and don't create any other files. "
-            f"Thanks, {sender}"
+            "Leave the site sheets exactly as they are (they're signed off), don't change the README, the catalog "
+            "or last month's file, and don't create any other files. When the new sheet is in, please read it "
+            f"back and double-check it against the rules. Thanks, {sender}"
         )
         task = Task(
             id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
