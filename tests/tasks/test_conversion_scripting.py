@@ -10,7 +10,7 @@ import pytest
 from longhorizon.core.task import ToolCall
 from longhorizon.core.world import World
 from longhorizon.env.episode import play, play_task
-from longhorizon.policies.scripted import OraclePolicy
+from longhorizon.policies.scripted import OraclePolicy, rewritten_oracle
 from longhorizon.tasks.registry import get_family
 from longhorizon.tasks.scripting import report_rotation
 
@@ -23,20 +23,6 @@ CATEGORIES = {
     "access_log_incident_timeline": "log analysis",
     "shared_inbox_routing": "mail triage",
 }
-
-
-def rewritten(task, fn):
-    """The task with its oracle's calls passed through ``fn`` (a different but valid way of working)."""
-    def run():
-        gen = task.oracle()
-        try:
-            call = next(gen)
-            while True:
-                result = yield fn(call)
-                call = gen.send(result)
-        except StopIteration as stop:
-            return stop.value
-    return dataclasses.replace(task, oracle=run)
 
 
 @pytest.mark.parametrize("name", sorted(CATEGORIES))
@@ -92,7 +78,7 @@ async def test_rotation_grader_accepts_another_correct_script():
             return ToolCall(call.name, {**call.arguments, "content": PURE_BASH}, call.note)
         return call
 
-    traj = await play_task(rewritten(task, swap), OraclePolicy())
+    traj = await play_task(rewritten_oracle(task, swap), OraclePolicy())
     assert traj.passed, [r for r in traj.grade.results if not r.passed]
 
 
@@ -122,7 +108,7 @@ async def test_survey_grader_accepts_other_header_words_and_team_spellings():
             return ToolCall(call.name, {**call.arguments, "rows": rows}, call.note)
         return call
 
-    traj = await play_task(rewritten(task, reword), OraclePolicy())
+    traj = await play_task(rewritten_oracle(task, reword), OraclePolicy())
     assert traj.passed, [r for r in traj.grade.results if not r.passed]
 
 
@@ -150,7 +136,7 @@ async def test_incident_grader_accepts_markdown_summary_and_full_timestamps():
             return ToolCall(call.name, {**call.arguments, "content": text}, call.note)
         return call
 
-    traj = await play_task(rewritten(task, restyle), OraclePolicy())
+    traj = await play_task(rewritten_oracle(task, restyle), OraclePolicy())
     assert traj.passed, [r for r in traj.grade.results if not r.passed]
 
 
@@ -168,7 +154,7 @@ async def test_routing_grader_reads_counts_in_a_sentence_and_allows_copying_the_
             return ToolCall(call.name, {**call.arguments, "body": body}, call.note)
         return call
 
-    traj = await play_task(rewritten(task, prose), OraclePolicy())
+    traj = await play_task(rewritten_oracle(task, prose), OraclePolicy())
     assert traj.passed, [r for r in traj.grade.results if not r.passed]
 
 
@@ -185,7 +171,7 @@ async def test_conversion_grader_accepts_lower_case_sources_and_padded_names():
             return ToolCall(call.name, {**call.arguments, "rows": rows}, call.note)
         return call
 
-    traj = await play_task(rewritten(task, sloppy), OraclePolicy())
+    traj = await play_task(rewritten_oracle(task, sloppy), OraclePolicy())
     assert traj.passed, [r for r in traj.grade.results if not r.passed]
 
 
@@ -201,7 +187,7 @@ async def test_timesheet_check_counts_an_export_the_shell_wrote():
                             call.note)
         return call
 
-    traj = await play_task(rewritten(task, by_shell), OraclePolicy())
+    traj = await play_task(rewritten_oracle(task, by_shell), OraclePolicy())
     assert not any(c.is_error for c in traj.tool_calls)
     assert traj.passed, [r for r in traj.grade.results if not r.passed]
 

@@ -2,7 +2,6 @@
 the family's oracle through the real tools with one output said another valid way, and
 scores 1.0; the same output made wrong still fails its criterion."""
 
-import dataclasses
 import json
 import re
 
@@ -14,25 +13,12 @@ from longhorizon.apps.mail import state as mail
 from longhorizon.core.task import ToolCall
 from longhorizon.core.world import World
 from longhorizon.env.episode import play_task
-from longhorizon.policies.scripted import OraclePolicy
+from longhorizon.policies.scripted import OraclePolicy, rewritten_oracle
 from longhorizon.tasks.registry import get_family
 
 
-def rewritten(task, fn):
-    """The task with its oracle's calls passed through ``fn`` (one output said another way)."""
-    def run():
-        gen = task.oracle()
-        try:
-            call = next(gen)
-            while True:
-                call = gen.send((yield fn(call)))
-        except StopIteration as stop:
-            return stop.value
-    return dataclasses.replace(task, oracle=run)
-
-
 async def grade(task, fn):
-    traj = await play_task(rewritten(task, fn), OraclePolicy())
+    traj = await play_task(rewritten_oracle(task, fn), OraclePolicy())
     return traj, {r.id: r for r in traj.grade.results}
 
 

@@ -40,6 +40,24 @@ class OraclePolicy:
         return assistant(call.note, [tool_call(f"call_{n}", call.name, dumps_canonical(call.arguments))])
 
 
+def rewritten_oracle(task, fn):
+    """``task`` with its oracle's calls passed through ``fn`` (a ToolCall in, a ToolCall out): the
+    same solution worked another way (other wording, another tool), for tests that a grader
+    accepts correct work it was not written against."""
+    import dataclasses
+
+    def run():
+        gen = task.oracle()
+        try:
+            call = next(gen)
+            while True:
+                call = gen.send((yield fn(call)))
+        except StopIteration as stop:
+            return stop.value
+
+    return dataclasses.replace(task, oracle=run)
+
+
 class HastyOraclePolicy:
     """The oracle without its care: it states no local goals (empty notes) and skips every
     read of something it already wrote (its verification reads; the script is sent an empty
