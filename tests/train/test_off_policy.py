@@ -80,7 +80,7 @@ def rl_trainer(tmp_path_factory):
     return trainer
 
 
-def test_trls_loss_with_the_correction_is_the_weighted_gspo_objective(rl_trainer):
+def test_trls_loss_with_the_correction_is_the_weighted_gspo_objective(rl_trainer, monkeypatch):
     new = [[o + d for o, d in zip(row, drow)] for row, drow in zip(TRAINER, [[0.1, 0.3, 0.0], [-0.2, 0.0, 0.0]])]
     adv = [0.8, -0.8]
     weights = _w("token_truncate")
@@ -90,7 +90,8 @@ def test_trls_loss_with_the_correction_is_the_weighted_gspo_objective(rl_trainer
     assert spec.item() == pytest.approx(hand, rel=1e-6)
 
     logps = torch.tensor(new, requires_grad=True)
-    rl_trainer._get_per_token_logps_and_entropies = lambda *a, **k: (logps, torch.zeros_like(logps), None)
+    monkeypatch.setattr(rl_trainer, "_get_per_token_logps_and_entropies",
+                        lambda *a, **k: (logps, torch.zeros_like(logps), None))
     mask = torch.tensor(MASK)
     inputs = {
         "prompt_ids": torch.ones(2, 1, dtype=torch.long), "prompt_mask": torch.ones(2, 1, dtype=torch.long),
@@ -102,6 +103,80 @@ def test_trls_loss_with_the_correction_is_the_weighted_gspo_objective(rl_trainer
     assert rl_trainer._compute_loss(rl_trainer.model, inputs).item() == pytest.approx(hand, rel=1e-5)
     del inputs["is_weights"]  # uncorrected: a different number (the weights are not all 1)
     assert rl_trainer._compute_loss(rl_trainer.model, inputs).item() != pytest.approx(hand, rel=1e-3)
+
+
+def test_on_policy_the_correction_comes_from_the_training_forward_without_another_pass(rl_trainer, monkeypatch):
+    """One update per rollout: TRL has no old log-probs, so the weights come from the loss's own
+    forward (detached), and equal the hand computation with the trainer's log-probs as π_old."""
+    from trl import GRPOTrainer
+
+    adv = [0.8, -0.8]
+    logps = torch.tensor(TRAINER, requires_grad=True)
+    calls = []
+
+    def forward(self, *a, **k):
+        calls.append(1)
+        return logps, torch.zeros_like(logps), None
+
+    monkeypatch.setattr(GRPOTrainer, "_get_per_token_logps_and_entropies", forward)
+    mask = torch.tensor(MASK)
+    inputs = {
+        "prompt_ids": torch.ones(2, 1, dtype=torch.long), "prompt_mask": torch.ones(2, 1, dtype=torch.long),
+        "completion_ids": torch.ones(2, 3, dtype=torch.long), "completion_mask": torch.ones(2, 3, dtype=torch.long),
+        "tool_mask": mask, "advantages": torch.tensor(adv), "sampling_per_token_logps": torch.tensor(SAMPLER),
+        "num_items_in_batch": mask.sum(),
+    }
+    rl_trainer.model.train()
+    rl_trainer._metrics["train"].clear()
+    out = dict(inputs)
+    rl_trainer._correct_for_the_sampler(out, "train")
+    assert "is_weights" not in out and not calls  # nothing computed at rollout time
+    hand = hand_corrected_gspo(TRAINER, TRAINER, adv, MASK, _w("token_truncate").tolist(), 0.2, 0.28)
+    assert rl_trainer._compute_loss(rl_trainer.model, inputs).item() == pytest.approx(hand, rel=1e-5)
+    assert len(calls) == 1  # one forward: the training one
+    assert inputs["advantages"].tolist() == pytest.approx(adv)  # the caller's batch is left as it was
+    assert rl_trainer._metrics["train"]["sampler/logp_diff"][-1] == pytest.approx(sum(abs(d) for d in DIFFS) / 5)
+    uncorrected = hand_corrected_gspo(TRAINER, TRAINER, adv, MASK, [[1.0] * 3] * 2, 0.2, 0.28)
+    assert hand != pytest.approx(uncorrected, rel=1e-3)  # the weights changed the loss
+    rl_trainer.is_correction = "off"
+    try:
+        assert rl_trainer._compute_loss(rl_trainer.model, inputs).item() == pytest.approx(uncorrected, rel=1e-5)
+    finally:
+        rl_trainer.is_correction = "token_truncate"
+
+
+def test_a_micro_batch_is_cut_to_its_own_length_with_the_same_loss_and_gradient(rl_trainer):
+    """An episode padded to the rollout's longest (left in the prompt, right in the completion)
+    trains exactly as it does at its own length."""
+    from longhorizon.train.rl_trainer import trim_padding
+
+    pad = rl_trainer.processing_class.pad_token_id or 0
+    ids = lambda *t: torch.tensor([list(t)])  # noqa: E731
+    batch = {
+        "prompt_ids": ids(pad, pad, 5, 6, 7), "prompt_mask": ids(0, 0, 1, 1, 1),
+        "completion_ids": ids(8, 9, 10, 11, pad, pad, pad), "completion_mask": ids(1, 1, 1, 1, 0, 0, 0),
+        "tool_mask": ids(1, 0, 1, 1, 1, 1, 1), "sampling_per_token_logps": torch.tensor([[-1.0, -2, -3, -4, 0, 0, 0]]),
+        "advantages": torch.tensor([0.7]), "num_items_in_batch": torch.tensor(3),
+    }
+    cut = trim_padding(batch)
+    assert cut["prompt_ids"].tolist() == [[5, 6, 7]] and cut["prompt_mask"].tolist() == [[1, 1, 1]]
+    assert cut["completion_ids"].tolist() == [[8, 9, 10, 11]] and cut["tool_mask"].tolist() == [[1, 0, 1, 1]]
+    assert cut["sampling_per_token_logps"].tolist() == [[-1.0, -2, -3, -4]]
+    assert cut["advantages"] is batch["advantages"] and trim_padding(cut) is cut
+
+    old = {"old_per_token_logps": torch.tensor([[-1.2, -2.2, -2.9, -3.5, 0, 0, 0]])}
+    rl_trainer.model.train()
+    grads = []
+    for inputs in (batch | old, cut | {"old_per_token_logps": old["old_per_token_logps"][:, :4]}):
+        rl_trainer.model.zero_grad()
+        loss = rl_trainer._compute_loss(rl_trainer.model, inputs)
+        loss.backward()
+        grads.append((loss.item(), [p.grad.clone() for p in rl_trainer.model.parameters() if p.grad is not None]))
+    (padded, g_padded), (own, g_own) = grads
+    assert own == pytest.approx(padded, rel=1e-4) and own != 0  # float rounding only
+    # the tiny model is bfloat16: equal to its rounding (~1% of each tensor's largest entry)
+    assert len(g_own) == len(g_padded) and all((a - b).abs().max() <= 0.02 * b.abs().max() for a, b in zip(g_own, g_padded))
+    rl_trainer.model.zero_grad()
 
 
 class Scripted(LocalModelPolicy):
@@ -190,13 +265,18 @@ def test_sampled_logprobs_at_temperature_0_7_equal_the_trainers_recomputation(sm
         mask = (out["completion_mask"] * out["tool_mask"]).bool()
         assert mask.sum() >= 3 * 24 // 2  # tokens were sampled
         sampled = out["sampling_per_token_logps"][mask]
-        assert torch.allclose(trainer.trainer_logps(out)[mask], sampled, atol=1e-4)
+        ids = torch.cat([out["prompt_ids"], out["completion_ids"]], 1)
+        attention = torch.cat([out["prompt_mask"], out["completion_mask"]], 1)
+        with torch.no_grad():
+            recomputed, _, _ = trainer._get_per_token_logps_and_entropies(trainer.model, ids, attention,
+                                                                          out["completion_ids"].size(1))
+        assert torch.allclose(recomputed[mask], sampled, atol=1e-4)
+        trainer.current_gradient_accumulation_steps = 1
+        trainer._compute_loss(trainer.model, out)  # on-policy: the mismatch is measured in the loss's forward
         assert trainer._metrics["train"]["sampler/logp_diff"][-1] < 1e-4
         # the temperature matters: at T = 1 the same tokens have other log-probs
-        ids = torch.cat([out["prompt_ids"], out["completion_ids"]], 1)
         with torch.no_grad():
-            logits = trainer.model(input_ids=ids, attention_mask=torch.cat([out["prompt_mask"], out["completion_mask"]],
-                                                                           1)).logits
+            logits = trainer.model(input_ids=ids, attention_mask=attention).logits
         t1 = torch.log_softmax(logits[:, -out["completion_ids"].size(1) - 1:-1].float(), -1).gather(
             -1, out["completion_ids"][..., None])[..., 0]
         assert not torch.allclose(t1[mask], sampled, atol=1e-2)

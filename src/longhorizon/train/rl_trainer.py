@@ -1,9 +1,11 @@
 """TRL's GRPOTrainer with what RL on our episodes adds around its loss (``train.rl`` builds it).
 
 * **Sampler correction.** The episodes' sampled log-probs ride along from the sampler
-  (``sampling_per_token_logps``). After each rollout the trainer's own log-probs of the same
-  tokens are computed (TRL already has them when a rollout feeds several updates), and
-  ``gspo.importance_weights`` (``is_correction``: truncated token-level IS by default, capped at
+  (``sampling_per_token_logps``). The trainer's own log-probs of the same tokens come from TRL
+  when a rollout feeds several updates (``old_per_token_logps``); on-policy (one update per
+  rollout, the default) they are the training forward's own, detached: the weights have not
+  moved since the rollout, so no extra forward pass is spent on them (it cost a fifth of the
+  update). Then ``gspo.importance_weights`` (``is_correction``: truncated token-level IS by default, capped at
   ``is_cap``) multiplies each episode's terms in the loss: the correction for a sampler that is
   not the trainer (vLLM in bfloat16 for a float32 trainer). The in-process sampler is the
   trainer's own model, whose weights come out as 1 to float rounding. The weights are folded into
@@ -12,6 +14,11 @@
 * **Mismatch, logged.** Each step logs ``sampler/logp_diff`` (mean |Δ log p| over the sampled
   tokens), ``sampler/logp_diff_max``, ``sampler/kl`` (KL(sampler || trainer), k3 estimate), the
   mean weight and the share of tokens (or episodes) the correction truncated or masked.
+* **Micro-batches cut to their own length** (``trim_padding``): TRL pads every episode of a
+  rollout to the longest one and hands each micro-batch over at that width, so an update at
+  micro-batch 1 paid for the longest episode on every episode (and a padded attention mask kept
+  SDPA on its slow masked path). The columns that are padding in the whole micro-batch are cut
+  before the forward pass; the loss is the same (RoPE positions are relative).
 * **Advantage scales from the rollout** (``rl.advantage_scales``): all-fail groups ranked by the
   effort floor only keep advantages at the floor's scale.
 * **Zero-gradient steps are skipped.** When the gradient is exactly zero everywhere (every group
@@ -30,7 +37,6 @@ import math
 import torch
 from transformers import TrainerCallback
 from trl import GRPOTrainer
-from trl.models.utils import disable_gradient_checkpointing
 
 from longhorizon.train.gspo import IS_MODES, importance_weights, sampler_mismatch
 
@@ -56,33 +62,28 @@ class RLTrainer(GRPOTrainer):
         self._correct_for_the_sampler(out, mode)
         return out
 
-    def trainer_logps(self, out):
-        """The trainer's log-probs of the batch's completion tokens (at the sampling temperature, as
-        TRL computes them)."""
-        ids = torch.cat([out["prompt_ids"], out["completion_ids"]], dim=1)
-        attention = torch.cat([out["prompt_mask"], out["completion_mask"]], dim=1)
-        with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
-            logps, _, _ = self._get_per_token_logps_and_entropies(
-                self.model, ids, attention, out["completion_ids"].size(1),
-                batch_size=self.args.per_device_train_batch_size)
-        return logps
+    def _prepare_inputs(self, generation_batch):
+        return trim_padding(super()._prepare_inputs(generation_batch))
 
     def _correct_for_the_sampler(self, out, mode: str) -> None:
-        sampler = out.get("sampling_per_token_logps")
-        if sampler is None:
+        """Off-policy (TRL computed ``old_per_token_logps``): the weights for the whole rollout now.
+        On-policy: nothing here; ``_compute_loss`` corrects each micro-batch from its own forward."""
+        if out.get("sampling_per_token_logps") is None or out.get("old_per_token_logps") is None:
             return
-        trainer = out.get("old_per_token_logps")
-        if trainer is None:
-            if self.is_correction == "off":
-                return  # nothing to correct, and no forward pass spent on measuring
-            trainer = self.trainer_logps(out)
-        mask = out["completion_mask"] if out.get("tool_mask") is None else out["completion_mask"] * out["tool_mask"]
+        weights = self._weigh(out["old_per_token_logps"], out, mode)
+        if weights is not None:
+            out["is_weights"] = weights
+
+    def _weigh(self, trainer, inputs, mode: str):
+        """Logs the sampler/trainer mismatch of ``inputs``' sampled tokens and returns the
+        correction's weights (None when ``is_correction`` is off)."""
+        sampler = inputs["sampling_per_token_logps"]
+        mask = inputs["completion_mask"] if inputs.get("tool_mask") is None else inputs["completion_mask"] * inputs["tool_mask"]
         for name, value in sampler_mismatch(trainer, sampler, mask).items():
             self._metrics[mode][f"sampler/{name}"].append(value)
         if self.is_correction == "off":
-            return
+            return None
         weights = importance_weights(trainer, sampler, mask, mode=self.is_correction, cap=self.is_cap)
-        out["is_weights"] = weights
         if weights.shape[1] == 1:  # one weight per episode: over the episodes that have tokens
             live = mask.sum(-1) > 0
             w, raw = weights[live, 0], None
@@ -94,12 +95,57 @@ class RLTrainer(GRPOTrainer):
             corrected = (w == 0) if raw is None or self.is_correction == "token_mask" else (w < raw)
             self._metrics[mode]["sampler/is_weight_mean"].append(w.float().mean().item())
             self._metrics[mode]["sampler/is_corrected"].append(corrected.float().mean().item())
+        return weights
 
     def _compute_loss(self, model, inputs):
         weights = inputs.get("is_weights")
         if weights is not None:
             inputs = {**inputs, "advantages": inputs["advantages"].view(-1, 1) * weights}
-        return super()._compute_loss(model, inputs)
+        elif inputs.get("sampling_per_token_logps") is not None and inputs.get("old_per_token_logps") is None:
+            # on-policy: TRL reads the advantages after its forward pass, so the hook below can
+            # still fold the correction into them from that pass's log-probs
+            inputs = self._pending = dict(inputs)
+        try:
+            return super()._compute_loss(model, inputs)
+        finally:
+            self._pending = None
+
+    _pending: dict | None = None
+
+    def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+        logps, entropies, *rest = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+        inputs, self._pending = self._pending, None
+        if inputs is not None:  # the training forward of an on-policy micro-batch (see _compute_loss)
+            weights = self._weigh(logps.detach(), inputs, "train" if self.model.training else "eval")
+            if weights is not None:
+                inputs["advantages"] = inputs["advantages"].view(-1, 1) * weights
+        return (logps, entropies, *rest)
+
+
+PROMPT_KEYS = ("prompt_ids", "prompt_mask")
+
+
+def trim_padding(batch: dict) -> dict:
+    """``batch`` without the prompt columns that are left padding in every row and the completion
+    columns that are right padding in every row (every 2-D tensor as wide as the completion is cut
+    alike: ids, masks, per-token log-probs, weights)."""
+    prompt, completion = batch["prompt_mask"], batch["completion_mask"]
+    width = completion.size(1)
+    used = prompt.bool().any(0).nonzero()
+    start = int(used[0]) if used.numel() else prompt.size(1)
+    used = completion.bool().any(0).nonzero()
+    end = int(used[-1]) + 1 if used.numel() else 1  # never 0: TRL's logits_to_keep=0 means every position
+    if start == 0 and end == width:
+        return batch
+    out = dict(batch)
+    for key, value in batch.items():
+        if not isinstance(value, torch.Tensor) or value.dim() < 2:
+            continue
+        if key in PROMPT_KEYS:
+            out[key] = value[:, start:]
+        elif value.size(1) == width:
+            out[key] = value[:, :end]
+    return out
 
 
 class StepGuard(TrainerCallback):
