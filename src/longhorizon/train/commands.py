@@ -129,12 +129,8 @@ def cmd_train_sft(args) -> int:
     return 0
 
 
-def cmd_train_rl(args) -> int:
-    _need_train_extra()
-    from longhorizon.train.config import RLConfig, load_stage
-    from longhorizon.train.rl import run_rl
-
-    cfg = load_stage(RLConfig, args.config, {
+def _rl_overrides(args) -> dict:
+    return {
         "model": args.model, "out": args.out, "split": args.split, "families": args.family, "seeds": args.seeds,
         "group_size": args.group_size, "tasks_per_step": args.tasks_per_step,
         "resample_flat_groups": args.resample_flat_groups, "curriculum": True if args.curriculum else None,
@@ -145,7 +141,12 @@ def cmd_train_rl(args) -> int:
         "max_context": args.max_context, "save_steps": args.save_steps, "seed": args.seed,
         "lora": _lora_flag(args.lora), "threads": args.threads,
         "sampler": args.sampler, "sampler_url": args.sampler_url, "sampler_dtype": args.sampler_dtype,
-    })
+    }
+
+
+def _train_rl(cfg, args) -> int:
+    from longhorizon.train.rl import run_rl
+
     if cfg.split != "train" and not args.allow_holdout:
         raise UsageError(f"not training on the {cfg.split} split: RL rewards must come from the train split "
                          "(pass --allow-holdout to do it anyway, and never report that holdout again)")
@@ -154,6 +155,29 @@ def cmd_train_rl(args) -> int:
         print(json.dumps({k: summary[k] for k in ("out", "steps", "loss", "clip_range", "group_size", "processes",
                                                   "wall_s")}, indent=2))
     return 0
+
+
+def cmd_train_rl(args) -> int:
+    _need_train_extra()
+    from longhorizon.train.config import RLConfig, load_stage
+
+    return _train_rl(load_stage(RLConfig, args.config, _rl_overrides(args)), args)
+
+
+def cmd_train_opd(args) -> int:
+    _need_train_extra()
+    from longhorizon.train.config import RLConfig, load_stage
+
+    cfg = load_stage(RLConfig, args.config, {**_rl_overrides(args), "model": args.student})
+    for key, value in (("pre", args.pre), ("post", args.post), ("scale", args.opd_scale), ("clip", args.opd_clip),
+                       ("task_reward_weight", args.task_reward_weight)):
+        if value is not None:
+            setattr(cfg.opd, key, value)
+    if args.loss is None:
+        cfg.loss = "grpo"  # token rewards need the token-level ratio (RLConfig.validate says why)
+    if not (cfg.opd.pre and cfg.opd.post):
+        raise UsageError("train opd needs --pre and --post (or opd.pre / opd.post in --config)")
+    return _train_rl(cfg, args)
 
 
 def _refuse_holdout_dataset(path: str) -> None:
@@ -184,6 +208,50 @@ def cmd_demo(args) -> int:
     result = run_pipeline(args.out, config=args.config, fresh=args.fresh, progress=show_progress(args.quiet),
                           model=args.model)
     return 0 if result.get("complete") else 1
+
+
+def _rl_arguments(p, common, *, model: bool = True) -> None:
+    """`train rl`'s options (also `train opd`'s, whose student is --student)."""
+    if model:
+        p.add_argument("--model", help="policy to train (usually the SFT output; default: the embedded SmolLM2)")
+    else:
+        p.set_defaults(model=None)
+    p.add_argument("--out", help="output folder")
+    p.add_argument("--split", choices=["train", "holdout"])
+    p.add_argument("--family", action="append", help="only this family (repeatable)")
+    p.add_argument("--seeds", type=positive_int, help="task instances per family")
+    p.add_argument("--group-size", type=positive_int, help="episodes per task (8)")
+    p.add_argument("--tasks-per-step", type=positive_int, help="groups (tasks) per optimizer step (1)")
+    p.add_argument("--updates-per-rollout", type=positive_int,
+                    help="optimizer steps per rollout batch (1: on-policy; more: off-policy mini-batches)")
+    p.add_argument("--resample-flat-groups", type=int, metavar="ROUNDS",
+                    help="dynamic sampling: replace groups whose rewards are all equal with fresh tasks, up to "
+                         "ROUNDS rounds per step (0: off)")
+    p.add_argument("--curriculum", action="store_true",
+                    help="draw each step's tasks preferring those whose pass rate so far is strictly between 0 and 1")
+    p.add_argument("--seed-offset", type=int,
+                    help="RL's first task seed past the split's first (50000: disjoint from the SFT teacher's)")
+    p.add_argument("--is-correction", choices=["token_truncate", "token_mask", "sequence_mask", "off"],
+                    help="importance correction between sampler and trainer log-probs (token_truncate)")
+    p.add_argument("--temperature", type=positive_float, help="sampling temperature of the rollouts (1.0)")
+    p.add_argument("--micro-batch-size", type=positive_int, help="episodes per forward/backward pass")
+    p.add_argument("--loss", choices=["gspo", "grpo"])
+    p.add_argument("--reward", choices=["dense", "pass"], help="dense criterion fraction (default) or pass/fail")
+    p.add_argument("--effort-floor", type=float, help="reward floor for low-scoring episodes (0: off)")
+    p.add_argument("--max-turns", type=positive_int)
+    p.add_argument("--max-new-tokens", type=positive_int, help="tokens per assistant turn")
+    p.add_argument("--max-context", type=positive_int, help="tokens per episode")
+    p.add_argument("--sampler", choices=["local", "vllm"],
+                    help="what samples the rollouts: local (the trained model in this process, default) or vllm "
+                         "(a vLLM server started once for the run, token in / token out, the new weights "
+                         "loaded into it after every optimizer step)")
+    p.add_argument("--sampler-url", metavar="URL",
+                    help="vllm: use this running `longhorizon serve --weight-sync` server (same machine) instead "
+                         "of starting one, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--sampler-dtype", choices=["bfloat16", "float16", "float32"],
+                    help="vllm: the served weights' dtype (default bfloat16; float32 matches the trainer)")
+    for flag, kw in common:
+        p.add_argument(flag, **kw)
 
 
 def add_commands(sub) -> None:
@@ -270,44 +338,26 @@ def add_commands(sub) -> None:
                                       "ids and log-probs are trained, tool results masked; group-normalised "
                                       "advantages; GSPO's sequence ratio clipped to [1-3e-4, 1+4e-4] (no KL) by "
                                       "default, token-level GRPO with --loss grpo.")
-    tr.add_argument("--model", help="policy to train (usually the SFT output; default: the embedded SmolLM2)")
-    tr.add_argument("--out", help="output folder")
-    tr.add_argument("--split", choices=["train", "holdout"])
-    tr.add_argument("--family", action="append", help="only this family (repeatable)")
-    tr.add_argument("--seeds", type=positive_int, help="task instances per family")
-    tr.add_argument("--group-size", type=positive_int, help="episodes per task (8)")
-    tr.add_argument("--tasks-per-step", type=positive_int, help="groups (tasks) per optimizer step (1)")
-    tr.add_argument("--updates-per-rollout", type=positive_int,
-                    help="optimizer steps per rollout batch (1: on-policy; more: off-policy mini-batches)")
-    tr.add_argument("--resample-flat-groups", type=int, metavar="ROUNDS",
-                    help="dynamic sampling: replace groups whose rewards are all equal with fresh tasks, up to "
-                         "ROUNDS rounds per step (0: off)")
-    tr.add_argument("--curriculum", action="store_true",
-                    help="draw each step's tasks preferring those whose pass rate so far is strictly between 0 and 1")
-    tr.add_argument("--seed-offset", type=int,
-                    help="RL's first task seed past the split's first (50000: disjoint from the SFT teacher's)")
-    tr.add_argument("--is-correction", choices=["token_truncate", "token_mask", "sequence_mask", "off"],
-                    help="importance correction between sampler and trainer log-probs (token_truncate)")
-    tr.add_argument("--temperature", type=positive_float, help="sampling temperature of the rollouts (1.0)")
-    tr.add_argument("--micro-batch-size", type=positive_int, help="episodes per forward/backward pass")
-    tr.add_argument("--loss", choices=["gspo", "grpo"])
-    tr.add_argument("--reward", choices=["dense", "pass"], help="dense criterion fraction (default) or pass/fail")
-    tr.add_argument("--effort-floor", type=float, help="reward floor for low-scoring episodes (0: off)")
-    tr.add_argument("--max-turns", type=positive_int)
-    tr.add_argument("--max-new-tokens", type=positive_int, help="tokens per assistant turn")
-    tr.add_argument("--max-context", type=positive_int, help="tokens per episode")
-    tr.add_argument("--sampler", choices=["local", "vllm"],
-                    help="what samples the rollouts: local (the trained model in this process, default) or vllm "
-                         "(a vLLM server started once for the run, token in / token out, the new weights "
-                         "loaded into it after every optimizer step)")
-    tr.add_argument("--sampler-url", metavar="URL",
-                    help="vllm: use this running `longhorizon serve --weight-sync` server (same machine) instead "
-                         "of starting one, e.g. http://127.0.0.1:8000/v1")
-    tr.add_argument("--sampler-dtype", choices=["bfloat16", "float16", "float32"],
-                    help="vllm: the served weights' dtype (default bfloat16; float32 matches the trainer)")
-    for flag, kw in common:
-        tr.add_argument(flag, **kw)
+    _rl_arguments(tr, common)
     tr.set_defaults(func=cmd_train_rl)
+
+    to = train.add_parser("opd", help="Direct-OPD: a teacher pair's RL shift as token rewards for a student",
+                          description="The student plays on-policy episodes as in `train rl`; each token it sampled "
+                                      "is rewarded by log pi_post - log pi_pre, the shift the teacher pair's RL "
+                                      "made (e.g. --pre the SFT checkpoint, --post SFT+GSPO), optionally mixed "
+                                      "with the task's own advantage. The three models must share a tokenizer "
+                                      "(checked). Token-level ratio (--loss grpo) by default; every other option "
+                                      "is `train rl`'s.")
+    to.add_argument("--pre", help="the teacher model before its RL (a model folder)")
+    to.add_argument("--post", help="the teacher model after its RL (a model folder)")
+    to.add_argument("--student", help="the model to train (default: the embedded SmolLM2)")
+    to.add_argument("--opd-scale", type=positive_float, help="multiplies the per-token shift (1.0)")
+    to.add_argument("--opd-clip", type=positive_float, help="bound |shift| per token (default: none)")
+    to.add_argument("--task-reward-weight", type=float,
+                    help="add this times the task's group-normalised advantage (0: the shift alone)")
+    _rl_arguments(to, common, model=False)
+    to.set_defaults(func=cmd_train_opd)
+
 
     # demo
     dm = sub.add_parser("demo", help="the whole pipeline on the embedded defaults, with a report",

@@ -45,6 +45,25 @@ class LoraSettings:
 
 
 @dataclass
+class OPDSettings:
+    """Direct-OPD (``train.opd``): on when ``pre`` and ``post`` are set."""
+    pre: str | None = None
+    """The teacher pair's model before its RL (e.g. the SFT checkpoint)."""
+    post: str | None = None
+    """The same model after its RL (e.g. SFT+GSPO)."""
+    scale: float = 1.0
+    """Multiplies the per-token shift log π_post − log π_pre."""
+    clip: float | None = None
+    """Bound |shift| per token (None: unbounded)."""
+    task_reward_weight: float = 0.0
+    """Adds this times the task's group-normalised advantage (0: the shift alone)."""
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.pre or self.post)
+
+
+@dataclass
 class SFTConfig:
     data: str | None = None
     """A dataset folder written by ``longhorizon data sft``."""
@@ -181,9 +200,10 @@ class RLConfig:
     min(π_trainer / π_sampler, is_cap)), ``token_mask`` (tokens whose ratio is outside [1/is_cap,
     is_cap] carry no loss), ``sequence_mask`` (episodes whose geometric-mean ratio is outside it
     carry none), ``off``. It matters when the sampler is not the trainer (vLLM, another
-    precision); the in-process sampler's ratios are 1 to float rounding. Costs one forward pass
-    without gradient per rollout (none with ``off`` and ``updates_per_rollout`` 1), and gives the
-    step log the sampler/trainer mismatch (``sampler_logp_diff``, ``sampler_kl``)."""
+    precision); the in-process sampler's ratios are 1 to float rounding. On-policy
+    (``updates_per_rollout`` 1) it costs nothing (the training forward's log-probs are the
+    trainer's); off-policy TRL computes them once per rollout. The step log gets the
+    sampler/trainer mismatch either way (``sampler_logp_diff``, ``sampler_kl``)."""
     is_cap: float = 2.0
     """The importance weight's cap (truncation) or bounds [1/is_cap, is_cap] (masks); above 1."""
     learning_rate: float = 1e-4
@@ -240,6 +260,8 @@ class RLConfig:
     attn_implementation: str | None = None
     """The attention the model is loaded with (None: the model's default): one of
     ``ATTN_IMPLEMENTATIONS``. ``sink_flex`` is FlexAttention with learned per-head sinks (GPT-OSS)."""
+    opd: OPDSettings = field(default_factory=OPDSettings)
+    """Direct-OPD: token rewards from another model's RL shift (``longhorizon train opd``)."""
 
     def clip_range(self) -> tuple[float, float]:
         default = (3e-4, 4e-4) if self.loss == "gspo" else (0.2, 0.2)
@@ -282,6 +304,14 @@ class RLConfig:
             raise UsageError(f"sampler must be local or vllm, not {self.sampler!r}")
         if self.sampler_dtype not in ("bfloat16", "float16", "float32"):
             raise UsageError(f"sampler_dtype must be bfloat16, float16 or float32, not {self.sampler_dtype!r}")
+        if self.opd.enabled:
+            if not (self.opd.pre and self.opd.post):
+                raise UsageError("opd needs both pre and post (the teacher model before and after its RL)")
+            if self.loss != "grpo":
+                raise UsageError("opd rewards each token: use loss grpo (token-level ratio); GSPO's sequence "
+                                 "ratio would average the per-token rewards over the episode")
+            if self.opd.scale <= 0 or (self.opd.clip is not None and self.opd.clip <= 0):
+                raise UsageError("opd scale and clip must be above 0")
         _check_warmup(self.warmup_ratio)
 
 

@@ -666,6 +666,12 @@ def build_trainer(cfg: RLConfig, *, model=None, tokenizer=None, tasks: list[Task
             raise no_tasks
         curriculum = rl_curriculum(cfg, tasks) if cfg.curriculum else None
         prompts = [t.id for t in tasks]
+    opd = None
+    if cfg.opd.enabled:  # Direct-OPD: the teacher pair, frozen, checked against the student's tokenizer
+        from longhorizon.train.opd import PolicyShift
+
+        o = cfg.opd
+        opd = PolicyShift.load(o.pre, o.post, tokenizer, scale=o.scale, clip=o.clip, task_reward_weight=o.task_reward_weight)
     sampler = None
     if policy_factory is None and cfg.sampler == "vllm":  # served rollouts, weights synced each step
         from longhorizon.train.served_sampler import ServedSampler
@@ -687,6 +693,7 @@ def build_trainer(cfg: RLConfig, *, model=None, tokenizer=None, tasks: list[Task
             callbacks=list(callbacks),
             is_correction=cfg.is_correction,
             is_cap=cfg.is_cap,
+            opd=opd,
         )
     except BaseException:
         rollout.close()

@@ -42,11 +42,13 @@ from longhorizon.train.gspo import IS_MODES, importance_weights, sampler_mismatc
 
 
 class RLTrainer(GRPOTrainer):
-    def __init__(self, *args, is_correction: str = "token_truncate", is_cap: float = 2.0, **kwargs):
+    def __init__(self, *args, is_correction: str = "token_truncate", is_cap: float = 2.0, opd=None, **kwargs):
         if is_correction not in IS_MODES:
             raise ValueError(f"is_correction must be one of {', '.join(IS_MODES)}, not {is_correction!r}")
         super().__init__(*args, **kwargs)
         self.is_correction, self.is_cap = is_correction, is_cap
+        self.opd = opd
+        """A ``train.opd.PolicyShift``: token advantages from a teacher pair's RL shift (Direct-OPD)."""
         self.add_callback(StepGuard(self))
 
     def _generate_and_score_completions(self, inputs):
@@ -59,8 +61,20 @@ class RLTrainer(GRPOTrainer):
                                                                  device=out["advantages"].device)
         for name, value in (getattr(rollout, "stats", None) or {}).items():
             self._metrics[mode][f"sampling/{name}"].append(float(value))
+        if self.opd is not None:
+            self._policy_shift_advantages(out, mode)
         self._correct_for_the_sampler(out, mode)
         return out
+
+    def _policy_shift_advantages(self, out, mode: str) -> None:
+        """Direct-OPD: each sampled token's advantage from the teacher pair's shift (``train.opd``)."""
+        mask = out["completion_mask"] if out.get("tool_mask") is None else out["completion_mask"] * out["tool_mask"]
+        shift = self.opd.shift(out).to(out["advantages"].device)
+        out["advantages"] = self.opd.advantages(shift, mask, out["advantages"])
+        live = mask.bool()
+        if live.any():
+            self._metrics[mode]["opd/shift_mean"].append(shift[live].mean().item())
+            self._metrics[mode]["opd/shift_abs_mean"].append(shift[live].abs().mean().item())
 
     def _prepare_inputs(self, generation_batch):
         return trim_padding(super()._prepare_inputs(generation_batch))
@@ -100,7 +114,7 @@ class RLTrainer(GRPOTrainer):
     def _compute_loss(self, model, inputs):
         weights = inputs.get("is_weights")
         if weights is not None:
-            inputs = {**inputs, "advantages": inputs["advantages"].view(-1, 1) * weights}
+            inputs = {**inputs, "advantages": per_token(inputs["advantages"]) * weights}
         elif inputs.get("sampling_per_token_logps") is not None and inputs.get("old_per_token_logps") is None:
             # on-policy: TRL reads the advantages after its forward pass, so the hook below can
             # still fold the correction into them from that pass's log-probs
@@ -118,8 +132,13 @@ class RLTrainer(GRPOTrainer):
         if inputs is not None:  # the training forward of an on-policy micro-batch (see _compute_loss)
             weights = self._weigh(logps.detach(), inputs, "train" if self.model.training else "eval")
             if weights is not None:
-                inputs["advantages"] = inputs["advantages"].view(-1, 1) * weights
+                inputs["advantages"] = per_token(inputs["advantages"]) * weights
         return (logps, entropies, *rest)
+
+
+def per_token(advantages: torch.Tensor) -> torch.Tensor:
+    """(B,) episode advantages as (B, 1); token advantages (B, T) as they are."""
+    return advantages if advantages.dim() == 2 else advantages.view(-1, 1)
 
 
 PROMPT_KEYS = ("prompt_ids", "prompt_mask")
