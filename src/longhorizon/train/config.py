@@ -64,6 +64,21 @@ class OPDSettings:
 
 
 @dataclass
+class SEEDSettings:
+    """SEED, hindsight-skill distillation (``train.seed``): on when ``enabled``."""
+    enabled: bool = False
+    weight: float = 0.1
+    """λ: the distillation term's weight next to the GSPO objective."""
+    clip: float = 1.0
+    """Bound |d_t| (the per-token log-prob shift the skill causes)."""
+    analyzer_base_url: str | None = None
+    """An OpenAI-compatible server that writes the skills (None: the policy being trained)."""
+    analyzer_model: str | None = None
+    max_new_tokens: int = 96
+    """Tokens per skill."""
+
+
+@dataclass
 class SFTConfig:
     data: str | None = None
     """A dataset folder written by ``longhorizon data sft``."""
@@ -262,6 +277,8 @@ class RLConfig:
     ``ATTN_IMPLEMENTATIONS``. ``sink_flex`` is FlexAttention with learned per-head sinks (GPT-OSS)."""
     opd: OPDSettings = field(default_factory=OPDSettings)
     """Direct-OPD: token rewards from another model's RL shift (``longhorizon train opd``)."""
+    seed_skills: SEEDSettings = field(default_factory=SEEDSettings)
+    """SEED: a distillation term towards the policy conditioned on hindsight skills."""
 
     def clip_range(self) -> tuple[float, float]:
         default = (3e-4, 4e-4) if self.loss == "gspo" else (0.2, 0.2)
@@ -312,6 +329,12 @@ class RLConfig:
                                  "ratio would average the per-token rewards over the episode")
             if self.opd.scale <= 0 or (self.opd.clip is not None and self.opd.clip <= 0):
                 raise UsageError("opd scale and clip must be above 0")
+        k = self.seed_skills
+        if k.enabled:
+            if k.weight <= 0 or k.clip <= 0 or k.max_new_tokens < 1:
+                raise UsageError("seed_skills: weight, clip and max_new_tokens must be above 0")
+            if k.analyzer_base_url and not k.analyzer_model:
+                raise UsageError("seed_skills: an analyzer_base_url needs an analyzer_model")
         _check_warmup(self.warmup_ratio)
 
 

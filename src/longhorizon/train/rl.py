@@ -672,6 +672,15 @@ def build_trainer(cfg: RLConfig, *, model=None, tokenizer=None, tasks: list[Task
 
         o = cfg.opd
         opd = PolicyShift.load(o.pre, o.post, tokenizer, scale=o.scale, clip=o.clip, task_reward_weight=o.task_reward_weight)
+    skills = None
+    if cfg.seed_skills.enabled:  # SEED: the analyzer (this policy or a server), skills logged under OUT
+        from longhorizon.train.seed import SkillAnalyzer, SkillDistillation
+
+        k = cfg.seed_skills
+        analyzer = SkillAnalyzer(tokenizer, base_url=k.analyzer_base_url, model=k.analyzer_model,
+                                 max_new_tokens=k.max_new_tokens,
+                                 cache_path=Path(cfg.out) / "skills.jsonl" if cfg.out else None)
+        skills = SkillDistillation(analyzer, k.weight, k.clip, cfg.group_size)
     sampler = None
     if policy_factory is None and cfg.sampler == "vllm":  # served rollouts, weights synced each step
         from longhorizon.train.served_sampler import ServedSampler
@@ -694,6 +703,7 @@ def build_trainer(cfg: RLConfig, *, model=None, tokenizer=None, tasks: list[Task
             is_correction=cfg.is_correction,
             is_cap=cfg.is_cap,
             opd=opd,
+            skills=skills,
         )
     except BaseException:
         rollout.close()

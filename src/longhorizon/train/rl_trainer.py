@@ -39,16 +39,20 @@ from transformers import TrainerCallback
 from trl import GRPOTrainer
 
 from longhorizon.train.gspo import IS_MODES, importance_weights, sampler_mismatch
+from longhorizon.train.seed import distillation_loss
 
 
 class RLTrainer(GRPOTrainer):
-    def __init__(self, *args, is_correction: str = "token_truncate", is_cap: float = 2.0, opd=None, **kwargs):
+    def __init__(self, *args, is_correction: str = "token_truncate", is_cap: float = 2.0, opd=None, skills=None,
+                 **kwargs):
         if is_correction not in IS_MODES:
             raise ValueError(f"is_correction must be one of {', '.join(IS_MODES)}, not {is_correction!r}")
         super().__init__(*args, **kwargs)
         self.is_correction, self.is_cap = is_correction, is_cap
         self.opd = opd
         """A ``train.opd.PolicyShift``: token advantages from a teacher pair's RL shift (Direct-OPD)."""
+        self.skills = skills
+        """A ``train.seed.SkillDistillation``: SEED's hindsight-skill distillation term."""
         self.add_callback(StepGuard(self))
 
     def _generate_and_score_completions(self, inputs):
@@ -63,6 +67,11 @@ class RLTrainer(GRPOTrainer):
             self._metrics[mode][f"sampling/{name}"].append(float(value))
         if self.opd is not None:
             self._policy_shift_advantages(out, mode)
+        if self.skills is not None and getattr(rollout, "last", None):
+            model = self.accelerator.unwrap_model(self.model)
+            out["seed_teacher_logps"] = self.skills.teacher_logps(
+                rollout.last, out, model, step=self.state.global_step, temperature=self.temperature
+            ).to(out["completion_ids"].device)
         self._correct_for_the_sampler(out, mode)
         return out
 
@@ -119,12 +128,18 @@ class RLTrainer(GRPOTrainer):
             # on-policy: TRL reads the advantages after its forward pass, so the hook below can
             # still fold the correction into them from that pass's log-probs
             inputs = self._pending = dict(inputs)
+        self._capture = inputs.get("seed_teacher_logps") is not None
         try:
-            return super()._compute_loss(model, inputs)
+            loss = super()._compute_loss(model, inputs)
+            if self._capture and self._captured is not None:
+                loss = loss + self._skill_term(inputs)
+            return loss
         finally:
-            self._pending = None
+            self._pending, self._capture, self._captured = None, False, None
 
     _pending: dict | None = None
+    _capture: bool = False
+    _captured: torch.Tensor | None = None
 
     def _get_per_token_logps_and_entropies(self, *args, **kwargs):
         logps, entropies, *rest = super()._get_per_token_logps_and_entropies(*args, **kwargs)
@@ -133,7 +148,21 @@ class RLTrainer(GRPOTrainer):
             weights = self._weigh(logps.detach(), inputs, "train" if self.model.training else "eval")
             if weights is not None:
                 inputs["advantages"] = per_token(inputs["advantages"]) * weights
+        if self._capture:  # SEED's term needs the same forward's log-probs, with their gradient
+            self._captured = logps
         return (logps, entropies, *rest)
+
+    def _skill_term(self, inputs) -> torch.Tensor:
+        """λ x SEED's distillation loss for this micro-batch, scaled like TRL's loss."""
+        mask = inputs["completion_mask"] if inputs.get("tool_mask") is None else inputs["completion_mask"] * inputs["tool_mask"]
+        term, d = distillation_loss(self._captured, inputs["seed_teacher_logps"], mask, self.skills.clip)
+        mode = "train" if self.model.training else "eval"
+        live = mask.bool()
+        if live.any():
+            self._metrics[mode]["seed/shift_mean"].append(d[live].mean().item())
+            self._metrics[mode]["seed/shift_abs_mean"].append(d[live].abs().mean().item())
+        self._metrics[mode]["seed/distill_loss"].append(term.item())
+        return self.skills.weight * term / (self.current_gradient_accumulation_steps if mode == "train" else 1.0)
 
 
 def per_token(advantages: torch.Tensor) -> torch.Tensor:
