@@ -260,7 +260,6 @@ def main(argv=None) -> int:
         r.sampler, r.sampler_dtype = "vllm", "float32"
         r.resample_flat_groups, r.concurrency = 2, 8 * args.groups
         r.save_steps, r.save_total_limit = 1, 1  # a stopped run resumes at its last step
-        r.gradient_checkpointing = False  # one episode cut to its own length fits (~6 GB at 4k tokens)
         if not (out / name / "summary.json").exists():
             log(f"{name}: GSPO from checkpoint-{chosen}, {args.steps} steps of {args.groups} groups of 8, "
                 f"T = {temperature}{', rewards permuted within groups' if permute else ''}")
