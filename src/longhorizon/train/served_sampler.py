@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -35,12 +36,50 @@ GPU_MEMORY_SHARE = 0.3
 """On a CUDA machine, the share of the GPU's memory the server takes (weights + KV cache); the
 rest is the trainer's. Not tried on a GPU yet (none was lent to this work)."""
 
+SCRATCH_PREFIX = "longhorizon-sampler-"
+OWNER_FILE = "owner"
+"""In each scratch folder: the pid and start time of the run that made it (``sweep_stale_scratch``)."""
+
+
+def _started(pid: int) -> str | None:
+    """The process's start time (clock ticks since boot, /proc/PID/stat field 22): with the pid, a
+    name no later process can take. None when the process is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def sweep_stale_scratch(parent: Path) -> list[Path]:
+    """Remove the scratch folders under ``parent`` whose run is gone. A run killed outright (the
+    OOM killer, SIGKILL) cannot clean up, and in /dev/shm its 1-2 weight copies stay in memory
+    until reboot; the next run sweeps them. Folders without an owner file are left alone."""
+    removed = []
+    for d in parent.glob(SCRATCH_PREFIX + "*"):
+        try:
+            pid, started = (d / OWNER_FILE).read_text().split()
+        except (OSError, ValueError):
+            continue
+        if _started(int(pid)) != started:
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+    return removed
+
+
 def scratch_dir(needed_bytes: int = 0) -> Path:
     """Where weights are written for the server to read: memory (/dev/shm) when it has room
-    (containers often give it 64 MB), else the temporary folder."""
+    (containers often give it 64 MB), else the temporary folder. Stale folders of runs that died
+    are swept first, and this one is marked with its owner."""
     shm = Path("/dev/shm")
+    for parent in (shm, Path(tempfile.gettempdir())):
+        if parent.is_dir():
+            for d in sweep_stale_scratch(parent):
+                log.warning("removed %s, left behind by an RL run that no longer runs", d)
     roomy = shm.is_dir() and shutil.disk_usage(shm).free > needed_bytes + (1 << 28)
-    return Path(tempfile.mkdtemp(prefix="longhorizon-sampler-", dir=shm if roomy else None))
+    work = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=shm if roomy else None))
+    (work / OWNER_FILE).write_text(f"{os.getpid()} {_started(os.getpid()) or 0}\n")
+    return work
 
 
 class ServedSampler:
