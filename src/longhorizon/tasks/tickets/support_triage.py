@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import random
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
 
@@ -155,6 +156,33 @@ def _text(rng, impact: str, product: str, code: str | None, customer: str) -> tu
     return title, body
 
 
+REPEAT_OPENERS = (
+    "Hi, a colleague of mine may have reported this already.",
+    "Apologies if someone on our side already raised this.",
+    "This may be a repeat of an earlier report, sorry if so.",
+    "We might have mentioned this to you before.",
+)
+"""How a customer says "maybe reported already": it is what customers say, not a label. Only the
+error code and the other ticket's customer and status tell a duplicate."""
+
+
+def _repeat_cues(rng: random.Random, dups: list[dict], lookalikes: list[dict], queue: list[dict]) -> None:
+    """Puts the "reported already?" cues on New tickets so that they do not give the label away:
+    most duplicates, both look-alikes (a customer whose closed ticket had the same error says "again"
+    truthfully) and a few regular tickets open with a ``REPEAT_OPENERS`` line; duplicates' titles
+    ("... again") are matched by a look-alike's and some regular ones'. One duplicate always goes
+    without an opener, so its absence proves nothing either."""
+    quiet = rng.randrange(len(dups))
+    for i, d in enumerate(dups):
+        if i != quiet and rng.random() < 0.75:
+            d["description"] = f"{rng.choice(REPEAT_OPENERS)} {d['description']}"
+    for t in queue:
+        if t in lookalikes or rng.random() < 0.25:
+            t["description"] = f"{rng.choice(REPEAT_OPENERS)} {t['description']}"
+        if t["code"] and (t is lookalikes[1] or rng.random() < 0.15):
+            t["title"] = rng.choice([f"{t['code']} again", f"Still getting {t['code']}", t["title"] + " (again)"])
+
+
 @register
 class SupportTriage(TaskFamily):
     name = "support_triage"
@@ -253,7 +281,7 @@ class SupportTriage(TaskFamily):
             dups.append(d)
         for d in dups:
             d["title"] = rng.choice([f"{d['code']} again", f"Still getting {d['code']}", d["title"] + " (again)"])
-            d["description"] = (f"Hi, a colleague of mine may have reported this already. {d['description']}")
+        _repeat_cues(random.Random(f"{self.name}:{seed}:cues"), dups, [look1, look2], queue)
         for status in ("In Progress", "Triaged", "Resolved", "Closed", "Waiting on Customer"):
             backlog.append(issue(rng.choice(["outage", "degraded", "question"]), status=status,
                                  when=now - timedelta(days=rng.randint(1, 30))))
