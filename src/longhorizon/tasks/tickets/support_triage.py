@@ -23,6 +23,7 @@ from longhorizon.apps.tickets import state as tix
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import People, company, rng_and_faker, slug, write_files
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.tickets import OLD_TARGETS, TARGETS, mentions_key, promises
 
@@ -353,12 +354,29 @@ class SupportTriage(TaskFamily):
         seeded = {t["key"]: {k: t[k] for k in ("status", "priority", "team", "assignee")} for t in backlog}
         seeded_comments = len(comments)
 
-        instruction = (
-            f"Morning! Could you triage the New tickets in the support queue? Go by our SLA policy and the "
-            f"routing table in the support folder: priority, owning team, an acknowledgement to the customer "
-            f"with the right response time, then Triaged. Handle duplicates the way the policy says. Tickets "
-            f"that are already being worked on aren't part of this, so leave them alone. Thanks, {me.first}"
-        )
+        w = phrasing_rng(self.name, seed)
+        ask = say(w, "Could you triage the New tickets in the support queue?",
+                  "The support queue has a batch of New tickets waiting; can you triage them?",
+                  "Please work through the New tickets in the support queue and triage each one.",
+                  "I need the New tickets in our support queue triaged today.")
+        how = say(w, "Go by our SLA policy and the routing table in the support folder: priority, owning team, an "
+                     "acknowledgement to the customer with the right response time, then Triaged.",
+                  "Each one gets a priority, its owning team and an acknowledgement to the customer with the right "
+                  "response time, then the status Triaged; the SLA policy and the routing table are in the support "
+                  "folder.",
+                  "Our SLA policy and routing table (both in the support folder) say how: set the priority and the "
+                  "owning team, acknowledge the customer with the response time that priority gets, and move the "
+                  "ticket to Triaged.")
+        rest = in_some_order(w, [
+            say(w, "Handle duplicates the way the policy says.", "Some may be duplicates: the policy says how to "
+                "handle those.", "For duplicates, do what the policy says."),
+            say(w, "Tickets that are already being worked on aren't part of this, so leave them alone.",
+                "Don't touch tickets that someone is already working on.",
+                "Only the New ones are part of this: leave tickets that are already being worked on alone."),
+        ])
+        hello = say(w, "Morning!", "Hi,", "Hello!", "Good morning,")
+        bye = say(w, "Thanks,", "Cheers,", "Thank you!", "Many thanks,")
+        instruction = " ".join([hello, ask, how, *rest, f"{bye} {me.first}"])
 
         def ack(t, target=None) -> str:
             target = target or TARGETS[t["want_priority"]]
