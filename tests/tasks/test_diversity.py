@@ -32,6 +32,7 @@ KNOWN_TEMPLATED = {
     "department_spend_review",
     "entity_due_diligence",
     "expense_claim_audit",
+    "holiday_week_reschedule",
     "incident_postmortem_deck",
     "inventory_sheet_cleanup",
     "leaver_offboarding",
@@ -70,6 +71,7 @@ KNOWN_TEMPLATED = {
     "vendor_research_brief",
     "weekly_sales_report",
     "wiki_chat_reconcile",
+    "workshop_coordination",
 }
 
 
