@@ -32,18 +32,19 @@ _MASKS: list[tuple[str, re.Pattern[str]]] = [
     ("url", re.compile(r"https?://\S+")),
     ("quoted", re.compile(r"\"[^\"\n]*\"|“[^”\n]*”|`[^`\n]*`|(?<![\w])'[^'\n]*'(?![\w])")),
     ("date", re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b")),
-    ("date", re.compile(r"\b(?:%s)\b\.?" % "|".join((_MONTHS + " " + _DAYS).split()), re.IGNORECASE)),
+    ("date", re.compile(r"\b(?:%s)\b\.?" % "|".join(w.title() for w in (_MONTHS + " " + _DAYS).split()))),
     ("num", re.compile(r"\b\d{1,2}:\d{2}(?:\s?[ap]\.?m\.?)?")),
     ("id", re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[\w]+(?:-[\w]+)*\b")),
     ("num", re.compile(r"[$€£]?\b\d[\d,]*(?:\.\d+)?%?")),
 ]
-"""What an instruction's drawn values look like, masked in this order."""
+"""What an instruction's drawn values look like, masked in this order (month and day names only
+capitalised: "may" and "sat" as words stay)."""
 _CAPITALISED = re.compile(r"\b(?!I\b|I['’])[A-Z][\w'’-]*")
 """A capitalised word: a name (of a person, a product, a team, a status). Words that open a
 sentence are masked too: sentence openers in these instructions are greetings and names as
 often as plain words, and masking a plain opener only ever hides diversity, never invents it."""
 _PLACEHOLDER = re.compile(r"⟨\w+⟩")
-_JOINERS = frozenset({"and", "or", "&"})
+_JOINERS = frozenset({"and", "or"})
 _WORDS = re.compile(r"⟨⟩|[a-z][a-z'’-]*")
 
 
