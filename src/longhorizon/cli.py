@@ -112,8 +112,8 @@ def cmd_tasks_stats(args) -> int:
 
     if args.diversity:
         return _diversity_report(args)
-    if args.family or args.seeds:
-        raise UsageError("--family and --seeds go with --diversity")
+    if args.family or args.seeds or args.format != "json":
+        raise UsageError("--family, --seeds and --format table go with --diversity")
     chosen = [i for s in SPLITS for i in listed_instances(s)]
     counts = _oracle_calls(chosen, progress=True)
     rows = [f.listing(seed) | {"oracle_tool_calls": counts[f.task_id(seed)]} for f, seed in chosen]
