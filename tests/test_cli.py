@@ -23,6 +23,19 @@ def test_tasks_list_json_has_required_fields(capsys):
         assert r["oracle_tool_calls"] >= 20
 
 
+def test_tasks_stats_diversity_reports_skeletons_overlap_and_trap_sets_per_family(capsys):
+    assert main(["tasks", "stats", "--diversity", "--family", "support_triage", "--seeds", "4"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["seeds"] == 4 and [r["family"] for r in out["families"]] == ["support_triage"]
+    row = out["families"][0]
+    assert 1 <= row["skeletons"] <= 4 and 0 < row["overlap"] <= 1 and row["trap_sets"] >= 1
+
+
+def test_tasks_stats_family_without_diversity_is_exit_2():
+    r = lh("tasks", "stats", "--family", "support_triage")
+    assert r.returncode == 2 and "--diversity" in r.stderr
+
+
 def test_unknown_task_is_one_line_exit_2():
     r = lh("tasks", "show", "no_such_family-000001")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "unknown task family" in r.stderr

@@ -110,10 +110,37 @@ def suite_stats(rows: list[dict]) -> dict:
 def cmd_tasks_stats(args) -> int:
     from longhorizon.tasks.listing import listed_instances
 
+    if args.diversity:
+        return _diversity_report(args)
+    if args.family or args.seeds or args.format != "json":
+        raise UsageError("--family, --seeds and --format table go with --diversity")
     chosen = [i for s in SPLITS for i in listed_instances(s)]
     counts = _oracle_calls(chosen, progress=True)
     rows = [f.listing(seed) | {"oracle_tool_calls": counts[f.task_id(seed)]} for f, seed in chosen]
     print(json.dumps(suite_stats(rows), indent=2))
+    return 0
+
+
+def _diversity_report(args) -> int:
+    """Per family: distinct instruction skeletons, mean pairwise word overlap, distinct trap sets
+    (tasks/diversity.py), over seeds 0..N-1, one family at a time with a bar on a terminal."""
+    from tqdm import tqdm
+
+    from longhorizon.tasks.diversity import family_diversity
+    from longhorizon.tasks.registry import families, get_family
+
+    fams = [get_family(n) for n in args.family] if args.family else families()
+    seeds = range(args.seeds or 20)
+    rows = [family_diversity(f, seeds).row()
+            for f in tqdm(fams, desc="families", unit="family", disable=not show_progress(), file=sys.stderr)]
+    templated = sorted(r["family"] for r in rows if r["skeletons"] == 1)
+    if args.format == "json":
+        print(json.dumps({"seeds": len(seeds), "families": rows, "one_skeleton": templated}, indent=2))
+        return 0
+    print(f"{'family':<34} {'skeletons':>9} {'overlap':>7} {'trap sets':>9}")
+    for r in rows:
+        print(f"{r['family']:<34} {r['skeletons']:>6}/{r['seeds']:<2} {r['overlap']:>7.3f} {r['trap_sets']:>9}")
+    print(f"{len(templated)} of {plural(len(rows), 'family')} read as one instruction skeleton over {len(seeds)} seeds")
     return 0
 
 
@@ -531,6 +558,12 @@ def build_parser() -> argparse.ArgumentParser:
     ts.add_argument("--format", choices=["text", "json"], default="text")
     ts.set_defaults(func=cmd_tasks_show)
     tst = tasks.add_parser("stats", help="suite size per split, categories, and oracle horizon (runs every oracle once; cached)")
+    tst.add_argument("--diversity", action="store_true",
+                     help="instead: per family, distinct instruction skeletons (drawn values masked), mean "
+                          "pairwise word overlap and distinct trap sets over seeds 0..N-1 (tasks/diversity.py)")
+    tst.add_argument("--seeds", type=positive_int, help="with --diversity: seeds per family (default 20)")
+    tst.add_argument("--family", action="append", help="with --diversity: only this family (repeatable)")
+    tst.add_argument("--format", choices=["json", "table"], default="json", help="with --diversity: json or table")
     tst.set_defaults(func=cmd_tasks_stats)
     tc = tasks.add_parser("catalogue", help="Markdown table of every family (category, apps, horizon, criteria)")
     tc.add_argument("--out", help="write to this file (e.g. docs/tasks.md) instead of stdout")

@@ -131,3 +131,23 @@ async def test_release_summary_naming_every_key_seen_fails():
 
     reward, met = await _junk_reward(t, kitchen_sink)
     assert "summary_posted" not in met and reward == 0.0, met
+
+
+REPEAT_CUE = re.compile(r"reported this already|already raised this|repeat of an earlier|mentioned this to you before"
+                        r"|\bagain\b|still getting", re.IGNORECASE)
+
+
+def test_support_queue_repeat_cues_do_not_give_duplicates_away(tmp_path):
+    """'A colleague may have reported this already' and '... again' appear on look-alikes and
+    regular tickets too, and some duplicate goes without: only code, customer and status tell."""
+    cued, cued_dups, quiet_dups = 0, 0, 0
+    for seed in range(6):
+        t = task("support_triage", seed)
+        w = World.build(tmp_path / str(seed), t.build)
+        for key in [*t.data["regular"], *t.data["duplicates"]]:
+            x = tix.ticket(w, key)
+            cue = bool(REPEAT_CUE.search(x["description"]))
+            cued += cue
+            cued_dups += cue and key in t.data["duplicates"]
+            quiet_dups += not cue and key in t.data["duplicates"]
+    assert quiet_dups > 0 and cued_dups <= cued / 2, (cued, cued_dups, quiet_dups)

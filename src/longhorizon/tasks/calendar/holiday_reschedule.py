@@ -585,7 +585,8 @@ class HolidayWeekReschedule(TaskFamily):
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
             criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
             data={"today": today.isoformat(), "closure": sorted(closure_iso), "plan": {str(k): v for k, v in
-                  plan.items()}, "weekly": weekly_w, "cancel_holds": sorted(cancel_holds),
+                  plan.items()}, "weekly": weekly_w, "weekly_title": weekly["title"],
+                  "cancel_holds": sorted(cancel_holds),
                   "affected": affected_people, "ooo": [ooo_person, ooo_day.isoformat()]},
         )
 

@@ -547,8 +547,8 @@ class WorkshopCoordination(TaskFamily):
             id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
             criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
-            data={"today": today.isoformat(), "slot": [start_iso, end_iso], "room": room, "coming": coming,
-                  "not_coming": not_coming, "required": required, "brief": brief_id},
+            data={"today": today.isoformat(), "topic": topic, "slot": [start_iso, end_iso], "room": room,
+                  "coming": coming, "not_coming": not_coming, "required": required, "brief": brief_id},
         )
 
     # -- the World ------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from pathlib import Path
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import norm_path, rng_and_faker, same_bytes
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 
 PROJECTS = ["Atlas", "Beacon", "Cobalt", "Delta", "Ember", "Falcon"]
@@ -94,16 +95,34 @@ class DownloadsCleanup(TaskFamily):
         def note_dest(n: str) -> str:
             return f"Notes/{notes[n]}/{n}"
 
-        instruction = (
-            f"Hi! My Downloads folder has become a mess and I need it sorted before the audit. "
-            f"Please file every invoice under Finance/Invoices/<year of the invoice date>/ and every set "
-            f"of meeting notes under Notes/<project>/ (the project is written inside the notes). "
-            f"Careful: some scans have meaningless names, so open a file if you're not sure what it is, and "
-            f"the invoice template is not an invoice. My browser also left copies named like 'report (1).txt': "
-            f"delete a copy only if it's exactly identical to the original, otherwise leave it where it is. "
-            f"Keep file names as they are, don't edit any file, and leave everything else in Downloads. "
-            f"Thanks, {owner}"
-        )
+        w = phrasing_rng(self.name, seed)
+        why = say(w, "My Downloads folder has become a mess and I need it sorted before the audit.",
+                  "Before the audit I need my Downloads folder sorted out; it has become a mess.",
+                  "The audit is coming up and my Downloads folder is a mess: could you sort it?")
+        filing = say(w, "Please file every invoice under Finance/Invoices/<year of the invoice date>/ and every set "
+                        "of meeting notes under Notes/<project>/ (the project is written inside the notes).",
+                     "Every invoice goes under Finance/Invoices/<year of the invoice date>/, and every set of "
+                     "meeting notes under Notes/<project>/ (each set of notes says its project inside).",
+                     "File the invoices by the year of their invoice date, under Finance/Invoices/<year>/, and the "
+                     "meeting notes by project, under Notes/<project>/ (the project is written inside the notes).")
+        careful = say(w, "Careful: some scans have meaningless names, so open a file if you're not sure what it is, "
+                         "and the invoice template is not an invoice.",
+                      "Some scans have names that say nothing, so open a file when you're unsure what it is; the "
+                      "invoice template doesn't count as an invoice.",
+                      "Watch out: the invoice template is not an invoice, and some scans have meaningless names (open "
+                      "a file if you can't tell what it is).")
+        copies = say(w, "My browser also left copies named like 'report (1).txt': delete a copy only if it's exactly "
+                        "identical to the original, otherwise leave it where it is.",
+                     "There are also browser copies named like 'report (1).txt': a copy that is exactly identical to "
+                     "its original can be deleted; one that differs stays where it is.",
+                     "The browser left copies too ('report (1).txt' and the like). Delete a copy only when it matches "
+                     "the original exactly; if it differs at all, leave it where it is.")
+        keep = say(w, "Keep file names as they are, don't edit any file, and leave everything else in Downloads.",
+                   "Don't rename or edit any file, and whatever isn't an invoice or meeting notes stays in Downloads.",
+                   "Leave everything else in Downloads, and keep every file's name and contents as they are.")
+        hello = say(w, "Hi!", "Hello,", "Hey,")
+        bye = say(w, "Thanks,", "Cheers,", "Thank you,")
+        instruction = " ".join([hello, why, filing, *in_some_order(w, [careful, copies]), keep, f"{bye} {owner}"])
 
         def moves(skip: str | None = None, wrong_note: bool = False):
             """The expert's walk: look, open what is ambiguous, file, de-duplicate, check."""

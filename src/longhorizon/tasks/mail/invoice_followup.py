@@ -28,6 +28,7 @@ from longhorizon.tasks.common import (
     mentions_date,
     norm,
 )
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 
 FOLDER = "Invoices/Processed"
 SERVICES = [
@@ -227,16 +228,34 @@ class InvoiceFollowup(TaskFamily):
                                 folders=["Inbox", "Sent", "Archive"], messages=msgs, now=now.isoformat())
 
         pay_text = long_date(pay_date)
-        instruction = (
-            f"Hi, it's {me.first}. Accounts payable slipped while I was out and my inbox is a mess. "
-            f"Today is {long_date(today)}. Could you go through my inbox and find the vendor invoices "
-            f"whose due date has already passed (anything due today or later is not overdue yet)? "
-            f"For each overdue one, reply to the vendor: apologise for the delay, say the payment is "
-            f"scheduled for {pay_text}, and quote the invoice number so their accounts team can match it. "
-            f"Then file each of those invoices into a folder called \"{FOLDER}\" (it doesn't exist yet). "
-            f"Invoices that aren't overdue stay where they are, and don't reply to them. Please don't "
-            f"touch the rest of my mail and don't email anyone else."
-        )
+        w = phrasing_rng(self.name, seed)
+        hello = say(w, f"Hi, it's {me.first}. Accounts payable slipped while I was out and my inbox is a mess.",
+                    f"{me.first} here. I was out and accounts payable slipped; my inbox is a mess.",
+                    f"Hello, {me.first} here: while I was away the vendor invoices piled up in my inbox.")
+        find = say(w, "Could you go through my inbox and find the vendor invoices whose due date has already passed "
+                      "(anything due today or later is not overdue yet)?",
+                   "Please find the vendor invoices in my inbox that are overdue, meaning their due date has "
+                   "already passed (one due today or later isn't overdue yet).",
+                   "Can you go through my inbox for vendor invoices past their due date? Anything due today or "
+                   "later is not overdue yet.")
+        reply = say(w, f"For each overdue one, reply to the vendor: apologise for the delay, say the payment is "
+                       f"scheduled for {pay_text}, and quote the invoice number so their accounts team can match it.",
+                    f"Reply to the vendor of each overdue invoice with an apology for the delay, the invoice number "
+                    f"(so their accounts team can match it) and that payment is scheduled for {pay_text}.",
+                    f"Each overdue vendor gets a reply: say sorry for the delay, quote the invoice number so their "
+                    f"accounts team can match it, and tell them the payment is scheduled for {pay_text}.")
+        file = say(w, f"Then file each of those invoices into a folder called \"{FOLDER}\" (it doesn't exist yet).",
+                   f"Then move each of those invoices into a folder named \"{FOLDER}\"; you'll have to create it.",
+                   f"After replying, file those invoices in a new folder called \"{FOLDER}\" (it doesn't exist "
+                   f"yet).")
+        leave = in_some_order(w, [
+            say(w, "Invoices that aren't overdue stay where they are, and don't reply to them.",
+                "Leave the invoices that aren't overdue where they are, without a reply."),
+            say(w, "Please don't touch the rest of my mail and don't email anyone else.",
+                "Don't email anyone else, and leave the rest of my mail as it is."),
+        ])
+        today_is = f"Today is {long_date(today)}."
+        instruction = " ".join([hello, today_is, find, reply, file, *leave])
 
         def reply_body(inv: dict, with_date: bool = True, with_number: bool = True) -> str:
             ref = f" {inv['number']}" if with_number else ""

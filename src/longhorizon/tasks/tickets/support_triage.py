@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import random
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from longhorizon.apps.tickets import state as tix
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import People, company, rng_and_faker, slug, write_files
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.tickets import OLD_TARGETS, TARGETS, mentions_key, promises
 
@@ -155,6 +157,33 @@ def _text(rng, impact: str, product: str, code: str | None, customer: str) -> tu
     return title, body
 
 
+REPEAT_OPENERS = (
+    "Hi, a colleague of mine may have reported this already.",
+    "Apologies if someone on our side already raised this.",
+    "This may be a repeat of an earlier report, sorry if so.",
+    "We might have mentioned this to you before.",
+)
+"""How a customer says "maybe reported already": it is what customers say, not a label. Only the
+error code and the other ticket's customer and status tell a duplicate."""
+
+
+def _repeat_cues(rng: random.Random, dups: list[dict], lookalikes: list[dict], queue: list[dict]) -> None:
+    """Puts the "reported already?" cues on New tickets so that they do not give the label away:
+    most duplicates, both look-alikes (a customer whose closed ticket had the same error says "again"
+    truthfully) and a few regular tickets open with a ``REPEAT_OPENERS`` line; duplicates' titles
+    ("... again") are matched by a look-alike's and some regular ones'. One duplicate always goes
+    without an opener, so its absence proves nothing either."""
+    quiet = rng.randrange(len(dups))
+    for i, d in enumerate(dups):
+        if i != quiet and rng.random() < 0.75:
+            d["description"] = f"{rng.choice(REPEAT_OPENERS)} {d['description']}"
+    for t in queue:
+        if t in lookalikes or rng.random() < 0.25:
+            t["description"] = f"{rng.choice(REPEAT_OPENERS)} {t['description']}"
+        if t["code"] and (t is lookalikes[1] or rng.random() < 0.15):
+            t["title"] = rng.choice([f"{t['code']} again", f"Still getting {t['code']}", t["title"] + " (again)"])
+
+
 @register
 class SupportTriage(TaskFamily):
     name = "support_triage"
@@ -253,7 +282,7 @@ class SupportTriage(TaskFamily):
             dups.append(d)
         for d in dups:
             d["title"] = rng.choice([f"{d['code']} again", f"Still getting {d['code']}", d["title"] + " (again)"])
-            d["description"] = (f"Hi, a colleague of mine may have reported this already. {d['description']}")
+        _repeat_cues(random.Random(f"{self.name}:{seed}:cues"), dups, [look1, look2], queue)
         for status in ("In Progress", "Triaged", "Resolved", "Closed", "Waiting on Customer"):
             backlog.append(issue(rng.choice(["outage", "degraded", "question"]), status=status,
                                  when=now - timedelta(days=rng.randint(1, 30))))
@@ -325,12 +354,29 @@ class SupportTriage(TaskFamily):
         seeded = {t["key"]: {k: t[k] for k in ("status", "priority", "team", "assignee")} for t in backlog}
         seeded_comments = len(comments)
 
-        instruction = (
-            f"Morning! Could you triage the New tickets in the support queue? Go by our SLA policy and the "
-            f"routing table in the support folder: priority, owning team, an acknowledgement to the customer "
-            f"with the right response time, then Triaged. Handle duplicates the way the policy says. Tickets "
-            f"that are already being worked on aren't part of this, so leave them alone. Thanks, {me.first}"
-        )
+        w = phrasing_rng(self.name, seed)
+        ask = say(w, "Could you triage the New tickets in the support queue?",
+                  "The support queue has a batch of New tickets waiting; can you triage them?",
+                  "Please work through the New tickets in the support queue and triage each one.",
+                  "I need the New tickets in our support queue triaged today.")
+        how = say(w, "Go by our SLA policy and the routing table in the support folder: priority, owning team, an "
+                     "acknowledgement to the customer with the right response time, then Triaged.",
+                  "Each one gets a priority, its owning team and an acknowledgement to the customer with the right "
+                  "response time, then the status Triaged; the SLA policy and the routing table are in the support "
+                  "folder.",
+                  "Our SLA policy and routing table (both in the support folder) say how: set the priority and the "
+                  "owning team, acknowledge the customer with the response time that priority gets, and move the "
+                  "ticket to Triaged.")
+        rest = in_some_order(w, [
+            say(w, "Handle duplicates the way the policy says.", "Some may be duplicates: the policy says how to "
+                "handle those.", "For duplicates, do what the policy says."),
+            say(w, "Tickets that are already being worked on aren't part of this, so leave them alone.",
+                "Don't touch tickets that someone is already working on.",
+                "Only the New ones are part of this: leave tickets that are already being worked on alone."),
+        ])
+        hello = say(w, "Morning!", "Hi,", "Hello!", "Good morning,")
+        bye = say(w, "Thanks,", "Cheers,", "Thank you!", "Many thanks,")
+        instruction = " ".join([hello, ask, how, *rest, f"{bye} {me.first}"])
 
         def ack(t, target=None) -> str:
             target = target or TARGETS[t["want_priority"]]

@@ -25,6 +25,7 @@ from longhorizon.apps.wiki import state as wiki
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import kebab, rng_and_faker
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.wiki import page_now, pages_by_id
 
@@ -297,15 +298,36 @@ class WikiLinkAudit(TaskFamily):
             (ws / "moves.csv").write_bytes(log_bytes)
             (ws / "README.md").write_bytes(readme)
 
-        instruction = (
-            f"Hi! The docs migration left the Engineering space of the wiki in a state: links to pages that were "
-            f"renamed or moved, old copies lying around, and an index that's out of date. Could you do a link audit "
-            f"of the space? Fix every link on Engineering pages that points to an old slug, archive the left-over "
-            f"copies the way {GUIDE} says, and bring {INDEX} up to date. The migration log is in {LOG} (not "
-            f"everything in it still applies). Support is migrating on its own schedule, so don't touch their pages, "
-            f"and please don't create pages or change any slugs. When you're done, check that nothing in the space "
-            f"still links to an old slug. Thanks!"
-        )
+        w = phrasing_rng(self.name, seed)
+        state = say(w, "The docs migration left the Engineering space of the wiki in a state: links to pages that "
+                       "were renamed or moved, old copies lying around, and an index that's out of date.",
+                    "Since the docs migration, the Engineering space of the wiki is untidy: some links point at pages "
+                    "that were renamed or moved, old copies are still lying around, and the index is out of date.",
+                    "After the docs migration the wiki's Engineering space needs a clean-up: links to renamed or "
+                    "moved pages, left-over old copies, and an out-of-date index.")
+        ask = say(w, "Could you do a link audit of the space?", "Can you audit the space's links?",
+                  "Please do a link audit of the space.")
+        work = say(w, f"Fix every link on Engineering pages that points to an old slug, archive the left-over copies "
+                      f"the way {GUIDE} says, and bring {INDEX} up to date.",
+                   f"Every link on an Engineering page that points to an old slug needs fixing; the left-over copies "
+                   f"get archived as {GUIDE} describes; and {INDEX} needs bringing up to date.",
+                   f"Bring {INDEX} up to date, archive the left-over copies following {GUIDE}, and fix each link on "
+                   f"Engineering pages that still points to an old slug.")
+        log = say(w, f"The migration log is in {LOG} (not everything in it still applies).",
+                  f"{LOG} is the migration log, though not everything in it still applies.",
+                  f"You'll find the migration log in {LOG}; not all of it still applies.")
+        limits = in_some_order(w, [
+            say(w, "Support is migrating on its own schedule, so don't touch their pages.",
+                "Leave the Support pages alone: they're migrating on their own schedule.",
+                "Don't touch Support's pages; they migrate on their own schedule."),
+            say(w, "Please don't create pages or change any slugs.", "Don't create any pages or change any slugs.",
+                "No new pages and no slug changes, please."),
+        ])
+        verify = say(w, "When you're done, check that nothing in the space still links to an old slug.",
+                     "Once you're finished, check that no page in the space still links to an old slug.",
+                     "At the end, please check that nothing in the space links to an old slug any more.")
+        instruction = " ".join([say(w, "Hi!", "Hello,", "Hi there,"), state, ask, work, log, *limits, verify,
+                                say(w, "Thanks!", "Thank you!", "Cheers!")])
 
         # expected end state
         moved_old = [eng(o) for o, _ in copied]
