@@ -231,6 +231,7 @@ class Judge:
         self.requests = 0
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0}
         self._lock = threading.Lock()
+        self._asking: dict[tuple[int, str], tuple[asyncio.Lock, int]] = {}
 
     def describe(self) -> dict[str, Any]:
         return {"base_url": self.base_url, "model": self.model}
@@ -256,9 +257,24 @@ class Judge:
         os.replace(tmp, path)
 
     async def averdict(self, rubric: Rubric, context: Context) -> Verdict:
-        """The judge's verdict on ``context`` by ``rubric`` (the cache's, if it has one)."""
+        """The judge's verdict on ``context`` by ``rubric`` (the cache's, if it has one). The
+        same question asked twice at once (a group's identical episodes) is asked once."""
         messages = rubric.messages(context)
         key = self.key(messages)
+        slot = (id(asyncio.get_running_loop()), key)
+        with self._lock:
+            lock, users = self._asking.get(slot) or (asyncio.Lock(), 0)
+            self._asking[slot] = (lock, users + 1)
+        try:
+            async with lock:
+                return await self._verdict(rubric, context, messages, key)
+        finally:
+            with self._lock:
+                lock, users = self._asking.pop(slot)
+                if users > 1:
+                    self._asking[slot] = (lock, users - 1)
+
+    async def _verdict(self, rubric: Rubric, context: Context, messages: list[dict], key: str) -> Verdict:
         row = self._cached(key)
         if row is not None:
             try:
@@ -289,7 +305,8 @@ class Judge:
         try:
             verdict = parse_verdict(reply, rubric, context.steps)
         except (ValueError, TypeError) as exc:
-            raise JudgeError(f"the judge {self.model} replied with no usable verdict ({exc}): {reply[:200]!r}") from None
+            raise JudgeError(f"the judge {self.model} replied with no usable verdict ({exc}): "
+                             f"{reply[:200]!r}") from None
         self._store(key, {"model": self.model, "reply": reply, "messages": messages})
         return verdict
 
@@ -319,6 +336,16 @@ def configure_judge(base_url: str | None, model: str | None, cache_dir: str | Pa
 
 def default_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "longhorizon" / "judge"
+
+
+def judge_from(base_url: str | None, model: str | None, cache_dir: str | Path | None = None) -> Judge | None:
+    """A Judge on ``base_url``/``model``, else on the environment's, else None."""
+    if not base_url:
+        base_url, model = os.environ.get(ENV_BASE_URL), os.environ.get(ENV_MODEL)
+        cache_dir = cache_dir or os.environ.get(ENV_CACHE)
+    if not (base_url and model):
+        return None
+    return Judge(base_url, model, cache_dir or default_cache_dir(), api_key=os.environ.get(ENV_API_KEY))
 
 
 def current_judge() -> Judge | None:

@@ -115,7 +115,8 @@ class Task:
             "instruction": self.instruction,
             "criteria": [
                 {"id": c.id, "kind": c.kind, "weight": c.weight, "guard": c.guard,
-                 "requires": list(c.requires), "description": c.description} | ({"judged": True} if is_judged(c) else {})
+                 "requires": list(c.requires), "description": c.description}
+                | ({"judged": True} if is_judged(c) else {})
                 for c in self.criteria
             ],
         }
