@@ -30,7 +30,7 @@ How the pieces fit:
 * Each step's rollout samples with its own seed (``cfg.seed`` and the step): a task that comes
   back is not replayed with the same random draws.
 * The reward function hands TRL each episode's reward (the Grade's dense reward, or pass/fail,
-  with an optional effort floor). TRL normalises it within the group and optimises the GSPO
+  with an optional effort floor, and optional step-level judged credit: ``step_judge``). TRL normalises it within the group and optimises the GSPO
   objective of ``longhorizon.train.gspo`` (sequence-level importance ratio, clip 3e-4/4e-4).
   ``train.rl_trainer.RLTrainer`` adds the sampler/trainer importance correction, skips steps
   whose gradient is zero, and logs the mismatch and how far each step moved the weights.
