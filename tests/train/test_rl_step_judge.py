@@ -70,3 +70,11 @@ def test_step_judge_without_a_judge_is_a_usage_error():
     with pytest.raises(UsageError, match="step_judge needs a judge"):
         RLConfig(step_judge=0.1).validate()
     RLConfig().validate()  # off by default: no judge needed
+
+
+def test_rl_on_a_family_with_judged_criteria_needs_a_judge():
+    from longhorizon.testing.judged_family import ThankYouNote
+    from longhorizon.train.rl import build_trainer
+
+    with pytest.raises(UsageError, match="has judged criteria and needs a judge"):
+        build_trainer(RLConfig(group_size=2, micro_batch_size=2), tasks=[ThankYouNote().generate(1)])

@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from longhorizon.core.errors import InfraError, UsageError
+from longhorizon.core.judged import configure_judge, require_judge
 from longhorizon.core.task import Task
 from longhorizon.core.tool_kinds import call_key
 from longhorizon.core.trajectory import Trajectory, dumps
@@ -689,7 +690,6 @@ def build_trainer(cfg: RLConfig, *, model=None, tokenizer=None, tasks: list[Task
 
     cfg.validate()
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    model, tokenizer = load_model(cfg.model, model, tokenizer, cfg.attn_implementation)
     no_tasks = UsageError("no RL tasks (check --split, --family, --seeds)")
     if tasks is None and cfg.curriculum:  # tasks are generated as the curriculum draws them
         if not rl_families(cfg):
@@ -702,6 +702,10 @@ def build_trainer(cfg: RLConfig, *, model=None, tokenizer=None, tasks: list[Task
             raise no_tasks
         curriculum = rl_curriculum(cfg, tasks) if cfg.curriculum else None
         prompts = [t.id for t in tasks]
+    if cfg.judge_base_url:  # also the judge of judged criteria, if a family has them (core/judged.py)
+        configure_judge(cfg.judge_base_url, cfg.judge_model, Path(cfg.out) / "judge_cache" if cfg.out else None)
+    require_judge(tasks)
+    model, tokenizer = load_model(cfg.model, model, tokenizer, cfg.attn_implementation)
     sampler = None
     if policy_factory is None and cfg.sampler == "vllm":  # served rollouts, weights synced each step
         from longhorizon.train.served_sampler import ServedSampler
