@@ -222,3 +222,15 @@ def _world_after_oracle(tmp_path):
 def test_context_steps_are_those_shown():
     ctx = condensed_context(_oracle_traj())
     assert isinstance(ctx, Context) and ctx.steps == (1, 2)
+
+
+def test_a_transcript_too_long_for_the_judge_is_an_infrastructure_error(tmp_path):
+    from longhorizon.testing.standin_llm import BrainError
+
+    def small_context(request):
+        raise BrainError("This model's maximum context length is 2048 tokens.", status=400)
+
+    with StandinLLM(small_context) as srv:
+        configure_judge(srv.base_url, srv.model, tmp_path / "cache")
+        grade = TASK.grade(_world_after_oracle(tmp_path), _oracle_traj())
+    assert "ContextLengthExceeded" in grade.infra_errors()["warm_tone"]

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from longhorizon.core.errors import InfraError, UsageError
+from longhorizon.core.errors import ContextLengthExceeded, InfraError, UsageError
 from longhorizon.core.grade import Criterion
 
 if TYPE_CHECKING:
@@ -291,8 +291,11 @@ class Judge:
                 self.requests += 1
             try:
                 data = await client.complete(client.request_body(messages, []))
-            except InfraError as exc:
-                raise JudgeError(f"the judge {self.model} at {self.base_url} failed: {exc}") from exc
+            except (InfraError, ContextLengthExceeded) as exc:  # a transcript too long for the judge is its limit
+                raise JudgeError(f"the judge {self.model} at {self.base_url} failed: "
+                                 f"{type(exc).__name__}: {exc}") from exc
+        if not isinstance(data, dict):
+            raise JudgeError(f"the judge {self.model} sent no completion: {str(data)[:200]}")
         used = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         with self._lock:
             self.usage["seconds"] += time.perf_counter() - t0
