@@ -260,6 +260,7 @@ def cmd_run(args) -> int:
     tasks, split = _chosen_tasks(args)
     if args.limit:  # the first N of the selection, in its stable order (family, then seed); recorded as ids
         tasks = tasks[:args.limit]
+    _judge(args, tasks)
     if args.policy in POLICIES and args.policy not in SERVED:  # MODULE:FACTORY gets them all
         given = [f for f, v in (("--api-key", args.api_key), ("--extra-body", args.extra_body),
                                 ("--base-url", args.base_url)) if v is not None]
@@ -289,6 +290,16 @@ def cmd_run(args) -> int:
     if summary["infra_errors"]:
         print(_infra_note(Path(args.out), summary["infra_errors"]))
     return 0 if summary["complete"] else 1
+
+
+def _judge(args, tasks) -> None:
+    """The judge of judged criteria (core/judged.py): --judge-* or the environment's; refused
+    now, as a usage error, when a chosen task has judged criteria and there is none."""
+    from longhorizon.core.judged import configure_judge, require_judge
+
+    cache = args.judge_cache or (str(Path(args.out) / "judge_cache") if args.judge_base_url else None)
+    configure_judge(args.judge_base_url, args.judge_model, cache)
+    require_judge(tasks)
 
 
 def cmd_calibrate(args) -> int:
@@ -531,6 +542,13 @@ def _run_arguments(p: argparse.ArgumentParser, *, policy_required: bool = True, 
                         "contained Ray on this machine, ADDRESS joins a cluster (e.g. head:6379). Needs a policy "
                         "served elsewhere or a deterministic one; results and the run folder are a local run's")
     p.add_argument("--workers", type=positive_int, help="Ray episode workers (actors; default: one per CPU of the cluster)")
+    p.add_argument("--judge-base-url", metavar="URL",
+                   help="judged criteria (none in the shipped suite; docs/writing-families.md): the judge, an "
+                        "OpenAI-compatible endpoint (default: $LONGHORIZON_JUDGE_BASE_URL)")
+    p.add_argument("--judge-model", help="the judge's model name (default: $LONGHORIZON_JUDGE_MODEL)")
+    p.add_argument("--judge-cache", metavar="FOLDER",
+                   help="the judge's verdict cache (default: OUT/judge_cache with --judge-base-url, else "
+                        "$LONGHORIZON_JUDGE_CACHE or ~/.cache/longhorizon/judge)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 

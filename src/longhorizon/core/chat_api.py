@@ -1,7 +1,8 @@
 """The OpenAI-compatible chat-completions call: one POST with retries, and its reply parsed.
 
 Used by what talks to a chat model: the ``openai`` policy (``policies/openai_client.py``), the
-LLM-played simulated user (``apps/user/simulator.py``) and the behaviour judge. Transport
+LLM-played simulated user (``apps/user/simulator.py``), the behaviour judge and the judge of
+judged criteria (``core/judged.py``). Transport
 failures, 429 and 5xx are retried with exponential backoff and then raised as ``InfraError``:
 the model server failing is never the agent failing. Other 4xx are a bad request and raise
 ``InfraError`` at once with the server's message, except a prompt longer than the model's

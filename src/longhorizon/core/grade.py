@@ -71,6 +71,10 @@ class CriterionResult:
     """``"TypeError: ..."`` when the check itself is broken (``GRADER_BUGS``): still scored as
     unmet, so a run goes on, but a bug in the grader, not the agent's failure; the suite's
     tests refuse it on oracle, null, perturbed and adversary runs."""
+    infra_error: str = ""
+    """``"JudgeError: ..."`` when the check could not be made for reasons outside the agent (a
+    judged criterion's judge unreachable or replying garbage, ``core/judged.py``): scored as
+    unmet here, and the episode runtime records the whole episode as an infrastructure error."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "requires", tuple(self.requires))  # lists, after a JSON round trip
@@ -114,11 +118,16 @@ class Grade:
         """Criterion id -> the error of each check that broke (``CriterionResult.grader_error``)."""
         return {r.id: r.grader_error for r in self.results if r.grader_error}
 
+    def infra_errors(self) -> dict[str, str]:
+        """Criterion id -> why its check could not be made (``CriterionResult.infra_error``)."""
+        return {r.id: r.infra_error for r in self.results if r.infra_error}
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "reward": self.reward,
             "passed": self.passed,
-            "criteria": [{k: v for k, v in r.__dict__.items() if v or k != "grader_error"} for r in self.results],
+            "criteria": [{k: v for k, v in r.__dict__.items() if v or k not in ("grader_error", "infra_error")}
+                         for r in self.results],
         }
 
     @classmethod

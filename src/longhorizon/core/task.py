@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from longhorizon.core.errors import InfraError, UsageError
 from longhorizon.core.grade import GRADER_BUGS, Criterion, CriterionResult, Grade
 
 if TYPE_CHECKING:
@@ -80,22 +81,30 @@ class Task:
             return self._grade(world, trajectory)
 
     def _grade(self, world: "World", trajectory: "Trajectory") -> Grade:
+        from longhorizon.core.judged import is_judged
+
         results = []
         for c in self.criteria:
-            bug = ""
+            bug = infra = ""
             try:
                 out = c.check(world, trajectory)
             except Exception as exc:  # a broken World (e.g. agent deleted a file) fails the criterion
+                if isinstance(exc, UsageError) and is_judged(c):  # no judge configured: the user's to fix
+                    raise
                 out = (False, f"check raised {type(exc).__name__}: {exc}")
                 if isinstance(exc, GRADER_BUGS):  # ... and so does a broken check, marked as such
                     bug = f"{type(exc).__name__}: {exc}"[:500]
+                elif isinstance(exc, InfraError):  # ... but the judge failing is never the agent failing
+                    out, infra = (False, "not checked (infrastructure error)"), f"{type(exc).__name__}: {exc}"[:500]
             passed, note = (out if isinstance(out, tuple) else (out, ""))
             results.append(CriterionResult(c.id, c.kind, c.weight, bool(passed), str(note), c.guard, c.requires,
-                                           grader_error=bug))
+                                           grader_error=bug, infra_error=infra))
         return Grade(tuple(results))
 
     def card(self) -> dict[str, Any]:
         """Public description (no ground truth): for `tasks list/show`."""
+        from longhorizon.core.judged import is_judged
+
         return {
             "id": self.id,
             "family": self.family,
@@ -107,6 +116,7 @@ class Task:
             "criteria": [
                 {"id": c.id, "kind": c.kind, "weight": c.weight, "guard": c.guard,
                  "requires": list(c.requires), "description": c.description}
+                | ({"judged": True} if is_judged(c) else {})
                 for c in self.criteria
             ],
         }

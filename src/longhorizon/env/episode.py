@@ -49,8 +49,9 @@ from longhorizon import __version__
 from longhorizon.apps import build_app
 from longhorizon.apps.common import CALL_LIMIT_S, cap
 from longhorizon.apps.tool_guard import describe_exception, json_type
-from longhorizon.core.errors import ContextLengthExceeded
+from longhorizon.core.errors import ContextLengthExceeded, InfraError
 from longhorizon.core.grade import CriterionResult, Grade
+from longhorizon.core.judged import is_judged
 from longhorizon.core.policy import EpisodeContext
 from longhorizon.core.task import SUITE_VERSION, Task
 from longhorizon.core.trajectory import ToolCallRecord, Trajectory, clean_text, dumps, json_safe
@@ -308,18 +309,25 @@ async def play(task: Task, policy, world: World, *, sample: int = 0, limits: Lim
         traj.provenance["removed_before_grading"] = removed
     # graders parse files and databases: off the event loop, so other episodes keep moving
     traj.grade = await bounded_grade(task, world, traj, limits.max_grade_s)
+    unchecked = traj.grade.infra_errors()
+    if unchecked:  # a judge that failed: the episode is the infrastructure's failure, not the agent's
+        cid, why = next(iter(unchecked.items()))
+        raise InfraError(f"{len(unchecked)} criteria of {task.id} could not be checked; {cid}: {why}")
     return traj
 
 
 async def bounded_grade(task: Task, world: World, traj: Trajectory, limit_s: float | None) -> Grade:
     """``task.grade`` in a worker thread, waited for at most ``limit_s``: past it, a Grade whose
-    every criterion failed with a note (the grader thread is abandoned; its result is dropped)."""
+    every criterion failed with a note (the grader thread is abandoned; its result is dropped).
+    The judge's time counts in the bound: a judged criterion left unchecked is an infrastructure
+    error (``play`` raises), not the agent's failure."""
     try:
         return await asyncio.wait_for(asyncio.to_thread(task.grade, world, traj), limit_s)
     except TimeoutError:
         note = f"grading did not finish within {limit_s:g} s (the World holds more than the graders can read)"
         traj.provenance["grading_timed_out_s"] = limit_s
-        return Grade(tuple(CriterionResult(c.id, c.kind, c.weight, False, note, c.guard, c.requires)
+        return Grade(tuple(CriterionResult(c.id, c.kind, c.weight, False, note, c.guard, c.requires,
+                                           infra_error=note if is_judged(c) else "")
                            for c in task.criteria))
 
 

@@ -137,6 +137,7 @@ def _rl_overrides(args) -> dict:
         "seed_offset": args.seed_offset, "is_correction": args.is_correction, "temperature": args.temperature,
         "updates_per_rollout": args.updates_per_rollout, "micro_batch_size": args.micro_batch_size,
         "max_steps": args.max_steps, "loss": args.loss, "reward": args.reward, "effort_floor": args.effort_floor,
+        "step_judge": args.step_judge, "judge_base_url": args.judge_base_url, "judge_model": args.judge_model,
         "learning_rate": args.lr, "max_turns": args.max_turns, "max_new_tokens": args.max_new_tokens,
         "max_context": args.max_context, "save_steps": args.save_steps, "seed": args.seed,
         "lora": _lora_flag(args.lora), "threads": args.threads,
@@ -238,6 +239,11 @@ def _rl_arguments(p, common, *, model: bool = True) -> None:
     p.add_argument("--loss", choices=["gspo", "grpo"])
     p.add_argument("--reward", choices=["dense", "pass"], help="dense criterion fraction (default) or pass/fail")
     p.add_argument("--effort-floor", type=float, help="reward floor for low-scoring episodes (0: off)")
+    p.add_argument("--step-judge", type=float, metavar="W",
+                   help="step-level judged credit: the reward gains W x the share of the episode's steps a judge "
+                        "calls sensible (0: off; needs --judge-base-url and --judge-model; docs/training.md)")
+    p.add_argument("--judge-base-url", metavar="URL", help="the step judge, an OpenAI-compatible endpoint")
+    p.add_argument("--judge-model", help="the step judge's model name")
     p.add_argument("--max-turns", type=positive_int)
     p.add_argument("--max-new-tokens", type=positive_int, help="tokens per assistant turn")
     p.add_argument("--max-context", type=positive_int, help="tokens per episode")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from longhorizon.core.errors import UsageError
+from longhorizon.core.judged import judge_from
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 """Attention and MLP projections (Qwen, Llama, Mistral naming)."""
@@ -199,6 +200,14 @@ class RLConfig:
     repetition_penalty: float = 0.0
     """Off when 0. Otherwise the reward loses ``repetition_penalty x`` the share of the episode's
     tool calls that repeat an earlier call exactly (same tool and arguments), floored at 0."""
+    step_judge: float = 0.0
+    """Off when 0. Otherwise each episode's reward gains ``step_judge x`` the share of its tool
+    calls (steps) a judge calls sensible (``core.judged.step_credit``: a step-level rubric, one
+    request per episode, cached in OUT/judge_cache). An episode the judge cannot score is left
+    out of the update, as an infrastructure failure. The judge: ``judge_base_url`` and
+    ``judge_model``, else $LONGHORIZON_JUDGE_BASE_URL and $LONGHORIZON_JUDGE_MODEL."""
+    judge_base_url: str | None = None
+    judge_model: str | None = None
     resample_flat_groups: int = 0
     """Dynamic sampling: groups whose episodes all earned the same reward (no learning signal) are
     dropped and groups of fresh tasks played in their place, in rounds, until the step has
@@ -313,6 +322,13 @@ class RLConfig:
             raise UsageError("effort_floor must be in [0, 1)")
         if not 0 <= self.repetition_penalty <= 1:
             raise UsageError("repetition_penalty must be in [0, 1]")
+        if not 0 <= self.step_judge <= 1:
+            raise UsageError("step_judge must be in [0, 1]")
+        if bool(self.judge_base_url) != bool(self.judge_model):
+            raise UsageError("a judge needs both judge_base_url and judge_model")
+        if self.step_judge > 0 and judge_from(self.judge_base_url, self.judge_model) is None:
+            raise UsageError("step_judge needs a judge: judge_base_url and judge_model (or $LONGHORIZON_JUDGE_BASE_URL "
+                             "and $LONGHORIZON_JUDGE_MODEL), an OpenAI-compatible server")
         if self.verify_forks not in ("first", "every", "off"):
             raise UsageError(f"verify_forks must be first, every or off, not {self.verify_forks!r}")
         if self.concurrency < 1:

@@ -30,7 +30,7 @@ How the pieces fit:
 * Each step's rollout samples with its own seed (``cfg.seed`` and the step): a task that comes
   back is not replayed with the same random draws.
 * The reward function hands TRL each episode's reward (the Grade's dense reward, or pass/fail,
-  with an optional effort floor). TRL normalises it within the group and optimises the GSPO
+  with an optional effort floor, and optional step-level judged credit: ``step_judge``). TRL normalises it within the group and optimises the GSPO
   objective of ``longhorizon.train.gspo`` (sequence-level importance ratio, clip 3e-4/4e-4).
   ``train.rl_trainer.RLTrainer`` adds the sampler/trainer importance correction, skips steps
   whose gradient is zero, and logs the mismatch and how far each step moved the weights.
@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from longhorizon.core.errors import InfraError, UsageError
+from longhorizon.core.judged import configure_judge, require_judge
 from longhorizon.core.task import Task
 from longhorizon.core.tool_kinds import call_key
 from longhorizon.core.trajectory import Trajectory, dumps
@@ -76,6 +77,9 @@ MAX_ATTEMPTS = 3
 
 INFRA_STATUS = "infra_error"
 """The status of the stand-in for an episode that failed ``MAX_ATTEMPTS`` times (no agent outcome)."""
+
+STEP_JUDGE_KEY = "step_judge_share"
+"""Provenance key: the share of an episode's steps the step judge called sensible (``rl.step_judge``)."""
 
 MIN_SURVIVORS = 2
 """A group with fewer surviving episodes is dropped from the update whole."""
@@ -99,7 +103,7 @@ def repeated_call_share(traj: Trajectory) -> float:
 
 
 def shaped_reward(traj: Trajectory, mode: str = "dense", effort_floor: float = 0.0,
-                  repetition_penalty: float = 0.0) -> float:
+                  repetition_penalty: float = 0.0, step_judge: float = 0.0) -> float:
     """The RL reward of one episode.
 
     dense: the Grade's weighted fraction of criteria met. pass: 1.0 if every criterion is met.
@@ -109,11 +113,15 @@ def shaped_reward(traj: Trajectory, mode: str = "dense", effort_floor: float = 0
     scale rather than letting the group normalisation blow them up to ±1: ``advantage_scales``.)
     repetition_penalty (off at 0): minus ``repetition_penalty x`` the share of its calls that
     repeat an earlier one exactly (``repeated_call_share``), never below 0.
+    step_judge (off at 0): plus ``step_judge x`` the share of its steps the judge called sensible
+    (``STEP_JUDGE_KEY`` in its provenance, set by the rollout: ``EpisodeRollout.judge_steps``).
     """
     reward = float(traj.passed) if mode == "pass" else traj.reward
     if effort_floor > 0 and reward < effort_floor and traj.tool_calls:
         ok = sum(not c.is_error for c in traj.tool_calls) / len(traj.tool_calls)
         reward = max(reward, effort_floor * ok)
+    if step_judge > 0:
+        reward += step_judge * traj.provenance.get(STEP_JUDGE_KEY, 0.0)
     if repetition_penalty > 0:
         reward = max(0.0, reward - repetition_penalty * repeated_call_share(traj))
     return reward
@@ -199,6 +207,15 @@ class EpisodeRollout:
                              "(a policy_factory such as a vLLM server's); the in-process model cannot travel")
         self._workers = None
         self._workers_policy = None
+        self.judge = None
+        if cfg.step_judge > 0:  # step-level judged credit (core/judged.py), verdicts cached with the run
+            from longhorizon.core.judged import judge_from
+
+            cache = self.record_dir / "judge_cache" if self.record_dir else None
+            self.judge = judge_from(cfg.judge_base_url, cfg.judge_model, cache)
+            if self.judge is None:
+                raise UsageError("rl.step_judge needs a judge: judge_base_url and judge_model (or "
+                                 "$LONGHORIZON_JUDGE_BASE_URL and $LONGHORIZON_JUDGE_MODEL)")
 
     def workers(self, policy):
         """The Ray episode workers playing with ``policy`` (cfg.ray), made once per policy."""
@@ -267,13 +284,33 @@ class EpisodeRollout:
                     out = self._failed(task, sample, policy, f"failed {MAX_ATTEMPTS} times; the last time "
                                                              f"{type(out).__name__}: {out}")
                 by_job[(task.id, sample)] = out
+        if self.judge is not None:
+            await self.judge_steps(by_job, policy)
         return _in_batch_order(task_ids, by_job)
+
+    async def judge_steps(self, by_job: dict[tuple[str, int], Trajectory], policy) -> None:
+        """Give each played episode its step judge's share of sensible steps (``STEP_JUDGE_KEY``);
+        an episode the judge cannot score becomes an ``infra_error`` stand-in, never a zero."""
+        import asyncio
+
+        from longhorizon.core.judged import JudgeError, step_credit
+
+        gate = asyncio.Semaphore(max(1, self.cfg.group_size))
+
+        async def one(key, traj):
+            async with gate:
+                try:
+                    traj.provenance[STEP_JUDGE_KEY] = await step_credit(self.judge, traj)
+                except JudgeError as exc:
+                    by_job[key] = self._failed(self.tasks[key[0]], key[1], policy, f"the step judge failed: {exc}")
+
+        await asyncio.gather(*(one(k, t) for k, t in list(by_job.items()) if t.status != INFRA_STATUS))
 
     # -- choosing and refilling the step's groups ----------------------------------------------------
     def has_signal(self, group: list[Trajectory]) -> bool:
         """Whether a group can teach: at least ``MIN_SURVIVORS`` episodes played, not all with the same reward."""
         c = self.cfg
-        rewards = [shaped_reward(t, c.reward, c.effort_floor, c.repetition_penalty) for t in group
+        rewards = [shaped_reward(t, c.reward, c.effort_floor, c.repetition_penalty, c.step_judge) for t in group
                    if t.status != INFRA_STATUS]
         return len(rewards) >= MIN_SURVIVORS and len(set(rewards)) > 1
 
@@ -420,7 +457,7 @@ class EpisodeRollout:
                 seqs[k] = {**seqs[k], "env_mask": [0] * len(seqs[k]["env_mask"])}
         c = self.cfg
         self.advantage_scale = advantage_scales(trajs, dropped, c)
-        rewards = [None if d else shaped_reward(t, c.reward, c.effort_floor, c.repetition_penalty)
+        rewards = [None if d else shaped_reward(t, c.reward, c.effort_floor, c.repetition_penalty, c.step_judge)
                    for t, d in zip(trajs, dropped)]
         if c.permute_rewards:
             rewards = permuted_within_groups(rewards, c.group_size, random.Random(rollout_seed(c.seed, self.rollouts)))
@@ -536,7 +573,7 @@ def advantage_scales(trajs: list[Trajectory], dropped: list[bool], cfg: RLConfig
         base = [float(trajs[i].passed) if c.reward == "pass" else trajs[i].reward for i in idx]
         if len(idx) < 2 or any(b >= c.effort_floor for b in base):
             continue
-        shaped = [shaped_reward(trajs[i], c.reward, c.effort_floor, c.repetition_penalty) for i in idx]
+        shaped = [shaped_reward(trajs[i], c.reward, c.effort_floor, c.repetition_penalty, c.step_judge) for i in idx]
         scale = statistics.stdev(shaped) + STD_EPS
         for i in idx:
             scales[i] = scale
@@ -653,7 +690,6 @@ def build_trainer(cfg: RLConfig, *, model=None, tokenizer=None, tasks: list[Task
 
     cfg.validate()
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    model, tokenizer = load_model(cfg.model, model, tokenizer, cfg.attn_implementation)
     no_tasks = UsageError("no RL tasks (check --split, --family, --seeds)")
     if tasks is None and cfg.curriculum:  # tasks are generated as the curriculum draws them
         if not rl_families(cfg):
@@ -666,6 +702,10 @@ def build_trainer(cfg: RLConfig, *, model=None, tokenizer=None, tasks: list[Task
             raise no_tasks
         curriculum = rl_curriculum(cfg, tasks) if cfg.curriculum else None
         prompts = [t.id for t in tasks]
+    if cfg.judge_base_url:  # also the judge of judged criteria, if a family has them (core/judged.py)
+        configure_judge(cfg.judge_base_url, cfg.judge_model, Path(cfg.out) / "judge_cache" if cfg.out else None)
+    require_judge(tasks)
+    model, tokenizer = load_model(cfg.model, model, tokenizer, cfg.attn_implementation)
     opd = None
     if cfg.opd.enabled:  # Direct-OPD: the teacher pair, frozen, checked against the student's tokenizer
         from longhorizon.train.opd import PolicyShift
