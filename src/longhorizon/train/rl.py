@@ -624,8 +624,11 @@ def rl_curriculum(cfg: RLConfig, tasks: list[Task] | None = None) -> Curriculum:
     generated only when first drawn); one stream of fresh seeds per family and level."""
     if tasks is not None:
         return Curriculum.of_tasks(tasks, seed=cfg.seed)
-    return Curriculum({stream_name(f.name, lv): (f.instance(s, lv) for s in rl_seeds(cfg, f))
-                       for f in rl_families(cfg) for lv in rl_levels(cfg, f)}, seed=cfg.seed)
+    def fresh(family, level):  # a function, so each stream's generator keeps its own family and level
+        return (family.instance(s, level) for s in rl_seeds(cfg, family))
+
+    return Curriculum({stream_name(f.name, lv): fresh(f, lv) for f in rl_families(cfg) for lv in rl_levels(cfg, f)},
+                      seed=cfg.seed)
 
 
 def grpo_args(cfg: RLConfig, *, progress: bool = True):
