@@ -11,7 +11,7 @@ from longhorizon.tasks.registry import families
 
 FAMILIES = [f.name for f in families()]
 SEEDS = [0, HOLDOUT_SEED_BASE]  # seeds 0-9 also run through the runner in tests/rollout/test_suite_run.py
-LEVELS = [pytest.param(f.name, lv, id=f.task_id(0, lv).rsplit("-", 1)[0] + ("" if lv == f.levels else f"@L{lv}"))
+LEVELS = [pytest.param(f.name, lv, id=f.name + ("" if lv == f.levels else f"@L{lv}"))
           for f in families() for lv in range(1, f.levels + 1)]
 """(family, level) for every level of every family; the top level is the family's default."""
 
