@@ -31,9 +31,11 @@ def test_tasks_stats_diversity_reports_skeletons_overlap_and_trap_sets_per_famil
     assert 1 <= row["skeletons"] <= 4 and 0 < row["overlap"] <= 1 and row["trap_sets"] >= 1
 
 
-def test_tasks_stats_family_without_diversity_is_exit_2():
-    r = lh("tasks", "stats", "--family", "support_triage")
+def test_tasks_stats_table_without_diversity_is_exit_2():
+    r = lh("tasks", "stats", "--format", "table")
     assert r.returncode == 2 and "--diversity" in r.stderr
+    r = lh("tasks", "stats", "--diversity", "--level", "1")
+    assert r.returncode == 2 and "--level" in r.stderr
 
 
 def test_unknown_task_is_one_line_exit_2():
@@ -186,3 +188,33 @@ def test_version_names_the_package_and_the_suite(capsys):
     assert exc.value.code == 0
     out = capsys.readouterr().out
     assert __version__ in out and f"suite {SUITE_VERSION}" in out
+
+
+LEVELED = "invoice_followup"  # a family with levels (tests/tasks/test_levels.py covers them all)
+
+
+def test_tasks_list_and_stats_at_a_level(capsys):
+    assert main(["tasks", "list", "--format", "json", "--seeds", "1", "--family", LEVELED, "--level", "1"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["id"], r["level"]) for r in rows] == [(f"{LEVELED}-000000@L1", 1), (f"{LEVELED}-100000@L1", 1)]
+    assert all(2 <= r["oracle_tool_calls"] <= 8 for r in rows)
+    assert main(["tasks", "stats", "--seeds", "1", "--family", LEVELED, "--level", "1"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["level"] == 1 and stats["instances"] == 2
+    low, _, high = stats["oracle_tool_calls_by_family"][LEVELED]
+    assert 2 <= low <= high <= 8
+
+
+def test_run_at_a_level_plays_and_records_that_levels_tasks(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["run", "--family", LEVELED, "--seeds", "1", "--level", "1", "--quiet", "--policy", "oracle",
+                 "--out", str(out)]) == 0
+    manifest = json.loads((out / "run.json").read_text())
+    assert manifest["tasks"] == [f"{LEVELED}-000000@L1"]
+    played = [json.loads(line)["task_id"] for line in (out / "trajectories.jsonl").read_text().splitlines()]
+    assert played == [f"{LEVELED}-000000@L1"]
+
+
+def test_run_level_with_task_is_refused():
+    r = lh("run", "--policy", "null", "--task", f"{LEVELED}-000001@L1", "--level", "1", "--out", "x")
+    assert r.returncode == 2 and "--level" in r.stderr

@@ -19,6 +19,9 @@ from longhorizon.policies.context import CONTEXT_POLICIES
 from longhorizon.policies.factory import BUILT_IN as POLICIES
 from longhorizon.policies.factory import DEFAULT_MAX_TOKENS, check_spec
 
+LEVEL_HELP = ("each family at level N (1: its shortest instances; default: its top level, the suite's own); "
+              "families without level N are left out")
+
 SERVED = ("openai", "served")
 """Policies that talk to a model server (--base-url, --api-key, --extra-body)."""
 
@@ -64,15 +67,16 @@ def cmd_tasks_list(args) -> int:
     from longhorizon.tasks.listing import listed_instances
 
     splits = [args.split] if args.split else list(SPLITS)
-    chosen = [i for s in splits for i in listed_instances(s, args.seeds, args.family)]  # nothing imported
+    chosen = [i for s in splits for i in listed_instances(s, args.seeds, args.family, args.level)]  # nothing imported
     counts = _oracle_calls(chosen, progress=args.format == "table")
-    rows = [f.listing(seed) | {"oracle_tool_calls": counts[f.task_id(seed)]} for f, seed in chosen]
+    rows = _rows(chosen, counts)
     if args.format == "json":
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"{'id':<40} {'category':<28} {'split':<14} {'calls':>5}  apps")
+    print(f"{'id':<44} {'category':<28} {'split':<14} {'level':>5} {'calls':>5}  apps")
     for r in rows:
-        print(f"{r['id']:<40} {r['category']:<28} {r['split']:<14} {r['oracle_tool_calls']:>5}  {','.join(r['apps'])}")
+        print(f"{r['id']:<44} {r['category']:<28} {r['split']:<14} {r['level']:>5} {r['oracle_tool_calls']:>5}  "
+              f"{','.join(r['apps'])}")
     print(f"{plural(len(rows), 'task')}, {plural(len({r['family'] for r in rows}), 'family')}, "
           f"{plural(len({r['category'] for r in rows}), 'category')}")
     return 0
@@ -84,18 +88,27 @@ def _oracle_calls(chosen, *, progress: bool) -> dict[str, int]:
     from longhorizon.evaluate.oracle_stats import cache_path, cached_counts, instance_calls
 
     bar = progress and show_progress()
-    missing = len({f.task_id(s) for f, s in chosen} - cached_counts().keys())
+    missing = len({f.task_id(s, lv) for f, s, lv in chosen} - cached_counts().keys())
     if missing and not bar:
         print(f"counting the oracle's tool calls of {plural(missing, 'task')} (once; cached in {cache_path()})",
               file=sys.stderr)
     return instance_calls(chosen, progress=bar)
 
 
+def _rows(chosen, counts: dict[str, int]) -> list[dict]:
+    """`tasks list` rows of (family, seed, level) instances, with their oracle's tool-call count."""
+    return [f.listing(seed, lv) | {"oracle_tool_calls": counts[f.task_id(seed, lv)]} for f, seed, lv in chosen]
+
+
 def suite_stats(rows: list[dict]) -> dict:
-    """Size, breadth and horizon of a task listing (rows as printed by `tasks list --format json`)."""
+    """Size, breadth and horizon of a task listing (rows as printed by `tasks list --format json`),
+    with each family's horizon (oracle tool calls: min, median, max) at the listed level."""
     import statistics
 
     calls = sorted(r["oracle_tool_calls"] for r in rows)
+    by_family: dict[str, list[int]] = {}
+    for r in rows:
+        by_family.setdefault(r["family"], []).append(r["oracle_tool_calls"])
     return {
         "instances": len(rows),
         "splits": {s: sum(r["split"] == s for r in rows) for s in SPLITS},
@@ -104,6 +117,8 @@ def suite_stats(rows: list[dict]) -> dict:
         "categories": len({r["category"] for r in rows}),
         "median_oracle_tool_calls": statistics.median(calls) if calls else 0,
         "share_at_least_40_calls": sum(c >= 40 for c in calls) / len(calls) if calls else 0.0,
+        "oracle_tool_calls_by_family": {f: [min(c), statistics.median(c), max(c)]
+                                        for f, c in sorted(by_family.items())},
     }
 
 
@@ -111,13 +126,15 @@ def cmd_tasks_stats(args) -> int:
     from longhorizon.tasks.listing import listed_instances
 
     if args.diversity:
+        if args.level:
+            raise UsageError("--diversity measures each family's default level: leave out --level")
         return _diversity_report(args)
-    if args.family or args.seeds or args.format != "json":
-        raise UsageError("--family, --seeds and --format table go with --diversity")
-    chosen = [i for s in SPLITS for i in listed_instances(s)]
+    if args.format != "json":
+        raise UsageError("--format table goes with --diversity")
+    chosen = [i for s in SPLITS for i in listed_instances(s, args.seeds, args.family, args.level)]
     counts = _oracle_calls(chosen, progress=True)
-    rows = [f.listing(seed) | {"oracle_tool_calls": counts[f.task_id(seed)]} for f, seed in chosen]
-    print(json.dumps(suite_stats(rows), indent=2))
+    stats = {"level": args.level or "default"} | suite_stats(_rows(chosen, counts))
+    print(json.dumps(stats, indent=2))
     return 0
 
 
@@ -277,7 +294,8 @@ def cmd_run(args) -> int:
                     max_call_s=args.max_call_s or None, max_grade_s=args.max_grade_s or None)
     spec = RunSpec(policy=policy.describe(), split=split, seeds=args.seeds,
                    families=sorted(args.family) if args.family else None, samples=args.samples, limits=limits,
-                   tasks=[t.id for t in tasks] if args.task or args.limit else None, reproducible=args.reproducible)
+                   tasks=[t.id for t in tasks] if args.task or args.limit or args.level else None,
+                   reproducible=args.reproducible)
     episodes = None
     if args.ray is not None:
         from longhorizon.rollout.ray_workers import RayEpisodes
@@ -351,7 +369,8 @@ def _chosen_tasks(args):
     from longhorizon.tasks.registry import get_task, tasks_for
 
     if args.task:
-        mixed = [f for f, v in (("--split", args.split), ("--family", args.family), ("--seeds", args.seeds)) if v]
+        mixed = [f for f, v in (("--split", args.split), ("--family", args.family), ("--seeds", args.seeds),
+                                ("--level", args.level)) if v]
         if mixed:
             raise UsageError(f"--task names the tasks itself: drop {', '.join(mixed)}")
         if len(set(args.task)) != len(args.task):
@@ -359,10 +378,11 @@ def _chosen_tasks(args):
         tasks = [get_task(t) for t in args.task]
         return tasks, "+".join(sorted({t.split for t in tasks}))
     split = args.split or "train"
-    tasks = tasks_for(split, args.seeds, args.family)
+    tasks = tasks_for(split, args.seeds, args.family, args.level)
     if not tasks:
         raise UsageError(f"split {split} has no instances of the chosen families "
-                         "(holdout families are only in split holdout-family)")
+                         "(holdout families are only in split holdout-family)"
+                         + (f" at level {args.level}" if args.level else ""))
     return tasks, split
 
 
@@ -485,8 +505,12 @@ def _run_arguments(p: argparse.ArgumentParser, *, policy_required: bool = True, 
     p.add_argument("--split", choices=SPLITS, help="the split to play (default train)")
     p.add_argument("--seeds", type=positive_int, help="instances per family (default: the suite's own split)")
     p.add_argument("--family", action="append", help="only this family (repeatable)")
+    p.add_argument("--level", type=positive_int, metavar="N",
+                   help="each family at level N (1: shortest; default: its top level, the suite's own); "
+                        "families without level N are left out (the run records the chosen task ids)")
     p.add_argument("--task", action="append", metavar="ID",
-                   help="only this task, e.g. downloads_cleanup-000001 (repeatable; instead of --split/--family)")
+                   help="only this task, e.g. downloads_cleanup-000001 or downloads_cleanup-000001@L1 "
+                        "(repeatable; instead of --split/--family)")
     p.add_argument("--limit", type=positive_int, metavar="N",
                    help="only the first N tasks of the selection, in its stable order (family, then seed)")
     p.add_argument("--samples", type=positive_int, default=samples,
@@ -569,18 +593,22 @@ def build_parser() -> argparse.ArgumentParser:
     tl.add_argument("--split", choices=SPLITS, help="only this split (default: all)")
     tl.add_argument("--seeds", type=positive_int, help="instances per family and split (default: the suite's own)")
     tl.add_argument("--family", action="append", help="only this family (repeatable)")
+    tl.add_argument("--level", type=positive_int, metavar="N", help=LEVEL_HELP)
     tl.add_argument("--format", choices=["table", "json"], default="table")
     tl.set_defaults(func=cmd_tasks_list)
     ts = tasks.add_parser("show", help="instruction, apps and criteria of one task")
-    ts.add_argument("task_id", help="FAMILY-SEED, as printed by `tasks list`")
+    ts.add_argument("task_id", help="FAMILY-SEED or FAMILY-SEED@LLEVEL, as printed by `tasks list`")
     ts.add_argument("--format", choices=["text", "json"], default="text")
     ts.set_defaults(func=cmd_tasks_show)
-    tst = tasks.add_parser("stats", help="suite size per split, categories, and oracle horizon (runs every oracle once; cached)")
+    tst = tasks.add_parser("stats", help="suite size per split, categories, and oracle horizon per family at a "
+                                         "level (runs every oracle once; cached)")
+    tst.add_argument("--level", type=positive_int, metavar="N", help=LEVEL_HELP)
+    tst.add_argument("--seeds", type=positive_int, help="instances per family and split (default: the suite's own); "
+                                                         "with --diversity: seeds per family (default 20)")
+    tst.add_argument("--family", action="append", help="only this family (repeatable)")
     tst.add_argument("--diversity", action="store_true",
                      help="instead: per family, distinct instruction skeletons (drawn values masked), mean "
                           "pairwise word overlap and distinct trap sets over seeds 0..N-1 (tasks/diversity.py)")
-    tst.add_argument("--seeds", type=positive_int, help="with --diversity: seeds per family (default 20)")
-    tst.add_argument("--family", action="append", help="with --diversity: only this family (repeatable)")
     tst.add_argument("--format", choices=["json", "table"], default="json", help="with --diversity: json or table")
     tst.set_defaults(func=cmd_tasks_stats)
     tc = tasks.add_parser("catalogue", help="Markdown table of every family (category, apps, horizon, criteria)")

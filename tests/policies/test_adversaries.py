@@ -1,7 +1,7 @@
 """Graders cannot be gamed: doing nothing, claiming success, random tool calls, a shotgun of
 plausible junk, and five policies that game one kind of criterion each (read-only, empty
 artefacts, instruction echo, reply-to-everything, copy inputs to outputs) pass no task and
-earn a mean dense reward of at most 0.05 on every split."""
+earn a mean dense reward of at most 0.05 on every split, at every level of every family."""
 
 import statistics
 from collections import defaultdict
@@ -23,14 +23,14 @@ MAX_MEAN_REWARD = 0.05
 async def test_adversary_passes_nothing_and_scores_low_on_every_split(adversary):
     rewards: dict[str, dict[str, float]] = defaultdict(dict)
     passed = []
-    for fam in families():
-        for seed in SEEDS:
-            task = fam.generate(seed)
-            traj = await play_task(task, POLICIES[adversary](), limits=Limits(max_wall_s=120))
-            rewards[task.split][task.id] = traj.grade.reward
-            assert not traj.grade.grader_errors(), f"grader bugs on {task.id}: {traj.grade.grader_errors()}"
-            if traj.passed:
-                passed.append(task.id)
+    # every level of every family: short instances must be no easier to game
+    for fam, level, seed in ((f, lv, s) for f in families() for lv in range(1, f.levels + 1) for s in SEEDS):
+        task = fam.instance(seed, level)
+        traj = await play_task(task, POLICIES[adversary](), limits=Limits(max_wall_s=120))
+        rewards[task.split][task.id] = traj.grade.reward
+        assert not traj.grade.grader_errors(), f"grader bugs on {task.id}: {traj.grade.grader_errors()}"
+        if traj.passed:
+            passed.append(task.id)
     assert set(rewards) == {"train", "holdout", "holdout-family"}
     assert not passed, f"{adversary} passed {passed}"
     for split, by_task in rewards.items():

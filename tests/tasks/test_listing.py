@@ -41,8 +41,10 @@ def test_a_cold_listing_says_it_is_counting_once(tmp_path, monkeypatch, capsys):
 def test_cached_families_choose_the_same_instances_as_the_registry(tmp_path, monkeypatch, split, seeds):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     listing.listed_families()  # cold: read from the registry, then cached
-    cached = listing.listed_instances(split, seeds)
-    assert [(f.name, s) for f, s in cached] == [(f.name, s) for f, s in instances(split, seeds)]
+    for level in (None, 1, 2):
+        cached = listing.listed_instances(split, seeds, level=level)
+        assert [(f.name, s, lv) for f, s, lv in cached] == [(f.name, s, lv) for f, s, lv in
+                                                             instances(split, seeds, level=level)]
 
 
 @pytest.mark.parametrize("family", [f.name for f in families()])
@@ -50,5 +52,7 @@ def test_an_instance_says_what_its_family_lists(family):
     fam = registry.get_family(family)
     for split in SPLITS:
         for seed in registry.suite_seeds(split, fam)[:1]:
-            card = fam.generate(seed).card()
-            assert fam.listing(seed) == {k: card[k] for k in ("id", "category", "family", "split", "apps")}
+            for level in (None, *range(1, fam.levels)):
+                card = fam.instance(seed, level).card()
+                assert fam.listing(seed, level) == {k: card[k] for k in ("id", "category", "family", "split",
+                                                                          "level", "apps")}

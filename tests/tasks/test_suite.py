@@ -1,5 +1,5 @@
-"""Suite-wide guarantees, for every registered family: the oracle solves it, the null policy
-fails it, every criterion can fail, and generation is deterministic."""
+"""Suite-wide guarantees, for every registered family at every level it declares: the oracle
+solves it, the null policy fails it, every criterion can fail, and generation is deterministic."""
 
 import pytest
 
@@ -11,6 +11,13 @@ from longhorizon.tasks.registry import families
 
 FAMILIES = [f.name for f in families()]
 SEEDS = [0, HOLDOUT_SEED_BASE]  # seeds 0-9 also run through the runner in tests/rollout/test_suite_run.py
+LEVELS = [pytest.param(f.name, lv, id=f.name + ("" if lv == f.levels else f"@L{lv}"))
+          for f in families() for lv in range(1, f.levels + 1)]
+"""(family, level) for every level of every family; the top level is the family's default."""
+
+
+def make(family: str, seed: int, level: int):
+    return next(f for f in families() if f.name == family).instance(seed, level)
 
 
 def test_suite_has_27_categories_each_with_several_families():
@@ -29,9 +36,9 @@ def assert_graders_sound(traj, run: str) -> None:
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("family", FAMILIES)
-async def test_oracle_solves_and_null_fails(family, seed):
-    task = next(f for f in families() if f.name == family).generate(seed)
+@pytest.mark.parametrize("family,level", LEVELS)
+async def test_oracle_solves_and_null_fails(family, level, seed):
+    task = make(family, seed, level)
     traj = await play_task(task, OraclePolicy())
     failed = [r for r in traj.grade.results if not r.passed]
     assert traj.passed and traj.grade.reward == 1.0, failed
@@ -61,9 +68,9 @@ async def test_a_grader_that_raises_typeerror_fails_the_suite_instead_of_scoring
         assert_graders_sound(null, "null")
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-async def test_every_criterion_fails_on_its_perturbation(family):
-    task = next(f for f in families() if f.name == family).generate(3)
+@pytest.mark.parametrize("family,level", LEVELS)
+async def test_every_criterion_fails_on_its_perturbation(family, level):
+    task = make(family, 3, level)
     kinds = {c.kind for c in task.criteria}
     assert kinds == {"final_state", "process"}, "each family needs both kinds of criteria"
     assert not all(c.guard for c in task.criteria), "a task needs criteria that only real work meets"
@@ -75,14 +82,14 @@ async def test_every_criterion_fails_on_its_perturbation(family):
         assert_graders_sound(traj, f"perturbed ({crit.id})")
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_generation_is_deterministic(family, tmp_path):
+@pytest.mark.parametrize("family,level", LEVELS)
+def test_generation_is_deterministic(family, level, tmp_path):
     fam = next(f for f in families() if f.name == family)
-    a, b = fam.generate(5), fam.generate(5)
+    a, b = fam.instance(5, level), fam.instance(5, level)
     assert a.instruction == b.instruction
     assert [c.id for c in a.criteria] == [c.id for c in b.criteria]
     ha = World.build(tmp_path / "a", a.build).hash()
     hb = World.build(tmp_path / "b", b.build).hash()
     assert ha == hb
-    other = World.build(tmp_path / "c", fam.generate(6).build).hash()
+    other = World.build(tmp_path / "c", fam.instance(6, level).build).hash()
     assert other != ha, "different seeds should give different worlds"

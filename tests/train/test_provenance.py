@@ -43,7 +43,7 @@ def test_sft_then_rl_checkpoints_record_their_runs_splits_and_choice(sft_data, t
     assert run["path"] == str(sft_data / "teacher") and run["split"] == "train" and run["source"] == "suite"
     assert run["policy"]["policy"] == "oracle"
     assert chain[1]["inputs"] == [{"kind": "rl_tasks", "split": "train", "seeds": 2, "seed_offset": 50_000,
-                                   "families": [FAMILY], "source": "suite"}]
+                                   "families": [FAMILY], "levels": None, "source": "suite"}]
     assert all(r["chosen_by"] == {"signal": "final step", "source": "internal"} for r in chain)
     assert firewall_problems(read_provenance(rl)) == []
 

@@ -64,6 +64,9 @@ class Task:
     """criterion id -> a flawed solution that must fail that criterion (proves it can fail)."""
     data: dict[str, Any] = field(default_factory=dict)
     """Ground truth the generator knew (hidden from the agent; handy for graders and oracles)."""
+    level: int | None = None
+    """The family's level (horizon) this instance was made at; set by ``TaskFamily.instance``.
+    None: made by a plain ``generate(seed)``, i.e. the family's default (top) level."""
 
     def __post_init__(self) -> None:
         ids = {c.id for c in self.criteria}
@@ -111,6 +114,7 @@ class Task:
             "category": self.category,
             "split": self.split,
             "seed": self.seed,
+            "level": self.level,
             "apps": list(self.apps),
             "instruction": self.instruction,
             "criteria": [
@@ -123,31 +127,63 @@ class Task:
 
 
 class TaskFamily:
-    """A procedural task template. Subclasses set the class attributes and implement ``generate``."""
+    """A procedural task template. Subclasses set the class attributes and implement ``generate``.
+
+    Levels (the horizon as a knob): a family with ``levels = L > 1`` implements
+    ``generate(seed, level=None)``, where level 1 is the shortest instance that is still the same
+    job and each level up adds work of the same kind; ``None`` and ``L`` are today's instance, so
+    a family's default never changes when it gains levels. A family without levels has one
+    (``levels = 1``) and a ``generate(seed)``. Callers that pick a level go through ``instance``.
+    """
 
     name: str = ""
     category: str = ""
     apps: tuple[str, ...] = ()
     description: str = ""
+    levels: int = 1
+    """How many levels the family has; the top one (``levels``) is the default."""
     holdout_family: bool = False
     """Set by the registry for families kept out of training entirely."""
 
     def generate(self, seed: int) -> Task:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def task_id(self, seed: int) -> str:
-        return f"{self.name}-{seed:06d}"
+    def level_of(self, level: int | None) -> int:
+        """``level`` checked against the family's (None: the default, its top level)."""
+        if level is None:
+            return self.levels
+        if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= self.levels:
+            raise UsageError(f"task family {self.name!r} has levels 1-{self.levels}, not {level!r}")
+        return level
+
+    def instance(self, seed: int, level: int | None = None) -> Task:
+        """Instance ``seed`` at ``level`` (None: the default). The default level is made by the
+        very call ``generate(seed)`` that made it before the family had levels."""
+        lvl = self.level_of(level)
+        task = self.generate(seed) if lvl == self.levels else self.generate(seed, level=lvl)  # type: ignore[call-arg]
+        if task.id != self.task_id(seed, lvl):
+            raise ValueError(f"{self.name}.generate({seed}, level={lvl}) made task {task.id!r}, "
+                             f"expected {self.task_id(seed, lvl)!r} (use self.task_id(seed, level))")
+        task.level = lvl
+        return task
+
+    def task_id(self, seed: int, level: int | None = None) -> str:
+        """``name-000123``; below the top level ``name-000123@L1``, so default ids never change."""
+        suffix = "" if level is None or level == self.levels else f"@L{level}"
+        return f"{self.name}-{seed:06d}{suffix}"
 
     def split_of(self, seed: int) -> str:
+        """The split depends on the seed (and the family) only: every level of a holdout seed or
+        a holdout family is held out too."""
         if self.holdout_family:
             return "holdout-family"
         return "holdout" if seed >= HOLDOUT_SEED_BASE else "train"
 
-    def listing(self, seed: int) -> dict[str, Any]:
+    def listing(self, seed: int, level: int | None = None) -> dict[str, Any]:
         """What `tasks list` shows of instance ``seed``, without generating it (generating the
         whole suite takes seconds); its Task's card says the same (tests/tasks/test_suite.py)."""
-        return {"id": self.task_id(seed), "category": self.category, "family": self.name,
-                "split": self.split_of(seed), "apps": list(self.apps)}
+        return {"id": self.task_id(seed, level), "category": self.category, "family": self.name,
+                "split": self.split_of(seed), "level": self.level_of(level), "apps": list(self.apps)}
 
 
 def dumps_canonical(obj: Any) -> str:

@@ -36,10 +36,10 @@ def oracle_tool_calls(tasks: list[Task], *, progress: bool = False, concurrency:
     return oracle_tool_calls_of([(t.id, lambda t=t: t) for t in tasks], progress=progress, concurrency=concurrency)
 
 
-def instance_calls(instances: list[tuple[TaskFamily, int]], *, progress: bool = False) -> dict[str, int]:
-    """Counts for (family, seed) pairs: a Task is generated only when the cache lacks it."""
-    return oracle_tool_calls_of([(f.task_id(s), lambda f=f, s=s: f.generate(s)) for f, s in instances],
-                                progress=progress)
+def instance_calls(instances: list[tuple[TaskFamily, int, int]], *, progress: bool = False) -> dict[str, int]:
+    """Counts for (family, seed, level) triples: a Task is generated only when the cache lacks it."""
+    return oracle_tool_calls_of([(f.task_id(s, lv), lambda f=f, s=s, lv=lv: f.instance(s, lv))
+                                 for f, s, lv in instances], progress=progress)
 
 
 def oracle_tool_calls_of(items: list[tuple[str, Callable[[], Task]]], *, progress: bool = False,

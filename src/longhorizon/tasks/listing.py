@@ -1,7 +1,7 @@
 """The suite's listing without importing a single family module.
 
 Importing every family (and through them the apps and the MCP SDK) costs seconds; a listing
-needs only each family's name, category, apps and holdout flag. Those are cached per suite
+needs only each family's name, category, apps, levels and holdout flag. Those are cached per suite
 fingerprint (a hash of the sources that define tasks, so adding or editing a family refreshes
 it), and the listing is built from stand-ins that generate a Task, when asked, through the real
 family.
@@ -50,11 +50,15 @@ def write_cache(path: Path, data) -> None:
 class ListedFamily(TaskFamily):
     """A family as the cache knows it: enough to name, place and list its instances."""
 
-    def __init__(self, name: str, category: str, apps: list[str], holdout_family: bool):
+    def __init__(self, name: str, category: str, apps: list[str], holdout_family: bool, levels: int):
         self.name, self.category, self.apps, self.holdout_family = name, category, tuple(apps), holdout_family
+        self.levels = levels
 
     def generate(self, seed: int) -> Task:
         return get_family(self.name).generate(seed)
+
+    def instance(self, seed: int, level: int | None = None) -> Task:
+        return get_family(self.name).instance(seed, level)
 
 
 def listed_families() -> list[TaskFamily]:
@@ -63,13 +67,14 @@ def listed_families() -> list[TaskFamily]:
     try:
         cards = json.loads(path.read_text())
     except (OSError, ValueError):
-        cards = [{"name": f.name, "category": f.category, "apps": list(f.apps), "holdout_family": f.holdout_family}
+        cards = [{"name": f.name, "category": f.category, "apps": list(f.apps), "holdout_family": f.holdout_family,
+                  "levels": f.levels}
                  for f in families()]
         write_cache(path, cards)
     return [ListedFamily(**c) for c in cards]
 
 
-def listed_instances(split: str, seeds: int | None = None,
-                     family_names: list[str] | None = None) -> list[tuple[TaskFamily, int]]:
-    """``registry.instances`` over the cached families: the same (family, seed) pairs, in order."""
-    return instances(split, seeds, family_names, among=listed_families())
+def listed_instances(split: str, seeds: int | None = None, family_names: list[str] | None = None,
+                     level: int | None = None) -> list[tuple[TaskFamily, int, int]]:
+    """``registry.instances`` over the cached families: the same (family, seed, level), in order."""
+    return instances(split, seeds, family_names, among=listed_families(), level=level)

@@ -64,12 +64,20 @@ def get_family(name: str) -> TaskFamily:
     return _FAMILIES[name]
 
 
+def parse_task_id(task_id: str) -> tuple[str, int, int | None]:
+    """``family-000123`` -> (family, 123, None); ``family-000123@L1`` -> (family, 123, 1)."""
+    head, at, lvl = task_id.partition("@L")
+    name, sep, seed = head.rpartition("-")
+    if not sep or not seed.isdigit() or (at and not lvl.isdigit()):
+        raise UsageError(f"bad task id {task_id!r}: expected FAMILY-SEED or FAMILY-SEED@LLEVEL, "
+                         "e.g. expense_rollup-000003 or expense_rollup-000003@L1")
+    return name, int(seed), int(lvl) if at else None
+
+
 def get_task(task_id: str) -> Task:
-    """``family-000123`` -> Task."""
-    name, sep, seed = task_id.rpartition("-")
-    if not sep or not seed.isdigit():
-        raise UsageError(f"bad task id {task_id!r}: expected FAMILY-SEED, e.g. expense_rollup-000003")
-    return get_family(name).generate(int(seed))
+    """``family-000123`` (the default level) or ``family-000123@L1`` -> Task."""
+    name, seed, level = parse_task_id(task_id)
+    return get_family(name).instance(seed, level)
 
 
 def suite_seeds(split: str, family: TaskFamily, n_train: int | None = None) -> list[int]:
@@ -89,23 +97,31 @@ def suite_seeds(split: str, family: TaskFamily, n_train: int | None = None) -> l
     return list(range(base, base + n))
 
 
-def tasks_for(split: str, seeds: int | None = None, family_names: list[str] | None = None) -> list[Task]:
-    """The Tasks of ``split``: the suite's instances, or ``seeds`` per family when given.
+def tasks_for(split: str, seeds: int | None = None, family_names: list[str] | None = None,
+              level: int | None = None) -> list[Task]:
+    """The Tasks of ``split``: the suite's instances, or ``seeds`` per family when given, at
+    ``level`` (None: each family's default).
 
-    Holdout families never yield train or holdout instances, whatever ``seeds`` says.
+    Holdout families never yield train or holdout instances, whatever ``seeds`` or ``level`` say.
     """
-    return [f.generate(s) for f, s in instances(split, seeds, family_names)]
+    return [f.instance(s, lv) for f, s, lv in instances(split, seeds, family_names, level=level)]
 
 
 def instances(split: str, seeds: int | None = None, family_names: list[str] | None = None,
-              among: list[TaskFamily] | None = None) -> list[tuple[TaskFamily, int]]:
-    """(family, seed) of each Task ``tasks_for`` would generate, in the same order, generating none.
-    ``among``: the suite's families (default: the registered ones; tasks/listing.py passes
-    cached stand-ins so a listing imports no family module)."""
+              among: list[TaskFamily] | None = None,
+              level: int | None = None) -> list[tuple[TaskFamily, int, int]]:
+    """(family, seed, level) of each Task ``tasks_for`` would generate, in the same order,
+    generating none. ``among``: the suite's families (default: the registered ones;
+    tasks/listing.py passes cached stand-ins so a listing imports no family module).
+
+    ``level``: None gives each family's default (top) level; a number gives that level of every
+    family that has it (families with fewer levels are left out, or refused when named)."""
     if split not in SPLITS:
         raise UsageError(f"unknown split {split!r}: choose from {', '.join(SPLITS)}")
     if seeds is not None and seeds < 1:
         raise UsageError("--seeds must be at least 1")
+    if level is not None and (isinstance(level, bool) or not isinstance(level, int) or level < 1):
+        raise UsageError(f"--level must be a whole number of at least 1, not {level!r}")
     suite = families() if among is None else among
     if family_names:
         by_name = {f.name: f for f in suite}
@@ -113,13 +129,15 @@ def instances(split: str, seeds: int | None = None, family_names: list[str] | No
             if n not in by_name:
                 raise UsageError(f"unknown task family {n!r} (see `longhorizon tasks list`)")
         fams = [by_name[n] for n in family_names]
+        for f in fams:
+            f.level_of(level)  # a named family without that level is refused
     else:
-        fams = suite
+        fams = [f for f in suite if level is None or level <= f.levels]
     n_train = sum(not f.holdout_family for f in suite)
     chosen = []
     for f in fams:
         ss = suite_seeds(split, f, n_train)
         if seeds is not None and ss:
             ss = list(range(ss[0], ss[0] + seeds))
-        chosen.extend((f, s) for s in ss)
+        chosen.extend((f, s, f.level_of(level)) for s in ss)
     return chosen

@@ -185,7 +185,7 @@ def _refuse_holdout_dataset(path: str) -> None:
     """The firewall for `train sft`: every example of the dataset must come from a train task."""
     from collections import Counter
 
-    from longhorizon.tasks.registry import get_family
+    from longhorizon.tasks.registry import get_family, parse_task_id
     from longhorizon.train.data import holdout_refusal, load_sft_dataset
 
     ds = load_sft_dataset(path)
@@ -194,8 +194,8 @@ def _refuse_holdout_dataset(path: str) -> None:
     else:  # a dataset written before examples recorded their split: ask the registry
         splits = Counter()
         for task_id in ds["task_id"]:
-            name, _, seed = task_id.rpartition("-")
-            splits[get_family(name).split_of(int(seed))] += 1
+            name, seed, _ = parse_task_id(task_id)
+            splits[get_family(name).split_of(seed)] += 1
     refusal = holdout_refusal({path: splits})
     if refusal:
         raise UsageError(refusal)

@@ -160,6 +160,11 @@ class RLConfig:
     seeds: int = 10
     """Task instances per family (the RL dataset is every family x seed of the split; with the
     curriculum, the seeds it may draw from, each generated only when drawn: make it large)."""
+    levels: list[int] | None = None
+    """The levels (horizons) to mix, e.g. ``[1, 2, 3]``: every family at each of these levels it
+    has (a family with none of them is left out; a named one is refused). None: each family's
+    default (top) level. With the curriculum, each (family, level) is a stream of its own, so
+    its p(1 - p) draw favours the levels the policy passes some of the time: short ones first."""
     seed_offset: int = RL_SEED_OFFSET
     """RL's first seed, counted from the split's first seed: 50,000 keeps RL's tasks disjoint from
     the SFT teacher's (which start at 0) on the train split (0-99,999)."""
@@ -331,6 +336,11 @@ class RLConfig:
                              "and $LONGHORIZON_JUDGE_MODEL), an OpenAI-compatible server")
         if self.verify_forks not in ("first", "every", "off"):
             raise UsageError(f"verify_forks must be first, every or off, not {self.verify_forks!r}")
+        if self.levels is not None and (
+                not isinstance(self.levels, list) or not self.levels
+                or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in self.levels)
+                or len(set(self.levels)) != len(self.levels)):
+            raise UsageError(f"levels must be a non-empty list of distinct whole numbers >= 1, not {self.levels!r}")
         if self.concurrency < 1:
             raise UsageError("concurrency must be at least 1")
         if self.sampler not in ("local", "vllm"):

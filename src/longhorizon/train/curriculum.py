@@ -14,6 +14,10 @@ A task last seen at pass rate 0 or 1 has weight 0 (not replayed while anything e
 drawn); a fresh seed never has weight 0, so every family stays reachable and new instances keep
 coming (the suite is procedural: fresh seeds cost nothing). Draws are seeded, without
 replacement within a step. If every weight is 0, the draw is uniform over the candidates.
+
+With levels (``RLConfig.levels``) each family's level is a stream of its own (``stream``): its
+pass rate is its own, so the draw favours the levels the policy passes some of the time: short
+ones while long ones fail, longer ones as the short ones are mastered.
 """
 
 from __future__ import annotations
@@ -28,8 +32,18 @@ WINDOW = 64
 """Episodes per family that its pass rate is measured over (recent ones: the policy changes)."""
 
 
+def stream_name(family: str, level: int | None) -> str:
+    """A family at one level (the family's name alone when the level is not set)."""
+    return family if level is None else f"{family}@L{level}"
+
+
+def stream(task: Task) -> str:
+    """The stream a task is drawn from: its family, at its level."""
+    return stream_name(task.family, getattr(task, "level", None))  # stand-ins in tests may have none
+
+
 class Curriculum:
-    """``families``: for each family, its tasks in the order fresh ones are drawn (an iterator,
+    """``families``: for each stream (a family, or a family at one level: ``stream``), its tasks in the order fresh ones are drawn (an iterator,
     so tasks can be generated only when drawn)."""
 
     def __init__(self, families: dict[str, Iterable[Task]], *, seed: int = 0, window: int = WINDOW):
@@ -45,7 +59,7 @@ class Curriculum:
     def of_tasks(cls, tasks: Iterable[Task], **kw) -> Curriculum:
         by_family: dict[str, list[Task]] = {}
         for t in tasks:
-            by_family.setdefault(t.family, []).append(t)
+            by_family.setdefault(stream(t), []).append(t)
         return cls(by_family, **kw)
 
     def _next_fresh(self, family: str) -> Task | None:
@@ -90,9 +104,9 @@ class Curriculum:
                         break
             chosen.append(task)
             skip.add(task.id)
-            if task.id not in self.played:  # a fresh one: its family's next seed is up next
+            if task.id not in self.played:  # a fresh one: its stream's next seed is up next
                 self.played[task.id] = task
-                self._head.pop(task.family, None)
+                self._head.pop(stream(task), None)
         return chosen
 
     def observe(self, task: Task, passed: list[bool]) -> None:
@@ -101,4 +115,4 @@ class Curriculum:
             return
         self.played[task.id] = task
         self.rate[task.id] = sum(passed) / len(passed)
-        self.recent.setdefault(task.family, deque(maxlen=WINDOW)).extend(float(p) for p in passed)
+        self.recent.setdefault(stream(task), deque(maxlen=WINDOW)).extend(float(p) for p in passed)

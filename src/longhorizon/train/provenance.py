@@ -59,10 +59,11 @@ def sft_input(data_dir: str | Path) -> dict[str, Any]:
 
 
 def rl_input(split: str, seeds: int | None, families: list[str] | None,
-             seed_offset: int | None = None) -> dict[str, Any]:
-    """RL's tasks: ``seeds`` per family of ``split``, from ``seed_offset`` past the split's first seed."""
+             seed_offset: int | None = None, levels: list[int] | None = None) -> dict[str, Any]:
+    """RL's tasks: ``seeds`` per family of ``split``, from ``seed_offset`` past the split's first
+    seed, at ``levels`` (None: each family's default)."""
     return {"kind": "rl_tasks", "split": split, "seeds": seeds, "seed_offset": seed_offset, "families": families,
-            "source": "suite" if split in SUITE_SPLITS else "unknown"}
+            "levels": levels, "source": "suite" if split in SUITE_SPLITS else "unknown"}
 
 
 def stage_record(stage: str, inputs: list[dict], chosen_by: str = "final step") -> dict[str, Any]:

@@ -66,7 +66,7 @@ from longhorizon.core.world import WorldCache
 from longhorizon.env.episode import Limits, new_trajectory
 from longhorizon.rollout.runner import LocalEpisodes, play_groups
 from longhorizon.train.config import RLConfig
-from longhorizon.train.curriculum import Curriculum
+from longhorizon.train.curriculum import Curriculum, stream_name
 from longhorizon.train.gspo import STD_EPS
 from longhorizon.train.stage import (
     load_model, lora_config, prepare_out, train_and_save, trainer_args, warm_up_from_the_first_step,
@@ -615,11 +615,23 @@ episode_reward.__name__ = "episode"
 
 
 def rl_families(cfg: RLConfig) -> list:
-    """The task families RL draws from: ``cfg.families`` (default all) that have seeds in the split."""
+    """The task families RL draws from: ``cfg.families`` (default all) that have seeds in the split
+    and at least one of ``cfg.levels`` (a named family without one is refused)."""
     from longhorizon.tasks.registry import families, get_family, suite_seeds
 
     fams = [get_family(n) for n in cfg.families] if cfg.families else families()
-    return [f for f in fams if suite_seeds(cfg.split, f)]
+    if cfg.families and cfg.levels:
+        for f in fams:
+            if not rl_levels(cfg, f):
+                raise UsageError(f"task family {f.name!r} has levels 1-{f.levels}, none of {cfg.levels}")
+    return [f for f in fams if suite_seeds(cfg.split, f) and rl_levels(cfg, f)]
+
+
+def rl_levels(cfg: RLConfig, family) -> list[int]:
+    """The levels of ``family`` RL plays: those of ``cfg.levels`` it has (default: its top level)."""
+    if not cfg.levels:
+        return [family.levels]
+    return [lv for lv in cfg.levels if lv <= family.levels]
 
 
 def rl_seeds(cfg: RLConfig, family) -> range:
@@ -640,15 +652,20 @@ def rl_seeds(cfg: RLConfig, family) -> range:
 
 
 def rl_tasks(cfg: RLConfig) -> list[Task]:
-    return [f.generate(s) for f in rl_families(cfg) for s in rl_seeds(cfg, f)]
+    """Every (family, level, seed) of ``cfg``; seeds, and so splits, are the same at every level."""
+    return [f.instance(s, lv) for f in rl_families(cfg) for lv in rl_levels(cfg, f) for s in rl_seeds(cfg, f)]
 
 
 def rl_curriculum(cfg: RLConfig, tasks: list[Task] | None = None) -> Curriculum:
-    """The curriculum over ``tasks``, or over the families and seeds of ``cfg`` (each task generated
-    only when first drawn)."""
+    """The curriculum over ``tasks``, or over the families, levels and seeds of ``cfg`` (each task
+    generated only when first drawn); one stream of fresh seeds per family and level."""
     if tasks is not None:
         return Curriculum.of_tasks(tasks, seed=cfg.seed)
-    return Curriculum({f.name: map(f.generate, rl_seeds(cfg, f)) for f in rl_families(cfg)}, seed=cfg.seed)
+    def fresh(family, level):  # a function, so each stream's generator keeps its own family and level
+        return (family.instance(s, level) for s in rl_seeds(cfg, family))
+
+    return Curriculum({stream_name(f.name, lv): fresh(f, lv) for f in rl_families(cfg) for lv in rl_levels(cfg, f)},
+                      seed=cfg.seed)
 
 
 def grpo_args(cfg: RLConfig, *, progress: bool = True):

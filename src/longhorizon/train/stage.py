@@ -144,7 +144,7 @@ def training_record(cfg, stage: str) -> dict:
         inputs = [sft_input(cfg.data) if cfg.data else
                   {"kind": "sft_data", "source": "unknown", "why": "dataset given in memory"}]
     else:
-        inputs = [rl_input(cfg.split, cfg.seeds, cfg.families, cfg.seed_offset)]
+        inputs = [rl_input(cfg.split, cfg.seeds, cfg.families, cfg.seed_offset, cfg.levels)]
     return stage_record(stage, inputs, chosen_by="final step")
 
 

@@ -48,7 +48,11 @@ class TeamOneOnOnes(TaskFamily):
         "working hours, clear of everyone's busy time and of a day kept free, with a set title pattern."
     )
 
-    def generate(self, seed: int) -> Task:
+    levels = 4
+    """The team's size: 1 (one new report), 2-3, 4-5, and 6-9 (the default)."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng = random.Random(seed)
         fake = faker_for(seed)
         people = People(fake)
@@ -60,9 +64,12 @@ class TeamOneOnOnes(TaskFamily):
         allowed = [d for d in week if d != blocked]
         me = people.make(domain)
         my_hours = rng.choice(MANAGER_HOURS)
-        team = [people.make(domain) for _ in range(rng.randint(6, 9))]
+        size = rng.randint(6, 9)
+        if level < self.levels:  # drawn after the default's draw, so the default stays byte for byte
+            size = 1 if level == 1 else rng.randint(2, 3) if level == 2 else rng.randint(4, 5)
+        team = [people.make(domain) for _ in range(size)]
         hours = {p.email: rng.choice(HOURS) for p in team}
-        lookalikes = [people.make(domain, first=p.first) for p in rng.sample(team, 2)]
+        lookalikes = [people.make(domain, first=p.first) for p in rng.sample(team, min(2, len(team)))]
         lookalikes.append(people.make(domain, last=team[0].last))
         colleagues = [people.make(domain) for _ in range(5)]
         directory = [
@@ -93,10 +100,11 @@ class TeamOneOnOnes(TaskFamily):
             cal.create_calendar(root / "state" / "calendar.sqlite", me.email, directory, events,
                                 today=today.isoformat())
 
-        roster = ", ".join(p.name for p in team[:-1]) + f" and {team[-1].name}"
+        roster = ", ".join(p.name for p in team[:-1]) + f" and {team[-1].name}" if len(team) > 1 else team[0].name
+        everyone = "everyone on my team" if len(team) > 1 else "the one person on my team so far"
         instruction = (
-            f"Hi, {me.first} here. Today is {long_date(today)}. I'd like a 30-minute 1:1 with everyone on "
-            f"my team next week (Monday {monday.isoformat()} to Friday {week[-1].isoformat()}): {roster}. "
+            f"Hi, {me.first} here. Today is {long_date(today)}. I'd like a 30-minute 1:1 with {everyone} "
+            f"next week (Monday {monday.isoformat()} to Friday {week[-1].isoformat()}): {roster}. "
             f"Please put one on the calendar for each of them, inviting just that person. Each slot has to "
             f"be inside their working hours and mine, and must not clash with anything already on their "
             f"calendar or mine. Keep {weekday(blocked)} completely free of 1:1s, I'm saving that day for "
@@ -227,7 +235,7 @@ class TeamOneOnOnes(TaskFamily):
                       "process", check_untouched, guard=True),
         ]
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
             criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
             data={"today": today.isoformat(), "week": [d.isoformat() for d in week], "blocked": blocked.isoformat(),

