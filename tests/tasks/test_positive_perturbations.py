@@ -42,6 +42,10 @@ EDITS = {
     "amounts_plain": "money in messages without thousands separators or '.00' ($1,200.00 -> $1200)",
     "dates_other_format": "dates in messages said another way (2026-03-14 <-> 14 March 2026; 'Friday, March 13, "
                           "2026' -> 'Friday 2026-03-13')",
+    "times_12h": "clock times in messages on the 12-hour clock (14:30 -> 2:30 pm)",
+    "labels_bold": "the labels of '- label: detail' bullet lines in messages in bold markdown",
+    "reports_reworded": "markdown and text files written with the message edits above (all but the note)",
+    "documents_reformatted": "money and dates in document paragraphs and slides said the other way (as in messages)",
     "addresses_recased": "mail recipients, attendees and free/busy addresses with a capital first letter "
                          "(Ana.lopez@corp.com): addresses are read case-blind",
     "files_reformatted": "JSON files written indented, CSV files with every field quoted and CRLF line ends",
@@ -49,6 +53,7 @@ EDITS = {
 
 EXEMPT: dict[str, dict[str, str]] = {
     # family -> {edit: why it is not equally correct for that family's instruction}
+    "access_log_incident_timeline": {"times_12h": "the ticket asks for start, end and peak as HH:MM UTC"},
 }
 
 BY_SEED = {0: {"bullets_as_table": "the other bullet edit, at the holdout seed"},
@@ -123,9 +128,25 @@ def reorder_paragraphs(text: str) -> str:
     return "\n\n".join([paras[0], *paras[1:-1][::-1], paras[-1]]) if len(paras) >= 4 else text
 
 
-TEXT_EDITS = {"paragraphs_reordered": reorder_paragraphs, "bullets_numbered": number_bullets,
-              "bullets_as_table": bullets_as_table, "amounts_plain": plain_amounts,
-              "dates_other_format": other_dates, "note_appended": append_note}
+def twelve_hour(text: str) -> str:
+    """'14:30' -> '2:30 pm', '09:05' -> '9:05 am' (not inside an ISO timestamp or HH:MM:SS)."""
+    def say(m):
+        h = int(m.group(1))
+        return f"{h % 12 or 12}:{m.group(2)} {'am' if h < 12 else 'pm'}"
+    return re.sub(r"(?<![\d:T])([01]\d|2[0-3]):([0-5]\d)(?![\d:])", say, text)
+
+
+def bold_labels(text: str) -> str:
+    return re.sub(r"(?m)^- ([^:\n*|]+):", r"- **\1**:", text)
+
+
+TEXT_EDITS = {"paragraphs_reordered": reorder_paragraphs, "labels_bold": bold_labels,
+              "bullets_numbered": number_bullets, "bullets_as_table": bullets_as_table,
+              "amounts_plain": plain_amounts, "dates_other_format": other_dates, "times_12h": twelve_hour,
+              "note_appended": append_note}
+DOCUMENT_TEXT = {"docs__append_paragraph": "text", "docs__insert_paragraph": "text", "docs__set_paragraph": "text",
+                 "docs__replace_text": "new", "slides__add_slide": "title"}
+"""Document and slide tools, and the argument holding their text (slides' bullets too)."""
 ADDRESS_KEYS = ("to", "cc", "attendees", "emails", "attendee")
 
 
@@ -138,17 +159,35 @@ def recase_addresses(call: ToolCall) -> ToolCall:
     return ToolCall(call.name, args, call.note) if args != call.arguments else call
 
 
-def reformat_file(call: ToolCall) -> ToolCall:
-    """A JSON or CSV file the call writes, the same data laid out another way."""
+def redo_document(call: ToolCall) -> ToolCall:
+    """Money and dates in a document paragraph or slide said the other way."""
+    def edit(v):
+        return other_dates(plain_amounts(v)) if isinstance(v, str) else v
+    key = DOCUMENT_TEXT.get(call.name)
+    if not key:
+        return call
+    args = {**call.arguments, key: edit(call.arguments.get(key))}
+    if call.name == "slides__add_slide" and isinstance(args.get("bullets"), list):
+        args["bullets"] = [edit(b) for b in args["bullets"]]
+    return ToolCall(call.name, args, call.note)
+
+
+def reformat_file(call: ToolCall, skip=()) -> ToolCall:
+    """A file the call writes, the same content laid out another way: JSON indented, CSV fully
+    quoted with CRLF line ends, markdown and text with the message edits not in ``skip``."""
     path, content = call.arguments.get("path", ""), call.arguments.get("content")
     if call.name != "files__write_file" or not isinstance(content, str):
         return call
-    if path.endswith(".json"):
+    if path.endswith(".json") and "files_reformatted" not in skip:
         content = json.dumps(json.loads(content), indent=4) + "\n"
-    elif path.endswith(".csv"):
+    elif path.endswith(".csv") and "files_reformatted" not in skip:
         out = io.StringIO()
         csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\r\n").writerows(csv.reader(io.StringIO(content)))
         content = out.getvalue()
+    elif path.endswith((".md", ".txt")) and "reports_reworded" not in skip:
+        for name, edit in TEXT_EDITS.items():
+            if name not in skip and name != "note_appended":
+                content = edit(content)
     return ToolCall(call.name, {**call.arguments, "content": content}, call.note)
 
 
@@ -163,6 +202,12 @@ def test_the_edits_change_what_they_say_they_change():
     assert bullets_as_table("Done:\n- a: 1\n- b (x): 2\nok\n- c") \
         == "Done:\n| Item | Detail |\n|---|---|\n| a | 1 |\n| b (x) | 2 |\nok\n- c"
     assert other_dates("on Friday, July 24, 2026 or March 3, 2026") == "on Friday 2026-07-24 or 2026-03-03"
+    assert twelve_hour("at 14:30, 09:05 and 00:10; not 2026-08-13T09:00 nor 09:14:03") \
+        == "at 2:30 pm, 9:05 am and 12:10 am; not 2026-08-13T09:00 nor 09:14:03"
+    assert bold_labels("x\n- Billing: 4\n- a b: c: d") == "x\n- **Billing**: 4\n- **a b**: c: d"
+    slide = redo_document(ToolCall("slides__add_slide", {"path": "d.pptx", "title": "Q3 2026-09-30",
+                                                         "bullets": ["$1,200.00 spent"]}))
+    assert slide.arguments == {"path": "d.pptx", "title": "Q3 30 September 2026", "bullets": ["$1200 spent"]}
     sent = recase_addresses(ToolCall("mail__send_message", {"to": ["ana@x.com"], "cc": ["Bo <bo@x.com>"], "body": "a@b"}))
     assert sent.arguments == {"to": ["Ana@x.com"], "cc": ["Bo <bo@x.com>"], "body": "a@b"}
     written = reformat_file(ToolCall("files__write_file", {"path": "o.csv", "content": "a,b\n1,2\n"}))
@@ -261,8 +306,9 @@ def reworked(task, reads: set[str], bare: list[str], leading: list[tuple[ToolCal
         first[0] = False
         if "addresses_recased" not in skip:
             call = recase_addresses(call)
-        if "files_reformatted" not in skip:
-            call = reformat_file(call)
+        call = reformat_file(call, skip)
+        if "documents_reformatted" not in skip:
+            call = redo_document(call)
         calls.append(text(call))
         if call.name in reads and "reads_repeated" not in skip:
             calls.append(ToolCall(call.name, call.arguments, "Checking that again."))
