@@ -2,12 +2,14 @@
 tests/tasks/test_suite.py's perturbations: for every family, its oracle played with edits a
 careful person would call equally correct still scores 1.0 and passes.
 
-The edits know no family. Which tools only read comes from the tools' MCP annotations
-(``readOnlyHint``), as the apps declare it. Free text is what the agent says to people: the
-bodies of mails, chat posts and ticket comments, and its final message. One play per family and
+The edits know no family (``EDITS``). Which tools only read comes from the tools' MCP
+annotations (``readOnlyHint``), as the apps declare them. Free text is what the agent says to
+people (mails, chat posts, ticket comments, its final message) and the reports and documents it
+writes; data files (JSON, CSV) keep their data and change their layout. One play per family and
 seed applies every edit at once (each is harmless alone, so they are harmless together); a
-family that fails says which criteria broke, and the edits are unit-tested below so that none
-silently stops doing anything.
+family that fails names the criteria that broke. An edit that is not equally correct under one
+family's instruction is dropped for that family in ``EXEMPT``, with the reason. The edits are
+unit-tested, and shown in one family's trajectory, so that none silently stops doing anything.
 """
 
 from __future__ import annotations
