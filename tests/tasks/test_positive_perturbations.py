@@ -49,7 +49,8 @@ EDITS = {
     "reports_reworded": "markdown and text files written with the message edits above (all but the note)",
     "documents_reformatted": "money and dates in document paragraphs and slides said the other way (as in messages)",
     "addresses_recased": "mail recipients, attendees and free/busy addresses with a capital first letter "
-                         "(Ana.lopez@corp.com): addresses are read case-blind",
+                         "(Ana.lopez@corp.com: addresses are read case-blind), mail recipients with a display "
+                         "name (Ana Lopez <Ana.lopez@corp.com>)",
     "files_reformatted": "JSON files written indented, CSV files with every field quoted and CRLF line ends",
 }
 
@@ -156,7 +157,12 @@ def recase_addresses(call: ToolCall) -> ToolCall:
     def up(v):
         if isinstance(v, list):
             return [up(x) for x in v]
-        return v[0].upper() + v[1:] if isinstance(v, str) and "@" in v else v
+        if not isinstance(v, str) or "@" not in v or "<" in v:
+            return v
+        if not call.name.startswith("mail__"):
+            return v[0].upper() + v[1:]
+        name = " ".join(part.capitalize() for part in re.split(r"[._]", v.split("@")[0]) if part)
+        return f"{name} <{v[0].upper() + v[1:]}>"
     args = {k: up(v) if k in ADDRESS_KEYS else v for k, v in call.arguments.items()}
     return ToolCall(call.name, args, call.note) if args != call.arguments else call
 
@@ -211,7 +217,9 @@ def test_the_edits_change_what_they_say_they_change():
                                                          "bullets": ["$1,200.00 spent"]}))
     assert slide.arguments == {"path": "d.pptx", "title": "Q3 30 September 2026", "bullets": ["$1200 spent"]}
     sent = recase_addresses(ToolCall("mail__send_message", {"to": ["ana@x.com"], "cc": ["Bo <bo@x.com>"], "body": "a@b"}))
-    assert sent.arguments == {"to": ["Ana@x.com"], "cc": ["Bo <bo@x.com>"], "body": "a@b"}
+    assert sent.arguments == {"to": ["Ana <Ana@x.com>"], "cc": ["Bo <bo@x.com>"], "body": "a@b"}
+    invite = recase_addresses(ToolCall("calendar__create_event", {"attendees": ["ana.b@x.com"], "title": "a@b"}))
+    assert invite.arguments == {"attendees": ["Ana.b@x.com"], "title": "a@b"}
     written = reformat_file(ToolCall("files__write_file", {"path": "o.csv", "content": "a,b\n1,2\n"}))
     assert written.arguments["content"] == '"a","b"\r\n"1","2"\r\n'
     written = reformat_file(ToolCall("files__write_file", {"path": "o.json", "content": '{"a":[1]}'}))
