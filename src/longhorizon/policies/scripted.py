@@ -40,20 +40,32 @@ class OraclePolicy:
         return assistant(call.note, [tool_call(f"call_{n}", call.name, dumps_canonical(call.arguments))])
 
 
-def rewritten_oracle(task, fn):
-    """``task`` with its oracle's calls passed through ``fn`` (a ToolCall in, a ToolCall out): the
-    same solution worked another way (other wording, another tool), for tests that a grader
-    accepts correct work it was not written against."""
+def rewritten_oracle(task, fn=None, *, final=None, tail=()):
+    """``task`` with its oracle's calls passed through ``fn``: the same solution worked another
+    way (other wording, another tool, an extra look around), for tests that a grader accepts
+    correct work it was not written against.
+
+    ``fn`` takes a ToolCall and gives a ToolCall, or a list of them played in order, the oracle
+    being sent the result of the last (calls inserted before its own, or its own repeated);
+    ``tail`` is played after its last call, ``final`` rewrites its final message."""
     import dataclasses
+
+    def play(calls):
+        result = ""
+        for c in calls if isinstance(calls, list) else [calls]:
+            result = yield c
+        return result
 
     def run():
         gen = task.oracle()
         try:
             call = next(gen)
             while True:
-                call = gen.send((yield fn(call)))
+                call = gen.send((yield from play(fn(call) if fn else call)))
         except StopIteration as stop:
-            return stop.value
+            answer = stop.value
+        yield from play(list(tail))
+        return final(answer or "Done.") if final else answer
 
     return dataclasses.replace(task, oracle=run)
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from faker import Faker
 
+from longhorizon.apps.mail.state import parse_address
 from longhorizon.apps.sheets.state import find_sheet, read_workbook, sheet_values, workbook_bytes
 
 
@@ -234,6 +235,15 @@ MAIL_SENDS = ("mail__send_message", "mail__reply", "mail__forward")
 def mails_sent(traj) -> list:
     """The successful calls that sent a mail (a new message, a reply or a forward), in order."""
     return [c for c in traj.tool_calls if not c.is_error and c.name in MAIL_SENDS]
+
+
+def recipients(call) -> set[str]:
+    """The addresses a mail-sending call names in ``to`` and ``cc``, read as the mail app reads
+    them (``Name <a@b.com>`` accepted, case ignored): a grader that reads the trajectory agrees
+    with one that reads the sent mail."""
+    args = call.arguments if isinstance(call.arguments, dict) else {}
+    named = [a for k in ("to", "cc") for a in (args.get(k) if isinstance(args.get(k), list) else [args.get(k)])]
+    return {a for a in map(parse_address, named) if a}
 
 
 def at_most_one_mail(world, traj) -> tuple[bool, str]:

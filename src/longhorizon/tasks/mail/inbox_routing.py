@@ -20,7 +20,7 @@ from pathlib import Path
 from longhorizon.apps.mail import state as mail
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import People, rng_and_faker, slug
+from longhorizon.tasks.common import People, recipients, rng_and_faker, slug
 from longhorizon.tasks.registry import register
 
 RULES = "support/routing-rules.md"
@@ -328,7 +328,7 @@ class SharedInboxRouting(TaskFamily):
         def summary_last(w, t):
             moves = [i for i, c in enumerate(t.tool_calls) if c.name == "mail__move_message" and not c.is_error]
             sends = [i for i, c in enumerate(t.tool_calls) if c.name == "mail__send_message" and not c.is_error
-                     and isinstance(c.arguments, dict) and lead.email in str(c.arguments.get("to"))
+                     and isinstance(c.arguments, dict) and lead.email.lower() in recipients(c)
                      and len(counts_in(str(c.arguments.get("body", "")))) >= 2]
             if not moves or not sends:
                 return False, "no moves or no summary"
