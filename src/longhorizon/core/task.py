@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from longhorizon.core.trajectory import Trajectory
     from longhorizon.core.world import World
 
-SUITE_VERSION = "0.6.0"
+SUITE_VERSION = "0.7.0"
 """Bumped whenever a family's World, instruction or criteria change: recorded in every Trajectory."""
 
 SPLITS = ("train", "holdout", "holdout-family")
