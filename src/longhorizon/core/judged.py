@@ -38,7 +38,6 @@ summary), and for RL's step-level judged credit (``rl.step_judge``).
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import hashlib
 import json
 import os
@@ -51,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from longhorizon.core.aio import run_sync
 from longhorizon.core.errors import ContextLengthExceeded, InfraError, UsageError
 from longhorizon.core.grade import Criterion
 
@@ -205,16 +205,6 @@ def parse_verdict(reply: str, rubric: Rubric, steps: tuple[int, ...]) -> Verdict
     return Verdict(steps=got, reason="; ".join(reasons)[:300])
 
 
-def _run_sync(coro):
-    """Run ``coro`` to completion from sync code, inside a running event loop or not."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
-
-
 class Judge:
     """A model that gives verdicts on rubrics, with an on-disk cache (one file per verdict).
 
@@ -314,7 +304,7 @@ class Judge:
         return verdict
 
     def verdict(self, rubric: Rubric, context: Context) -> Verdict:
-        return _run_sync(self.averdict(rubric, context))
+        return run_sync(self.averdict(rubric, context))
 
 
 def _replace_cached(v: Verdict) -> Verdict:

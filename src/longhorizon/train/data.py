@@ -48,10 +48,10 @@ def tools_by_task(task_ids: list[str]) -> dict[str, list[dict]]:
     Trajectory schema version 2, which did not keep the tools they showed."""
     from longhorizon.env.episode import tool_schemas
     from longhorizon.tasks.registry import get_task
-    from longhorizon.train.tiny import _run
+    from longhorizon.core.aio import run_sync
 
     tasks = {tid: get_task(tid) for tid in sorted(set(task_ids))}
-    by_apps = _run(tool_schemas(list(tasks.values())))
+    by_apps = run_sync(tool_schemas(list(tasks.values())))
     return {tid: by_apps[t.apps] for tid, t in tasks.items()}
 
 

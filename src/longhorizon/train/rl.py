@@ -57,6 +57,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from longhorizon.core.aio import run_sync
 from longhorizon.core.errors import InfraError, UsageError
 from longhorizon.core.judged import configure_judge, require_judge
 from longhorizon.core.task import Task
@@ -164,12 +165,6 @@ def episode_sequence(traj: Trajectory, eos_id: int) -> dict[str, list]:
     return {"prompt_ids": seq[:start], "completion_ids": completion, "env_mask": mask, "logprobs": logprobs}
 
 
-def _run(coro):
-    from longhorizon.train.tiny import _run as run
-
-    return run(coro)
-
-
 class EpisodeRollout:
     """GRPOTrainer's ``rollout_func``: plays our episodes for a batch of task ids.
 
@@ -223,7 +218,7 @@ class EpisodeRollout:
 
         if self._workers is None or self._workers_policy is not policy:
             if self._workers is not None:
-                _run(self._workers.aclose())
+                run_sync(self._workers.aclose())
             self._workers = RayEpisodes(policy, self.limits, address=self.cfg.ray, workers=self.cfg.ray_workers)
             self._workers_policy = policy
         return self._workers
@@ -354,7 +349,7 @@ class EpisodeRollout:
         while batch:
             rounds += 1
             played.update(batch)
-            trajs = _run(self.play_batch([tid for tid in batch for _ in range(g)], policy))
+            trajs = run_sync(self.play_batch([tid for tid in batch for _ in range(g)], policy))
             for k, tid in enumerate(batch):
                 group = trajs[k * g:(k + 1) * g]
                 if self.curriculum is not None:
@@ -511,7 +506,7 @@ class EpisodeRollout:
     def close(self) -> None:
         self.cache.close()
         if self._workers is not None:
-            _run(self._workers.aclose())
+            run_sync(self._workers.aclose())
             self._workers = None
         if self.sampler is not None:
             self.sampler.close()

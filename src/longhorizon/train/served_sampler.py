@@ -110,14 +110,14 @@ class ServedSampler:
     def start(self, model) -> "ServedSampler":
         """Start the server on ``model``'s current weights (or attach to ``sampler_url``)."""
         from longhorizon.policies.server_check import model_card
-        from longhorizon.train.tiny import _run
+        from longhorizon.core.aio import run_sync
 
         c = self.cfg
         size = 2 if c.sampler_dtype in ("bfloat16", "float16") else 4
         self.work = scratch_dir(2 * size * sum(p.numel() for p in model.parameters()))
         try:
             if self.base_url:
-                self.model_name, card = _run(model_card(self.base_url))
+                self.model_name, card = run_sync(model_card(self.base_url))
                 if isinstance(card.get("max_model_len"), int):
                     self.max_context = min(self.max_context, card["max_model_len"])
                 self.sync(model)  # the server may hold other weights than the ones this run starts from

@@ -12,12 +12,11 @@ results, ``{% generation %}`` markers) with the same turn tokens as SmolLM2.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import json
 from pathlib import Path
 from typing import Any
 
+from longhorizon.core.aio import run_sync
 from longhorizon.train.template import CHAT_TEMPLATE, IM_END, IM_START, PAD, save_tokenizer
 
 SPECIAL_TOKENS = [PAD, IM_START, IM_END]
@@ -144,16 +143,6 @@ def _conversations(system: str, instructions: list[str], tools: list[dict]) -> l
     return convs
 
 
-def _run(coro):
-    """Run ``coro`` to completion whether or not an event loop is already running here."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
-
-
 async def _tools_of(tasks) -> list[dict]:
     """Every tool the apps of ``tasks`` expose, by name (the corpus is made before any episode,
     so there is no Trajectory to read them from)."""
@@ -187,7 +176,7 @@ def default_corpus(families=None, seeds: tuple[int, ...] = (0, 1, 2)) -> list[st
         if not set(tasks[0].apps) <= apps_seen:  # one World per new set of apps, to list their tools
             probe_tasks.append(tasks[0])
             apps_seen |= set(tasks[0].apps)
-    tools = _run(_tools_of(probe_tasks)) if probe_tasks else _EXAMPLE_TOOLS
+    tools = run_sync(_tools_of(probe_tasks)) if probe_tasks else _EXAMPLE_TOOLS
     texts = [SYSTEM_PROMPT, *instructions, *(json.dumps(t, ensure_ascii=False) for t in tools)]
     for msgs, tls in _conversations(SYSTEM_PROMPT, firsts[:8], tools):
         rendered, _ = render_jinja_template([msgs], tools=tls, chat_template=CHAT_TEMPLATE)
