@@ -110,8 +110,8 @@ def test_a_closed_pipe_is_quiet():
     # `longhorizon tasks list | head -1`: the reader is gone before the listing is written
     args = ["tasks", "list", "--seeds", "1", "--family", "downloads_cleanup"]
     assert lh(*args).returncode == 0  # the listing's cache made first: its "counting" note is not the point here
-    p = subprocess.Popen([sys.executable, "-m", "longhorizon.cli", "tasks", "list", "--seeds", "1",
-                          "--family", "downloads_cleanup"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p = subprocess.Popen([sys.executable, "-m", "longhorizon.cli", *args], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
     p.stdout.close()
     err = p.stderr.read().decode()
     p.wait()
