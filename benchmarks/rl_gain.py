@@ -109,7 +109,9 @@ class Evaluator:
         policy = OpenAIPolicy(self.server.base_url, self.server.model_name, temperature=temperature,
                               max_tokens=self.e.max_new_tokens, seed=0 if temperature else None,
                               endpoint_label=f"vllm:{label}:float32:T{temperature:g}")
-        limits = Limits(max_turns=self.e.max_turns, max_tool_calls=self.e.max_tool_calls)
+        # no wall-clock limit (EvalConfig's default): 32 episodes share a CPU server, and a 600 s cut
+        # would grade the machine's load (the first holdout runs, runs/rl-gain/holdout-wall600)
+        limits = Limits(max_turns=self.e.max_turns, max_tool_calls=self.e.max_tool_calls, max_wall_s=self.e.max_wall_s)
         t0 = time.time()
         summary = _run_policy(tasks, policy, out, split=tasks[0].split, seeds=len(tasks), families=[FAMILY],
                               limits=limits, concurrency=CONCURRENCY, progress=False)
