@@ -13,8 +13,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 from longhorizon.core.errors import UsageError  # noqa: E402
 from longhorizon.testing.standin_llm import StandinLLM  # noqa: E402
 from longhorizon.train.config import RLConfig, SEEDSettings  # noqa: E402
+from longhorizon.train.opd import episode_logps  # noqa: E402
 from longhorizon.train.seed import (  # noqa: E402
-    RESULT_CHARS, SKILL_HEADER, SkillAnalyzer, condensed, distillation_loss, skill_logps, skill_prefix_ids,
+    RESULT_CHARS, SKILL_HEADER, SkillAnalyzer, condensed, distillation_loss, skill_prefix_ids,
 )
 
 SKILL = "Read the input file first, then write exactly its content."
@@ -88,13 +89,13 @@ def test_skill_conditioned_scores_equal_a_forward_over_skill_prompt_and_completi
     pad = tok.pad_token_id or 0
     batch = {"prompt_ids": torch.tensor([[pad, 5, 6]]), "prompt_mask": torch.tensor([[0, 1, 1]]),
              "completion_ids": torch.tensor([[7, 8, pad]]), "completion_mask": torch.tensor([[1, 1, 0]])}
-    got = skill_logps(model, batch, [prefix], temperature=0.7)
+    got = episode_logps(model, batch, [prefix], temperature=0.7)
     ids = prefix + [5, 6, 7, 8]
     with torch.no_grad():
         logits = model(input_ids=torch.tensor([ids])).logits[0].float() / 0.7
     want = [torch.log_softmax(logits[len(ids) - 3 + k], -1)[ids[len(ids) - 2 + k]].item() for k in range(2)]
     assert torch.allclose(got, torch.tensor([want + [0.0]]), atol=1e-5)
-    plain = skill_logps(model, batch, [[]], temperature=0.7)
+    plain = episode_logps(model, batch, [[]], temperature=0.7)
     assert not torch.allclose(got, plain, atol=1e-3)  # the skill changes the scores
 
 

@@ -38,18 +38,21 @@ def check_same_tokenizer(student, **others) -> None:
                              "shift is per token id, so the pair and the student must share one tokenizer")
 
 
-def episode_logps(model, prompt_ids, prompt_mask, completion_ids, completion_mask) -> torch.Tensor:
-    """log π(completion token | everything before it) at temperature 1, (B, T), one episode at a
-    time at its own length (padding cut), 0 where ``completion_mask`` is 0."""
+def episode_logps(model, batch: dict, prefixes: list[list[int]] | None = None, temperature: float = 1.0) -> torch.Tensor:
+    """log π(completion token | prefix + prompt + completion before it), (B, T), one episode at a
+    time at its own length (padding cut), no gradient; 0 where ``completion_mask`` is 0. A
+    prefix (SEED's skill turn) goes before each episode's prompt; none by default."""
+    completion_ids, completion_mask = batch["completion_ids"], batch["completion_mask"]
     out = torch.zeros(completion_ids.shape, dtype=torch.float32, device=completion_ids.device)
     for b in range(completion_ids.size(0)):
-        prompt = prompt_ids[b][prompt_mask[b].bool()]
-        n = int(completion_mask[b].nonzero().max()) + 1 if completion_mask[b].any() else 0
-        if n == 0:
+        if not completion_mask[b].any():
             continue
-        ids = torch.cat([prompt, completion_ids[b, :n]])[None].to(model.device)
+        n = int(completion_mask[b].nonzero().max()) + 1
+        prompt = batch["prompt_ids"][b][batch["prompt_mask"][b].bool()]
+        prefix = torch.tensor(prefixes[b] if prefixes else [], dtype=prompt.dtype, device=prompt.device)
+        ids = torch.cat([prefix, prompt, completion_ids[b, :n]])[None].to(model.device)
         with torch.no_grad():
-            logits = model(input_ids=ids, logits_to_keep=n + 1).logits[0, :-1].float()
+            logits = model(input_ids=ids, logits_to_keep=n + 1).logits[0, :-1].float() / temperature
         lp = torch.log_softmax(logits, -1).gather(-1, ids[0, -n:, None])[:, 0]
         out[b, :n] = lp.to(out.device) * completion_mask[b, :n].to(out.dtype)
     return out
@@ -79,8 +82,7 @@ class PolicyShift:
     def shift(self, batch: dict) -> torch.Tensor:
         """r_t for every sampled token of the batch, (B, T); 0 on tool results and padding."""
         mask = batch["completion_mask"] if batch.get("tool_mask") is None else batch["completion_mask"] * batch["tool_mask"]
-        args = (batch["prompt_ids"], batch["prompt_mask"], batch["completion_ids"], batch["completion_mask"])
-        return (episode_logps(self.post, *args) - episode_logps(self.pre, *args)) * mask.to(torch.float32)
+        return (episode_logps(self.post, batch) - episode_logps(self.pre, batch)) * mask.to(torch.float32)
 
     def advantages(self, shift: torch.Tensor, mask: torch.Tensor, task_advantages: torch.Tensor) -> torch.Tensor:
         """A_t = scale · clip(r_t) + task_reward_weight · A_task, (B, T)."""

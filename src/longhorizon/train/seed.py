@@ -34,6 +34,7 @@ from pathlib import Path
 import torch
 
 from longhorizon.core.errors import UsageError
+from longhorizon.train.opd import episode_logps
 
 ANALYZER_SYSTEM = (
     "You review an AI agent's attempts at one office task and what the grader said about them. "
@@ -129,25 +130,6 @@ def skill_prefix_ids(tokenizer, skill: str) -> list[int]:
                                               add_generation_prompt=False, return_dict=False))
 
 
-def skill_logps(model, batch: dict, prefixes: list[list[int]], temperature: float = 1.0) -> torch.Tensor:
-    """log π(completion token | skill prefix + prompt + completion before it), (B, T), each
-    episode at its own length, no gradient; 0 where ``completion_mask`` is 0."""
-    completion_ids, completion_mask = batch["completion_ids"], batch["completion_mask"]
-    out = torch.zeros(completion_ids.shape, dtype=torch.float32, device=completion_ids.device)
-    for b, prefix in enumerate(prefixes):
-        if not completion_mask[b].any():
-            continue
-        n = int(completion_mask[b].nonzero().max()) + 1
-        prompt = batch["prompt_ids"][b][batch["prompt_mask"][b].bool()]
-        ids = torch.cat([torch.tensor(prefix, dtype=prompt.dtype, device=prompt.device), prompt,
-                         completion_ids[b, :n]])[None].to(model.device)
-        with torch.no_grad():
-            logits = model(input_ids=ids, logits_to_keep=n + 1).logits[0, :-1].float() / temperature
-        lp = torch.log_softmax(logits, -1).gather(-1, ids[0, -n:, None])[:, 0]
-        out[b, :n] = lp.to(out.device) * completion_mask[b, :n].to(out.dtype)
-    return out
-
-
 def distillation_loss(logps: torch.Tensor, teacher: torch.Tensor, mask: torch.Tensor, clip: float) -> tuple[torch.Tensor, torch.Tensor]:
     """−mean_i (1/|y_i|) Σ_t clip(d_t) log π_θ(y_t), d_t = teacher − logps (detached); and d."""
     m = mask.to(logps.dtype)
@@ -174,4 +156,4 @@ class SkillDistillation:
             scored = [t for t in group if t.grade is not None]
             prefix = skill_prefix_ids(tok, self.analyzer.skill(scored, model, step=step)) if scored else []
             prefixes += [prefix] * len(group)
-        return skill_logps(model, batch, prefixes, temperature)
+        return episode_logps(model, batch, prefixes, temperature)
