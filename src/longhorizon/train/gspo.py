@@ -169,3 +169,8 @@ def sampler_mismatch(trainer_logps, sampler_logps, mask) -> dict[str, float]:
         return {"logp_diff": 0.0, "logp_diff_max": 0.0, "kl": 0.0}
     return {"logp_diff": d.abs().mean().item(), "logp_diff_max": d.abs().max().item(),
             "kl": (torch.expm1(d) - d).mean().item()}
+
+
+def sampled_mask(batch: dict):
+    """1 on the batch's sampled tokens: completion tokens that are not tool results."""
+    return batch["completion_mask"] if batch.get("tool_mask") is None else batch["completion_mask"] * batch["tool_mask"]

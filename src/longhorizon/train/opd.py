@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from longhorizon.core.errors import UsageError
+from longhorizon.train.gspo import sampled_mask
 
 
 def check_same_tokenizer(student, **others) -> None:
@@ -81,7 +82,7 @@ class PolicyShift:
 
     def shift(self, batch: dict) -> torch.Tensor:
         """r_t for every sampled token of the batch, (B, T); 0 on tool results and padding."""
-        mask = batch["completion_mask"] if batch.get("tool_mask") is None else batch["completion_mask"] * batch["tool_mask"]
+        mask = sampled_mask(batch)
         return (episode_logps(self.post, batch) - episode_logps(self.pre, batch)) * mask.to(torch.float32)
 
     def advantages(self, shift: torch.Tensor, mask: torch.Tensor, task_advantages: torch.Tensor) -> torch.Tensor:

@@ -38,7 +38,7 @@ import torch
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
-from longhorizon.train.gspo import IS_MODES, importance_weights, sampler_mismatch
+from longhorizon.train.gspo import IS_MODES, importance_weights, sampled_mask, sampler_mismatch
 from longhorizon.train.seed import distillation_loss
 
 
@@ -77,7 +77,7 @@ class RLTrainer(GRPOTrainer):
 
     def _policy_shift_advantages(self, out, mode: str) -> None:
         """Direct-OPD: each sampled token's advantage from the teacher pair's shift (``train.opd``)."""
-        mask = out["completion_mask"] if out.get("tool_mask") is None else out["completion_mask"] * out["tool_mask"]
+        mask = sampled_mask(out)
         shift = self.opd.shift(out).to(out["advantages"].device)
         out["advantages"] = self.opd.advantages(shift, mask, out["advantages"])
         live = mask.bool()
@@ -101,7 +101,7 @@ class RLTrainer(GRPOTrainer):
         """Logs the sampler/trainer mismatch of ``inputs``' sampled tokens and returns the
         correction's weights (None when ``is_correction`` is off)."""
         sampler = inputs["sampling_per_token_logps"]
-        mask = inputs["completion_mask"] if inputs.get("tool_mask") is None else inputs["completion_mask"] * inputs["tool_mask"]
+        mask = sampled_mask(inputs)
         for name, value in sampler_mismatch(trainer, sampler, mask).items():
             self._metrics[mode][f"sampler/{name}"].append(value)
         if self.is_correction == "off":
@@ -154,7 +154,7 @@ class RLTrainer(GRPOTrainer):
 
     def _skill_term(self, inputs) -> torch.Tensor:
         """λ x SEED's distillation loss for this micro-batch, scaled like TRL's loss."""
-        mask = inputs["completion_mask"] if inputs.get("tool_mask") is None else inputs["completion_mask"] * inputs["tool_mask"]
+        mask = sampled_mask(inputs)
         term, d = distillation_loss(self._captured, inputs["seed_teacher_logps"], mask, self.skills.clip)
         mode = "train" if self.model.training else "eval"
         live = mask.bool()
