@@ -19,8 +19,14 @@ fine-tune), in stages that each persist under OUT and are skipped when done:
    with each group's rewards shuffled among its episodes (``rl.permute_rewards``).
 6. holdout (after each of them): the checkpoint, the RL model and the control, greedy in float32 on ``--holdout`` holdout
    instances, paired: Δ pass@1 and Δ mean reward with paired-bootstrap intervals, McNemar's p;
-   last, the checkpoint a second time (``holdout/sft-repeat``): the noise floor of every Δ
+   then the checkpoint a second time (``holdout/sft-repeat``): the noise floor of every Δ
    (``evaluate.noise_floor``: 32 episodes in flight need not repeat exactly).
+7. variants (``--variants seed,opd``, after the rest; issue 24's methods against plain GSPO): ``seed``
+   is the RL run with SEED's hindsight-skill distillation (``rl.seed_skills``, the policy itself as
+   analyzer); ``opd`` is Direct-OPD with the checkpoint as student and the pair (checkpoint, RL
+   model) as teacher: every sampled token is rewarded by log π_rl − log π_checkpoint, loss grpo
+   (``rl.opd``). Each runs as many steps as ``rl`` from the same checkpoint, seeds and temperature,
+   and is evaluated on the same holdout, paired against the checkpoint and against ``rl``.
 
 Every evaluation runs on one vLLM server (float32, ``weight_sync``) whose weights are replaced
 for each model, so no model costs a server start. The report (OUT/report.md) has the dev curve,
@@ -46,6 +52,8 @@ DEV_OFFSET = 90_000
 DEV_BAND = (0.25, 0.60)
 TEMP_BAND = (0.3, 0.7)
 TEMPERATURES = (1.0, 0.7, 0.5)
+VARIANTS = ("seed", "opd")
+"""Issue 24's methods, run as extra arms against plain GSPO (``--variants``)."""
 CONCURRENCY = 32
 """Episodes in flight in an evaluation (the server gets KV room for all of them)."""
 
@@ -171,7 +179,11 @@ def main(argv=None) -> int:
     ap.add_argument("--groups", type=int, default=2, help="groups of 8 per step (default 2)")
     ap.add_argument("--holdout", type=int, default=100, help="holdout instances per model (default 100)")
     ap.add_argument("--skip-control", action="store_true", help="no permuted-reward run (not a finished experiment)")
+    ap.add_argument("--variants", default="", help="comma-separated extra arms run last: seed, opd (default none)")
     args = ap.parse_args(argv)
+    variants = [v for v in args.variants.split(",") if v]
+    if unknown := sorted(set(variants) - set(VARIANTS)):
+        ap.error(f"unknown variants {unknown}: choose from {', '.join(VARIANTS)}")
 
     from longhorizon.tasks.registry import tasks_for
     from longhorizon.train.config import load_pipeline
@@ -186,7 +198,7 @@ def main(argv=None) -> int:
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    settings = vars(args) | {"family": FAMILY, "dev_offset": DEV_OFFSET}
+    settings = {k: v for k, v in vars(args).items() if k != "variants"} | {"family": FAMILY, "dev_offset": DEV_OFFSET}
     if (old := load_json(out / "settings.json")) is not None and old != settings:
         print(f"{out} was started with other settings ({out / 'settings.json'}); use another --out", file=sys.stderr)
         return 2
@@ -252,7 +264,8 @@ def main(argv=None) -> int:
     # run stopped after GSPO already answers the main question; rerun to finish)
     holdout = tasks_for("holdout", args.holdout, [FAMILY])
     models = {"sft": ckpts[chosen]}
-    for name, permute in (("rl", False), ("control", True)):
+    arms = [("rl", False), ("control", True)] + [(v, False) for v in variants]
+    for name, permute in arms:
         if permute and args.skip_control:
             continue
         r = load_pipeline(ROOT / "configs" / "demo.yaml").rl
@@ -262,17 +275,24 @@ def main(argv=None) -> int:
         r.sampler, r.sampler_dtype = "vllm", "float32"
         r.resample_flat_groups, r.concurrency = 2, 8 * args.groups
         r.save_steps, r.save_total_limit = 1, 1  # a stopped run resumes at its last step
+        if name == "seed":
+            r.seed_skills.enabled = True
+        elif name == "opd":  # the student is the checkpoint; the teacher pair is (checkpoint, GSPO)
+            r.opd.pre, r.opd.post, r.loss = str(ckpts[chosen]), str(out / "rl"), "grpo"
         if not (out / name / "summary.json").exists():
             log(f"{name}: GSPO from checkpoint-{chosen}, {args.steps} steps of {args.groups} groups of 8, "
-                f"T = {temperature}{', rewards permuted within groups' if permute else ''}")
+                f"T = {temperature}{', rewards permuted within groups' if permute else ''}"
+                f"{f', variant {name}' if name in VARIANTS else ''}")
             timed(name, lambda: run_rl(r, resume=any((out / name).glob("checkpoint-*")), progress=False))
         models[name] = out / name
         with Evaluator(base, e, out) as ev:
             for m, path in models.items():
                 timed("holdout", lambda: ev.run(path, holdout, out / "holdout" / m, label=m))
         write_report(out, list(models), times)
-    with Evaluator(base, e, out) as ev:  # the checkpoint again: the noise floor of every Δ above
-        timed("holdout", lambda: ev.run(ckpts[chosen], holdout, out / "holdout" / "sft-repeat", label="sft-repeat"))
+        if name == ("rl" if args.skip_control else "control"):  # the checkpoint again: the noise floor of every Δ
+            with Evaluator(base, e, out) as ev:
+                timed("holdout", lambda: ev.run(ckpts[chosen], holdout, out / "holdout" / "sft-repeat",
+                                                label="sft-repeat"))
     report = write_report(out, list(models), times)
     print(report)
     return 0
@@ -331,6 +351,7 @@ def write_report(out: Path, names: list[str], times: dict) -> str:
     lines += ["", "| comparison (B − A) | paired | Δ pass@1 [95%] | Δ mean reward [95%] | McNemar p | noise floor |",
               "|---|---:|---:|---:|---:|---|"]
     pairs = [("sft", n) for n in names[1:]] + ([("control", "rl")] if "control" in names else [])
+    pairs += [("rl", n) for n in names if n in VARIANTS]
     for a, b in pairs:
         c = compare(runs[a], runs[b])
         where = inside(c, floor)["pass@1"] if floor else None
