@@ -372,7 +372,7 @@ MOBILE = {
         "Go to the cellular settings page, please.",
         "Can you look at your connection settings?",
         "What do your network settings say?",
-        "Please open the Settings app, go to Network, and read me what's there.",
+        "Please open Settings > Network and tell me what it says.",
     ], "misses": [
         "Network settings can be tricky.",
         "I've checked the network settings on our side.",
