@@ -589,7 +589,7 @@ def _run_arguments(p: argparse.ArgumentParser, *, policy_required: bool = True, 
     p.add_argument("--user-base-url", metavar="URL",
                    help="dual-control tasks: an OpenAI-compatible chat model plays the simulated person instead of "
                         "the deterministic rules (default: $LONGHORIZON_USER_LLM_BASE_URL; key: "
-                        "$LONGHORIZON_USER_LLM_API_KEY, else $OPENAI_API_KEY; docs/tasks.md)")
+                        "$LONGHORIZON_USER_LLM_API_KEY, else $OPENAI_API_KEY; docs/simulated-users.md)")
     p.add_argument("--user-model", help="the simulated person's model name (default: $LONGHORIZON_USER_LLM_MODEL)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 

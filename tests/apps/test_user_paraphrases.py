@@ -183,6 +183,7 @@ IDENTITY = {
         "Please try logging in with your new password.",
         "Try to sign into your work account, please.",
         "Would you sign in and let me know what happens?",
+        "You'll have to sign in again now.",
     ], "misses": [
         "Don't sign in yet.",
         "I can see you signed in yesterday from New York.",
@@ -312,6 +313,7 @@ MOBILE = {
         "Go ahead and power cycle the phone.",
         "Would you mind restarting your handset?",
         "Please turn the phone off, wait a few seconds, and turn it back on.",
+        "You need to restart your phone now.",
     ], "misses": [
         "There is no need to restart your phone.",
         "I restarted the provisioning of your line.",
@@ -508,7 +510,7 @@ def _dev(conn, key):
     return _one(conn, f"SELECT value FROM device WHERE key = '{key}'")
 
 
-def _ready_identity(root, conn):
+def _ready_identity(root):
     """Unlocked, MFA reset, a code and a reset link in the mail, the rules told."""
     seed_identity(root)
     conn = sqlite3.connect(root / "state" / "user.sqlite")
@@ -523,7 +525,7 @@ def _ready_identity(root, conn):
     return conn
 
 
-def _ready_mobile(root, conn):
+def _ready_mobile(root):
     """Airplane mode on, mobile data and roaming off, a wrong APN, 2G only, a bill to approve."""
     seed_mobile(root, airplane=1, mobile_data=0, apn="wap.old.net", suspended=True, network_mode=mobile.SLOW_MODE)
     conn = sqlite3.connect(root / "state" / "user.sqlite")
@@ -535,7 +537,7 @@ def _ready_mobile(root, conn):
     return conn
 
 
-def _ready_onboarding(root, conn, intent):
+def _ready_onboarding(root, intent):
     """The contract sent; the account created (or, for MFA, activated)."""
     seed_onboarding(root)
     conn = sqlite3.connect(root / "state" / "user.sqlite")
@@ -551,9 +553,9 @@ def _ready_onboarding(root, conn, intent):
 
 
 DOMAINS = {
-    "identity": (identity, IDENTITY, lambda root, intent: _ready_identity(root, None)),
-    "mobile": (mobile, MOBILE, lambda root, intent: _ready_mobile(root, None)),
-    "onboarding": (onboarding, ONBOARDING, lambda root, intent: _ready_onboarding(root, None, intent)),
+    "identity": (identity, IDENTITY, lambda root, intent: _ready_identity(root)),
+    "mobile": (mobile, MOBILE, lambda root, intent: _ready_mobile(root)),
+    "onboarding": (onboarding, ONBOARDING, _ready_onboarding),
 }
 
 

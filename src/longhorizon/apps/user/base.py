@@ -185,7 +185,8 @@ ON_WORD = re.compile(r"\b(on|enable|enabled|activate|activated|back on)\b")
 OFF_WORD = re.compile(r"\b(off|disable|disabled|deactivate|deactivated|out of)\b")
 REQUEST = re.compile(
     r"\?|\b(please|pls|kindly|could you|can you|would you|will you|would you mind|i need you to|i'd like you to|"
-    r"i would like you to|you need to|you'll need to|you will need to|go ahead|try|let me know|tell me|make sure|"
+    r"i would like you to|you need to|you'll need to|you will need to|you'll have to|you will have to|you have to|"
+    r"you must|go ahead|try|let me know|tell me|make sure|"
     r"let's|i need|we need|i'll need|we'll need|may i|can i|could i)\b")
 """A sentence that asks something: a question, a polite request, a need."""
 IMPERATIVE = re.compile(
@@ -273,8 +274,9 @@ class Intent:
     - ``toggle``: a switch; ``run`` gets the wanted state (``hit.state``) when asked to change
       it (``hit.request``), or reports it when asked about it (a question or "check"/"tell me");
     - ``action``: a thing to do (``target`` includes the verb: "restart", "sign the contract");
-      skipped when negated or when the agent is describing its own work;
-    - ``info``: a question the person answers from what they know.
+      skipped when negated, when the agent is describing its own work, or when the sentence
+      asks nothing (``asks``: no question, polite form or imperative clause);
+    - ``info``: a question the person answers from what they know (only when the sentence asks).
     ``when``: a pattern the sentence must also match (e.g. a question form).
     ``variant(hit)``: hits of one intent with different variants all run (check, then reset);
     a variant of None means the sentence mentions the intent without asking anything.
