@@ -218,3 +218,19 @@ def test_run_at_a_level_plays_and_records_that_levels_tasks(tmp_path, capsys):
 def test_run_level_with_task_is_refused():
     r = lh("run", "--policy", "null", "--task", f"{LEVELED}-000001@L1", "--level", "1", "--out", "x")
     assert r.returncode == 2 and "--level" in r.stderr
+
+
+def test_run_user_model_options_let_a_model_play_the_simulated_person(tmp_path, monkeypatch, capsys):
+    from longhorizon.apps.user.simulator import ENV_BASE_URL, ENV_MODEL, UserLLM
+
+    monkeypatch.setenv(ENV_BASE_URL, "")  # restored after the test: the run sets them for its apps
+    monkeypatch.setenv(ENV_MODEL, "")
+    assert main(["run", "--family", "mobile_data_troubleshooting", "--limit", "1", "--quiet", "--policy", "null",
+                 "--user-base-url", "http://127.0.0.1:9/v1", "--user-model", "user-sim",
+                 "--out", str(tmp_path / "run")]) == 0
+    assert UserLLM.from_env() == UserLLM("http://127.0.0.1:9/v1", "user-sim")
+
+
+def test_run_user_model_needs_both_options():
+    r = lh("run", "--policy", "null", "--family", "mobile_data_troubleshooting", "--user-model", "m", "--out", "x")
+    assert r.returncode == 2 and "--user-base-url" in r.stderr

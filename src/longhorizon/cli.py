@@ -278,6 +278,7 @@ def cmd_run(args) -> int:
     if args.limit:  # the first N of the selection, in its stable order (family, then seed); recorded as ids
         tasks = tasks[:args.limit]
     _judge(args, tasks)
+    _user_player(args)
     if args.policy in POLICIES and args.policy not in SERVED:  # MODULE:FACTORY gets them all
         given = [f for f, v in (("--api-key", args.api_key), ("--extra-body", args.extra_body),
                                 ("--base-url", args.base_url)) if v is not None]
@@ -318,6 +319,18 @@ def _judge(args, tasks) -> None:
     cache = args.judge_cache or (str(Path(args.out) / "judge_cache") if args.judge_base_url else None)
     configure_judge(args.judge_base_url, args.judge_model, cache)
     require_judge(tasks)
+
+
+def _user_player(args) -> None:
+    """Who plays the simulated person of the dual-control tasks: --user-base-url/--user-model (a
+    chat model), else the environment's LONGHORIZON_USER_LLM_*, else the rules. Set in this
+    process's environment, which the in-process apps and local Ray workers read."""
+    from longhorizon.apps.user.simulator import ENV_BASE_URL, ENV_MODEL
+
+    if bool(args.user_base_url) != bool(args.user_model):
+        raise UsageError("an LLM-played user needs both --user-base-url and --user-model")
+    if args.user_base_url:
+        os.environ[ENV_BASE_URL], os.environ[ENV_MODEL] = args.user_base_url, args.user_model
 
 
 def cmd_calibrate(args) -> int:
@@ -573,6 +586,11 @@ def _run_arguments(p: argparse.ArgumentParser, *, policy_required: bool = True, 
     p.add_argument("--judge-cache", metavar="FOLDER",
                    help="the judge's verdict cache (default: OUT/judge_cache with --judge-base-url, else "
                         "$LONGHORIZON_JUDGE_CACHE or ~/.cache/longhorizon/judge)")
+    p.add_argument("--user-base-url", metavar="URL",
+                   help="dual-control tasks: an OpenAI-compatible chat model plays the simulated person instead of "
+                        "the deterministic rules (default: $LONGHORIZON_USER_LLM_BASE_URL; key: "
+                        "$LONGHORIZON_USER_LLM_API_KEY, else $OPENAI_API_KEY; docs/simulated-users.md)")
+    p.add_argument("--user-model", help="the simulated person's model name (default: $LONGHORIZON_USER_LLM_MODEL)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 

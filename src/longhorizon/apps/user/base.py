@@ -169,7 +169,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|[;\n]+|\s+-\s+(?=[a-z])")
 _CLAUSE_SPLIT = re.compile(r",\s*|\s+(?:and|then|but|so|or|once|after that|afterwards)\s+|:\s+")
 NEGATION = re.compile(
     r"\b(don't|do not|dont|never|no need to|not yet|needn't|shouldn't|should not|avoid|without|"
-    r"instead of|stop|no longer|not necessary|unnecessary|there's no need|not have to|don't have to)\b")
+    r"instead of|stop|no longer|not necessary|unnecessary|there's no need|not have to|don't have to|"
+    r"won't|will not|wouldn't|can't|cannot|unable to)\b")
 AGENT_SAYS = re.compile(
     r"\b(i|we)\s*('ve|'d already|have|has|'ll|will|just|already|'m going to|am going to|are going to|"
     r"'re going to|can see|see|noticed|notice|checked|found|can confirm|confirmed|did|made|'m|am)\b"
@@ -181,7 +182,22 @@ ACTION_VERB = re.compile(
     r"take|keep|leave|tap|slide|cycle|reset|restore|revert|go ahead and)\b")
 QUERY = re.compile(r"\?|\b(check|see|look|tell me|what|which|whether|confirm|report|read|let me know)\b")
 ON_WORD = re.compile(r"\b(on|enable|enabled|activate|activated|back on)\b")
-OFF_WORD = re.compile(r"\b(off|disable|disabled|deactivate|deactivated)\b")
+OFF_WORD = re.compile(r"\b(off|disable|disabled|deactivate|deactivated|out of)\b")
+REQUEST = re.compile(
+    r"\?|\b(please|pls|kindly|could you|can you|would you|will you|would you mind|i need you to|i'd like you to|"
+    r"i would like you to|you need to|you'll need to|you will need to|you'll have to|you will have to|you have to|"
+    r"you must|go ahead|try|let me know|tell me|make sure|"
+    r"let's|i need|we need|i'll need|we'll need|may i|can i|could i)\b")
+"""A sentence that asks something: a question, a polite request, a need."""
+IMPERATIVE = re.compile(
+    r"^(?:(?:ok|okay|great|thanks|thank you|alright|now|next|first|then|also|and|so|finally|lastly|right|"
+    r"perfect|good)\W*\s+)*"
+    r"(open|go|tap|turn|switch|toggle|check|look|read|run|try|sign|log|set|make|scan|enter|type|select|pick|"
+    r"choose|reset|restore|revert|enable|disable|activate|deactivate|update|change|approve|accept|authori[sz]e|"
+    r"confirm|take|click|visit|load|test|power|reboot|restart|have|keep|leave|put|create|add|enrol|enroll|"
+    r"register|complete|review|e-?sign|countersign|share|send|give|use|find|launch|hold|unlock|pay|install|head|"
+    r"navigate|verify|flip|cycle|come up with|follow|state|provide|describe|tell|say)\b")
+"""A clause that starts with a bare verb ("Restart your phone", "Now open the link")."""
 PAST_QUESTION = re.compile(r"\b(did you|have you|had you|were you|did it)\b")
 PRONOUN = re.compile(r"\b(it|that|this|them)\b")
 CYCLE = re.compile(r"\b(on and (then )?(back )?off|off and (then )?(back )?on|toggle|cycle|power cycle)\b")
@@ -258,8 +274,9 @@ class Intent:
     - ``toggle``: a switch; ``run`` gets the wanted state (``hit.state``) when asked to change
       it (``hit.request``), or reports it when asked about it (a question or "check"/"tell me");
     - ``action``: a thing to do (``target`` includes the verb: "restart", "sign the contract");
-      skipped when negated or when the agent is describing its own work;
-    - ``info``: a question the person answers from what they know.
+      skipped when negated, when the agent is describing its own work, or when the sentence
+      asks nothing (``asks``: no question, polite form or imperative clause);
+    - ``info``: a question the person answers from what they know (only when the sentence asks).
     ``when``: a pattern the sentence must also match (e.g. a question form).
     ``variant(hit)``: hits of one intent with different variants all run (check, then reset);
     a variant of None means the sentence mentions the intent without asking anything.
@@ -282,15 +299,27 @@ class Intent:
         self.when_pattern = re.compile(self.when) if self.when else None
 
 
+def asks(sentence: str, parts: list[tuple[int, str]] | None = None) -> bool:
+    """Whether a sentence asks for something: a question, a polite request or need, or a clause
+    in the imperative. "Your activation link expires tomorrow" names a thing and asks nothing."""
+    if REQUEST.search(sentence):
+        return True
+    return any(IMPERATIVE.match(c.strip()) for _, c in (parts if parts is not None else clauses(sentence)))
+
+
 def _hit_at(intent: Intent, m: re.Match, off: int, sent: str) -> Hit | None:
     k, c_off, parts = clause_at(sent, m.start())
     clause = parts[k][1]
     before = clause[: max(m.start() - c_off, 0)]
-    if intent.kind != "info":
-        if NEGATION.search(before):
+    agent_says = AGENT_SAYS.search(before) and not re.search(r"\b(you|your)\b", before)
+    if intent.kind == "info":
+        if not REQUEST.search(sent) or (agent_says and "?" not in sent):
+            return None  # "I've found your account by your employee ID" asks nothing
+    else:
+        if NEGATION.search(before) or agent_says:
             return None
-        if AGENT_SAYS.search(before) and not re.search(r"\b(you|your)\b", before):
-            return None
+        if intent.kind == "action" and not asks(sent, parts):
+            return None  # a mention ("the status bar can be confusing") is not a request
     hit = Hit(intent, off + m.start(), sent, clause, request=False, query=bool(QUERY.search(sent)), match=m)
     if intent.kind == "toggle":
         _read_toggle(hit, sent, k, parts)
@@ -314,8 +343,11 @@ def find_hits(intents: list[Intent], text: str) -> list[Hit]:
         for intent in intents:
             if intent.when_pattern is not None and not intent.when_pattern.search(sent):
                 continue
-            best = None
-            for m in intent.pattern.finditer(sent):
+            best, pos = None, 0
+            while (m := intent.pattern.search(sent, pos)) is not None:
+                # overlapping: a skipped match ("I've sent a code ... could you read it back")
+                # must not hide a later one that starts inside it
+                pos = m.start() + 1
                 hit = _hit_at(intent, m, off, sent)
                 if hit is not None and (best is None or (hit.request and not best.request)):
                     best = hit

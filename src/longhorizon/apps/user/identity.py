@@ -523,8 +523,17 @@ def _screen(s: Session, hit: Hit) -> str | None:
     return None if s.done else _do(s, "look_at_screen")  # an action this turn already said what they see
 
 
-SCREEN = (r"\bwhat (do you see|does it say|does the (page|screen) (say|show)|happens|is on (your|the) screen)\b|"
-          r"\b(look at|check) (your|the) screen\b")
+SCREEN = (r"\bwhat (do you see|does it say|does (the|your) (page|screen|browser) (say|show)|happens)\b|"
+          r"\bwhat('s| is) (showing )?on (your|the) (screen|page|browser)\b|"
+          r"\b(look at|check|have a look at|take a look at) (your|the) (screen|browser)\b")
+"""Asking what the person sees (shared with the onboarding domain)."""
+
+CODE = r"(code|passcode|pin|otp|one-time password)"
+"""A one-time code, however it is named ("the PIN we texted you")."""
+MAILBOX = (r"\b(check|open|look at|look in|look through|go to|have a look (at|in)|take a look (at|in)|"
+           r"search|read) (your |that |the |this )?(personal |recovery |private |gmail |other )?"
+           r"(e-?mails?|mail|inbox|mailbox)\b")
+"""Asking the person to look in their own mail (shared with the onboarding domain)."""
 
 INTENTS = [
     Intent("employee_id", r"\b(employee|staff|badge|personnel) (id|number|no)\b|\bemployee id\b",
@@ -541,20 +550,22 @@ INTENTS = [
                      r"\b(lost|missing|stolen) (device|phone)\b.{0,30}\?|\bstill have\b|"
                      r"\bdevices? (do )?you (still )?(have|use)\b",
            lambda s, h: f"It was my {s.facts['lost_device']}. I still have my {s.facts['kept_devices']}.", kind="info"),
-    Intent("code", r"\b(read|tell me|give me|what is|what's|check|share|send me)\b.{0,40}\bcode\b|"
-                   r"\bcode\b.{0,40}\b(read|tell me|give me|arrived|received|get it|got it|share)\b|"
+    Intent("code", rf"\b(read|tell me|give me|what is|what's|check|share|send me|let me know|say|pass on)\b.{{0,40}}\b{CODE}\b|"
+                   rf"\b{CODE}\b.{{0,40}}\b(read|tell me|give me|arrived|received|get it|got it|share)\b|"
                    r"\bread (it|that|them) (back|out|to me)\b|\bwhat does it say\b", _read_code),
-    Intent("email", r"\b(check|open|look at|look in|look through|go to) (your |that |the |this )?(personal |recovery )?"
-                    r"(e-?mail|inbox|mailbox)\b", _read_mail),
-    Intent("texts", r"\b(check|look at|read) (your )?(texts?|sms|text messages)\b",
+    Intent("email", MAILBOX, _read_mail),
+    Intent("texts", r"\b(check|look at|look through|read|open) (your |the |that |this |our )?(texts?|sms|text messages)\b",
            lambda s, h: _once(s, "check_text_messages")),
-    Intent("password", r"\b(set|choose|pick|create|change|reset|enter|make|come up with|type) (a |your )?(new |strong )?"
-                       r"(password|passphrase)\b|\b(reset|password) link\b|\bnew password\b", _set_password),
+    Intent("password", r"\b(set|choose|pick|create|change|reset|enter|make|come up with|type|update|renew|replace) "
+                       r"(up )?(a |your |the )?(new |strong |account |work )*(password|passphrase)\b|"
+                       r"\b(open|use|click|follow|tap)\b.{0,20}\b(reset|password) link\b", _set_password),
     Intent("authenticator", r"\b(set up|setup|add|enrol|enroll|register|scan)\b.{0,40}\b(authenticator|qr|mfa|"
                             r"two-factor|2fa|code generator)\b|\bscan the (qr )?code\b", 
            lambda s, h: _do(s, "set_up_authenticator")),
     Intent("screen", SCREEN, _screen),
-    Intent("sign_in", r"\b(sign|log)(ging)? ?(back )?(in|on)\b|\bsigning (back )?in\b|\bsignin\b|\blog ?in\b(?! name)",
+    Intent("sign_in", r"(?<!your )(?<!the )\b(sign|log)(ging)? ?(back )?(in|on|into)\b"
+                      r"(?! (name|details|page|screen|sessions?|history|attempts?|credentials|id)\b)|"
+                      r"\bsigning (back )?in\b",
            lambda s, h: _do(s, "sign_in")),
 ]
 

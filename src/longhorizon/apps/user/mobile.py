@@ -634,6 +634,16 @@ def _mode(s: Session, hit: Hit) -> str | None:
     return f"The preferred network type is '{_dev(s, 'network_mode') or AUTO_MODE}'."
 
 
+def _settings_variant(hit: Hit) -> str | None:
+    """"Go to Settings > Network and pick ..." names the page as the way to a change: only the
+    change is asked for, unless they are also asked to read the page out."""
+    sent = hit.sentence
+    if re.search(r"\b(set|change|switch|turn|pick|select|choose|enable|disable|reset|toggle)\b", sent) and \
+            not re.search(r"\b(tell me|read|what|let me know|describe|report)\b", sent):
+        return None
+    return "check"
+
+
 def _pay_variant(hit: Hit) -> str | None:
     if re.search(r"\b(approve|accept|authori[sz]e|confirm|pay)\b", hit.sentence):
         return "approve"
@@ -669,11 +679,13 @@ INTENTS = [
     Intent("zip", r"\b(zip|zip code|postcode|post code|postal code|billing address)\b",
            lambda s, h: f"The ZIP code on my account is {s.facts['zip']}.", kind="info"),
     Intent("name", r"\b(your|the account holder's|account holder) (full )?name\b|\bwho am i (speaking|talking|chatting)\b|"
-                   r"\bwhat's your name\b|\bwhat is your name\b|\bmay i have your name\b",
+                   r"\bwhat's your name\b|\bwhat is your name\b|\bmay i have your name\b|"
+                   r"\bname (on|of) (the|your) account\b",
            lambda s, h: f"I'm {s.name}.", kind="info"),
     Intent("where", r"\b(abroad|overseas|out of the country|travell?ing|on a trip|where are you|which country|"
                     r"what country|your location|located|currently in|at home)\b", lambda s, h: _where(s), kind="info"),
-    Intent("model", r"\b(phone|device) (model|make|type)\b|\bwhat (phone|device|kind of phone)\b|"
+    Intent("model", r"\b(phone|device) (model|make|type)\b|\b(what|which) (phone|device|kind of phone)\b(?! number)|"
+                    r"\b(make|model|brand) (and model )?of (your|the) (phone|device|handset)\b|"
                     r"\biphone or (an )?android\b|\bandroid or (an )?iphone\b",
            lambda s, h: f"It's a {s.facts['model']}.", kind="info"),
     Intent("refuel_amount", r"\bhow (much|many)\b.{0,40}\b(data|gb|gigabytes?)\b|\b(data )?refuel\b|\btop[- ]?up\b|"
@@ -685,12 +697,15 @@ INTENTS = [
            _toggle_intent("set_mobile_data", "mobile_data", "mobile data"), kind="toggle"),
     Intent("data_roaming", r"\b(data )?roaming\b", _toggle_intent("set_data_roaming", "data_roaming", "data roaming"),
            kind="toggle"),
-    Intent("restart", r"\b(restart|reboot|power[- ]cycle)\b|"
-                      r"\b(switch|turn) (it|your phone|the phone|your device|the device) off and (back )?on\b",
+    Intent("restart", r"\b(restart|reboot|power[- ]cycle)(ing)?\b|"
+                      r"\b(switch|turn|power) (it|your phone|the phone|your device|the device|your handset|the handset) "
+                      r"off\b.{0,60}?\b(back )?on\b",
            lambda s, h: _do(s, "restart_phone")),
-    Intent("network_mode", r"\b(preferred )?network (type|mode)\b|\b2g\b", _mode, variant=_mode_variant),
+    Intent("network_mode", r"\b(preferred )?network (type|mode)\b|\bpreferred network\b|\b2g\b", _mode,
+           variant=_mode_variant),
     Intent("apn", r"\bapns?\b|\baccess point( name)?s?\b", _apn, variant=_apn_variant),
-    Intent("speed_test", r"\bspeed ?test\b|\b(load|open|visit|browse to|try) (a |any )?(web ?page|website|site|browser)\b|"
+    Intent("speed_test", r"\bspeed ?test\b|\b(load(ing)?|open(ing)?|visit(ing)?|brows(e|ing) to|try) (up )?"
+                         r"(a |any |your |the )?(web ?page|website|site|browser)\b|"
                          r"\bcheck (if|whether|that) (the |your )?(internet|data|mobile data|connection) (is |now )?work|"
                          r"\b(is|does) (the |your )?(internet|data|mobile data|connection) (now )?work|"
                          r"\btest (your|the) (connection|internet|data)\b", lambda s, h: _do(s, "run_speed_test")),
@@ -700,9 +715,11 @@ INTENTS = [
                          r"\bdo you have (any )?(signal|service|coverage|reception|bars)\b|\breception\b",
            lambda s, h: _do(s, "check_status_bar")),
     Intent("settings", r"\b(network|mobile network|cellular|connection|connections) settings\b|"
-                       r"\bsettings (screen|page|menu)\b", lambda s, h: _do(s, "check_network_settings")),
+                       r"\bsettings (screen|page|menu)\b|\bsettings,? (network|connections|mobile network)\b",
+           lambda s, h: _do(s, "check_network_settings"), variant=_settings_variant),
     Intent("payments", r"\b(payment|charge|refuel|billing)s? (request|notification|prompt|pop-?up)s?\b|"
-                       r"\b(approve|accept|authori[sz]e)\b", _payments, variant=_pay_variant),
+                       r"\b(approve|accept|authori[sz]e)\b|\bpay (the|your|that|this) (bill|charge|request)",
+           _payments, variant=_pay_variant),
 ]
 
 

@@ -19,7 +19,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from longhorizon.apps.common import ACT, ADD, READ
 from longhorizon.apps.user.base import Desk, Hit, Intent, Session, UserTool, dumps, params
-from longhorizon.apps.user.identity import compose, fingerprint, known_rules, password_problems
+from longhorizon.apps.user.identity import MAILBOX, SCREEN, compose, fingerprint, known_rules, password_problems
 
 SCHEMA = """
 CREATE TABLE config (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -413,23 +413,26 @@ def _screen(s: Session, hit: Hit) -> str | None:
 
 
 INTENTS = [
-    Intent("screen", r"\bwhat (do you see|does it say|does the (page|screen) (say|show)|happens|is on (your|the) screen)\b|"
-                     r"\b(look at|check) (your|the) screen\b", _screen),
-    Intent("laptop", r"\b(mac|macbook|windows|laptop|operating system|os)\b", _laptop, kind="info", when=ASKING),
-    Intent("address", r"\b(home address|your address|shipping address|ship|shipped|shipping|deliver|delivery|"
-                      r"where (do you live|should we send))\b", _address, kind="info", when=ASKING),
-    Intent("start", r"\b(start date|when do you start|first day)\b",
+    Intent("screen", SCREEN, _screen),
+    Intent("laptop", r"\b(mac|macbook|windows|pc|operating system|os)\b|\b(which|what|what kind of|what type of) "
+                     r"laptop\b|\blaptop (would you|do you)\b", _laptop, kind="info", when=ASKING),
+    Intent("address", r"\b(home address|your address|shipping address|delivery address|ship|shipped|shipping|"
+                      r"deliver(ed)?|delivery|where (do you live|should we send))\b|\b(what|which) address\b|"
+                      r"\bwhere (to|should we|shall we|do we|can we|should i|shall i) (send|ship|deliver|mail)\b",
+           _address, kind="info", when=ASKING),
+    Intent("start", r"\b(start date|when (do )?you (start|begin)|first day)\b|\b(which|what) (day|date) do you "
+                    r"(start|begin)\b",
            lambda s, h: f"I start on {s.facts['start_date']}.", kind="info", when=r"\?"),
-    Intent("contract", r"\b(sign|e-?sign|countersign)\b.{0,60}\b(contract|offer|agreement|documents?)\b|"
-                       r"\b(contract|agreement)\b.{0,80}\b(sign|e-?sign)\b(?!ed|ature)",
+    Intent("contract", r"\b(sign|e-?sign|countersign)\b.{0,60}\b(contract|offer|agreement|documents?|paperwork)\b|"
+                       r"\b(contract|agreement|paperwork)\b.{0,80}\b(sign|e-?sign)\b(?!ed|ature)|"
+                       r"\b(open|use|follow|click)\b.{0,20}\be-?sign(ing)? (email|link|request)\b",
            lambda s, h: _do(s, "sign_contract")),
-    Intent("activate", r"\b(activate|activation)\b|\b(set|choose|pick|create|come up with) (up )?(a |your )?(new )?"
-                       r"password\b", _activate),
+    Intent("activate", r"\b(activate|activation)\b|\b(set|choose|pick|create|come up with|make) (up )?(a |your |the )?"
+                       r"(new |strong |account |work )*password\b", _activate),
     Intent("mfa", r"\b(set up|setup|enrol|enroll|add|register|scan|turn on|enable)\b.{0,40}\b(authenticator|qr|mfa|"
                   r"two-factor|2fa|multi-factor)\b|\b(mfa|multi-factor|two-factor)\b.{0,30}\b(set up|setup)\b",
            lambda s, h: _do(s, "set_up_mfa")),
-    Intent("email", r"\b(check|open|look at|look in|look through|go to) (your |that |the |this )?(personal )?"
-                    r"(e-?mail|inbox|mailbox)\b", lambda s, h: _do(s, "check_email")),
+    Intent("email", MAILBOX, lambda s, h: _do(s, "check_email")),
 ]
 
 

@@ -5,8 +5,8 @@ is recorded, the person decides what to do, uses their own tools over the shared
 use logged with actor ``user``) and answers in plain language. Two players:
 
 - ``rule_reply`` (the default): deterministic. It recognises the requests its domain knows
-  (tolerant keyword and intent matching, negation and "I've done X on my side" statements
-  skipped), performs them in the order asked, reports what it sees, answers questions from
+  (synonyms and phrasings per intent; negations, "I've done X on my side" and sentences that
+  ask nothing skipped; tests/apps/test_user_paraphrases.py), performs them in the order asked, reports what it sees, answers questions from
   what it knows, and says it does not understand anything else. It never acts unasked.
 - ``llm_reply``: an OpenAI-compatible chat model plays the person, with the domain's user
   tools as its function tools (its calls run on the same tools, logged the same way) and its
