@@ -40,7 +40,6 @@ from longhorizon.tasks.commerce import (
     money,
     pick_today,
     plain,
-    recipients,
     usd,
 )
 from longhorizon.tasks.common import (
@@ -53,6 +52,7 @@ from longhorizon.tasks.common import (
     slug,
     squash,
 )
+from longhorizon.tasks.kit import mail as mail_kit
 
 ROLES = ("expired", "inactive", "slow", "moq", "substitute", "revised", "tie", "pricier")
 SUFFIXES = ["Supply", "Wholesale", "Trading", "Distribution", "Goods"]
@@ -791,18 +791,6 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
                     bad.append(f"{sid}: {it.product.sku} x {it.qty} not stated")
         return not bad, "; ".join(bad)
 
-    def no_stray_mail(world, traj):
-        allowed = set(winner_addr.values()) | {ctx.head}
-        for m in mail.sent_messages(world):
-            if m["id"] > ctx.n_seeded and any(a not in allowed for a in m["to"] + m["cc"]):
-                return False, f"mail {m['id']} to {m['to'] + m['cc']}"
-        for name in ("mail__send_message", "mail__forward", "mail__reply"):
-            for t in traj.calls(name, ok_only=True):
-                rcpts = recipients(t)
-                if any(a not in allowed for a in rcpts):
-                    return False, f"{name} to {rcpts}"
-        return True
-
     def quotes_read(world, traj):
         calls = traj.tool_calls
         first_po = next((k for k, t in enumerate(calls) if t.name == "store__create_purchase_order"
@@ -884,8 +872,8 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
                   "opened before the first purchase order", "process", quotes_read, requires=("awarded_suppliers",)),
         Criterion("replied_after_send", "each winner was answered only after its purchase order was sent",
                   "process", replied_after_send, requires=("supplier_replies",)),
-        Criterion("no_stray_mail", "mail went only to the awarded suppliers (and the head of purchasing)", "process",
-                  no_stray_mail, guard=True),
+        mail_kit.sends_only(set(winner_addr.values()) | {ctx.head}, seeded=ctx.n_seeded,
+                            description="mail went only to the awarded suppliers (and the head of purchasing)"),
         Criterion("other_pos_untouched", "every existing purchase order (including the draft on hold) is unchanged",
                   "final_state", other_pos_untouched, guard=True),
         Criterion("catalogue_untouched", "no other product setting changed and no stock moved", "final_state",
