@@ -111,7 +111,7 @@ def shaped_reward(traj: Trajectory, mode: str = "dense", effort_floor: float = 0
     group where every episode is below the floor, the rollout keeps the advantages at that
     scale rather than letting the group normalisation blow them up to ±1: ``advantage_scales``.)
     repetition_penalty (off at 0): minus ``repetition_penalty x`` the share of its calls that
-    repeat an earlier one exactly (``repeated_call_share``), never below 0.
+    repeat an earlier one with nothing written in between (``repeated_call_share``), never below 0.
     step_judge (off at 0): plus ``step_judge x`` the share of its steps the judge called sensible
     (``STEP_JUDGE_KEY`` in its provenance, set by the rollout: ``EpisodeRollout.judge_steps``).
     """
