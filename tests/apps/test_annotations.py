@@ -18,6 +18,8 @@ import pytest
 
 from longhorizon import __version__
 from longhorizon.apps import APPS, build_server
+from longhorizon.apps.common import EFFECTS
+from longhorizon.apps.kinds import tool_effects
 from longhorizon.core.world import WorldCache
 from longhorizon.env.episode import SEP, play
 from longhorizon.policies.scripted import OraclePolicy
@@ -55,6 +57,9 @@ def test_every_tool_of_every_app_has_sensible_annotations_and_the_server_a_versi
                 a = t.annotations
                 assert a is not None and all(isinstance(getattr(a, h), bool) for h in HINTS), f"{app}.{t.name}"
                 assert a.open_world_hint is False  # nothing reaches outside the World
+                # the table that graders, the analysis and RL read (apps.kinds) is the tools' own hints
+                table = EFFECTS[tool_effects()[f"{app}__{t.name}"]]
+                assert all(getattr(a, h) == getattr(table, h) for h in HINTS), f"{app}.{t.name}"
                 if a.read_only_hint:  # the MCP spec: the other hints only mean something for writers
                     assert not a.destructive_hint and a.idempotent_hint, f"{app}.{t.name}"
                     assert not t.name.startswith(("create", "update", "delete", "send", "add", "set", "write",

@@ -1,17 +1,17 @@
-"""Read/act and the entities of a call, from its name and arguments alone."""
+"""The name rule for tools no app has (read/act) and the entities of a call, from its name and arguments alone."""
 
-from longhorizon.core.tool_kinds import entities, is_read
+from longhorizon.core.tool_kinds import entities, reads_by_name
 
 
-def test_reading_verbs_read_everything_else_acts():
-    assert is_read("files__read_file") and is_read("mail__list_messages") and is_read("calendar__free_busy")
-    assert not is_read("files__write_file") and not is_read("mail__send_message") and not is_read("shell__run")
-    assert is_read("get_reservation_details")  # a bare name (another benchmark's tool)
+def test_for_foreign_tools_reading_verbs_read_everything_else_acts():
+    assert reads_by_name("files__read_file") and reads_by_name("mail__list_messages") and reads_by_name("calendar__free_busy")
+    assert not reads_by_name("files__write_file") and not reads_by_name("mail__send_message") and not reads_by_name("shell__run")
+    assert reads_by_name("get_reservation_details")  # a bare name (another benchmark's tool)
 
 
 def test_sql_query_reads_only_when_it_selects():
-    assert is_read("sql__query", {"sql": "  SELECT * FROM t"})
-    assert not is_read("sql__query", {"sql": "UPDATE t SET x = 1"})
+    assert reads_by_name("sql__query", {"sql": "  SELECT * FROM t"})
+    assert not reads_by_name("sql__query", {"sql": "UPDATE t SET x = 1"})
 
 
 def test_entities_share_paths_across_apps_and_scope_ids_by_app():

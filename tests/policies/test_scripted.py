@@ -1,7 +1,8 @@
 """The hasty policy is the oracle without its care: no stated steps, no read-back of what it
 wrote; so it fails a task whose grader asks for that verification, where the oracle passes."""
 
-from longhorizon.core.tool_kinds import entities, is_read
+from longhorizon.apps.kinds import is_read
+from longhorizon.core.tool_kinds import entities
 from longhorizon.evaluate.runs import run_episodes
 from longhorizon.policies.scripted import HastyOraclePolicy, OraclePolicy
 from longhorizon.rollout.runner import RunSpec

@@ -170,3 +170,21 @@ async def test_an_ap_summary_that_also_names_last_months_invoices_fails():
         filed = "\n".join(m["subject"] for m in mail.messages(world, folder="Invoices/Processed"))
     got = await graded(pasting(t, f"Also on file:\n{filed}"))
     assert got["ap_summary"][0] is False
+
+
+def test_quote_selection_is_a_frozen_scenario_and_pure_functions_of_it(tmp_path):
+    """Every draw happens in ``draw(seed)``; the World, the instruction, the oracle and the
+    criteria are made from the Scenario alone, so one Scenario gives one instance."""
+    import dataclasses
+
+    from longhorizon.tasks.commerce import quote_selection as qs
+
+    sc = qs.draw(3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        sc.rfq = "RFQ-0"
+    task = get_family("supplier_quote_selection").generate(3)
+    assert qs.instruction(sc) == task.instruction and sc.data == task.data
+    assert [c.id for c in qs._criteria(sc)] == [c.id for c in task.criteria]
+    first = World.build(tmp_path / "a", functools.partial(qs.build, sc)).hash()
+    assert World.build(tmp_path / "b", functools.partial(qs.build, sc)).hash() == first
+    assert World.build(tmp_path / "c", task.build).hash() == first

@@ -49,23 +49,30 @@ async def test_oracle_solves_and_null_fails(family, level, seed):
     assert_graders_sound(null, "null")
 
 
-async def test_a_grader_that_raises_typeerror_fails_the_suite_instead_of_scoring_zero():
-    """The null run scores the broken criterion 0 like any unmet one; only its grader_error
-    tells the two apart, and the suite's check refuses it."""
+@pytest.mark.parametrize("bug", [TypeError, KeyError, AttributeError])
+async def test_a_grader_that_raises_typeerror_fails_the_suite_instead_of_scoring_zero(bug):
+    """A check that raises TypeError (or any of ``GRADER_BUGS``) is still graded, as unmet, so
+    production runs go on; the null run's score alone cannot tell it from an idle agent, and
+    the oracle loses only that criterion. Only ``grader_error`` tells the bug apart, and the
+    suite's check refuses it on both runs."""
     import dataclasses
 
     task = next(f for f in families() if f.name == FAMILIES[0]).generate(0)
     victim = next(c for c in task.criteria if not c.guard)
 
     def broken(world, traj):
-        return world.root.no_such_attribute + 1  # AttributeError
+        raise bug("the check's own mistake")
 
     task = dataclasses.replace(task, criteria=[dataclasses.replace(c, check=broken) if c is victim else c
                                                for c in task.criteria])
     null = await play_task(task, NullPolicy())
-    assert null.grade.reward == 0.0  # the score alone cannot tell a broken grader from an idle agent
-    with pytest.raises(AssertionError, match=victim.id):
-        assert_graders_sound(null, "null")
+    assert null.grade.reward == 0.0
+    oracle = await play_task(task, OraclePolicy())
+    assert [r.id for r in oracle.grade.results if not r.passed] == [victim.id]
+    for traj, run in ((null, "null"), (oracle, "oracle")):
+        assert traj.grade.grader_errors()[victim.id].startswith(bug.__name__)
+        with pytest.raises(AssertionError, match=victim.id):
+            assert_graders_sound(traj, run)
 
 
 @pytest.mark.parametrize("family,level", LEVELS)

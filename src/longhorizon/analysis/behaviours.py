@@ -2,7 +2,8 @@
 
 Only tool calls (name, arguments, result, error flag), messages and the Grade are used, so the
 same numbers come out for our suite, for any model's run, and for trajectories imported from
-other benchmarks. Read/act and the entities a call touches come from ``core.tool_kinds``.
+other benchmarks. Read/write and repeated calls come from ``apps.kinds`` (the apps' annotations),
+the entities a call touches from ``core.tool_kinds``.
 
 A metric is ``None`` when it is undefined for the episode (a share with nothing to share
 over, e.g. the repeated-read share of an episode that read nothing); paired statistics then
@@ -40,7 +41,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from longhorizon.core.tool_kinds import call_key, entities, is_read
+from longhorizon.apps.kinds import is_read, repeats as repeated
+from longhorizon.core.tool_kinds import call_key, entities
 from longhorizon.core.trajectory import Trajectory
 
 GOAL_WORDS = 3
@@ -106,20 +108,15 @@ def metrics(traj: Trajectory) -> dict[str, Any]:
     acts_unnamed = acts_looked_up = 0
     read_keys: list[str] = []
     repeats = 0
-    last_read_at: dict[str, int] = {}   # read key -> index of that read
+    repeat_at = repeated(calls)         # the same call again with nothing written in between it could see
     write_at: dict[str, list[int]] = {}  # entity -> indexes of writes
     first_read: dict[str, int] = {}
     reads_of: dict[str, list[int]] = {}
     for i, c in enumerate(calls):
         ents = entities(c.name, c.arguments)
         if is_read(c.name, c.arguments):
-            key = call_key(c.name, c.arguments)
-            if key in last_read_at:
-                j = last_read_at[key]
-                written_between = any(j < w < i for e in ents for w in write_at.get(e, []))
-                repeats += not written_between
-            last_read_at[key] = i
-            read_keys.append(key)
+            repeats += repeat_at[i]
+            read_keys.append(call_key(c.name, c.arguments))
             for e in ents:
                 looked_up.add(e)
                 first_read.setdefault(e, i)

@@ -78,9 +78,23 @@ SET = _effect(False, True, True)
 ACT = _effect(False, True, False)
 """Changes or removes state in a way that repeating it changes again (moves, relative edits, sends)."""
 MARK = _effect(False, False, True)
-"""Only adds a mark or makes sure something exists (a message marked read, a folder made): nothing
-is lost or overwritten, and the same call again changes nothing more."""
-EFFECTS = {"read": READ, "add": ADD, "set": SET, "act": ACT, "mark": MARK}
+"""Only adds a mark or makes sure something exists (a folder made): nothing is lost or
+overwritten, and the same call again changes nothing more."""
+OPEN = _effect(False, False, True)
+"""Shows something and marks it as seen (a message opened is marked read): MARK's hints, since
+the World changes, but the call is a read for everything that asks "did it read or write"
+(``apps/kinds.py``)."""
+EFFECTS = {"read": READ, "add": ADD, "set": SET, "act": ACT, "mark": MARK, "open": OPEN}
+"""Each effect by name. OPEN and MARK carry equal hints, so an effect is told by identity
+(``effect_name``), never by comparing its hints."""
+
+
+def effect_name(effect) -> str:
+    """The name of one of the effects above (``"read"``, ..., ``"open"``), by identity."""
+    for name, e in EFFECTS.items():
+        if e is effect:
+            return name
+    raise TypeError("a tool's effect must be one of apps.common's: READ, ADD, SET, ACT, MARK or OPEN")
 
 
 def keep_root_logging(make):
@@ -168,15 +182,18 @@ class AppServer:
         self._effects: list = []
 
     def tool(self, effect):
-        """Register a tool; ``effect`` (READ, ADD, SET, ACT or MARK) is its MCP annotations."""
-        if effect not in EFFECTS.values():
-            raise TypeError("AppServer.tool needs an effect: READ, ADD, SET, ACT or MARK")
+        """Register a tool; ``effect`` (READ, ADD, SET, ACT, MARK or OPEN) is its MCP annotations."""
+        effect_name(effect)  # one of ours, or a TypeError
 
         def register(fn):
             self._fns.append(fn)
             self._effects.append(effect)
             return fn
         return register
+
+    def effects(self) -> dict[str, str]:
+        """Tool name -> the name of its effect (``"read"``, ``"add"``, ...), as registered."""
+        return {f.__name__: effect_name(e) for f, e in zip(self._fns, self._effects)}
 
     def _template(self) -> list:
         """The app's tools (``AppTool``, see apps/tool_guard.py), built on first use: each

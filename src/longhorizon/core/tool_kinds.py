@@ -1,10 +1,10 @@
-"""What a tool call does, read from its name and arguments alone: does it read or act, and
-which entities (files, messages, tickets, pages...) does it touch.
+"""What a tool call touches, read from its name and arguments alone: which entities (files,
+messages, tickets, pages...) it names, and what "the same call again" means.
 
-Kept in core so that anything reading a Trajectory (behaviour metrics, scripted policies,
-importers of other benchmarks' logs) classifies calls the same way, without knowing the apps.
-A name-based rule is deliberately simple: a tool whose name starts with a reading verb reads,
-every other tool acts. ``query`` (SQL) reads only when its statement is a SELECT/WITH.
+Whether a call reads or writes is the apps' to say (``apps/kinds.is_read``, from each tool's
+annotations); ``reads_by_name`` is only its fallback for tools no app has (another benchmark's
+log): a tool whose name starts with a reading verb reads, every other tool acts, and ``query``
+(SQL) reads only when its statement is a SELECT/WITH.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ PATH_KEYS = ("path", "src", "dst", "dest", "destination_path", "folder", "file",
 ENTITY_KEYS = ("id", "key", "slug", "sku", "channel", "page", "doc", "ticket")
 
 
-def is_read(name: str, arguments: Any = None) -> bool:
-    """True when the tool ``name`` (exposed ``app__tool`` or bare) only reads state."""
+def reads_by_name(name: str, arguments: Any = None) -> bool:
+    """True when the tool ``name`` (exposed ``app__tool`` or bare) reads, judged by its name
+    alone: for tools no app has (``apps/kinds.is_read`` asks the apps first)."""
     tool = name.split("__", 1)[-1].lower()
     if tool == "query":
         sql = arguments.get("sql", "") if isinstance(arguments, dict) else ""

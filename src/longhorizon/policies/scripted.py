@@ -6,7 +6,8 @@ from typing import Any
 
 from longhorizon.core.policy import EpisodeContext, assistant, tool_call
 from longhorizon.core.task import dumps_canonical
-from longhorizon.core.tool_kinds import entities, is_read
+from longhorizon.apps.kinds import is_read
+from longhorizon.core.tool_kinds import entities
 
 
 class OraclePolicy:

@@ -25,6 +25,7 @@ from typing import Any
 
 from faker import Faker
 
+from longhorizon.apps.kinds import is_read, tool_effects
 from longhorizon.apps.mail.state import parse_address
 from longhorizon.apps.sheets.state import find_sheet, read_workbook, sheet_values, workbook_bytes
 
@@ -254,14 +255,16 @@ def at_most_one_mail(world, traj) -> tuple[bool, str]:
 
 # -- workspace files and the calls that write them -------------------------------------
 
-READ_ONLY_TOOLS = {
-    "files__list_dir", "files__read_file", "files__search", "files__file_info",
-    "sheets__list_sheets", "sheets__read_range",
-    "docs__list_documents", "docs__read_document", "docs__find_text",
-    "slides__list_slides", "slides__read_slide",
-}
 WORKSPACE_APPS = ("files", "sheets", "docs", "slides")
 """The apps whose tools take workspace paths."""
+
+
+def __getattr__(name: str):
+    """``READ_ONLY_TOOLS``, the workspace apps' reading tools, from their annotations
+    (``apps.kinds``), made on first use: listing every app's tools costs a second."""
+    if name == "READ_ONLY_TOOLS":
+        return frozenset(n for n in tool_effects() if n.split("__")[0] in WORKSPACE_APPS and is_read(n))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 WRITE_ARGS = {
     "files__copy": ("dst",),
     "files__move": ("src", "dst"),
@@ -271,7 +274,7 @@ WRITE_ARGS = {
 
 def written_paths(call) -> list[str]:
     """Workspace paths a successful tool call may have changed (empty for reads and errors)."""
-    if call.is_error or call.name in READ_ONLY_TOOLS or not isinstance(call.arguments, dict):
+    if call.is_error or is_read(call.name, call.arguments) or not isinstance(call.arguments, dict):
         return []
     if call.app not in WORKSPACE_APPS:
         return []

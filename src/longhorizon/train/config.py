@@ -204,7 +204,9 @@ class RLConfig:
     to ±1 by the group's std: ``rl.advantage_scales``)."""
     repetition_penalty: float = 0.0
     """Off when 0. Otherwise the reward loses ``repetition_penalty x`` the share of the episode's
-    tool calls that repeat an earlier call exactly (same tool and arguments), floored at 0."""
+    tool calls that repeat an earlier call exactly (same tool and arguments) with nothing written
+    in between that they could see (``apps.kinds.repeats``: reading back a write is no repeat),
+    floored at 0."""
     step_judge: float = 0.0
     """Off when 0. Otherwise each episode's reward gains ``step_judge x`` the share of its tool
     calls (steps) a judge calls sensible (``core.judged.step_credit``: a step-level rubric, one

@@ -57,11 +57,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from longhorizon.apps.kinds import repeats
 from longhorizon.core.aio import run_sync
 from longhorizon.core.errors import InfraError, UsageError
 from longhorizon.core.judged import configure_judge, require_judge
 from longhorizon.core.task import Task
-from longhorizon.core.tool_kinds import call_key
 from longhorizon.core.trajectory import Trajectory, dumps
 from longhorizon.core.world import WorldCache
 from longhorizon.env.episode import Limits, new_trajectory
@@ -94,13 +94,11 @@ class TokenDriftError(RuntimeError):
 
 def repeated_call_share(traj: Trajectory) -> float:
     """The share of an episode's tool calls that repeat an earlier call exactly (same tool, same
-    arguments): re-reading what the context already holds, or looping on a failing call."""
-    seen, repeats = set(), 0
-    for c in traj.tool_calls:
-        key = call_key(c.name, c.arguments)
-        repeats += key in seen
-        seen.add(key)
-    return repeats / len(traj.tool_calls) if traj.tool_calls else 0.0
+    arguments) with nothing written in between that they could see (``apps.kinds.repeats``, the
+    analysis' definition too): re-reading what the context already holds, or looping on a
+    failing call. Reading back what was just written is verification, never penalised."""
+    calls = traj.tool_calls
+    return sum(repeats(calls)) / len(calls) if calls else 0.0
 
 
 def shaped_reward(traj: Trajectory, mode: str = "dense", effort_floor: float = 0.0,
@@ -113,7 +111,7 @@ def shaped_reward(traj: Trajectory, mode: str = "dense", effort_floor: float = 0
     group where every episode is below the floor, the rollout keeps the advantages at that
     scale rather than letting the group normalisation blow them up to ±1: ``advantage_scales``.)
     repetition_penalty (off at 0): minus ``repetition_penalty x`` the share of its calls that
-    repeat an earlier one exactly (``repeated_call_share``), never below 0.
+    repeat an earlier one with nothing written in between (``repeated_call_share``), never below 0.
     step_judge (off at 0): plus ``step_judge x`` the share of its steps the judge called sensible
     (``STEP_JUDGE_KEY`` in its provenance, set by the rollout: ``EpisodeRollout.judge_steps``).
     """

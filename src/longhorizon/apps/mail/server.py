@@ -21,7 +21,7 @@ from typing import Any
 from mcp.server.mcpserver.exceptions import ToolError
 
 from longhorizon.apps.common import (
-    ADD, MARK, READ, SET, AppServer, Missing, Workspace, WrongKind, cap, read_meta, server_builder,
+    ADD, OPEN, READ, SET, AppServer, Missing, Workspace, WrongKind, cap, read_meta, server_builder,
     sqlite_connector,
 )
 from longhorizon.apps.mail.state import (
@@ -288,7 +288,7 @@ def make_app(world):
                 hits.append(_summary(m))
         return _dumps({"total": len(hits), "messages": hits[:limit]})
 
-    @srv.tool(MARK)  # marks the message read: nothing lost, the same call again changes nothing
+    @srv.tool(OPEN)  # a read that marks the message read: nothing lost, the same call again changes nothing
     def read_message(message_id: int) -> str:
         """Open a message: full headers, body and attachment names. Marks it as read.
 

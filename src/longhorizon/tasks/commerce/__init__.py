@@ -12,7 +12,6 @@ from typing import Any
 
 from faker import Faker
 
-from longhorizon.apps.mail.state import parse_address
 from longhorizon.tasks.common import slug, squash
 
 CATALOG: dict[str, tuple[str, list[tuple[str, int, int]]]] = {
@@ -211,12 +210,6 @@ def amounts_in(text: str) -> set[int]:
 
 def mentions_amount(text: str, cents: int) -> bool:
     return cents in amounts_in(text)
-
-
-def recipients(call) -> list[str]:
-    """The to and cc addresses of a mail tool call, parsed (none for unreadable arguments)."""
-    args = call.arguments if isinstance(call.arguments, dict) else {}
-    return [parse_address(a) for a in [*(args.get("to") or []), *(args.get("cc") or [])]]
 
 
 def mentions_id(text: str, code: str) -> bool:

@@ -39,7 +39,6 @@ from longhorizon.tasks.commerce import (
     mentions_id,
     mentions_tracking,
     pick_today,
-    recipients,
     tracking_for,
 )
 from longhorizon.tasks.common import (
@@ -53,6 +52,8 @@ from longhorizon.tasks.common import (
     squash,
     write_files,
 )
+from longhorizon.tasks.kit import mail as mail_kit
+from longhorizon.tasks.kit import process
 
 POLICY = "ops/backorder_policy.md"
 PRIORITY = "ops/priority_accounts.md"
@@ -611,29 +612,6 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
         missing = [f for f in (POLICY, PRIORITY) if f not in read]
         return not missing, f"not read before shipping: {missing}" if missing else ""
 
-    def orders_checked(world, traj):
-        calls = traj.tool_calls
-        ships = [(k, str(t.arguments.get("order_id", "")).strip().upper()) for k, t in enumerate(calls)
-                 if t.name == "store__create_shipment" and not t.is_error and isinstance(t.arguments, dict)]
-        if not ships:
-            return False, "nothing shipped"
-        for k, oid in ships:
-            if not any(c.name == "store__get_order" and not c.is_error and isinstance(c.arguments, dict)
-                       and str(c.arguments.get("order_id", "")).strip().upper() == oid for c in calls[:k]):
-                return False, f"{oid} shipped without opening it first"
-        return True
-
-    def no_stray_mail(world, traj):
-        for m in sent(world):
-            if any(a not in addrs for a in m["to"] + m["cc"]):
-                return False, f"mail to {m['to'] + m['cc']}"
-        for name in ("mail__send_message", "mail__forward"):
-            for t in traj.calls(name, ok_only=True):
-                rcpts = recipients(t)
-                if any(a not in addrs for a in rcpts):
-                    return False, f"{name} to {rcpts}"
-        return True
-
     def others_untouched(world, traj):
         st = store.order_statuses(world)
         ship_ok = {b.id for b in live if b.outcome in ("full", "partial")}
@@ -660,10 +638,11 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
                   "(and no other order, parcel or item)", "final_state", notice_details),
         Criterion("rules_read", "the policy and the priority list were read before anything shipped", "process",
                   rules_read, requires=("shipped_orders",)),
-        Criterion("orders_checked", "each order was opened before it was shipped", "process", orders_checked,
-                  requires=("shipped_orders",)),
-        Criterion("no_stray_mail", "mail went only to customers with live backorders", "process", no_stray_mail,
-                  guard=True),
+        process.looked_up_before("store__create_shipment", "store__get_order", "order_id", id="orders_checked",
+                                 description="each order was opened before it was shipped",
+                                 requires=("shipped_orders",), what="nothing shipped"),
+        mail_kit.sends_only(addrs, seeded=ctx.n_seeded,
+                            description="mail went only to customers with live backorders"),
         Criterion("others_untouched", "no other order changed or shipped, and stock moved only by the receipt and "
                   "the shipments", "final_state", others_untouched, guard=True),
     ]

@@ -37,11 +37,11 @@ from longhorizon.tasks.commerce import (
     mentions_tracking,
     pick_today,
     plain,
-    recipients,
     tracking_for,
     usd,
 )
 from longhorizon.tasks.common import People, loads, long_date, rng_and_faker, slug, write_files
+from longhorizon.tasks.kit import mail as mail_kit
 
 POLICY = "policies/customer_service_policy.md"
 CASE_TYPES = ("cancel_paid", "cancel_pending", "cancel_shipped", "damaged_ok", "damaged_late", "over_limit",
@@ -430,7 +430,7 @@ class CustomerComplaintResolution(TaskFamily):
                    colleague=colleague.email, seeded_refunds=seeded_refunds, seeded_shipments=seeded_shipments,
                    initial_status=initial_status, complaint_ids=complaint_ids, customer_addrs=customer_addrs,
                    lost_ids=lost_ids, n_inbox=sum(1 for m in msgs if m["folder"] == "Inbox"),
-                   asker_msg=next(m["id"] for m in msgs if m["sender"] == asker_mail))
+                   asker_msg=next(m["id"] for m in msgs if m["sender"] == asker_mail), n_seeded=len(msgs))
         criteria = _criteria(ctx)
         return Task(
             id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
@@ -494,6 +494,7 @@ class _Ctx:
     lost_ids: set[str]
     n_inbox: int
     asker_msg: int
+    n_seeded: int
 
 
 def _first(cases: list[Case], *kinds: str) -> Case | None:
@@ -740,18 +741,6 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
                 return False, f"{c.order_id} was not opened before answering"
         return True
 
-    def no_stray_mail(world, traj):
-        allowed = ctx.customer_addrs | {ctx.manager}
-        for name in ("mail__send_message", "mail__forward", "mail__reply"):
-            for t in traj.calls(name, ok_only=True):
-                rcpts = recipients(t)
-                if any(a not in allowed for a in rcpts):
-                    return False, f"{name} to {rcpts}"
-        for m in sent(world):
-            if m["date"] >= ctx.today.isoformat() and any(a not in allowed for a in m["to"] + m["cc"]):
-                return False, f"mail {m['id']} to {m['to'] + m['cc']}"
-        return True
-
     def orders_untouched(world, traj):
         cancel = {c.order_id for c in cases if c.kind in ("cancel_paid", "cancel_pending")}
         st = store.order_statuses(world)
@@ -780,8 +769,8 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
                   "that applies (and no other customer's order)", "final_state", reply_details, 2.0),
         Criterion("checked_orders", "each complaint's order was opened before the customer was answered", "process",
                   checked_orders, requires=("reply_details",)),
-        Criterion("no_stray_mail", "mail went only to the complaining customers and the operations manager",
-                  "process", no_stray_mail, guard=True),
+        mail_kit.sends_only(ctx.customer_addrs | {ctx.manager}, seeded=ctx.n_seeded,
+                            description="mail went only to the complaining customers and the operations manager"),
         Criterion("orders_untouched", "no other order changed status and no stock was adjusted", "final_state",
                   orders_untouched, guard=True),
     ]

@@ -39,7 +39,6 @@ from longhorizon.tasks.commerce import (
     mentions_id,
     pick_today,
     plain,
-    recipients,
     usd,
 )
 from longhorizon.tasks.common import (
@@ -54,6 +53,8 @@ from longhorizon.tasks.common import (
     to_number,
     write_files,
 )
+from longhorizon.tasks.kit import mail as mail_kit
+from longhorizon.tasks.kit import process
 
 PROCEDURE = "finance/receivables_procedure.md"
 WORKBOOK = "finance/receivables.xlsx"
@@ -769,29 +770,6 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
                 return False, f"the mail to {c.account.email} also quotes other customers' orders {foreign}"
         return True
 
-    def orders_checked(world, traj):
-        calls = traj.tool_calls
-        recorded = [(k, str(t.arguments.get("order_id", "")).strip().upper()) for k, t in enumerate(calls)
-                    if t.name == "store__record_payment" and not t.is_error and isinstance(t.arguments, dict)]
-        if not recorded:
-            return False, "no payment recorded"
-        for k, oid in recorded:
-            if not any(c.name == "store__get_order" and not c.is_error and isinstance(c.arguments, dict)
-                       and str(c.arguments.get("order_id", "")).strip().upper() == oid for c in calls[:k]):
-                return False, f"payment on {oid} recorded without opening the order"
-        return True
-
-    def no_stray_mail(world, traj):
-        for m in mail.sent_messages(world):
-            if m["id"] > ctx.n_seeded and any(a not in short_addrs for a in m["to"] + m["cc"]):
-                return False, f"mail to {m['to'] + m['cc']}"
-        for name in ("mail__send_message", "mail__forward", "mail__reply"):
-            for t in traj.calls(name, ok_only=True):
-                rcpts = recipients(t)
-                if name == "mail__reply" or any(a not in short_addrs for a in rcpts):
-                    return False, f"{name} to {rcpts or 'a sender'}"
-        return True
-
     def history_untouched(world, traj):
         for sheet, want in ctx.initial_rows.items():
             t = read_table(world.file(WORKBOOK), sheet)
@@ -820,11 +798,13 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
                   run_logged, requires=("payments_recorded",)),
         Criterion("short_mails", "each short payer got one mail quoting the order and the amount still due "
                   "(and no other customer's order)", "final_state", short_mails),
-        Criterion("orders_checked", "every order was opened before a payment was recorded on it", "process",
-                  orders_checked, requires=("payments_recorded",)),
+        process.looked_up_before("store__record_payment", "store__get_order", "order_id", id="orders_checked",
+                                 description="every order was opened before a payment was recorded on it",
+                                 requires=("payments_recorded",), what="no payment recorded"),
         Criterion("no_wrong_payments", "no payment recorded on any other order (old lines, duplicates, guesses)",
                   "final_state", no_wrong_payments, guard=True),
-        Criterion("no_stray_mail", "mail went only to the short payers", "process", no_stray_mail, guard=True),
+        mail_kit.sends_only(short_addrs, seeded=ctx.n_seeded, replies=False,
+                            description="mail went only to the short payers"),
         Criterion("history_untouched", "earlier workbook rows and the statement export are unchanged", "final_state",
                   history_untouched, guard=True),
     ]

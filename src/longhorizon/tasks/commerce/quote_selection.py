@@ -40,7 +40,6 @@ from longhorizon.tasks.commerce import (
     money,
     pick_today,
     plain,
-    recipients,
     usd,
 )
 from longhorizon.tasks.common import (
@@ -53,6 +52,7 @@ from longhorizon.tasks.common import (
     slug,
     squash,
 )
+from longhorizon.tasks.kit import mail as mail_kit
 
 ROLES = ("expired", "inactive", "slow", "moq", "substitute", "revised", "tie", "pricier")
 SUFFIXES = ["Supply", "Wholesale", "Trading", "Distribution", "Goods"]
@@ -120,259 +120,272 @@ class SupplierQuoteSelection(TaskFamily):
     )
 
     def generate(self, seed: int) -> Task:
-        rng, fake = rng_and_faker(seed, self.name)
-        people = People(fake)
-        store_name = f"{fake.last_name()} {rng.choice(['Home & Garden', 'Goods', 'Supply Co', 'Outfitters', 'Living'])}"
-        domain = f"{slug(store_name)[:20]}.example"
-        me, head, colleague = (people.make(domain) for _ in range(3))
-        today = pick_today(rng)
-        now = datetime.combine(today, time(8, 45))
-        year = today.year
-        rfq = f"RFQ-{year}-{rng.randint(20, 80):03d}"
-        old_rfq = f"RFQ-{year}-{int(rfq.rsplit('-', 1)[1]) - rng.randint(2, 6):03d}"
+        sc = draw(seed)
+        criteria = _criteria(sc)
+        return Task(
+            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction(sc), apps=self.apps, build=partial(build, sc),
+            oracle=partial(_oracle, sc, None), criteria=criteria,
+            perturbations={c.id: partial(_oracle, sc, c.id) for c in criteria}, data=sc.data,
+        )
 
-        # -- suppliers: five or six active, a near-namesake of a preferred one, a closed account ---
-        base = make_suppliers(rng, fake, rng.randint(5, 6) + 1)
-        closed = base[-1]
-        active = base[:-1]
-        preferred = rng.sample(active, 2)
-        twin_of = preferred[0]
-        stem = twin_of.name.rsplit(" ", 1)[0]
-        twin_suffix = rng.choice([s for s in SUFFIXES if not twin_of.name.endswith(s)])
-        twin_name = f"{stem} {twin_suffix}"
-        twin_domain = f"{slug(twin_name)[:28]}.example"
-        if any(s.email.endswith("@" + twin_domain) for s in base):
-            twin_domain = f"{slug(stem)[:12]}{slug(twin_suffix)}-trade.example"
-        last_num = max(int(s.id.split("-")[1]) for s in base)
-        twin = Supplier(f"SUP-{last_num + rng.randint(1, 3)}", twin_name,
-                        f"{rng.choice(['quotes', 'sales', 'orders'])}@{twin_domain}", fake.name(),
-                        rng.choice([5, 7, 10]), "Net 30")
-        suppliers = active + [twin]
-        everyone = suppliers + [closed]
-        sup_by_id = {s.id: s for s in everyone}
 
-        products = make_products(rng, rng.randint(30, 36), suppliers)
-        for p in products:
-            p.case_size = rng.choice([1, 2, 4, 6, 12])
-            p.reorder_point = rng.randint(8, 30)
-            p.reorder_qty = p.reorder_point * 3
-            p.stock = p.reorder_point + rng.randint(1, 50)
+def draw(seed: int) -> Scenario:
+    """The scenario of instance ``seed``: every random draw of the family happens here, in the
+    order the family has always made them (the golden hashes hold it)."""
+    rng, fake = rng_and_faker(seed, SupplierQuoteSelection.name)
+    people = People(fake)
+    store_name = f"{fake.last_name()} {rng.choice(['Home & Garden', 'Goods', 'Supply Co', 'Outfitters', 'Living'])}"
+    domain = f"{slug(store_name)[:20]}.example"
+    me, head, colleague = (people.make(domain) for _ in range(3))
+    today = pick_today(rng)
+    now = datetime.combine(today, time(8, 45))
+    year = today.year
+    rfq = f"RFQ-{year}-{rng.randint(20, 80):03d}"
+    old_rfq = f"RFQ-{year}-{int(rfq.rsplit('-', 1)[1]) - rng.randint(2, 6):03d}"
 
-        # -- the RFQ: five to seven products low on stock, distinct base names ----------------------
-        n_items = rng.randint(6, 7)
-        pool = products[:]
-        rng.shuffle(pool)
-        chosen: list[Product] = []
-        bases: set[str] = set()
-        for p in pool:
-            b = p.name.rsplit(" ", 1)[0]
-            if b in bases:
-                continue
-            bases.add(b)
-            chosen.append(p)
-            if len(chosen) == n_items:
-                break
-        items: list[Item] = []
-        for p in chosen:
-            p.stock = rng.randint(0, p.reorder_point - 1)
-            qty = rng.choice([24, 36, 48, 60, 72, 96, 120, 144])
-            needed = today + timedelta(days=rng.randint(9, 21))
-            items.append(Item(p, qty, needed))
-        rfq_sent = today - timedelta(days=rng.randint(6, 9))
-        others_low = [p for p in products if p not in chosen][:rng.randint(2, 3)]
-        for p in others_low:  # low on stock too, but not part of this round
-            p.stock = rng.randint(0, p.reorder_point)
+    # -- suppliers: five or six active, a near-namesake of a preferred one, a closed account ---
+    base = make_suppliers(rng, fake, rng.randint(5, 6) + 1)
+    closed = base[-1]
+    active = base[:-1]
+    preferred = rng.sample(active, 2)
+    twin_of = preferred[0]
+    stem = twin_of.name.rsplit(" ", 1)[0]
+    twin_suffix = rng.choice([s for s in SUFFIXES if not twin_of.name.endswith(s)])
+    twin_name = f"{stem} {twin_suffix}"
+    twin_domain = f"{slug(twin_name)[:28]}.example"
+    if any(s.email.endswith("@" + twin_domain) for s in base):
+        twin_domain = f"{slug(stem)[:12]}{slug(twin_suffix)}-trade.example"
+    last_num = max(int(s.id.split("-")[1]) for s in base)
+    twin = Supplier(f"SUP-{last_num + rng.randint(1, 3)}", twin_name,
+                    f"{rng.choice(['quotes', 'sales', 'orders'])}@{twin_domain}", fake.name(),
+                    rng.choice([5, 7, 10]), "Net 30")
+    suppliers = active + [twin]
+    everyone = suppliers + [closed]
+    sup_by_id = {s.id: s for s in everyone}
 
-        # -- roles: who quotes what, designed so each trap appears at least once -------------------
-        expired_sup = rng.choice([s for s in active if s not in preferred])
-        reviser = rng.choice([s for s in active if s not in preferred and s is not expired_sup])
-        bidders = [s for s in suppliers if s is not expired_sup]  # active suppliers with a live quote
-        role_plan: list[list[str]] = [[] for _ in items]
-        must = list(ROLES)
-        rng.shuffle(must)
-        for k, role in enumerate(must):
-            role_plan[k % len(items)].append(role)
-        for plan in role_plan:
-            extra = [r for r in ("pricier", "slow", "moq", "substitute", "expired", "inactive") if r not in plan]
-            plan.extend(rng.sample(extra, rng.randint(0, 1)))
-            if "pricier" not in plan and rng.random() < 0.6:
-                plan.append("pricier")
+    products = make_products(rng, rng.randint(30, 36), suppliers)
+    for p in products:
+        p.case_size = rng.choice([1, 2, 4, 6, 12])
+        p.reorder_point = rng.randint(8, 30)
+        p.reorder_qty = p.reorder_point * 3
+        p.stock = p.reorder_point + rng.randint(1, 50)
 
-        order = {"tie": 0, "revised": 1, "expired": 2, "inactive": 3}
-        for plan in role_plan:
-            plan.sort(key=lambda r: order.get(r, 9))
-        # winners: spread over the regular bidders; a tie is won by a preferred supplier, and the
-        # reviser may win one item thanks to its revision
-        regular = [s for s in bidders if s is not twin and s is not reviser]
-        rng.shuffle(regular)
-        cycle = iter(regular * 3)
-        reviser_wins = rng.random() < 0.5
-        win_of: list[Supplier] = []
-        for plan in role_plan:
-            if "tie" in plan:
-                win_of.append(preferred[0])
-            elif reviser_wins and "revised" not in plan:
-                win_of.append(reviser)
-                reviser_wins = False
-            else:
-                win_of.append(next(cycle))
+    # -- the RFQ: five to seven products low on stock, distinct base names ----------------------
+    n_items = rng.randint(6, 7)
+    pool = products[:]
+    rng.shuffle(pool)
+    chosen: list[Product] = []
+    bases: set[str] = set()
+    for p in pool:
+        b = p.name.rsplit(" ", 1)[0]
+        if b in bases:
+            continue
+        bases.add(b)
+        chosen.append(p)
+        if len(chosen) == n_items:
+            break
+    items: list[Item] = []
+    for p in chosen:
+        p.stock = rng.randint(0, p.reorder_point - 1)
+        qty = rng.choice([24, 36, 48, 60, 72, 96, 120, 144])
+        needed = today + timedelta(days=rng.randint(9, 21))
+        items.append(Item(p, qty, needed))
+    rfq_sent = today - timedelta(days=rng.randint(6, 9))
+    others_low = [p for p in products if p not in chosen][:rng.randint(2, 3)]
+    for p in others_low:  # low on stock too, but not part of this round
+        p.stock = rng.randint(0, p.reorder_point)
 
-        for item, plan, win in zip(items, role_plan, win_of):
-            p = item.product
-            used: set[str] = {win.id}
-            price = max(150, int(p.cost_cents * rng.uniform(0.85, 1.1)))
-            D = (item.needed_by - today).days
-            win_lead = rng.choice([d for d in (3, 5, 7, 10, 14) if d <= D])
-            win_moq = rng.choice([m for m in (6, 12, 24, 36) if m <= item.qty])
-            item.winner, item.price = win.id, price
-            win_line = Line(p.sku, price, win_moq, win_lead, "winner")
-            if win is reviser:
-                win_line.price = price + max(7, round(price * rng.uniform(0.04, 0.1)))
-                win_line.revised_price = price
-            item.lines[win.id] = win_line
-            prices = {price}
+    # -- roles: who quotes what, designed so each trap appears at least once -------------------
+    expired_sup = rng.choice([s for s in active if s not in preferred])
+    reviser = rng.choice([s for s in active if s not in preferred and s is not expired_sup])
+    bidders = [s for s in suppliers if s is not expired_sup]  # active suppliers with a live quote
+    role_plan: list[list[str]] = [[] for _ in items]
+    must = list(ROLES)
+    rng.shuffle(must)
+    for k, role in enumerate(must):
+        role_plan[k % len(items)].append(role)
+    for plan in role_plan:
+        extra = [r for r in ("pricier", "slow", "moq", "substitute", "expired", "inactive") if r not in plan]
+        plan.extend(rng.sample(extra, rng.randint(0, 1)))
+        if "pricier" not in plan and rng.random() < 0.6:
+            plan.append("pricier")
 
-            def cheaper() -> int:
-                while True:
-                    v = price - max(5, round(price * rng.uniform(0.02, 0.15)))
-                    if v not in prices and v > 50:
-                        prices.add(v)
-                        return v
+    order = {"tie": 0, "revised": 1, "expired": 2, "inactive": 3}
+    for plan in role_plan:
+        plan.sort(key=lambda r: order.get(r, 9))
+    # winners: spread over the regular bidders; a tie is won by a preferred supplier, and the
+    # reviser may win one item thanks to its revision
+    regular = [s for s in bidders if s is not twin and s is not reviser]
+    rng.shuffle(regular)
+    cycle = iter(regular * 3)
+    reviser_wins = rng.random() < 0.5
+    win_of: list[Supplier] = []
+    for plan in role_plan:
+        if "tie" in plan:
+            win_of.append(preferred[0])
+        elif reviser_wins and "revised" not in plan:
+            win_of.append(reviser)
+            reviser_wins = False
+        else:
+            win_of.append(next(cycle))
 
-            def dearer() -> int:
-                while True:
-                    v = price + max(5, round(price * rng.uniform(0.02, 0.2)))
-                    if v not in prices:
-                        prices.add(v)
-                        return v
+    for item, plan, win in zip(items, role_plan, win_of):
+        p = item.product
+        used: set[str] = {win.id}
+        price = max(150, int(p.cost_cents * rng.uniform(0.85, 1.1)))
+        D = (item.needed_by - today).days
+        win_lead = rng.choice([d for d in (3, 5, 7, 10, 14) if d <= D])
+        win_moq = rng.choice([m for m in (6, 12, 24, 36) if m <= item.qty])
+        item.winner, item.price = win.id, price
+        win_line = Line(p.sku, price, win_moq, win_lead, "winner")
+        if win is reviser:
+            win_line.price = price + max(7, round(price * rng.uniform(0.04, 0.1)))
+            win_line.revised_price = price
+        item.lines[win.id] = win_line
+        prices = {price}
 
-            def ok_lead() -> int:
-                return rng.choice([d for d in (3, 5, 7, 10, 14) if d <= D])
-
-            def ok_moq() -> int:
-                return rng.choice([m for m in (6, 12, 24, 36) if m <= item.qty])
-
-            def free(cands: list[Supplier]) -> Supplier | None:
-                left = [s for s in cands if s.id not in used]
-                if not left:
-                    return None
-                s = rng.choice(left)
-                used.add(s.id)
-                return s
-
-            for role in plan:
-                if role == "expired":
-                    s = expired_sup if expired_sup.id not in used else None
-                    if s:
-                        used.add(s.id)
-                        item.lines[s.id] = Line(p.sku, cheaper(), ok_moq(), ok_lead(), role)
-                elif role == "inactive":
-                    if closed.id not in used:
-                        used.add(closed.id)
-                        item.lines[closed.id] = Line(p.sku, cheaper(), ok_moq(), ok_lead(), role)
-                elif role == "revised":
-                    if reviser.id not in used:
-                        used.add(reviser.id)
-                        ln = Line(p.sku, cheaper(), ok_moq(), ok_lead(), role)
-                        ln.revised_price = dearer()
-                        item.lines[reviser.id] = ln
-                elif role == "tie":
-                    if twin.id not in used:
-                        used.add(twin.id)
-                        item.lines[twin.id] = Line(p.sku, price, ok_moq(), ok_lead(), role)
-                else:
-                    s = free(bidders)
-                    if s is None:
-                        continue
-                    if role == "slow":
-                        lead = rng.choice([d for d in (14, 21, 28, 30, 35) if d > D])
-                        item.lines[s.id] = Line(p.sku, cheaper(), ok_moq(), lead, role)
-                    elif role == "moq":
-                        moq = rng.choice([item.qty + 12, item.qty * 2, (item.qty // 50 + 1) * 100 + 50])
-                        item.lines[s.id] = Line(p.sku, cheaper(), moq, ok_lead(), role)
-                    elif role == "substitute":
-                        base_name = p.name.rsplit(" ", 1)[0]
-                        other = rng.choice([v for v in VARIANTS if not p.name.endswith(v)])
-                        item.lines[s.id] = Line(p.sku, cheaper(), ok_moq(), ok_lead(), role,
-                                                substitute=f"{base_name} {other}")
-                    elif role == "pricier":
-                        item.lines[s.id] = Line(p.sku, dearer(), ok_moq(), ok_lead(), role)
-
-        roles_seen = {ln.role for it in items for ln in it.lines.values()}
-        assert roles_seen >= set(ROLES), f"roles not placed: {set(ROLES) - roles_seen}"
-        # every item's winner must be what the written rules give (guards against a generator slip)
-        active_ids = {s.id for s in suppliers}
-        pref_ids = {s.id for s in preferred}
-        for item in items:
-            best = _award(item, active_ids, pref_ids, today, expired={expired_sup.id})
-            assert best == (item.winner, item.price), (item.product.sku, best, item.winner, item.price)
-
-        # -- current sourcing: some items already come from their winner, the rest move ---------------
-        for item in items:
-            if rng.random() < 0.35:
-                item.product.supplier_id = item.winner
-            elif item.product.supplier_id == item.winner:
-                item.product.supplier_id = rng.choice([s.id for s in suppliers if s.id != item.winner])
-
-        # -- quote mails -----------------------------------------------------------------------------
-        quotes: list[QuoteMail] = []
-        numbers: set[str] = set()
-
-        def qnumber(s: Supplier) -> str:
+        def cheaper() -> int:
             while True:
-                n = f"{''.join(w[0] for w in s.name.split()[:2]).upper()}-Q{rng.randint(1000, 9999)}"
-                if n not in numbers:
-                    numbers.add(n)
-                    return n
+                v = price - max(5, round(price * rng.uniform(0.02, 0.15)))
+                if v not in prices and v > 50:
+                    prices.add(v)
+                    return v
 
-        def at(d: date, lo: int = 8, hi: int = 17) -> datetime:
-            return min(datetime.combine(d, time(rng.randint(lo, hi), rng.randrange(60))),
-                       now - timedelta(minutes=rng.randint(10, 90)))
+        def dearer() -> int:
+            while True:
+                v = price + max(5, round(price * rng.uniform(0.02, 0.2)))
+                if v not in prices:
+                    prices.add(v)
+                    return v
 
-        for s in everyone:
-            mine = [(it, it.lines[s.id]) for it in items if s.id in it.lines]
-            if not mine:
-                continue
-            if s is expired_sup:
-                sent = datetime.combine(rfq_sent + timedelta(days=1), time(rng.randint(8, 16), rng.randrange(60)))
-                valid = today - timedelta(days=rng.randint(1, 3))
+        def ok_lead() -> int:
+            return rng.choice([d for d in (3, 5, 7, 10, 14) if d <= D])
+
+        def ok_moq() -> int:
+            return rng.choice([m for m in (6, 12, 24, 36) if m <= item.qty])
+
+        def free(cands: list[Supplier]) -> Supplier | None:
+            left = [s for s in cands if s.id not in used]
+            if not left:
+                return None
+            s = rng.choice(left)
+            used.add(s.id)
+            return s
+
+        for role in plan:
+            if role == "expired":
+                s = expired_sup if expired_sup.id not in used else None
+                if s:
+                    used.add(s.id)
+                    item.lines[s.id] = Line(p.sku, cheaper(), ok_moq(), ok_lead(), role)
+            elif role == "inactive":
+                if closed.id not in used:
+                    used.add(closed.id)
+                    item.lines[closed.id] = Line(p.sku, cheaper(), ok_moq(), ok_lead(), role)
+            elif role == "revised":
+                if reviser.id not in used:
+                    used.add(reviser.id)
+                    ln = Line(p.sku, cheaper(), ok_moq(), ok_lead(), role)
+                    ln.revised_price = dearer()
+                    item.lines[reviser.id] = ln
+            elif role == "tie":
+                if twin.id not in used:
+                    used.add(twin.id)
+                    item.lines[twin.id] = Line(p.sku, price, ok_moq(), ok_lead(), role)
             else:
-                sent = at(rfq_sent + timedelta(days=rng.randint(1, 4)))
-                valid = today + timedelta(days=rng.randint(5, 30))
-            first = QuoteMail(s, qnumber(s), sent, valid, [(it, ln, ln.price) for it, ln in mine],
-                              rng.choice(["table", "list"]))
-            quotes.append(first)
-            if s is reviser:
-                rsent = at(today - timedelta(days=rng.randint(0, 1)))
-                if rsent <= sent:
-                    rsent = sent + timedelta(hours=3)
-                quotes.append(QuoteMail(s, f"{first.number}-R1", rsent, valid + timedelta(days=7),
-                                        [(it, ln, ln.revised_price or ln.price) for it, ln in mine],
-                                        rng.choice(["table", "list"]), revision_of=first))
-        winners = sorted({it.winner for it in items})
-        quoting = {q.supplier.id for q in quotes}
-        silent = [s for s in suppliers if s.id not in quoting]
-        no_bid = rng.choice(silent) if silent else None
+                s = free(bidders)
+                if s is None:
+                    continue
+                if role == "slow":
+                    lead = rng.choice([d for d in (14, 21, 28, 30, 35) if d > D])
+                    item.lines[s.id] = Line(p.sku, cheaper(), ok_moq(), lead, role)
+                elif role == "moq":
+                    moq = rng.choice([item.qty + 12, item.qty * 2, (item.qty // 50 + 1) * 100 + 50])
+                    item.lines[s.id] = Line(p.sku, cheaper(), moq, ok_lead(), role)
+                elif role == "substitute":
+                    base_name = p.name.rsplit(" ", 1)[0]
+                    other = rng.choice([v for v in VARIANTS if not p.name.endswith(v)])
+                    item.lines[s.id] = Line(p.sku, cheaper(), ok_moq(), ok_lead(), role,
+                                            substitute=f"{base_name} {other}")
+                elif role == "pricier":
+                    item.lines[s.id] = Line(p.sku, dearer(), ok_moq(), ok_lead(), role)
 
-        msgs: list[dict[str, Any]] = []
-        rfq_lines = "\n".join(f"  {it.product.sku:<10} {it.product.name:<34} qty {it.qty:>4}   needed by "
-                              f"{it.needed_by.isoformat()}" for it in items)
-        invited = [s.email for s in everyone]
-        msgs.append({"folder": "Sent", "sender": me.email, "sender_name": me.name, "to": invited, "is_read": True,
-                     "subject": f"{rfq}: request for quotation", "date": datetime.combine(rfq_sent, time(10, 5)).isoformat(),
-                     "body": f"Hello,\n\n{store_name} invites you to quote for the items below ({rfq}). Please give, "
-                             f"for each item you can supply: unit price, minimum order quantity and lead time "
-                             f"(calendar days from our order to delivery at our warehouse), and how long your "
-                             f"quote is valid.\n\n{rfq_lines}\n\nQuantities are firm. Please quote our SKU; "
-                             f"if you cannot supply the exact item, say so.\n\nKind regards,\n{me.name}\n"
-                             f"Purchasing, {store_name}"})
+    roles_seen = {ln.role for it in items for ln in it.lines.values()}
+    assert roles_seen >= set(ROLES), f"roles not placed: {set(ROLES) - roles_seen}"
+    # every item's winner must be what the written rules give (guards against a generator slip)
+    active_ids = {s.id for s in suppliers}
+    pref_ids = {s.id for s in preferred}
+    for item in items:
+        best = _award(item, active_ids, pref_ids, today, expired={expired_sup.id})
+        assert best == (item.winner, item.price), (item.product.sku, best, item.winner, item.price)
 
-        for q in quotes:
-            msgs.append(_quote_message(q, rfq, me, store_name, rng))
+    # -- current sourcing: some items already come from their winner, the rest move ---------------
+    for item in items:
+        if rng.random() < 0.35:
+            item.product.supplier_id = item.winner
+        elif item.product.supplier_id == item.winner:
+            item.product.supplier_id = rng.choice([s.id for s in suppliers if s.id != item.winner])
 
-        rules_day = rfq_sent - timedelta(days=rng.randint(1, 3))
-        pref_names = "\n".join(f"   - {s.name}" for s in preferred)
-        rules = f"""Hi {me.first},
+    # -- quote mails -----------------------------------------------------------------------------
+    quotes: list[QuoteMail] = []
+    numbers: set[str] = set()
+
+    def qnumber(s: Supplier) -> str:
+        while True:
+            n = f"{''.join(w[0] for w in s.name.split()[:2]).upper()}-Q{rng.randint(1000, 9999)}"
+            if n not in numbers:
+                numbers.add(n)
+                return n
+
+    def at(d: date, lo: int = 8, hi: int = 17) -> datetime:
+        return min(datetime.combine(d, time(rng.randint(lo, hi), rng.randrange(60))),
+                   now - timedelta(minutes=rng.randint(10, 90)))
+
+    for s in everyone:
+        mine = [(it, it.lines[s.id]) for it in items if s.id in it.lines]
+        if not mine:
+            continue
+        if s is expired_sup:
+            sent = datetime.combine(rfq_sent + timedelta(days=1), time(rng.randint(8, 16), rng.randrange(60)))
+            valid = today - timedelta(days=rng.randint(1, 3))
+        else:
+            sent = at(rfq_sent + timedelta(days=rng.randint(1, 4)))
+            valid = today + timedelta(days=rng.randint(5, 30))
+        first = QuoteMail(s, qnumber(s), sent, valid, [(it, ln, ln.price) for it, ln in mine],
+                          rng.choice(["table", "list"]))
+        quotes.append(first)
+        if s is reviser:
+            rsent = at(today - timedelta(days=rng.randint(0, 1)))
+            if rsent <= sent:
+                rsent = sent + timedelta(hours=3)
+            quotes.append(QuoteMail(s, f"{first.number}-R1", rsent, valid + timedelta(days=7),
+                                    [(it, ln, ln.revised_price or ln.price) for it, ln in mine],
+                                    rng.choice(["table", "list"]), revision_of=first))
+    winners = sorted({it.winner for it in items})
+    quoting = {q.supplier.id for q in quotes}
+    silent = [s for s in suppliers if s.id not in quoting]
+    no_bid = rng.choice(silent) if silent else None
+
+    msgs: list[dict[str, Any]] = []
+    rfq_lines = "\n".join(f"  {it.product.sku:<10} {it.product.name:<34} qty {it.qty:>4}   needed by "
+                          f"{it.needed_by.isoformat()}" for it in items)
+    invited = [s.email for s in everyone]
+    msgs.append({"folder": "Sent", "sender": me.email, "sender_name": me.name, "to": invited, "is_read": True,
+                 "subject": f"{rfq}: request for quotation", "date": datetime.combine(rfq_sent, time(10, 5)).isoformat(),
+                 "body": f"Hello,\n\n{store_name} invites you to quote for the items below ({rfq}). Please give, "
+                         f"for each item you can supply: unit price, minimum order quantity and lead time "
+                         f"(calendar days from our order to delivery at our warehouse), and how long your "
+                         f"quote is valid.\n\n{rfq_lines}\n\nQuantities are firm. Please quote our SKU; "
+                         f"if you cannot supply the exact item, say so.\n\nKind regards,\n{me.name}\n"
+                         f"Purchasing, {store_name}"})
+
+    for q in quotes:
+        msgs.append(_quote_message(q, rfq, me, store_name, rng))
+
+    rules_day = rfq_sent - timedelta(days=rng.randint(1, 3))
+    pref_names = "\n".join(f"   - {s.name}" for s in preferred)
+    rules = f"""Hi {me.first},
 
 For the quote rounds from now on, please evaluate the answers like this:
 
@@ -398,114 +411,113 @@ the suppliers who lost; I send the regret letters myself at the end of the month
 
 Thanks,
 {head.first}"""
-        msgs.append({"folder": "Inbox", "sender": head.email, "sender_name": head.name, "to": [me.email],
-                     "subject": "How we evaluate quotes", "body": rules, "is_read": True,
-                     "date": datetime.combine(rules_day, time(16, 20)).isoformat()})
+    msgs.append({"folder": "Inbox", "sender": head.email, "sender_name": head.name, "to": [me.email],
+                 "subject": "How we evaluate quotes", "body": rules, "is_read": True,
+                 "date": datetime.combine(rules_day, time(16, 20)).isoformat()})
 
-        # the no-bid, an old round's quote, and everyday mail
-        if no_bid is not None:
-            msgs.append({"folder": "Inbox", "sender": no_bid.email, "sender_name": no_bid.contact, "to": [me.email],
-                         "subject": f"Re: {rfq}: request for quotation",
-                         "date": at(rfq_sent + timedelta(days=2)).isoformat(),
-                         "body": f"Hello {me.first},\n\nThank you for thinking of us. Unfortunately we cannot quote "
-                                 f"for {rfq} this time; our production slots are full until next quarter.\n\n"
-                                 f"Best regards,\n{no_bid.contact}\n{no_bid.name}"})
-        old_sup = rng.choice([s for s in suppliers if s is not expired_sup])
-        old_items = rng.sample([p for p in products if p not in chosen], 2)
-        old_sent = rfq_sent - timedelta(days=rng.randint(30, 45))
-        old_lines = "\n".join(f"  {p.sku:<10} {p.name:<30} {money(int(p.cost_cents * 0.9)):>10}   MOQ 12   5 days"
-                              for p in old_items)
-        msgs.append({"folder": "Inbox", "sender": old_sup.email, "sender_name": old_sup.contact, "to": [me.email],
-                     "subject": f"Quote for {old_rfq}", "is_read": True,
-                     "date": datetime.combine(old_sent, time(11, 2)).isoformat(),
-                     "body": f"Hello,\n\nOur quote for {old_rfq}, valid until "
-                             f"{(old_sent + timedelta(days=14)).isoformat()}:\n\n{old_lines}\n\nRegards,\n"
-                             f"{old_sup.contact}"})
-        news_sup = rng.choice(suppliers)
-        msgs.append({"folder": "Inbox", "sender": f"news@{news_sup.email.split('@')[1]}",
-                     "sender_name": f"{news_sup.name} News", "to": [me.email],
-                     "subject": rng.choice(["New season catalogue out now", "Our spring price list",
-                                            "Trade show invitation"]),
-                     "date": at(today - timedelta(days=rng.randint(1, 4))).isoformat(),
-                     "body": "Discover our new range! Catalogue prices are indicative only; ask your account "
-                             "manager for a quotation."})
-        msgs.append({"folder": "Inbox", "sender": colleague.email, "sender_name": colleague.name, "to": [me.email],
-                     "subject": rng.choice(["Dock 3 closed Thursday", "Stocktake next week", "Forklift training"]),
-                     "date": at(today - timedelta(days=1)).isoformat(),
-                     "body": f"Hi {me.first}, heads up: dock 3 is closed on Thursday for repairs; deliveries go to "
-                             f"dock 1.\n\n{colleague.first}"})
-        msgs.sort(key=lambda m: m["date"])
-        for i, m in enumerate(msgs, start=1):
-            m["id"] = i
-            if "quote" in m:
-                m["quote"].msg_id = i
-        mail_rows = [{k: v for k, v in m.items() if k != "quote"} for m in msgs]
-        n_seeded = len(msgs)
+    # the no-bid, an old round's quote, and everyday mail
+    if no_bid is not None:
+        msgs.append({"folder": "Inbox", "sender": no_bid.email, "sender_name": no_bid.contact, "to": [me.email],
+                     "subject": f"Re: {rfq}: request for quotation",
+                     "date": at(rfq_sent + timedelta(days=2)).isoformat(),
+                     "body": f"Hello {me.first},\n\nThank you for thinking of us. Unfortunately we cannot quote "
+                             f"for {rfq} this time; our production slots are full until next quarter.\n\n"
+                             f"Best regards,\n{no_bid.contact}\n{no_bid.name}"})
+    old_sup = rng.choice([s for s in suppliers if s is not expired_sup])
+    old_items = rng.sample([p for p in products if p not in chosen], 2)
+    old_sent = rfq_sent - timedelta(days=rng.randint(30, 45))
+    old_lines = "\n".join(f"  {p.sku:<10} {p.name:<30} {money(int(p.cost_cents * 0.9)):>10}   MOQ 12   5 days"
+                          for p in old_items)
+    msgs.append({"folder": "Inbox", "sender": old_sup.email, "sender_name": old_sup.contact, "to": [me.email],
+                 "subject": f"Quote for {old_rfq}", "is_read": True,
+                 "date": datetime.combine(old_sent, time(11, 2)).isoformat(),
+                 "body": f"Hello,\n\nOur quote for {old_rfq}, valid until "
+                         f"{(old_sent + timedelta(days=14)).isoformat()}:\n\n{old_lines}\n\nRegards,\n"
+                         f"{old_sup.contact}"})
+    news_sup = rng.choice(suppliers)
+    msgs.append({"folder": "Inbox", "sender": f"news@{news_sup.email.split('@')[1]}",
+                 "sender_name": f"{news_sup.name} News", "to": [me.email],
+                 "subject": rng.choice(["New season catalogue out now", "Our spring price list",
+                                        "Trade show invitation"]),
+                 "date": at(today - timedelta(days=rng.randint(1, 4))).isoformat(),
+                 "body": "Discover our new range! Catalogue prices are indicative only; ask your account "
+                         "manager for a quotation."})
+    msgs.append({"folder": "Inbox", "sender": colleague.email, "sender_name": colleague.name, "to": [me.email],
+                 "subject": rng.choice(["Dock 3 closed Thursday", "Stocktake next week", "Forklift training"]),
+                 "date": at(today - timedelta(days=1)).isoformat(),
+                 "body": f"Hi {me.first}, heads up: dock 3 is closed on Thursday for repairs; deliveries go to "
+                         f"dock 1.\n\n{colleague.first}"})
+    msgs.sort(key=lambda m: m["date"])
+    for i, m in enumerate(msgs, start=1):
+        m["id"] = i
+        if "quote" in m:
+            m["quote"].msg_id = i
+    mail_rows = [{k: v for k, v in m.items() if k != "quote"} for m in msgs]
+    n_seeded = len(msgs)
 
-        # -- purchase orders already in the store -------------------------------------------------
-        pos: list[dict[str, Any]] = []
-        po_no = rng.randint(2100, 6000)
-        for k in range(rng.randint(3, 4)):
-            sup = rng.choice(suppliers)
-            mine = [p for p in products if p.supplier_id == sup.id and p not in chosen]
-            if not mine:
-                continue
-            po_no += rng.randint(3, 20)
-            created = today - timedelta(days=rng.randint(20, 60))
-            lines = [{"sku": p.sku, "qty": p.case_size * rng.randint(2, 6), "unit_cost_cents": p.cost_cents}
-                     for p in rng.sample(mine, min(len(mine), rng.randint(1, 3)))]
-            for ln in lines:
-                ln["received_qty"] = ln["qty"]
-            pos.append({"id": f"PO-{po_no}", "supplier_id": sup.id, "status": "received",
-                        "created_at": created.isoformat(), "sent_at": created.isoformat(),
-                        "received_at": (created + timedelta(days=sup.lead_time_days)).isoformat(), "lines": lines})
-        for status in ("sent", "draft"):
-            sup = rng.choice([s for s in suppliers if any(p.supplier_id == s.id and p not in chosen for p in products)])
-            mine = [p for p in products if p.supplier_id == sup.id and p not in chosen]
-            po_no += rng.randint(3, 20)
-            created = today - timedelta(days=rng.randint(1, 5))
-            po = {"id": f"PO-{po_no}", "supplier_id": sup.id, "status": status, "created_at": created.isoformat(),
-                  "lines": [{"sku": p.sku, "qty": p.case_size * rng.randint(2, 6), "unit_cost_cents": p.cost_cents}
-                            for p in rng.sample(mine, min(len(mine), 2))]}
-            if status == "sent":
-                po["sent_at"] = created.isoformat()
-            else:
-                po["note"] = "on hold until the new price list arrives"
-            pos.append(po)
-        initial_pos = {po["id"]: (po["status"], [(ln["sku"], ln["qty"], ln["unit_cost_cents"]) for ln in po["lines"]])
-                       for po in pos}
+    # -- purchase orders already in the store -------------------------------------------------
+    pos: list[dict[str, Any]] = []
+    po_no = rng.randint(2100, 6000)
+    for k in range(rng.randint(3, 4)):
+        sup = rng.choice(suppliers)
+        mine = [p for p in products if p.supplier_id == sup.id and p not in chosen]
+        if not mine:
+            continue
+        po_no += rng.randint(3, 20)
+        created = today - timedelta(days=rng.randint(20, 60))
+        lines = [{"sku": p.sku, "qty": p.case_size * rng.randint(2, 6), "unit_cost_cents": p.cost_cents}
+                 for p in rng.sample(mine, min(len(mine), rng.randint(1, 3)))]
+        for ln in lines:
+            ln["received_qty"] = ln["qty"]
+        pos.append({"id": f"PO-{po_no}", "supplier_id": sup.id, "status": "received",
+                    "created_at": created.isoformat(), "sent_at": created.isoformat(),
+                    "received_at": (created + timedelta(days=sup.lead_time_days)).isoformat(), "lines": lines})
+    for status in ("sent", "draft"):
+        sup = rng.choice([s for s in suppliers if any(p.supplier_id == s.id and p not in chosen for p in products)])
+        mine = [p for p in products if p.supplier_id == sup.id and p not in chosen]
+        po_no += rng.randint(3, 20)
+        created = today - timedelta(days=rng.randint(1, 5))
+        po = {"id": f"PO-{po_no}", "supplier_id": sup.id, "status": status, "created_at": created.isoformat(),
+              "lines": [{"sku": p.sku, "qty": p.case_size * rng.randint(2, 6), "unit_cost_cents": p.cost_cents}
+                        for p in rng.sample(mine, min(len(mine), 2))]}
+        if status == "sent":
+            po["sent_at"] = created.isoformat()
+        else:
+            po["note"] = "on hold until the new price list arrives"
+        pos.append(po)
+    initial_pos = {po["id"]: (po["status"], [(ln["sku"], ln["qty"], ln["unit_cost_cents"]) for ln in po["lines"]])
+                   for po in pos}
 
-        sup_rows = [s.row() for s in suppliers] + [{**closed.row(), "active": False}]
-        store_args = dict(store_name=store_name, today=today.isoformat(), suppliers=sup_rows,
-                          products=[p.row() for p in products], purchase_orders=pos)
+    sup_rows = [s.row() for s in suppliers] + [{**closed.row(), "active": False}]
+    store_args = dict(store_name=store_name, today=today.isoformat(), suppliers=sup_rows,
+                      products=[p.row() for p in products], purchase_orders=pos)
+    return Scenario(
+        items=items, quotes=quotes, rfq=rfq, me=me.name, n_seeded=n_seeded, initial_pos=initial_pos,
+        initial_products={p.sku: p.row() for p in products}, sup_by_id=sup_by_id, winners=winners,
+        on_hold=pos[-1]["id"], head=head.email, store_name=store_name, owner=(me.email, me.name),
+        first_names=(me.first, head.first), today=today, now=now, store_args=store_args, mail_rows=mail_rows,
+        data={"today": today.isoformat(), "rfq": rfq,
+              "awards": {it.product.sku: {"supplier": it.winner, "price": it.price, "qty": it.qty,
+                                          "roles": sorted(ln.role for ln in it.lines.values())} for it in items},
+              "preferred": sorted(pref_ids), "closed": closed.id, "expired": expired_sup.id,
+              "reviser": reviser.id},
+    )
 
-        def build(root: Path) -> None:
-            store.create_store(root / "state" / "store.sqlite", **store_args)
-            mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name,
-                                folders=["Inbox", "Sent", "Archive"], messages=mail_rows, now=now.isoformat())
 
-        instruction = (
-            f"Hi {me.first}, {head.first} here. The answers to {rfq} are all in, so could you close that round "
-            f"today ({long_date(today)})? Evaluate the quotes in your inbox the way I described in my mail on how "
-            f"we evaluate quotes, update the products in the store, place and send the purchase orders, and let "
-            f"the winning suppliers know. Only the items in {rfq}, please; nothing else in the store should change."
-        )
-        ctx = _Ctx(
-            items=items, quotes=quotes, rfq=rfq, me=me.name, n_seeded=n_seeded, initial_pos=initial_pos,
-            initial_products={p.sku: p.row() for p in products}, sup_by_id=sup_by_id, winners=winners,
-            on_hold=pos[-1]["id"], head=head.email,
-        )
-        criteria = _criteria(ctx)
-        return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=partial(_oracle, ctx, None),
-            criteria=criteria, perturbations={c.id: partial(_oracle, ctx, c.id) for c in criteria},
-            data={"today": today.isoformat(), "rfq": rfq,
-                  "awards": {it.product.sku: {"supplier": it.winner, "price": it.price, "qty": it.qty,
-                                              "roles": sorted(ln.role for ln in it.lines.values())} for it in items},
-                  "preferred": sorted(pref_ids), "closed": closed.id, "expired": expired_sup.id,
-                  "reviser": reviser.id},
-        )
+def build(sc: Scenario, root: Path) -> None:
+    store.create_store(root / "state" / "store.sqlite", **sc.store_args)
+    mail.create_mailbox(root / "state" / "mail.sqlite", *sc.owner, folders=["Inbox", "Sent", "Archive"],
+                        messages=sc.mail_rows, now=sc.now.isoformat())
+
+
+def instruction(sc: Scenario) -> str:
+    me_first, head_first = sc.first_names
+    return (
+        f"Hi {me_first}, {head_first} here. The answers to {sc.rfq} are all in, so could you close that round "
+        f"today ({long_date(sc.today)})? Evaluate the quotes in your inbox the way I described in my mail on how "
+        f"we evaluate quotes, update the products in the store, place and send the purchase orders, and let "
+        f"the winning suppliers know. Only the items in {sc.rfq}, please; nothing else in the store should change."
+    )
 
 
 def _award(item: Item, active: set[str], preferred: set[str], today: date, expired: set[str]) -> tuple[str, int]:
@@ -560,8 +572,11 @@ def _quote_message(q: QuoteMail, rfq: str, me, store_name: str, rng) -> dict[str
             "body": body, "date": q.sent.isoformat(), "quote": q}
 
 
-@dataclass
-class _Ctx:
+@dataclass(frozen=True)
+class Scenario:
+    """One instance, as drawn from its seed (``draw``); the World, the instruction, the oracle and
+    the criteria are pure functions of it."""
+
     items: list[Item]
     quotes: list[QuoteMail]
     rfq: str
@@ -573,6 +588,16 @@ class _Ctx:
     winners: list[str]
     on_hold: str
     head: str
+    store_name: str
+    owner: tuple[str, str]
+    """The mailbox owner's (address, name)."""
+    first_names: tuple[str, str]
+    """The first names of the owner and of the head of purchasing, who asks."""
+    today: date
+    now: datetime
+    store_args: dict[str, Any]
+    mail_rows: list[dict[str, Any]]
+    data: dict[str, Any]
 
     def latest_quote(self, sid: str) -> QuoteMail:
         return max((q for q in self.quotes if q.supplier.id == sid), key=lambda q: q.sent)
@@ -581,7 +606,7 @@ class _Ctx:
 # -- reference solution ----------------------------------------------------------------------
 
 
-def _oracle(ctx: _Ctx, flaw: str | None):
+def _oracle(ctx: Scenario, flaw: str | None):
     """Read the rules, the RFQ and every answer to it, check the suppliers in the store, then award
     each item, switch its sourcing, raise and send one purchase order per winner, answer each
     winning quote, and check the result. ``flaw`` breaks one criterion."""
@@ -672,7 +697,7 @@ def _oracle(ctx: _Ctx, flaw: str | None):
             + ", ".join(made[s] for s in sorted(made)) + " and answered each winning quote.")
 
 
-def _reply(ctx: _Ctx, sid: str, pid: str, its: list[Item], qty: dict[str, int], flaw: str | None):
+def _reply(ctx: Scenario, sid: str, pid: str, its: list[Item], qty: dict[str, int], flaw: str | None):
     q = ctx.latest_quote(sid)
     if flaw == "supplier_replies":
         lines = [f"Thank you for your quote {q.number}. Our purchase order for these follows separately:"]
@@ -691,7 +716,7 @@ def _reply(ctx: _Ctx, sid: str, pid: str, its: list[Item], qty: dict[str, int], 
 # -- grading ---------------------------------------------------------------------------------
 
 
-def _criteria(ctx: _Ctx) -> list[Criterion]:
+def _criteria(ctx: Scenario) -> list[Criterion]:
     items = ctx.items
     by_sku = {it.product.sku: it for it in items}
     winner_addr = {sid: ctx.sup_by_id[sid].email for sid in ctx.winners}
@@ -791,18 +816,6 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
                     bad.append(f"{sid}: {it.product.sku} x {it.qty} not stated")
         return not bad, "; ".join(bad)
 
-    def no_stray_mail(world, traj):
-        allowed = set(winner_addr.values()) | {ctx.head}
-        for m in mail.sent_messages(world):
-            if m["id"] > ctx.n_seeded and any(a not in allowed for a in m["to"] + m["cc"]):
-                return False, f"mail {m['id']} to {m['to'] + m['cc']}"
-        for name in ("mail__send_message", "mail__forward", "mail__reply"):
-            for t in traj.calls(name, ok_only=True):
-                rcpts = recipients(t)
-                if any(a not in allowed for a in rcpts):
-                    return False, f"{name} to {rcpts}"
-        return True
-
     def quotes_read(world, traj):
         calls = traj.tool_calls
         first_po = next((k for k, t in enumerate(calls) if t.name == "store__create_purchase_order"
@@ -884,8 +897,8 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
                   "opened before the first purchase order", "process", quotes_read, requires=("awarded_suppliers",)),
         Criterion("replied_after_send", "each winner was answered only after its purchase order was sent",
                   "process", replied_after_send, requires=("supplier_replies",)),
-        Criterion("no_stray_mail", "mail went only to the awarded suppliers (and the head of purchasing)", "process",
-                  no_stray_mail, guard=True),
+        mail_kit.sends_only(set(winner_addr.values()) | {ctx.head}, seeded=ctx.n_seeded,
+                            description="mail went only to the awarded suppliers (and the head of purchasing)"),
         Criterion("other_pos_untouched", "every existing purchase order (including the draft on hold) is unchanged",
                   "final_state", other_pos_untouched, guard=True),
         Criterion("catalogue_untouched", "no other product setting changed and no stock moved", "final_state",

@@ -37,7 +37,6 @@ from longhorizon.tasks.commerce import (
     mentions_id,
     money,
     pick_today,
-    recipients,
 )
 from longhorizon.tasks.common import (
     MONTHS,
@@ -54,6 +53,8 @@ from longhorizon.tasks.common import (
     to_number,
     write_files,
 )
+from longhorizon.tasks.kit import mail as mail_kit
+from longhorizon.tasks.kit import process
 
 WORKBOOK = "finance/ap_reconciliation.xlsx"
 RULES = "finance/ap_matching_rules.md"
@@ -371,7 +372,7 @@ When the month is done, send {ap} one summary: what was recorded, what is held a
             f"the suppliers yourself, we'll chase them."
         )
         ctx = _Ctx(batch=batch, month=month, prev_month=prev_month, prev_rows=prev_rows, ap=ap, me=me.name,
-                   seeded_invoices=seeded_invoices)
+                   seeded_invoices=seeded_invoices, n_seeded=len(msgs))
         criteria = _criteria(ctx)
         return Task(
             id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
@@ -393,6 +394,7 @@ class _Ctx:
     ap: str
     me: str
     seeded_invoices: set[str]
+    n_seeded: int
 
 
 # -- reference solution ----------------------------------------------------------------------
@@ -647,26 +649,6 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
         want = [list(r) for r in ctx.prev_rows]
         return rows == want, "last month's sheet changed" if rows != want else ""
 
-    def no_stray_mail(world, traj):
-        for name in ("mail__send_message", "mail__forward", "mail__reply"):
-            for t in traj.calls(name, ok_only=True):
-                rcpts = recipients(t)
-                if name == "mail__reply" or any(a != ctx.ap for a in rcpts):
-                    return False, f"{name} to {rcpts or 'a sender'}"
-        return True
-
-    def po_checked(world, traj):
-        calls = traj.tool_calls
-        for k, t in enumerate(calls):
-            if t.name != "store__record_supplier_invoice" or t.is_error or not isinstance(t.arguments, dict):
-                continue
-            po = str(t.arguments.get("po_id") or "").strip().upper()
-            seen = any(c.name == "store__get_purchase_order" and not c.is_error and isinstance(c.arguments, dict)
-                       and str(c.arguments.get("po_id", "")).strip().upper() == po for c in calls[:k])
-            if not po or not seen:
-                return False, f"recorded {t.arguments.get('invoice_number')} without opening {po or 'its PO'} first"
-        return bool(traj.calls("store__record_supplier_invoice", ok_only=True)), "nothing was recorded"
-
     return [
         Criterion("matches_recorded", "every matching invoice is recorded once, with its PO, date and total",
                   "final_state", matches_recorded, 2.0),
@@ -683,10 +665,11 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
                   "record)", "final_state", column_check(issue_ok), requires=("log_status",)),
         Criterion("ap_summary", "exactly one summary mail to AP naming every invoice (and none of last month's)",
                   "final_state", ap_summary),
-        Criterion("po_checked", "each recorded invoice's purchase order was opened before recording it", "process",
-                  po_checked, requires=("matches_recorded",)),
+        process.looked_up_before("store__record_supplier_invoice", "store__get_purchase_order", "po_id",
+                                 id="po_checked", requires=("matches_recorded",), what="nothing was recorded",
+                                 description="each recorded invoice's purchase order was opened before recording it"),
         Criterion("previous_log_untouched", "last month's sheet is unchanged", "final_state", previous_log_untouched,
                   guard=True),
-        Criterion("no_stray_mail", "no mail to anyone but AP (no replies to suppliers)", "process", no_stray_mail,
-                  guard=True),
+        mail_kit.sends_only({ctx.ap}, seeded=ctx.n_seeded, replies=False,
+                            description="no mail to anyone but AP (no replies to suppliers)"),
     ]
