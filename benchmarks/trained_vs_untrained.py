@@ -5,8 +5,8 @@
 
 The demo's pipeline (configs/demo.yaml: oracle teacher data -> full-FT SFT -> GSPO with
 groups of 8) at a larger scale: more teacher episodes, more GSPO steps, and evaluation on
-``--eval-seeds`` holdout instances of the training family plus ``--transfer-seeds`` instances
-of its holdout family. The report (OUT/report.md) pairs the models episode by episode: Δ pass@1
+``--eval-seeds`` holdout instances of the training family plus ``--transfer-seeds`` held-out
+instances of its never-trained sibling family (``pipeline.transfer_eval``). The report (OUT/report.md) pairs the models episode by episode: Δ pass@1
 and Δ mean reward with paired-bootstrap intervals and McNemar's p. Not a test: it reports what
 it finds, including no gain.
 """
@@ -29,7 +29,7 @@ def main(argv=None) -> int:
     ap.add_argument("--teacher-seeds", type=int, default=32, help="oracle episodes for SFT")
     ap.add_argument("--rl-steps", type=int, default=6, help="GSPO optimizer steps")
     ap.add_argument("--eval-seeds", type=int, default=100, help="holdout instances per model")
-    ap.add_argument("--transfer-seeds", type=int, default=32, help="holdout-family instances per model")
+    ap.add_argument("--transfer-seeds", type=int, default=32, help="held-out instances of the never-trained sibling per model")
     ap.add_argument("--engine", choices=["vllm", "local"], default="vllm",
                     help="what generates in the evaluation: vllm (a server started on each model in turn; "
                          "~400 episodes in minutes) or local (the in-process model: hours here)")

@@ -200,7 +200,12 @@ def cmd_tasks_catalogue(args) -> int:
         lines.append(f"| `{f.name}` | {f.category} | {split} | {', '.join(f.apps)} | "
                      f"{calls[0]} / {calls[len(calls) // 2]} / {calls[-1]} | "
                      f"{len(kinds)} ({kinds.count('final_state')} + {kinds.count('process')}) | {n} |")
-    lines += ["", f"{plural(len(fams), 'family')} in {plural(len({f.category for f in fams}), 'category')}.", ""]
+    held = [f for f in fams if f.holdout_family]
+    sizes = ", ".join(f"{s} {sum(len(suite_seeds(s, f)) for f in fams)}" for s in SPLITS)
+    lines += ["", f"{plural(len(fams), 'family')} in {plural(len({f.category for f in fams}), 'category')}; "
+              f"instances: {sizes}. The {plural(len(held), 'holdout family')} span "
+              f"{plural(len({f.category for f in held}), 'category')}; docs/holdout.md gives each one's "
+              "nearest train family and why it is not a copy.", ""]
     text = "\n".join(lines)
     if args.out:
         Path(args.out).write_text(text)

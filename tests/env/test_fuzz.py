@@ -39,7 +39,7 @@ VALID = {  # a call each app answers in any World that has it, for "the episode 
     "slides": ("slides__create_deck", {"path": "after-fuzz.pptx"}), "crm": ("crm__list_users", {}),
     "tickets": ("tickets__list_projects", {}), "store": ("store__get_store_info", {}),
     "chat": ("chat__list_channels", {}), "wiki": ("wiki__list_pages", {}), "search": ("search__list_sources", {}),
-    "sql": ("sql__list_tables", {}), "travel": ("travel__get_policy", {}), "user": ("user__get_helpdesk_policy", {}),
+    "sql": ("sql__list_tables", {}), "travel": ("travel__get_policy", {}), "user": ("user__get_support_policy", {}),
 }
 SURROGATES = ["\ud800", "\udbff", "\udc00", "\udfff", "\ud83d"]
 BARE_SDK = re.compile(r"\s*(Error:\s*)?Error executing tool \w+:?\s*")

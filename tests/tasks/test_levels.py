@@ -81,7 +81,11 @@ def test_holdout_seeds_and_holdout_families_stay_held_out_at_every_level(level):
     holdout = instances("holdout", level=level)
     assert holdout and all(s >= HOLDOUT_SEED_BASE and f.split_of(s) == "holdout" for f, s, _ in holdout)
     assert not {f.name for f, _, _ in holdout} & held_families
-    assert all(f.name in held_families for f, _, _ in instances("holdout-family", level=level))
+    held_out = instances("holdout-family", level=level)
+    assert {f.name for f, _, _ in held_out} == {f.name for f in families() if f.holdout_family and f.levels >= level}
+    assert all(f.split_of(s) == "holdout-family" for f, s, _ in held_out)
+    for split in ("train", "holdout"):  # asking for more seeds does not let a holdout family in
+        assert not {f.name for f, _, _ in instances(split, 3, level=level)} & held_families
     tasks = tasks_for("holdout", 1, LEVELED[:1], level=1)
     assert [(t.split, t.level) for t in tasks] == [("holdout", 1)]
 

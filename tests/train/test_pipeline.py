@@ -156,3 +156,42 @@ def test_a_served_evaluation_runs_the_base_twice_on_one_server_and_a_local_one_o
     assert [k for k, *_ in eval_plan(EvalConfig(), None, models)] == ["base", "sft", "rl"]
     assert [k for k, *_ in eval_plan(EvalConfig(repeat_base=True), None, models)] == ["base", "base-repeat", "sft", "rl"]
     assert [k for k, *_ in eval_plan(EvalConfig(engine="vllm", repeat_base=False), None, models)] == ["base", "sft", "rl"]
+
+
+def test_the_demos_transfer_family_is_a_never_trained_sibling_played_on_its_held_out_seeds():
+    """log_last_warning trains in the suite but never in the demo: its held-out seeds measure transfer."""
+    from longhorizon.core.task import HOLDOUT_SEED_BASE
+    from longhorizon.tasks.registry import tasks_for
+    from longhorizon.train.pipeline import demo_config, transfer_eval
+
+    cfg = demo_config()
+    t = transfer_eval(cfg)
+    assert (t.split, t.families, t.transfer_families) == ("holdout", ["log_last_warning"], None)
+    assert not set(t.families) & set(cfg.teacher.families + cfg.rl.families)
+    tasks = tasks_for(t.split, t.seeds, t.families)
+    assert len(tasks) == cfg.eval.transfer_seeds
+    assert all(task.split == "holdout" and task.seed >= HOLDOUT_SEED_BASE for task in tasks)
+
+
+def test_transfer_families_are_held_out_families_or_train_families_the_pipeline_leaves_out():
+    from longhorizon.core.errors import UsageError
+    from longhorizon.tasks.registry import HOLDOUT_FAMILIES
+    from longhorizon.train.pipeline import demo_config, transfer_eval
+
+    held = sorted(HOLDOUT_FAMILIES)[0]
+    cfg = demo_config()
+    cfg.eval.transfer_families = [held]
+    assert transfer_eval(cfg).split == "holdout-family"
+    cfg.eval.transfer_families = ["log_first_error"]  # the demo trains on it
+    with pytest.raises(UsageError, match="is trained on"):
+        transfer_eval(cfg)
+    cfg.eval.transfer_families = ["log_last_warning"]
+    cfg.rl.families = None  # RL on every train family: log_last_warning included
+    with pytest.raises(UsageError, match="is trained on"):
+        transfer_eval(cfg)
+    cfg = demo_config()
+    cfg.eval.transfer_families = ["log_last_warning", held]
+    with pytest.raises(UsageError, match="mixes"):
+        transfer_eval(cfg)
+    cfg.eval.transfer_families = None
+    assert transfer_eval(cfg) is None

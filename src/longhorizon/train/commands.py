@@ -368,7 +368,7 @@ def add_commands(sub) -> None:
     # demo
     dm = sub.add_parser("demo", help="the whole pipeline on the embedded defaults, with a report",
                         description="the embedded SmolLM2 -> oracle teacher data -> SFT -> a few GSPO steps -> "
-                                    "greedy evaluation of base, SFT and RL on the holdout and a holdout family -> "
+                                    "greedy evaluation of base, SFT and RL on the holdout and a never-trained sibling family -> "
                                     "report (Markdown, HTML, learning curves). Every stage resumes: rerun to finish "
                                     "an interrupted demo.")
     dm.add_argument("--out", default="runs/demo", help="demo folder (default runs/demo)")

@@ -397,8 +397,10 @@ class EvalConfig:
     max_batch: int = 8
     """Turns of concurrent episodes the in-process model decodes together (``LocalModelPolicy``)."""
     transfer_families: list[str] | None = None
-    """The demo also evaluates every model on these families of the holdout-family split (whole
-    families never trained on: transfer within the suite) into ``eval/NAME-transfer``; None: skip."""
+    """The demo also evaluates every model on these families, which it never trains on (transfer
+    within the suite), into ``eval/NAME-transfer``: holdout families on the holdout-family split, or
+    train-split families left out of ``teacher.families`` and ``rl.families`` on their held-out
+    seeds (``pipeline.transfer_eval`` checks which); None: skip."""
     transfer_seeds: int = 4
     engine: str = "local"
     """What generates: ``local`` (the in-process model, batched) or ``vllm`` (``longhorizon serve``'s

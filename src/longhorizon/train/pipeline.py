@@ -35,7 +35,8 @@ DEMO_FAMILIES = ["log_first_error"]
 """A short-horizon log family (4 shell calls, ~1.3k SmolLM2 tokens an episode) whose answer is a
 line copied from a tool result: what a pretrained 135M model can learn on a CPU in minutes."""
 DEMO_TRANSFER_FAMILIES = ["log_last_warning"]
-"""Its holdout-family sibling (the last WARN line instead of the first ERROR), never trained on."""
+"""Its never-trained sibling family (the last WARN line instead of the first ERROR): a train-split
+family the demo never trains on, evaluated on its held-out seeds (``transfer_eval``)."""
 
 
 def demo_config() -> PipelineConfig:
@@ -139,6 +140,34 @@ def served_policy(model_path: str | Path, cfg: EvalConfig, log_path: Path):
                            max_tokens=cfg.max_new_tokens, endpoint_label=label)
 
 
+def transfer_eval(cfg: PipelineConfig) -> EvalConfig | None:
+    """The eval config for ``eval.transfer_families`` (None when there are none): families this
+    pipeline never trains on, on instances no run trains on. Holdout families are played on the
+    holdout-family split; a train-split family (a sibling the teacher and RL leave out, such as the
+    demo's ``log_last_warning``) on its held-out seeds (split holdout). A family the teacher or RL
+    plays, or a mix of both kinds, is refused: either would not measure transfer."""
+    import dataclasses
+
+    from longhorizon.tasks.registry import get_family
+
+    e = cfg.eval
+    if not e.transfer_families:
+        return None
+    fams = [get_family(n) for n in e.transfer_families]
+    trained = [s.families for s in (cfg.teacher, cfg.rl)]
+    for f in fams:
+        if not f.holdout_family and any(t is None or f.name in t for t in trained):
+            raise UsageError(f"eval.transfer_families: {f.name!r} is trained on (teacher.families or rl.families "
+                             "include it, or leave families unset: every train family); a transfer family must be "
+                             "a holdout family or a train-split family this pipeline leaves out")
+    if len({f.holdout_family for f in fams}) > 1:
+        raise UsageError("eval.transfer_families mixes holdout families and train-split families: list one kind "
+                         "(they are played on different splits, holdout-family and holdout)")
+    split = "holdout-family" if fams[0].holdout_family else "holdout"
+    return dataclasses.replace(e, split=split, families=[f.name for f in fams], seeds=e.transfer_seeds,
+                               transfer_families=None)
+
+
 def eval_plan(e, transfer, models: dict[str, Path]) -> list[tuple[str, str, Path, Any]]:
     """The eval stage's runs in order, as (folder key, model, path, eval config): every model on
     the holdout, then on the transfer families; served (``engine: vllm``), grouped by model so
@@ -185,6 +214,7 @@ def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bo
         raise UsageError(f"the teacher plays seeds 0-{cfg.teacher.seeds - 1} and RL starts at seed_offset "
                          f"{cfg.rl.seed_offset}: RL would replay instances SFT imitated (raise rl.seed_offset or "
                          "lower teacher.seeds)")
+    transfer = transfer_eval(cfg)  # checked before any stage runs
     (out / "pipeline_config.json").write_text(json.dumps(_asdict(cfg), indent=2) + "\n")
     models = out / "models"
     base, sft, rl = models / "base", models / "sft", models / "rl"
@@ -246,14 +276,6 @@ def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bo
                done=(rl / "summary.json").exists())
 
     e = cfg.eval
-
-    transfer = None
-    if e.transfer_families:
-        import dataclasses
-
-        transfer = dataclasses.replace(e, split="holdout-family", families=list(e.transfer_families),
-                                       seeds=e.transfer_seeds, transfer_families=None)
-
     if e.engine not in ENGINES:
         raise UsageError(f"eval.engine must be one of {', '.join(ENGINES)}, not {e.engine!r}")
     if e.dtype not in DTYPES:
@@ -281,7 +303,7 @@ def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bo
                 print(f"  {key}: {time.time() - t0:.0f} s", flush=True)
         return results
 
-    splits = e.split + (" and holdout-family" if transfer else "")
+    splits = e.split + (f" and transfer families on {transfer.split}" if transfer else "")
     stages.run("eval", f"greedy pass@1 of base, SFT and RL on {splits} ({e.engine}, {e.dtype})", evaluate)
     report = stages.run("report", f"-> {out / 'report.md'}, {out / 'report.html'}",
                         lambda: write_report(out, stage_times=stages.times))

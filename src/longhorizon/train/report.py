@@ -30,8 +30,10 @@ def _fmt_ci(ci) -> str:
     return f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
-SPLITS = (("", "holdout"), ("-transfer", "holdout-family (transfer)"))
-"""Eval folders: ``eval/NAME`` (the config's eval split) and ``eval/NAME-transfer`` (holdout families)."""
+SPLITS = (("", "holdout"), ("-transfer", "transfer"))
+"""Eval folders: ``eval/NAME`` (the config's eval split) and ``eval/NAME-transfer`` (families the
+run never trained on: a never-trained sibling's held-out seeds or holdout families;
+``pipeline.transfer_eval``)."""
 
 
 def results_table(folder: Path, suffix: str = "") -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -231,12 +233,12 @@ def write_report(folder: str | Path, stage_times: dict[str, float] | None = None
     png = folder / "learning_curve.png"
     has_plot = learning_curves(folder, png)
     comps = _comparisons(runs, repeat=_repeat_rows(folder)) + (
-        _comparisons(t_runs, "holdout-family", _repeat_rows(folder, "-transfer")) if t_runs else [])
+        _comparisons(t_runs, "transfer", _repeat_rows(folder, "-transfer")) if t_runs else [])
     steps = rl_steps(folder)
     moved = weight_change(folder / "models" / "sft", folder / "models" / "rl")
     parts = ["holdout", format_table(rows)]
     if t_rows:
-        parts += ["", "holdout-family (transfer: families never trained on)", format_table(t_rows)]
+        parts += ["", "transfer (never-trained families, on held-out instances)", format_table(t_rows)]
     if comps:
         parts += ["", format_comparisons(comps), "(* : the reward interval excludes 0"
                   + ("; noise floor: Δ pass@1 inside or outside the base model's rerun floor)"

@@ -2,8 +2,8 @@
 
 Two sibling families, four shell calls each (look, filter, write, read back), so that a small
 model on a CPU can be trained and evaluated on them within minutes: ``log_first_error`` (train)
-wants the first ERROR entry a service logged on one day, ``log_last_warning`` (a holdout
-family, never trained on) the last WARN entry. The traps are those of real logs: the file also
+wants the first ERROR entry a service logged on one day, ``log_last_warning`` (its sibling,
+which the demo never trains on and evaluates for transfer) the last WARN entry. The traps are those of real logs: the file also
 holds the evening before and the small hours after (the first ERROR in the file, or the last
 WARN, is on another day), INFO and WARN lines quote upstream "ERROR 502"s, and stack traces
 follow ERROR lines. The answer is a line of the log itself, so the grader checks its parts
