@@ -67,9 +67,9 @@ class ReleaseReadinessReview(TaskFamily):
 
     levels = 3
     """1: three release tickets (one goes Done today, one is corrected back to In Progress and
-    moves on, one open P1 blocker not started yet); 2: six of the release's kinds (one Done, three
-    that change today, one unmentioned, the absent engineer's) and every P1; 3 (default): twelve
-    to fourteen."""
+    moves on, one open P1 blocker not started yet); 2: six of the release's kinds (one Done already,
+    two that change today, the corrected one, one only older stand-ups mention, the absent
+    engineer's) and every P1; 3 (default): twelve to fourteen."""
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

@@ -194,8 +194,8 @@ class SupportTriage(TaskFamily):
                    "Triaged; close duplicates by error code with a link and a pointer to the original.")
 
     levels = 3
-    """1: one New ticket (a question, so no error code to check) and no duplicates; 2: five New
-    tickets (the twin customers, the two look-alikes, the original of a duplicate) and two
+    """1: one New ticket (a question, so no error code to check) and no duplicates; 2: four or five
+    New tickets (the twin customers, the two look-alikes, the original of a duplicate) and two
     duplicates; 3 (default): nine New tickets and three duplicates."""
 
     def generate(self, seed: int, level: int | None = None) -> Task:
