@@ -184,7 +184,8 @@ class PipelineHygiene(TaskFamily):
             orders = orders[:keep_n]
             deals[:] = [d for d in deals if all(d is not g for g in gone)]
             activities[:] = [a for a in activities if all(a["deal"] is not g for g in gone)]
-            stay = {dup["id"]: keep["id"] for keep, dup in pairs[keep_n:]}  # a dropped duplicate's deals go to its original
+            # a dropped duplicate's deals and activities go to its original
+            stay = {dup["id"]: keep["id"] for keep, dup in pairs[keep_n:]}
             pairs = pairs[:keep_n]
             contacts[:] = [c for c in contacts if c["id"] not in stay]
             for x in deals + activities:
