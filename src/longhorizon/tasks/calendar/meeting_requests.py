@@ -87,7 +87,14 @@ class MeetingRequests(TaskFamily):
         "calendar, confirm each by reply, and decline the one that falls on protected focus time."
     )
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one request with a window (no extra invitee) and the one on Focus time, no FYI mail;
+    2: two requests (a window, an extra invitee) and the one on Focus time; 3 (default): three or
+    four and the one on Focus time."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
+        short = level == 1  # two requests: no need to re-check the week and the Sent folder at the end
         rng = random.Random(seed)
         fake = faker_for(seed)
         people = People(fake)
@@ -113,6 +120,16 @@ class MeetingRequests(TaskFamily):
                 break
         else:  # pragma: no cover - generation bug
             raise RuntimeError(f"{self.name}: no solvable scenario for seed {seed}")
+        if level < self.levels:  # the same draws, then fewer requests (the default stays byte for byte)
+            ok = [r for r in requests if r["kind"] != "conflict"]
+            window = next(r for r in ok if r["kind"] == "window")
+            if level == 1:
+                window["extras"] = []  # fewer guests only frees the window up: its slot stays bookable
+                kept = [window]
+            else:
+                extra = next(r for r in ok if r["extras"])
+                kept = [window, extra if extra is not window else next(r for r in ok if r is not window)]
+            requests = [r for r in requests if r["kind"] == "conflict" or any(r is k for k in kept)]
         for i, e in enumerate(events, start=1):
             e["id"] = i
         last_seed_id = len(events)
@@ -136,6 +153,8 @@ class MeetingRequests(TaskFamily):
             others.append({"folder": "Inbox", "sender": f"news@{nd}", "sender_name": "Newsletter", "subject": subj,
                            "body": body, "date": f"{(today - timedelta(days=rng.randint(1, 6))).isoformat()}T06:30:00",
                            "is_read": True})
+        if short:  # only the requests wait unread; the newsletters (read already) stay
+            others = [m for m in others if m["sender"].startswith("news@")]
         msgs += others
         msgs.sort(key=lambda m: m["date"])
         for i, m in enumerate(msgs, start=1):
@@ -178,7 +197,7 @@ class MeetingRequests(TaskFamily):
                 yield ToolCall("calendar__list_events", {"start": monday.isoformat(), "end": week[-1].isoformat()},
                                note="Look at my week, including the protected Focus time blocks.")
                 windowed = [r for r in accepted if r["kind"] == "window"]
-                with_extra = next(r for r in accepted if r["extras"])
+                with_extra = next((r for r in accepted if r["extras"]), None)
                 for r in requests:
                     if r["kind"] == "conflict" and flaw != "conflict_declined":
                         yield ToolCall("mail__reply", {"message_id": r["mail_id"], "body": (
@@ -208,6 +227,8 @@ class MeetingRequests(TaskFamily):
                     else:
                         slot = (iso(at(r["day"], r["start"])),
                                 iso(at(r["day"], r["start"]) + timedelta(minutes=r["minutes"])))
+                    if flaw == "events_booked" and with_extra is None:  # no invitee to leave out: too long
+                        slot = (slot[0], iso(cal.parse_time(slot[1]) + timedelta(minutes=15)))
                     title = "Meeting" if flaw == "event_titles" and r is accepted[0] else _cap(r["topic"])
                     yield ToolCall("calendar__create_event", {
                         "title": title, "start": slot[0], "end": slot[1], "attendees": invite,
@@ -227,10 +248,12 @@ class MeetingRequests(TaskFamily):
                 if flaw == "calendar_untouched":
                     yield ToolCall("calendar__update_event", {"event_id": tweakable, "location": "Room 4B"},
                                    note="Give this meeting a room.")
-                yield ToolCall("calendar__list_events", {"start": monday.isoformat(), "end": week[-1].isoformat()},
-                               note="Verify the new events sit where they should, with nothing on Focus time.")
-                yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 10},
-                               note="Verify every requester got a reply.")
+                if not short:
+                    yield ToolCall("calendar__list_events", {"start": monday.isoformat(),
+                                                             "end": week[-1].isoformat()},
+                                   note="Verify the new events sit where they should, with nothing on Focus time.")
+                    yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 10},
+                                   note="Verify every requester got a reply.")
                 return (f"Booked {len(accepted)} meetings and confirmed each by reply; declined "
                         f"{conflict['requester'].name}'s request because it fell on protected Focus time.")
             return run
@@ -369,7 +392,7 @@ class MeetingRequests(TaskFamily):
             Criterion("calendar_untouched", "Existing events are unchanged.", "final_state", check_untouched, guard=True),
         ]
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
             criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
             data={"today": today.isoformat(), "focus": focus_spans, "requests": [

@@ -52,7 +52,15 @@ class PipelineHygiene(TaskFamily):
                    "activity, close won the deals with signed order forms (using corrections), merge duplicate "
                    "contacts into the older record, and reply with the deals closed lost.")
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one overdue idle deal to close lost, and no signed order or duplicate contact (the agent
+    still looks for both); 2: one deal to push, one to close lost, one signed order (the corrected,
+    overdue one) and one duplicate contact; 3 (default): three or four of each kind of deal, three
+    orders and three duplicates."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
+        short = level == 1  # nothing signed: only the order desk's mail would need opening
         rng, fake = rng_and_faker(seed, self.name)
         people = People(fake)
         _, our_domain = company(fake)
@@ -169,6 +177,19 @@ class PipelineHygiene(TaskFamily):
                  product=od["product"], kind=rng.choice([k for k in KINDS if k != od["kind"]]))
         orders.append(add_deal("order", today + timedelta(days=rng.randint(10, 90))))
         quote_deal = add_deal("future", today + timedelta(days=rng.randint(15, 60)))
+        if level < self.levels:  # the same draws, then less to clean up (the default stays byte for byte)
+            keep_n = level - 1  # pushes, orders and duplicates kept; one deal to close lost at every level
+            gone = ([d for d in deals if d["role"] == "push"][keep_n:] + [d for d in deals if d["role"] == "lost"][1:]
+                    + orders[keep_n:])
+            orders = orders[:keep_n]
+            deals[:] = [d for d in deals if all(d is not g for g in gone)]
+            activities[:] = [a for a in activities if all(a["deal"] is not g for g in gone)]
+            # a dropped duplicate's deals and activities go to its original
+            stay = {dup["id"]: keep["id"] for keep, dup in pairs[keep_n:]}
+            pairs = pairs[:keep_n]
+            contacts[:] = [c for c in contacts if c["id"] not in stay]
+            for x in deals + activities:
+                x["contact_id"] = stay.get(x["contact_id"], x["contact_id"])
         rng.shuffle(deals)
         for i, d in enumerate(deals, start=1):
             d["id"] = i
@@ -180,9 +201,10 @@ class PipelineHygiene(TaskFamily):
         for o in orders:
             o["signed"] = today - timedelta(days=rng.randint(1, 6))
             o["final"] = float(round(o["amount"] * rng.uniform(0.8, 1.25) / 50) * 50 + rng.choice([0, 25, 75]))
-        corrected = orders[rng.randrange(3)]
-        corrected["first"] = corrected["final"]
-        corrected["final"] = corrected["first"] + rng.choice([-1, 1]) * rng.randint(5, 40) * 100
+        corrected = orders[rng.randrange(3)] if level == self.levels else (orders[0] if orders else None)
+        if corrected is not None:
+            corrected["first"] = corrected["final"]
+            corrected["final"] = corrected["first"] + rng.choice([-1, 1]) * rng.randint(5, 40) * 100
         acc_name = {a["id"]: a["name"] for a in accounts}
         order_desk = f"orders@{our_domain}"
         msgs = []
@@ -275,6 +297,8 @@ class PipelineHygiene(TaskFamily):
                 hits = json.loads((yield ToolCall("mail__search_messages", {"query": "order form"},
                                                   "Find the signed order forms.")))
                 for h in sorted(hits["messages"], key=lambda m: m["id"]):
+                    if short and order_desk not in h["from"]:  # the rules and a rep's quote are no signed forms
+                        continue
                     yield ToolCall("mail__read_message", {"message_id": h["id"]}, f"Open {h['subject']!r}.")
                 stale = json.loads((yield ToolCall("crm__search_deals", {
                     "open_only": True, "close_to": (today - timedelta(days=1)).isoformat(), "limit": 100},
@@ -312,8 +336,10 @@ class PipelineHygiene(TaskFamily):
                 if flaw == "no_wrong_merges":
                     yield ToolCall("crm__merge_contacts", {"keep_id": twin_of["id"], "duplicate_id": twin["id"]},
                                    "Merge the namesake as well.")
-                yield ToolCall("crm__search_deals", {"open_only": True, "close_to": (today - timedelta(days=1)).isoformat()},
-                               "Verify no open deal is still overdue.")
+                if not short:
+                    yield ToolCall("crm__search_deals", {"open_only": True,
+                                                         "close_to": (today - timedelta(days=1)).isoformat()},
+                                   "Verify no open deal is still overdue.")
                 named = [d["name"] for d in lost]
                 if flaw == "lost_reported":
                     named = named[1:]
@@ -423,8 +449,10 @@ class PipelineHygiene(TaskFamily):
             Criterion("no_wrong_merges", "No other contact was merged, moved or created (a namesake at another "
                       "account stays).", "final_state", no_wrong_merges, guard=True),
         ]
+        if short:  # level 1: nothing to push, no signed order, no duplicate
+            criteria = [c for c in criteria if c.id not in ("stale_pushed", "orders_won", "duplicates_merged")]
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
             criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
             data={"today": today.isoformat(), "push_date": push_date.isoformat(),

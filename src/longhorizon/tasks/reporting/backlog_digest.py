@@ -166,7 +166,14 @@ class TeamBacklogDigest(TaskFamily):
                    "ticket, resolved or closed this week, who holds the most), with the leads taken from a "
                    "roster and the changes since, and the figures computed from the tracker and its history.")
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one team's digest (the team whose lead did not change) with one ticket closed this
+    week; 2: the two teams whose leads changed (one now, one next week); 3 (default): three
+    teams."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
+        short = level == 1  # one team: its tickets fit one search, and only the roster names its lead
         rng, fake = rng_and_faker(seed, self.name)
         people = People(fake)
         _, domain = company(fake)
@@ -340,6 +347,17 @@ class TeamBacklogDigest(TaskFamily):
                 t["late_comment"] = True
                 done.append(t)
             truth[team] = {"open": opened, "this_week": this_week, "done": done + this_week, "crew": crew}
+        if level < self.levels:  # the same draws, then fewer teams (the default stays byte for byte)
+            if level == 1:
+                digest_teams = [t for t in digest_teams if t not in (team_a, team_b)]
+                tr = truth[digest_teams[0]]
+                gone = tr["this_week"][1:]
+                tr["this_week"] = tr["this_week"][:1]
+                tr["done"] = [t for t in tr["done"] if all(t is not g for g in gone)]
+                tickets[:] = [t for t in tickets if all(t is not g for g in gone)]
+                history[:] = [h for h in history if all(h["ticket"] is not g for g in gone)]
+            else:
+                digest_teams = sorted([team_a, team_b])
 
         # unrouted New tickets and the engineering board --------------------------------------------
         for _ in range(3):
@@ -507,13 +525,41 @@ class TeamBacklogDigest(TaskFamily):
                                                    {"query": "lead", "sender": people_ops.email},
                                                    "Find the People Ops roster and any lead changes.")))
                 for m in sorted(found["messages"], key=lambda m: m["date"]):
+                    if short and not (m["subject"] == "Team leads for 2026"
+                                      or any(norm(t) in norm(m["subject"]) for t in digest_teams)):
+                        continue  # a change for another team's lead
                     yield ToolCall("mail__read_message", {"message_id": m["id"]}, f"Read {m['subject']!r}.")
-                yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 10},
-                               "See how last week's digests looked.")
-                yield ToolCall("tickets__list_teams", {}, "Check the teams and who is in each.")
-                yield ToolCall("tickets__list_users", {}, "Usernames, names and addresses.")
+                if not short:
+                    yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 10},
+                                   "See how last week's digests looked.")
+                    yield ToolCall("tickets__list_teams", {}, "Check the teams and who is in each.")
+                    yield ToolCall("tickets__list_users", {}, "Usernames, names and addresses.")
                 got: dict[str, dict] = {}
-                for team in sorted(digest_teams):
+                for team in sorted(digest_teams) if short else ():
+                    page = json.loads((yield ToolCall("tickets__search_tickets", {
+                        "project": "SUP", "team": team, "limit": 100},
+                        f"{team}: every ticket in the support queue, open and finished.")))
+                    opened = [t for t in page["tickets"] if t["status"] not in ("Resolved", "Closed")]
+                    by_p = {p: sum(1 for t in opened if t["priority"] == p) for p in PRIOS}
+                    counts = {}
+                    for t in opened:
+                        if t["assignee"]:
+                            counts[t["assignee"]] = counts.get(t["assignee"], 0) + 1
+                    top = max(sorted(counts), key=lambda c: counts[c])
+                    oldest = min(opened, key=lambda t: int(t["key"].split("-")[1]))["key"]
+                    closed = 0
+                    for t in page["tickets"]:
+                        if t["status"] in ("Resolved", "Closed") and t["updated"] >= week_start.isoformat():
+                            h = json.loads((yield ToolCall("tickets__get_history", {"key": t["key"], "field": "status"},
+                                                           f"When was {t['key']} resolved?")))
+                            done_at = [c["at"] for c in h["changes"] if c["new"] in ("Resolved", "Closed")]
+                            if done_at and done_at[0] >= week_start.isoformat():
+                                closed += 1
+                    fig = figures[team]
+                    assert (by_p, oldest, closed, top) == (fig["by_priority"], fig["oldest"], fig["closed"],
+                                                           fig["top"]), (team, by_p, oldest, closed, top, fig)
+                    got[team] = fig
+                for team in () if short else sorted(digest_teams):
                     page = json.loads((yield ToolCall("tickets__search_tickets", {
                         "project": "SUP", "team": team, "open_only": True, "limit": 100},
                         f"{team}: open tickets in the support queue.")))
@@ -553,14 +599,15 @@ class TeamBacklogDigest(TaskFamily):
                         kw["by_priority"] = fig["with_eng"]
                     if first_team and flaw == "oldest_open":
                         kw["oldest"] = fig["oldest_any"]
-                    if first_team and flaw == "closed_this_week":
-                        kw["closed"] = fig["closed_by_updated"]
+                    if first_team and flaw == "closed_this_week":  # (one more, if the team has no late comment)
+                        kw["closed"] = fig["closed_by_updated"] if fig["closed_by_updated"] != fig["closed"] \
+                            else fig["closed"] + 1
                     if first_team and flaw == "top_assignee":
                         kw["top"] = fig["runner_up"]
                     subject = "Weekly backlog digest" if first_team and flaw == "digests_to_leads" \
                         else f"Backlog digest: {team}"
                     args = {"to": [leads[team]["email"]], "subject": subject, "body": digest_body(team, fig, **kw)}
-                    if team == team_a and flaw == "right_recipients":
+                    if flaw == "right_recipients" and (team == team_a or team_a not in digest_teams and first_team):
                         args["cc"] = [old_lead["email"]]
                     for _ in range(2 if first_team and flaw == "one_mail_per_lead" else 1):
                         yield ToolCall("mail__send_message", args,
@@ -569,7 +616,9 @@ class TeamBacklogDigest(TaskFamily):
                     yield ToolCall("tickets__add_comment", {"key": figures[sorted(digest_teams)[0]]["oldest"],
                                                             "body": "Any update on this one?", "internal": True},
                                    "Nudge the oldest ticket.")
-                yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 5}, "Check the digests went out.")
+                if not short:
+                    yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 5},
+                                   "Check the digests went out.")
                 return ("Sent the backlog digests: " + "; ".join(
                     f"{t} to {leads[t]['name']} ({figures[t]['open_total']} open, oldest {figures[t]['oldest']}, "
                     f"{figures[t]['closed']} closed this week)" for t in sorted(digest_teams))
@@ -682,7 +731,7 @@ class TeamBacklogDigest(TaskFamily):
                       guard=True),
         ]
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
             criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
             data={"leads": {t: leads[t]["email"] for t in digest_teams}, "skipped": skipped,

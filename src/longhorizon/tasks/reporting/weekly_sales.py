@@ -88,7 +88,13 @@ class WeeklySalesReport(TaskFamily):
     apps = ("mail", "sheets", "files")
     description = "Follow a manager's mailed request: summarise the week's orders per region and mail the workbook."
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one region, at most one page of orders; 2: two regions, at most two pages; 3 (default):
+    four or five regions, 55-85 orders."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
+        short = level == 1  # one page of orders: read it, write the report, send it
         rng, fake = rng_and_faker(seed, self.name)
         domain = f"{fake.last_name().lower()}-{rng.choice(['trading', 'supply', 'retail'])}.com"
         person = lambda: (lambda f, l: (f"{f} {l}", f"{f.lower()}.{l.lower()}@{domain}"))(  # noqa: E731
@@ -100,6 +106,10 @@ class WeeklySalesReport(TaskFamily):
         regions = sorted(rng.sample(REGIONS, rng.randint(4, 5)))
         rows = _orders(rng, fake, regions, rng.randint(55, 85), week)
         last_rows = _orders(rng, fake, regions, rng.randint(50, 80), week - 1)
+        if level < self.levels:  # the same draws, then fewer regions (the default stays byte for byte)
+            regions = regions[:level]
+            rows = [r for r in rows if r[2] in regions][:level * PAGE]
+            last_rows = [r for r in last_rows if r[2] in regions]
         fig, last_fig = _figures(rows, regions), _figures(last_rows, regions)
         total = round(sum(v for _, v in fig.values()), 2)
         orders_path = f"sales/orders_2026-W{week:02d}.xlsx"
@@ -151,26 +161,29 @@ class WeeklySalesReport(TaskFamily):
             yield ToolCall("mail__search_messages", {"query": "weekly sales", "sender": manager[1]},
                            "Find the manager's request.")
             yield ToolCall("mail__read_message", {"message_id": request_id}, "Read the newest request in full.")
-            yield ToolCall("files__list_dir", {"path": "sales"}, "See which exports exist.")
-            yield ToolCall("files__list_dir", {"path": "reports"}, "Find last week's report for the layout.")
+            if not short:
+                yield ToolCall("files__list_dir", {"path": "sales"}, "See which exports exist.")
+                yield ToolCall("files__list_dir", {"path": "reports"}, "Find last week's report for the layout.")
             yield ToolCall("sheets__read_range", {"path": last_report, "sheet": "Summary"},
                            "Copy last week's layout.")
-            yield ToolCall("sheets__list_sheets", {"path": orders_path}, "Check the size of this week's export.")
+            if not short:
+                yield ToolCall("sheets__list_sheets", {"path": orders_path}, "Check the size of this week's export.")
             for start in range(2, len(rows) + 2, PAGE):
                 end = min(start + PAGE - 1, len(rows) + 1)
                 yield ToolCall("sheets__read_range", {"path": orders_path, "sheet": "Orders", "range": f"A{start}:G{end}"},
                                f"Read orders rows {start}-{end}.")
             out = _report_rows(fig)
-            if wrong_region:  # counts a cancelled order too
-                bad = next(r for r in rows if r[6] != "Completed")
-                i = regions.index(bad[2])
-                out[i] = [out[i][0], out[i][1] + 1, round(out[i][2] + bad[5], 2)]
+            if wrong_region:  # counts a cancelled order too (or, with none in a short export, one too many)
+                bad = next((r for r in rows if r[6] != "Completed"), None)
+                i = regions.index(bad[2]) if bad else 0
+                out[i] = [out[i][0], out[i][1] + 1, round(out[i][2] + (bad[5] if bad else 0), 2)]
             if not total_row:
                 out = out[:-1]
             yield ToolCall("sheets__create_workbook", {"path": report, "sheets": ["Summary"]}, "Create the report.")
             yield ToolCall("sheets__write_rows", {"path": report, "sheet": "Summary", "start_cell": "A1",
                                                    "rows": [list(header)] + out}, "Write the summary.")
-            yield ToolCall("sheets__read_range", {"path": report, "sheet": "Summary"}, "Verify the report.")
+            if not short:
+                yield ToolCall("sheets__read_range", {"path": report, "sheet": "Summary"}, "Verify the report.")
             if edit_source:
                 yield ToolCall("sheets__write_cells", {"path": orders_path, "sheet": "Orders", "cells": {"H1": "Checked"}})
             body = f"Hi {manager[0].split()[0]},\n\nAttached is the W{week:02d} sales summary"
@@ -182,7 +195,8 @@ class WeeklySalesReport(TaskFamily):
             if extra_mail:
                 yield ToolCall("mail__send_message", {"to": [other[1]], "subject": "FYI",
                                                       "body": "Sales numbers are out."})
-            yield ToolCall("mail__list_messages", {"folder": "Sent"}, "Check the mail went out.")
+            if not short:
+                yield ToolCall("mail__list_messages", {"folder": "Sent"}, "Check the mail went out.")
             return f"Sent the W{week:02d} summary to {manager[0]} (cc {finance[0]}); total revenue {total:,.2f}."
 
         def oracle():
@@ -282,7 +296,7 @@ class WeeklySalesReport(TaskFamily):
             "exports_untouched": lambda: solve(edit_source=True),
         }
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=oracle,
             criteria=criteria, perturbations=perturbations,
             data={"week": week, "figures": fig, "total": total, "report": report},

@@ -65,7 +65,15 @@ class ReleaseReadinessReview(TaskFamily):
                    "move unfinished non-blockers to the next release, flag open blockers, and post a summary in "
                    "the release channel.")
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: three release tickets (one goes Done today, one is corrected back to In Progress and
+    moves on, one open P1 blocker not started yet); 2: six of the release's kinds (one Done already,
+    two that change today, the corrected one, one only older stand-ups mention, the absent
+    engineer's) and every P1; 3 (default): twelve to fourteen."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
+        short = level == 1  # three tickets: the review needs only the rules, today's thread and the release
         rng, fake = rng_and_faker(seed, self.name)
         people = People(fake)
         _, domain = company(fake)
@@ -133,6 +141,16 @@ class ReleaseReadinessReview(TaskFamily):
             a = t["after"]
             t["final"] = {None: t["status"], "correction": "In Progress", "stale": t["status"],
                           "absent": t["status"]}.get(a, a)
+        if level < self.levels:  # the same draws, then fewer tickets (the default stays byte for byte)
+            if level == 1:  # plan rows: In Review -> Done, the correction, To Do and still To Do
+                kept = [rel[2], rel[8], rel[10]]
+                if rel[8]["priority"] == "P1":
+                    rel[8]["priority"] = "P2"
+                rel[10]["priority"], rel[10]["type"] = "P1", "bug"
+            else:  # plan rows: Done, In Review -> Done, To Do -> In Progress, correction, stale, absent
+                kept = [t for n, t in enumerate(rel) if n in (0, 2, 5, 8, 9, 11) or t["priority"] == "P1"]
+            tickets[:] = [t for t in tickets if t not in rel or any(t is k for k in kept)]
+            rel = kept
         done_final = [t for t in rel if t["final"] == "Done"]
         moved = [t for t in rel if t["final"] != "Done" and t["priority"] != "P1"]
         blockers = [t for t in rel if t["final"] != "Done" and t["priority"] == "P1"]
@@ -179,7 +197,7 @@ class ReleaseReadinessReview(TaskFamily):
         def say(kind, key):
             return rng.choice(STATUS_WORDS[kind]).format(k=key)
 
-        stale = next(t for t in rel if t["after"] == "stale")
+        stale = next((t for t in rel if t["after"] == "stale"), None)
         correction = next(t for t in rel if t["after"] == "correction")
         # the previous release's channel: last time's instructions and summary
         prev_day = today - timedelta(days=rng.randint(25, 40))
@@ -281,7 +299,8 @@ class ReleaseReadinessReview(TaskFamily):
         # oracle ---------------------------------------------------------------------------------------
         def script(flaw: str | None = None):
             def run():
-                yield ToolCall("chat__list_channels", {}, "Find the release and stand-up channels.")
+                if not short:
+                    yield ToolCall("chat__list_channels", {}, "Find the release and stand-up channels.")
                 yield ToolCall("chat__read_channel", {"channel": f"#{chan_cur}", "limit": 20},
                                f"Read {rm['first']}'s instructions.")
                 page = json.loads((yield ToolCall("chat__read_channel", {"channel": "#standup", "limit": 10},
@@ -289,17 +308,20 @@ class ReleaseReadinessReview(TaskFamily):
                 roots = [m for m in page["messages"] if m["user"] == "standup-bot"]
                 today_root = roots[-1]["id"]
                 assert day_month(today) in roots[-1]["text"]
-                yield ToolCall("chat__read_thread", {"thread_id": roots[-2]["id"]},
-                               "Yesterday's stand-up, for context only.")
+                if not short:
+                    yield ToolCall("chat__read_thread", {"thread_id": roots[-2]["id"]},
+                                   "Yesterday's stand-up, for context only.")
                 yield ToolCall("chat__read_thread", {"thread_id": today_root}, "Today's updates, corrections included.")
-                yield ToolCall("chat__search_messages", {"query": "today", "channel": "#random"},
-                               "Is anyone out today?")
+                if not short:
+                    yield ToolCall("chat__search_messages", {"query": "today", "channel": "#random"},
+                                   "Is anyone out today?")
                 found = json.loads((yield ToolCall("tickets__search_tickets",
                                                    {"project": pkey[0], "label": lab_cur, "limit": 100},
                                                    f"Every {pkey[0]} ticket labelled {lab_cur}.")))
                 assert [t["key"] for t in found["tickets"]] == [t["key"] for t in rel]
                 for t in changed:
-                    yield ToolCall("tickets__get_ticket", {"key": t["key"]}, f"Check {t['key']}'s allowed moves.")
+                    if not short:
+                        yield ToolCall("tickets__get_ticket", {"key": t["key"]}, f"Check {t['key']}'s allowed moves.")
                     for step in PATH[(t["status"], t["final"])]:
                         yield ToolCall("tickets__update_ticket", {"key": t["key"], "status": step},
                                        f"{t['key']}: {step} per today's stand-up.")
@@ -331,11 +353,12 @@ class ReleaseReadinessReview(TaskFamily):
                 if flaw == "no_tickets_created":
                     yield ToolCall("tickets__create_ticket", {"project": pkey[0], "title": f"{cur} readiness review",
                                                               "type": "task"}, "Track the review.")
-                check = json.loads((yield ToolCall("tickets__search_tickets",
-                                                   {"project": pkey[0], "label": lab_cur, "limit": 100},
-                                                   f"Verify what is left in {cur}.")))
-                n_done = sum(1 for t in check["tickets"] if t["status"] == "Done")
-                assert flaw is not None or n_done == len(done_final)
+                if not short:
+                    check = json.loads((yield ToolCall("tickets__search_tickets",
+                                                       {"project": pkey[0], "label": lab_cur, "limit": 100},
+                                                       f"Verify what is left in {cur}.")))
+                    n_done = sum(1 for t in check["tickets"] if t["status"] == "Done")
+                    assert flaw is not None or n_done == len(done_final)
                 listed = [t["key"] for t in moved][(1 if flaw == "summary_posted" else 0):]
                 text = (f"{cur} readiness review: {len(done_final)} tickets Done. Moved to {nxt}: "
                         + ", ".join(listed) + ". Open blockers (P1, staying in " + cur + "): "
@@ -439,8 +462,10 @@ class ReleaseReadinessReview(TaskFamily):
                       others_untouched, guard=True),
             Criterion("no_tickets_created", "No ticket was created.", "process", no_tickets_created, guard=True),
         ]
+        if stale is None:  # level 1: every release ticket is mentioned today
+            criteria = [c for c in criteria if c.id != "unmentioned_kept"]
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
             criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
             data={"release": cur, "statuses": {x["key"]: x["final"] for x in rel},

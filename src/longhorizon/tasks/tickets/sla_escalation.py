@@ -139,7 +139,15 @@ class SlaBreachEscalation(TaskFamily):
                    "escalate breached tickets (priority up, on-call engineer from the rota, internal note, "
                    "apology) and at-risk ones (on-call engineer, internal note), leaving the rest alone.")
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one at-risk ticket (in the swapped team) and nothing else open; 2: two breached tickets
+    (one with only an internal note), one at risk, and one of each look-alike (the twin customer,
+    just outside the window, a late reply, waiting on the customer); 3 (default): four or five
+    breached, two or three at risk, among every look-alike."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
+        top = level == self.levels
         rng, fake = rng_and_faker(seed, self.name)
         people = People(fake)
         _, domain = company(fake)
@@ -280,6 +288,17 @@ class SlaBreachEscalation(TaskFamily):
             t["comments"].append({"author": rng.choice(support[1:])["username"], "internal": False,
                                   "at": t["created"] + mins(20, 50), "body": "Thanks, we're on it."})
             done.append(t)
+        if not top:  # the same draws, then fewer tickets (the default stays byte for byte)
+            if level == 1:  # the one ticket is in the swapped team, so the rota's swap still matters
+                t = at_risk[0]
+                t.update(team=swap_team, assignee=None, status="Triaged", title=title_for(swap_team))
+                breached, at_risk, safe, answered, waiting = [], at_risk[:1], [], [], []
+                late = None
+            else:
+                breached, at_risk, safe, waiting = [breached[0], note_only], at_risk[:1], safe[:2], waiting[:1]
+                answered = [late]
+            kept = {id(x) for x in breached + at_risk + safe + answered + waiting + done}
+            tickets[:] = [x for x in tickets if id(x) in kept]
 
         tickets.sort(key=lambda t: t["created"])
         first = rng.randint(200, 900)
@@ -370,19 +389,27 @@ class SlaBreachEscalation(TaskFamily):
 
         def script(flaw: str | None = None):
             def run():
-                yield ToolCall("wiki__search_pages", {"query": "SLA"}, "Find the SLA pages.")
+                if top:
+                    yield ToolCall("wiki__search_pages", {"query": "SLA"}, "Find the SLA pages.")
                 yield ToolCall("wiki__get_page", {"slug": "support-sla"}, "Read the current SLA (version 4).")
                 yield ToolCall("wiki__get_page", {"slug": "sla-escalation"}, "Read the escalation steps.")
                 yield ToolCall("wiki__get_page", {"slug": "customer-tiers"}, "Look up the customers' tiers.")
                 yield ToolCall("wiki__get_page", {"slug": "on-call-rota"}, "Who is on call today, with swaps.")
-                yield ToolCall("tickets__list_users", {}, "Map the on-call names to usernames.")
                 candidates = []
-                for status in ("Triaged", "In Progress"):
+                if top:
+                    yield ToolCall("tickets__list_users", {}, "Map the on-call names to usernames.")
+                    for status in ("Triaged", "In Progress"):
+                        page = json.loads((yield ToolCall("tickets__search_tickets",
+                                                          {"project": "SUP", "status": status, "limit": 100},
+                                                          f"List the {status} tickets (Waiting on Customer is "
+                                                          "out of scope).")))
+                        candidates += page["tickets"]
+                else:  # a short queue: one search, and the status it shows rules out the waiting ones
                     page = json.loads((yield ToolCall("tickets__search_tickets",
-                                                      {"project": "SUP", "status": status, "limit": 100},
-                                                      f"List the {status} tickets (Waiting on Customer is out "
-                                                      "of scope).")))
-                    candidates += page["tickets"]
+                                                      {"project": "SUP", "open_only": True, "limit": 100},
+                                                      "List the open tickets (Waiting on Customer is out of "
+                                                      "scope).")))
+                    candidates = [x for x in page["tickets"] if x["status"] in ("Triaged", "In Progress")]
                 found_b, found_r = [], []
                 for s in sorted(candidates, key=lambda x: x["key"]):
                     t = json.loads((yield ToolCall("tickets__get_ticket", {"key": s["key"]},
@@ -397,7 +424,7 @@ class SlaBreachEscalation(TaskFamily):
                         found_r.append(t["key"])
                 assert found_b == [t["key"] for t in breached] and found_r == [t["key"] for t in at_risk], \
                     (found_b, found_r, [t["key"] for t in breached], [t["key"] for t in at_risk])
-                skip = next(x["key"] for x in breached if x["priority"] != "P1")
+                skip = next((x["key"] for x in breached if x["priority"] != "P1"), None)
                 for i, t in enumerate(breached):
                     eng = on_call[t["team"]]
                     if flaw == "on_call_assigned" and t["team"] == swap_team:
@@ -431,6 +458,10 @@ class SlaBreachEscalation(TaskFamily):
                         eng = rota_only[t["team"]]
                     yield ToolCall("tickets__assign_ticket", {"key": t["key"], "assignee": eng["username"]},
                                    f"{t['key']} is due at {fmt(t['deadline'])}: hand it to {eng['name']}.")
+                    if flaw == "no_status_changes" and i == 0 and not breached:
+                        yield ToolCall("tickets__update_ticket", {"key": t["key"], "status": "In Progress" if
+                                                                  t["status"] == "Triaged" else "Triaged"},
+                                       "Move it along (not part of the procedure).")
                     due = "soon" if flaw == "internal_notes" and i == 0 else fmt(t["deadline"])
                     yield ToolCall("tickets__add_comment", {
                         "key": t["key"], "internal": True,
@@ -441,11 +472,12 @@ class SlaBreachEscalation(TaskFamily):
                                                                   if t["priority"] != "P1" else "P2"},
                                        "Bump it too.")
                 if flaw == "others_untouched":
-                    yield ToolCall("tickets__add_comment", {"key": late["key"], "internal": True,
+                    yield ToolCall("tickets__add_comment", {"key": (late or done[0])["key"], "internal": True,
                                                             "body": "SLA breach: this one was answered late too."},
                                    "Note the late reply as well.")
-                yield ToolCall("tickets__search_tickets", {"project": "SUP", "open_only": True, "limit": 100},
-                               "Check the queue after the sweep.")
+                if level > 1:
+                    yield ToolCall("tickets__search_tickets", {"project": "SUP", "open_only": True, "limit": 100},
+                                   "Check the queue after the sweep.")
                 return (f"SLA sweep as of 14:00: {len(breached)} breached ("
                         + ", ".join(t["key"] for t in breached) + ") escalated with priority, on-call, note and "
                         f"apology; {len(at_risk)} at risk (" + ", ".join(t["key"] for t in at_risk)
@@ -562,8 +594,11 @@ class SlaBreachEscalation(TaskFamily):
             Criterion("no_status_changes", "No ticket's status was changed.", "process", no_status_changes,
                       guard=True),
         ]
+        if not breached:  # level 1: nothing breached, so nothing to raise, apologise for or reply to
+            criteria = [c for c in criteria
+                        if c.id not in ("breached_priority", "customer_replies", "one_reply_each")]
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
             criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
             data={"breached": {x["key"]: [STEP_UP[x["priority"]], on_call[x["team"]]["username"]] for x in breached},

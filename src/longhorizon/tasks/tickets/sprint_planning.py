@@ -64,7 +64,14 @@ class SprintPlanning(TaskFamily):
                    "items (reusing an existing backlog ticket) with estimates, labels and the epic, assign by "
                    "remaining capacity, link dependencies, and post a summary on the epic.")
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one ticket to carry over and one new item, no reuse and no dependencies; 2: two to carry
+    over and the new items that the reused backlog ticket and both dependencies involve (two to
+    four); 3 (default): three or four to carry over, five or six new items."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
+        short = level == 1  # the plan fits in one read: no need to look around the tracker first
         rng, fake = rng_and_faker(seed, self.name)
         people = People(fake)
         _, domain = company(fake)
@@ -163,6 +170,22 @@ class SprintPlanning(TaskFamily):
                             "created": (datetime.combine(today, time(9)) - timedelta(days=rng.randint(5, 40))).isoformat(),
                             "status": rng.choice(["To Do", "In Progress", "Done"]), "sprint": cur,
                             "estimate": rng.choice(POINTS), "assignee": uname[rng.choice(others).name]})
+        if level < self.levels:  # the same draws, then less work (the default stays byte for byte)
+            if level == 1:
+                kept, carry = [0], carry[:1]
+            else:
+                kept, carry = sorted({i, j, k, items.index(reused)}), [c] + [x for x in carry if x is not c][:1]
+            renum = {old: new for new, old in enumerate(kept)}
+            items = [items[x] for x in kept]
+            for it in items:
+                it["needs"] = [] if level == 1 else [(kind, renum[ref] if kind == "item" else ref)
+                                                     for kind, ref in it["needs"] if kind != "item" or ref in renum]
+            gone = [t for t in sprint_work if t["status"] not in ("Done", "Won't Do") and t not in carry]
+            if reused not in items:
+                gone.append(reused_ticket)
+                reused = reused_ticket = None
+            tickets[:] = [t for t in tickets if all(t is not g for g in gone)]
+            sprint_work = [t for t in sprint_work if all(t is not g for g in gone)]
 
         # numbering: creation order within each project
         tickets.sort(key=lambda t: (t["project"], t["created"]))
@@ -253,7 +276,7 @@ class SprintPlanning(TaskFamily):
         # ground truth -----------------------------------------------------------------------------------
         seeded = {t["key"]: {"status": t["status"], "sprint": t.get("sprint"), "assignee": t.get("assignee"),
                              "estimate": t.get("estimate")} for t in tickets}
-        touched = {t["key"] for t in carry} | {reused_ticket["key"]}
+        touched = {t["key"] for t in carry} | ({reused_ticket["key"]} if reused_ticket else set())
 
         instruction = (
             f"{pm.first} mailed me the plan for {nxt} last night. Could you set the sprint up in the tracker "
@@ -265,7 +288,8 @@ class SprintPlanning(TaskFamily):
                 yield ToolCall("mail__search_messages", {"query": "planning", "sender": pm.email},
                                "Find the planning mail.")
                 yield ToolCall("mail__read_message", {"message_id": plan_id}, f"Read the {nxt} plan.")
-                yield ToolCall("tickets__list_sprints", {"project": pkey}, f"Find {cur} and {nxt} in {pkey}.")
+                if not short:
+                    yield ToolCall("tickets__list_sprints", {"project": pkey}, f"Find {cur} and {nxt} in {pkey}.")
                 yield ToolCall("tickets__list_users", {}, "Map first names to usernames and skills.")
                 cur_page = json.loads((yield ToolCall("tickets__search_tickets",
                                                       {"project": pkey, "sprint": cur, "limit": 50},
@@ -273,16 +297,18 @@ class SprintPlanning(TaskFamily):
                 todo = [t for t in cur_page["tickets"] if t["status"] not in ("Done", "Won't Do")]
                 assert {t["key"] for t in todo} == {t["key"] for t in carry}
                 for i, t in enumerate(todo):
-                    yield ToolCall("tickets__get_ticket", {"key": t["key"]}, f"Check {t['key']} before moving it.")
+                    if not short:
+                        yield ToolCall("tickets__get_ticket", {"key": t["key"]}, f"Check {t['key']} before moving it.")
                     if not (flaw == "carried_over" and i == 0):
                         yield ToolCall("tickets__update_ticket", {"key": t["key"], "sprint": nxt},
                                        f"{t['key']} is unfinished: carry it over.")
                 if flaw == "finished_stay":
                     yield ToolCall("tickets__update_ticket", {"key": finished[0]["key"], "sprint": nxt},
                                    "Move this one too.")
-                yield ToolCall("tickets__get_ticket", {"key": epic["key"]}, "Check the epic.")
-                yield ToolCall("tickets__search_tickets", {"project": pkey, "sprint": "backlog", "limit": 50},
-                               "See what is already in the backlog.")
+                if not short:
+                    yield ToolCall("tickets__get_ticket", {"key": epic["key"]}, "Check the epic.")
+                    yield ToolCall("tickets__search_tickets", {"project": pkey, "sprint": "backlog", "limit": 50},
+                                   "See what is already in the backlog.")
                 keys = {}
                 for x, it in enumerate(items):
                     hits = json.loads((yield ToolCall("tickets__search_tickets",
@@ -301,9 +327,10 @@ class SprintPlanning(TaskFamily):
                         yield ToolCall("tickets__assign_ticket", {"key": key, "assignee": who},
                                        f"{first_of[who]} has the most {it['skill']} points left.")
                     else:
-                        res = yield ToolCall("tickets__create_ticket", {
-                            "project": pkey, "title": it["title"], "type": it["type"], "assignee": who, **fields},
-                            f"Create {it['title']!r} for {first_of[who]}.")
+                        for _ in range(2 if flaw == "new_items" and reused is None and x == 0 else 1):
+                            res = yield ToolCall("tickets__create_ticket", {
+                                "project": pkey, "title": it["title"], "type": it["type"], "assignee": who,
+                                **fields}, f"Create {it['title']!r} for {first_of[who]}.")
                         key = created_key(res)
                     keys[x] = key
                 if flaw == "deferred_untouched":
@@ -318,10 +345,13 @@ class SprintPlanning(TaskFamily):
                         blocker = keys[ref] if kind == "item" else ref["key"]
                         yield ToolCall("tickets__link_tickets", {"key": blocker, "kind": "blocks", "other": keys[x]},
                                        f"{blocker} blocks {keys[x]}.")
-                check = json.loads((yield ToolCall("tickets__search_tickets", {"project": pkey, "sprint": nxt,
-                                                                               "limit": 50},
-                                                   f"Verify {nxt} and add up the points.")))
-                points = sum(t["estimate"] or 0 for t in check["tickets"])
+                if short:  # the carried-over estimates were in the sprint listing, the new ones in the mail
+                    points = sum(t["estimate"] or 0 for t in todo) + sum(it["estimate"] for it in items)
+                else:
+                    check = json.loads((yield ToolCall("tickets__search_tickets", {"project": pkey, "sprint": nxt,
+                                                                                   "limit": 50},
+                                                       f"Verify {nxt} and add up the points.")))
+                    points = sum(t["estimate"] or 0 for t in check["tickets"])
                 assert flaw is not None or points == total, (points, total)
                 if flaw == "epic_summary":
                     points = sum(it["estimate"] for it in items)
@@ -372,7 +402,7 @@ class SprintPlanning(TaskFamily):
                 tk = got[x]
                 if sprint_of(w, tk["key"]) != nxt or tk["estimate"] != it["estimate"] or tk["type"] != it["type"]:
                     return False, f"{tk['key']}: sprint {sprint_of(w, tk['key'])}, {tk['estimate']} pts, {tk['type']}"
-            if got[items.index(reused)]["key"] != reused_ticket["key"]:
+            if reused is not None and got[items.index(reused)]["key"] != reused_ticket["key"]:
                 return False, "the backlog ticket was not reused"
             return True
 
@@ -457,12 +487,14 @@ class SprintPlanning(TaskFamily):
             Criterion("one_summary", "Exactly one comment was posted on the epic.", "process", one_summary,
                       requires=("epic_summary",)),
         ]
+        if not any(it["needs"] for it in items):  # level 1: no item needs another, so nothing to link
+            criteria = [c for c in criteria if c.id != "dependencies"]
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
             criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
             data={"project": pkey, "sprint": nxt, "epic": epic["key"], "carry": [c["key"] for c in carry],
                   "items": [{"title": it["title"], "assignee": it["assignee"], "estimate": it["estimate"]}
                             for it in items],
-                  "reused": reused_ticket["key"], "total": total},
+                  "reused": reused_ticket["key"] if reused_ticket else None, "total": total},
         )

@@ -193,7 +193,14 @@ class SupportTriage(TaskFamily):
                    "tier, routing to the owning team, an acknowledgement with the response target, status "
                    "Triaged; close duplicates by error code with a link and a pointer to the original.")
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one New ticket (a question, so no error code to check) and no duplicates; 2: four or five
+    New tickets (the twin customers, the two look-alikes, the original of a duplicate) and two
+    duplicates; 3 (default): nine New tickets and three duplicates."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
+        short = level == 1  # one question: the policy, the routing, the tiers, and the ticket itself
         rng, fake = rng_and_faker(seed, self.name)
         people = People(fake)
         _, our_domain = company(fake)
@@ -286,6 +293,18 @@ class SupportTriage(TaskFamily):
         for status in ("In Progress", "Triaged", "Resolved", "Closed", "Waiting on Customer"):
             backlog.append(issue(rng.choice(["outage", "degraded", "question"]), status=status,
                                  when=now - timedelta(days=rng.randint(1, 30))))
+        if level < self.levels:  # the same draws, then fewer New tickets (the default stays byte for byte)
+            if level == 1:
+                # impacts[3] and [4] are questions; one from an Enterprise customer would keep the
+                # form's default priority (P3), which doing nothing meets, so the asker is another tier
+                q = next((t for t in queue[3:5] if customers[t["customer"]] != "Enterprise"), queue[3])
+                if customers[q["customer"]] == "Enterprise":
+                    q["customer"] = next(c for c in names if customers[c] != "Enterprise")
+                    q["title"], q["description"] = _text(rng, "question", q["product"], None, q["customer"])
+                queue, dups = [q], []
+            else:
+                queue, dups = [t for t in queue if any(t is k for k in (queue[0], queue[1], qorig, look1, look2))], \
+                    dups[:2]
 
         everything = queue + dups + backlog
         everything.sort(key=lambda t: t["when"])
@@ -385,11 +404,14 @@ class SupportTriage(TaskFamily):
 
         def script(flaw: str | None = None):
             def run():
-                yield ToolCall("files__list_dir", {"path": "support"}, "Find the policy, routing table and customers.")
+                if not short:
+                    yield ToolCall("files__list_dir", {"path": "support"},
+                                   "Find the policy, routing table and customers.")
                 yield ToolCall("files__read_file", {"path": "support/sla_policy.md"}, "Read the current SLA policy.")
                 yield ToolCall("files__read_file", {"path": "support/routing.md"}, "Read the routing table.")
                 yield ToolCall("files__read_file", {"path": "support/customers.csv"}, "Read the customers' tiers.")
-                yield ToolCall("tickets__list_teams", {}, "Check the team names.")
+                if not short:
+                    yield ToolCall("tickets__list_teams", {}, "Check the team names.")
                 page = json.loads((yield ToolCall("tickets__search_tickets",
                                                   {"project": "SUP", "status": "New", "limit": 50},
                                                   "List the New queue.")))
@@ -442,8 +464,9 @@ class SupportTriage(TaskFamily):
                 if flaw == "others_untouched":
                     yield ToolCall("tickets__add_comment", {"key": backlog[0]["key"], "body": "Any update?"},
                                    "Chase the engineer.")
-                yield ToolCall("tickets__search_tickets", {"project": "SUP", "status": "New"},
-                               "Check nothing is left in New.")
+                if not short:
+                    yield ToolCall("tickets__search_tickets", {"project": "SUP", "status": "New"},
+                                   "Check nothing is left in New.")
                 return (f"Triaged {len(regular)} new tickets (priority, team, acknowledgement with the response "
                         f"target) and closed {len(dups)} duplicates: "
                         + ", ".join(f"{d['key']} -> {d['original']['key']}" for d in dups) + ".")
@@ -548,11 +571,14 @@ class SupportTriage(TaskFamily):
             Criterion("no_wrong_closures", "No ticket other than the duplicates was ever closed or resolved.",
                       "process", no_wrong_closures, guard=True),
         ]
+        if not dups:  # level 1: no duplicates and no look-alikes to tell apart
+            criteria = [c for c in criteria
+                        if c.id not in ("duplicates_closed", "duplicate_notice", "no_false_duplicates")]
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
             criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
             data={"regular": {t["key"]: [t["want_priority"], t["want_team"]] for t in regular},
                   "duplicates": {d["key"]: d["original"]["key"] for d in dups},
-                  "lookalikes": [look1["key"], look2["key"]]},
+                  "lookalikes": [x["key"] for x in (look1, look2) if any(x is q for q in queue)]},
         )
