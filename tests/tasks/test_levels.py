@@ -13,6 +13,8 @@ from longhorizon.tasks import registry
 from longhorizon.tasks.registry import families, get_family, get_task, instances, parse_task_id, tasks_for
 
 LEVELED = [f.name for f in families() if f.levels > 1]
+TRAINED = [n for n in LEVELED if n not in registry.HOLDOUT_FAMILIES]
+"""Leveled families with train and holdout seeds (a holdout family has neither)."""
 SEEDS = [0, HOLDOUT_SEED_BASE]
 
 
@@ -65,7 +67,8 @@ def test_a_family_without_levels_has_only_its_default():
 
 def test_levels_are_left_out_for_families_without_them_and_refused_when_named():
     chosen = instances("train", 1, level=2)
-    assert chosen and {f.name for f, _, _ in chosen} == {f.name for f in families() if f.levels >= 2}
+    assert chosen and {f.name for f, _, _ in chosen} == {f.name for f in families()
+                                                          if f.levels >= 2 and not f.holdout_family}
     assert {lv for _, _, lv in chosen} == {2}
     plain = next(f.name for f in families() if f.levels == 1)
     with pytest.raises(UsageError, match="has levels"):
@@ -82,8 +85,12 @@ def test_holdout_seeds_and_holdout_families_stay_held_out_at_every_level(level):
     assert holdout and all(s >= HOLDOUT_SEED_BASE and f.split_of(s) == "holdout" for f, s, _ in holdout)
     assert not {f.name for f, _, _ in holdout} & held_families
     assert all(f.name in held_families for f, _, _ in instances("holdout-family", level=level))
-    tasks = tasks_for("holdout", 1, LEVELED[:1], level=1)
+    tasks = tasks_for("holdout", 1, TRAINED[:1], level=1)
     assert [(t.split, t.level) for t in tasks] == [("holdout", 1)]
+    leveled_held = sorted(held_families & set(LEVELED))
+    if leveled_held:  # a holdout family is held out at every level, whatever the seed
+        tasks = tasks_for("holdout-family", 1, leveled_held[:1], level=1)
+        assert [(t.split, t.level) for t in tasks] == [("holdout-family", 1)]
 
 
 @pytest.mark.parametrize("family", LEVELED)
