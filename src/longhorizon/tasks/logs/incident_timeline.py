@@ -314,11 +314,11 @@ class AccessLogIncidentTimeline(TaskFamily):
                 raise RuntimeError(f"analysis disagrees with the generator: {sorted(set(got.items()) ^ set(want.items()))[:4]}")
             yield ToolCall("shell__run", {"command": _runs_command(day, minutes[0])},
                            "Find runs of minutes at or above 10% errors, and the peak minute.")
-            for m, why in ((minutes[s_idx - 1], "the minute before the start"), (minutes[peak_idx], "the peak minute")):
-                if survey:
+            if survey:
+                for m, why in ((minutes[s_idx - 1], "the minute before the start"),
+                               (minutes[peak_idx], "the peak minute")):
                     yield ToolCall("shell__run", {"command": _by_hand_command(m, fronts)},
                                    f"Cross-check {why} ({hhmm(m)} UTC) by hand in the raw logs.")
-            if survey:
                 yield ToolCall("shell__run", {"command": _frontends_command(start_dt, end_dt)},
                                "Did every frontend fail, or just one? And what else (4xx) was going on?")
             yield ToolCall("shell__run", {"command": _endpoints_command(day, start_dt, end_dt)},
@@ -606,7 +606,8 @@ def _by_hand_command(m: datetime, fronts: tuple[str, ...] = FRONTENDS) -> str:
     local = (m + timedelta(hours=1)).strftime("%d/%b/%Y:%H:%M:")
     utc_logs = " ".join(f"{NGINX}/{fe}/access.log" + ("*" if fe == "web-1" else "")
                         for fe in fronts if OFFSETS[fe] == 0)
-    return (f"{{ {f'zcat -f {utc_logs} | grep -F ' + repr('[' + utc) + '; ' if utc_logs else ''}"
+    utc_part = f"zcat -f {utc_logs} | grep -F '[{utc}'; " if utc_logs else ""
+    return (f"{{ {utc_part}"
             f"grep -F '[{local}' {NGINX}/web-3/access.log; }} | grep -v ' /healthz ' | "
             f"awk '{{n++; if ($9 >= 500) e++}} END {{printf \"requests=%d errors=%d rate=%.1f%%\\n\", n, e, 100*e/n}}'")
 
