@@ -206,8 +206,9 @@ class InventorySheetCleanup(TaskFamily):
     )
 
     levels = 3
-    """1: one warehouse (the day/month/year one); 2: three; 3 (default): five or six. Every level
-    keeps the whole catalog with its stale sheet, last month's file and the README's rules."""
+    """1: one warehouse (the day/month/year one); 2: three; 3 (default): five or six. Below the
+    default the catalog lists what the kept sites stock; every level keeps its stale sheet, last
+    month's file and the README's rules."""
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)
@@ -286,6 +287,7 @@ class InventorySheetCleanup(TaskFamily):
             sites = _fewer_sites({1: 1, 2: 3}[level], sites, catalog)
             names = [s["name"] for s in sites]
             truth = consolidate(sites, catalog)
+            skus = sorted({sku_key(r["sku"]) for s in sites for r in s["rows"]})  # the catalog of what they stock
 
         def site_book() -> Workbook:
             wb = Workbook()
