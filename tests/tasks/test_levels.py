@@ -13,6 +13,8 @@ from longhorizon.tasks import registry
 from longhorizon.tasks.registry import families, get_family, get_task, instances, parse_task_id, tasks_for
 
 LEVELED = [f.name for f in families() if f.levels > 1]
+TRAINED = [n for n in LEVELED if n not in registry.HOLDOUT_FAMILIES]
+"""Leveled families with train and holdout seeds (a holdout family has neither)."""
 SEEDS = [0, HOLDOUT_SEED_BASE]
 
 
@@ -87,8 +89,12 @@ def test_holdout_seeds_and_holdout_families_stay_held_out_at_every_level(level):
     assert all(f.split_of(s) == "holdout-family" for f, s, _ in held_out)
     for split in ("train", "holdout"):  # asking for more seeds does not let a holdout family in
         assert not {f.name for f, _, _ in instances(split, 3, level=level)} & held_families
-    tasks = tasks_for("holdout", 1, LEVELED[:1], level=1)
+    tasks = tasks_for("holdout", 1, TRAINED[:1], level=1)
     assert [(t.split, t.level) for t in tasks] == [("holdout", 1)]
+    leveled_held = sorted(held_families & set(LEVELED))
+    if leveled_held:  # a holdout family is held out at every level, whatever the seed
+        tasks = tasks_for("holdout-family", 1, leveled_held[:1], level=1)
+        assert [(t.split, t.level) for t in tasks] == [("holdout-family", 1)]
 
 
 @pytest.mark.parametrize("family", LEVELED)

@@ -31,6 +31,31 @@ def _notes(fake, rng, project: str) -> str:
     return f"# Meeting notes\nProject: {project}\nAttendees: {people}\n\n## Actions\n{items}\n"
 
 
+def _fewer_files(level: int, files: dict[str, bytes], invoices: dict, notes: dict, others: dict, dups: dict,
+                 near: str, edit: bytes):
+    """The first invoices and notes (level 1: one each; 2: three and two), exact copies of kept
+    files only (made from kept originals when the default's are gone), the edited copy (level 2,
+    of a kept file) and the template (level 1) or every other file (level 2)."""
+    invoices = dict(list(invoices.items())[:{1: 1, 2: 3}[level]])
+    notes = dict(list(notes.items())[:{1: 1, 2: 2}[level]])
+    kept = {**invoices, **notes, **{n: "" for n in others if level == 2 or n == "invoice_template.txt"}}
+
+    def copy_of(n: str) -> str:
+        stem, ext = n.rsplit(".", 1)
+        return f"{stem} (1).{ext}"
+
+    near_src = next((src for src in [near.replace(" (1)", ""), *kept] if src in kept and src.endswith((".txt", ".md"))
+                     and copy_of(src) not in dups), None) if level == 2 else None
+    sources = [src for src in dups.values() if src in kept] + [n for n in kept if n not in dups.values()
+                                                                and n != near_src and n.endswith((".txt", ".md"))]
+    dups = {copy_of(src): src for src in sources[:level]}
+    out = {n: files[n] for n in sorted(kept)} | {d: files[src] for d, src in dups.items()}
+    if near_src:
+        near = copy_of(near_src)
+        out[near] = files[near_src] + edit
+    return out, invoices, notes, dups, (near if near_src else None)
+
+
 @register
 class DownloadsCleanup(TaskFamily):
     name = "downloads_cleanup"
@@ -38,7 +63,13 @@ class DownloadsCleanup(TaskFamily):
     apps = ("files",)
     description = "Classify and file invoices and meeting notes by content; delete only exact duplicates."
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one invoice (a scan with a meaningless name), one set of notes, one exact copy and the
+    template; 2: three invoices, two sets of notes, two exact copies, the edited copy and every
+    other file; 3 (default): five to seven invoices, four to six notes, three exact copies."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         owner = fake.first_name()
         projects = rng.sample(PROJECTS, rng.randint(2, 3))
@@ -77,7 +108,11 @@ class DownloadsCleanup(TaskFamily):
         for d, src in dups.items():
             files[d] = files[src]
         files[near] = near_bytes
+        if level < self.levels:  # the same draws as the default, then fewer files
+            files, invoices, notes, dups, near = _fewer_files(level, files, invoices, notes, others, dups, near,
+                                                              near_bytes[len(files[near_src]):])
         others = {n: b for n, b in files.items() if n in others or n == near}
+        brief = level == 1  # a handful of files: no survey of Finance, no folders made ahead, no template opened
         # the near-duplicate stays where it is: it is an "other" whatever it resembles
         order = sorted(files)
 
@@ -127,14 +162,16 @@ class DownloadsCleanup(TaskFamily):
         def moves(skip: str | None = None, wrong_note: bool = False):
             """The expert's walk: look, open what is ambiguous, file, de-duplicate, check."""
             yield ToolCall("files__list_dir", {"path": "Downloads"}, "First, see what is in Downloads.")
-            yield ToolCall("files__list_dir", {"path": "Finance"}, "Check what Finance already holds.")
+            if not brief:
+                yield ToolCall("files__list_dir", {"path": "Finance"}, "Check what Finance already holds.")
             for n in order:
-                if n.endswith((".txt", ".md")) and n not in dups and n != near:
+                if n.endswith((".txt", ".md")) and n not in dups and n != near and not (brief and n in others):
                     yield ToolCall("files__read_file", {"path": f"Downloads/{n}"}, f"Open {n} to see what it is.")
             for d, src in dups.items():
                 yield ToolCall("files__read_file", {"path": f"Downloads/{d}"}, f"Compare {d} with {src}.")
-            yield ToolCall("files__read_file", {"path": f"Downloads/{near}"}, f"Compare {near} with its original.")
-            for d in [f"Finance/Invoices/{y}" for y in sorted(set(invoices.values()))] + \
+            if near is not None:
+                yield ToolCall("files__read_file", {"path": f"Downloads/{near}"}, f"Compare {near} with its original.")
+            for d in [] if brief else [f"Finance/Invoices/{y}" for y in sorted(set(invoices.values()))] + \
                      [f"Notes/{p}" for p in sorted(set(notes.values()))]:
                 yield ToolCall("files__make_dir", {"path": d}, f"Create {d}.")
             for i, n in enumerate(sorted(invoices)):
@@ -155,7 +192,8 @@ class DownloadsCleanup(TaskFamily):
         def oracle():
             yield from moves()
             return (f"Done: filed {len(invoices)} invoices and {len(notes)} meeting notes, deleted "
-                    f"{len(dups)} exact copies, and left {near} in Downloads because it differs from its original.")
+                    f"{len(dups)} exact copies" + (f", and left {near} in Downloads because it differs from its "
+                                                   "original." if near else "."))
 
         def with_extra(*extra: ToolCall, **kw):
             def gen():
@@ -221,10 +259,10 @@ class DownloadsCleanup(TaskFamily):
                                                                         "dst": f"Finance/{first_other}"})),
             "no_file_edits": with_extra(ToolCall("files__write_file", {"path": "Downloads/summary.txt",
                                                                        "content": "sorted"})),
-            "only_copies_deleted": with_extra(ToolCall("files__delete", {"path": f"Downloads/{near}"})),
+            "only_copies_deleted": with_extra(ToolCall("files__delete", {"path": f"Downloads/{near or first_other}"})),
         }
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=oracle,
             criteria=criteria, perturbations=perturbations,
             data={"invoices": invoices, "notes": notes, "duplicates": dups, "near_duplicate": near},

@@ -106,7 +106,13 @@ class SharedDriveRetention(TaskFamily):
     description = ("Apply a retention policy to a shared drive: read each document's header, delete or archive "
                    "by type and age (contracts from expiry), honour legal holds, log every action in a CSV.")
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: five documents (an expired draft, old meeting notes, a held document, an invoice exactly
+    at its limit, a recent draft named like an old invoice); 2: the first two departments' folders
+    and every special case; 3 (default): four departments."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         today = date(2026, 1, 12) + timedelta(days=rng.randrange(330))
         log_path = f"{ADMIN}/retention-log-{today.isoformat()}.csv"
@@ -200,6 +206,9 @@ class SharedDriveRetention(TaskFamily):
                 extra.append(f"Title: {fake.catch_phrase()}")
             rng.shuffle(extra)
             files[d["path"]] = "\n".join(head[:2] + extra[:1] + head[2:] + extra[1:]) + "\n\n" + _body(fake, rng, d["kind"])
+        if level < self.levels:  # the same draws as the default, then fewer documents
+            docs = _fewer_docs(level, docs, held, depts, years_before(today, 7))
+            files = {d["path"]: files[d["path"]] for d in docs}
         no_header = {
             "shared/README.md": "# Shared drive\n\nDepartment folders live here. Retention rules: see _admin/.\n",
             f"shared/{depts[1]}/todo.txt": f"Date: {years_before(today, 9).isoformat()}\n- {fake.sentence()}\n"
@@ -243,18 +252,25 @@ class SharedDriveRetention(TaskFamily):
                 w.writerow([p, i, a] if with_id else [p, a])
             return buf.getvalue()
 
+        brief = level == 1  # five documents: their headers from two searches, none opened one by one
+
         def solve(flaw: str | None = None):
             holds = set() if flaw == "holds_respected" else held
-            yield ToolCall("files__list_dir", {"path": "shared", "recursive": True}, "See the whole drive.")
+            if not brief:
+                yield ToolCall("files__list_dir", {"path": "shared", "recursive": True}, "See the whole drive.")
             if flaw != "read_before_acting":
                 yield ToolCall("files__read_file", {"path": POLICY}, "Read the retention policy.")
                 yield ToolCall("files__read_file", {"path": HOLDS}, "Read the legal-hold list.")
-            yield ToolCall("files__list_dir", {"path": "archive", "recursive": True}, "See how the archive is laid out.")
-            yield ToolCall("files__search", {"query": "Doc-ID:", "path": "shared"},
-                           "Find every document that has a metadata header.")
+            if not brief:
+                yield ToolCall("files__list_dir", {"path": "archive", "recursive": True},
+                               "See how the archive is laid out.")
+                yield ToolCall("files__search", {"query": "Doc-ID:", "path": "shared"},
+                               "Find every document that has a metadata header.")
             yield ToolCall("files__search", {"query": "Type:", "path": "shared"}, "Get each document's type.")
             yield ToolCall("files__search", {"query": "Date:", "path": "shared"}, "Get each document's date.")
-            yield ToolCall("files__search", {"query": "Expires:", "path": "shared"}, "Get the contracts' expiry dates.")
+            if not brief:
+                yield ToolCall("files__search", {"query": "Expires:", "path": "shared"},
+                               "Get the contracts' expiry dates.")
             # open every document that may have to go, to confirm its header before acting
             plan = []
             for d in sorted(docs, key=lambda x: x["path"]):
@@ -265,7 +281,7 @@ class SharedDriveRetention(TaskFamily):
                 if flaw == "expired_deleted" and d["type"] == "draft":
                     act = None
                 maybe = RULES[d["type"]][0] and (d["type"] == "contract" or d["date"] <= years_before(today, RULES[d["type"]][1]))
-                if act or maybe or d["doc_id"] in held:
+                if (act or maybe or d["doc_id"] in held) and not brief:
                     yield ToolCall("files__read_file", {"path": d["path"]}, f"Check the header of {d['name']}.")
                 if act:
                     plan.append((d["path"], d["doc_id"], act))
@@ -282,7 +298,8 @@ class SharedDriveRetention(TaskFamily):
                 entries = [e for e in entries if e[2] == "deleted"]
             yield ToolCall("files__write_file", {"path": log_path, "content": log_text(entries)}, "Write the log.")
             yield ToolCall("files__read_file", {"path": log_path}, "Read the log back.")
-            yield ToolCall("files__list_dir", {"path": "archive", "recursive": True}, "Check the archive.")
+            if not brief:
+                yield ToolCall("files__list_dir", {"path": "archive", "recursive": True}, "Check the archive.")
             return (f"Retention run for {today.isoformat()}: deleted {sum(e[2] == 'deleted' for e in entries)} "
                     f"expired documents, archived {sum(e[2] == 'archived' for e in entries)}, left {len(held)} "
                     f"held documents alone; every action is in {log_path}.")
@@ -379,12 +396,33 @@ class SharedDriveRetention(TaskFamily):
                       read_first, requires=("expired_deleted", "archived_moved")),
         ]
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
             criteria=criteria, perturbations={c.id: (lambda f=c.id: solve(f)) for c in criteria},
             data={"today": today.isoformat(), "delete": deletes, "archive": archives, "held": sorted(held),
                   "log": log_path},
         )
+
+
+def _fewer_docs(level: int, docs: list[dict], held: set[str], depts: list[str], invoice_limit: date) -> list[dict]:
+    """Level 1: an expired draft, old meeting notes (no contract: its header needs one more
+    search), a held document, the invoice exactly at its limit and the recent draft named like
+    an old invoice. Level 2: those, the first two departments' folders, and every special case
+    (the old HR record, the bland-named old invoice, every held document)."""
+    free = [d for d in docs if d["doc_id"] not in held]
+    first = [
+        next(d for d in free if d["type"] == "draft" and d["action"] == "delete"),
+        next((d for d in free if d["type"] == "meeting-notes" and d["action"] == "archive"),
+             next(d for d in free if d["action"] == "archive")),
+        next(d for d in docs if d["doc_id"] in held),
+        next(d for d in docs if d["type"] == "invoice" and d["date"] == invoice_limit),
+        next(d for d in docs if d["name"].startswith("invoice_") and d["type"] == "draft"),
+    ]
+    keep = {id(d) for d in first}
+    if level == 2:
+        keep |= {id(d) for d in docs if d["doc_id"] in held or d["dir"].split("/")[1] in depts[:2]
+                 or d["dir"] in ("shared/finance/payroll", "shared/finance/misc")}
+    return [d for d in docs if id(d) in keep]
 
 
 def _policy(today: date) -> str:

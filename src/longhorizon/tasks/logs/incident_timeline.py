@@ -64,7 +64,13 @@ class AccessLogIncidentTimeline(TaskFamily):
                    "(a rotated file, a +01:00 clock, health checks) and name the incident's start, end, peak, "
                    "failing endpoint and triggering deploy.")
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: every request on web-3, the frontend on a +01:00 clock; 2: web-2 and web-3; 3 (default):
+    all three, web-1's log rotated in the window next to yesterday's. The same requests reach the
+    frontends at every level, so the timeline and the incident are the same."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         day = date(2026, 1, 6) + timedelta(days=rng.randrange(320))
         win_start = datetime.combine(day, time(rng.randint(9, 15), rng.choice([0, 30])))
@@ -129,6 +135,11 @@ class AccessLogIncidentTimeline(TaskFamily):
                 t += timedelta(seconds=30)
         events.sort(key=lambda ev: (ev["ts"], ev["fe"]))
         ips = [fake.ipv4_public() for _ in range(40)]
+        fronts = FRONTENDS[3 - level:]  # the same draws as the default, then fewer frontends
+        if level < self.levels:
+            events = [dict(ev, fe=ev["fe"] if ev["fe"] in fronts else fronts[-1]) for ev in events
+                      if not (ev.get("lb") and ev["fe"] not in fronts)]
+            events.sort(key=lambda ev: (ev["ts"], ev["fe"]))
 
         def render(ev: dict, day_shift: int = 0) -> str:
             local = (ev["ts"] + timedelta(days=day_shift)).replace(tzinfo=timezone.utc).astimezone(
@@ -143,17 +154,19 @@ class AccessLogIncidentTimeline(TaskFamily):
                     f'"{agent}" rt={rt:.3f}')
 
         rotate_at = minutes[rng.randint(s_idx - 8, e_idx - 4)] + timedelta(seconds=rng.randint(0, 59))
-        logs: dict[str, list[str]] = {f"{NGINX}/{fe}/access.log": [] for fe in FRONTENDS}
-        logs[f"{NGINX}/web-1/access.log.1.gz"] = []
+        logs: dict[str, list[str]] = {f"{NGINX}/{fe}/access.log": [] for fe in fronts}
+        if "web-1" in fronts:
+            logs[f"{NGINX}/web-1/access.log.1.gz"] = []
         for ev in events:
             if ev["fe"] == "web-1" and ev["ts"] < rotate_at:
                 logs[f"{NGINX}/web-1/access.log.1.gz"].append(render(ev))
             else:
                 logs[f"{NGINX}/{ev['fe']}/access.log"].append(render(ev))
         # yesterday, same times of day, in web-1's older rotation
-        yesterday = [ev if ev.get("lb") else dict(ev, status=rng.choice([200, 200, 200, 404, 500, 502]))
-                     for ev in events if ev["fe"] == "web-1"]
-        logs[f"{NGINX}/web-1/access.log.2.gz"] = [render(ev, -1) for ev in yesterday[: len(yesterday) // 2]]
+        if "web-1" in fronts:
+            yesterday = [ev if ev.get("lb") else dict(ev, status=rng.choice([200, 200, 200, 404, 500, 502]))
+                         for ev in events if ev["fe"] == "web-1"]
+            logs[f"{NGINX}/web-1/access.log.2.gz"] = [render(ev, -1) for ev in yesterday[: len(yesterday) // 2]]
 
         def gz(lines: list[str], when: datetime) -> bytes:
             return gzip.compress(("\n".join(lines) + "\n").encode(), compresslevel=6,
@@ -227,7 +240,8 @@ class AccessLogIncidentTimeline(TaskFamily):
         timeline, summary = f"{inc_dir}/timeline.csv", f"{inc_dir}/summary.md"
         prev_dir = f"incidents/INC-{inc_no - rng.randint(3, 20)}"
         reporter = fake.name()
-        ticket = _ticket(inc_no, day, minutes[0], minutes[-1], reporter, timeline, summary, prev_dir)
+        ticket = _ticket(inc_no, day, minutes[0], minutes[-1], reporter, timeline, summary, prev_dir,
+                         {1: "the frontend", 2: "either of the two frontends", 3: "any of the three frontends"}[level])
         prev_summary = (f"# INC-{prev_dir.rsplit('-', 1)[1]} summary\n\nstart: 09:41\nend: 09:58\npeak: 09:47\n"
                         f"peak_error_rate: 38%\ntop_endpoint: /api/search\ntrigger: v1.22.0\n")
         files[f"{inc_dir}/ticket.md"] = ticket.encode()
@@ -247,32 +261,43 @@ class AccessLogIncidentTimeline(TaskFamily):
         )
 
         # -- oracle ---------------------------------------------------------------------------------
+        survey = level > 1  # one frontend's log needs no survey and no cross-checks
+
         def solve(flaw: str | None = None):
-            yield ToolCall("shell__run", {"command": "ls -laR logs incidents"}, "See which logs and incident files exist.")
+            if survey:
+                yield ToolCall("shell__run", {"command": "ls -laR logs incidents"},
+                               "See which logs and incident files exist.")
             yield ToolCall("files__read_file", {"path": f"{inc_dir}/ticket.md"}, "Read the ticket's definitions.")
-            yield ToolCall("files__read_file", {"path": f"{prev_dir}/summary.md"}, "See how the last summary was written.")
-            for fe in FRONTENDS:
+            if survey:
+                yield ToolCall("files__read_file", {"path": f"{prev_dir}/summary.md"},
+                               "See how the last summary was written.")
+            for fe in fronts if survey else ():
                 yield ToolCall("shell__run", {"command": f"head -n 3 {NGINX}/{fe}/access.log; tail -n 1 {NGINX}/{fe}/access.log"},
                                f"Look at {fe}'s line format and time range.")
-            yield ToolCall("shell__run", {"command": (
-                f"for f in {NGINX}/*/*.gz; do echo \"== $f\"; zcat \"$f\" | sed -n '1p;$p' | cut -c1-90; done")},
-                "Check which times the rotated files cover.")
-            yield ToolCall("shell__run", {"command": (
-                f"zcat {NGINX}/web-1/access.log.1.gz | tail -n 2 | cut -c1-90; echo ...; "
-                f"head -n 2 {NGINX}/web-1/access.log | cut -c1-90")},
-                "Confirm web-1's rotated part and live file join without a gap.")
-            yield ToolCall("shell__run", {"command": (
-                f"zcat -f {NGINX}/*/access.log* | awk '{{print $5}}' | sort | uniq -c")},
-                "Check the timezone offsets: one frontend may not log in UTC.")
-            yield ToolCall("shell__run", {"command": (
-                f"zcat -f {NGINX}/*/access.log* | grep -c ' /healthz '; zcat -f {NGINX}/*/access.log* | "
-                f"grep ' /healthz ' | awk '{{print $1, $9}}' | sort | uniq -c")},
-                "Size up the load balancer health checks, which are not user traffic.")
+            if "web-1" in fronts:
+                yield ToolCall("shell__run", {"command": (
+                    f"for f in {NGINX}/*/*.gz; do echo \"== $f\"; zcat \"$f\" | sed -n '1p;$p' | cut -c1-90; done")},
+                    "Check which times the rotated files cover.")
+                yield ToolCall("shell__run", {"command": (
+                    f"zcat {NGINX}/web-1/access.log.1.gz | tail -n 2 | cut -c1-90; echo ...; "
+                    f"head -n 2 {NGINX}/web-1/access.log | cut -c1-90")},
+                    "Confirm web-1's rotated part and live file join without a gap.")
+            if survey:
+                yield ToolCall("shell__run", {"command": (
+                    f"zcat -f {NGINX}/*/access.log* | awk '{{print $5}}' | sort | uniq -c")},
+                    "Check the timezone offsets: one frontend may not log in UTC.")
+                yield ToolCall("shell__run", {"command": (
+                    f"zcat -f {NGINX}/*/access.log* | grep -c ' /healthz '; zcat -f {NGINX}/*/access.log* | "
+                    f"grep ' /healthz ' | awk '{{print $1, $9}}' | sort | uniq -c")},
+                    "Size up the load balancer health checks, which are not user traffic.")
             yield ToolCall("files__read_file", {"path": "logs/deploys.log"}, "Read the deploy history.")
-            yield ToolCall("shell__run", {"command": f"grep -n ERROR logs/app/{failing_service}.log | head -n 8"},
-                           "See what the application logged when it started failing.")
-            if flaw == "logs_untouched":
+            if survey:
+                yield ToolCall("shell__run", {"command": f"grep -n ERROR logs/app/{failing_service}.log | head -n 8"},
+                               "See what the application logged when it started failing.")
+            if flaw == "logs_untouched" and "web-1" in fronts:
                 yield ToolCall("shell__run", {"command": f"gunzip {NGINX}/web-1/access.log.1.gz"}, "Unpack the rotated log.")
+            elif flaw == "logs_untouched":
+                yield ToolCall("shell__run", {"command": f"gzip {NGINX}/web-3/access.log"}, "Compress web-3's log.")
             if flaw == "workspace_clean":
                 yield ToolCall("shell__run", {"command": f"zcat -f {NGINX}/*/access.log* > merged.log && wc -l merged.log"},
                                "Merge all logs into one file.")
@@ -289,18 +314,21 @@ class AccessLogIncidentTimeline(TaskFamily):
                 raise RuntimeError(f"analysis disagrees with the generator: {sorted(set(got.items()) ^ set(want.items()))[:4]}")
             yield ToolCall("shell__run", {"command": _runs_command(day, minutes[0])},
                            "Find runs of minutes at or above 10% errors, and the peak minute.")
-            for m, why in ((minutes[s_idx - 1], "the minute before the start"), (minutes[peak_idx], "the peak minute")):
-                yield ToolCall("shell__run", {"command": _by_hand_command(m)},
-                               f"Cross-check {why} ({hhmm(m)} UTC) by hand in the raw logs.")
-            yield ToolCall("shell__run", {"command": _frontends_command(start_dt, end_dt)},
-                           "Did every frontend fail, or just one? And what else (4xx) was going on?")
+            if survey:
+                for m, why in ((minutes[s_idx - 1], "the minute before the start"),
+                               (minutes[peak_idx], "the peak minute")):
+                    yield ToolCall("shell__run", {"command": _by_hand_command(m, fronts)},
+                                   f"Cross-check {why} ({hhmm(m)} UTC) by hand in the raw logs.")
+                yield ToolCall("shell__run", {"command": _frontends_command(start_dt, end_dt)},
+                               "Did every frontend fail, or just one? And what else (4xx) was going on?")
             yield ToolCall("shell__run", {"command": _endpoints_command(day, start_dt, end_dt)},
                            "Which endpoints failed most during the incident?")
-            yield ToolCall("shell__run", {"command": (
-                f"grep -E '^{day.isoformat()}T' logs/deploys.log | awk '$1 < \"{start_dt:%Y-%m-%dT%H:%M}\"' | tail -n 1")},
-                "The last deploy before the start.")
-            yield ToolCall("shell__run", {"command": f"grep -n -i -E 'rollback|{failing_service}' logs/deploys.log"},
-                           "Does a rollback line up with the recovery?")
+            if survey:
+                yield ToolCall("shell__run", {"command": (
+                    f"grep -E '^{day.isoformat()}T' logs/deploys.log | awk '$1 < \"{start_dt:%Y-%m-%dT%H:%M}\"' | tail -n 1")},
+                    "The last deploy before the start.")
+                yield ToolCall("shell__run", {"command": f"grep -n -i -E 'rollback|{failing_service}' logs/deploys.log"},
+                               "Does a rollback line up with the recovery?")
             rows = [(hhmm(m), *plan[m]) for m in minutes]
             if flaw == "timeline_rows":
                 last = minutes[-1] + timedelta(minutes=1)
@@ -329,10 +357,12 @@ class AccessLogIncidentTimeline(TaskFamily):
             if flaw != "outputs_checked":
                 yield ToolCall("shell__run", {"command": f"head -n 5 {timeline}; wc -l {timeline}; cat {summary}"},
                                "Read both files back.")
-                yield ToolCall("shell__run", {"command": f"awk -F, 'NR > 1 && $3 / $2 >= {THRESHOLD}' {timeline}"},
-                               "Check that the written timeline shows the same incident minutes.")
-            yield ToolCall("shell__run", {"command": "find . -type f -not -path './logs/*' | sort"},
-                           "Make sure nothing else was left behind.")
+                if survey:
+                    yield ToolCall("shell__run", {"command": f"awk -F, 'NR > 1 && $3 / $2 >= {THRESHOLD}' {timeline}"},
+                                   "Check that the written timeline shows the same incident minutes.")
+            if survey:
+                yield ToolCall("shell__run", {"command": "find . -type f -not -path './logs/*' | sort"},
+                               "Make sure nothing else was left behind.")
             return (f"INC-{inc_no}: errors ran from {s['start']} to {s['end']} UTC, peaking at {s['peak']} "
                     f"({s['peak_error_rate']:.0f}% of requests), mostly on {s['top_endpoint']}, right after the "
                     f"{failing_service} {s['trigger']} deploy. Timeline in {timeline}, summary in {summary}.")
@@ -476,7 +506,7 @@ class AccessLogIncidentTimeline(TaskFamily):
                       requires=("timeline_requests", "incident_window")),
         ]
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
             criteria=criteria, perturbations={c.id: (lambda f=c.id: solve(f)) for c in criteria},
             data={"date": day.isoformat(), "window": [hhmm(minutes[0]), hhmm(minutes[-1])], **truth,
@@ -570,11 +600,14 @@ print(f"longest {{longest[0]:%H:%M}}-{{longest[-1]:%H:%M}}; peak {{peak:%H:%M}} 
 PY""")
 
 
-def _by_hand_command(m: datetime) -> str:
+def _by_hand_command(m: datetime, fronts: tuple[str, ...] = FRONTENDS) -> str:
     """grep/awk over the raw lines: web-1/web-2 stamp UTC, web-3 local time (+01:00)."""
     utc = m.strftime("%d/%b/%Y:%H:%M:")
     local = (m + timedelta(hours=1)).strftime("%d/%b/%Y:%H:%M:")
-    return (f"{{ zcat -f {NGINX}/web-1/access.log* {NGINX}/web-2/access.log | grep -F '[{utc}'; "
+    utc_logs = " ".join(f"{NGINX}/{fe}/access.log" + ("*" if fe == "web-1" else "")
+                        for fe in fronts if OFFSETS[fe] == 0)
+    utc_part = f"zcat -f {utc_logs} | grep -F '[{utc}'; " if utc_logs else ""
+    return (f"{{ {utc_part}"
             f"grep -F '[{local}' {NGINX}/web-3/access.log; }} | grep -v ' /healthz ' | "
             f"awk '{{n++; if ($9 >= 500) e++}} END {{printf \"requests=%d errors=%d rate=%.1f%%\\n\", n, e, 100*e/n}}'")
 
@@ -613,7 +646,7 @@ PY""")
 
 
 def _ticket(no: int, day: date, first: datetime, last: datetime, reporter: str, timeline: str, summary: str,
-            prev_dir: str) -> str:
+            prev_dir: str, reached: str) -> str:
     return f"""# INC-{no}: checkout errors on {day.isoformat()}
 
 Reported by: {reporter}
@@ -623,7 +656,7 @@ Customers saw errors at checkout in the afternoon (UTC). For the postmortem we n
 
 1. {timeline}: header `minute,requests,errors`, one row per minute from {hhmm(first)} to
    {hhmm(last)} UTC on {day.isoformat()} ({WINDOW} rows, minute as HH:MM). requests = user requests
-   that reached any of the three frontends in that minute; errors = those answered with a 5xx
+   that reached {reached} in that minute; errors = those answered with a 5xx
    status. Load balancer health checks (GET /healthz) are not user requests: leave them out.
    All times in UTC (check each frontend's offset).
 2. {summary}, in the same key: value format as the previous incident's ({prev_dir}/summary.md):

@@ -458,9 +458,14 @@ class CsvMergeScript(TaskFamily):
                    "columns, repeated headers and duplicates, keeping each order's latest version; write the "
                    "merged CSV and a JSON summary), run it for three shops; the grader reruns it on a hidden folder.")
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """How many shops the script is run for: 1, 2 or 3 (default). The grader's hidden folder is
+    the same at every level."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
-        task_id = self.task_id(seed)
+        task_id = self.task_id(seed, level)
         first_day = date(2026, 1, 5) + timedelta(days=rng.randrange(300))
         stores = sorted(rng.sample(STORES, 3))
         folders: dict[str, dict[str, bytes]] = {}
@@ -478,6 +483,7 @@ class CsvMergeScript(TaskFamily):
         req_no = rng.randint(300, 990)
         request = f"requests/DATA-{req_no}.md"
         requester = fake.first_name()
+        stores = stores[:level]  # the same draws as the default, then fewer shops
         in_dir = {s: f"exports/{s}/daily" for s in stores}
         out_dir = {s: f"reports/{s}" for s in stores}
         other_files = {
@@ -496,23 +502,28 @@ class CsvMergeScript(TaskFamily):
                 (ws / rel).parent.mkdir(parents=True, exist_ok=True)
                 (ws / rel).write_bytes(data)
 
-        shop_list = ", ".join(stores[:-1]) + f" and {stores[-1]}"
+        shop_list = ", ".join(stores[:-1]) + f" and {stores[-1]}" if len(stores) > 1 else stores[0]
+        shops, these = ("shops", f"these {['two', 'three'][len(stores) - 2]} folders") if len(stores) > 1 \
+            else ("shop", "this folder")
         instruction = (
             f"Hi! Finance asked for the script in {request}. Could you write it as {SCRIPT} and then run it for "
-            f"the {shop_list} shops: input exports/<shop>/daily, output reports/<shop>? They'll put it in cron "
-            f"for the other shops afterwards, so it needs to follow the request exactly, not just work for these "
-            f"three folders. Please check the outputs once it has run. If you want to try it first, use a copy "
+            f"the {shop_list} {shops}: input exports/<shop>/daily, output reports/<shop>? They'll put it in cron "
+            f"for the other shops afterwards, so it needs to follow the request exactly, not just work for "
+            f"{these}. Please check the outputs once it has run. If you want to try it first, use a copy "
             f"under /tmp, don't leave test files in the workspace, and don't touch the exports. Thanks, {requester}"
         )
 
         # -- oracle ------------------------------------------------------------------------------
+        brief = level == 1  # one shop: no export opened one by one, no trial run on a copy
+
         def solve(flaw: str | None = None):
             body = script_text(any_csv=flaw == "script_generalises")
             yield ToolCall("files__read_file", {"path": request}, "Read the request for the exact rules.")
             yield ToolCall("files__list_dir", {"path": "exports", "recursive": True},
                            "See every shop's exports and what else is in those folders.")
-            yield ToolCall("files__list_dir", {"path": "scripts"}, "What is already in scripts/.")
-            for s in stores:
+            if not brief:
+                yield ToolCall("files__list_dir", {"path": "scripts"}, "What is already in scripts/.")
+            for s in [] if brief else stores:
                 for rel in folders[s]:
                     if "/" not in rel and NAME_RE.match(rel):
                         yield ToolCall("files__read_file", {"path": f"{in_dir[s]}/{rel}"},
@@ -531,11 +542,12 @@ class CsvMergeScript(TaskFamily):
                                                      f"bash {SCRIPT}; echo \"rc=$?\""},
                            "Syntax check, and a call without arguments must fail with the usage line.")
             test_root = "tmp_test" if flaw == "workspace_clean" else "/tmp/t"
-            yield ToolCall("shell__run", {"command": (
-                f"rm -rf {test_root} && mkdir -p {test_root} && cp -r {in_dir[stores[0]]} {test_root}/in && "
-                f"bash {SCRIPT} {test_root}/in {test_root}/out/new && head -n 5 {test_root}/out/new/{MERGED} && "
-                f"cat {test_root}/out/new/{SUMMARY} && diff -r {in_dir[stores[0]]} {test_root}/in && "
-                f"echo inputs unchanged")}, "Try it on a copy first, into a folder that does not exist yet.")
+            if not brief or flaw == "workspace_clean":
+                yield ToolCall("shell__run", {"command": (
+                    f"rm -rf {test_root} && mkdir -p {test_root} && cp -r {in_dir[stores[0]]} {test_root}/in && "
+                    f"bash {SCRIPT} {test_root}/in {test_root}/out/new && head -n 5 {test_root}/out/new/{MERGED} && "
+                    f"cat {test_root}/out/new/{SUMMARY} && diff -r {in_dir[stores[0]]} {test_root}/in && "
+                    f"echo inputs unchanged")}, "Try it on a copy first, into a folder that does not exist yet.")
             for n, s in enumerate(stores):
                 if flaw == "merged_by_script" and n == len(stores) - 1:
                     merged, summary = expected[s]
@@ -576,8 +588,9 @@ class CsvMergeScript(TaskFamily):
                 yield ToolCall("shell__run", {"command": (
                     f"grep -h '{dup}' {in_dir[s]}/orders_*.csv; echo '--- merged:'; grep '^{dup},' "
                     f"{out_dir[s]}/{MERGED}")}, f"Spot-check a duplicated order in {s}: the latest version won?")
-            yield ToolCall("shell__run", {"command": "find . -type f -not -path './exports/*' | sort"},
-                           "Make sure nothing else was left in the workspace.")
+            if not brief:
+                yield ToolCall("shell__run", {"command": "find . -type f -not -path './exports/*' | sort"},
+                               "Make sure nothing else was left in the workspace.")
             return (f"Wrote {SCRIPT} and ran it for {shop_list}: "
                     + "; ".join(f"{s}: {expected[s][1]['orders']} orders from {expected[s][1]['rows_read']} rows"
                                 for s in stores) + ". Outputs are in reports/<shop>/.")

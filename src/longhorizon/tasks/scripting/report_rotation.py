@@ -322,6 +322,24 @@ def make_folder(rng, fake, team: str, reports: list[tuple[str, str]], today: dat
     return dict(sorted(files.items()))
 
 
+def _fewer_teams(level: int, teams: list[str], never_team: str, folders: dict[str, dict[str, bytes]],
+                 settings: dict[str, tuple[int, int | None]]) -> tuple[list[str], dict[str, dict[str, bytes]]]:
+    """Level 1: a team with a delete age and a log (a log made from its archive when no such team
+    has one); level 2: that team and the one whose reports are never deleted."""
+    aging = [t for t in teams if t != never_team]
+    first = next((t for t in aging if LOG in folders[t]), aging[0])
+    folders = dict(folders)
+    if LOG not in folders[first]:  # the log's old lines must be there to be kept
+        n = settings[first][0]
+        names = [LOG_NAME_RE.search(rel)[1] for rel in folders[first] if rel.startswith("archive/")]
+        lines = sorted(f"{date.fromisoformat(REPORT_RE.match(x)['date']) + timedelta(days=n + 2)} archived {x}"
+                       for x in names)
+        if lines:
+            folders[first] = dict(sorted({**folders[first], LOG: ("\n".join(lines) + "\n").encode()}.items()))
+    kept = sorted({first, never_team} if level == 2 else {first})
+    return kept, {t: folders[t] for t in kept}
+
+
 # -- the reference script and its flawed variants ------------------------------------------------
 
 
@@ -450,9 +468,15 @@ class ReportRotationScript(TaskFamily):
                    "reports per a folder's retention.conf), run it on every team folder; the grader reruns "
                    "the script in the sandbox on hidden folders.")
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """How many team folders the script is run on: 1 (one with both ages and a log), 2 (plus
+    the team whose reports are never deleted), 3 (default: all three or four). The grader's
+    hidden folders are the same at every level."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
-        task_id = self.task_id(seed)
+        task_id = self.task_id(seed, level)
         today = date(2026, 1, 5) + timedelta(days=rng.randrange(300))
         teams = sorted(rng.sample(sorted(TEAMS), rng.randint(3, 4)))
         never_team = rng.choice(teams)
@@ -479,6 +503,9 @@ class ReportRotationScript(TaskFamily):
         ticket = f"ops/tickets/OPS-{ticket_no}.md"
         reporter, requester = fake.name(), fake.first_name()
         ticket_text = _ticket(ticket_no, reporter, fake)
+        if level < self.levels:  # the same draws as the default, then fewer teams
+            teams, folders = _fewer_teams(level, teams, never_team, folders, settings)
+            plans = {t: plan(folders[t], *settings[t], today) for t in teams}
         folder_of = {t: f"shared/{t}/reports" for t in teams}
         other_files = {
             ticket: ticket_text.encode(),
@@ -501,7 +528,7 @@ class ReportRotationScript(TaskFamily):
                     (base / rel).parent.mkdir(parents=True, exist_ok=True)
                     (base / rel).write_bytes(data)
 
-        team_list = ", ".join(teams[:-1]) + f" and {teams[-1]}"
+        team_list = ", ".join(teams[:-1]) + f" and {teams[-1]}" if len(teams) > 1 else teams[0]
         instruction = (
             f"Hi, could you pick up OPS-{ticket_no} for me? The ticket is in {ticket}. Please write the "
             f"script it asks for as {SCRIPT}, then run it once on each team's reports folder (shared/<team>/"
@@ -513,34 +540,41 @@ class ReportRotationScript(TaskFamily):
         )
 
         # -- oracle ------------------------------------------------------------------------------
+        brief = level == 1  # one folder: no survey beyond its settings, no trial runs on copies
+
         def solve(*, script: str | None = None, manual_last: bool = False, scratch: bool = False):
             body = script or script_text()
             yield ToolCall("files__read_file", {"path": ticket}, "Read the ticket to get the exact rules.")
             yield ToolCall("files__list_dir", {"path": "shared", "recursive": True},
                            "See every team folder, its reports and what is already archived.")
-            yield ToolCall("files__list_dir", {"path": "scripts"}, "Check what is already in scripts/.")
+            if not brief:
+                yield ToolCall("files__list_dir", {"path": "scripts"}, "Check what is already in scripts/.")
             for t in teams:
                 yield ToolCall("files__read_file", {"path": f"{folder_of[t]}/{CONF}"},
                                f"Read the {t} retention settings (comments and spacing vary).")
+                if brief:
+                    continue
                 yield ToolCall("shell__run", {"command": (
                     f"cd {folder_of[t]} && ls -la && ls -laR archive 2>/dev/null | head -n 40; "
                     f"echo '--- log:'; tail -n 5 {LOG} 2>/dev/null || echo '(no log yet)'")},
                     f"Look at the {t} folder's files, its archive and the end of its log.")
             sample = next(r for r in folders[teams[0]] if report_date(r) and "/" not in r)
-            yield ToolCall("shell__run", {"command": f"head -n 5 {folder_of[teams[0]]}/{sample}; file "
-                                                     f"{folder_of[teams[0]]}/{sample}"},
-                           "Check that a report is plain text.")
-            yield ToolCall("shell__run", {"command": (
-                "date -u -d 2026-02-30 +%F; echo \"rc=$?\"; date -u -d 2026-03-01 +%s; "
-                "[[ sales-q1-2026-01-05.csv =~ ^.+-([0-9]{4}-[0-9]{2}-[0-9]{2})\\.(csv|txt|log)$ ]] "
-                "&& echo \"date=${BASH_REMATCH[1]}\"")},
-                "Confirm GNU date rejects impossible dates and the name pattern picks the date out.")
+            if not brief:
+                yield ToolCall("shell__run", {"command": f"head -n 5 {folder_of[teams[0]]}/{sample}; file "
+                                                         f"{folder_of[teams[0]]}/{sample}"},
+                               "Check that a report is plain text.")
+                yield ToolCall("shell__run", {"command": (
+                    "date -u -d 2026-02-30 +%F; echo \"rc=$?\"; date -u -d 2026-03-01 +%s; "
+                    "[[ sales-q1-2026-01-05.csv =~ ^.+-([0-9]{4}-[0-9]{2}-[0-9]{2})\\.(csv|txt|log)$ ]] "
+                    "&& echo \"date=${BASH_REMATCH[1]}\"")},
+                    "Confirm GNU date rejects impossible dates and the name pattern picks the date out.")
             yield ToolCall("files__write_file", {"path": SCRIPT, "content": body}, f"Write {SCRIPT}.")
             yield ToolCall("shell__run", {"command": f"bash -n {SCRIPT} && chmod +x {SCRIPT} && echo syntax ok"},
                            "Syntax-check the script and make it executable.")
-            yield ToolCall("shell__run", {"command": f"bash {SCRIPT}; echo \"rc=$?\""},
-                           "Check that a call without arguments fails with the usage line and changes nothing.")
-            for t in dict.fromkeys([teams[0], never_team]):
+            if not brief:
+                yield ToolCall("shell__run", {"command": f"bash {SCRIPT}; echo \"rc=$?\""},
+                               "Check that a call without arguments fails with the usage line and changes nothing.")
+            for t in dict.fromkeys([teams[0], never_team] if not brief else [teams[0]] if scratch else []):
                 test_root = "rotation_test" if scratch else "/tmp"
                 yield ToolCall("shell__run", {"command": (
                     f"rm -rf {test_root}/t {test_root}/t2 && mkdir -p {test_root} && cp -r {folder_of[t]} {test_root}/t && "
@@ -564,8 +598,9 @@ class ReportRotationScript(TaskFamily):
                     dest = sorted(plans[t].archived.values())[0]
                     yield ToolCall("shell__run", {"command": f"zcat {folder_of[t]}/{dest} | head -n 3"},
                                    "Spot-check that an archived report decompresses to the original.")
-            yield ToolCall("shell__run", {"command": "find . -type f -not -path './shared/*' | sort"},
-                           "Make sure nothing else was left in the workspace.")
+            if not brief:
+                yield ToolCall("shell__run", {"command": "find . -type f -not -path './shared/*' | sort"},
+                               "Make sure nothing else was left in the workspace.")
             n_arch = sum(len(p.archived) for p in plans.values())
             n_del = sum(len(p.deleted) for p in plans.values())
             return (f"Wrote {SCRIPT} and ran it on {team_list} for {today.isoformat()}: {n_arch} reports "
@@ -698,7 +733,7 @@ class ReportRotationScript(TaskFamily):
             "workspace_clean": variant(scratch=True),
         }
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=task_id, family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=variant(),
             criteria=criteria, perturbations=perturbations,
             data={"today": today.isoformat(), "teams": teams, "settings": settings,

@@ -105,7 +105,12 @@ class SalesCommissionCalc(TaskFamily):
         "against the quarter's quotas, and write a summary sheet with a totals row; sources untouched."
     )
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one quota-carrying rep; 2: three; 3 (default): all eight to ten. Every level keeps the
+    house accounts, the rep who left, the draft quotas, the refunds and last year's plan."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         year = rng.choice([2024, 2025])
         q = rng.randint(2, 4)
@@ -236,6 +241,11 @@ class SalesCommissionCalc(TaskFamily):
         quota_sheets.insert(q - 1, f"Q{q} draft")
         title_row = {name: rng.random() < 0.35 for name in sheets}
         sheet_order = sorted(sheets, key=lambda n: (n == "House Accounts", rng.random()))
+        if level < self.levels:  # the same draws as the default, then fewer reps
+            active, sheets, book, quota, draft, quarter_quotas = _fewer_reps(
+                {1: 1, 2: 3}[level], active, sheets, refunds, start, end, quota, draft, quarter_quotas, rates, top)
+            truth = {r: commission(book[r], Decimal(quota[r]), rates, top) for r in active}
+            sheet_order = [n for n in sheet_order if n in sheets]
 
         prev_book = credit(sheets, active, refunds, *_quarter(year, q - 1))
         prev_rows = [[r, quarter_quotas[q - 1][r], float(prev_book[r]),
@@ -342,12 +352,44 @@ class SalesCommissionCalc(TaskFamily):
         )
 
         task = Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build,
-            oracle=partial(_oracle, data, None), criteria=_criteria(data, files, text_files), data=data,
+            oracle=partial(_oracle, data, None, whole=level == 1),
+            criteria=_criteria(data, files, text_files), data=data,
         )
-        task.perturbations = {c.id: partial(_oracle, data, c.id) for c in task.criteria}
+        if len(active) == 1:  # one rep has no order to get wrong
+            task.criteria = [c for c in task.criteria if c.id != "order"]
+        task.perturbations = {c.id: partial(_oracle, data, c.id, whole=level == 1) for c in task.criteria}
         return task
+
+
+def _fewer_reps(k: int, active: list[str], sheets: dict[str, list[dict]], refunds: list[dict], start: date,
+                end: date, quota: dict, draft: dict, quarter_quotas: dict, rates: tuple, top: Decimal):
+    """Keep ``k`` of the quota-carrying reps (their sheets, quotas and the split deals between
+    them; a split with a rep who is gone becomes the owner's alone), chosen so that the refunds,
+    the tiers above quota and the draft quotas still change somebody's numbers."""
+    def refunded(r):
+        ids = {x["id"] for x in refunds}
+        return any(d["id"] in ids and d["status"] == WON and start <= d["date"] <= end for d in sheets[r])
+
+    ranked = sorted(active, key=lambda r: (not refunded(r), r))
+    for at in range(len(ranked)):
+        kept = sorted((ranked[at:] + ranked[:at])[:k])
+        cut = {n: [d if d["split"] is None or d["split"] in kept else dict(d, split=None, pct=None) for d in rows]
+               for n, rows in sheets.items() if n in kept or n not in active}
+        book = credit(cut, kept, refunds, start, end)
+        ok = min(book.values()) > 0 and any(book[r] > quota[r] for r in kept)
+        ok = ok and credit(cut, kept, refunds, start, end, "no_refunds") != book
+        if ok and len({commission(book[r], Decimal(quota[r]), rates, top) for r in kept}) == k:
+            break
+    else:  # pragma: no cover - some rep always qualifies
+        raise RuntimeError("no reps to keep")
+    draft = {r: draft[r] for r in kept}
+    if all(draft[r] == quota[r] for r in kept):  # the draft must still differ where it matters
+        draft[kept[0]] += 5000
+    quarter_quotas = {qq: {r: v for r, v in qs.items() if r in kept or r not in active}
+                      for qq, qs in quarter_quotas.items()}
+    return kept, cut, book, {r: quota[r] for r in kept}, draft, quarter_quotas
 
 
 # -- grading ---------------------------------------------------------------------------------
@@ -498,23 +540,26 @@ def _criteria(d: dict, files: Files, text_files: dict[str, str]) -> list[Criteri
 # -- reference solution ----------------------------------------------------------------------
 
 
-def _oracle(d: dict, flaw: str | None):
+def _oracle(d: dict, flaw: str | None, whole: bool = False):
     """Read the plan, refunds and quotas, page through every quota-carrying rep's deals, credit
     bookings, write the summary with formulas for attainment, tiers and totals, read it back.
-    ``flaw`` names the criterion this run should break."""
+    ``flaw`` names the criterion this run should break; ``whole`` (one rep) goes straight to
+    the files the task names and reads each rep's sheet in one call."""
     q, year, out, sheet = d["q"], d["year"], d["out"], d["sheet"]
     start, end = _quarter(year, q)
     r1, r2, r3 = (x / 100 for x in d["rates_pct"])
     top = d["top_pct"] / 100
 
-    yield ToolCall("files__list_dir", {"path": "sales", "recursive": True}, "Get the lay of the sales folder.")
+    if not whole:
+        yield ToolCall("files__list_dir", {"path": "sales", "recursive": True}, "Get the lay of the sales folder.")
     yield ToolCall("files__read_file", {"path": d["plan_path"]}, "Read this year's commission plan.")
     refunds_text = yield ToolCall("files__read_file", {"path": d["refunds_path"]}, "Read finance's refund list.")
     refunded: dict[str, Decimal] = defaultdict(Decimal)
     for row in csv.DictReader(io.StringIO(refunds_text)):
         refunded[row["Deal ID"].strip().upper()] += Decimal(row["Refund Amount"].replace(",", ""))
 
-    yield ToolCall("sheets__list_sheets", {"path": d["quotas_path"]}, "See which quota sheets there are.")
+    if not whole:
+        yield ToolCall("sheets__list_sheets", {"path": d["quotas_path"]}, "See which quota sheets there are.")
     quota_sheet = f"Q{q} draft" if flaw == "quotas" else f"Q{q}"
     rows = parse_json((yield ToolCall("sheets__read_range", {"path": d["quotas_path"], "sheet": quota_sheet},
                                       f"Read the Q{q} quotas.")))["rows"]
@@ -522,19 +567,22 @@ def _oracle(d: dict, flaw: str | None):
     if flaw == "quotas":  # flaw: the draft's numbers for the reps it has
         quotas = {r: quotas.get(r, v) for r, v in d["quota"].items()}
 
-    info = parse_json((yield ToolCall("sheets__list_sheets", {"path": d["deals_path"]},
-                                      "List the deals log's sheets and sizes.")))
-    size = {s["name"]: s["rows"] for s in info}
+    size = {}
+    if not whole:
+        info = parse_json((yield ToolCall("sheets__list_sheets", {"path": d["deals_path"]},
+                                          "List the deals log's sheets and sizes.")))
+        size = {s["name"]: s["rows"] for s in info}
     owners = list(quotas) + ([d["departed"]] if flaw == "reps" else [])
     book: dict[str, Decimal] = {r: Decimal(0) for r in owners}
     for rep in owners:
-        n = size[rep]
         header_seen = False
-        for first in range(1, n + 1, CHUNK):
-            last = min(first + CHUNK - 1, n)
+        pages = [None] if whole else [(first, min(first + CHUNK - 1, size[rep]))
+                                      for first in range(1, size[rep] + 1, CHUNK)]
+        for span in pages:
+            where = {} if span is None else {"range": f"A{span[0]}:G{span[1]}"}
             page = parse_json((yield ToolCall(
-                "sheets__read_range", {"path": d["deals_path"], "sheet": rep, "range": f"A{first}:G{last}"},
-                f"Read {rep}'s deals, rows {first}-{last}.")))["rows"]
+                "sheets__read_range", {"path": d["deals_path"], "sheet": rep, **where},
+                f"Read {rep}'s deals" + ("." if span is None else f", rows {span[0]}-{span[1]}."))))["rows"]
             for r in page:
                 deal_id, day, _, amount, status, split, pct = r["values"]
                 if deal_id == "Deal ID":
@@ -572,7 +620,8 @@ def _oracle(d: dict, flaw: str | None):
         table.append([rep, quotas[rep], float(book[rep]), att, tiers])
     last = len(names) + 1
     sum_to = last - 1 if flaw == "totals_row" else last
-    table.append(["Total", f"=SUM(B2:B{sum_to})", f"=SUM(C2:C{sum_to})", None, f"=SUM(E2:E{sum_to})"])
+    table.append(["Total", f"=SUM(B2:B{sum_to})", f"=SUM(C2:C{sum_to})", None, f"=SUM(E2:E{sum_to})"]
+                 if sum_to >= 2 else ["Total", 0, 0, None, 0])  # (the flaw with one rep: nothing summed)
 
     yield ToolCall("sheets__create_workbook", {"path": out, "sheets": [sheet]}, f"Create {out}.")
     yield ToolCall("sheets__write_rows", {"path": out, "sheet": sheet, "start_cell": "A1", "rows": table},

@@ -114,7 +114,12 @@ class ContactListCleanup(TaskFamily):
         "drop blank rows, keep the order asked; leave the export itself untouched."
     )
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: six people (at least one near-duplicate); 2: eighteen (at least three); 3 (default):
+    35 to 55 people with five to nine near-duplicates."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
 
         year = rng.choice([2023, 2024, 2025])
@@ -180,6 +185,14 @@ class ContactListCleanup(TaskFamily):
         }
 
         old_people = rng.sample(people, n // 2)
+        if level < self.levels:  # the same draws as the default, then fewer people
+            kept = _fewer_people(*{1: (6, 1), 2: (18, 3)}[level], people, dups)
+            rows = _rows_of(rows, kept, max_blanks=level)
+            people = [p for p in people if p["email"] in kept]
+            old_people = [p for p in old_people if p["email"] in kept]
+            order, truth = [e for e in order if e in kept], {e: t for e, t in truth.items() if e in kept}
+            blanks = sum(all(blank(v) for v in r) for r in rows)
+            dups = range(len(rows) - blanks - len(people))
 
         def make_files() -> dict[str, Workbook]:
             wb = Workbook()
@@ -228,12 +241,35 @@ class ContactListCleanup(TaskFamily):
         )
 
         task = Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=files.build,
             oracle=partial(_oracle, data, None), criteria=_criteria(data, files, original), data=data,
         )
         task.perturbations = {c.id: partial(_oracle, data, c.id) for c in task.criteria}
         return task
+
+
+def _fewer_people(k: int, k_dup: int, people: list[dict], dups: list[int]) -> set[str]:
+    """The emails of ``k`` people, the first ``k_dup`` near-duplicated ones among them."""
+    with_dup = dups[:k_dup]
+    rest = [i for i in range(len(people)) if i not in with_dup][:k - k_dup]
+    return {people[i]["email"] for i in [*with_dup, *rest]}
+
+
+def _rows_of(rows: list[list], kept: set[str], max_blanks: int) -> list[list]:
+    """The export's rows of the ``kept`` people, in order, with up to ``max_blanks`` of its blank
+    rows where they fall between them."""
+    out: list[list] = []
+    for r in rows:
+        if all(blank(v) for v in r):
+            room = sum(all(blank(v) for v in x) for x in out) < max_blanks
+            if out and not all(blank(v) for v in out[-1]) and room:
+                out.append(r)
+        elif clean_email(r[1]) in kept:
+            out.append(r)
+    while out and all(blank(v) for v in out[-1]):
+        out.pop()
+    return out
 
 
 # -- grading ---------------------------------------------------------------------------------

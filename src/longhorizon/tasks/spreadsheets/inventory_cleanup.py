@@ -15,6 +15,7 @@ import io
 import re
 from datetime import date, datetime, timedelta
 from functools import partial
+from itertools import combinations
 from pathlib import Path
 
 import openpyxl
@@ -204,7 +205,13 @@ class InventorySheetCleanup(TaskFamily):
         "ISO count dates (one site writes day/month/year); the site sheets stay untouched."
     )
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one warehouse (the day/month/year one); 2: three; 3 (default): five or six. Below the
+    default the catalog lists what the kept sites stock; every level keeps its stale sheet, last
+    month's file and the README's rules."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         year = rng.choice([2024, 2025])
         month = rng.randint(2, 11)
@@ -276,6 +283,11 @@ class InventorySheetCleanup(TaskFamily):
                 break
         else:  # pragma: no cover - a few tries always suffice
             raise RuntimeError("could not generate a stock count")
+        if level < self.levels:  # the same draws as the default, then fewer sites
+            sites = _fewer_sites({1: 1, 2: 3}[level], sites, catalog)
+            names = [s["name"] for s in sites]
+            truth = consolidate(sites, catalog)
+            skus = sorted({sku_key(r["sku"]) for s in sites for r in s["rows"]})  # the catalog of what they stock
 
         def site_book() -> Workbook:
             wb = Workbook()
@@ -387,12 +399,27 @@ class InventorySheetCleanup(TaskFamily):
             f"back and double-check it against the rules. Thanks, {sender}"
         )
         task = Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build,
-            oracle=partial(_oracle, data, None), criteria=_criteria(data, files, text_files, original), data=data,
+            oracle=partial(_oracle, data, None, whole=level == 1),
+            criteria=_criteria(data, files, text_files, original), data=data,
         )
-        task.perturbations = {c.id: partial(_oracle, data, c.id) for c in task.criteria}
+        task.perturbations = {c.id: partial(_oracle, data, c.id, whole=level == 1) for c in task.criteria}
         return task
+
+
+def _fewer_sites(k: int, sites: list[dict], catalog: dict[str, dict]) -> list[dict]:
+    """The first ``k`` sites (in the sheet order) that still tell every common mistake apart:
+    a discontinued item in stock, a day/month/year date, a stale case size, a recount."""
+    for kept in combinations(sites, k):
+        truth = consolidate(list(kept), catalog)
+        ok = any(catalog[key]["status"] != "Active" for s in kept for r in s["rows"] if (key := sku_key(r["sku"])))
+        ok = ok and all(consolidate(list(kept), catalog, flaw) != truth
+                        for flaw in ("swap_dates", "old_case", "sum_duplicates"))
+        typed = {sku_key(r["sku"]): r["item"] for s in kept for r in s["rows"]}
+        if ok and any(norm_text(typed[key]) != norm_text(catalog[key]["desc"]) for key in truth):
+            return list(kept)
+    raise RuntimeError("no sites tell the mistakes apart")  # pragma: no cover
 
 
 # -- grading ---------------------------------------------------------------------------------
@@ -574,46 +601,54 @@ def _criteria(d: dict, files: Files, text_files: dict[str, str], original: bytes
 # -- reference solution ----------------------------------------------------------------------
 
 
-def _oracle(d: dict, flaw: str | None):
+def _oracle(d: dict, flaw: str | None, whole: bool = False):
     """Read the README and the catalog, page through each site sheet, apply the rules to what was
-    read, add the clean sheet, read it back. ``flaw`` names the criterion this run should break."""
+    read, add the clean sheet, read it back. ``flaw`` names the criterion this run should break;
+    ``whole`` (one site) skips the survey and reads each sheet in one call."""
     stock, clean, names = d["stock"], d["clean"], d["names"]
 
-    yield ToolCall("files__list_dir", {"path": "inventory", "recursive": True}, "See what's in the inventory folder.")
+    def spans(n: int):  # row ranges to read: the whole sheet at once, or pages
+        return [None] if whole else [(first, min(first + CHUNK - 1, n)) for first in range(1, n + 1, CHUNK)]
+
+    if not whole:
+        yield ToolCall("files__list_dir", {"path": "inventory", "recursive": True},
+                       "See what's in the inventory folder.")
     readme = yield ToolCall("files__read_file", {"path": d["readme"]}, "Read the consolidation rules.")
     day_first = {name: "day/month/year" in line for line in readme.splitlines() for name in names
                  if line.startswith("|") and f"| {name} |" in line}
 
-    yield ToolCall("sheets__list_sheets", {"path": d["archive"]}, "Open last month's consolidated workbook.")
-    yield ToolCall("sheets__read_range", {"path": d["archive"], "sheet": "Consolidated", "range": "A1:J4"},
-                   "See how last month's clean sheet looked.")
-    info = parse_json((yield ToolCall("sheets__list_sheets", {"path": d["catalog"]},
-                                      "Find the current catalog sheet.")))
-    n = next(s["rows"] for s in info if s["name"] == "Items")
+    n, size = 0, {}
+    if not whole:
+        yield ToolCall("sheets__list_sheets", {"path": d["archive"]}, "Open last month's consolidated workbook.")
+        yield ToolCall("sheets__read_range", {"path": d["archive"], "sheet": "Consolidated", "range": "A1:J4"},
+                       "See how last month's clean sheet looked.")
+        info = parse_json((yield ToolCall("sheets__list_sheets", {"path": d["catalog"]},
+                                          "Find the current catalog sheet.")))
+        n = next(s["rows"] for s in info if s["name"] == "Items")
     catalog: dict[str, dict] = {}
-    for first in range(1, n + 1, CHUNK):
-        last = min(first + CHUNK - 1, n)
-        page = parse_json((yield ToolCall("sheets__read_range", {"path": d["catalog"], "sheet": "Items",
-                                                                 "range": f"A{first}:D{last}"},
-                                          f"Read catalog rows {first}-{last}.")))
+    for span in spans(n):
+        where = {} if span is None else {"range": f"A{span[0]}:D{span[1]}"}
+        page = parse_json((yield ToolCall("sheets__read_range", {"path": d["catalog"], "sheet": "Items", **where},
+                                          "Read the catalog." if span is None
+                                          else f"Read catalog rows {span[0]}-{span[1]}.")))
         for r in page["rows"]:
             sku, desc, case, status = r["values"]
             if sku and sku != "SKU":
                 catalog[sku] = {"desc": desc, "case": int(case), "status": status, "old_case": int(case)}
 
-    info = parse_json((yield ToolCall("sheets__list_sheets", {"path": stock}, "List the site sheets.")))
-    size = {s["name"]: (s["rows"], s["columns"]) for s in info}
+    if not whole:
+        info = parse_json((yield ToolCall("sheets__list_sheets", {"path": stock}, "List the site sheets.")))
+        size = {s["name"]: (s["rows"], s["columns"]) for s in info}
     sites = []
     for name in names:
         sheet = d["sheets"][name]
-        rows_n, cols = size[sheet]
+        rows_n, cols = size.get(sheet, (0, 0))
         raw: list[list] = []
-        for first in range(1, rows_n + 1, CHUNK):
-            last = min(first + CHUNK - 1, rows_n)
+        for span in spans(rows_n):
+            where = {} if span is None else {"range": f"A{span[0]}:{'ABCDEFGH'[cols - 1]}{span[1]}"}
             page = parse_json((yield ToolCall(
-                "sheets__read_range",
-                {"path": stock, "sheet": sheet, "range": f"A{first}:{'ABCDEFGH'[cols - 1]}{last}"},
-                f"Read {sheet}, rows {first}-{last}.")))
+                "sheets__read_range", {"path": stock, "sheet": sheet, **where},
+                f"Read {sheet}." if span is None else f"Read {sheet}, rows {span[0]}-{span[1]}.")))
             raw.extend(r["values"] for r in page["rows"])
         head = [norm_text(h) for h in raw[0]]
         col = {"sku": next(i for i, h in enumerate(head) if h in ("sku", "item code")),
@@ -634,13 +669,14 @@ def _oracle(d: dict, flaw: str | None):
     keys = sorted(result, key=lambda k: catalog[k]["desc"]) if flaw == "order" else list(result)
     if flaw == "all_skus":
         keys = keys[:-1]
-    last_site = "ABCDEFGHIJ"[1 + len(names) - (1 if flaw == "totals" else 0)]
+    last_site = "ABCDEFGHIJ"[1 + len(names) - (1 if flaw == "totals" else 0)]  # (one site: no sum at all)
     misnamed = next((k for k in keys if norm_text(typed[k]) != norm_text(catalog[k]["desc"])), None)
     for i, k in enumerate(keys, start=2):
         item = result[k]
         sku = k.replace("-", "").lower() if flaw == "sku_format" and i == 2 else k
         desc = typed[k] if flaw == "descriptions" and k == misnamed else catalog[k]["desc"]
-        table.append([sku, desc, *(item["qty"][s] for s in names), f"=SUM(C{i}:{last_site}{i})",
+        total = 0 if flaw == "totals" and len(names) == 1 else f"=SUM(C{i}:{last_site}{i})"
+        table.append([sku, desc, *(item["qty"][s] for s in names), total,
                       item["last"].isoformat()])
     if flaw == "one_row_per_sku":
         table.append([None, "Aisle A subtotal", *([None] * len(names)), None, None])
@@ -654,9 +690,9 @@ def _oracle(d: dict, flaw: str | None):
                    f"Write the header and {len(table) - 1} clean rows.")
     end_col = "ABCDEFGHIJ"[len(names) + 3]
     if flaw != "verified":
-        for first in range(1, len(table) + 1, CHUNK):
-            yield ToolCall("sheets__read_range", {"path": stock, "sheet": clean,
-                                                  "range": f"A{first}:{end_col}{min(first + CHUNK - 1, len(table))}"},
+        for span in spans(len(table)):
+            where = {} if span is None else {"range": f"A{span[0]}:{end_col}{span[1]}"}
+            yield ToolCall("sheets__read_range", {"path": stock, "sheet": clean, **where},
                            "Read the clean sheet back to check it.")
 
     if flaw == "references_untouched":

@@ -66,7 +66,12 @@ class DepartmentSpendReview(TaskFamily):
         "compute remaining budget and over-budget flags, leave the sources untouched."
     )
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one department (one with a hand-made Total row when there is one); 2: three; 3
+    (default): seven to nine. Every level keeps last year's sheet and workbooks."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
 
         year = rng.choice([2023, 2024, 2025])
@@ -126,6 +131,12 @@ class DepartmentSpendReview(TaskFamily):
             )
             for d in last_depts
         }
+        if level < self.levels:  # the same draws as the default, then fewer departments
+            depts = sorted(sorted(depts, key=lambda d: (not total_row[d], d))[:{1: 1, 2: 3}[level]])
+            budget_order = [d for d in budget_order if d in depts]
+            last_depts = [d for d in last_depts if d in depts or d not in dept_file]
+            last_order = [d for d in last_order if d in last_depts]
+            over &= set(depts)
 
         def make_files() -> dict[str, Workbook]:
             files: dict[str, Workbook] = {}
@@ -178,11 +189,13 @@ class DepartmentSpendReview(TaskFamily):
         )
 
         task = Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=files.build,
-            oracle=partial(_oracle, data, None), criteria=_criteria(data, files), data=data,
+            oracle=partial(_oracle, data, None, whole=level == 1), criteria=_criteria(data, files), data=data,
         )
-        task.perturbations = {c.id: partial(_oracle, data, c.id) for c in task.criteria}
+        if len(depts) == 1:  # one department has no order to get wrong
+            task.criteria = [c for c in task.criteria if c.id != "order"]
+        task.perturbations = {c.id: partial(_oracle, data, c.id, whole=level == 1) for c in task.criteria}
         return task
 
 
@@ -301,15 +314,17 @@ def _criteria(d: dict, files: Files) -> list[Criterion]:
 # -- reference solution ----------------------------------------------------------------------
 
 
-def _oracle(d: dict, flaw: str | None):
+def _oracle(d: dict, flaw: str | None, whole: bool = False):
     """Read the budget sheet, page through each department's workbook, write the summary with
-    formulas for the derived columns, and read it back. ``flaw`` names the criterion to break."""
+    formulas for the derived columns, and read it back. ``flaw`` names the criterion to break;
+    ``whole`` (one department) skips the survey and reads each workbook in one call."""
     report, sheet, header, fy = d["report"], d["sheet"], d["header"], d["fy"]
     budgets_path = d["budgets_path"]
 
-    yield ToolCall("files__list_dir", {"path": "finance", "recursive": True},
-                   "First, get the lay of the finance folder.")
-    yield ToolCall("sheets__list_sheets", {"path": budgets_path}, f"Check which sheets {budgets_path} has.")
+    if not whole:
+        yield ToolCall("files__list_dir", {"path": "finance", "recursive": True},
+                       "First, get the lay of the finance folder.")
+        yield ToolCall("sheets__list_sheets", {"path": budgets_path}, f"Check which sheets {budgets_path} has.")
     budget_rows = parse_json((yield ToolCall(
         "sheets__read_range", {"path": budgets_path, "sheet": fy},
         f"Read the {fy} budgets and each department's expense file.")))["rows"]
@@ -321,15 +336,19 @@ def _oracle(d: dict, flaw: str | None):
 
     spent: dict[str, Decimal] = {}
     for name, _, path in depts:
-        info = parse_json((yield ToolCall("sheets__list_sheets", {"path": path},
-                                          f"Size up {name}'s expense workbook.")))
-        sheet_info = info[0]
+        sheet_info = {"name": "Expenses", "rows": 0}
+        if not whole:
+            info = parse_json((yield ToolCall("sheets__list_sheets", {"path": path},
+                                              f"Size up {name}'s expense workbook.")))
+            sheet_info = info[0]
         total = Decimal(0)
-        for start in range(1, sheet_info["rows"] + 1, CHUNK):
-            end = min(start + CHUNK - 1, sheet_info["rows"])
+        spans = [None] if whole else [(start, min(start + CHUNK - 1, sheet_info["rows"]))
+                                      for start in range(1, sheet_info["rows"] + 1, CHUNK)]
+        for span in spans:
+            where = {} if span is None else {"range": f"A{span[0]}:E{span[1]}"}
             rows = parse_json((yield ToolCall(
-                "sheets__read_range", {"path": path, "sheet": sheet_info["name"], "range": f"A{start}:E{end}"},
-                f"Read {name}'s transactions, rows {start}-{end}.")))["rows"]
+                "sheets__read_range", {"path": path, "sheet": sheet_info["name"], **where},
+                f"Read {name}'s transactions" + ("." if span is None else f", rows {span[0]}-{span[1]}."))))["rows"]
             for r in rows:
                 _, vendor, _, amount, status = r["values"]
                 if isinstance(amount, (int, float)) and status == "Posted":
