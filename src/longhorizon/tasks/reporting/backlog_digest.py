@@ -534,43 +534,46 @@ class TeamBacklogDigest(TaskFamily):
                                    "See how last week's digests looked.")
                     yield ToolCall("tickets__list_teams", {}, "Check the teams and who is in each.")
                     yield ToolCall("tickets__list_users", {}, "Usernames, names and addresses.")
+                def open_figures(opened):
+                    """By priority, the assignee holding the most, the oldest key: of open tickets."""
+                    counts: dict[str, int] = {}
+                    for t in opened:
+                        if t["assignee"]:
+                            counts[t["assignee"]] = counts.get(t["assignee"], 0) + 1
+                    return ({p: sum(1 for t in opened if t["priority"] == p) for p in PRIOS},
+                            max(sorted(counts), key=lambda c: counts[c]),
+                            min(opened, key=lambda t: int(t["key"].split("-")[1]))["key"])
+
+                def closed_this_week(t):
+                    """1 when the ticket's first move to Resolved/Closed is this week (one history call)."""
+                    h = json.loads((yield ToolCall("tickets__get_history", {"key": t["key"], "field": "status"},
+                                                   f"When was {t['key']} resolved?")))
+                    done_at = [c["at"] for c in h["changes"] if c["new"] in ("Resolved", "Closed")]
+                    return int(bool(done_at and done_at[0] >= week_start.isoformat()))
+
+                def checked(team, by_p, oldest, closed, top):
+                    fig = figures[team]
+                    assert (by_p, oldest, closed, top) == (fig["by_priority"], fig["oldest"], fig["closed"],
+                                                           fig["top"]), (team, by_p, oldest, closed, top, fig)
+                    return fig
+
                 got: dict[str, dict] = {}
                 for team in sorted(digest_teams) if short else ():
                     page = json.loads((yield ToolCall("tickets__search_tickets", {
                         "project": "SUP", "team": team, "limit": 100},
                         f"{team}: every ticket in the support queue, open and finished.")))
-                    opened = [t for t in page["tickets"] if t["status"] not in ("Resolved", "Closed")]
-                    by_p = {p: sum(1 for t in opened if t["priority"] == p) for p in PRIOS}
-                    counts = {}
-                    for t in opened:
-                        if t["assignee"]:
-                            counts[t["assignee"]] = counts.get(t["assignee"], 0) + 1
-                    top = max(sorted(counts), key=lambda c: counts[c])
-                    oldest = min(opened, key=lambda t: int(t["key"].split("-")[1]))["key"]
+                    by_p, top, oldest = open_figures(
+                        [t for t in page["tickets"] if t["status"] not in ("Resolved", "Closed")])
                     closed = 0
                     for t in page["tickets"]:
                         if t["status"] in ("Resolved", "Closed") and t["updated"] >= week_start.isoformat():
-                            h = json.loads((yield ToolCall("tickets__get_history", {"key": t["key"], "field": "status"},
-                                                           f"When was {t['key']} resolved?")))
-                            done_at = [c["at"] for c in h["changes"] if c["new"] in ("Resolved", "Closed")]
-                            if done_at and done_at[0] >= week_start.isoformat():
-                                closed += 1
-                    fig = figures[team]
-                    assert (by_p, oldest, closed, top) == (fig["by_priority"], fig["oldest"], fig["closed"],
-                                                           fig["top"]), (team, by_p, oldest, closed, top, fig)
-                    got[team] = fig
+                            closed += yield from closed_this_week(t)
+                    got[team] = checked(team, by_p, oldest, closed, top)
                 for team in () if short else sorted(digest_teams):
                     page = json.loads((yield ToolCall("tickets__search_tickets", {
                         "project": "SUP", "team": team, "open_only": True, "limit": 100},
                         f"{team}: open tickets in the support queue.")))
-                    opened = page["tickets"]
-                    by_p = {p: sum(1 for t in opened if t["priority"] == p) for p in PRIOS}
-                    counts: dict[str, int] = {}
-                    for t in opened:
-                        if t["assignee"]:
-                            counts[t["assignee"]] = counts.get(t["assignee"], 0) + 1
-                    top = max(sorted(counts), key=lambda c: counts[c])
-                    oldest = min(opened, key=lambda t: int(t["key"].split("-")[1]))["key"]
+                    by_p, top, oldest = open_figures(page["tickets"])
                     info = json.loads((yield ToolCall("tickets__get_ticket", {"key": oldest},
                                                       f"Confirm {oldest} is the oldest open one.")))
                     assert info["status"] in OPEN_STATUSES
@@ -580,17 +583,9 @@ class TeamBacklogDigest(TaskFamily):
                             "project": "SUP", "team": team, "status": status, "limit": 100},
                             f"{team}: {status} tickets; which changed since Monday?")))
                         for t in page["tickets"]:
-                            if t["updated"] < week_start.isoformat():
-                                continue
-                            h = json.loads((yield ToolCall("tickets__get_history", {"key": t["key"], "field": "status"},
-                                                           f"When was {t['key']} resolved?")))
-                            done_at = [c["at"] for c in h["changes"] if c["new"] in ("Resolved", "Closed")]
-                            if done_at and done_at[0] >= week_start.isoformat():
-                                closed += 1
-                    fig = figures[team]
-                    assert (by_p, oldest, closed, top) == (fig["by_priority"], fig["oldest"], fig["closed"],
-                                                           fig["top"]), (team, by_p, oldest, closed, top, fig)
-                    got[team] = fig
+                            if t["updated"] >= week_start.isoformat():
+                                closed += yield from closed_this_week(t)
+                    got[team] = checked(team, by_p, oldest, closed, top)
                 for i, team in enumerate(sorted(digest_teams)):
                     fig = got[team]
                     first_team = i == 0
