@@ -34,6 +34,7 @@ def spread(xs: list[int]) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=3, help="train seeds per level (default 3)")
+    ap.add_argument("--level1", action="store_true", help="level 1 only")
     ap.add_argument("--family", action="append", default=[], help="only this family (repeatable; default: every leveled one)")
     args = ap.parse_args(argv)
     leveled = {f.name: f for f in families() if f.levels > 1}
@@ -47,7 +48,7 @@ def main(argv=None) -> int:
     print("min / median / max over the seeds; first prompt = system turn with the tools + the task")
     print(f"{'family':<28} {'level':>5}  {'oracle calls':<20} {'first prompt tokens':<24} episode tokens")
     for fam in (f for n, f in leveled.items() if not args.family or n in args.family):
-        for level in range(1, fam.levels + 1):
+        for level in ([1] if args.level1 else range(1, fam.levels + 1)):
             calls, tokens, first = [], [], []
             for seed in seeds:
                 traj = asyncio.run(play_task(fam.instance(seed, level), OraclePolicy()))

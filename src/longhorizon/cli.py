@@ -259,7 +259,8 @@ def cmd_serve_app(args) -> int:
         from longhorizon.env.recording import CallRecorder
 
         on_call = CallRecorder(args.record, world, args.app).add
-    serve(args.app, world, transport=args.transport, host=args.host, port=args.port, on_call=on_call)
+    serve(args.app, world, transport=args.transport, host=args.host, port=args.port, on_call=on_call,
+          tools=args.tools)
     return 0
 
 
@@ -675,6 +676,9 @@ def build_parser() -> argparse.ArgumentParser:
     sa.add_argument("--record", metavar="FILE",
                     help="keep every call served as a longhorizon Trajectory in FILE (created now; the servers of "
                          "one World may share it), for `grade --trajectory FILE` to check process criteria")
+    from longhorizon.apps.serve import TOOLS_HELP, tool_list
+
+    sa.add_argument("--tools", type=tool_list, metavar="A,B", help=TOOLS_HELP)
     sa.set_defaults(func=cmd_serve_app)
 
     r = sub.add_parser("run", help="play episodes concurrently and write trajectories (resumable)",

@@ -180,6 +180,17 @@ class AppServer:
         self.template_key = template_key or name
         self._fns: list = []
         self._effects: list = []
+        self._offered: frozenset[str] | None = None
+
+    def only(self, names) -> "AppServer":
+        """Offer only the tools named (None: all): the others are neither listed nor callable,
+        in process and to outside clients alike. An unknown name is a ValueError."""
+        if names is not None:
+            names = frozenset(names)
+            if unknown := sorted(names - {f.__name__ for f in self._fns}):
+                raise ValueError(f"app {self.name} has no tool {', '.join(unknown)}")
+        self._offered = names
+        return self
 
     def tool(self, effect):
         """Register a tool; ``effect`` (READ, ADD, SET, ACT, MARK or OPEN) is its MCP annotations."""
@@ -214,6 +225,8 @@ class AppServer:
         thread = ToolThread(self.name, limit_s)
         tools = []
         for t, f in zip(self._template(), self._fns):
+            if self._offered is not None and t.name not in self._offered:
+                continue
             update = {"fn": f} if t.is_async else {"fn": thread.wrap(f), "is_async": True}
             tools.append(t.model_copy(update=update))
         return tools, thread

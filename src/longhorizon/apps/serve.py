@@ -22,7 +22,7 @@ from typing import Any
 
 import anyio
 
-from longhorizon.apps import APPS, build_server
+from longhorizon.apps import APPS, build_app
 from longhorizon.core.errors import UsageError
 from longhorizon.core.world import World
 
@@ -43,12 +43,18 @@ def check_args(app_name: str, world_dir: Path | str, transport: str) -> World:
 
 
 def serve(app_name: str, world_dir: Path | str, transport: str = "stdio",
-          host: str = "127.0.0.1", port: int = 8000, on_call: OnCall | None = None) -> None:
+          host: str = "127.0.0.1", port: int = 8000, on_call: OnCall | None = None,
+          tools: list[str] | None = None) -> None:
     """Serve app ``app_name`` over the World in ``world_dir`` until the client or a signal ends it.
     ``on_call(tool, arguments, result text, is_error, duration_ms)`` hears of every call served
-    (``serve-app --record``: env/recording.py)."""
+    (``serve-app --record``: env/recording.py); ``tools`` (the app's own names) offers only
+    those, as a Task with ``tools`` does."""
     world = check_args(app_name, world_dir, transport)
-    server = build_server(app_name, world)
+    try:
+        app = build_app(app_name, world).only(tools)
+    except ValueError as exc:
+        raise UsageError(f"--tools: {exc}") from None
+    server = app.build()
     if on_call is not None:
         observe_calls(server, on_call)
     logging.getLogger("mcp").setLevel(logging.WARNING)  # per-request INFO lines drown real problems
@@ -126,13 +132,23 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                    help="stdio (default) or http (streamable HTTP at /mcp)")
     p.add_argument("--host", default="127.0.0.1", help="HTTP address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000; 0 picks a free one)")
+    p.add_argument("--tools", type=tool_list, metavar="A,B", help=TOOLS_HELP)
     return p
+
+
+TOOLS_HELP = ("offer only these tools (the app's own names, comma-separated), as a task that offers a subset "
+              "does (a lower level, say); `world build` writes this into mcp.json when so")
+
+
+def tool_list(text: str) -> list[str]:
+    """``--tools A,B``: the names, blanks dropped (an empty list offers no tool)."""
+    return [t.strip() for t in text.split(",") if t.strip()]
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        serve(args.app, args.world, args.transport, args.host, args.port)
+        serve(args.app, args.world, args.transport, args.host, args.port, tools=args.tools)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

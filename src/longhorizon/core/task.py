@@ -67,8 +67,17 @@ class Task:
     level: int | None = None
     """The family's level (horizon) this instance was made at; set by ``TaskFamily.instance``.
     None: made by a plain ``generate(seed)``, i.e. the family's default (top) level."""
+    tools: tuple[str, ...] | None = None
+    """The tools offered, as ``APP__TOOL`` names (None: every tool of every app in ``apps``).
+    A family's lower levels offer what the job needs, so that the tool schemas (most of a first
+    prompt: 1.5k-7k tokens of SmolLM2's tokenizer for a whole toolset) fit a small model."""
 
     def __post_init__(self) -> None:
+        if self.tools is not None:
+            wrong = [t for t in self.tools if t.partition("__")[0] not in self.apps or not t.partition("__")[2]]
+            if wrong or not self.tools or len(set(self.tools)) != len(self.tools):
+                raise ValueError(f"task {self.id}: tools must be distinct APP__TOOL names of its apps "
+                                 f"{list(self.apps)}; wrong: {wrong or list(self.tools)}")
         ids = {c.id for c in self.criteria}
         guards = {c.id for c in self.criteria if c.guard}
         for c in self.criteria:
@@ -104,6 +113,12 @@ class Task:
                                            grader_error=bug, infra_error=infra))
         return Grade(tuple(results))
 
+    def offered(self, app: str) -> frozenset[str] | None:
+        """The names of ``app``'s tools this task offers (None: all of them)."""
+        if self.tools is None:
+            return None
+        return frozenset(t.partition("__")[2] for t in self.tools if t.partition("__")[0] == app)
+
     def card(self) -> dict[str, Any]:
         """Public description (no ground truth): for `tasks list/show`."""
         from longhorizon.core.judged import is_judged
@@ -116,6 +131,7 @@ class Task:
             "seed": self.seed,
             "level": self.level,
             "apps": list(self.apps),
+            "tools": list(self.tools) if self.tools is not None else None,
             "instruction": self.instruction,
             "criteria": [
                 {"id": c.id, "kind": c.kind, "weight": c.weight, "guard": c.guard,
@@ -144,6 +160,10 @@ class TaskFamily:
     """How many levels the family has; the top one (``levels``) is the default."""
     holdout_family: bool = False
     """Set by the registry for families kept out of training entirely."""
+    toolsets: dict[int, tuple[str, ...]] = {}
+    """Level -> the tools its instances offer (``Task.tools``; a level not named offers every
+    tool of the family's apps). The same for every seed of a level, so it tells nothing about
+    one instance: lower levels offer the tools the job uses, to fit a small model's context."""
 
     def generate(self, seed: int) -> Task:  # pragma: no cover - interface
         raise NotImplementedError
@@ -165,6 +185,9 @@ class TaskFamily:
             raise ValueError(f"{self.name}.generate({seed}, level={lvl}) made task {task.id!r}, "
                              f"expected {self.task_id(seed, lvl)!r} (use self.task_id(seed, level))")
         task.level = lvl
+        if lvl in self.toolsets:
+            task.tools = tuple(self.toolsets[lvl])
+            task.__post_init__()  # the names checked against the task's apps
         return task
 
     def task_id(self, seed: int, level: int | None = None) -> str:

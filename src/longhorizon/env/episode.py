@@ -131,11 +131,12 @@ class Episode:
         self._stack = AsyncExitStack()
         try:
             for app in self.task.apps:
+                served = build_app(app, self.world).only(self.task.offered(app))
                 if self.mcp_path == "lean":
-                    client = build_app(app, self.world).session(self.limits.max_call_s)
+                    client = served.session(self.limits.max_call_s)
                     self._stack.callback(client.close)
                 else:
-                    server = build_app(app, self.world).build(self.limits.max_call_s)
+                    server = served.build(self.limits.max_call_s)
                     client = await self._stack.enter_async_context(Client(server))
                 self._clients[app] = client
                 listed = await client.list_tools()
@@ -570,8 +571,13 @@ def _tool_call(call: Any, turn: int, i: int) -> tuple[dict, tuple[str, Any, Any,
     return recorded, run
 
 
-async def tool_schemas(tasks: list[Task]) -> dict[tuple[str, ...], list[dict]]:
-    """The tool schemas an Episode shows, per distinct set of apps among ``tasks`` (one World
+def toolset(task: Task) -> tuple:
+    """What decides the tools an Episode of ``task`` shows: its apps and the tools it offers."""
+    return task.apps, task.tools
+
+
+async def tool_schemas(tasks: list[Task]) -> dict[tuple, list[dict]]:
+    """The tool schemas an Episode shows, per distinct ``toolset`` among ``tasks`` (one World
     built per set). For what has no Trajectory to read them from: records older than schema
     version 2, and the tiny model's corpus, made before any episode."""
     import tempfile
@@ -580,11 +586,11 @@ async def tool_schemas(tasks: list[Task]) -> dict[tuple[str, ...], list[dict]]:
     out: dict[tuple[str, ...], list[dict]] = {}
     with tempfile.TemporaryDirectory(prefix="longhorizon-tools-") as tmp:
         for i, task in enumerate(tasks):
-            if task.apps in out:
+            if toolset(task) in out:
                 continue
             world = World.build(Path(tmp) / str(i), task.build)
             async with Episode(task, world) as ep:
-                out[task.apps] = list(ep.tools)
+                out[toolset(task)] = list(ep.tools)
     return out
 
 

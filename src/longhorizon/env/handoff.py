@@ -56,8 +56,10 @@ def mcp_config(task: Task, world_dir: Path | str, record: Path | str | None = No
     env = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
     servers = {}
     for app in task.apps:
+        offered = task.offered(app)
+        only = ["--tools", ",".join(sorted(offered))] if offered is not None else []
         entry: dict[str, Any] = {"type": "stdio", "command": sys.executable,
-                                 "args": ["-m", "longhorizon.cli", "serve-app", app, "--world", world, *keep]}
+                                 "args": ["-m", "longhorizon.cli", "serve-app", app, "--world", world, *keep, *only]}
         if env:
             entry["env"] = dict(env)
         servers[app] = entry
@@ -70,7 +72,8 @@ def write_handoff(task: Task, world_dir: Path | str, world_hash: str,
     root = Path(world_dir)
     (root / INSTRUCTION).write_text(task.instruction.rstrip() + "\n", encoding="utf-8")
     (root / MCP_CONFIG).write_text(json.dumps(mcp_config(task, root, record), indent=2) + "\n", encoding="utf-8")
-    card = {"task_id": task.id, "apps": list(task.apps), "world_hash": world_hash,
+    card = {"task_id": task.id, "apps": list(task.apps), "tools": list(task.tools) if task.tools else None,
+            "world_hash": world_hash,
             "suite_version": SUITE_VERSION, "longhorizon_version": __version__,
             "tool_names": "each server's own tool names; a trajectory may call them APP__TOOL"}
     (root / TASK_CARD).write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")

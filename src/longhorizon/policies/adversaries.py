@@ -220,7 +220,9 @@ class _Survey(_Base):
             name, args = st["gen"].send(result)
         except StopIteration as stop:
             return assistant(stop.value or self.final)
-        return self._call(st, st["names"][name], args)
+        # a name the task does not offer (a level with fewer tools) is sent as it is: the episode
+        # answers it with an error, as it would any agent's
+        return self._call(st, st["names"].get(name) or {"function": {"name": name}}, args)
 
     def _script(self, ctx, tools: dict):
         sv = SimpleNamespace()  # this episode's findings (one policy plays many episodes at once)

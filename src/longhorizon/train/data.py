@@ -46,13 +46,13 @@ def _as_json_string(args: Any) -> str:
 def tools_by_task(task_ids: list[str]) -> dict[str, list[dict]]:
     """The tool schemas of each task, from Worlds built again: only for records older than
     Trajectory schema version 2, which did not keep the tools they showed."""
-    from longhorizon.env.episode import tool_schemas
+    from longhorizon.env.episode import tool_schemas, toolset
     from longhorizon.tasks.registry import get_task
     from longhorizon.core.aio import run_sync
 
     tasks = {tid: get_task(tid) for tid in sorted(set(task_ids))}
     by_apps = run_sync(tool_schemas(list(tasks.values())))
-    return {tid: by_apps[t.apps] for tid, t in tasks.items()}
+    return {tid: by_apps[toolset(t)] for tid, t in tasks.items()}
 
 
 def select(rows: list[dict], min_reward: float) -> tuple[list[dict], Counter]:

@@ -91,6 +91,10 @@ class MeetingRequests(TaskFamily):
     """1: one request with a window (no extra invitee) and the one on Focus time, no FYI mail;
     2: two requests (a window, an extra invitee) and the one on Focus time; 3 (default): three or
     four and the one on Focus time."""
+    toolsets = {1: (
+        "calendar__create_event", "calendar__free_busy", "calendar__list_events", "mail__list_messages",
+        "mail__read_message", "mail__reply",
+    )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

@@ -50,6 +50,9 @@ class TeamOneOnOnes(TaskFamily):
 
     levels = 4
     """The team's size: 1 (one new report), 2-3, 4-5, and 6-9 (the default)."""
+    toolsets = {1: (
+        "calendar__create_event", "calendar__free_busy", "calendar__list_events", "calendar__list_people",
+    )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

@@ -57,6 +57,10 @@ class PipelineHygiene(TaskFamily):
     still looks for both); 2: one deal to push, one to close lost, one signed order (the corrected,
     overdue one) and one duplicate contact; 3 (default): three or four of each kind of deal, three
     orders and three duplicates."""
+    toolsets = {1: (
+        "crm__get_deal", "crm__search_contacts", "crm__search_deals", "crm__update_deal", "mail__read_message",
+        "mail__reply", "mail__search_messages",
+    )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

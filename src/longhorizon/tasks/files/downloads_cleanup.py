@@ -67,6 +67,7 @@ class DownloadsCleanup(TaskFamily):
     """1: one invoice (a scan with a meaningless name), one set of notes, one exact copy and the
     template; 2: three invoices, two sets of notes, two exact copies, the edited copy and every
     other file; 3 (default): five to seven invoices, four to six notes, three exact copies."""
+    toolsets = {1: ("files__delete", "files__list_dir", "files__move", "files__read_file")}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

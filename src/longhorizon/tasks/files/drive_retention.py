@@ -110,6 +110,7 @@ class SharedDriveRetention(TaskFamily):
     """1: five documents (an expired draft, old meeting notes, a held document, an invoice exactly
     at its limit, a recent draft named like an old invoice); 2: the first two departments' folders
     and every special case; 3 (default): four departments."""
+    toolsets = {1: ("files__delete", "files__move", "files__read_file", "files__search", "files__write_file")}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

@@ -86,6 +86,10 @@ class InvoiceFollowup(TaskFamily):
     """1: one past-due and one not-yet-due invoice, no look-alikes; 2: two or three past-due,
     one or two not yet due, plus payment receipts; 3 (default): four to six past-due among every
     look-alike, and the survey of the whole inbox first."""
+    toolsets = {1: (
+        "mail__create_folder", "mail__list_messages", "mail__move_message", "mail__read_message", "mail__reply",
+        "mail__search_messages",
+    )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

@@ -170,6 +170,10 @@ class TeamBacklogDigest(TaskFamily):
     """1: one team's digest (the team whose lead did not change) with one ticket closed this
     week; 2: the two teams whose leads changed (one now, one next week); 3 (default): three
     teams."""
+    toolsets = {1: (
+        "mail__read_message", "mail__search_messages", "mail__send_message", "tickets__get_history",
+        "tickets__search_tickets",
+    )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

@@ -91,6 +91,10 @@ class WeeklySalesReport(TaskFamily):
     levels = 3
     """1: one region, at most one page of orders; 2: two regions, at most two pages; 3 (default):
     four or five regions, 55-85 orders."""
+    toolsets = {1: (
+        "mail__read_message", "mail__search_messages", "mail__send_message", "sheets__create_workbook",
+        "sheets__read_range", "sheets__write_rows",
+    )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

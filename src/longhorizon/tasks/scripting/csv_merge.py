@@ -461,6 +461,7 @@ class CsvMergeScript(TaskFamily):
     levels = 3
     """How many shops the script is run for: 1, 2 or 3 (default). The grader's hidden folder is
     the same at every level."""
+    toolsets = {1: ("files__list_dir", "files__read_file", "files__write_file", "shell__run")}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

@@ -472,6 +472,7 @@ class ReportRotationScript(TaskFamily):
     """How many team folders the script is run on: 1 (one with both ages and a log), 2 (plus
     the team whose reports are never deleted), 3 (default: all three or four). The grader's
     hidden folders are the same at every level."""
+    toolsets = {1: ("files__list_dir", "files__read_file", "files__write_file", "shell__run")}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

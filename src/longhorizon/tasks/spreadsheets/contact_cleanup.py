@@ -117,6 +117,7 @@ class ContactListCleanup(TaskFamily):
     levels = 3
     """1: six people (at least one near-duplicate); 2: eighteen (at least three); 3 (default):
     35 to 55 people with five to nine near-duplicates."""
+    toolsets = {1: ("sheets__add_sheet", "sheets__list_sheets", "sheets__read_range", "sheets__write_rows")}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

@@ -70,6 +70,10 @@ class ReleaseReadinessReview(TaskFamily):
     moves on, one open P1 blocker not started yet); 2: six of the release's kinds (one Done already,
     two that change today, the corrected one, one only older stand-ups mention, the absent
     engineer's) and every P1; 3 (default): twelve to fourteen."""
+    toolsets = {1: (
+        "chat__post_message", "chat__read_channel", "chat__read_thread", "tickets__search_tickets",
+        "tickets__update_ticket",
+    )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

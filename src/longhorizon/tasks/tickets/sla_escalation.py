@@ -144,6 +144,10 @@ class SlaBreachEscalation(TaskFamily):
     (one with only an internal note), one at risk, and one of each look-alike (the twin customer,
     just outside the window, a late reply, waiting on the customer); 3 (default): four or five
     breached, two or three at risk, among every look-alike."""
+    toolsets = {1: (
+        "tickets__add_comment", "tickets__assign_ticket", "tickets__get_ticket", "tickets__search_tickets",
+        "wiki__get_page",
+    )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

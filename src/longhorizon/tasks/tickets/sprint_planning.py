@@ -68,6 +68,10 @@ class SprintPlanning(TaskFamily):
     """1: one ticket to carry over and one new item, no reuse and no dependencies; 2: two to carry
     over and the new items that the reused backlog ticket and both dependencies involve (two to
     four); 3 (default): three or four to carry over, five or six new items."""
+    toolsets = {1: (
+        "mail__read_message", "mail__search_messages", "tickets__add_comment", "tickets__create_ticket",
+        "tickets__list_users", "tickets__search_tickets", "tickets__update_ticket",
+    )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

@@ -197,6 +197,10 @@ class SupportTriage(TaskFamily):
     """1: one New ticket (a question, so no error code to check) and no duplicates; 2: four or five
     New tickets (the twin customers, the two look-alikes, the original of a duplicate) and two
     duplicates; 3 (default): nine New tickets and three duplicates."""
+    toolsets = {1: (
+        "files__read_file", "tickets__add_comment", "tickets__assign_ticket", "tickets__get_ticket",
+        "tickets__search_tickets", "tickets__update_ticket",
+    )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)
