@@ -2,7 +2,8 @@
 with and without ``--reproducible``, and what the flag costs in time.
 
     .venv/bin/python benchmarks/eval_noise.py --out runs/eval-noise [--model DIR] [--bfcl-limit 40]
-                                              [--holdout-seeds 16] [--skip-bfcl] [--skip-suite]
+                                              [--holdout-seeds 16] [--level N] [--family F ...]
+                                              [--skip-bfcl] [--skip-suite]
 
 For each setting, one vLLM server on the model (default: the embedded SmolLM2-135M-Instruct):
 
@@ -13,10 +14,11 @@ For each setting, one vLLM server on the model (default: the embedded SmolLM2-13
 
 each evaluation is run twice against the same server, into OUT/SETTING/{bfcl,suite}-{1,2}:
 BFCL (``--bfcl-limit`` entries of simple_python, multiple and live_simple) and the suite's holdout
-(``--holdout-seeds`` instances of every family). The table gives, per setting and evaluation, the
-entries, the flips (entries whose pass verdict differs between the two runs; ``noise_floor``),
-the floor (max |bound| of the self-Δ 95% interval) and the wall time of each run, with the
-reproducible runs' time as a ratio of the default's. Runs resume: rerun the command to finish.
+(``--holdout-seeds`` instances of every family, or of ``--family`` at ``--level``). The table gives,
+per setting and evaluation, the entries, the flips (entries whose pass verdict differs between the
+two runs; ``noise_floor``), the floor (max |bound| of the self-Δ 95% interval: of pass@1, and of
+mean reward as r.floor) and the wall time of each run, with the reproducible runs' time as a
+ratio of the default's. Runs resume: rerun the command to finish.
 
 Not run for the issue that added it (issue 26): a long experiment on a shared 2-core machine.
 What else runs on the machine changes the times; the flips are what the flag is for.
@@ -66,6 +68,8 @@ def measure(setting: str, model: str | None, out: Path, args) -> list[dict]:
                     default_max_tokens=384, log_path=out / setting / "server.log") as server:
         print(f"{setting}: serving {server.model_name} at {server.base_url}", file=sys.stderr, flush=True)
         evaluations = []
+        suite_picks = [*(["--level", str(args.level)] if args.level else []),
+                       *[a for f in args.family for a in ("--family", f)]]
         if not args.skip_bfcl:
             evaluations.append(("bfcl", lambda d: ["bench", "bfcl", "--base-url", server.base_url, "--model",
                                                    server.model_name, "--categories", *BFCL_CATEGORIES, "--limit",
@@ -75,7 +79,7 @@ def measure(setting: str, model: str | None, out: Path, args) -> list[dict]:
             evaluations.append(("suite", lambda d: ["run", "--policy", "openai", "--base-url", server.base_url,
                                                     "--model", server.model_name, "--split", "holdout", "--seeds",
                                                     str(args.holdout_seeds), "--max-turns", "12", "--max-tokens",
-                                                    "384", "--quiet", "--out", str(d), *flag],
+                                                    "384", "--quiet", "--out", str(d), *flag, *suite_picks],
                                  suite_rows))
         for name, command, read in evaluations:
             dirs = [out / setting / f"{name}-{i}" for i in (1, 2)]
@@ -83,7 +87,8 @@ def measure(setting: str, model: str | None, out: Path, args) -> list[dict]:
             f = noise_floor(read(dirs[0]), read(dirs[1]))
             rows.append({"setting": setting, "evaluation": name, "entries": f["paired_tasks"],
                          "flips": f["disagreements"], "flip_rate": f["self_disagreement"],
-                         "floor": f["floor"]["pass@1"], "seconds": times})
+                         "floor": f["floor"]["pass@1"], "reward_floor": f["floor"]["mean_reward"],
+                         "seconds": times})
     return rows
 
 
@@ -93,6 +98,9 @@ def main() -> None:
     p.add_argument("--model", help="a model folder (default: the embedded SmolLM2)")
     p.add_argument("--bfcl-limit", type=int, default=40, help="entries per BFCL category (default 40)")
     p.add_argument("--holdout-seeds", type=int, default=16, help="holdout instances per family (default 16)")
+    p.add_argument("--level", type=int, help="the suite's families at this level (default: their default level; "
+                   "families without it are left out)")
+    p.add_argument("--family", action="append", default=[], help="only this family in the suite part (repeatable)")
     p.add_argument("--skip-bfcl", action="store_true")
     p.add_argument("--skip-suite", action="store_true")
     args = p.parse_args()
@@ -100,12 +108,12 @@ def main() -> None:
     rows = [r for s in SETTINGS for r in measure(s, args.model, out, args)]
     (out / "eval_noise.json").write_text(json.dumps(rows, indent=1))
     base = {r["evaluation"]: sum(r["seconds"]) for r in rows if r["setting"] == "default"}
-    print(f"{'setting':<13} {'evaluation':<10} {'entries':>7} {'flips':>5} {'flip rate':>9} {'floor':>6} "
+    print(f"{'setting':<13} {'evaluation':<10} {'entries':>7} {'flips':>5} {'flip rate':>9} {'floor':>6} {'r.floor':>7} "
           f"{'run 1 s':>8} {'run 2 s':>8} {'time × default':>14}")
     for r in rows:
         ratio = sum(r["seconds"]) / base[r["evaluation"]] if base.get(r["evaluation"]) else float("nan")
         print(f"{r['setting']:<13} {r['evaluation']:<10} {r['entries']:>7} {r['flips']:>5} {r['flip_rate']:>9.3f} "
-              f"{r['floor']:>6.3f} {r['seconds'][0]:>8.0f} {r['seconds'][1]:>8.0f} {ratio:>14.2f}")
+              f"{r['floor']:>6.3f} {r['reward_floor']:>7.3f} {r['seconds'][0]:>8.0f} {r['seconds'][1]:>8.0f} {ratio:>14.2f}")
 
 
 if __name__ == "__main__":
