@@ -102,8 +102,11 @@ def _rows(chosen, counts: dict[str, int]) -> list[dict]:
 
 def suite_stats(rows: list[dict]) -> dict:
     """Size, breadth and horizon of a task listing (rows as printed by `tasks list --format json`),
-    with each family's horizon (oracle tool calls: min, median, max) at the listed level."""
+    with each family's horizon (oracle tool calls: min, median, max) at the listed level, and how
+    many of the listed families need judgement (tasks/judgement.py)."""
     import statistics
+
+    from longhorizon.tasks.judgement import summary as judgement_summary
 
     calls = sorted(r["oracle_tool_calls"] for r in rows)
     by_family: dict[str, list[int]] = {}
@@ -119,6 +122,7 @@ def suite_stats(rows: list[dict]) -> dict:
         "share_at_least_40_calls": sum(c >= 40 for c in calls) / len(calls) if calls else 0.0,
         "oracle_tool_calls_by_family": {f: [min(c), statistics.median(c), max(c)]
                                         for f, c in sorted(by_family.items())},
+        "judgement": judgement_summary(sorted(by_family)),
     }
 
 
