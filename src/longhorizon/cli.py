@@ -181,6 +181,7 @@ def cmd_tasks_show(args) -> int:
 
 def cmd_tasks_catalogue(args) -> int:
     from longhorizon.evaluate.oracle_stats import oracle_tool_calls
+    from longhorizon.tasks.judgement import families_with
     from longhorizon.tasks.registry import families, suite_seeds
 
     fams = families()
@@ -205,11 +206,15 @@ def cmd_tasks_catalogue(args) -> int:
                      f"{calls[0]} / {calls[len(calls) // 2]} / {calls[-1]} | "
                      f"{len(kinds)} ({kinds.count('final_state')} + {kinds.count('process')}) | {n} |")
     held = [f for f in fams if f.holdout_family]
+    judged = len({f.name for f in fams} & set(families_with()))
     sizes = ", ".join(f"{s} {sum(len(suite_seeds(s, f)) for f in fams)}" for s in SPLITS)
     lines += ["", f"{plural(len(fams), 'family')} in {plural(len({f.category for f in fams}), 'category')}; "
               f"instances: {sizes}. The {plural(len(held), 'holdout family')} span "
               f"{plural(len({f.category for f in held}), 'category')}; docs/holdout.md gives each one's "
-              "nearest train family and why it is not a copy.", ""]
+              "nearest train family and why it is not a copy.",
+              "", f"{judged} of {plural(len(fams), 'family')} need judgement (a policy exception or conflicting "
+              "sources, a request to ask about or flag, a later message that changes the job): "
+              "docs/judgement.md.", ""]
     text = "\n".join(lines)
     if args.out:
         Path(args.out).write_text(text)

@@ -64,3 +64,14 @@ def test_tasks_stats_counts_judgement_among_the_listed_families():
     assert suite_stats(rows)["judgement"] == summary(["new_joiner_faq", "mfa_account_recovery", "log_first_error"])
     assert summary(["new_joiner_faq", "mfa_account_recovery", "log_first_error"]) == {
         "families": 2, "of": 3, "exception_or_conflict": 1, "ask_or_flag": 1, "changed_job": 1}
+
+
+def test_the_docs_table_lists_exactly_the_recorded_families_and_their_count():
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "docs" / "judgement.md").read_text()
+    table = text.split("## Table", 1)[1].split("## Left out", 1)[0]
+    rows = {line.split("`")[1] for line in table.splitlines() if line.startswith("| `")}
+    assert rows == set(JUDGEMENT)
+    names = registered()
+    assert f"{len(names & set(JUDGEMENT))} of {len(names)} registered families" in text

@@ -67,8 +67,8 @@ JUDGEMENT: dict[str, Judgement] = {
         "one day can break the cap together",
         **{EXC: ("limits", "receipts", "approvals")}),
     "monthly_expense_report": _j(
-        "last year's superseded policy sits next to the current one; the manager is copied only because "
-        "lines are flagged",
+        "last year's superseded policy (other caps) sits next to the current one; finance's mail asks for "
+        "the manager in copy only if a line is flagged",
         **{EXC: ("statuses", "manager_copied")}),
     "new_joiner_faq": _j(
         "superseded policy versions and an unapproved draft next to the current ones; a later leadership "
@@ -92,8 +92,9 @@ JUDGEMENT: dict[str, Judgement] = {
         "a mail warns that the revenue_snapshot table is frozen: revenue must come from the orders",
         **{EXC: ("growth",)}),
     "marketing_csv_exports": _j(
-        "notes from an earlier call, now stale, ask for other exports",
-        **{EXC: ("csv_headers",)}),
+        "notes from an earlier call, now stale, asked for conversion by source with test accounts in; "
+        "this call's notes leave them out",
+        **{EXC: ("conversion",)}),
     "weekly_sales_report": _j(
         "last week's request asked to copy someone else; this week's says finance",
         **{EXC: ("finance_copied",)}),
