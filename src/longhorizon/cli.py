@@ -102,8 +102,11 @@ def _rows(chosen, counts: dict[str, int]) -> list[dict]:
 
 def suite_stats(rows: list[dict]) -> dict:
     """Size, breadth and horizon of a task listing (rows as printed by `tasks list --format json`),
-    with each family's horizon (oracle tool calls: min, median, max) at the listed level."""
+    with each family's horizon (oracle tool calls: min, median, max) at the listed level, and how
+    many of the listed families need judgement (tasks/judgement.py)."""
     import statistics
+
+    from longhorizon.tasks.judgement import summary as judgement_summary
 
     calls = sorted(r["oracle_tool_calls"] for r in rows)
     by_family: dict[str, list[int]] = {}
@@ -119,6 +122,7 @@ def suite_stats(rows: list[dict]) -> dict:
         "share_at_least_40_calls": sum(c >= 40 for c in calls) / len(calls) if calls else 0.0,
         "oracle_tool_calls_by_family": {f: [min(c), statistics.median(c), max(c)]
                                         for f, c in sorted(by_family.items())},
+        "judgement": judgement_summary(sorted(by_family)),
     }
 
 
@@ -177,6 +181,7 @@ def cmd_tasks_show(args) -> int:
 
 def cmd_tasks_catalogue(args) -> int:
     from longhorizon.evaluate.oracle_stats import oracle_tool_calls
+    from longhorizon.tasks.judgement import families_with
     from longhorizon.tasks.registry import families, suite_seeds
 
     fams = families()
@@ -201,11 +206,15 @@ def cmd_tasks_catalogue(args) -> int:
                      f"{calls[0]} / {calls[len(calls) // 2]} / {calls[-1]} | "
                      f"{len(kinds)} ({kinds.count('final_state')} + {kinds.count('process')}) | {n} |")
     held = [f for f in fams if f.holdout_family]
+    judged = len({f.name for f in fams} & set(families_with()))
     sizes = ", ".join(f"{s} {sum(len(suite_seeds(s, f)) for f in fams)}" for s in SPLITS)
     lines += ["", f"{plural(len(fams), 'family')} in {plural(len({f.category for f in fams}), 'category')}; "
               f"instances: {sizes}. The {plural(len(held), 'holdout family')} span "
               f"{plural(len({f.category for f in held}), 'category')}; docs/holdout.md gives each one's "
-              "nearest train family and why it is not a copy.", ""]
+              "nearest train family and why it is not a copy.",
+              "", f"{judged} of {plural(len(fams), 'family')} need judgement (a policy exception or conflicting "
+              "sources, a request to ask about or flag, a later message that changes the job): "
+              "docs/judgement.md.", ""]
     text = "\n".join(lines)
     if args.out:
         Path(args.out).write_text(text)
