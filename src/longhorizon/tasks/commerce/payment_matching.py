@@ -63,6 +63,9 @@ LOG_HEAD = ["Run date", "Processed through", "By"]
 SHORT_HEAD = ["Date", "Customer", "Order", "Order total", "Received", "Outstanding"]
 UNMATCHED_HEAD = ["Date", "Counterparty", "Reference", "Amount", "Note"]
 NEW_KINDS = ["ref", "ref", "mangled", "typo", "noref", "combined", "short", "balance", "duplicate", "unknown"]
+LEVEL_KINDS = {1: ("mangled",), 2: ("mangled", "typo", "short", "duplicate")}
+"""The new credits a lower level keeps on the statement (one of each kind); the others' orders
+simply stay open."""
 
 
 @dataclass
@@ -149,7 +152,13 @@ class CustomerPaymentMatching(TaskFamily):
         "and unmatched payments and the run in the receivables workbook, and chase the short payers by mail."
     )
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one new credit, with a mangled reference, among the last run's lines and the debits;
+    2: four (mangled, a swapped-digit reference, a short payment, an order paid twice); 3
+    (default): ten to twelve of every kind."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         people = People(fake)
         store_name = f"{fake.last_name()} {rng.choice(['Wholesale', 'Trade Supply', 'Homewares', 'Distribution'])}"
@@ -318,6 +327,10 @@ class CustomerPaymentMatching(TaskFamily):
                 a, b = (o.id for o, _ in c.orders)
                 c.reference = rng.choice([f"{a} {b}", f"{a}/{b.split('-')[1][-2:]}", f"INV {a} + {b}"])
         credits.sort(key=lambda c: (c.day, c.counterparty))
+        credits_drawn = credits
+        if level < self.levels:  # the same draws as the default, then fewer new credits
+            kept = [next(c for c in credits if c.kind == k) for k in LEVEL_KINDS[level]]
+            credits = [c for c in credits if not c.new or any(c is k for k in kept)]
         new = [c for c in credits if c.new]
 
         # debits on the statement: suppliers, fees, rent
@@ -367,7 +380,7 @@ class CustomerPaymentMatching(TaskFamily):
             tot = rng.randint(400, 3000) * 100
             ws2.append([(start - timedelta(days=rng.randint(10, 40))).isoformat(), a.name,
                         f"SO-{rng.randint(30000, 39999)}", tot / 100, (tot - 2500) / 100, 25.0])
-        bal = next(c for c in credits if c.kind == "balance")
+        bal = next(c for c in credits_drawn if c.kind == "balance")
         bo = bal.orders[0][0]
         first = bo.payments[0]
         ws2.append([first[1].isoformat(), bo.account.name, bo.id, bo.total / 100, first[0] / 100,
@@ -420,15 +433,17 @@ Do not email anyone else about payments; finance handles refunds and queries.
         files = {PROCEDURE: procedure, statement_path: statement_text, old_stmt: old_text}
 
         # -- mailbox ---------------------------------------------------------------------------
-        comb = next(c for c in credits if c.kind == "combined")
+        comb = next(c for c in credits_drawn if c.kind == "combined")
         msgs: list[dict[str, Any]] = []
         ca, cb = comb.orders
-        msgs.append({"folder": "Inbox", "sender": comb.account.email, "sender_name": f"{comb.account.name} Accounts",
+        advice = {"folder": "Inbox", "sender": comb.account.email, "sender_name": f"{comb.account.name} Accounts",
                      "to": [me.email], "subject": "Remittance advice",
                      "date": datetime.combine(comb.day, time(rng.randint(9, 16), rng.randrange(60))).isoformat(),
                      "body": f"Hello,\n\nPlease note our payment of {usd(comb.amount)} made today by bank transfer, "
                              f"covering:\n\n  {ca[0].id}   {usd(ca[1])}\n  {cb[0].id}   {usd(cb[1])}\n\n"
-                             f"Kind regards,\nAccounts payable\n{comb.account.name}"})
+                             f"Kind regards,\nAccounts payable\n{comb.account.name}"}
+        if comb in credits:  # a remittance advice only for a transfer on the statement
+            msgs.append(advice)
         msgs.append({"folder": "Inbox", "sender": lead.email, "sender_name": lead.name, "to": [me.email],
                      "subject": "Payment matching this week",
                      "date": datetime.combine(today - timedelta(days=1), time(17, 40)).isoformat(),
@@ -485,14 +500,18 @@ Do not email anyone else about payments; finance handles refunds and queries.
             f"the store and mark the paid ones, and do the receivables workbook and the follow-ups the way "
             f"{PROCEDURE} says. Anything you're not sure about goes on the Unmatched sheet, not into the store."
         )
-        ctx = _Ctx(credits=new, today=today, last_day=stmt_through, statement=statement_path,
+        ctx = _Ctx(credits=new, short=level == 1, today=today, last_day=stmt_through, statement=statement_path,
                    statement_text=statement_text, seeded_payments=seeded_payments, initial_status=initial_status,
                    initial_rows=initial_rows, me=me.name, n_seeded=n_seeded, cutoff=cutoff,
                    open_other=[o.id for o in orders if o.status == "pending"
                                and all(o is not x for c in new for x, _ in c.orders)])
         criteria = _criteria(ctx)
+        if not ctx.shorts():  # nothing to log or chase (level 1)
+            criteria = [c for c in criteria if c.id not in ("short_log", "short_mails")]
+        if not ctx.unmatched():
+            criteria = [c for c in criteria if c.id != "unmatched_log"]
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=partial(_oracle, ctx, None),
             criteria=criteria, perturbations={c.id: partial(_oracle, ctx, c.id) for c in criteria},
             data={"today": today.isoformat(), "cutoff": cutoff.isoformat(), "statement": statement_path,
@@ -527,6 +546,9 @@ class _Ctx:
     n_seeded: int
     cutoff: date
     open_other: list[str]
+    short: bool = False
+    """Level 1: one credit, no remittance advice, nothing short or unmatched: the oracle skips
+    the survey of the inbox, the other sheets and the open orders, and checks nothing."""
 
     def applied(self) -> dict[str, list[tuple[int, date]]]:
         """order id -> [(amount, statement day)] that should be recorded."""
@@ -564,33 +586,38 @@ def _oracle(ctx: _Ctx, flaw: str | None):
     yield ToolCall("files__list_dir", {"path": "finance", "recursive": True}, "Find the newest statement export.")
     yield ToolCall("files__read_file", {"path": PROCEDURE}, "Read the matching procedure.")
     yield ToolCall("files__read_file", {"path": ctx.statement}, "Read the statement.")
-    sheets = parse_json((yield ToolCall("sheets__list_sheets", {"path": WORKBOOK}, "What does the workbook hold?")))
+    if not ctx.short:
+        sheets = parse_json((yield ToolCall("sheets__list_sheets", {"path": WORKBOOK},
+                                            "What does the workbook hold?")))
+        assert {s["name"] for s in sheets} >= {LOG, SHORT, UNMATCHED}
     log = parse_json((yield ToolCall("sheets__read_range", {"path": WORKBOOK, "sheet": LOG},
                                      "Up to which day was the last run?")))
-    short = parse_json((yield ToolCall("sheets__read_range", {"path": WORKBOOK, "sheet": SHORT},
-                                       "Earlier short payments (a balance may be coming in).")))
-    unm = parse_json((yield ToolCall("sheets__read_range", {"path": WORKBOOK, "sheet": UNMATCHED},
-                                     "The unmatched sheet's layout.")))
-    assert {s["name"] for s in sheets} >= {LOG, SHORT, UNMATCHED}
     assert str(log["rows"][-1]["values"][1]) == ctx.cutoff.isoformat()
-    inbox = loads((yield ToolCall("mail__list_messages", {"folder": "Inbox"}, "Any remittance advices?")))
-    advice = next(m for m in inbox["messages"] if m["subject"] == "Remittance advice")
-    yield ToolCall("mail__read_message", {"message_id": advice["id"]}, "Which orders the combined transfer pays.")
-    pending = loads((yield ToolCall("store__search_orders", {"status": "pending", "limit": 100},
-                                    "Every open order, with customer and total.")))
-    assert pending["next_offset"] is None
+    if not ctx.short:
+        short = parse_json((yield ToolCall("sheets__read_range", {"path": WORKBOOK, "sheet": SHORT},
+                                           "Earlier short payments (a balance may be coming in).")))
+        unm = parse_json((yield ToolCall("sheets__read_range", {"path": WORKBOOK, "sheet": UNMATCHED},
+                                         "The unmatched sheet's layout.")))
+        inbox = loads((yield ToolCall("mail__list_messages", {"folder": "Inbox"}, "Any remittance advices?")))
+        advice = next((m for m in inbox["messages"] if m["subject"] == "Remittance advice"), None)
+        if advice is not None:
+            yield ToolCall("mail__read_message", {"message_id": advice["id"]},
+                           "Which orders the combined transfer pays.")
+        pending = loads((yield ToolCall("store__search_orders", {"status": "pending", "limit": 100},
+                                        "Every open order, with customer and total.")))
+        assert pending["next_offset"] is None
 
+    paying = [c for c in ctx.credits if c.kind not in ("duplicate", "unknown")]
     skip_check = next(c for c in ctx.credits if c.kind == "mangled").orders[0][0].id
-    skip_record = next(c for c in ctx.credits if c.kind == "typo")
-    unmark = next(c for c in ctx.credits if c.kind == "ref").orders[0][0].id
+    skip_record = next((c for c in paying if c.kind == "typo"), paying[0])
+    unmark = next((c for c in paying if c.kind == "ref"), next(c for c in paying if c.kind != "short")).orders[0][0].id
+    undated = next((c for c in paying if c.kind == "combined"), paying[0])
     short_rows, unmatched_rows, mails = [], [], []
     for c in ctx.credits:
         if c.kind == "unknown":
             yield ToolCall("store__search_customers", {"query": c.counterparty.split()[-1]},
                            f"Is {c.counterparty} one of our customers?")
-            if not (flaw == "unmatched_log"):
-                unmatched_rows.append([c.day.isoformat(), c.counterparty, c.reference or None, c.amount / 100,
-                                       c.note])
+            unmatched_rows.append([c.day.isoformat(), c.counterparty, c.reference or None, c.amount / 100, c.note])
             continue
         if c.kind in ("typo", "noref"):
             yield ToolCall("store__get_customer", {"customer_id": c.account.id},
@@ -610,7 +637,7 @@ def _oracle(ctx: _Ctx, flaw: str | None):
                 assert got["customer"]["id"] == c.account.id
             args = {"order_id": o.id, "amount": plain(amount), "paid_at": c.day.isoformat(),
                     "method": "bank transfer", "reference": c.reference or c.counterparty}
-            if flaw == "payment_dates" and c.kind == "combined":
+            if flaw == "payment_dates" and c is undated:
                 args.pop("paid_at")
             yield ToolCall("store__record_payment", args, f"{usd(amount)} from {c.counterparty} pays {o.id}.")
             if c.kind != "short" and not (flaw == "orders_marked_paid" and o.id == unmark):
@@ -624,6 +651,8 @@ def _oracle(ctx: _Ctx, flaw: str | None):
                     short_rows.append([c.day.isoformat(), c.account.name, o.id, o.total / 100, paid / 100,
                                        owed / 100 if flaw != "short_log" else (owed + 100) / 100])
                 mails.append((c, o, owed))
+    if flaw == "unmatched_log":  # one credit that fits nothing is left off the sheet
+        unmatched_rows = unmatched_rows[1:]
     if flaw == "no_wrong_payments":
         yield ToolCall("store__get_order", {"order_id": ctx.open_other[0]}, "An open order.")
         yield ToolCall("store__record_payment", {"order_id": ctx.open_other[0], "amount": "10.00",
@@ -646,7 +675,7 @@ def _oracle(ctx: _Ctx, flaw: str | None):
         yield ToolCall("mail__send_message", {"to": [c.account.email], "subject": f"Outstanding balance on {o.id}",
                                               "body": body}, f"Chase the {usd(owed)} still due on {o.id}.")
     if flaw == "no_stray_mail":
-        c = next(c for c in ctx.credits if c.kind == "ref")
+        c = next((c for c in ctx.credits if c.kind == "ref"), paying[0])
         yield ToolCall("mail__send_message", {"to": [c.account.email], "subject": "Payment received",
                                               "body": "Thank you for your payment."}, "Thank a customer.")
     if flaw == "history_untouched":
@@ -656,9 +685,10 @@ def _oracle(ctx: _Ctx, flaw: str | None):
         yield ToolCall("sheets__write_rows", {"path": WORKBOOK, "sheet": LOG, "start_cell": f"A{log['rows'][-1]['row'] + 1}",
                                               "rows": [[ctx.today.isoformat(), ctx.last_day.isoformat(), ctx.me]]},
                        "Log this run.")
-    yield ToolCall("store__search_payments", {"since": (ctx.cutoff + timedelta(days=1)).isoformat(), "limit": 50},
-                   "Check the payments recorded for the new statement lines.")
-    yield ToolCall("store__search_orders", {"status": "pending", "limit": 100}, "Check what is still open.")
+    if not ctx.short:
+        yield ToolCall("store__search_payments", {"since": (ctx.cutoff + timedelta(days=1)).isoformat(),
+                                                  "limit": 50}, "Check the payments recorded for the new statement lines.")
+        yield ToolCall("store__search_orders", {"status": "pending", "limit": 100}, "Check what is still open.")
     n = sum(len(c.orders) for c in ctx.credits if c.kind not in ("duplicate", "unknown"))
     return (f"Matched {n} payments from the statement, logged {len(short_rows)} short and {len(unmatched_rows)} "
             f"unmatched credits, chased the short payers and logged the run through {ctx.last_day.isoformat()}.")

@@ -19,6 +19,7 @@ draft purchase order on hold.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import combinations
 from datetime import date, datetime, time, timedelta
 from functools import partial
 from pathlib import Path
@@ -119,20 +120,53 @@ class SupplierQuoteSelection(TaskFamily):
         "winning quote with its purchase order."
     )
 
-    def generate(self, seed: int) -> Task:
-        sc = draw(seed)
+    levels = 3
+    """1: one RFQ item, quoted by its winner and one rival that fails a rule (expired, too slow,
+    too large a minimum, or a substitute); 2: three items with all their quotes; 3 (default): six
+    or seven items with every trap."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
+        sc = draw(seed, level)
         criteria = _criteria(sc)
+        short = level == 1
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction(sc), apps=self.apps, build=partial(build, sc),
-            oracle=partial(_oracle, sc, None), criteria=criteria,
-            perturbations={c.id: partial(_oracle, sc, c.id) for c in criteria}, data=sc.data,
+            oracle=partial(_oracle, sc, None, short=short), criteria=criteria,
+            perturbations={c.id: partial(_oracle, sc, c.id, short=short) for c in criteria}, data=sc.data,
         )
 
 
-def draw(seed: int) -> Scenario:
-    """The scenario of instance ``seed``: every random draw of the family happens here, in the
-    order the family has always made them (the golden hashes hold it)."""
+LEVELS = SupplierQuoteSelection.levels
+SINGLE_MAIL_TRAPS = ("moq", "slow", "substitute", "expired")
+"""Rivals that fail a rule visible in their own quote and the RFQ (no revision, no store lookup,
+no preferred-supplier list): level 1's one trap."""
+
+
+def _fewer_items(items: list[Item], level: int, reviser: str, rng) -> list[Item]:
+    """Level 2: the three items whose quotes show the most kinds of trap; level 1: one item whose
+    winner sent a single quote, with its winner's line and one rival that fails a rule (not the
+    supplier who revised its quote: two quotes to read)."""
+    if level == 2:
+        best = max(combinations(items, 3), key=lambda c: len({ln.role for it in c for ln in it.lines.values()}))
+        return [it for it in items if it in best]
+    def rivals(it: Item) -> list[str]:
+        return sorted(sid for sid, ln in it.lines.items() if ln.role in SINGLE_MAIL_TRAPS and sid != reviser)
+
+    fit = [it for it in items if it.winner != reviser and rivals(it)]
+    if not fit:  # pragma: no cover - four of the traps always land on some item
+        raise RuntimeError("no item for level 1")
+    item = rng.choice(fit)
+    rival = rng.choice(rivals(item))
+    item.lines = {sid: ln for sid, ln in item.lines.items() if sid in (item.winner, rival)}
+    return [item]
+
+
+def draw(seed: int, level: int = LEVELS) -> Scenario:
+    """The scenario of instance ``seed`` at ``level``: every random draw of the family happens
+    here, in the order the family has always made them (the golden hashes hold it); a lower
+    level keeps fewer items, chosen after the default's draws."""
     rng, fake = rng_and_faker(seed, SupplierQuoteSelection.name)
     people = People(fake)
     store_name = f"{fake.last_name()} {rng.choice(['Home & Garden', 'Goods', 'Supply Co', 'Outfitters', 'Living'])}"
@@ -319,6 +353,8 @@ def draw(seed: int) -> Scenario:
     for item in items:
         best = _award(item, active_ids, pref_ids, today, expired={expired_sup.id})
         assert best == (item.winner, item.price), (item.product.sku, best, item.winner, item.price)
+    if level < LEVELS:  # the same draws as the default, then fewer items
+        items = _fewer_items(items, level, reviser.id, rng)
 
     # -- current sourcing: some items already come from their winner, the rest move ---------------
     for item in items:
@@ -606,37 +642,45 @@ class Scenario:
 # -- reference solution ----------------------------------------------------------------------
 
 
-def _oracle(ctx: Scenario, flaw: str | None):
+def _oracle(ctx: Scenario, flaw: str | None, short: bool = False):
     """Read the rules, the RFQ and every answer to it, check the suppliers in the store, then award
     each item, switch its sourcing, raise and send one purchase order per winner, answer each
-    winning quote, and check the result. ``flaw`` breaks one criterion."""
+    winning quote, and check the result. ``flaw`` breaks one criterion; ``short`` (level 1: one
+    item, two quotes, no closed account among them) reads the inbox and the two quotes, acts,
+    and checks nothing."""
     inbox = loads((yield ToolCall("mail__list_messages", {"folder": "Inbox", "limit": 50},
                                   "See what came in for the RFQ.")))
-    by_subject = {m["id"]: m for m in inbox["messages"]}
-    rules_id = next(i for i, m in by_subject.items() if m["subject"] == "How we evaluate quotes")
-    yield ToolCall("mail__read_message", {"message_id": rules_id}, "Re-read the evaluation rules.")
-    sent = loads((yield ToolCall("mail__search_messages", {"query": ctx.rfq, "folder": "Sent"},
-                                 "Find the RFQ we sent: quantities and needed-by dates.")))
-    yield ToolCall("mail__read_message", {"message_id": sent["messages"][0]["id"]}, "Read the RFQ.")
+    if not short:
+        by_subject = {m["id"]: m for m in inbox["messages"]}
+        rules_id = next(i for i, m in by_subject.items() if m["subject"] == "How we evaluate quotes")
+        yield ToolCall("mail__read_message", {"message_id": rules_id}, "Re-read the evaluation rules.")
+        sent = loads((yield ToolCall("mail__search_messages", {"query": ctx.rfq, "folder": "Sent"},
+                                     "Find the RFQ we sent: quantities and needed-by dates.")))
+        yield ToolCall("mail__read_message", {"message_id": sent["messages"][0]["id"]}, "Read the RFQ.")
     skip = ctx.quotes[0].msg_id if flaw == "quotes_read" else None
     for q in sorted(ctx.quotes, key=lambda q: q.msg_id):
         if q.msg_id != skip:
             yield ToolCall("mail__read_message", {"message_id": q.msg_id},
                            f"Read {q.supplier.name}'s answer ({q.number}).")
-    suppliers = loads((yield ToolCall("store__search_suppliers", {}, "Which supplier accounts are still active?")))
-    active = {s["id"] for s in suppliers if s["active"]}
-    assert set(ctx.winners) <= active
+    if not short:
+        suppliers = loads((yield ToolCall("store__search_suppliers", {},
+                                          "Which supplier accounts are still active?")))
+        active = {s["id"] for s in suppliers if s["active"]}
+        assert set(ctx.winners) <= active
 
     items = ctx.items
     award = {it.product.sku: (it.winner, it.price) for it in items}
     qty = {it.product.sku: it.qty for it in items}
-    if flaw == "awarded_suppliers":
-        it = next(it for it in items if any(ln.role == "tie" for ln in it.lines.values()))
-        twin = next(sid for sid, ln in it.lines.items() if ln.role == "tie")
-        award[it.product.sku] = (twin, it.price)
-    for it in items:
-        yield ToolCall("store__get_product", {"sku": it.product.sku},
-                       f"Current supplier and cost of {it.product.sku}.")
+    if flaw == "awarded_suppliers":  # the preferred supplier's near-namesake, else an active rival
+        closed = ctx.data["closed"]
+        it, rival = next(((it, sid) for it in items for sid, ln in it.lines.items() if ln.role == "tie"), (None, None))
+        if it is None:
+            it, rival = next((it, sid) for it in items for sid in it.lines if sid not in (it.winner, closed))
+        award[it.product.sku] = (rival, it.price)
+    if not short:
+        for it in items:
+            yield ToolCall("store__get_product", {"sku": it.product.sku},
+                           f"Current supplier and cost of {it.product.sku}.")
     broke = False
     for it in items:
         sid, price = award[it.product.sku]
@@ -688,11 +732,12 @@ def _oracle(ctx: Scenario, flaw: str | None):
     if flaw == "catalogue_untouched":
         other = next(s for s in ctx.initial_products if s not in {it.product.sku for it in ctx.items})
         yield ToolCall("store__update_product", {"sku": other, "reorder_point": 1}, "Tidy a reorder point.")
-    check = loads((yield ToolCall("store__search_purchase_orders", {"status": "sent", "limit": 20},
-                                  "Check the new purchase orders all went out.")))
-    out = {p["id"] for p in check["purchase_orders"]}
-    assert flaw or set(made.values()) <= out
-    yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 10}, "Check the replies went out.")
+    if not short:
+        check = loads((yield ToolCall("store__search_purchase_orders", {"status": "sent", "limit": 20},
+                                      "Check the new purchase orders all went out.")))
+        out = {p["id"] for p in check["purchase_orders"]}
+        assert flaw or set(made.values()) <= out
+        yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 10}, "Check the replies went out.")
     return (f"Closed {ctx.rfq}: awarded {len(items)} items to {len(made)} suppliers, sent "
             + ", ".join(made[s] for s in sorted(made)) + " and answered each winning quote.")
 

@@ -49,6 +49,7 @@ class _Ctx:
     initial_products: dict[str, dict[str, Any]]
     covered: list[str]
     discontinued: list[str]
+    near_miss: list[str]
 
 
 def _cases_needed(gap: int, case: int) -> int:
@@ -66,7 +67,13 @@ class RestockPurchaseOrders(TaskFamily):
         "point once open orders are counted, sized by the written rule."
     )
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: the delivery, then one SKU to reorder (the one it left short), with a discontinued SKU
+    and stock just above the point around it; 2: two more SKUs, one at the point exactly, and
+    open orders that cover some; 3 (default): five to seven more."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         store_name = f"{fake.last_name()} {rng.choice(['Home & Garden', 'Goods', 'Supply Co', 'Outfitters'])}"
         today = pick_today(rng)
@@ -118,6 +125,15 @@ class RestockPurchaseOrders(TaskFamily):
             on_order[p.sku] = _cases_needed(p.reorder_point * k - p.stock, p.case_size)
         for p in partly:
             on_order[p.sku] = rng.randint(1, p.reorder_point - p.stock)
+        bounds = [boundary]
+        if level < self.levels:  # the same draws as the default, then fewer SKUs to reorder
+            dropped = need[2:] if level == 2 else need + bounds + covered + partly
+            for p in dropped:  # restocked since: well above the point, and nothing on order
+                p.stock = p.reorder_point + rng.randint(3, 60)
+                on_order.pop(p.sku, None)
+            need = need[:2] if level == 2 else []
+            if level == 1:
+                bounds, covered, partly = [], [], []
 
         # today's delivery: ordered qty, what the supplier says it shipped, what was counted
         ordered, shipped, counted = {}, {}, {}
@@ -141,7 +157,7 @@ class RestockPurchaseOrders(TaskFamily):
 
         # -- what should be ordered -----------------------------------------------------------
         expected: dict[str, int] = {}
-        for p in need + [boundary]:
+        for p in need + bounds:
             expected[p.sku] = _cases_needed(p.reorder_point * k - p.stock, p.case_size)
         for p in partly:
             expected[p.sku] = _cases_needed(p.reorder_point * k - p.stock - on_order[p.sku], p.case_size)
@@ -257,10 +273,11 @@ Notes
             store.create_store(root / "state" / "store.sqlite", **store_args)
 
         boss = fake.first_name()
+        where = packing_list if level == 1 else "in the receiving folder"
         instruction = (
             f"Hi, it's {boss} from operations. Two things before the weekly purchasing cut-off today "
             f"({long_date(today)}): a delivery from {arriving_sup.name} came in this morning, and the warehouse's "
-            f"packing list is in the receiving folder. Please book it in against its purchase order. Then do this "
+            f"packing list is {where}. Please book it in against its purchase order. Then do this "
             f"week's reorder run: raise the purchase orders we need and send them to the suppliers. Follow "
             f"{RULES} to the letter (how to receive, what counts as needing a reorder and how much to order). "
             f"Don't change anything else in the catalogue."
@@ -273,12 +290,13 @@ Notes
                    shipped=shipped, discrepancies=discrepancies, unexpected=unexpected_p.sku, packing_list=packing_list,
                    on_hold=on_hold, expected=expected, supplier_of=supplier_of, initial_pos=initial_pos,
                    initial_products=initial_products, covered=[p.sku for p in covered],
-                   discontinued=[p.sku for p in discontinued])
+                   discontinued=[p.sku for p in discontinued], near_miss=[p.sku for p in near_miss])
         criteria = _criteria(ctx)
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=partial(_oracle, ctx, None),
-            criteria=criteria, perturbations={c.id: partial(_oracle, ctx, c.id) for c in criteria},
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps, build=build,
+            oracle=partial(_oracle, ctx, None, short=level == 1), criteria=criteria,
+            perturbations={c.id: partial(_oracle, ctx, c.id, short=level == 1) for c in criteria},
             data={"today": today.isoformat(), "k": k, "arriving": arriving, "counted": ctx.counted,
                   "discrepancies": discrepancies, "expected": expected,
                   "suppliers": sorted({supplier_of[s] for s in expected}), "on_hold": on_hold},
@@ -288,13 +306,16 @@ Notes
 # -- reference solution ----------------------------------------------------------------------
 
 
-def _oracle(ctx: _Ctx, flaw: str | None):
+def _oracle(ctx: _Ctx, flaw: str | None, short: bool = False):
     """Read the rules and the packing list, receive what was counted, then size each reorder from
     live data (stock after receipt, open purchase orders, case sizes) and raise one sent purchase
-    order per supplier. ``flaw`` breaks one criterion."""
-    yield ToolCall("files__list_dir", {"path": "purchasing"}, "Find the purchasing rules.")
-    yield ToolCall("files__read_file", {"path": RULES}, "Read the reorder rules.")
-    yield ToolCall("files__list_dir", {"path": "receiving", "recursive": True}, "Find today's packing list.")
+    order per supplier. ``flaw`` breaks one criterion; ``short`` (level 1: the packing list is
+    named, and no other order is open) goes straight to the packing list, skips the survey of
+    open orders and checks nothing at the end."""
+    if not short:
+        yield ToolCall("files__list_dir", {"path": "purchasing"}, "Find the purchasing rules.")
+        yield ToolCall("files__read_file", {"path": RULES}, "Read the reorder rules.")
+        yield ToolCall("files__list_dir", {"path": "receiving", "recursive": True}, "Find today's packing list.")
     yield ToolCall("files__read_file", {"path": ctx.packing_list}, "Read what was shipped and counted.")
     po = loads((yield ToolCall("store__get_purchase_order", {"po_id": ctx.arriving},
                                "Compare the delivery with the purchase order.")))
@@ -317,7 +338,7 @@ def _oracle(ctx: _Ctx, flaw: str | None):
 
     order_now: dict[str, int] = dict(ctx.expected)
     if flaw == "reorder_skus":
-        sku = ctx.covered[0]
+        sku = (ctx.covered or ctx.near_miss)[0]  # an SKU already on order, else one just above its point
         p = ctx.initial_products[sku]
         order_now[sku] = _cases_needed(p["reorder_point"] * ctx.k - p["stock"], p["case_size"])
     if flaw == "reorder_quantities":
@@ -326,8 +347,10 @@ def _oracle(ctx: _Ctx, flaw: str | None):
 
     if flaw != "received_first":
         yield receive()
-    sent = loads((yield ToolCall("store__search_purchase_orders", {"status": "sent"},
-                                 "Which purchase orders are still open?")))
+    sent = {"purchase_orders": []}
+    if not short:
+        sent = loads((yield ToolCall("store__search_purchase_orders", {"status": "sent"},
+                                     "Which purchase orders are still open?")))
     on_order: dict[str, int] = {}
     for p in sent["purchase_orders"]:
         if flaw == "received_first" and p["id"] == ctx.arriving:
@@ -336,7 +359,8 @@ def _oracle(ctx: _Ctx, flaw: str | None):
                                      f"What is still on order on {p['id']}?")))
         for ln in full["lines"]:
             on_order[ln["sku"]] = on_order.get(ln["sku"], 0) + ln["qty"]
-    yield ToolCall("store__search_purchase_orders", {"status": "draft"}, "Any drafts (the on-hold one)?")
+    if not short:
+        yield ToolCall("store__search_purchase_orders", {"status": "draft"}, "Any drafts (the on-hold one)?")
     low = loads((yield ToolCall("store__search_products", {"below_reorder_point": True, "limit": 100},
                                 "Find SKUs at or below their reorder point.")))
     plan: dict[str, dict[str, int]] = {}
@@ -379,7 +403,7 @@ def _oracle(ctx: _Ctx, flaw: str | None):
     if flaw == "catalogue_untouched":
         yield ToolCall("store__adjust_stock", {"sku": ctx.discontinued[0], "delta": 1, "reason": "recount"},
                        "Fix a count.")
-    for pid in made:
+    for pid in [] if short else made:
         yield ToolCall("store__get_purchase_order", {"po_id": pid}, f"Check {pid} went out complete.")
     return (f"Received {ctx.arriving} as counted (discrepancies noted) and sent {len(made)} purchase orders: "
             + ", ".join(made) + ".")
