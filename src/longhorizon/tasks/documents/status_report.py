@@ -350,7 +350,8 @@ class ProjectStatusReport(TaskFamily):
             f"weekly syncs (notes in {base}/meetings/). If a sync recorded a change after the row's Last updated "
             f"date, go with the sync; if the tracker was updated after the sync, the tracker is right.\n\n"
             f"{risks_ask}Summary: how many milestones are complete out of the total, and name the delayed ones. "
-            f"{next_ask}Remove the bracketed guidance once filled in.\n\nPlease don't change the tracker, the notes, the template or last week's report. "
+            f"{next_ask}Remove the bracketed guidance once filled in.\n\n"
+            f"Please don't change the tracker, the notes, the template or last week's report. "
             f"Thanks!\n{pm}"
         )
         brief = level == 1  # straight to the named files: no survey, no read-back

@@ -235,7 +235,8 @@ class QuarterlyReviewDeck(TaskFamily):
             oracle=partial(_oracle, data, None, brief=brief), criteria=_criteria(data, sources, summary), data=data,
         )
         if not summary:  # one region: no order to get wrong, no summary slide
-            task.criteria = [c for c in task.criteria if c.id not in ("region_order", "summary_totals", "top_performer")]
+            task.criteria = [c for c in task.criteria
+                             if c.id not in ("region_order", "summary_totals", "top_performer")]
         task.perturbations = {c.id: partial(_oracle, data, c.id, brief=brief) for c in task.criteria}
         return task
 

@@ -329,7 +329,8 @@ class WikiChatReconcile(TaskFamily):
         post("general", crew[0], 13, "09:01", "Morning! Coffee machine on 3 is fixed.")
         if level > 1:
             post("announcements", office_mgr, 12, "10:15",
-                 f"Heads-up: the {city} office is moving to {planned_addr} on {move_day.strftime('%B')} {move_day.day}. "
+                 f"Heads-up: the {city} office is moving to {planned_addr} on {move_day.strftime('%B')} "
+                 f"{move_day.day}. "
                  f"More details soon.")
         post("ops", ops_lead, 11, "09:40",
              f"Rota change from next week: {c1n} takes over as {c1r} on call for {c1s} from {c1o}. "
