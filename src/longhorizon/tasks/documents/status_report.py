@@ -170,6 +170,8 @@ class ProjectStatusReport(TaskFamily):
         statuses[0] = "Delayed"
         if n > 1:
             statuses[1] = "Complete"
+        else:  # one milestone: delayed, or complete, or on track
+            statuses[0] = rng.choice(["Delayed", "Complete", "On track"])
         modes = (["note", "note"] + [rng.choice(["tracker", "tracker", "note"]) for _ in ours[2:]])[:n]
         order = list(range(n))
         rng.shuffle(order)
@@ -605,9 +607,11 @@ def _oracle(d: dict, flaw: str | None, brief: bool = False):
     done = d["done"] + (1 if flaw == "summary_counts" else 0)
     summary = f"{done} of {len(ours)} milestones are complete."
     if flaw != "summary_delays":
-        summary += f" Delayed: {', '.join(d['delayed'])}."
+        summary += f" Delayed: {', '.join(d['delayed'])}." if d["delayed"] else " None is delayed."
         if d["at_risk"]:
             summary += f" At risk: {', '.join(d['at_risk'])}."
+    elif not d["delayed"]:  # flaw: with nothing delayed, call the milestone delayed
+        summary += f" Delayed: {ours[0]}."
 
     def fill_list(index: int, items: list[str], keep_placeholder: bool = False):
         start = index
