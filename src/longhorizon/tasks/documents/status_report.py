@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from dataclasses import replace
 from functools import partial
 
 from openpyxl import Workbook
@@ -364,6 +365,9 @@ class ProjectStatusReport(TaskFamily):
         )
         asked = {"risks_table": "risks", "risk_details": "risks", "next_steps": "next"}
         task.criteria = [c for c in task.criteria if asked.get(c.id, "summary") in head_order]
+        if small:  # last week's summary can hold this week's count (0 or 1 of few): it pays only with the bullets
+            task.criteria = [replace(c, requires=("milestone_bullets",)) if c.id.startswith("summary_") else c
+                             for c in task.criteria]
         task.perturbations = {c.id: partial(_oracle, data, c.id, brief=brief) for c in task.criteria}
         return task
 
