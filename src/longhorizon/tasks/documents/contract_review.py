@@ -117,6 +117,17 @@ TOKEN = re.compile(r"\{([a-z_=]+)\}")
 REF = re.compile(r"\bClause\s+(\d+)")
 HEAD = re.compile(r"^\s*(\d+)\s*[.)]?\s+(.*)$")
 SUB = re.compile(r"^\s*(\d+)\.(\d+)\s+")
+ASKED = {1: {"name", "term"}, 2: {"name", "eff", "term", "cap", "rename", "comment"}}
+"""The checklist's items below the top level (the default asks for all of them)."""
+SHORT_DRAFT = {"services", "term", "subcontracting", "confidentiality", "data_protection", "liability",
+               "termination", "governing_law"}
+"""Level 1's clauses: the term, the affiliate's clause and what their cross-references name."""
+
+
+NEEDS = {"effective_date": "eff", "rate_card_kept": "eff", "initial_term": "term", "liability_cap": "cap",
+         "clause_deleted": "delete", "headings_renumbered": "delete", "subclauses_renumbered": "delete",
+         "cross_references": "delete", "term_renamed": "rename", "governing_law_comment": "comment"}
+"""The checklist item a criterion grades (the others grade every level)."""
 
 
 def _anchor(template: str) -> str:
@@ -136,7 +147,14 @@ class ContractReview(TaskFamily):
         "add a review comment, and leave everything else intact in a new version."
     )
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: fix the supplier's name (not the affiliate's) and the term in a short draft; 2: also the
+    effective date (not the rate card's), the cap, the renamed defined term and the Governing Law
+    comment; 3 (default): also strike a clause and renumber clauses, sub-clauses and references."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
+        asked = set(FIXES) | {"comment"} if level == self.levels else ASKED[level]
         rng, fake = rng_and_faker(seed, self.name)
         stem = fake.last_name()
         base = f"{stem} {rng.choice(VENDOR_WORDS)}"
@@ -153,6 +171,8 @@ class ContractReview(TaskFamily):
         keys = [k for k in ORDER if k not in OPTIONAL or rng.random() < 0.6]
         keys.insert(rng.randint(3, 5), "exclusivity")
         deleted_at = keys.index("exclusivity") + 1  # clause numbers start at 1
+        if level == 1:  # the same draws as the default, then a shorter draft
+            keys = [k for k in keys if k in SHORT_DRAFT]
 
         # which {vendor} slots carry a wrong spelling (at least one of each wrong spelling)
         vendor_slots = sum(t.count("{vendor}") for k in keys for t in CLAUSES[k][1]) + 2  # + preamble, signature
@@ -217,7 +237,7 @@ class ContractReview(TaskFamily):
             return [b if isinstance(b, dict) else (b[0], b[1]) for b in blocks]
 
         draft_blocks = render(set())
-        final_blocks = render(set(FIXES))
+        final_blocks = render(asked)
         folder = "legal"
         slug = re.sub(r"[^a-z0-9]+", "_", client.lower()).strip("_")
         draft = f"{folder}/contracts/{slug}_msa_draft.docx"
@@ -229,25 +249,28 @@ class ContractReview(TaskFamily):
         other_list = f"{folder}/review/{other_slug}_nda_checklist.md"
         excl_title = CLAUSES["exclusivity"][0]
         gl_new = [k for k in keys if k != "exclusivity"].index("governing_law") + 1
+        items = {
+            "name": f"The supplier's legal name is \"{vendor}\", exactly as on the company register. Correct every "
+            f"other spelling of it. {affiliate} is a separate company (an affiliate): leave it as it is.",
+            "eff": f"The Effective Date is {day_month_year(new_eff)}. The draft still shows last year's date wherever "
+            f"the effective date is stated (including the signature lines). The rate card date in Schedule 1 is "
+            f"correct and stays.",
+            "term": f"The initial term is {new_term} months.",
+            "cap": f"Liability cap: the fees paid in the preceding {new_cap} months.",
+            "delete": f"Clause {deleted_at} ({excl_title}) was struck in negotiation: delete it entirely, heading "
+            f"and sub-clauses.",
+            "headings": "Renumber the clauses after it, and their sub-clauses, so the numbering is continuous, and "
+            "update every cross-reference (\"Clause 9\") to match. References to earlier clauses don't change.",
+            "rename": "The defined term \"Customer\" becomes \"Client\" throughout (so \"Customer Data\" becomes "
+            "\"Client Data\").",
+            "comment": "Governing Law: do not change the wording, but add a review comment on that clause asking "
+            "Legal to confirm the jurisdiction.",
+        }
         checklist_text = "\n".join([
             f"# Review checklist: Master Services Agreement, {client} / {vendor}",
             f"Prepared by {counsel} (Legal), {day_month_year(new_eff - dt.timedelta(days=rng.randint(10, 40)))}",
             "",
-            f"1. The supplier's legal name is \"{vendor}\", exactly as on the company register. Correct every other "
-            f"spelling of it. {affiliate} is a separate company (an affiliate): leave it as it is.",
-            f"2. The Effective Date is {day_month_year(new_eff)}. The draft still shows last year's date wherever the "
-            f"effective date is stated (including the signature lines). The rate card date in Schedule 1 is "
-            f"correct and stays.",
-            f"3. The initial term is {new_term} months.",
-            f"4. Liability cap: the fees paid in the preceding {new_cap} months.",
-            f"5. Clause {deleted_at} ({excl_title}) was struck in negotiation: delete it entirely, heading and "
-            f"sub-clauses.",
-            "6. Renumber the clauses after it, and their sub-clauses, so the numbering is continuous, and update "
-            "every cross-reference (\"Clause 9\") to match. References to earlier clauses don't change.",
-            "7. The defined term \"Customer\" becomes \"Client\" throughout (so \"Customer Data\" becomes "
-            "\"Client Data\").",
-            "8. Governing Law: do not change the wording, but add a review comment on that clause asking Legal "
-            "to confirm the jurisdiction.",
+            *(f"{i}. {text}" for i, text in enumerate((t for k, t in items.items() if k in asked), start=1)),
             "",
             "Nothing else should change.",
         ]) + "\n"
@@ -282,13 +305,16 @@ class ContractReview(TaskFamily):
             f"{v2} and keep the draft exactly as it is. Please change only what the checklist asks for, and give "
             f"the new version a final read-through once you're done. Thanks!"
         )
+        brief = level == 1  # straight to the named files, no checks by search before the read-through
+        todo = set(FIXES) | {"comment"} if level == self.levels else asked  # (a set the oracle may change)
         task = Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=sources.build,
-            oracle=partial(_oracle, data, None),
+            oracle=partial(_oracle, data, None, asked=todo, brief=brief),
             criteria=_criteria(data, sources, draft_blocks, final_blocks), data=data,
         )
-        task.perturbations = {c.id: partial(_oracle, data, c.id) for c in task.criteria}
+        task.criteria = [c for c in task.criteria if NEEDS.get(c.id, "name") in asked]
+        task.perturbations = {c.id: partial(_oracle, data, c.id, asked=todo, brief=brief) for c in task.criteria}
         return task
 
 
@@ -500,12 +526,14 @@ def _criteria(d: dict, sources: Sources, draft_blocks: list, final_blocks: list)
 # -- reference solution ------------------------------------------------------------------------------
 
 
-def _oracle(d: dict, flaw: str | None):
+def _oracle(d: dict, flaw: str | None, asked: frozenset[str] | set[str] = frozenset(FIXES) | {"comment"},
+            brief: bool = False):
     """Read the checklist and the draft, copy it, make the global fixes with replace_text (checking
     each with find_text), strike the clause, then rewrite the paragraphs whose numbering or
-    cross-references moved, comment on Governing Law, and read the result back."""
+    cross-references moved, comment on Governing Law, and read the result back. ``asked`` names
+    the checklist's items; ``brief`` (level 1) skips the survey and the checks by search."""
     draft, v2 = d["draft"], d["v2"]
-    fixes = set(FIXES)
+    fixes = set(FIXES) & set(asked)
     skip = {"supplier_name": "name", "initial_term": "term", "liability_cap": "cap", "clause_deleted": "delete",
             "headings_renumbered": "headings", "subclauses_renumbered": "subclauses",
             "cross_references": "xrefs", "term_renamed": "rename"}.get(flaw)
@@ -514,7 +542,8 @@ def _oracle(d: dict, flaw: str | None):
     if flaw == "clause_deleted":
         fixes -= {"headings", "subclauses", "xrefs"}
 
-    yield ToolCall("files__list_dir", {"path": "legal", "recursive": True}, "See what Legal left in the folder.")
+    if not brief:
+        yield ToolCall("files__list_dir", {"path": "legal", "recursive": True}, "See what Legal left in the folder.")
     yield ToolCall("files__read_file", {"path": d["checklist"]}, "Read the review checklist.")
     yield ToolCall("docs__read_document", {"path": draft}, "Read the whole draft.")
     yield ToolCall("files__copy", {"src": draft, "dst": v2}, "Work on a new version; the draft stays as it is.")
@@ -534,8 +563,9 @@ def _oracle(d: dict, flaw: str | None):
                        "Use the supplier's registered name there too.")
 
     # 2. effective date, but not the rate card
-    hits = parse_json((yield ToolCall("docs__find_text", {"path": v2, "query": d["old_eff"], "match_case": True},
-                                      "Find where the old date is stated.")))["hits"]
+    hits = [] if "eff" not in asked else parse_json((yield ToolCall(
+        "docs__find_text", {"path": v2, "query": d["old_eff"], "match_case": True},
+        "Find where the old date is stated.")))["hits"]
     targets = [k for k, h in enumerate(hits, start=1) if "Day rates below" not in h["text"]]
     if flaw == "rate_card_kept":
         targets = list(range(1, len(hits) + 1))
@@ -557,7 +587,8 @@ def _oracle(d: dict, flaw: str | None):
         yield ToolCall("docs__replace_text", {"path": v2, "old": "Customer", "new": "Client"},
                        "Rename the defined term throughout.")
     # 5. strike the clause
-    cur = parse_json((yield ToolCall("docs__read_document", {"path": v2}, "Locate the struck clause.")))
+    if "delete" in asked:
+        cur = parse_json((yield ToolCall("docs__read_document", {"path": v2}, "Locate the struck clause.")))
     if "delete" in fixes:
         excl = CLAUSES["exclusivity"]
         at = next(b["index"] for b in cur["blocks"] if b.get("style") == "Heading 1" and excl[0] in b.get("text", ""))
@@ -567,7 +598,9 @@ def _oracle(d: dict, flaw: str | None):
         if flaw == "clause_deleted":
             fixes.discard("delete")
     # 6. renumber clauses, sub-clauses and cross-references in what follows the struck clause
-    cur = parse_json((yield ToolCall("docs__read_document", {"path": v2}, "Re-read to renumber.")))
+    cur = {"blocks": []}
+    if "delete" in asked:
+        cur = parse_json((yield ToolCall("docs__read_document", {"path": v2}, "Re-read to renumber.")))
     gone = d["deleted"] if "delete" in fixes else None
 
     def moved(n: str) -> str:
@@ -588,19 +621,20 @@ def _oracle(d: dict, flaw: str | None):
                            f"Renumber block {b['index']}.")
     # 8. governing law comment
     title = CLAUSES["governing_law"][0] if flaw != "governing_law_comment" else CLAUSES["liability"][0]
-    found = parse_json((yield ToolCall("docs__find_text", {"path": v2, "query": title, "match_case": True},
-                                       "Find the Governing Law clause.")))["hits"]
-    gl = int(next(h["location"] for h in found if h["style"] == "Heading 1"))
-    yield ToolCall("docs__add_comment", {"path": v2, "index": gl + 1, "author": "Contracts team",
-                                         "text": "Legal: please confirm the jurisdiction (England and Wales?)."},
-                   "Ask Legal to confirm the jurisdiction.")
+    if "comment" in asked:
+        found = parse_json((yield ToolCall("docs__find_text", {"path": v2, "query": title, "match_case": True},
+                                           "Find the Governing Law clause.")))["hits"]
+        gl = int(next(h["location"] for h in found if h["style"] == "Heading 1"))
+        yield ToolCall("docs__add_comment", {"path": v2, "index": gl + 1, "author": "Contracts team",
+                                             "text": "Legal: please confirm the jurisdiction (England and Wales?)."},
+                       "Ask Legal to confirm the jurisdiction.")
     if flaw == "rest_intact":
         yield ToolCall("docs__append_paragraph", {"path": v2, "text": "Reviewed against the Legal checklist."},
                        "Note the review.")
     if flaw == "only_v2_created":
         yield ToolCall("files__write_file", {"path": "legal/review/changes.txt", "content": "done"}, "Log changes.")
     # verify
-    for q in [*d["wrong_names"], "Customer"]:
+    for q in [] if brief else [*d["wrong_names"], "Customer"] if "rename" in asked else d["wrong_names"]:
         yield ToolCall("docs__find_text", {"path": v2, "query": q, "match_case": True}, f"Check no {q!r} is left.")
     if flaw != "final_read_through":
         yield ToolCall("docs__read_document", {"path": v2}, "Final read-through of the new version.")

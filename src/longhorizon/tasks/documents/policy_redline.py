@@ -58,6 +58,14 @@ EXTRA_LOG = {"adv": "Booking lead time: {old} to {new} days.",
              "trip": "Trip approval threshold: ${old:,} to ${new:,}."}
 
 
+ASKED = {1: {"meal", "version"}, 2: {"meal", "hotel", "portal", "version", "log"}}
+"""The approved changes below the top level (the default has them all, the owner, a withdrawn
+section, the odd extra figure and the change log too)."""
+ALL = {"meal", "hotel", "portal", "owner", "withdrawn", "extra", "version", "log"}
+NEEDS = {"portal_renamed": "portal", "owner_updated": "owner", "section_withdrawn": "withdrawn", "change_log": "log"}
+"""The change a criterion grades (the others grade every level)."""
+
+
 def _long(d: dt.date) -> str:
     return f"{d.day} {d.strftime('%B %Y')}"
 
@@ -83,7 +91,15 @@ class PolicyRedline(TaskFamily):
         "paragraph word for word; then mail it to the Legal reviewer."
     )
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: the meal allowance (the taxi limit has the same figure) and the version line, read back,
+    mailed; 2: also the major-city hotel cap, the renamed portal and a change log; 3 (default):
+    also the new owner (the travel desk shares the old one's surname), a withdrawn section (a
+    similar one stays) and any other changed figures."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
+        asked = ALL if level == self.levels else ASKED[level]
         rng, fake = rng_and_faker(seed, self.name)
         people = People(fake)
         company_name, domain = company(fake)
@@ -117,6 +133,10 @@ class PolicyRedline(TaskFamily):
         extra = {"adv": (rng.choice([7, 10, 14]), 7), "submit": (rng.choice([30, 45, 60]), -15),
                  "trip": (rng.choice([1500, 2000, 2500]), 500)}
         extra_changes = sorted(rng.sample(sorted(extra), rng.randint(0, 2)))
+        if level < self.levels:  # the same draws as the default, then fewer changes
+            extra_changes = []
+            new_vals.update({k: old_vals[k] for k in ("hotel", "portal") if k not in asked})
+            new_vals.update({k: old_vals[k] for k in ("owner", "owner_role", "owner_email")})
         for key, (value, step) in extra.items():
             old_vals[key] = value
             new_vals[key] = value + step if key in extra_changes else value
@@ -166,11 +186,14 @@ class PolicyRedline(TaskFamily):
             return out
 
         source_blocks = render(old_vals, None)
-        final_blocks = render(new_vals, withdrawn)
+        final_blocks = render(new_vals, withdrawn if "withdrawn" in asked else None)
         changed_tags = {"version", "owner", "p:booking:1", "p:booking:2", "p:allow:meal", "p:allow:hotel",
                         "p:contacts:1", *(EXTRA_TAGS[k] for k in extra_changes)}
+        if level < self.levels:
+            was = {tag: t for _, t, tag in source_blocks}
+            changed_tags = {tag for _, t, tag in final_blocks if was[tag] != t}
         anchors = {tag: _anchor(t) for _, t, tag in template if not tag.startswith("h:") and tag != "title"}
-        gone_tags = {tag for _, _, tag in source_blocks if tag.split(":")[1:2] == [withdrawn]}
+        gone_tags = {tag for _, _, tag in source_blocks if tag.split(":")[1:2] == [withdrawn] and "withdrawn" in asked}
 
         folder = "policies"
         src = f"{folder}/travel_expense_policy_v{old_ver}.docx"
@@ -196,22 +219,26 @@ class PolicyRedline(TaskFamily):
         sources = Sources(make)
 
         wd_title = OPTIONAL[withdrawn][0]
+        changes = [
+            ("meal", f"Daily meal allowance: ${old_meal} -> ${new_meal}. (The taxi limit stays at ${old_meal}.)"),
+            ("hotel", f"Hotel cap in major cities: ${old_hotel} -> ${new_hotel} per night. The cap elsewhere does "
+                      f"not change."),
+            ("portal", f"The booking portal is now called {new_portal} (it was {old_portal})."),
+            ("owner", f"Policy owner: {new_owner.name}, {new_role} ({new_owner.email}) takes over from "
+                      f"{old_owner.name}, including as the contact for questions."),
+            ("withdrawn", f"The \"{wd_title}\" section is withdrawn: delete it, heading and text."),
+            *(("extra", EXTRA_NOTES[k].format(old=old_vals[k], new=new_vals[k])) for k in extra_changes),
+            ("version", f"Version {new_ver}, effective {_long(new_eff)}."),
+        ]
+        changes = [text for key, text in changes if key in asked]
         notes = (
             f"Hi {me.first},\n\nThe policy committee approved the following changes to the travel and expense "
             f"policy on {long_date(approved_on)}. Please make them in a new version: start from {src} (which must "
             f"stay as it is) and save it as {dst}.\n\n"
-            f"1. Daily meal allowance: ${old_meal} -> ${new_meal}. (The taxi limit stays at ${old_meal}.)\n"
-            f"2. Hotel cap in major cities: ${old_hotel} -> ${new_hotel} per night. The cap elsewhere does not "
-            f"change.\n"
-            f"3. The booking portal is now called {new_portal} (it was {old_portal}).\n"
-            f"4. Policy owner: {new_owner.name}, {new_role} ({new_owner.email}) takes over from {old_owner.name}, "
-            f"including as the contact for questions.\n"
-            f"5. The \"{wd_title}\" section is withdrawn: delete it, heading and text.\n"
-            + "".join(f"{n}. {EXTRA_NOTES[k].format(old=old_vals[k], new=new_vals[k])}\n"
-                      for n, k in enumerate(extra_changes, start=6))
-            + f"{6 + len(extra_changes)}. Version {new_ver}, effective {_long(new_eff)}.\n\n"
-            f"Please add a \"Change log\" section at the end listing these changes, one line each, and leave "
-            f"everything else word for word. When it's ready, send the new version to {reviewer.name} in Legal "
+            + "".join(f"{n}. {text}\n" for n, text in enumerate(changes, start=1)) + "\n"
+            + (f"Please add a \"Change log\" section at the end listing these changes, one line each, and leave "
+               if "log" in asked else "Please leave ")
+            + f"everything else word for word. When it's ready, send the new version to {reviewer.name} in Legal "
             f"({reviewer.email}) for review.\n\nThanks,\n{secretary.first}\nPolicy committee secretary"
         )
         proposal = (
@@ -254,19 +281,21 @@ class PolicyRedline(TaskFamily):
              "reviewer": reviewer.email, "secretary": secretary.email, "new_owner_email": new_owner.email,
              "notes_id": notes_id}
         task = Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=_solver(d, None),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=_solver(d, None, asked, level == 1),
             criteria=[], data=d,
         )
-        task.criteria = _criteria(d, sources, source_blocks, final_blocks, changed_tags, anchors, gone_tags, kept_opt)
-        task.perturbations = {c.id: _solver(d, c.id) for c in task.criteria}
+        task.criteria = [c for c in _criteria(d, sources, source_blocks, final_blocks, changed_tags, anchors,
+                                              gone_tags, kept_opt, asked) if NEEDS.get(c.id, "meal") in asked]
+        task.perturbations = {c.id: _solver(d, c.id, asked, level == 1) for c in task.criteria}
         return task
 
 
 # -- grading -----------------------------------------------------------------------------------------------
 
 
-def _criteria(d, sources: Sources, source_blocks, final_blocks, changed_tags, anchors, gone_tags, kept_opt):
+def _criteria(d, sources: Sources, source_blocks, final_blocks, changed_tags, anchors, gone_tags, kept_opt,
+              asked=ALL):
     dst, old, new = d["dst"], d["old"], d["new"]
     untouched = [(s, t) for s, t, tag in final_blocks if tag not in changed_tags]
     final_by_tag = {tag: t for _, t, tag in final_blocks}
@@ -290,7 +319,8 @@ def _criteria(d, sources: Sources, source_blocks, final_blocks, changed_tags, an
         if len(meal) != 1 or len(hotel) != 1:
             return False, f"{len(meal)} meal / {len(hotel)} hotel paragraphs"
         m, h = find_numbers(meal[0]), find_numbers(hotel[0])
-        ok = m == [new["meal"]] and new["hotel"] in h and old["hotel"] not in h and len(h) == 2
+        ok = (m == [new["meal"]] and new["hotel"] in h and (old["hotel"] == new["hotel"] or old["hotel"] not in h)
+              and len(h) == 2)
         if not ok:
             return False, f"meal {m}, hotel {h}"
         for key in d["extra_changes"]:
@@ -356,9 +386,9 @@ def _criteria(d, sources: Sources, source_blocks, final_blocks, changed_tags, an
             missing.append("hotel cap")
         if new["portal"].lower() not in text.lower():
             missing.append("portal")
-        if new["owner"].split()[-1].lower() not in text.lower():
+        if "owner" in asked and new["owner"].split()[-1].lower() not in text.lower():
             missing.append("owner")
-        if norm(d["wd_title"]).split()[0] not in norm(text):
+        if "withdrawn" in asked and norm(d["wd_title"]).split()[0] not in norm(text):
             missing.append("withdrawn section")
         if new["version"] not in text:
             missing.append("version")
@@ -402,8 +432,9 @@ def _criteria(d, sources: Sources, source_blocks, final_blocks, changed_tags, an
             return False, "no document attached"
         blocks = read_blocks(mail.attachment_path(world, m["id"], docs[0]))
         text = "\n".join(b.get("text", "") for b in blocks)
-        ok = (f"${new['meal']}" in text and any(b["type"] == "paragraph" and b["style"].startswith("Heading")
-                                                 and "change log" in norm(b["text"]) for b in blocks))
+        ok = (f"${new['meal']}" in text and ("log" not in asked or any(
+            b["type"] == "paragraph" and b["style"].startswith("Heading") and "change log" in norm(b["text"])
+            for b in blocks)))
         return ok, "the attached document is not the updated version (new meal allowance, change log)"
 
     def mail_only_reviewer(world, traj):
@@ -456,13 +487,19 @@ def _criteria(d, sources: Sources, source_blocks, final_blocks, changed_tags, an
 # -- reference solution ------------------------------------------------------------------------------------
 
 
-def _solver(d: dict, flaw: str | None):
+def _solver(d: dict, flaw: str | None, asked=ALL, brief: bool = False):
+    """Find and read the approved notes, read the policy, copy it, make each change (checking the
+    shared figures and names with find_text), rewrite the version line, drop the withdrawn
+    section, append the change log, check, read back and mail it to Legal. ``asked`` names the
+    changes the notes make; ``brief`` (level 1) works from the one read of the policy, with no
+    survey and no checks by search."""
     def run():
         src, dst, old, new = d["src"], d["dst"], d["old"], d["new"]
         yield ToolCall("mail__search_messages", {"query": "travel expense policy"}, "Find the change notes.")
         yield ToolCall("mail__read_message", {"message_id": d["notes_id"]}, "Read the approved changes.")
-        yield ToolCall("docs__list_documents", {"folder": "policies"}, "See the policy documents.")
-        yield ToolCall("docs__read_document", {"path": src}, "Read the current version in full.")
+        if not brief:
+            yield ToolCall("docs__list_documents", {"folder": "policies"}, "See the policy documents.")
+        doc = parse_json((yield ToolCall("docs__read_document", {"path": src}, "Read the current version in full.")))
         yield ToolCall("docs__copy_document", {"source": src, "path": dst},
                        "Start the new version; the current one stays as it is.")
         if flaw == "reviewer_mail":
@@ -470,10 +507,15 @@ def _solver(d: dict, flaw: str | None):
                 "to": [d["reviewer"]], "subject": f"Travel and expense policy v{new['version']} for review",
                 "body": "Please review the attached new version.", "attachments": [dst]}, "Send it for review.")
         # 1. meal allowance, not the taxi limit with the same figure
-        hits = parse_json((yield ToolCall("docs__find_text", {"path": dst, "query": f"${old['meal']}",
-                                                               "match_case": True},
-                                          "Where does the old meal figure appear?")))["hits"]
-        if flaw == "rest_intact":
+        if brief:  # the paragraphs that carry the figure, from the read above
+            hits = [b for b in doc["blocks"] if f"${old['meal']}" in b.get("text", "")]
+        else:
+            hits = parse_json((yield ToolCall("docs__find_text", {"path": dst, "query": f"${old['meal']}",
+                                                                   "match_case": True},
+                                              "Where does the old meal figure appear?")))["hits"]
+        if flaw == "figures_updated" and "hotel" not in asked:
+            pass  # flaw: the one figure left as it was
+        elif flaw == "rest_intact":
             yield ToolCall("docs__replace_text", {"path": dst, "old": f"${old['meal']}", "new": f"${new['meal']}"},
                            "Update the meal allowance.")
         else:
@@ -482,7 +524,7 @@ def _solver(d: dict, flaw: str | None):
             yield ToolCall("docs__replace_text", {"path": dst, "old": f"${old['meal']}", "new": f"${new['meal']}",
                                                   "occurrence": k}, "Only the meal allowance, not the taxi limit.")
         # 2. hotel cap in major cities
-        if flaw != "figures_updated":
+        if flaw != "figures_updated" and "hotel" in asked:
             yield ToolCall("docs__replace_text", {"path": dst, "old": f"${old['hotel']} per night in major cities",
                                                   "new": f"${new['hotel']} per night in major cities"},
                            "Major-city hotel cap only.")
@@ -490,29 +532,32 @@ def _solver(d: dict, flaw: str | None):
             yield ToolCall("docs__replace_text", {"path": dst, "old": EXTRA_PHRASES[key].format(old[key]),
                                                   "new": EXTRA_PHRASES[key].format(new[key])}, f"Update {key}.")
         # 3. portal
-        yield ToolCall("docs__find_text", {"path": dst, "query": old["portal"]}, "Every mention of the old portal.")
-        yield ToolCall("docs__replace_text", {"path": dst, "old": old["portal"], "new": new["portal"],
-                                              **({"occurrence": 1} if flaw == "portal_renamed" else {})},
-                       "Rename the portal.")
+        if "portal" in asked:
+            yield ToolCall("docs__find_text", {"path": dst, "query": old["portal"]}, "Every mention of the old portal.")
+            yield ToolCall("docs__replace_text", {"path": dst, "old": old["portal"], "new": new["portal"],
+                                                  **({"occurrence": 1} if flaw == "portal_renamed" else {})},
+                           "Rename the portal.")
         # 4. owner: name (owner line and contacts), role, address
-        yield ToolCall("docs__find_text", {"path": dst, "query": old["owner"]}, "Where the old owner is named.")
-        yield ToolCall("docs__replace_text", {"path": dst, "old": old["owner"], "new": new["owner"]},
-                       "New owner's name (full name only: the travel desk contact shares the surname).")
-        yield ToolCall("docs__replace_text", {"path": dst, "old": old["owner_role"], "new": new["owner_role"]},
-                       "New owner's role.")
-        if flaw != "owner_updated":
-            yield ToolCall("docs__replace_text", {"path": dst, "old": old["owner_email"], "new": new["owner_email"]},
-                           "New owner's address.")
-        # 6. version line
-        doc = parse_json((yield ToolCall("docs__read_document", {"path": dst}, "Find the version line and the "
-                                         "withdrawn section.")))
+        if "owner" in asked:
+            yield ToolCall("docs__find_text", {"path": dst, "query": old["owner"]}, "Where the old owner is named.")
+            yield ToolCall("docs__replace_text", {"path": dst, "old": old["owner"], "new": new["owner"]},
+                           "New owner's name (full name only: the travel desk contact shares the surname).")
+            yield ToolCall("docs__replace_text", {"path": dst, "old": old["owner_role"], "new": new["owner_role"]},
+                           "New owner's role.")
+            if flaw != "owner_updated":
+                yield ToolCall("docs__replace_text", {"path": dst, "old": old["owner_email"],
+                                                      "new": new["owner_email"]}, "New owner's address.")
+        # 6. version line (block indexes are the source's until a section is deleted)
+        if not brief:
+            doc = parse_json((yield ToolCall("docs__read_document", {"path": dst}, "Find the version line and the "
+                                             "withdrawn section.")))
         vline = next(b for b in doc["blocks"] if b.get("text", "").startswith("Version"))
         eff = new["eff"] if flaw != "version_line" else old["eff"]
         yield ToolCall("docs__set_paragraph", {"path": dst, "index": vline["index"],
                                                "text": f"Version {new['version']} - effective {eff}"},
                        "New version and effective date.")
         # 5. withdrawn section: heading and its paragraphs
-        if flaw != "section_withdrawn":
+        if flaw != "section_withdrawn" and "withdrawn" in asked:
             at = next(b["index"] for b in doc["blocks"] if b.get("style") == "Heading 1" and b["text"] == d["wd_title"])
             n = 1
             for b in doc["blocks"][at + 1:]:
@@ -522,27 +567,29 @@ def _solver(d: dict, flaw: str | None):
             for _ in range(n):
                 yield ToolCall("docs__delete_paragraph", {"path": dst, "index": at}, f"Delete '{d['wd_title']}'.")
         # change log
-        yield ToolCall("docs__append_paragraph", {"path": dst, "text": "Change log", "style": "Heading 1"},
-                       "Start the change log.")
-        entries = [
-            f"Version {new['version']}, effective {new['eff']} (was {old['version']}, {old['eff']}).",
-            f"Daily meal allowance: ${old['meal']} to ${new['meal']}.",
-            f"Hotel cap in major cities: ${old['hotel']} to ${new['hotel']} per night.",
-            f"Booking portal renamed from {old['portal']} to {new['portal']}.",
-            f"Policy owner: {new['owner']}, {new['owner_role']} (was {old['owner']}).",
-            f"Section \"{d['wd_title']}\" withdrawn.",
-            *(EXTRA_LOG[key].format(old=old[key], new=new[key]) for key in d["extra_changes"]),
-        ]
+        entries = [text for key, text in [
+            ("version", f"Version {new['version']}, effective {new['eff']} (was {old['version']}, {old['eff']})."),
+            ("meal", f"Daily meal allowance: ${old['meal']} to ${new['meal']}."),
+            ("hotel", f"Hotel cap in major cities: ${old['hotel']} to ${new['hotel']} per night."),
+            ("portal", f"Booking portal renamed from {old['portal']} to {new['portal']}."),
+            ("owner", f"Policy owner: {new['owner']}, {new['owner_role']} (was {old['owner']})."),
+            ("withdrawn", f"Section \"{d['wd_title']}\" withdrawn."),
+            *(("extra", EXTRA_LOG[key].format(old=old[key], new=new[key])) for key in d["extra_changes"]),
+        ] if key in asked]
         if flaw == "change_log":
             entries = entries[:3]
-        for e in entries:
+        if "log" in asked:
+            yield ToolCall("docs__append_paragraph", {"path": dst, "text": "Change log", "style": "Heading 1"},
+                           "Start the change log.")
+        for e in entries if "log" in asked else []:
             yield ToolCall("docs__append_paragraph", {"path": dst, "text": e, "style": "List Bullet"},
                            "Log the change.")
         if flaw == "files_as_expected":
             yield ToolCall("docs__copy_document", {"source": dst, "path": f"policies/archive/{dst.split('/')[-1]}"},
                            "Keep a backup.")
         # verify
-        for q in (old["portal"], old["owner"], d["wd_title"]):
+        checks = {"portal": old["portal"], "owner": old["owner"], "withdrawn": d["wd_title"]}
+        for q in [] if brief else [q for key, q in checks.items() if key in asked]:
             yield ToolCall("docs__find_text", {"path": dst, "query": q}, f"Check no {q!r} is left.")
         if flaw != "final_read_through":
             yield ToolCall("docs__read_document", {"path": dst}, "Final read-through of the new version.")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from dataclasses import replace
 from functools import partial
 
 from openpyxl import Workbook
@@ -140,7 +141,15 @@ class ProjectStatusReport(TaskFamily):
         "newer sync notes, open risks as a table, a summary with counts, and the latest actions."
     )
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one milestone (its newest status and date in the one sync after the tracker row), a
+    template with a summary and the milestones; 2: three milestones, two syncs, risks and next
+    steps too; 3 (default): eight to eleven milestones over three to five syncs. Every level keeps
+    the sister project's rows and a tracker row the sync overrides."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
+        small = level < self.levels  # the same draws as the default, then fewer milestones and syncs
         rng, fake = rng_and_faker(seed, self.name)
         project = rng.choice(PROJECTS)
         sister = f"{project} {rng.choice(SISTER_SUFFIXES)}"
@@ -148,20 +157,29 @@ class ProjectStatusReport(TaskFamily):
         report_day = dt.date(2026, 1, 9) + dt.timedelta(weeks=rng.randint(0, 44))  # a Friday
         latest = report_day - dt.timedelta(days=rng.randint(1, 3))
         n_meet = rng.randint(3, 5)
+        if small:
+            n_meet = level
         meetings = [latest - dt.timedelta(weeks=i) for i in range(n_meet)][::-1]
 
         # -- milestones: truth, what the tracker shows, and what the notes say -------------------
         n = rng.randint(8, 11)
+        if small:
+            n = {1: 1, 2: 3}[level]
         names = rng.sample(MILESTONES, n + 4)
         ours, theirs = names[:n], names[n:]
         statuses = [rng.choice(STATUSES) for _ in ours]
-        statuses[0], statuses[1] = "Delayed", "Complete"
-        modes = ["note", "note"] + [rng.choice(["tracker", "tracker", "note"]) for _ in ours[2:]]
+        statuses[0] = "Delayed"
+        if n > 1:
+            statuses[1] = "Complete"
+        else:  # one milestone: delayed, or complete, or on track
+            statuses[0] = rng.choice(["Delayed", "Complete", "On track"])
+        modes = (["note", "note"] + [rng.choice(["tracker", "tracker", "note"]) for _ in ours[2:]])[:n]
         order = list(range(n))
         rng.shuffle(order)
         statuses = [statuses[i] for i in order]
         modes = [modes[i] for i in order]
-        status_note, date_note = order.index(0), order.index(1)  # the first two "note" milestones
+        status_note = order.index(0)  # the first two "note" milestones (one milestone: both changes)
+        date_note = order.index(1) if n > 1 else status_note
         truth: dict[str, dict] = {}
         tracker_rows: list[tuple[dt.date, list]] = []
         notes_lines: dict[dt.date, list[str]] = {d: [] for d in meetings}
@@ -213,6 +231,8 @@ class ProjectStatusReport(TaskFamily):
         picked = rng.sample(RISKS, rng.randint(5, 6))
         ours_risks, sister_risk = picked[:-1], picked[-1]
         n_closed = rng.randint(1, 2)
+        if n_meet == 1:  # one sync: no risk raised earlier to close
+            n_closed = 0
         risks = []
         for i, (desc, mitigation) in enumerate(ours_risks):
             raised = rng.randrange(n_meet - 1) if i < n_closed else rng.randrange(n_meet)
@@ -232,6 +252,8 @@ class ProjectStatusReport(TaskFamily):
         middle = ["milestones", "risks"]
         rng.shuffle(middle)
         head_order = ["summary", *middle, "next"]
+        if level == 1:
+            head_order = ["summary", "milestones"]
         head_texts = [heads[k] for k in head_order]
         guidance = {
             "summary": "[One paragraph: how many milestones are complete out of the total, and which are delayed.]",
@@ -272,7 +294,9 @@ class ProjectStatusReport(TaskFamily):
                     rl.append(f"- Closed: {r['risk']} {DASH} no longer a concern.")
             note_files[f"{base}/meetings/{day.isoformat()}_{_slug(project)}_sync.md"] = note_text(
                 i, day, project, notes_lines[day], rl, actions[i])
-        sister_days = [meetings[-1] + dt.timedelta(days=1), meetings[-2] + dt.timedelta(days=1)]
+        sister_days = [meetings[-1] + dt.timedelta(days=1)]
+        if n_meet > 1:
+            sister_days.append(meetings[-2] + dt.timedelta(days=1))
         for j, day in enumerate(sister_days):
             lines = [f"- {theirs[j]}: status is now {rng.choice(['Delayed', 'At risk'])}."]
             rl = [f"- New risk: {sister_risk[0]} (owner: {person(fake)}; mitigation: {sister_risk[1]})"] if j == 0 else []
@@ -314,10 +338,13 @@ class ProjectStatusReport(TaskFamily):
                       for m, t in truth.items()},
             "milestones": ours, "sister_milestones": theirs, "done": done, "delayed": delayed, "at_risk": at_risk,
             "risks": risks, "open_risks": open_risks, "latest_actions": latest_actions,
-            "previous_actions": actions[-2], "headings": head_texts, "head_order": head_order,
+            "previous_actions": actions[-2] if n_meet > 1 else [], "headings": head_texts, "head_order": head_order,
             "template": template_path, "tracker": tracker_path, "notes": sorted(p for p in note_files if _slug(sister) not in p),
             "last_report": last_report,
         }
+        risks_ask = (f"Risks: a table (Risk, Owner, Mitigation) with the risks that are still open after the latest "
+                     f"sync. ") if "risks" in head_order else ""
+        next_ask = (f"Next steps: the action items from the latest {project} sync. ") if "next" in head_order else ""
         instruction = (
             f"Hi {me}, could you draft the {project} status report for {report_day.strftime('%A %-d %B')}? "
             f"Please start from the template in {base}/templates/ and save it as {report}.\n\n"
@@ -325,18 +352,23 @@ class ProjectStatusReport(TaskFamily):
             f"rows: one bullet per milestone with its status and due date. Heads-up: the tracker lags behind the "
             f"weekly syncs (notes in {base}/meetings/). If a sync recorded a change after the row's Last updated "
             f"date, go with the sync; if the tracker was updated after the sync, the tracker is right.\n\n"
-            f"Risks: a table (Risk, Owner, Mitigation) with the risks that are still open after the latest sync. "
-            f"Summary: how many milestones are complete out of the total, and name the delayed ones. "
-            f"Next steps: the action items from the latest {project} sync. Remove the bracketed guidance once "
-            f"filled in.\n\nPlease don't change the tracker, the notes, the template or last week's report. "
+            f"{risks_ask}Summary: how many milestones are complete out of the total, and name the delayed ones. "
+            f"{next_ask}Remove the bracketed guidance once filled in.\n\n"
+            f"Please don't change the tracker, the notes, the template or last week's report. "
             f"Thanks!\n{pm}"
         )
+        brief = level == 1  # straight to the named files: no survey, no read-back
         task = Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=sources.build,
-            oracle=partial(_oracle, data, None), criteria=_criteria(data, sources), data=data,
+            oracle=partial(_oracle, data, None, brief=brief), criteria=_criteria(data, sources), data=data,
         )
-        task.perturbations = {c.id: partial(_oracle, data, c.id) for c in task.criteria}
+        asked = {"risks_table": "risks", "risk_details": "risks", "next_steps": "next"}
+        task.criteria = [c for c in task.criteria if asked.get(c.id, "summary") in head_order]
+        if small:  # last week's summary can hold this week's count (0 or 1 of few): it pays only with the bullets
+            task.criteria = [replace(c, requires=("milestone_bullets",)) if c.id.startswith("summary_") else c
+                             for c in task.criteria]
+        task.perturbations = {c.id: partial(_oracle, data, c.id, brief=brief) for c in task.criteria}
         return task
 
 
@@ -528,20 +560,24 @@ def _criteria(d: dict, sources: Sources) -> list[Criterion]:
 # -- reference solution ------------------------------------------------------------------------------
 
 
-def _oracle(d: dict, flaw: str | None):
+def _oracle(d: dict, flaw: str | None, brief: bool = False):
     """Survey the folder, read the tracker, the project's sync notes and the template, copy the
-    template and fill it bottom-up (so block indexes above stay put), then read it back."""
+    template and fill it bottom-up (so block indexes above stay put), then read it back.
+    ``brief`` (one milestone) goes straight to the files the task names and skips the survey,
+    last week's report and the read-back."""
     report, project, truth = d["report"], d["project"], d["truth"]
     ours = sorted(d["milestones"], key=lambda m: (truth[m]["due"], m))
     template = d["template"]
 
-    yield ToolCall("files__list_dir", {"path": "pmo", "recursive": True}, "Survey the PMO folder first.")
-    yield ToolCall("sheets__list_sheets", {"path": d["tracker"]}, "Check the tracker's size.")
+    if not brief:
+        yield ToolCall("files__list_dir", {"path": "pmo", "recursive": True}, "Survey the PMO folder first.")
+        yield ToolCall("sheets__list_sheets", {"path": d["tracker"]}, "Check the tracker's size.")
     yield ToolCall("sheets__read_range", {"path": d["tracker"], "sheet": "Tracker"},
                    f"Read the tracker; only {project} rows count.")
     for note in d["notes"]:
         yield ToolCall("files__read_file", {"path": note}, f"Read the sync notes {note.rsplit('/', 1)[-1]}.")
-    yield ToolCall("docs__read_document", {"path": d["last_report"]}, "See how last week's report was written.")
+    if not brief:
+        yield ToolCall("docs__read_document", {"path": d["last_report"]}, "See how last week's report was written.")
     tpl = parse_json((yield ToolCall("docs__read_document", {"path": template}, "Read the template's structure.")))
     blocks = tpl["blocks"]
     heading_at = {b["text"]: b["index"] for b in blocks if b.get("style") == "Heading 1"}
@@ -575,9 +611,11 @@ def _oracle(d: dict, flaw: str | None):
     done = d["done"] + (1 if flaw == "summary_counts" else 0)
     summary = f"{done} of {len(ours)} milestones are complete."
     if flaw != "summary_delays":
-        summary += f" Delayed: {', '.join(d['delayed'])}."
+        summary += f" Delayed: {', '.join(d['delayed'])}." if d["delayed"] else " None is delayed."
         if d["at_risk"]:
             summary += f" At risk: {', '.join(d['at_risk'])}."
+    elif not d["delayed"]:  # flaw: with nothing delayed, call the milestone delayed
+        summary += f" Delayed: {ours[0]}."
 
     def fill_list(index: int, items: list[str], keep_placeholder: bool = False):
         start = index
@@ -594,12 +632,14 @@ def _oracle(d: dict, flaw: str | None):
                                                       "style": "List Bullet"}, "Add the next bullet.")
 
     # bottom-up: each section's guidance paragraph sits right after its heading
+    last_list = "next" if "next" in d["head_order"] else "milestones"  # where the no_placeholders flaw keeps one
     for key in reversed(d["head_order"]):
         guide = heading_at[heads[key]] + 1
+        keep = flaw == "no_placeholders" and key == last_list
         if key == "next":
-            yield from fill_list(guide, actions, keep_placeholder=flaw == "no_placeholders")
+            yield from fill_list(guide, actions, keep_placeholder=keep)
         elif key == "milestones":
-            yield from fill_list(guide, bullets)
+            yield from fill_list(guide, bullets, keep_placeholder=keep)
         elif key == "risks":
             yield ToolCall("docs__delete_paragraph", {"path": report, "index": guide}, "Drop the table guidance.")
             yield ToolCall("docs__add_table", {"path": report, "rows": rows, "after_index": guide - 1},
@@ -622,6 +662,9 @@ def _oracle(d: dict, flaw: str | None):
                        "Mark the tracker as reported.")
     if flaw == "only_report_created":
         yield ToolCall("docs__create_document", {"path": "pmo/reports/draft.docx", "title": "Draft"}, "Keep a draft.")
+    if brief:
+        return (f"Drafted {report}: {len(ours)} milestone ({d['done']} complete; "
+                f"delayed: {', '.join(d['delayed']) or 'none'}).")
     final = parse_json((yield ToolCall("docs__read_document", {"path": report}, "Read the report back to check it.")))
     return (f"Drafted {report}: {len(ours)} milestones ({d['done']} complete; delayed: {', '.join(d['delayed'])}), "
             f"{len(d['open_risks'])} open risks, {len(actions)} next steps; {final['total_blocks']} blocks in all.")

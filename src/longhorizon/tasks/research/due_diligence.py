@@ -166,6 +166,21 @@ def read_events(path: Path) -> tuple[dict[str, dict[str, Any]], str]:
     return out, ""
 
 
+def _fewer_events(plan: list[tuple], keep: dict[str, int]) -> list[tuple]:
+    """The first ``keep[name]`` planned events of each name kept, the rest dropped; beyond one
+    event, at least one carries a dollar amount and one a count (a breach or recall)."""
+    left, out = dict(keep), []
+    for item in plan:
+        if left.get(item[0], 0) > 0:
+            out.append(item)
+            left[item[0]] -= 1
+    if len(out) > 1 and not any(k in ("lawsuit", "fine", "settlement") for _, _, k, _ in out):
+        out[0] = (*out[0][:2], "lawsuit", out[0][3])
+    if len(out) > 1 and not any(k in ("data breach", "recall") for _, _, k, _ in out):
+        out[-1] = (*out[-1][:2], "data breach", out[-1][3])
+    return out
+
+
 @register
 class EntityDueDiligence(TaskFamily):
     name = "entity_due_diligence"
@@ -174,7 +189,13 @@ class EntityDueDiligence(TaskFamily):
     description = ("Register every archive document reporting a legal or regulatory event about an acquisition "
                    "target (and its former name and subsidiaries) in a workbook, and mail it back to legal.")
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: the target alone, one event (and perhaps legal's memo on it) among its non-event
+    mentions and the near-namesake's events; 2: also its former name and two subsidiaries (one
+    added by a follow-up mail), five events; 3 (default): three subsidiaries, nine to twelve events."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         today = date(2026, 1, 5) + timedelta(days=rng.randrange(300))
         lo, hi = today - timedelta(days=1000), today - timedelta(days=1)
@@ -276,6 +297,10 @@ class EntityDueDiligence(TaskFamily):
             plan[0] = (*plan[0][:2], "lawsuit", plan[0][3])
         if not any(k in ("data breach", "recall") for _, _, k, _ in plan):
             plan[1] = (*plan[1][:2], "data breach", plan[1][3])
+        covered = [subs[0], subs[1], subs[2]]  # the request names two, the follow-up the third
+        if level < self.levels:  # the same draws as the default, then fewer entities and events
+            covered = {1: [], 2: [subs[0], subs[2]]}[level]
+            plan = _fewer_events(plan, {1: {target: 1}, 2: {target: 2, former: 1, subs[0]: 1, subs[2]: 1}}[level])
         expected_docs: list[Doc] = []
         for named, ent, kind, day in plan:
             d = event_doc(named, kind, day, expected_entity=ent)
@@ -310,12 +335,15 @@ class EntityDueDiligence(TaskFamily):
         path = f"diligence/{kebab(target)}-events.xlsx"
         old_path = f"diligence/{kebab(other)}-events.xlsx"
         stamp = lambda d, hm: f"{d.isoformat()}T{hm}:00"  # noqa: E731
+        named_subs = (f" or its subsidiaries {subs[0]} and {subs[1]}" if len(covered) == 3
+                      else f" or its subsidiary {subs[0]}" if covered else "")
+        renaming = (f"{target} was called {former} until {long_date(renamed)}, so older documents use that name: "
+                    f"count those under {target}. " if level > 1 else "")
         request_body = (
             f"Hi {me[0].split()[0]},\n\nAs part of the diligence on {target}, I need a register of every legal or "
-            f"regulatory event involving {target} or its subsidiaries {subs[0]} and {subs[1]} that shows up in our "
+            f"regulatory event involving {target}{named_subs} that shows up in our "
             f"document archive: lawsuits, regulatory fines, settlements, data breaches and product recalls. "
-            f"{target} was called {former} until {long_date(renamed)}, so older documents use that name: count "
-            f"those under {target}. {near} is an unrelated company.\n\nPlease put it in {path}, sheet \"{SHEET}\", "
+            f"{renaming}{near} is an unrelated company.\n\nPlease put it in {path}, sheet \"{SHEET}\", "
             f"one row per document, with the columns Doc ID, Date (the document's date), Entity, Event (lawsuit, "
             f"fine, settlement, data breach or recall) and Amount (USD): the dollar figure the document gives "
             f"(damages sought, fine or settlement amount), left empty when there is none. Same layout as last "
@@ -344,6 +372,9 @@ class EntityDueDiligence(TaskFamily):
              "body": "The printer on 2 is fixed.", "date": stamp(today, "08:05")},
         ]
         request_id, followup_id = 3, 5
+        if not covered:  # nothing for a follow-up to add
+            inbox = [m for m in inbox if not m["subject"].startswith("Re: ")]
+            followup_id = request_id
         for i, m in enumerate(inbox, start=1):
             m["id"] = i
             m["to"] = [me[1]]
@@ -368,9 +399,12 @@ class EntityDueDiligence(TaskFamily):
         )
 
         # -- the oracle ----------------------------------------------------------------------------
-        names = [target, former, subs[0], subs[1], subs[2]]
+        names = [target, former, subs[0], subs[1], subs[2]] if level == self.levels else [
+            target, *([former] if level > 1 else []), *covered]
+        brief = level == 1  # no survey, no layout to copy, and only the hits that report an event opened
         breach = next((d for d in rows_expected if d.tags["event"] in ("data breach", "recall")), None)
         money = [d for d in rows_expected if d.tags["amount"]]
+        renamed_rows = [d for d in rows_expected if d.tags["named"] == former]
 
         def table(flaw: str | None) -> list[list]:
             out = [list(HEADER)]
@@ -380,10 +414,13 @@ class EntityDueDiligence(TaskFamily):
                 ent, kind, amt, day = d.tags["entity"], d.tags["event"], d.tags["amount"], d.date
                 if flaw == "entities_right" and d.tags["named"] == former:
                     ent = former
-                if flaw == "events_right" and d is money[0]:
-                    kind = {"lawsuit": "settlement", "settlement": "lawsuit", "fine": "lawsuit"}[kind]
-                if flaw == "amounts_right" and d is breach:
-                    amt = d.tags["count"]
+                if flaw == "entities_right" and not renamed_rows and i == 0:  # (no former-name row)
+                    ent = near
+                if flaw == "events_right" and d is (money[0] if money else rows_expected[0]):
+                    kind = {"lawsuit": "settlement", "settlement": "lawsuit", "fine": "lawsuit",
+                            "data breach": "recall", "recall": "data breach"}[kind]
+                if flaw == "amounts_right" and d is (breach or money[0]):
+                    amt = d.tags["count"] if d is breach else amt * 2
                 if flaw == "dates_right" and i == 0:
                     day = day + timedelta(days=1)
                 out.append([d.id, day.isoformat(), ent, kind, amt])
@@ -397,12 +434,15 @@ class EntityDueDiligence(TaskFamily):
                                               "Find legal's request.")))
             for m in sorted(hits["messages"], key=lambda m: m["id"]):
                 yield ToolCall("mail__read_message", {"message_id": m["id"]}, "Read it in full.")
-            yield ToolCall("search__list_sources", {}, "See what the archive holds.")
+            if not brief:
+                yield ToolCall("search__list_sources", {}, "See what the archive holds.")
             opened: set[str] = set()
             for name in names:
                 res = parse_json((yield ToolCall("search__search", {"query": f'"{name}"', "limit": 50},
                                                  f"Every document naming {name}.")))
                 for h in res["hits"]:
+                    if brief and h["id"] not in expected:  # its title reports no event (a launch, a hire ...)
+                        continue
                     if h["id"] not in opened:
                         opened.add(h["id"])
                         yield ToolCall("search__get_document", {"doc_id": h["id"]},
@@ -410,16 +450,20 @@ class EntityDueDiligence(TaskFamily):
             missing = set(expected) - opened
             if missing:
                 raise RuntimeError(f"oracle searches missed {sorted(missing)}")
-            yield ToolCall("files__list_dir", {"path": "diligence"}, "Find last year's register.")
-            yield ToolCall("sheets__read_range", {"path": old_path, "sheet": SHEET}, "Copy its layout.")
+            if not brief:
+                yield ToolCall("files__list_dir", {"path": "diligence"}, "Find last year's register.")
+                yield ToolCall("sheets__read_range", {"path": old_path, "sheet": SHEET}, "Copy its layout.")
             yield ToolCall("sheets__create_workbook", {"path": path, "sheets": [SHEET]}, "Create the register.")
             yield ToolCall("sheets__write_rows", {"path": path, "sheet": SHEET, "start_cell": "A1",
                                                   "rows": table(flaw)}, "Write one row per document.")
-            yield ToolCall("sheets__read_range", {"path": path, "sheet": SHEET}, "Check the register.")
+            if not brief:
+                yield ToolCall("sheets__read_range", {"path": path, "sheet": SHEET}, "Check the register.")
             if flaw == "files_untouched":
                 yield ToolCall("sheets__write_cells", {"path": old_path, "sheet": SHEET, "cells": {"F1": "Checked"}})
             body = (f"Hi {counsel[0].split()[0]},\n\nAttached is the events register for {target} "
-                    f"(incl. {former} and {', '.join(subs)}): {len(rows_expected)} documents.\n\nBest,\n{me[0]}")
+                    f"(incl. {former} and {', '.join(subs)}): {len(rows_expected)} documents.\n\nBest,\n{me[0]}"
+                    if level == self.levels else f"Hi {counsel[0].split()[0]},\n\nAttached is the events register "
+                    f"for {', '.join(names)}: {len(rows_expected)} documents.\n\nBest,\n{me[0]}")
             yield ToolCall("mail__reply", {"message_id": request_id, "body": body,
                                            "attachments": [] if flaw == "replied_with_workbook" else [path]},
                            "Send it back to legal.")
@@ -536,7 +580,7 @@ class EntityDueDiligence(TaskFamily):
         ]
         perturbations = {c.id: (lambda cid=c.id: solve(cid)) for c in criteria}
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=lambda: solve(),
             criteria=criteria, perturbations=perturbations,
             data={"target": target, "former": former, "subsidiaries": subs, "near_namesake": near, "path": path,

@@ -103,7 +103,13 @@ class VendorResearchBrief(TaskFamily):
     description = ("Answer a colleague's questions about a vendor from a large, contradictory document archive "
                    "(newest official source wins), cite document ids in a brief, and reply in her chat thread.")
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one question (its archive has a stale, unofficial or namesake candidate), no amendment
+    in the thread; 2: two questions and one more added in the thread; 3 (default): six to eight
+    and the one added. Every level has the rumour in the thread."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         today = date(2026, 1, 5) + timedelta(days=rng.randrange(300))
         lo, hi = today - timedelta(days=900), today - timedelta(days=1)
@@ -365,6 +371,11 @@ class VendorResearchBrief(TaskFamily):
                               "right": f["v1"], "wrong": wrong, "accept": accept,
                               "docs": sorted(f["docs"].values(), key=lambda d: d.date)})
         first, extra = questions[:-1], questions[-1]
+        if level < self.levels:  # the same draws as the default, then fewer questions
+            first = [q for q in first if any(d.id not in q["accept"] for d in q["docs"])][:level]
+            questions = first + ([extra] if level > 1 else [])
+            for n, q in enumerate(questions, start=1):
+                q["n"] = n
 
         handles = {}
         def handle(name: str) -> str:  # noqa: E306
@@ -411,7 +422,8 @@ class VendorResearchBrief(TaskFamily):
                       f"{facts['ceo']['v3']}.")},
             {"channel": "vendor-review", "user": H[asker], "ts": ts(base, "10:05"), "thread_id": root,
              "text": (f"@{H[rumour]} only official docs count, please. @{H[me]} one more: "
-                      f"Q{extra['n']}. {extra['text']}")},
+                      f"Q{extra['n']}. {extra['text']}" if level > 1 else
+                      f"@{H[rumour]} only official docs count, please.")},
             {"channel": "general", "user": H[others[1]], "ts": ts(base, "12:00"), "text": "Cake in the kitchen!"},
             {"channel": "vendor-review", "user": H[others[2]], "ts": ts(base, "14:20"),
              "text": f"Is the {OTHER} renewal still on the agenda for the review?"},
@@ -443,19 +455,26 @@ class VendorResearchBrief(TaskFamily):
         def line(q: dict, value: Any, doc_id: str) -> str:
             return f"Q{q['n']}: {_render(q['kind'], q['key'], value)} (source: {doc_id})"
 
+        brief_run = level == 1  # no survey, and only the newest official hit opened (by source and date)
+
         def solve(flaw: str | None = None):
-            yield ToolCall("chat__list_channels", {}, "Find the channel with the request.")
+            if not brief_run:
+                yield ToolCall("chat__list_channels", {}, "Find the channel with the request.")
             yield ToolCall("chat__read_channel", {"channel": "#vendor-review"}, "Read the request.")
             yield ToolCall("chat__read_thread", {"thread_id": root}, "Read the replies: amendments and rumours.")
-            yield ToolCall("search__list_sources", {}, "See which sources are official.")
+            if not brief_run:
+                yield ToolCall("search__list_sources", {}, "See which sources are official.")
             for q in questions:
                 yield ToolCall("search__search", {"query": f'"{V}" {q["kw"]}'},
                                f"Q{q['n']}: find every document about this.")
                 for d in q["docs"]:
+                    if brief_run and d.id != q["accept"][0]:
+                        continue
                     yield ToolCall("search__get_document", {"doc_id": d.id},
                                    f"Q{q['n']}: read {d.id} ({d.source}, {d.date}) to compare.")
-            yield ToolCall("files__list_dir", {"path": "research"}, "Look at the briefs folder.")
-            yield ToolCall("files__read_file", {"path": old_brief}, "Copy last quarter's format.")
+            if not brief_run:
+                yield ToolCall("files__list_dir", {"path": "research"}, "Look at the briefs folder.")
+                yield ToolCall("files__read_file", {"path": old_brief}, "Copy last quarter's format.")
             lines = []
             for i, q in enumerate(questions):
                 value, cite = q["right"], q["accept"][0]
@@ -466,7 +485,8 @@ class VendorResearchBrief(TaskFamily):
                 lines.append(line(q, value, cite))
             text = f"# {V} vendor brief\nPrepared for {asker}\n\n" + "\n".join(lines) + "\n"
             yield ToolCall("files__write_file", {"path": brief, "content": text}, "Write the brief.")
-            yield ToolCall("files__read_file", {"path": brief}, "Check the brief reads right.")
+            if not brief_run:
+                yield ToolCall("files__read_file", {"path": brief}, "Check the brief reads right.")
             if flaw == "files_untouched":
                 yield ToolCall("files__write_file", {"path": old_brief, "content": old_text + "Reviewed.\n"})
             reply = f"@{H[asker]} the {V} brief is in {brief}: {len(questions)} answers, each with its source document."
@@ -547,7 +567,7 @@ class VendorResearchBrief(TaskFamily):
         ]
         perturbations = {c.id: (lambda cid=c.id: solve(cid)) for c in criteria}
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=lambda: solve(),
             criteria=criteria, perturbations=perturbations,
             data={"vendor": V, "near_namesake": V2, "brief": brief, "thread_id": root,

@@ -12,6 +12,7 @@ attainment. Then every slide is checked against the numbers.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import re
 from functools import partial
 
@@ -78,7 +79,14 @@ class QuarterlyReviewDeck(TaskFamily):
         "summary slide; then check every slide."
     )
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one region (its lead handed over, its sheet has a Total row), a title and the region's
+    slide, both checked; 2: three regions in revenue order and the summary slide with the top
+    performer; 3 (default): seven to nine regions. Every level has last quarter's months and
+    the Corporate sheet in the workbook."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         year, q = 2026, rng.randint(2, 4)
         company = fake.company().split(",")[0].split(" and ")[0]
@@ -144,6 +152,17 @@ class QuarterlyReviewDeck(TaskFamily):
             lines += ["## Highlights"] + hl + [""]
             lines += ["## Figures", f"See the {r} sheet in the results workbook.", ""]
             notes[r] = "\n".join(lines)
+        if level < self.levels:  # the same draws as the default, then fewer regions
+            regions = _fewer_regions({1: 1, 2: 3}[level], regions, figures, handover, total_rows)
+            if not total_rows & set(regions):  # a Total row to step around at every level
+                total_rows = {regions[0]}
+            by_rev = sorted(regions, key=lambda r: -figures[r]["revenue"])
+            top = max(regions, key=lambda r: figures[r]["revenue"] / figures[r]["target"])
+            total_rev = round(sum(figures[r]["revenue"] for r in regions), 2)
+            total_tgt = sum(figures[r]["target"] for r in regions)
+            total_pct = _pct(total_rev, total_tgt)
+            figures = {r: figures[r] for r in regions}
+        summary = level > 1
 
         # -- files ---------------------------------------------------------------------------------
         workbook = f"finance/Q{q}_{year}_regional_results.xlsx"
@@ -196,8 +215,8 @@ class QuarterlyReviewDeck(TaskFamily):
             f"Bullets: \"Revenue: $1,234,567 (104% of target)\", \"New customers: 42\", and the headline "
             f"highlight from the region's update in notes/Q{q}_{year}/. Speaker notes: \"Presenter: <name>\", "
             f"the person leading the region now.\n"
-            f"- Last slide: \"Summary\" with the total revenue (and % of target) across the regions, and the top "
-            f"performer, meaning the region with the highest % of target.\n\n"
+            + (f"- Last slide: \"Summary\" with the total revenue (and % of target) across the regions, and the top "
+               f"performer, meaning the region with the highest % of target.\n" if summary else "") + "\n"
             f"Numbers come from {workbook}: one sheet per region. Use only the Q{q} months, not the previous "
             f"quarter, and careful with the Total rows some people added. The Corporate sheet isn't a region. "
             f"Once it's built, please check each slide against the figures. Don't change the workbook, the notes "
@@ -209,19 +228,34 @@ class QuarterlyReviewDeck(TaskFamily):
             "total_pct": total_pct, "workbook": workbook, "prev_deck": prev_deck, "notes": note_path,
             "months": [m.strftime("%Y-%m") for m in this_q],
         }
+        brief = level == 1  # straight to the two files, no survey of the workspace or last quarter's deck
         task = Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=sources.build,
-            oracle=partial(_oracle, data, None), criteria=_criteria(data, sources), data=data,
+            oracle=partial(_oracle, data, None, brief=brief), criteria=_criteria(data, sources, summary), data=data,
         )
-        task.perturbations = {c.id: partial(_oracle, data, c.id) for c in task.criteria}
+        if not summary:  # one region: no order to get wrong, no summary slide
+            task.criteria = [c for c in task.criteria
+                             if c.id not in ("region_order", "summary_totals", "top_performer")]
+        task.perturbations = {c.id: partial(_oracle, data, c.id, brief=brief) for c in task.criteria}
         return task
+
+
+def _fewer_regions(k: int, regions: list[str], figures: dict, handover: set[str], total_rows: set[str]) -> list[str]:
+    """``k`` of the regions, those whose lead handed over or whose sheet has a Total row first,
+    chosen so that the top performer leads the next by a clear point of attainment."""
+    ranked = sorted(regions, key=lambda r: (r not in handover, r not in total_rows, regions.index(r)))
+    for kept in itertools.combinations(ranked, k):
+        pcts = sorted(figures[r]["revenue"] / figures[r]["target"] for r in kept)
+        if k == 1 or pcts[-1] - pcts[-2] >= 0.01:
+            return [r for r in regions if r in kept]
+    raise RuntimeError("no regions to keep")  # pragma: no cover - the default's top leads by a point
 
 
 # -- grading -----------------------------------------------------------------------------------------
 
 
-def _criteria(d: dict, sources: Sources) -> list[Criterion]:
+def _criteria(d: dict, sources: Sources, has_summary: bool = True) -> list[Criterion]:
     deck, regions, figs = d["deck"], d["regions"], d["figures"]
 
     def slides(world):
@@ -245,8 +279,8 @@ def _criteria(d: dict, sources: Sources) -> list[Criterion]:
 
     def one_slide_per_region(world, traj):
         s = slides(world)
-        titles = [norm(x["title"]) for x in s[1:-1]]
-        ok = sorted(titles) == sorted(norm(r) for r in regions) and len(s) == len(regions) + 2
+        titles = [norm(x["title"]) for x in s[1:-1 if has_summary else None]]
+        ok = sorted(titles) == sorted(norm(r) for r in regions) and len(s) == len(regions) + 1 + has_summary
         return ok, f"titles between the first and last slide: {[x['title'] for x in s[1:-1]]}"
 
     def region_order(world, traj):
@@ -367,16 +401,20 @@ def _criteria(d: dict, sources: Sources) -> list[Criterion]:
 # -- reference solution ------------------------------------------------------------------------------
 
 
-def _oracle(d: dict, flaw: str | None):
+def _oracle(d: dict, flaw: str | None, brief: bool = False):
     """Look at last quarter's deck, read every region's sheet and update, build the deck slide by
-    slide, then read every slide back."""
+    slide, then read every slide back. ``brief`` (one region) reads just its sheet and update,
+    and has no summary slide."""
     deck, wb, figs = d["deck"], d["workbook"], d["figures"]
     regions = list(d["regions"])
-    yield ToolCall("files__list_dir", {"path": ".", "recursive": True}, "See what is in the workspace.")
-    prev = parse_json((yield ToolCall("slides__list_slides", {"path": d["prev_deck"]}, "Last quarter's layout.")))
-    for s in prev["slides"][:2]:
-        yield ToolCall("slides__read_slide", {"path": d["prev_deck"], "index": s["index"]}, "How a slide was laid out.")
-    yield ToolCall("sheets__list_sheets", {"path": wb}, "Which sheets does the workbook have?")
+    prev = {"slides": [{"title": d["title"]}]}
+    if not brief:
+        yield ToolCall("files__list_dir", {"path": ".", "recursive": True}, "See what is in the workspace.")
+        prev = parse_json((yield ToolCall("slides__list_slides", {"path": d["prev_deck"]}, "Last quarter's layout.")))
+        for s in prev["slides"][:2]:
+            yield ToolCall("slides__read_slide", {"path": d["prev_deck"], "index": s["index"]},
+                           "How a slide was laid out.")
+        yield ToolCall("sheets__list_sheets", {"path": wb}, "Which sheets does the workbook have?")
     for r in sorted(regions):
         yield ToolCall("sheets__read_range", {"path": wb, "sheet": r}, f"Read {r}'s monthly figures.")
         yield ToolCall("files__read_file", {"path": d["notes"][r]}, f"Read {r}'s update.")
@@ -407,11 +445,12 @@ def _oracle(d: dict, flaw: str | None):
         yield ToolCall("slides__add_slide", {"path": deck, "title": r, "bullets": bullets,
                                              "notes": f"Presenter: {lead}"}, f"Slide for {r}.")
     total = d["total_revenue"] * (1.05 if flaw == "summary_totals" else 1)
-    top = d["top"] if flaw != "top_performer" else next(r for r in d["regions"] if r != d["top"])
+    top = d["top"] if flaw != "top_performer" else next((r for r in d["regions"] if r != d["top"]), d["top"])
     top_pct = figs[top]["pct"]
-    yield ToolCall("slides__add_slide", {"path": deck, "title": "Summary", "bullets": [
-        f"Total revenue: {_money(total)} ({d['total_pct']}% of target)",
-        f"Top performer: {top} ({top_pct}% of target)"]}, "Summary slide.")
+    if not brief:
+        yield ToolCall("slides__add_slide", {"path": deck, "title": "Summary", "bullets": [
+            f"Total revenue: {_money(total)} ({d['total_pct']}% of target)",
+            f"Top performer: {top} ({top_pct}% of target)"]}, "Summary slide.")
     if flaw == "sources_unchanged":
         yield ToolCall("sheets__write_cells", {"path": wb, "sheet": "Corporate", "cells": {"F1": "used in deck"}},
                        "Note where the figures went.")
@@ -420,8 +459,11 @@ def _oracle(d: dict, flaw: str | None):
                                                 "title": prev["slides"][0]["title"]}, "Touch last quarter's deck.")
     if flaw == "only_deck_created":
         yield ToolCall("slides__create_deck", {"path": "decks/scratch.pptx"}, "Scratch deck.")
-    listing = parse_json((yield ToolCall("slides__list_slides", {"path": deck}, "Check the running order.")))
-    indexes = [s["index"] for s in listing["slides"]]
+    if brief:  # the two slides just added
+        indexes = list(range(1 + (flaw != "one_slide_per_region")))
+    else:
+        listing = parse_json((yield ToolCall("slides__list_slides", {"path": deck}, "Check the running order.")))
+        indexes = [s["index"] for s in listing["slides"]]
     if flaw == "checked_every_slide":
         indexes = indexes[:-1]
     for i in indexes:

@@ -144,7 +144,14 @@ class WikiChatReconcile(TaskFamily):
                    "change, renames and broken links, runbook tags), ignore proposals and reversed changes, "
                    "leave other pages alone, and post a summary.")
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one agreed rota change (another called off in a thread, a proposal left open); 2: both
+    rota changes, the office move (its address changed once) and the deploy-process decision;
+    3 (default): also the broken links after a rename, the team rename and the runbook tags."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
+        top = level == self.levels
         rng, fake = rng_and_faker(seed, self.name)
         today = date(2026, 1, 5) + timedelta(days=rng.randrange(300))
         staff = people(fake, 14)
@@ -222,6 +229,8 @@ class WikiChatReconcile(TaskFamily):
                                       *runbook_slugs[:3]], rng.randint(3, 4))) | {"on-call-rota"}
         team_linkers = set(rng.sample(["home", "tools-list", "team-directory", "code-review-guidelines"],
                                       rng.randint(2, 3)))
+        if not top:  # the same draws as the default, then no links to fix
+            old_linkers, team_linkers = set(), set()
         address_pages = ["office-" + kebab(city)] + rng.sample(["visitor-guide", "mail-and-deliveries",
                                                                 "onboarding-checklist"], 2)
 
@@ -313,46 +322,58 @@ class WikiChatReconcile(TaskFamily):
             return len(msgs)
 
         (c1s, c1r, c1o, c1n), (c2s, c2r, c2o, c2n) = changes
+        if level == 1:
+            changes = changes[:1]
         rs, _, ro, rn = reversed_change
         ps, _, po, pn = proposed
         post("general", crew[0], 13, "09:01", "Morning! Coffee machine on 3 is fixed.")
-        post("announcements", office_mgr, 12, "10:15",
-             f"Heads-up: the {city} office is moving to {planned_addr} on {move_day.strftime('%B')} {move_day.day}. "
-             f"More details soon.")
+        if level > 1:
+            post("announcements", office_mgr, 12, "10:15",
+                 f"Heads-up: the {city} office is moving to {planned_addr} on {move_day.strftime('%B')} "
+                 f"{move_day.day}. "
+                 f"More details soon.")
         post("ops", ops_lead, 11, "09:40",
              f"Rota change from next week: {c1n} takes over as {c1r} on call for {c1s} from {c1o}. "
              f"{who(c1n)} {who(c1o)}")
         post("eng", crew[1], 10, "15:02", "Anyone else seeing flaky integration tests on main?")
-        prop_soak = post("eng", crew[2], 9, "11:20",
-                         f"Proposal: should we raise the staging soak time to {soak_proposed} minutes?")
-        post("eng", eng_lead, 9, "11:45", "Let's talk about it at the next sync, no change for now.", prop_soak)
+        prop_soak = None
+        if level > 1:
+            prop_soak = post("eng", crew[2], 9, "11:20",
+                             f"Proposal: should we raise the staging soak time to {soak_proposed} minutes?")
+            post("eng", eng_lead, 9, "11:45", "Let's talk about it at the next sync, no change for now.", prop_soak)
         rev = post("ops", ops_lead, 8, "14:05", f"Also: {rn} will take primary for {rs} (from {ro}).")
         post("ops", ops_lead, 8, "16:30",
              f"Scratch that: {ro} keeps primary for {rs} until the migration is done. No change.", rev)
-        post("docs", docs_owner, 8, "09:10",
-             f"I renamed {OLD_SLUG} to {NEW_SLUG} last week, but lots of pages still link to the old name, so "
-             f"those links are broken now. Could someone fix them?")
-        post("announcements", office_mgr, 7, "12:00",
-             f"Update on the {city} move: the {planned_addr.split(',')[0]} lease fell through. We're moving to "
-             f"{new_addr} instead, same date. Please update anything that has the old address.")
-        post("eng", eng_lead, 6, "17:10",
-             f"Decision from today's eng sync: production deploys now need {approvals2} approvals (was "
-             f"{approvals}), and the deploy freeze starts {day2} at {t2.strftime('%H:%M')} instead of {day1} "
-             f"{t1.strftime('%H:%M')}. Soak time stays as it is. Can someone update the wiki?")
+        if top:
+            post("docs", docs_owner, 8, "09:10",
+                 f"I renamed {OLD_SLUG} to {NEW_SLUG} last week, but lots of pages still link to the old name, so "
+                 f"those links are broken now. Could someone fix them?")
+        if level > 1:
+            post("announcements", office_mgr, 7, "12:00",
+                 f"Update on the {city} move: the {planned_addr.split(',')[0]} lease fell through. We're moving to "
+                 f"{new_addr} instead, same date. Please update anything that has the old address.")
+            post("eng", eng_lead, 6, "17:10",
+                 f"Decision from today's eng sync: production deploys now need {approvals2} approvals (was "
+                 f"{approvals}), and the deploy freeze starts {day2} at {t2.strftime('%H:%M')} instead of {day1} "
+                 f"{t1.strftime('%H:%M')}. Soak time stays as it is. Can someone update the wiki?")
         prop = post("ops", crew[3], 5, "10:00",
                     f"Thinking about moving the weekly ops review from Monday to Tuesday, and maybe {pn} could "
                     f"take {ps} secondary from {po}? Thoughts?")
         post("ops", ops_lead, 5, "10:30", "Not decided yet, let's revisit next month.", prop)
-        post("ops", ops_lead, 4, "09:20",
-             f"One more rota change, effective now: {c2n} is the new {c2r} for {c2s}, replacing {c2o}.")
-        post("docs", docs_owner, 4, "13:00",
-             f"The Platform team is now called the {TEAM_TITLE}. Please rename the {TEAM_OLD} page to {TEAM_NEW} "
-             f"(title '{TEAM_TITLE}') and fix the links to it.")
+        if level > 1:
+            post("ops", ops_lead, 4, "09:20",
+                 f"One more rota change, effective now: {c2n} is the new {c2r} for {c2s}, replacing {c2o}.")
+        if top:
+            post("docs", docs_owner, 4, "13:00",
+                 f"The Platform team is now called the {TEAM_TITLE}. Please rename the {TEAM_OLD} page to {TEAM_NEW} "
+                 f"(title '{TEAM_TITLE}') and fix the links to it.")
         post("random", crew[4], 3, "16:45", "Who left a cake in the kitchen? Asking for a friend.")
         docs_req = post("docs", docs_owner, 2, "11:30",
                         f"And please tag every runbook (the pages titled 'Runbook: ...') with 'runbook' so they show "
                         f"up in the runbook index. {who(me)} can you take all of this wiki cleanup and post a summary "
-                        f"here when done?")
+                        f"here when done?" if top else
+                        f"{who(me)} can you bring the wiki in line with what was decided "
+                        f"{'in #ops' if level == 1 else 'in chat'} lately and post a summary here when done?")
         post("general", crew[5], 1, "08:50", "Reminder: all-hands on Thursday.")
         channels = [{"name": "general", "topic": "Company-wide"},
                     {"name": "announcements", "topic": "Official announcements"},
@@ -366,9 +387,10 @@ class WikiChatReconcile(TaskFamily):
             wiki.create_wiki(root / "state" / "wiki.sqlite", page_list, user=H[me], now=now, renames=renames)
             chat.create_chat(root / "state" / "chat.sqlite", H[me], users, channels, msgs, now=now)
 
+        where = "#announcements, #ops, #eng and #docs" if top else ["#ops", "#announcements, #ops and #eng"][level - 1]
         instruction = (
             f"Hi, {first(me)} here. The team wiki has fallen behind what's been decided in chat over the last two "
-            f"weeks (see #announcements, #ops, #eng and #docs), and {first(docs_owner)} asked me to sort it out. "
+            f"weeks (see {where}), and {first(docs_owner)} asked me to sort it out. "
             f"Could you bring the wiki up to date? Only what was actually decided: proposals and changes that were "
             f"called off don't count. Leave pages that don't need changes alone, and when you're done post a short "
             f"summary of what you changed in #docs."
@@ -382,23 +404,41 @@ class WikiChatReconcile(TaskFamily):
                 res = yield ToolCall("wiki__get_page", {"slug": slug}, note)
                 return json.loads(res)["body"]
 
-            yield ToolCall("chat__list_channels", {}, "Which channels carry the decisions?")
-            for ch in ("announcements", "ops", "eng", "docs"):
+            def touch_unrelated():  # flaw: act on the proposal nobody agreed to
+                body = yield from read("ops-review", "Read the ops review page.")
+                yield ToolCall("wiki__update_page", {"slug": "ops-review", "body": body.replace("Monday", "Tuesday"),
+                                                     "summary": "Moved to Tuesday"})
+
+            if level > 1:
+                yield ToolCall("chat__list_channels", {}, "Which channels carry the decisions?")
+            for ch in ("announcements", "ops", "eng", "docs") if level > 1 else ("ops", "docs"):
                 yield ToolCall("chat__read_channel", {"channel": f"#{ch}", "limit": 50}, f"Read #{ch}.")
             for tid, why in ((rev, "Was the rota change kept?"), (prop, "Was the proposal agreed?"),
                              (prop_soak, "Was the soak-time proposal agreed?")):
-                yield ToolCall("chat__read_thread", {"thread_id": tid}, why)
-            yield ToolCall("wiki__list_pages", {}, "Get an overview of the wiki.")
+                if tid is not None:
+                    yield ToolCall("chat__read_thread", {"thread_id": tid}, why)
+            if level > 1:
+                yield ToolCall("wiki__list_pages", {}, "Get an overview of the wiki.")
 
             # 1. rota
             body = yield from read("on-call-rota", "Read the rota.")
-            todo = [changes[0]] + ([] if flaw == "rota_updated" else [changes[1]])
+            todo = changes[:-1] if flaw == "rota_updated" else list(changes)
             if flaw == "rota_rest_unchanged":
                 todo.append(reversed_change)
             for s, role, _, new in todo:
                 body = set_rota(body, s, role, new)
             yield ToolCall("wiki__update_page", {"slug": "on-call-rota", "body": body,
                                                  "summary": "Rota changes agreed in #ops"}, "Apply the rota changes.")
+            if level == 1:
+                if flaw == "unrelated_unchanged":
+                    yield from touch_unrelated()
+                yield ToolCall("chat__post_message", {"channel": "#docs", "thread_id": docs_req, "text": (
+                    "Done, the wiki is updated." if flaw == "summary_posted" else
+                    f"on-call-rota updated: {c1s} {c1r} is now {c1n} ({rs} unchanged, that change was called off; "
+                    f"the {ps} proposal is not decided).")}, "Report in #docs.")
+                if flaw == "chat_only_docs":
+                    yield ToolCall("chat__post_message", {"channel": "#ops", "text": "Rota page updated."})
+                return "The rota page is up to date with #ops; summary posted in #docs."
             # 2. office move
             hits = json.loads((yield ToolCall("wiki__search_pages", {"query": f'"{old_key}"'},
                                               "Find every page with the old address.")))
@@ -418,6 +458,20 @@ class WikiChatReconcile(TaskFamily):
             yield ToolCall("wiki__update_page", {"slug": "deploy-process", "body": body,
                                                  "summary": "Approvals and freeze window per eng sync"},
                            "Apply the eng decision.")
+            if not top:
+                if flaw == "unrelated_unchanged":
+                    yield from touch_unrelated()
+                yield ToolCall("wiki__get_page", {"slug": "on-call-rota"}, "Re-read the rota.")
+                rota_txt = "" if flaw == "summary_posted" else (
+                    f"on-call-rota: {c1s} {c1r} is now {c1n}, {c2s} {c2r} is now {c2n} ({rs} unchanged, that change "
+                    f"was called off). ")
+                yield ToolCall("chat__post_message", {"channel": "#docs", "thread_id": docs_req, "text": (
+                    f"Wiki caught up with recent decisions: {rota_txt}{office} and other pages: new {city} address "
+                    f"{new_addr}. deploy-process: {approvals2} approvals, freeze from {day2} "
+                    f"{t2.strftime('%H:%M')}.")}, "Report in #docs.")
+                if flaw == "chat_only_docs":
+                    yield ToolCall("chat__post_message", {"channel": "#ops", "text": "Rota page updated."})
+                return "The wiki is up to date with the decisions from chat; summary posted in #docs."
             # 4. broken links after the incident-handbook rename
             back = json.loads((yield ToolCall("wiki__backlinks", {"slug": OLD_SLUG}, "Who links to the old slug?")))
             for i, ref in enumerate(back["pages"]):
@@ -450,9 +504,7 @@ class WikiChatReconcile(TaskFamily):
             if flaw == "runbooks_tagged":
                 yield ToolCall("wiki__add_tag", {"slug": "writing-runbooks", "tag": "runbook"})
             if flaw == "unrelated_unchanged":
-                body = yield from read("ops-review", "Read the ops review page.")
-                yield ToolCall("wiki__update_page", {"slug": "ops-review", "body": body.replace("Monday", "Tuesday"),
-                                                     "summary": "Moved to Tuesday"})
+                yield from touch_unrelated()
             # verify
             yield ToolCall("wiki__list_pages", {"tag": "runbook"}, "Check the runbook tags.")
             yield ToolCall("wiki__backlinks", {"slug": OLD_SLUG}, "No links to the old slug should be left.")
@@ -548,6 +600,8 @@ class WikiChatReconcile(TaskFamily):
             need = {"rota": ["rota"], "office": [city, "address"], "process": ["deploy"],
                     "team": [TEAM_NEW, "developer experience"], "runbooks": ["runbook"],
                     "links": [NEW_SLUG, OLD_SLUG, "incident response", "incident handbook"]}
+            if not top:  # what this level's chat decided
+                need = {k: v for k, v in need.items() if k in ("rota", "office", "process")[:1 if level == 1 else 3]}
             for m in posts:
                 text = _norm(m["text"]).replace("-", " ")
                 if all(any(_norm(v).replace("-", " ") in text for v in vs) for vs in need.values()) \
@@ -557,6 +611,8 @@ class WikiChatReconcile(TaskFamily):
             return False, f"{len(posts)} posts in #docs, none covering every change (without the abandoned address)"
 
         editable_body = {"on-call-rota", "deploy-process", TEAM_OLD, *address_pages, *old_linkers, *team_linkers}
+        if not top:
+            editable_body = {"on-call-rota"} | ({"deploy-process", *address_pages} if level > 1 else set())
 
         def unrelated_unchanged(w, t):
             now_pages = pages_by_id(w)
@@ -568,10 +624,10 @@ class WikiChatReconcile(TaskFamily):
                     return False, f"{slug} is gone"
                 if slug not in editable_body and p["body"] != o["body"]:
                     return False, f"{slug} body changed"
-                if slug != TEAM_OLD and (p["slug"] != slug or p["title"] != o["title"]):
+                if (slug != TEAM_OLD or not top) and (p["slug"] != slug or p["title"] != o["title"]):
                     return False, f"{slug} renamed or retitled"
                 extra = set(p["tags"]) ^ set(o["tags"])
-                if extra and not (slug in runbook_slugs and extra == {"runbook"}):
+                if extra and not (top and slug in runbook_slugs and extra == {"runbook"}):
                     return False, f"{slug} tags changed: {sorted(extra)}"
             return True
 
@@ -605,9 +661,14 @@ class WikiChatReconcile(TaskFamily):
             Criterion("chat_only_docs", "chat posts only in #docs, no direct messages", "process", chat_only_docs,
                       guard=True),
         ]
+        asked = {1: {"rota_updated", "rota_rest_unchanged"},
+                 2: {"rota_updated", "rota_rest_unchanged", "address_updated", "process_updated"}}
+        if not top:  # the decisions this level's chat holds, and the checks every level has
+            criteria = [c for c in criteria if c.id in asked[level] or c.id in ("summary_posted", "unrelated_unchanged",
+                                                                                  "chat_only_docs")]
         perturbations = {c.id: (lambda cid=c.id: solve(cid)) for c in criteria}
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=lambda: solve(),
             criteria=criteria, perturbations=perturbations,
             data={"changes": [list(c) for c in changes], "reversed": list(reversed_change),
