@@ -97,7 +97,14 @@ class HolidayWeekReschedule(TaskFamily):
         "else alone, and mail one summary to everyone affected."
     )
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one meeting to move (an attendee is busy at its old time next week), found from the
+    confirmed closure mail alone; 2: three (also one that needs a hold's time and one whose
+    attendee is out per mail), all rule mails read; 3 (default): seven to nine. Every level keeps
+    the provisional closure mail, the weekly to cancel and the meetings others organise."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         people = People(fake)
         our_company, domain = company(fake)
@@ -138,6 +145,16 @@ class HolidayWeekReschedule(TaskFamily):
         plan, cancel_holds = scen["plan"], scen["cancel_holds"]
         shifted, spare_hold, other_mine = scen["shifted"], scen["spare_hold"], scen["other_mine"]
         last_seed_id = len(events)
+        if level < self.levels:  # the same draws as the default, then fewer meetings to move
+            kept = {1: [shifted], 2: [shifted, scen["k2"], scen["k3"]]}[level]
+            events = [e for e in events if e not in movable or e["id"] in kept]
+            movable = [m for m in movable if m["id"] in kept]
+            plan = self._simulate(events, movable, me.email, hours, nxt, scen["ooo"])
+            holds_ = [e["id"] for e in events if e.get("organizer", me.email) == me.email and _is_hold(e)]
+            by_id_ = {e["id"]: e for e in events}
+            cancel_holds = {h for h in holds_ if any(cal.overlaps(by_id_[h]["start"], by_id_[h]["end"], *sl)
+                                                     for sl in plan.values())}
+            spare_hold = next((h for h in holds_ if h not in cancel_holds), None)
         seeded = {e["id"]: snapshot(e, me.email) for e in events}
         hold_ids = {e["id"] for e in events if e.get("organizer", me.email) == me.email and _is_hold(e)}
         movable_ids = [m["id"] for m in movable]
@@ -205,7 +222,7 @@ class HolidayWeekReschedule(TaskFamily):
         confirm_id = mid["Confirmed: office closure dates"]
         friday_id = mid["Meeting-free Friday afternoons"]
         ooo_id = mid[f"Out on {day_month(ooo_day)}"]
-        must_read = [confirm_id, friday_id, ooo_id]
+        must_read = [confirm_id, friday_id, ooo_id] if level > 1 else [confirm_id]
         to_read = [m["id"] for m in msgs if m["sender"] != "digest@worktips.example"]
 
         def build(root: Path) -> None:
@@ -234,7 +251,70 @@ class HolidayWeekReschedule(TaskFamily):
 
         my_list_range = {"start": nxt[0].isoformat(), "end": nxt[-1].isoformat()}
 
+        def script_one(flaw: str | None = None):
+            """Level 1: one meeting; the confirmed mail tells the days, free/busy the new slot."""
+            def run():
+                (m,) = movable
+                yield ToolCall("mail__search_messages", {"query": "closure"}, note="Find the closure mails.")
+                if flaw != "mails_read":
+                    yield ToolCall("mail__read_message", {"message_id": confirm_id},
+                                   note="Read the confirmed closure dates (not the provisional ones).")
+                yield ToolCall("calendar__list_events", {"start": closure[0].isoformat(), "end": closure[-1].isoformat()},
+                               note="List everything on the confirmed closure days.")
+                if flaw != "weekly_skipped":
+                    yield ToolCall("calendar__cancel_event", {"event_id": weekly_w},
+                                   note=f"The {weekly['title']} recurs weekly: cancel this week's occurrence.")
+                guests_ = [a["email"] for a in m["attendees"]]
+                if flaw != "checked_availability":
+                    yield ToolCall("calendar__free_busy", {"emails": [me.email, *guests_], **my_list_range},
+                                   note=f"Check who is free the week after for {m['title']!r}.")
+                slot = plan[m["id"]]
+                if flaw == "working_rules":  # the same time, whoever is busy
+                    d = nxt[cal.parse_time(m["start"]).weekday()]
+                    slot = (iso(at(d, m["start"][11:])), iso(at(d, m["start"][11:]) + (
+                        cal.parse_time(m["end"]) - cal.parse_time(m["start"]))))
+                elif flaw == "new_slots":  # the farthest free slot that day, not the nearest
+                    g = [a["email"] for a in m["attendees"]]
+                    nxt_iso = {d.isoformat() for d in nxt}
+                    busy = [(x["start"], x["end"]) for x in events if x["start"][:10] in nxt_iso
+                            and any(blocks(x, p, me.email) for p in g)]
+                    slot = self._place(m, g, self._my_busy(events, me.email, nxt), busy, my_hours,
+                                       [hours[x] for x in g], nxt, ooo, "new_slots")
+                for hid in sorted(cancel_holds):
+                    if flaw != "holds_released":
+                        yield ToolCall("calendar__cancel_event", {"event_id": hid},
+                                       note=f"Hold {hid} sits where {m['title']!r} has to go: release it.")
+                if flaw == "holds_kept" and spare_hold is not None:
+                    yield ToolCall("calendar__cancel_event", {"event_id": spare_hold},
+                                   note="This hold looks stale; clear it too.")
+                if flaw == "others_untouched":
+                    yield ToolCall("calendar__update_event", {"event_id": other_mine, "location": "Cafe downstairs"},
+                                   note="Make this one a video call while I'm at it.")
+                if flaw != "closure_cleared":
+                    args = {"event_id": m["id"], "start": slot[0], "end": slot[1]}
+                    if flaw == "details_kept":
+                        args["title"] = f"{m['title']} (moved)"
+                    yield ToolCall("calendar__update_event", args, note=f"Move {m['title']!r} to {slot[0]}.")
+                s0 = datetime.strptime(slot[0], cal.TIME_FMT)
+                when = day_month(s0.date()) + ("" if flaw == "summary_mail" else f" at {s0.strftime('%H:%M')}")
+                body = (f"Hi all,\n\nThe office is closed from {day_month(closure[0])} to {day_month(closure[-1])}, "
+                        f"so I've moved my meeting from those days to the following week:\n\n- {m['title']}: now "
+                        f"{when}\n\nThe {weekly['title']} is skipped for the closure week; we'll pick it up again "
+                        f"as usual the week after.\n\n{me.first}")
+                rcpt = list(affected_people)[:-1 if flaw == "summary_recipients" else None]
+                yield ToolCall("mail__send_message", {
+                    "to": rcpt, "subject": "Meetings moved out of the office closure", "body": body},
+                    note="Tell everyone affected where the meeting went.")
+                if flaw == "no_other_mail":
+                    yield ToolCall("mail__reply", {"message_id": confirm_id, "body": "Thanks, all moved!"},
+                                   note="Let Facilities know.")
+                return f"Moved {m['title']} out of the closure and cancelled this week's {weekly['title']}."
+            return run
+
         def script(flaw: str | None = None):
+            if level == 1:
+                return script_one(flaw)
+
             def run():
                 listing = loads((yield ToolCall("mail__list_messages", {"folder": "Inbox"},
                                                 note="See what came in about the closure.")))
@@ -580,8 +660,12 @@ class HolidayWeekReschedule(TaskFamily):
             Criterion("mails_read", "The confirmed closure, the Friday rule and the out-of-office mails were "
                       "read before changing the calendar.", "process", check_read, requires=("new_slots",)),
         ]
+        if spare_hold is None:  # every hold is needed: none to leave alone
+            criteria = [c for c in criteria if c.id != "holds_kept"]
+        if not cancel_holds:  # no moved meeting needs a hold's time
+            criteria = [c for c in criteria if c.id != "holds_released"]
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
             criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
             data={"today": today.isoformat(), "closure": sorted(closure_iso), "plan": {str(k): v for k, v in
@@ -760,8 +844,7 @@ class HolidayWeekReschedule(TaskFamily):
         # simulate the rules in date order
         me_email = me.email
         nxt_iso = {d.isoformat() for d in nxt}
-        my_busy = [(e["start"], e["end"]) for e in events if e["start"][:10] in nxt_iso and not (
-            e.get("organizer", me_email) == me_email and _is_hold(e)) and blocks(e, me_email, me_email)]
+        my_busy = self._my_busy(events, me_email, nxt)
 
         def busy_now(guests, moved):
             out = [(e["start"], e["end"]) for e in events if e["start"][:10] in nxt_iso
@@ -803,4 +886,27 @@ class HolidayWeekReschedule(TaskFamily):
         return {"events": events, "movable": movable, "plan": plan, "cancel_holds": cancel_holds,
                 "weekly": {"title": weekly_title, "w_id": weekly_w["id"], "attendees": weekly_att},
                 "ooo": ooo, "shifted": k1["id"], "spare_hold": keep[0], "other_mine": other_mine,
-                "busy_now": busy_now}
+                "busy_now": busy_now, "k2": k2["id"], "k3": k3["id"]}
+
+    @staticmethod
+    def _my_busy(events, me_email: str, nxt: list[date]) -> list[tuple[str, str]]:
+        """The owner's busy times in the week after (their holds do not count)."""
+        nxt_iso = {d.isoformat() for d in nxt}
+        return [(e["start"], e["end"]) for e in events if e["start"][:10] in nxt_iso and not (
+            e.get("organizer", me_email) == me_email and _is_hold(e)) and blocks(e, me_email, me_email)]
+
+    def _simulate(self, events, movable, me_email: str, hours, nxt, ooo) -> dict[int, tuple[str, str]]:
+        """The rules' slot for each meeting to move, placed in date order (the default's plan,
+        worked out again for the fewer meetings of a lower level)."""
+        nxt_iso = {d.isoformat() for d in nxt}
+        by_id = {e["id"]: e for e in events}
+        plan: dict[int, tuple[str, str]] = {}
+        my_now = self._my_busy(events, me_email, nxt)
+        for e in sorted(movable, key=lambda e: (e["start"], e["id"])):
+            g = [a["email"] for a in e["attendees"]]
+            busy = [(x["start"], x["end"]) for x in events if x["start"][:10] in nxt_iso
+                    and any(blocks(x, p, me_email) for p in g)]
+            busy += [sl for eid, sl in plan.items() if any(a["email"] in g for a in by_id[eid]["attendees"])]
+            plan[e["id"]] = self._place(e, g, my_now, busy, hours[me_email], [hours[x] for x in g], nxt, ooo, None)
+            my_now.append(plan[e["id"]])
+        return plan

@@ -56,7 +56,16 @@ class MobileDataTroubleshooting(TaskFamily):
         "confirm with a speed test, and record the root causes."
     )
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one fault on the account (roaming not enabled abroad, the allowance used up, or a line
+    suspended for one unpaid bill), no question about the bill, the customer named with their
+    number; 2: that fault and one on the phone, found from the chat; 3 (default): two or three on the phone
+    and one or two on the account, found from the chat. Every level keeps the caller check before
+    the first account change, the charges only the customer approves, the restart after a
+    provisioning change and the other lines."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         carrier = rng.choice(CARRIERS)
         apn = f"internet.{_slug(carrier)}.net"
@@ -70,6 +79,10 @@ class MobileDataTroubleshooting(TaskFamily):
         acc_pool = ACCOUNT_FAULTS if abroad else [f for f in ACCOUNT_FAULTS if f != "roaming_not_enabled"]
         dev_faults = set(rng.sample(dev_pool, rng.choice([2, 2, 3])))
         acc_faults = set(rng.sample(acc_pool, rng.choice([1, 1, 2])))
+        if level < self.levels:  # the same draws as the default, then fewer faults
+            order = ["roaming_not_enabled", "data_exhausted", "line_suspended_unpaid"]  # the shortest fix first
+            acc_faults = {min(acc_faults, key=order.index)}
+            dev_faults = {sorted(dev_faults)[0]} if level == 2 else set()
         faults = sorted(dev_faults | acc_faults)
 
         # people, lines, bills ------------------------------------------------------------------
@@ -145,6 +158,8 @@ class MobileDataTroubleshooting(TaskFamily):
 
         bills: list[dict] = []
         n_overdue = rng.choice([1, 1, 2]) if suspended else 0
+        if level == 1:
+            n_overdue = min(n_overdue, 1)
 
         def add_bills(line: dict, overdue: int) -> None:
             for k in range(4, 0, -1):
@@ -186,7 +201,7 @@ class MobileDataTroubleshooting(TaskFamily):
         config = {"carrier": carrier, "apn": apn, "home_country": "US", "currency": "USD",
                   "price_per_gb": rng.choice([5, 6, 8, 10]), "max_refuel_gb": 5}
         facts = {"number": number, "zip": zip_code, "location": location, "abroad": abroad,
-                 "model": rng.choice(MODELS), "refuel_gb": refuel_gb, "asks_next_bill": True}
+                 "model": rng.choice(MODELS), "refuel_gb": refuel_gb, "asks_next_bill": level > 1}
         who = persona(rng, me)
 
         def build(root: Path) -> None:
@@ -201,8 +216,78 @@ class MobileDataTroubleshooting(TaskFamily):
             f"the phone), and record the resolution on their line before you wrap up. Thanks!"
         )
 
+        if level == 1:
+            instruction = (
+                f"{greet}, could you take the chat that just came in? {me} (customer {cust_id}, line {number}) says "
+                f"mobile data on their phone stopped working. You're on the {carrier} customer desk today, and the "
+                f"support policy is in the back office. Get them back online (they're waiting in the chat, so "
+                f"you'll have to walk them through anything on the phone), and record the resolution on their line "
+                f"before you wrap up. Thanks!"
+            )
+
         # the reference solution ------------------------------------------------------------------
+        def solve_one(flaw: str | None = None):
+            """Level 1: one fault on the account, the customer and line named in the instruction."""
+            def run():
+                (fault,) = acc_faults
+                skip = flaw in ("account_fixed", "data_working")
+                yield ToolCall("user__get_support_policy", {}, "Read the support policy before touching anything.")
+                if flaw != "caller_verified":
+                    yield ToolCall(SEND, {"text": f"Hi {first}, this is {carrier} support, sorry about your mobile "
+                                                  "data. Before I make any changes on the account, could you confirm "
+                                                  "the account holder's full name and the ZIP code of the billing "
+                                                  "address?"}, "Verify the caller first, as the policy requires.")
+                last = ""
+                if fault == "line_suspended_unpaid":
+                    yield ToolCall("user__list_bills", {"customer_id": cust_id}, "The line's unpaid bills.")
+                    if flaw == "charges_by_policy":
+                        yield ToolCall("user__send_payment_request", {"bill_id": open_bill["id"]},
+                                       "Collect this month's bill too.")
+                    if not skip:
+                        for bid in overdue_ids:
+                            yield ToolCall("user__send_payment_request", {"bill_id": bid},
+                                           f"Request payment of overdue bill {bid}.")
+                    yield ToolCall(SEND, {"text": "Your line was suspended because of an overdue bill. I've sent a "
+                                                  "payment request to your phone: please approve it."},
+                                   "The customer must approve the payment on their phone.")
+                    if not skip:
+                        yield ToolCall("user__resume_line", {"number": number}, "Resume the line now it is paid.")
+                else:
+                    yield ToolCall("user__get_line", {"number": number}, "The line's status, roaming and data.")
+                if fault == "roaming_not_enabled" and not skip:
+                    yield ToolCall("user__set_line_roaming", {"number": number, "enabled": True},
+                                   "They are abroad: enable roaming on the line.")
+                if fault == "data_exhausted":
+                    yield ToolCall(SEND, {"text": f"You've used all of this month's data. I can add a data refuel at "
+                                                  f"{config['price_per_gb']} USD per GB. How many GB would you like?"},
+                                   "Agree the refuel amount with the customer.")
+                    if not skip:
+                        yield ToolCall("user__add_data_refuel", {"number": number, "gb": refuel_gb},
+                                       f"Add the {refuel_gb} GB they asked for.")
+                    last = "I've sent the refuel charge to your phone: please approve it. "
+                if flaw == "charges_by_policy" and fault != "line_suspended_unpaid":
+                    yield ToolCall("user__send_payment_request", {"bill_id": open_bill["id"]},
+                                   "Collect this month's bill too.")
+                    last = "Please approve the payment request on your phone. " + last
+                if flaw == "other_lines_untouched":
+                    other = lines[1]
+                    yield ToolCall("user__set_line_roaming", {"number": other["number"], "enabled": not other["roaming"]},
+                                   "Adjust roaming on the family line too.")
+                last += "Then please restart your phone so it reconnects to the network"
+                last += "." if flaw == "verified_after_fix" else ", run a speed test and tell me the result."
+                yield ToolCall(SEND, {"text": last}, "Approve, restart and confirm data works end to end.")
+                causes = [] if flaw == "causes_recorded" else faults
+                yield ToolCall("user__record_resolution", {
+                    "number": number, "causes": causes or ["apn_misconfigured"],
+                    "note": "Fixed the account side and confirmed with a speed test."},
+                    "Record the root cause on the line.")
+                return f"{me}'s data works again on {number}; cause recorded: {fault}."
+            return run
+
         def solve(flaw: str | None = None):
+            if level == 1:
+                return solve_one(flaw)
+
             def run():
                 skip_dev = sorted(dev_faults)[0] if flaw == "data_working" else None
                 skip_acc = sorted(acc_faults)[0] if flaw == "account_fixed" else None
@@ -422,8 +507,10 @@ class MobileDataTroubleshooting(TaskFamily):
                       "charged, only if needed, of the amount the customer wanted.",
                       "process", check_charges, 1.0, guard=True),
         ]
+        if level == 1:  # the customer asks nothing about the bill
+            criteria = [c for c in criteria if c.id != "bill_question_answered"]
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve(),
             criteria=criteria, perturbations={c.id: solve(c.id) for c in criteria},
             data={"number": number, "faults": faults, "abroad": abroad, "overdue_bills": overdue_ids,

@@ -101,7 +101,15 @@ class NewHireOnboarding(TaskFamily):
         "meetings in the calendar, and a welcome mail with the details."
     )
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: the contract and the account (signed, created in the policy's groups, activated with MFA);
+    2: also the equipment (the hire's laptop choice, shipped to the right place); 3 (default): also
+    the four first-week meetings and the welcome mail, starting from the manager's mail. Every level
+    keeps the contract-first order, the unshown password rules and the other hires (one shares the
+    first name); the namesake's username stays in the draws."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         people = People(fake)
         company_name, domain = company(fake)
@@ -232,9 +240,13 @@ class NewHireOnboarding(TaskFamily):
         who = persona(rng, hire)
         mail_now = f"{today.isoformat()}T09:30:00"
 
+        full = level == self.levels  # the calendar, the mail and the welcome at the top level only
+
         def build(root: Path) -> None:
             onboarding.create(root / "state" / "user.sqlite", persona=who, facts=facts, config=cfg, hires=hires,
                               directory=directory, catalog=CATALOG, patience=30, seed=seed)
+            if not full:
+                return
             cal.create_calendar(root / "state" / "calendar.sqlite", me.email, cal_people, events,
                                 today=today.isoformat())
             mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name, messages=inbox, now=mail_now)
@@ -244,6 +256,17 @@ class NewHireOnboarding(TaskFamily):
             f"The checklist is in the HR onboarding system, and {hire_first} is on the new-hire chat if you need "
             f"anything from them. Today is {long_date(today)}."
         )
+        if not full:
+            asked = ("get their contract signed and their work account ready (activated, with MFA)" if level == 1
+                     else "get their contract signed, their work account ready (activated, with MFA) and their "
+                          "equipment ordered")
+            skipped = ("Equipment, the first-week meetings and the welcome mail" if level == 1
+                       else "The first-week meetings and the welcome mail")
+            instruction = (
+                f"{hire} joins {manager.first}'s team on {long_date(start)}. Could you {asked}? {skipped} are "
+                f"handled separately. The checklist is in the HR onboarding system, and {hire_first} is on the "
+                f"new-hire chat if you need anything from them. Today is {long_date(today)}."
+            )
 
         rules = [f"at least {min_length} characters", "at least one upper-case letter",
                  "at least one lower-case letter", "at least one digit"]
@@ -259,10 +282,13 @@ class NewHireOnboarding(TaskFamily):
         def solve(flaw: str | None = None):
             def run():
                 yield ToolCall("user__get_onboarding_policy", {}, "Read the onboarding checklist first.")
-                found = loads((yield ToolCall("mail__search_messages", {"query": "new starter", "sender": manager.email},
-                                              "Find the manager's mail about the new starter.")))
-                mid = found["messages"][0]["id"] if found["messages"] else request_id
-                yield ToolCall("mail__read_message", {"message_id": mid}, "Read the details: team, buddy, start date.")
+                if full:
+                    found = loads((yield ToolCall("mail__search_messages",
+                                                  {"query": "new starter", "sender": manager.email},
+                                                  "Find the manager's mail about the new starter.")))
+                    mid = found["messages"][0]["id"] if found["messages"] else request_id
+                    yield ToolCall("mail__read_message", {"message_id": mid},
+                                   "Read the details: team, buddy, start date.")
                 yield ToolCall("user__list_new_hires", {}, "Find the new hire's record.")
                 yield ToolCall("user__get_new_hire", {"hire_id": hire_id}, "Personal email, team, work mode.")
                 if flaw == "account_after_contract":
@@ -275,11 +301,14 @@ class NewHireOnboarding(TaskFamily):
                        f"for {long_date(start)}. ")
                 if flaw != "contract_signed":
                     ask += f"I've just sent your employment contract to {personal}: could you sign it? "
-                ask += "Also, would you prefer a Mac or a Windows laptop?"
-                if remote:
-                    ask += " And which home address should we ship your equipment to?"
-                yield ToolCall(SEND, {"text": ask}, "Contract signature and the hire's preferences.")
-                yield ToolCall("user__get_onboarding_status", {"hire_id": hire_id}, "Check the contract is signed.")
+                if level > 1:
+                    ask += "Also, would you prefer a Mac or a Windows laptop?"
+                    if remote:
+                        ask += " And which home address should we ship your equipment to?"
+                yield ToolCall(SEND, {"text": ask.strip()}, "Contract signature and the hire's preferences.")
+                if level > 1:
+                    yield ToolCall("user__get_onboarding_status", {"hire_id": hire_id},
+                                   "Check the contract is signed.")
                 groups = [g for g in expected_groups if not (flaw == "account_groups" and g == team_groups_[-1])]
                 if flaw != "account_after_contract":
                     res = yield ToolCall("user__create_account", {"hire_id": hire_id, "groups": groups},
@@ -287,19 +316,33 @@ class NewHireOnboarding(TaskFamily):
                     email = re.search(r"\(([^)]+@[^)]+)\)", res).group(1) if "@" in res else work_email
                 else:
                     email = work_email
-                yield ToolCall(SEND, {"text": f"Thanks! Your work account is {email}. I've emailed you an activation "
-                                              "link: please activate your account and choose a password (keep it to "
-                                              f"yourself). The rules: {rules_msg}."},
-                               "They activate the account; tell them the rules the page won't show.")
-                if flaw != "account_activated":
+                activate = (f"Thanks! Your work account is {email}. I've emailed you an activation link: please "
+                            f"activate your account and choose a password (keep it to yourself). The rules: {rules_msg}.")
+                if level == 1:  # one message: activation, then MFA
+                    if flaw != "account_activated":
+                        activate += (" Once it's activated, please set up multi-factor authentication: scan the QR "
+                                     "code with an authenticator app on your phone.")
+                    yield ToolCall(SEND, {"text": activate}, "They activate the account (with the rules the page "
+                                                             "won't show), then set up MFA.")
+                else:
+                    yield ToolCall(SEND, {"text": activate},
+                                   "They activate the account; tell them the rules the page won't show.")
+                if flaw != "account_activated" and level > 1:
                     yield ToolCall(SEND, {"text": "Great. Next, please set up multi-factor authentication: scan the QR "
                                                   "code with an authenticator app on your phone."},
                                    "They set up MFA.")
-                yield ToolCall("user__list_catalog", {}, "Look up the SKUs.")
-                for sku in skus:
+                if level > 1:
+                    yield ToolCall("user__list_catalog", {}, "Look up the SKUs.")
+                for sku in skus if level > 1 else []:
                     chosen = wrong_laptop if flaw == "equipment_requested" and sku == laptop_sku else sku
                     yield ToolCall("user__request_equipment", {"hire_id": hire_id, "sku": chosen, "ship_to": ship_to},
                                    f"Order {chosen}.")
+                if not full:
+                    if flaw != "status_checked":
+                        yield ToolCall("user__get_onboarding_status", {"hire_id": hire_id},
+                                       "Final check: contract, account, MFA" + (", equipment." if level > 1 else "."))
+                    return f"{hire}: contract signed, {email} active with MFA" + (
+                        ", equipment ordered." if level > 1 else ".")
                 yield ToolCall("calendar__list_people", {}, "Match the team's names to addresses.")
                 yield ToolCall("calendar__create_event", {
                     "title": f"Orientation: {hire}", "start": orientation[0], "end": orientation[1],
@@ -491,6 +534,8 @@ class NewHireOnboarding(TaskFamily):
             for c in user_state.rows(world, "contracts"):
                 if c["hire_id"] in other_ids and c["status"] != "not_sent":
                     return False, f"contract sent to {c['hire_id']}"
+            if not full:
+                return True
             now = {e["id"]: e for e in cal.events(world, include_cancelled=True)}
             for eid, snap in seeded_events.items():
                 if snapshot(now[eid], me.email) != snap:
@@ -529,14 +574,19 @@ class NewHireOnboarding(TaskFamily):
             Criterion("status_checked", "The agent checked the onboarding status after the new hire's last step.",
                       "process", check_status_seen, 1.0,
                       requires=("account_activated",)),
-            Criterion("other_hires_untouched", "Nothing done for other hires; existing calendar events unchanged.",
+            Criterion("other_hires_untouched", "Nothing done for other hires" + (
+                "; existing calendar events unchanged." if full else "."),
                       "final_state", check_others, 1.0, guard=True),
             Criterion("mail_only_as_asked", "At most one mail, only to the new hire (manager copied).", "process",
                       check_mail_only, 1.0, guard=True),
         ]
+        if not full:  # the parts this level leaves to others
+            dropped = {"meetings_scheduled", "welcome_mail", "mail_only_as_asked"} | (
+                {"equipment_requested"} if level == 1 else set())
+            criteria = [c for c in criteria if c.id not in dropped]
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve(),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps if full else ("user",), build=build, oracle=solve(),
             criteria=criteria, perturbations={c.id: solve(c.id) for c in criteria},
             data={"hire_id": hire_id, "work_email": work_email, "groups": expected_groups, "skus": skus,
                   "ship_to": ship_to, "remote": remote, "slots": {"welcome": welcome_slot, "buddy": buddy_slot,

@@ -107,7 +107,15 @@ class SharedInboxRouting(TaskFamily):
     description = ("Route a shared support inbox by ordered written rules (auto-replies, key accounts forwarded to "
                    "their managers, billing, technical, rest), only mail since the last run, then report counts.")
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one new message, a key account writing about an invoice (priority before billing,
+    forwarded to its manager), next to one from before the last run; 2: six or seven new ones,
+    one per trap (the auto-reply quoting an invoice, both key-account precedences, the
+    look-alike domain, body-only billing words, "debug" is not "bug"), all older mail kept;
+    3 (default): twenty-odd. Every level ends with the summary to the team lead."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         people = People(fake)
         brand = fake.last_name()
@@ -151,9 +159,9 @@ class SharedInboxRouting(TaskFamily):
 
         msgs: list[dict] = []
 
-        def add(subject: str, body: str, sender: str, sender_name: str, date_: str) -> None:
+        def add(subject: str, body: str, sender: str, sender_name: str, date_: str, kind: str = "") -> None:
             msgs.append({"folder": INBOX, "sender": sender, "sender_name": sender_name, "subject": subject,
-                         "body": body, "date": date_, "to": [f"support@{domain}"]})
+                         "body": body, "date": date_, "to": [f"support@{domain}"], "kind": kind})
 
         for subj, body in rng.sample(AUTO, 3):
             if subj.startswith("Undeliverable"):
@@ -166,26 +174,28 @@ class SharedInboxRouting(TaskFamily):
                 p = customer(acc["domain"])
                 add(fill(subj, p.name), fill(body, p.first), p.email, p.name, when_new())
         # make sure a key account writes about an invoice and one about an error (precedence)
-        for subj, body in (KEY_TOPICS[1], KEY_TOPICS[2]):
+        for (subj, body), kind in ((KEY_TOPICS[1], "key_invoice"), (KEY_TOPICS[2], "key_error")):
             acc = rng.choice(accounts)
             p = customer(acc["domain"])
-            add(fill(subj, p.name), fill(body, p.first), p.email, p.name, when_new())
+            add(fill(subj, p.name), fill(body, p.first), p.email, p.name, when_new(), kind)
         p = customer(lookalike)
         add("Invoice copy please", f"Hi,\n\nCould you resend last month's invoice? Our accounts team lost it.\n\n{p.first}",
-            p.email, p.name, when_new())
+            p.email, p.name, when_new(), "lookalike")
         for pool, k in ((BILLING, rng.randint(3, 4)), (TECH, rng.randint(3, 4)), (MIXED, 1), (OTHER, rng.randint(3, 4))):
             for subj, body in rng.sample(pool, k):
                 p = customer()
-                add(fill(subj, p.name), fill(body, p.first), p.email, p.name, when_new())
+                add(fill(subj, p.name), fill(body, p.first), p.email, p.name, when_new(),
+                    {id(BILLING): "billing", id(TECH): "tech", id(MIXED): "mixed", id(OTHER): "other"}[id(pool)])
         if not any(m["subject"].startswith("Debug") for m in msgs):
             p = customer()
-            add(OTHER[4][0], fill(OTHER[4][1], p.first), p.email, p.name, when_new())
+            add(OTHER[4][0], fill(OTHER[4][1], p.first), p.email, p.name, when_new(), "other")
         # already handled last time: stays where it is, whatever it says
         for pool in (BILLING, TECH, OTHER, KEY_TOPICS):
             subj, body = rng.choice(pool)
             dom = rng.choice(accounts)["domain"] if pool is KEY_TOPICS else None
             p = customer(dom)
-            add(fill(subj, p.name), fill(body, p.first), p.email, p.name, when_old())
+            add(fill(subj, p.name), fill(body, p.first), p.email, p.name, when_old(),
+                "old_key" if pool is KEY_TOPICS else "old")
         old_auto = rng.choice(AUTO[:2])
         p = customer()
         add(fill(old_auto[0], p.name), old_auto[1], p.email, p.name, when_old())
@@ -200,6 +210,9 @@ class SharedInboxRouting(TaskFamily):
         expected = {m["id"]: (route(m, key_domains) if m["new"] else INBOX) for m in msgs}
         # the traps must be live in this world
         assert any(expected[m["id"]] == F_AUTO and _has(BILLING_WORDS + TECH_WORDS, m["body"]) for m in msgs)
+        if level < self.levels:  # the same draws as the default, then fewer messages
+            msgs = _fewer(msgs, level, key_domains)
+            expected = {m["id"]: (route(m, key_domains) if m["new"] else INBOX) for m in msgs}
         prio = [i for i, f in expected.items() if f == F_PRIO]
         counts = {f: sum(1 for v in expected.values() if v == f) for f in (F_PRIO, F_BILL, F_TECH, F_AUTO)}
         new_inbox = sum(1 for m in msgs if m["new"] and expected[m["id"]] == INBOX)
@@ -218,7 +231,8 @@ class SharedInboxRouting(TaskFamily):
             (ws / "routing-rules.md").write_text(rules_text, encoding="utf-8")
             (ws / "key-accounts.csv").write_text(accounts_csv, encoding="utf-8")
             mail.create_mailbox(root / "state" / "mail.sqlite", f"support@{domain}", f"{brand} Support",
-                                folders=folders, messages=[{k: v for k, v in m.items() if k != "new"} for m in msgs],
+                                folders=folders, messages=[{k: v for k, v in m.items() if k not in ("new", "kind")}
+                                                           for m in msgs],
                                 now=now.isoformat())
 
         instruction = (
@@ -232,9 +246,14 @@ class SharedInboxRouting(TaskFamily):
             kw = {"skip_auto": flaw == "auto_replies", "suffix_domains": flaw == "priority",
                   "subject_only_billing": flaw == "billing", "substring": flaw == "technical"}
             plan = {m["id"]: (route(m, key_domains, **kw) if (m["new"] or flaw == "inbox_rest") else INBOX) for m in msgs}
+            folder = {"auto_replies": F_AUTO, "priority": F_PRIO, "billing": F_BILL, "technical": F_TECH}.get(flaw)
+            if folder and level < self.levels and all((plan[i] == folder) == (f == folder) for i, f in expected.items()):
+                # this level may lack the message the flag trips on: misroute one of the folder's own
+                plan[min(i for i, f in expected.items() if f == folder)] = INBOX
             yield ToolCall("files__read_file", {"path": RULES}, "Read the routing rules.")
             yield ToolCall("files__read_file", {"path": ACCOUNTS}, "Read the key accounts and their managers.")
-            yield ToolCall("mail__list_folders", {}, "See which folders exist already.")
+            if level > 1:
+                yield ToolCall("mail__list_folders", {}, "See which folders exist already.")
             total = len(msgs)
             for off in range(0, total, 25):
                 yield ToolCall("mail__list_messages", {"folder": INBOX, "limit": 25, "offset": off},
@@ -260,12 +279,14 @@ class SharedInboxRouting(TaskFamily):
                                                              f"came into the support inbox; over to you."},
                                    "Forward it to the account manager.")
             if flaw == "no_customer_mail":
-                m = next(x for x in msgs if x["new"] and expected[x["id"]] == F_BILL)
+                m = next((x for x in msgs if x["new"] and expected[x["id"]] == F_BILL), None) or next(
+                    x for x in msgs if x["new"])
                 yield ToolCall("mail__reply", {"message_id": m["id"], "body": "Thanks, we're looking into it."},
                                "Let the customer know.")
             if flaw != "summary_last":
                 yield from summary(plan, flaw)
-            yield ToolCall("mail__list_folders", {}, "Check the folder counts.")
+            if level > 1:
+                yield ToolCall("mail__list_folders", {}, "Check the folder counts.")
             return (f"Routed {sum(v != INBOX for v in plan.values())} new messages ("
                     + ", ".join(f"{f.split('/')[-1]} {sum(v == f for v in plan.values())}" for f in (F_PRIO, F_BILL, F_TECH, F_AUTO))
                     + f"); {new_inbox} stay in the inbox. Key-account mail was forwarded to the managers.")
@@ -355,14 +376,39 @@ class SharedInboxRouting(TaskFamily):
             Criterion("summary_last", "the summary (counts per folder) was sent once the routing was done", "process",
                       summary_last, requires=("summary",)),
         ]
+        if level < self.levels:  # a folder this level leaves empty proves nothing
+            criteria = [c for c in criteria if c.id not in {"auto_replies": F_AUTO, "priority": F_PRIO,
+                                                            "billing": F_BILL, "technical": F_TECH}
+                        or {"auto_replies": F_AUTO, "priority": F_PRIO, "billing": F_BILL,
+                            "technical": F_TECH}[c.id] in expected.values()]
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve_wrapper(None),
             criteria=criteria, perturbations={c.id: solve_wrapper(c.id) for c in criteria},
             data={"expected": {str(k): v for k, v in expected.items()}, "counts": counts, "new_in_inbox": new_inbox,
                   "key_domains": sorted(key_domains), "lookalike": lookalike, "last_run": last_run.isoformat(),
                   "lead": lead.email},
         )
+
+
+def _fewer(msgs: list[dict], level: int, key_domains: set[str]) -> list[dict]:
+    """The messages a lower level keeps, renumbered in date order: at level 1 the new key-account
+    invoice and the old key-account message; at level 2 one new message per trap and all the old."""
+    new = [m for m in msgs if m["new"]]
+    if level == 1:
+        keep = [next(m for m in new if m["kind"] == "key_invoice"), next(m for m in msgs if m["kind"] == "old_key")]
+    else:
+        auto = next(m for m in new if m["subject"].startswith(AUTO_PREFIXES) and _has(BILLING_WORDS + TECH_WORDS,
+                                                                                      m["body"]))
+        body_bill = [m for m in new if m["kind"] == "billing" and not _has(BILLING_WORDS, m["subject"])]
+        tech = [m for m in new if m["kind"] == "tech"]
+        debug = [m for m in new if m["subject"].startswith("Debug")]
+        keep = [auto, *(m for m in new if m["kind"] in ("key_invoice", "key_error", "lookalike")),
+                *body_bill[:1], *tech[:1], *debug[:1], *(m for m in msgs if not m["new"])]
+    out = sorted(({**m} for m in keep), key=lambda m: m["date"])
+    for i, m in enumerate(out, start=1):
+        m["id"] = i
+    return out
 
 
 SUMMARY_LABELS = {  # patterns; "from the inbox" and "the support inbox" name where mail came from, not a count
