@@ -102,6 +102,10 @@ class HolidayWeekReschedule(TaskFamily):
     confirmed closure mail alone; 2: three (also one that needs a hold's time and one whose
     attendee is out per mail), all rule mails read; 3 (default): seven to nine. Every level keeps
     the provisional closure mail, the weekly to cancel and the meetings others organise."""
+    toolsets = {1: (
+        "calendar__cancel_event", "calendar__free_busy", "calendar__list_events", "calendar__update_event",
+        "mail__read_message", "mail__search_messages", "mail__send_message",
+    )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

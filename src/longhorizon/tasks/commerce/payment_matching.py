@@ -156,6 +156,10 @@ class CustomerPaymentMatching(TaskFamily):
     """1: one new credit, with a mangled reference, among the last run's lines and the debits;
     2: four (mangled, a swapped-digit reference, a short payment, an order paid twice); 3
     (default): ten to twelve of every kind."""
+    toolsets = {1: (
+        "files__list_dir", "files__read_file", "sheets__read_range", "sheets__write_rows", "store__get_order",
+        "store__record_payment", "store__update_order_status",
+    )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

@@ -124,6 +124,10 @@ class SupplierQuoteSelection(TaskFamily):
     """1: one RFQ item, quoted by its winner and one rival that fails a rule (expired, too slow,
     too large a minimum, or a substitute); 2: three items with all their quotes; 3 (default): six
     or seven items with every trap."""
+    toolsets = {1: (
+        "mail__list_messages", "mail__read_message", "mail__reply", "store__add_po_line",
+        "store__create_purchase_order", "store__send_purchase_order", "store__set_product_sourcing",
+    )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

@@ -96,6 +96,10 @@ class PolicyRedline(TaskFamily):
     mailed; 2: also the major-city hotel cap, the renamed portal and a change log; 3 (default):
     also the new owner (the travel desk shares the old one's surname), a withdrawn section (a
     similar one stays) and any other changed figures."""
+    toolsets = {1: (
+        "docs__copy_document", "docs__read_document", "docs__replace_text", "docs__set_paragraph",
+        "mail__read_message", "mail__search_messages", "mail__send_message",
+    )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

@@ -146,6 +146,9 @@ class ProjectStatusReport(TaskFamily):
     template with a summary and the milestones; 2: three milestones, two syncs, risks and next
     steps too; 3 (default): eight to eleven milestones over three to five syncs. Every level keeps
     the sister project's rows and a tracker row the sync overrides."""
+    toolsets = {1: (
+        "docs__read_document", "docs__set_paragraph", "files__copy", "files__read_file", "sheets__read_range",
+    )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

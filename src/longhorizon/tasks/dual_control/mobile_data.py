@@ -63,6 +63,11 @@ class MobileDataTroubleshooting(TaskFamily):
     and one or two on the account, found from the chat. Every level keeps the caller check before
     the first account change, the charges only the customer approves, the restart after a
     provisioning change and the other lines."""
+    toolsets = {1: (
+        "user__add_data_refuel", "user__get_line", "user__get_support_policy", "user__list_bills",
+        "user__record_resolution", "user__resume_line", "user__send_message", "user__send_payment_request",
+        "user__set_line_roaming",
+    )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

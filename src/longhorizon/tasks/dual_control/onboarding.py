@@ -107,6 +107,10 @@ class NewHireOnboarding(TaskFamily):
     the four first-week meetings and the welcome mail, starting from the manager's mail. Every level
     keeps the contract-first order, the unshown password rules and the other hires (one shares the
     first name); the namesake's username stays in the draws."""
+    toolsets = {1: (
+        "user__create_account", "user__get_new_hire", "user__get_onboarding_policy", "user__get_onboarding_status",
+        "user__list_new_hires", "user__send_contract", "user__send_message",
+    )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

@@ -193,6 +193,10 @@ class EntityDueDiligence(TaskFamily):
     """1: the target alone, one event (and perhaps legal's memo on it) among its non-event
     mentions and the near-namesake's events; 2: also its former name and two subsidiaries (one
     added by a follow-up mail), five events; 3 (default): three subsidiaries, nine to twelve events."""
+    toolsets = {1: (
+        "mail__read_message", "mail__reply", "mail__search_messages", "search__get_document", "search__search",
+        "sheets__create_workbook", "sheets__write_rows",
+    )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

@@ -84,6 +84,9 @@ class QuarterlyReviewDeck(TaskFamily):
     slide, both checked; 2: three regions in revenue order and the summary slide with the top
     performer; 3 (default): seven to nine regions. Every level has last quarter's months and
     the Corporate sheet in the workbook."""
+    toolsets = {1: (
+        "files__read_file", "sheets__read_range", "slides__add_slide", "slides__create_deck", "slides__read_slide",
+    )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

@@ -148,6 +148,9 @@ class WikiChatReconcile(TaskFamily):
     """1: one agreed rota change (another called off in a thread, a proposal left open); 2: both
     rota changes, the office move (its address changed once) and the deploy-process decision;
     3 (default): also the broken links after a rename, the team rename and the runbook tags."""
+    toolsets = {1: (
+        "chat__post_message", "chat__read_channel", "chat__read_thread", "wiki__get_page", "wiki__update_page",
+    )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)
