@@ -98,3 +98,38 @@ def ids(split, families, level):
     found = {t.id for t in tasks_for(split, 1, families, level)}
     assert all(i.endswith(f"@L{level}") for i in found)  # ids name the level below the top one
     return found
+
+
+def test_the_recipe_config_evaluates_held_out_seeds_holdout_families_and_longer_levels():
+    """configs/recipe_cpu.yaml: (a) level 1 on held-out seeds, (b) every holdout family at level 1,
+    (c) levels 2 and 3 of the families that have them; the teacher and RL play level 1."""
+    from pathlib import Path
+
+    from longhorizon.tasks.registry import HOLDOUT_FAMILIES, get_family
+    from longhorizon.train.config import load_pipeline
+    from longhorizon.train.pipeline import demo_config, longer_evals, transfer_eval
+
+    cfg = load_pipeline(Path(__file__).parents[2] / "configs" / "recipe_cpu.yaml", base=demo_config())
+    assert (cfg.teacher.level, cfg.teacher.families, cfg.rl.levels, cfg.rl.sampler) == (1, None, [1], "vllm")
+    assert (cfg.eval.level, cfg.eval.engine, cfg.eval.dtype) == (1, "vllm", "float32")
+    t = transfer_eval(cfg)
+    assert (t.split, t.level, sorted(t.families)) == ("holdout-family", 1, sorted(HOLDOUT_FAMILIES))
+    longer = longer_evals(cfg)
+    assert [(s, c.level, c.split) for s, c in longer] == [("-level2", 2, "holdout"), ("-level3", 3, "holdout")]
+
+
+def test_longer_levels_must_be_longer_than_every_trained_level():
+    from longhorizon.core.errors import UsageError
+    from longhorizon.train.pipeline import demo_config, longer_evals
+
+    cfg = demo_config()
+    assert longer_evals(cfg) == []  # the demo: unset, nothing more is evaluated
+    cfg.eval.longer_levels = [2]
+    with pytest.raises(UsageError, match="default"):  # the demo trains each family's top level
+        longer_evals(cfg)
+    cfg.teacher.level, cfg.rl.levels = 1, [1, 2]
+    with pytest.raises(UsageError, match="not longer"):
+        longer_evals(cfg)
+    cfg.eval.families, cfg.rl.levels = ["downloads_cleanup", "log_first_error"], [1]  # the second has one level
+    [(suffix, ec)] = longer_evals(cfg)
+    assert (suffix, ec.level, ec.families) == ("-level2", 2, ["downloads_cleanup"])
