@@ -375,7 +375,12 @@ class TeacherConfig:
     temperature: float = 0.0
     split: str = "train"
     families: list[str] | None = None
+    """None: every family of ``split`` (on train, every train family)."""
     seeds: int = 10
+    level: int | None = None
+    """The level (horizon) the teacher plays, e.g. 1 for every family's shortest instances; None:
+    each family's default (top) level. As ``registry.tasks_for``: with ``families`` unset, a
+    family without that level is left out; a named family without it is refused."""
     samples: int = 1
     min_reward: float = 0.9
     recovery: float = 0.25
@@ -386,7 +391,12 @@ class TeacherConfig:
 class EvalConfig:
     split: str = "holdout"
     families: list[str] | None = None
+    """None: every family of ``split`` (on holdout, every train family's held-out seeds)."""
     seeds: int = 3
+    level: int | None = None
+    """The level every model is evaluated at (the one trained on, to measure the held-out seeds of
+    what was learned); None: each family's default (top) level. As ``registry.tasks_for``: with
+    ``families`` unset a family without that level is left out; a named one is refused."""
     max_new_tokens: int = 256
     max_turns: int = 12
     max_tool_calls: int = 40
@@ -402,6 +412,17 @@ class EvalConfig:
     train-split families left out of ``teacher.families`` and ``rl.families`` on their held-out
     seeds (``pipeline.transfer_eval`` checks which); None: skip."""
     transfer_seeds: int = 4
+    transfer_level: int | None = None
+    """The level the transfer families are played at (None: each one's default, top level; left
+    out or refused as for ``level``)."""
+    longer_levels: list[int] | None = None
+    """Also evaluate every model on the evaluated families at each of these levels, on the same
+    held-out split, into ``eval/NAME-levelN``: horizons longer than any the pipeline trains on
+    (each must be above ``teacher.level`` and every one of ``rl.levels``; ``pipeline.longer_evals``
+    checks). A family without level N is left out of that set (named ones too: the set is "the
+    evaluated families that have level N"). None: skip."""
+    longer_seeds: int | None = None
+    """Held-out seeds per family at each longer level (None: ``seeds``)."""
     engine: str = "local"
     """What generates: ``local`` (the in-process model, batched) or ``vllm`` (``longhorizon serve``'s
     vLLM server started on each model in turn, greedy over HTTP; much faster for 100s of episodes

@@ -3,12 +3,14 @@
     1 model     a tokenizer trained on the suite's text + a tiny random Qwen3    OUT/models/base
                 (``--model smollm2-135m-instruct``: the embedded SmolLM2, from the cache folder;
                 ``--model DIR``: any transformers model folder, used as it is)
-    2 teacher   the oracle plays the train split                                 OUT/teacher
+    2 teacher   the oracle plays the train split (at ``teacher.level``)          OUT/teacher
     3 data      rejection sampling (reward >= 0.9) into a chat dataset           OUT/sft_data
     4 sft       TRL SFTTrainer, assistant tokens only                            OUT/models/sft
     5 rl        a few GSPO steps on TRL GRPOTrainer, 8 episodes per task         OUT/models/rl
     6 eval      greedy pass@1 of base, SFT and RL on the holdout split           OUT/eval/{base,sft,rl}
                 (served: the base twice, for the noise floor)                    OUT/eval/base-repeat
+                never-trained families (``eval.transfer_families``)               OUT/eval/NAME-transfer
+                longer horizons than trained (``eval.longer_levels``)             OUT/eval/NAME-levelN
     7 report    Markdown + HTML + learning curves                                OUT/report.{md,html}
 
 Every stage resumes: a finished stage is skipped, runs pick up where they stopped. The demo's
@@ -85,13 +87,15 @@ class Stages:
 
 
 def _run_policy(tasks, policy, out: Path, *, split: str, seeds: int, families, limits, concurrency: int,
-                progress: bool, reproducible: bool = False) -> dict[str, Any]:
+                progress: bool, reproducible: bool = False, level: int | None = None) -> dict[str, Any]:
+    """``level`` set: the run's identity lists its task ids (which name the level, ``family-000123@L1``),
+    as ``longhorizon run --level`` does, so a folder of one level never resumes as another."""
     from longhorizon.evaluate.runs import run_episodes
     from longhorizon.rollout.runner import RunSpec
 
     spec = RunSpec(policy=policy.describe(), split=split, seeds=seeds,
                    families=sorted(families) if families else None, samples=1, limits=limits,
-                   reproducible=reproducible)
+                   tasks=[t.id for t in tasks] if level is not None else None, reproducible=reproducible)
     return asyncio.run(run_episodes(tasks, policy, spec, out, concurrency=concurrency, progress=progress))
 
 
@@ -107,7 +111,7 @@ def evaluate_model(model_path: str | Path, out: str | Path, cfg: EvalConfig, *, 
     from longhorizon.env.episode import Limits
     from longhorizon.tasks.registry import tasks_for
 
-    tasks = tasks_for(cfg.split, cfg.seeds, cfg.families)
+    tasks = tasks_for(cfg.split, cfg.seeds, cfg.families, cfg.level)
     if policy is None:
         from longhorizon.policies.local_model import LocalModelPolicy
 
@@ -119,7 +123,7 @@ def evaluate_model(model_path: str | Path, out: str | Path, cfg: EvalConfig, *, 
     limits = Limits(max_turns=cfg.max_turns, max_tool_calls=cfg.max_tool_calls, max_wall_s=cfg.max_wall_s)
     return _run_policy(tasks, policy, Path(out), split=cfg.split, seeds=cfg.seeds, families=cfg.families,
                        limits=limits, concurrency=1 if cfg.reproducible else cfg.concurrency, progress=progress,
-                       reproducible=cfg.reproducible)
+                       reproducible=cfg.reproducible, level=cfg.level)
 
 
 @contextlib.contextmanager
@@ -165,17 +169,62 @@ def transfer_eval(cfg: PipelineConfig) -> EvalConfig | None:
                          "(they are played on different splits, holdout-family and holdout)")
     split = "holdout-family" if fams[0].holdout_family else "holdout"
     return dataclasses.replace(e, split=split, families=[f.name for f in fams], seeds=e.transfer_seeds,
-                               transfer_families=None)
+                               level=e.transfer_level, transfer_families=None, longer_levels=None)
 
 
-def eval_plan(e, transfer, models: dict[str, Path]) -> list[tuple[str, str, Path, Any]]:
+def check_levels(cfg: PipelineConfig) -> None:
+    """Every level setting is a whole number >= 1 (or unset), refused before any stage runs."""
+    def bad(v):
+        return isinstance(v, bool) or not isinstance(v, int) or v < 1
+
+    for where, v in (("teacher.level", cfg.teacher.level), ("eval.level", cfg.eval.level),
+                     ("eval.transfer_level", cfg.eval.transfer_level)):
+        if v is not None and bad(v):
+            raise UsageError(f"{where} must be a whole number >= 1 (or unset: each family's default), not {v!r}")
+    ls = cfg.eval.longer_levels
+    if ls is not None and (not isinstance(ls, list) or not ls or any(bad(v) for v in ls) or len(set(ls)) != len(ls)):
+        raise UsageError(f"eval.longer_levels must be a non-empty list of distinct whole numbers >= 1, not {ls!r}")
+
+
+def longer_evals(cfg: PipelineConfig) -> list[tuple[str, EvalConfig]]:
+    """The eval configs for ``eval.longer_levels``, as (folder suffix ``-levelN``, config): the
+    evaluated families that have level N, on the eval split's seeds (``longer_seeds``). Each N
+    must be above every level the pipeline trains on (``teacher.level``, ``rl.levels``); unset
+    ones mean each family's top level, above which nothing is longer, so they are refused."""
+    import dataclasses
+
+    from longhorizon.tasks.registry import get_family
+
+    e = cfg.eval
+    if not e.longer_levels:
+        return []
+    trained = [cfg.teacher.level, *(cfg.rl.levels or [None])]
+    if None in trained:
+        raise UsageError("eval.longer_levels needs teacher.level and rl.levels set: unset, they train each "
+                         "family's default (top) level, and no level is longer than that")
+    out = []
+    for lv in e.longer_levels:
+        if lv <= max(trained):
+            raise UsageError(f"eval.longer_levels: level {lv} is not longer than the levels trained on "
+                             f"(teacher.level {cfg.teacher.level}, rl.levels {cfg.rl.levels})")
+        fams = None if e.families is None else [n for n in e.families if get_family(n).levels >= lv]
+        if fams == []:
+            raise UsageError(f"eval.longer_levels: none of eval.families has level {lv}")
+        out.append((f"-level{lv}", dataclasses.replace(e, families=fams, level=lv, seeds=e.longer_seeds or e.seeds,
+                                                       transfer_families=None, longer_levels=None)))
+    return out
+
+
+def eval_plan(e, transfer, models: dict[str, Path],
+              longer: list[tuple[str, Any]] = ()) -> list[tuple[str, str, Path, Any]]:
     """The eval stage's runs in order, as (folder key, model, path, eval config): every model on
-    the holdout, then on the transfer families; served (``engine: vllm``), grouped by model so
-    one server answers all of a model's runs. With ``repeat_base`` (default: when served) the
-    base model runs twice, ``base-repeat`` being its rerun for the report's noise floor."""
+    the holdout, then on the transfer families, then on each longer level (``longer_evals``);
+    served (``engine: vllm``), grouped by model so one server answers all of a model's runs.
+    With ``repeat_base`` (default: when served) the base model runs twice, ``base-repeat``
+    being its rerun for the report's noise floor."""
     repeat = e.engine == "vllm" if e.repeat_base is None else e.repeat_base
     keys = [("base", "base"), *([("base-repeat", "base")] if repeat else []), ("sft", "sft"), ("rl", "rl")]
-    runs = [(key + suffix, name, models[name], ec) for suffix, ec in (("", e), ("-transfer", transfer))
+    runs = [(key + suffix, name, models[name], ec) for suffix, ec in (("", e), ("-transfer", transfer), *longer)
             if ec is not None for key, name in keys]
     if e.engine == "vllm":
         runs.sort(key=lambda r: list(models).index(r[1]))
@@ -214,7 +263,9 @@ def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bo
         raise UsageError(f"the teacher plays seeds 0-{cfg.teacher.seeds - 1} and RL starts at seed_offset "
                          f"{cfg.rl.seed_offset}: RL would replay instances SFT imitated (raise rl.seed_offset or "
                          "lower teacher.seeds)")
-    transfer = transfer_eval(cfg)  # checked before any stage runs
+    check_levels(cfg)  # these three are checked before any stage runs
+    transfer = transfer_eval(cfg)
+    longer = longer_evals(cfg)
     (out / "pipeline_config.json").write_text(json.dumps(_asdict(cfg), indent=2) + "\n")
     models = out / "models"
     base, sft, rl = models / "base", models / "sft", models / "rl"
@@ -242,16 +293,16 @@ def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bo
             policy = RecoveringOracle(t.recovery)
         else:
             policy = make_policy(t.policy, model=t.model, base_url=t.base_url, temperature=t.temperature)
-        summary = _run_policy(tasks_for(t.split, t.seeds, t.families), policy, teacher_dir, split=t.split,
-                              seeds=t.seeds, families=t.families, limits=Limits(), concurrency=8,
-                              progress=progress)
+        summary = _run_policy(tasks_for(t.split, t.seeds, t.families, t.level), policy, teacher_dir,
+                              split=t.split, seeds=t.seeds, families=t.families, limits=Limits(), concurrency=8,
+                              progress=progress, level=t.level)
         o = summary["overall"]
         print(f"  teacher: {o['episodes']} episodes, pass@1 {o['pass@1']:.3f}, reward {o['mean_reward']:.3f}, "
               f"{o['mean_tool_calls']:.1f} tool calls per episode")
         return summary
 
     stages.run("teacher", f"{t.policy} plays {t.split} ({', '.join(t.families or ['all families'])}, "
-               f"{t.seeds} seeds) -> {teacher_dir}", teacher)
+               f"{t.seeds} seeds{'' if t.level is None else f', level {t.level}'}) -> {teacher_dir}", teacher)
 
     data_dir = out / "sft_data"
 
@@ -283,7 +334,7 @@ def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bo
 
     def evaluate():
         results = {}
-        runs = eval_plan(e, transfer, {"base": base, "sft": sft, "rl": rl})
+        runs = eval_plan(e, transfer, {"base": base, "sft": sft, "rl": rl}, longer)
         server_of, policy = None, None
         with contextlib.ExitStack() as stack:
             for key, name, path, ec in runs:
@@ -296,14 +347,15 @@ def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bo
                     policy = stack.enter_context(served_policy(path, e, out / "eval" / f"vllm-{name}.log"))
                     server_of = name
                 print(f"  {key}: greedy on {ec.split} ({', '.join(ec.families or ['all families'])}, "
-                      f"{ec.seeds} seeds, {e.engine})", flush=True)
+                      f"{ec.seeds} seeds{'' if ec.level is None else f', level {ec.level}'}, {e.engine})", flush=True)
                 t0 = time.time()
                 results[key] = evaluate_model(path, out / "eval" / key, ec, progress=progress,
                                               policy=policy)  # None for the local engine
                 print(f"  {key}: {time.time() - t0:.0f} s", flush=True)
         return results
 
-    splits = e.split + (f" and transfer families on {transfer.split}" if transfer else "")
+    splits = e.split + (f" and transfer families on {transfer.split}" if transfer else "") + (
+        f" and levels {', '.join(str(c.level) for _, c in longer)}" if longer else "")
     stages.run("eval", f"greedy pass@1 of base, SFT and RL on {splits} ({e.engine}, {e.dtype})", evaluate)
     report = stages.run("report", f"-> {out / 'report.md'}, {out / 'report.html'}",
                         lambda: write_report(out, stage_times=stages.times))

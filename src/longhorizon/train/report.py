@@ -33,7 +33,13 @@ def _fmt_ci(ci) -> str:
 SPLITS = (("", "holdout"), ("-transfer", "transfer"))
 """Eval folders: ``eval/NAME`` (the config's eval split) and ``eval/NAME-transfer`` (families the
 run never trained on: a never-trained sibling's held-out seeds or holdout families;
-``pipeline.transfer_eval``)."""
+``pipeline.transfer_eval``); plus ``eval/NAME-levelN`` per longer level (``longer_levels``)."""
+
+
+def longer_levels(config: dict[str, Any] | None) -> list[int]:
+    """The levels longer than trained that the pipeline evaluated (``eval.longer_levels`` of its
+    ``pipeline_config.json``; none when unset or when the file is missing)."""
+    return list(((config or {}).get("eval") or {}).get("longer_levels") or [])
 
 
 def results_table(folder: Path, suffix: str = "") -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -228,17 +234,25 @@ def weight_change(a: Path, b: Path) -> dict[str, float] | None:
 
 def write_report(folder: str | Path, stage_times: dict[str, float] | None = None) -> dict[str, Any]:
     folder = Path(folder)
+    config = _read_json(folder / "pipeline_config.json")
     rows, runs = results_table(folder)
     t_rows, t_runs = results_table(folder, "-transfer")
+    longer = [(lv, *results_table(folder, f"-level{lv}")) for lv in longer_levels(config)]
     png = folder / "learning_curve.png"
     has_plot = learning_curves(folder, png)
     comps = _comparisons(runs, repeat=_repeat_rows(folder)) + (
         _comparisons(t_runs, "transfer", _repeat_rows(folder, "-transfer")) if t_runs else [])
+    for lv, _, l_runs in longer:
+        comps += _comparisons(l_runs, f"level {lv}", _repeat_rows(folder, f"-level{lv}")) if l_runs else []
     steps = rl_steps(folder)
     moved = weight_change(folder / "models" / "sft", folder / "models" / "rl")
     parts = ["holdout", format_table(rows)]
     if t_rows:
         parts += ["", "transfer (never-trained families, on held-out instances)", format_table(t_rows)]
+    for lv, l_rows, _ in longer:
+        if l_rows:
+            parts += ["", f"level {lv} (the evaluated families, longer than trained, on held-out instances)",
+                      format_table(l_rows)]
     if comps:
         parts += ["", format_comparisons(comps), "(* : the reward interval excludes 0"
                   + ("; noise floor: Δ pass@1 inside or outside the base model's rerun floor)"
@@ -252,7 +266,6 @@ def write_report(folder: str | Path, stage_times: dict[str, float] | None = None
     data_summary = _read_json(folder / "sft_data" / "summary.json")
     sft_summary = _read_json(folder / "models" / "sft" / "summary.json")
     rl_summary = _read_json(folder / "models" / "rl" / "summary.json")
-    config = _read_json(folder / "pipeline_config.json")
     times = stage_times or {}
 
     md = ["# longhorizon demo report", "",
@@ -300,9 +313,12 @@ def write_report(folder: str | Path, stage_times: dict[str, float] | None = None
                "", "</details>"]
     (folder / "report.md").write_text("\n".join(md) + "\n")
     (folder / "report.html").write_text(_html(table, comps, has_plot, md))
-    return {"table": table, "rows": rows, "transfer_rows": t_rows, "comparisons": dict(comps), "rl_steps": steps,
+    l_rows = [r for _, rs, _ in longer for r in rs]
+    return {"table": table, "rows": rows, "transfer_rows": t_rows,
+            "longer_rows": {lv: rs for lv, rs, _ in longer}, "comparisons": dict(comps), "rl_steps": steps,
             "weight_change": moved,
-            "complete": bool(rows) and all(r["complete"] for r in rows + t_rows) and len(rows) == len(MODELS)}
+            "complete": bool(rows) and all(r["complete"] for r in rows + t_rows + l_rows) and len(rows) == len(MODELS)
+            and all(len(rs) == len(MODELS) for _, rs, _ in longer)}
 
 
 def _read_json(path: Path):
