@@ -121,7 +121,13 @@ class MarketingCsvExports(TaskFamily):
         "segment), write each as a CSV with the exact columns asked, and mail them back with a summary."
     )
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one question (campaign ROAS, still-running campaigns left out); 2: ROAS and conversion by
+    source (anonymous visitors in, test accounts out); 3 (default): those and one or two more. Every
+    level keeps the stale notes from an earlier call."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         people = People(fake)
         _, domain = company(fake)
@@ -150,6 +156,8 @@ class MarketingCsvExports(TaskFamily):
         conv_month = add_months(q_start, rng.randint(0, 2))
         conv_last = month_end(conv_month)
         questions = ["roas", "conversion"] + sorted(rng.sample(["new_returning", "aov"], rng.randint(1, 2)))
+        if level < self.levels:  # the same draws, then fewer questions
+            questions = questions[:level]
         rows = ordered_rows(wh)
         conn = memory_db(rows)
         truth = {
@@ -189,6 +197,7 @@ class MarketingCsvExports(TaskFamily):
         call_day = today - timedelta(days=1)
         notes_path = f"notes/{call_day:%Y-%m-%d}_call_{lead.first.lower()}.md"
         old_notes = f"notes/{today - timedelta(days=40):%Y-%m-%d}_call_{lead.first.lower()}.md"
+        wanted_source = " and the best-converting traffic source (and its rate)" if "conversion" in questions else ""
         bullet = "\n".join(
             f"{n}. {asks[q]}\n   -> `{files[q][0]}` with columns: {', '.join(files[q][1])}"
             for n, q in enumerate(questions, start=1))
@@ -197,8 +206,8 @@ class MarketingCsvExports(TaskFamily):
             f"{lead.first} needs numbers for the {q_label} marketing review. Pull them from the warehouse (sql app).\n"
             f"One CSV per question in exports/, exact file names and column order as below, header row first, "
             f"plain numbers (no currency signs or % in the cells).\n\n{bullet}\n\n"
-            f"Then mail {lead.first} the CSVs with a short summary: best campaign by roas (and its roas) and the "
-            f"best-converting traffic source (and its rate).\n\n"
+            f"Then mail {lead.first} the CSV{'s' * (len(questions) > 1)} with a short summary: best campaign by roas "
+            f"(and its roas){wanted_source}.\n\n"
             f"Other: {other.first} asked about the dashboard refresh - not urgent.\n"
         )
         old_notes_text = (
@@ -230,7 +239,14 @@ class MarketingCsvExports(TaskFamily):
         )
 
         # ---- oracle ------------------------------------------------------------------------
+        header_flaw = "conversion" if "conversion" in questions else questions[0]
+        wrong_header = {"conversion": ["source", "sessions", "orders", "conversion"],
+                        "roas": ["campaign", "channel", "orders", "revenue", "budget", "return"]}
+
         def solve(flaw: str | None = None):
+            if level == 1:
+                return lambda: short_solve(flaw)
+
             def go():
                 yield ToolCall("files__list_dir", {"path": "notes"}, "Find the notes from yesterday's call.")
                 yield ToolCall("files__read_file", {"path": notes_path}, "Read the questions.")
@@ -278,8 +294,8 @@ class MarketingCsvExports(TaskFamily):
                                "Check how many sessions belong to test accounts.")
                 for q in questions:
                     path, header = files[q]
-                    if flaw == "csv_headers" and q == "conversion":
-                        header = ["source", "sessions", "orders", "conversion"]
+                    if flaw == "csv_headers" and q == header_flaw:
+                        header = wrong_header[q]
                     yield ToolCall("files__write_file", {"path": path, "content": csv_text(header, results[q])},
                                    f"Write {path}.")
                 yield ToolCall("files__list_dir", {"path": "exports"}, "Check the exports are all there.")
@@ -288,24 +304,50 @@ class MarketingCsvExports(TaskFamily):
                 if flaw == "notes_untouched":
                     yield ToolCall("files__write_file", {"path": notes_path,
                                                          "content": notes + "\nDONE - sent.\n"}, "Tick off the notes.")
-                top_c = results["roas"][0]
-                top_s = max(results["conversion"], key=lambda r: r[3])
-                body = f"Hi {lead.first},\n\nHere are the numbers from our call (CSVs attached)."
-                if flaw != "mail_summary":
-                    body += (f"\n- Best campaign by ROAS: {top_c[0]} at {top_c[5]}.\n- Best-converting source: "
-                             f"{top_s[0]} at {top_s[3]}%.")
-                body += f"\n\nBest,\n{me.first}"
-                attach = [files[q][0] for q in questions]
-                if flaw == "mail_attachments":
-                    attach = attach[:1]
-                yield ToolCall("mail__send_message", {"to": [lead.email], "subject": f"{q_label} marketing numbers",
-                                                      "body": body, "attachments": attach}, "Send the exports.")
-                if flaw == "one_mail":
-                    yield ToolCall("mail__send_message", {
-                        "to": [other.email], "subject": "Dashboard", "body": "Will look at it next week."},
-                        "Answer the other mail.")
+                yield from send(results, flaw)
                 return f"Wrote {len(questions)} CSVs to exports/ and mailed them to {lead.name}."
             return go
+
+        def short_solve(flaw: str | None):
+            """One question: the notes, the two tables it joins on, the finished campaigns, the answer."""
+            yield ToolCall("files__list_dir", {"path": "notes"}, "Find the notes from yesterday's call.")
+            yield ToolCall("files__read_file", {"path": notes_path}, "Read the question.")
+            for t in ("campaigns", "orders"):
+                yield ToolCall("sql__describe_table", {"name": t}, f"Learn the {t} columns.")
+            yield ToolCall("sql__query", {"sql": "SELECT campaign_id, name, start_date, end_date, budget "
+                                                 "FROM campaigns ORDER BY start_date"}, "Which campaigns have finished?")
+            res = parse_json((yield ToolCall("sql__query", {"sql": roas_sql(cutoff, finished_only=flaw != "roas")},
+                                             "Answer: roas.")))
+            path, header = files["roas"]
+            if flaw == "csv_headers":
+                header = wrong_header["roas"]
+            results = {"roas": [r[:len(files["roas"][1])] for r in res["rows"]]}
+            yield ToolCall("files__write_file", {"path": path, "content": csv_text(header, results["roas"])},
+                           f"Write {path}.")
+            if flaw == "notes_untouched":
+                yield ToolCall("files__write_file", {"path": notes_path, "content": notes + "\nDONE - sent.\n"},
+                               "Tick off the notes.")
+            yield from send(results, flaw)
+            return f"Wrote {path} and mailed it to {lead.name}."
+
+        def send(results: dict, flaw: str | None):
+            top_c = results["roas"][0]
+            body = f"Hi {lead.first},\n\nHere are the numbers from our call (CSVs attached)."
+            if flaw != "mail_summary":
+                body += f"\n- Best campaign by ROAS: {top_c[0]} at {top_c[5]}."
+                if "conversion" in results:
+                    top_s = max(results["conversion"], key=lambda r: r[3])
+                    body += f"\n- Best-converting source: {top_s[0]} at {top_s[3]}%."
+            body += f"\n\nBest,\n{me.first}"
+            attach = [files[q][0] for q in questions]
+            if flaw == "mail_attachments":
+                attach = attach[:1] if len(attach) > 1 else []
+            yield ToolCall("mail__send_message", {"to": [lead.email], "subject": f"{q_label} marketing numbers",
+                                                  "body": body, "attachments": attach}, "Send the exports.")
+            if flaw == "one_mail":
+                yield ToolCall("mail__send_message", {
+                    "to": [other.email], "subject": "Dashboard", "body": "Will look at it next week."},
+                    "Answer the other mail.")
 
         # ---- grading -----------------------------------------------------------------------
         def recompute(world, q: str):
@@ -392,16 +434,16 @@ class MarketingCsvExports(TaskFamily):
             if m is None:
                 return False, f"nothing sent to {lead.email}"
             roas = recompute(world, "roas")
-            conv = recompute(world, "conversion")
             best_r = [r for r in roas if r[6] >= roas[0][6] - 0.005]  # near-ties: either may be named
-            top = max(r[4] for r in conv)
-            best_c = [r for r in conv if r[4] >= top - 0.05]
             body = m["body"]
             text = norm_text(body).replace("_", " ")
             problems = []
             if not any(norm_text(r[0]) in text and mentions_number(body, r[6], 0.006) for r in best_r):
                 problems.append(f"best campaign {roas[0][0]} ({roas[0][5]}) not named with its roas")
-            if not any(r[0].replace("_", " ") in text and mentions_number(body, r[4], 0.1) for r in best_c):
+            conv = recompute(world, "conversion") if "conversion" in questions else []
+            top = max((r[4] for r in conv), default=None)
+            best_c = [r for r in conv if r[4] >= top - 0.05]
+            if conv and not any(r[0].replace("_", " ") in text and mentions_number(body, r[4], 0.1) for r in best_c):
                 problems.append(f"best source {best_c[0][0]} ({best_c[0][3]}%) not named with its rate")
             running = [n for n in running_names if names_word(body, n)]
             if running:  # those were to stay out: a mail that names every campaign it saw fails
@@ -442,7 +484,7 @@ class MarketingCsvExports(TaskFamily):
             Criterion("notes_untouched", "the call notes were not modified", "process", notes_untouched, guard=True),
         ]
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve(),
             criteria=criteria, perturbations={c.id: solve(c.id) for c in criteria},
             data={"questions": questions, "files": files, "cutoff": cutoff.isoformat(),

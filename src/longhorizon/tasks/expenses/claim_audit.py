@@ -101,7 +101,14 @@ class ExpenseClaimAudit(TaskFamily):
         "receipts, alcohol, daily meal and hotel caps), then mail each employee their rejected claims."
     )
 
-    def generate(self, seed: int) -> Task:  # noqa: C901 - one readable generator
+    levels = 3
+    """1: one employee's claims (a repeat of last month's, a missing receipt, alcohol, one fine);
+    2: two employees with look-alike names (adds the caps and a mismatched receipt); 3 (default):
+    four employees and a few more claims. Every level keeps last month's decided rows (one of them
+    the look-alike's) and the superseded policy."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:  # noqa: C901 - one readable generator
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         people = People(fake)
         _, domain = company(fake)
@@ -269,6 +276,9 @@ class ExpenseClaimAudit(TaskFamily):
         # last month's batch: already decided (one of them will be claimed again)
         prev_end = first - timedelta(days=1)
         roles = list(emps)
+        if level < self.levels:  # no draw: the look-alikes play the alcohol and the limits bundles
+            rest = [e for e in emps if e not in (emp_a, emp_b)]
+            roles = [rest[0], *[e for e in emps if e in (emp_a, emp_b)], rest[1]]
         alc_emp = roles[1]
         t_amt = round(rng.uniform(threshold + 6, threshold + 30), 2)
         t_day = prev_end - timedelta(days=rng.randint(2, 12))
@@ -282,11 +292,14 @@ class ExpenseClaimAudit(TaskFamily):
         prev_batch.append(Claim(roles[3], prev_end - timedelta(days=8), "Office supplies", sstore,
                                 "Supplies for the team room", stot, fname(), st, None, "prev", decided="Approved"))
 
-        bundle_pair(roles[0])
+        if level == self.levels:
+            bundle_pair(roles[0])
         bundle_alcohol(roles[1])
-        bundle_limits(roles[2])
-        bundle_clean(roles[3])
-        for _ in range(rng.randint(0, 3)):  # a few more ordinary claims
+        if level >= 2:
+            bundle_limits(roles[2])
+        if level == self.levels:
+            bundle_clean(roles[3])
+        for _ in range(rng.randint(0, 3) if level == self.levels else 0):  # a few more ordinary claims
             emp, extra = rng.choice(emps), rng.randrange(3)
             if extra == 0:
                 software(emp, day_in())
@@ -421,22 +434,29 @@ elsewhere. Reason codes: DUP, NO-RCPT, LIMIT.
         row_of = {c.cid: k + 2 for k, c in enumerate(all_rows)}
         kinds = {crit: next(c for c in open_claims if c.kind == k)
                  for crit, k in (("duplicates", "dup"), ("receipts", "receipts"), ("alcohol", "alcohol"),
-                                 ("limits", "limits"))}
+                                 ("limits", "limits")) if any(c.kind == k for c in open_claims)}
         prev_rejected = next(c for c in prev_batch if c.decided == "Rejected")
-        trap_ok = next(c for c in open_claims if c.kind == "ok" and c.category == "Lodging" and c.emp is roles[3])
+        trap_ok = next((c for c in open_claims if c.kind == "ok" and c.category == "Lodging" and c.emp is roles[3]),
+                       None) or next(c for c in open_claims if c.kind == "ok")
         all_ok_emp = next(e for e in emps if e.email not in by_emp)
 
         # -- the reference solution -------------------------------------------------------------------------------
+        survey = level > 1  # one employee's batch: straight to the request, the policy, the sheet
+
         def solve(flaw: str | None = None):
             def run():
-                yield ToolCall("mail__search_messages", {"query": "claims batch", "folder": "Inbox"},
-                               "Find finance's request.")
+                if survey:
+                    yield ToolCall("mail__search_messages", {"query": "claims batch", "folder": "Inbox"},
+                                   "Find finance's request.")
                 yield ToolCall("mail__read_message", {"message_id": request_id}, "Read what they want.")
-                yield ToolCall("wiki__search_pages", {"query": "expense policy"}, "Find the current policy.")
+                if survey:
+                    yield ToolCall("wiki__search_pages", {"query": "expense policy"}, "Find the current policy.")
                 yield ToolCall("wiki__get_page", {"slug": "expense-policy"}, "Read the current policy.")
-                yield ToolCall("sheets__list_sheets", {"path": book_path}, "Size up the batch.")
+                if survey:
+                    yield ToolCall("sheets__list_sheets", {"path": book_path}, "Size up the batch.")
                 yield ToolCall("sheets__read_range", {"path": book_path, "sheet": "Claims"}, "Read every claim.")
-                yield ToolCall("files__list_dir", {"path": rdir}, "See the receipts.")
+                if survey:
+                    yield ToolCall("files__list_dir", {"path": rdir}, "See the receipts.")
                 for rel in to_read:
                     if flaw == "receipts_read" and rel == to_read[-1]:
                         continue
@@ -457,8 +477,9 @@ elsewhere. Reason codes: DUP, NO-RCPT, LIMIT.
                     cells[f"K{row_of[prev_rejected.cid]}"] = None
                 yield ToolCall("sheets__write_cells", {"path": book_path, "sheet": "Claims", "cells": cells},
                                "Record every decision and reason code.")
-                yield ToolCall("sheets__read_range", {"path": book_path, "sheet": "Claims",
-                                                      "range": f"A1:K{len(all_rows) + 1}"}, "Check the sheet.")
+                if survey:
+                    yield ToolCall("sheets__read_range", {"path": book_path, "sheet": "Claims",
+                                                          "range": f"A1:K{len(all_rows) + 1}"}, "Check the sheet.")
                 if flaw == "sources_untouched":
                     yield ToolCall("files__write_file", {"path": to_read[0], "content": "audited\n"},
                                    "Mark a receipt as audited.")
@@ -625,12 +646,13 @@ elsewhere. Reason codes: DUP, NO-RCPT, LIMIT.
             Criterion("mail_only_claimants", "no mail to employees whose claims were all approved, nor to anyone "
                       "else (finance may be copied)", "process", mail_only_claimants, 1.0, guard=True),
             Criterion("receipts_read", "every receipt attached to an open claim was read", "process",
-                      receipts_read, 1.0, requires=("receipts", "alcohol", "limits")),
+                      receipts_read, 1.0, requires=tuple(k for k in ("receipts", "alcohol", "limits") if k in kinds)),
             Criterion("sources_untouched", "receipts and wiki pages unchanged and not written", "process",
                       sources_untouched, 1.0, guard=True),
         ]
+        criteria = [c for c in criteria if c.id != "limits" or "limits" in kinds]  # level 1 has no caps to break
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve(),
             criteria=criteria, perturbations={c.id: solve(c.id) for c in criteria},
             data={"book": book_path, "decisions": {c.cid: c.code or "Approved" for c in open_claims},

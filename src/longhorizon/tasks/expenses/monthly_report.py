@@ -160,7 +160,14 @@ class MonthlyExpenseReport(TaskFamily):
         "what is reimbursable, and mail the workbook to finance with the manager copied."
     )
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: four card lines (the dinner with wine, a ride with no receipt, a small office purchase, a
+    streaming service): one receipt to read; 2: those, the flight, the hotel and the two online
+    orders (one office, one personal); 3 (default): the month's whole statement. Every level keeps the card payment, the duplicate receipt file, last month's
+    receipts and the superseded policy."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         people = People(fake)
         our_company, domain = company(fake)
@@ -320,6 +327,15 @@ class MonthlyExpenseReport(TaskFamily):
         for desc, price in rng.sample(PERSONAL_SUBS, 2):
             add(day(0, 27), desc, price, "Personal")
 
+        if level < self.levels:  # the same draws, then a shorter statement
+            kept = [next(ln for ln in lines if ln.note == "alcohol"),
+                    next(ln for ln in lines if ln.category == "Ground Transport" and ln.text is None),
+                    next(ln for ln in lines if ln.desc == store and ln.amount > 0),
+                    next(ln for ln in lines if ln.category == "Personal" and ln.text is None)]
+            if level == 2:
+                kept += [ln for ln in lines if ln.category in ("Airfare", "Lodging") or ln.desc.startswith("AMZN")]
+            lines[:] = [ln for ln in lines if ln in kept]
+
         # statement rows, receipts and distractors ----------------------------------------------
         lines.sort(key=lambda ln: (ln.trans, ln.amount))
         payment_day = day(20, last.day - 1)
@@ -424,28 +440,40 @@ class MonthlyExpenseReport(TaskFamily):
         dups = {ln.receipt: {ln.receipt} | ({dup_name} if ln is dup_of else set()) for ln in lines if ln.receipt}
 
         # ---- oracle ------------------------------------------------------------------------
+        survey = level > 1  # four lines: straight to the request, the policy, the statement, the one receipt
+        to_read = list(receipt_files) if survey else sorted(ln.receipt for ln in lines if ln.receipt)
+        cat_flaw = next((ln for ln in lines if ln.category == "Ground Transport" and ln.desc.startswith("AIRPORT")),
+                        None) or next(ln for ln in lines if ln.category == "Ground Transport")
+        receipt_flaw = next((ln for ln in lines if ln.receipt and ln.category == "Airfare"), None) or next(
+            ln for ln in lines if ln.receipt)
+        summary_flaw = "Office Supplies" if "Office Supplies" in reimbursable else sorted(reimbursable)[0]
+
         def solve(flaw: str | None = None):
             def run():
-                yield ToolCall("mail__search_messages", {"query": "expense", "folder": "Inbox"},
-                               "Find finance's request.")
+                if survey:
+                    yield ToolCall("mail__search_messages", {"query": "expense", "folder": "Inbox"},
+                                   "Find finance's request.")
                 yield ToolCall("mail__read_message", {"message_id": 3}, "Read this month's request.")
-                yield ToolCall("mail__read_message", {"message_id": 2}, "Read the note about the policy.")
-                yield ToolCall("files__list_dir", {"path": ".", "recursive": True}, "See what is in the workspace.")
+                if survey:
+                    yield ToolCall("mail__read_message", {"message_id": 2}, "Read the note about the policy.")
+                    yield ToolCall("files__list_dir", {"path": ".", "recursive": True},
+                                   "See what is in the workspace.")
                 yield ToolCall("files__read_file", {"path": policy_path}, "Read the current expense policy.")
-                yield ToolCall("sheets__list_sheets", {"path": statement}, "Size up the statement.")
-                yield ToolCall("sheets__read_range", {"path": statement, "sheet": "Account"}, "Card details.")
+                if level == self.levels:  # a long statement: its size and card first
+                    yield ToolCall("sheets__list_sheets", {"path": statement}, "Size up the statement.")
+                    yield ToolCall("sheets__read_range", {"path": statement, "sheet": "Account"}, "Card details.")
                 yield ToolCall("sheets__read_range", {"path": statement, "sheet": "Transactions"},
                                "Read every card line.")
-                for name in receipt_files:
+                for name in to_read:
                     yield ToolCall("files__read_file", {"path": f"receipts/{name}"}, f"Read receipt {name}.")
                 rows = []
                 for k, ln in enumerate(lines):
                     category, receipt, status = ln.category, ln.receipt or "None", ln.status
-                    if flaw == "categories" and ln.category == "Ground Transport" and ln.desc.startswith("AIRPORT"):
+                    if flaw == "categories" and ln is cat_flaw:
                         category = "Meals"
                     if flaw == "statuses" and ln.note == "alcohol":
                         status = OK
-                    if flaw == "receipts_matched" and ln.receipt and ln.category == "Airfare":
+                    if flaw == "receipts_matched" and ln is receipt_flaw:
                         receipt = "None"
                     rows.append([ln.trans.isoformat(), ln.desc, ln.amount, category, receipt, status])
                 if flaw == "report_rows":
@@ -457,7 +485,7 @@ class MonthlyExpenseReport(TaskFamily):
                 summary = [[c, v] for c, v in sorted(reimbursable.items())]
                 s_total = total
                 if flaw == "summary":
-                    summary = [[c, v] for c, v in sorted(reimbursable.items()) if c != "Office Supplies"]
+                    summary = [[c, v] for c, v in sorted(reimbursable.items()) if c != summary_flaw]
                     s_total = round(sum(v for _, v in summary), 2)
                 summary.append(["Total", s_total])
                 yield ToolCall("sheets__create_workbook", {"path": report, "sheets": ["Report", "Summary"]},
@@ -466,8 +494,9 @@ class MonthlyExpenseReport(TaskFamily):
                                                       "rows": [head] + rows}, "Write the report lines.")
                 yield ToolCall("sheets__write_rows", {"path": report, "sheet": "Summary", "start_cell": "A1",
                                                       "rows": [list(SUMMARY_HEADER)] + summary}, "Write the summary.")
-                yield ToolCall("sheets__read_range", {"path": report, "sheet": "Report"}, "Check the report.")
-                yield ToolCall("sheets__read_range", {"path": report, "sheet": "Summary"}, "Check the summary.")
+                if survey:
+                    yield ToolCall("sheets__read_range", {"path": report, "sheet": "Report"}, "Check the report.")
+                    yield ToolCall("sheets__read_range", {"path": report, "sheet": "Summary"}, "Check the summary.")
                 if flaw == "sources_untouched":
                     yield ToolCall("files__write_file", {"path": f"receipts/{next(iter(receipt_files))}",
                                                          "content": "matched\n"}, "Mark a receipt as used.")
@@ -649,7 +678,7 @@ class MonthlyExpenseReport(TaskFamily):
                       "process", untouched, 1.0, guard=True),
         ]
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve(),
             criteria=criteria, perturbations={c.id: solve(c.id) for c in criteria},
             data={"report": report, "total": total, "reimbursable": reimbursable,

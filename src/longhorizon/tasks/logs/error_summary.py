@@ -226,17 +226,25 @@ class LogErrorSummary(TaskFamily):
     description = ("Per-service ERROR counts and top error message for one day, plus request ids that "
                    "failed 3+ times, from rotated multi-line service logs.")
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one service (the rotated one: one repeat id, and the pair whose third failure is on
+    another day); 2: two services; 3 (default): four or five. Every level keeps the rotated .gz,
+    the evening before, stack traces and last year's archive."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         day = date(2024, 1, 10) + timedelta(days=rng.randrange(700))
         if (day.month, day.day) == (2, 29):
             day -= timedelta(days=1)
         prev, nxt = day - timedelta(days=1), day + timedelta(days=1)
         services = sorted(rng.sample(sorted(SERVICES), rng.randint(4, 5)))
+        if level < self.levels:  # the same draw, then fewer services (the later draws differ)
+            services = services[:level]
         rotated = rng.choice(services)
         rest = [s for s in services if s != rotated]
-        midnight = rng.choice(rest) if rng.random() < 0.5 else None
-        archived = sorted(rng.sample(services, 2))
+        midnight = rng.choice(rest) if rest and rng.random() < 0.5 else None
+        archived = sorted(rng.sample(services, min(2, len(services))))
         colleague = fake.first_name()
 
         used_ids: set[str] = set()
@@ -267,8 +275,8 @@ class LogErrorSummary(TaskFamily):
         rotated_slot = next(i for i in free if slots[i][0] == rotated)
         free.remove(rotated_slot)
         slots[rotated_slot][3] = True  # logged before the rotation: only in the .gz
-        repeat_ids = [new_id() for _ in range(rng.randint(2, 3))]
-        pair_ids = [new_id() for _ in range(2)]
+        repeat_ids = [new_id() for _ in range(rng.randint(2, 3) if level > 1 else 1)]
+        pair_ids = [new_id() for _ in range(2 if level > 1 else 0)]  # one service's slots: the trap pair only
         trap_id = new_id()
         for k, rid in enumerate(repeat_ids):
             n = rng.choice([3, 3, 4, 5])
@@ -389,12 +397,14 @@ class LogErrorSummary(TaskFamily):
                   delimiter: str = ",", verify: bool = True):
             yield ToolCall("shell__run", {"command": "ls -laR logs"},
                            "First, see which log files there are, including rotated and archived ones.")
-            yield ToolCall("shell__run", {"command": f"head -n 15 logs/{services[0]}.log"},
-                           "Look at the line format before parsing anything.")
-            yield ToolCall("shell__run", {"command": (
-                "for f in logs/*.gz logs/archive/*.gz; do n=$(zcat \"$f\" | grep -cE '^[0-9]{4}-'); "
-                "echo \"== $f ($n entries)\"; zcat \"$f\" | grep -E '^[0-9]{4}-' | sed -n '1p;$p' | cut -c1-23; done"
-            )}, "Check which dates each compressed file covers, to know which ones hold part of the day.")
+            if level > 1:  # (one service: its counts show the format)
+                yield ToolCall("shell__run", {"command": f"head -n 15 logs/{services[0]}.log"},
+                               "Look at the line format before parsing anything.")
+            if level == self.levels:  # many compressed files: which of them hold part of the day
+                yield ToolCall("shell__run", {"command": (
+                    "for f in logs/*.gz logs/archive/*.gz; do n=$(zcat \"$f\" | grep -cE '^[0-9]{4}-'); "
+                    "echo \"== $f ($n entries)\"; zcat \"$f\" | grep -E '^[0-9]{4}-' | sed -n '1p;$p' | cut -c1-23; "
+                    "done")}, "Check which dates each compressed file covers, to know which ones hold part of the day.")
             if gunzip_first:
                 yield ToolCall("shell__run", {"command": "gunzip logs/*.gz && ls logs"},
                                "Decompress the rotated logs so they are easier to read.")
@@ -447,7 +457,7 @@ class LogErrorSummary(TaskFamily):
                 yield ToolCall("shell__run", {"command": f"cat {SUMMARY}; echo ---; cat {REPEATS}; echo ---; "
                                                          "find . -type f -not -path './logs/*' | sort"},
                                "Read both reports back and check nothing else was left behind.")
-            top_svc = max(rows, key=lambda r: r[1])[0]
+            top_svc = max(rows, key=lambda r: r[1])[0] if rows else "none"  # (the flaw that drops one service)
             return (f"Done: {SUMMARY} has {len(rows)} services ({top_svc} logged the most errors on "
                     f"{day.isoformat()}), and {REPEATS} lists {len(ids)} request ids that failed 3+ times.")
 
@@ -550,7 +560,7 @@ class LogErrorSummary(TaskFamily):
             "verified_report": variant(verify=False),
         }
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=variant(),
             criteria=criteria, perturbations=perturbations,
             data={"date": day.isoformat(), "services": services, "error_counts": dict(counts),

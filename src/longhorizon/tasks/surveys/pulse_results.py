@@ -283,7 +283,13 @@ class PulseSurveyResults(TaskFamily):
     description = ("Aggregate a quarter's team pulse-survey workbooks (varied headers, duplicate and invalid "
                    "answers, a re-exported file) into Scores/NPS/Themes sheets and mail the summary.")
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one team's export (10-14 people, some twice, labelled answers), no re-export; 2: three
+    teams, one of them re-exported; 3 (default): five or six teams. Every level keeps the duplicate
+    submissions, the off-scale answers and the keyword look-alikes in the comments."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         year = rng.choice([2025, 2026])
         quarter = rng.randint(1, 4)
@@ -313,14 +319,25 @@ class PulseSurveyResults(TaskFamily):
                 "sort": rng.choice(["time", "email"]),
             }
 
-        for _attempt in range(60):
+        if level < self.levels:  # the same draws so far, then fewer teams (the labelled one first)
+            rest = [t for t in teams if t not in (labelled_team, redo_team)]
+            if level == 1:
+                teams = [labelled_team if labelled_team != redo_team else rest[0]]
+            else:
+                teams = sorted(list(dict.fromkeys([redo_team, labelled_team, *rest]))[:3])
+        redo = redo_team in teams
+
+        for _attempt in range(60 if level > 1 else 400):
             subs: dict[str, list[dict]] = {}
             used_emails: set[str] = set()
             for team in teams:
                 labelled = team == labelled_team
                 rows = []
                 start = datetime.combine(q_end, datetime.min.time()) + timedelta(hours=8)
-                for _ in range(rng.randint(18, 30)):
+                people_n = rng.randint(18, 30)
+                if level == 1:  # one team: a short export, read in one go
+                    people_n = rng.randint(10, 14)
+                for _ in range(people_n):
                     while True:
                         first, last = fake.first_name(), fake.last_name()
                         email = f"{slug(first)}.{slug(last)}@{domain}"
@@ -355,22 +372,25 @@ class PulseSurveyResults(TaskFamily):
             ok = ok and nodup["scores"] != truth["scores"]
             ok = ok and aggregate(subs, "promoters_8")["nps"][ALL][1] != truth["nps"][ALL][1]
             mom = aggregate(subs, "mean_of_means")["scores"]
-            ok = ok and any(abs(mom[(ALL, q)][1] - truth["scores"][(ALL, q)][1]) > 0.006 for q, _, _ in QUESTIONS)
+            ok = ok and (len(teams) == 1 or any(  # one team: its pooled rows are its own
+                abs(mom[(ALL, q)][1] - truth["scores"][(ALL, q)][1]) > 0.006 for q, _, _ in QUESTIONS))
             if ok:
                 break
         else:  # pragma: no cover - the generator always finds one in a few tries
             raise RuntimeError("could not generate a survey with distinct top themes")
 
         # the re-exported team: the first export was cut short and has older answers
-        stale = [dict(s, answers=dict(s["answers"])) for s in subs[redo_team][: len(subs[redo_team]) // 2]]
+        stale = [dict(s, answers=dict(s["answers"])) for s in subs[redo_team][: len(subs[redo_team]) // 2]] \
+            if redo else []
         for s in stale:
             s["nps"] = rng.randint(0, 10)
             for qid in s["answers"]:
                 s["answers"][qid] = rng.randint(1, 5) if redo_team != labelled_team else (
                     lambda v: f"{v} - {LABELS[v]}")(rng.randint(1, 5))
         team_file = {t: f"{folder}/pulse_{slug(t)}.xlsx" for t in teams}
-        stale_file = team_file[redo_team]
-        team_file[redo_team] = f"{folder}/pulse_{slug(redo_team)}_v2.xlsx"
+        stale_file = team_file.get(redo_team)
+        if redo:
+            team_file[redo_team] = f"{folder}/pulse_{slug(redo_team)}_v2.xlsx"
         prev_teams = sorted(rng.sample(TEAMS, 4))
         prev_res = {
             "scores": {(t, q): (rng.randint(12, 30), rng.uniform(2.4, 4.6)) for t in [*prev_teams, ALL]
@@ -383,7 +403,8 @@ class PulseSurveyResults(TaskFamily):
         def make_files() -> dict[str, Workbook]:
             out = {team_file[t]: _team_book(styles[t], subs[t], "Instructions" if styles[t]["intro"] else None)
                    for t in teams}
-            out[stale_file] = _team_book(styles[redo_team], stale, None)
+            if redo:
+                out[stale_file] = _team_book(styles[redo_team], stale, None)
             out[f"{prev_folder}/results.xlsx"] = _results_book(prev_res, prev_teams)
             return out
 
@@ -427,7 +448,7 @@ class PulseSurveyResults(TaskFamily):
             f"Then send it to me with the workbook attached, cc {hrbp.name} ({hrbp.email}), and put the overall "
             f"NPS and the top three themes in the mail itself.\n\nThanks!\n{requester.name}"
         )
-        redo_body = (
+        redo_body = "" if not redo else (
             f"Hi {me.first},\n\nHeads-up for the pulse results: our first export ({stale_file.rsplit('/', 1)[1]}) "
             f"was cut off halfway and has some test answers in it. Please use "
             f"{team_file[redo_team].rsplit('/', 1)[1]} for {redo_team} instead, it has everything.\n\n{redo_lead.name}"
@@ -454,7 +475,9 @@ class PulseSurveyResults(TaskFamily):
              "subject": f"Pulse survey {qname} results", "date": stamp(q_end + timedelta(days=10), "08:30"),
              "body": request_body},
         ]
-        request_id, redo_id = 5, 3
+        if not redo:  # (level 1) no team re-exported: no note about it
+            inbox = [m for m in inbox if m["body"] != redo_body]
+        request_id, redo_id = len(inbox), 3
         now = stamp(q_end + timedelta(days=10), "09:00")
 
         def build(root: Path) -> None:
@@ -475,6 +498,10 @@ class PulseSurveyResults(TaskFamily):
         def solve(flaw: str | None = None):
             res = truth if flaw not in ("no_dedup", "first", "mean_of_means", "promoters_8", "substring") \
                 else aggregate(subs, flaw)
+            if level == 1:
+                yield from short_solve(res, flaw)
+                return (f"Sent the {qname} results to {requester.name} (cc {hrbp.name}): overall NPS "
+                        f"{round(res['nps'][ALL][4])}.")
             yield ToolCall("mail__search_messages", {"query": "pulse"}, "Find the request and anything about the exports.")
             yield ToolCall("mail__read_message", {"message_id": request_id}, "Read this quarter's request in full.")
             yield ToolCall("mail__read_message", {"message_id": redo_id}, f"Read the note about the {redo_team} export.")
@@ -498,6 +525,21 @@ class PulseSurveyResults(TaskFamily):
                     yield ToolCall("sheets__read_range", {"path": team_file[t], "sheet": sheet["name"],
                                                           "range": f"A{start}:{last_col}{end}"},
                                    f"Read {t} responses, rows {start}-{end}.")
+            yield from write_and_send(res, flaw)
+            yield ToolCall("mail__list_messages", {"folder": "Sent"}, "Check that it went out.")
+            return (f"Sent the {qname} results to {requester.name} (cc {hrbp.name}): overall NPS "
+                    f"{round(res['nps'][ALL][4])}, top themes {', '.join(t for t, _ in res['themes'][:3])}.")
+
+        def short_solve(res: dict, flaw: str | None):
+            """One team's export: the request, the keyword list and the one file, read whole."""
+            t = teams[0]
+            yield ToolCall("mail__read_message", {"message_id": request_id}, "Read this quarter's request.")
+            yield ToolCall("files__read_file", {"path": "surveys/themes.txt"}, "Read the theme keyword list.")
+            yield ToolCall("sheets__read_range", {"path": team_file[t], "sheet": styles[t]["sheet"]},
+                           f"Read {t}'s responses.")
+            yield from write_and_send(res, flaw)
+
+        def write_and_send(res: dict, flaw: str | None):
             rows = _result_rows(res, teams)
             if flaw == "scores_sheet":
                 rows["Scores"] = [r for r in rows["Scores"] if r[0] != teams[-1]]
@@ -508,7 +550,7 @@ class PulseSurveyResults(TaskFamily):
             for sheet in ("Scores", "NPS", "Themes"):
                 yield ToolCall("sheets__write_rows", {"path": results, "sheet": sheet, "start_cell": "A1",
                                                       "rows": rows[sheet]}, f"Write the {sheet} sheet.")
-            if flaw != "checked_before_sending":
+            if flaw != "checked_before_sending" and level > 1:
                 for sheet in ("Scores", "NPS", "Themes"):
                     yield ToolCall("sheets__read_range", {"path": results, "sheet": sheet}, f"Check the {sheet} sheet.")
             if flaw == "touch_source":
@@ -528,9 +570,6 @@ class PulseSurveyResults(TaskFamily):
             args = {"to": [requester.email], "cc": [hrbp.email], "subject": f"Pulse survey {qname} results",
                     "body": body, "attachments": [] if flaw == "summary_mail" else [results]}
             yield ToolCall("mail__send_message", args, "Send the results as asked.")
-            yield ToolCall("mail__list_messages", {"folder": "Sent"}, "Check that it went out.")
-            return (f"Sent the {qname} results to {requester.name} (cc {hrbp.name}): overall NPS "
-                    f"{round(n_all[4])}, top themes {', '.join(t for t, _ in res['themes'][:3])}.")
 
         # -- grading -----------------------------------------------------------------------------
         def sheet_rows(path: Path, sheet: str, ncols: int):
@@ -715,11 +754,13 @@ class PulseSurveyResults(TaskFamily):
             "checked_before_sending": "checked_before_sending", "at_most_one_mail": "at_most_one_mail",
             "sources_untouched": "touch_source", "no_stray_files": "stray_file",
         }
+        if level == 1:  # one team pools nothing, and its short oracle writes and sends without a read-back
+            criteria = [c for c in criteria if c.id not in ("all_teams_rows", "checked_before_sending")]
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
-            criteria=criteria, perturbations={c: (lambda f=f: solve(f)) for c, f in flaws.items()},
-            data={"quarter": qname, "teams": teams, "results": results, "redo_team": redo_team,
+            criteria=criteria, perturbations={c.id: (lambda f=flaws[c.id]: solve(f)) for c in criteria},
+            data={"quarter": qname, "teams": teams, "results": results, "redo_team": redo_team if redo else None,
                   "overall_nps": overall_nps, "top_themes": top3,
                   "team_files": team_file, "stale_file": stale_file},
         )

@@ -190,7 +190,13 @@ class TrainingFeedbackRollup(TaskFamily):
         "sheet and mail it to the L&D lead naming the best and worst course."
     )
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one course's one session (no re-export); 2: three courses, one session re-exported;
+    3 (default): six courses, 15-19 sessions. Every level keeps the cancelled session's test file,
+    the non-attendees, the trainer's own answers and the second submissions."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         year = rng.choice([2025, 2026])
         q = rng.randint(1, 4)
@@ -284,6 +290,10 @@ class TrainingFeedbackRollup(TaskFamily):
         else:  # pragma: no cover - a few tries always suffice
             raise RuntimeError("could not generate a training quarter")
 
+        if level < self.levels:  # the same draws so far, then fewer courses
+            sessions = _fewer_sessions(sessions, level)
+            truth = aggregate(sessions)
+
         # the cancelled session (its file holds only the trainer's test) and the re-exported one
         cancel_trainer = rng.choice(trainers)
         cancelled = {"id": f"{cancel_code}-{q}01", "course": cancel_course,
@@ -293,20 +303,23 @@ class TrainingFeedbackRollup(TaskFamily):
                                     "ts": datetime.combine(q_start, datetime.min.time()) + timedelta(days=2, hours=10),
                                     "rating": rng.randint(1, 5), "recommend": rng.randint(0, 10), "comment": "test"}]}
         candidates = [s for s in sessions if len(s["responses"]) >= 6]
-        redo = rng.choice(candidates)
-        redo["trainer"] = redo_trainer
-        cut = sorted(redo["responses"], key=lambda r: r["ts"])[: len(redo["responses"]) // 2]
-        stale = dict(redo, responses=cut)
+        redo = rng.choice(candidates) if level > 1 else None  # one session: none re-exported
         ext = {"forms": "csv", "surveybot": "json", "quickpoll": "csv"}
         file_of = {s["id"]: f"{folder}/feedback/{s['id']}.{ext[s['tool']]}" for s in sessions}
-        stale_file = file_of[redo["id"]]
-        file_of[redo["id"]] = f"{folder}/feedback/{redo['id']}_final.{ext[redo['tool']]}"
+        stale_file = None
+        if redo:
+            redo["trainer"] = redo_trainer
+            cut = sorted(redo["responses"], key=lambda r: r["ts"])[: len(redo["responses"]) // 2]
+            stale = dict(redo, responses=cut)
+            stale_file = file_of[redo["id"]]
+            file_of[redo["id"]] = f"{folder}/feedback/{redo['id']}_final.{ext[redo['tool']]}"
         cancelled_file = f"{folder}/feedback/{cancelled['id']}.csv"
 
         text_files: dict[str, str] = {}
         for s in sessions:
             text_files[file_of[s["id"]]] = export_text(s, s["course"], rng)
-        text_files[stale_file] = export_text(stale, redo["course"], rng)
+        if redo:
+            text_files[stale_file] = export_text(stale, redo["course"], rng)
         text_files[cancelled_file] = export_text(cancelled, cancel_course, rng)
 
         all_sessions = sorted(sessions + [cancelled], key=lambda s: (s["date"], s["id"]))
@@ -362,7 +375,7 @@ class TrainingFeedbackRollup(TaskFamily):
             "Then mail it to me with the workbook attached, and tell me in the mail which course was rated "
             f"best and which worst.\n\nThanks!\n{lead.name}"
         )
-        redo_body = (
+        redo_body = "" if not redo else (
             f"Hi {me.first},\n\nQuick one about the feedback for {redo['id']} ({redo['course']}): I exported it "
             f"before the form closed, so {stale_file.rsplit('/', 1)[1]} is missing the later answers. I've "
             f"re-exported it as {file_of[redo['id']].rsplit('/', 1)[1]}; please use that one.\n\n{redo_trainer.name}"
@@ -375,9 +388,9 @@ class TrainingFeedbackRollup(TaskFamily):
              "is_read": True,
              "body": f"Hi {me.first},\n\nThanks for the {prev} feedback summary, very useful. Same again next "
                      f"quarter please.\n\n{lead.name}"},
-            {"folder": "Inbox", "sender": redo_trainer.email, "sender_name": redo_trainer.name, "to": [me.email],
-             "subject": f"{redo['id']} feedback export", "date": stamp(q_end + timedelta(days=1), "16:20"),
-             "body": redo_body},
+            *([{"folder": "Inbox", "sender": redo_trainer.email, "sender_name": redo_trainer.name, "to": [me.email],
+                "subject": f"{redo['id']} feedback export", "date": stamp(q_end + timedelta(days=1), "16:20"),
+                "body": redo_body}] if redo else []),  # (level 1 has no re-export)
             {"folder": "Inbox", "sender": other.email, "sender_name": other.name, "to": [me.email],
              "subject": "Room bookings next quarter", "date": stamp(q_end + timedelta(days=2), "11:02"),
              "body": "Facilities are asking whether we still need the big training room on Thursdays. "
@@ -391,7 +404,7 @@ class TrainingFeedbackRollup(TaskFamily):
              "subject": f"Training feedback roll-up {qname}", "date": stamp(q_end + timedelta(days=3), "08:40"),
              "body": request_body},
         ]
-        request_id, redo_id = 5, 2
+        request_id, redo_id = len(inbox), 2 if redo else None
         now = stamp(q_end + timedelta(days=3), "09:30")
 
         def build(root: Path) -> None:
@@ -410,16 +423,44 @@ class TrainingFeedbackRollup(TaskFamily):
             "truth": truth, "attendance": attendance_path, "cancelled_course": cancel_course,
             "sessions": [{"id": s["id"], "course": s["course"], "file": file_of[s["id"]]} for s in sessions],
             "stale_file": stale_file, "cancelled_file": cancelled_file, "request_id": request_id,
-            "redo_id": redo_id, "folder": folder, "me": me.email, "redo_course": redo["course"],
+            "redo_id": redo_id, "folder": folder, "me": me.email, "redo_course": redo["course"] if redo else None,
             "by_rating": by_rating,
         }
         criteria, flaws = _criteria(data, files, text_files)
+        if len(truth) == 1:  # one course is best, worst and in order all at once
+            criteria = [c for c in criteria if c.id not in ("order", "mail_content")]
+        short = level == 1
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build,
-            oracle=lambda: _oracle(data, None), criteria=criteria,
-            perturbations={c: (lambda f=f: _oracle(data, f)) for c, f in flaws.items()}, data=data,
+            oracle=lambda: _oracle(data, None, short), criteria=criteria,
+            perturbations={c.id: (lambda f=flaws[c.id]: _oracle(data, f, short)) for c in criteria}, data=data,
         )
+
+
+def _fewer_sessions(sessions: list[dict], level: int) -> list[dict]:
+    """Level 1: the first session that every planted mistake (non-attendees counted, the scale
+    halved, 8 as a promoter) changes; level 2: the first three courses whose averages stay apart
+    and where each mistake still changes something."""
+    def telling(group: list[dict]) -> bool:
+        truth = aggregate(group)
+        avgs = sorted(c["avg"] for c in truth.values())
+        ok = all(b - a > 0.02 for a, b in zip(avgs, avgs[1:]))
+        for flaw, key, gap in (("no_attendance", "responses", 0.6), ("halve", "avg", 0.02), ("promoters_8", "nps", 0.6)):
+            alt = aggregate(group, flaw)
+            ok = ok and any(abs(alt[c][key] - truth[c][key]) > gap for c in truth)
+        return ok and any(len(s["responses"]) >= 6 for s in group)
+
+    if level == 1:
+        return [next(s for s in sessions if telling([s]))]
+    courses = list(dict.fromkeys(s["course"] for s in sessions))
+    for k in range(len(courses) - 2):
+        for chosen in ([courses[k], courses[j], courses[m]] for j in range(k + 1, len(courses))
+                       for m in range(j + 1, len(courses))):
+            group = [s for s in sessions if s["course"] in chosen]
+            if telling(group):
+                return group
+    raise RuntimeError("no three courses tell the mistakes apart")  # pragma: no cover
 
 
 # -- grading ---------------------------------------------------------------------------------
@@ -578,15 +619,18 @@ def _criteria(d: dict, files: Files, text_files: dict[str, str]) -> tuple[list[C
 # -- reference solution ----------------------------------------------------------------------
 
 
-def _oracle(d: dict, flaw: str | None):
+def _oracle(d: dict, flaw: str | None, short: bool = False):
     """Read the request and the trainer's note, the session list, then each delivered session's
-    export and attendance sheet; aggregate, write, check, send. ``flaw`` names the mistake."""
+    export and attendance sheet; aggregate, write, check, send. ``flaw`` names the mistake;
+    ``short`` (one session, no re-export) goes straight to the request and the session list."""
     out, folder = d["out"], d["folder"]
-    yield ToolCall("mail__search_messages", {"query": "feedback"}, "Find the request and any notes about exports.")
+    if not short:
+        yield ToolCall("mail__search_messages", {"query": "feedback"}, "Find the request and any notes about exports.")
     yield ToolCall("mail__read_message", {"message_id": d["request_id"]}, "Read the request in full.")
-    yield ToolCall("mail__read_message", {"message_id": d["redo_id"]}, "Read the trainer's note about a re-export.")
-    yield ToolCall("files__list_dir", {"path": folder, "recursive": True}, "See which exports there are.")
-    yield ToolCall("sheets__list_sheets", {"path": d["attendance"]}, "See the attendance workbook's sheets.")
+    if not short:
+        yield ToolCall("mail__read_message", {"message_id": d["redo_id"]}, "Read the trainer's note about a re-export.")
+        yield ToolCall("files__list_dir", {"path": folder, "recursive": True}, "See which exports there are.")
+        yield ToolCall("sheets__list_sheets", {"path": d["attendance"]}, "See the attendance workbook's sheets.")
     listing = parse_json((yield ToolCall("sheets__read_range", {"path": d["attendance"], "sheet": "Sessions"},
                                          "Read the session list.")))["rows"]
     files_for = {s["id"]: s["file"] for s in d["sessions"]}
@@ -609,7 +653,7 @@ def _oracle(d: dict, flaw: str | None):
     mistake = flaw if flaw in ("no_attendance", "halve", "promoters_8") else None
     res = aggregate(sessions, mistake)
     if flaw == "sessions":  # flaw: one session per export file, the stale re-export included
-        res[d["redo_course"]]["sessions"] += 1
+        res[d["redo_course"] or next(iter(res))]["sessions"] += 1
     rank = sorted(res, key=lambda c: -res[c]["avg"])
     names = list(rank) if d["by_rating"] else sorted(res, key=str.lower)
     if flaw == "order":
@@ -647,5 +691,6 @@ def _oracle(d: dict, flaw: str | None):
     args = {"to": [d["lead"]], "subject": f"Training feedback roll-up {d['quarter']}", "body": body,
             "attachments": [] if flaw == "summary_mail" else [out]}
     yield ToolCall("mail__send_message", args, "Send the summary as asked.")
-    yield ToolCall("mail__list_messages", {"folder": "Sent"}, "Check that it went out.")
+    if not short:
+        yield ToolCall("mail__list_messages", {"folder": "Sent"}, "Check that it went out.")
     return f"Sent the {d['quarter']} feedback summary: best {best}, lowest {worst}."
