@@ -20,8 +20,9 @@ if TYPE_CHECKING:
     from longhorizon.core.trajectory import Trajectory
     from longhorizon.core.world import World
 
-SUITE_VERSION = "0.8.0"
-"""Bumped whenever a family's World, instruction, criteria, split or simulated user changes: recorded in every Trajectory."""
+SUITE_VERSION = "0.9.0"
+"""Bumped whenever a family's World, instruction, criteria, tools offered, split or simulated user changes
+(at any level): recorded in every Trajectory."""
 
 SPLITS = ("train", "holdout", "holdout-family")
 """train: seeds of the training families; holdout: unseen seeds of those same families;

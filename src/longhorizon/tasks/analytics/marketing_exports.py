@@ -125,6 +125,10 @@ class MarketingCsvExports(TaskFamily):
     """1: one question (campaign ROAS, still-running campaigns left out); 2: ROAS and conversion by
     source (anonymous visitors in, test accounts out); 3 (default): those and one or two more. Every
     level keeps the stale notes from an earlier call."""
+    toolsets = {1: (
+        "files__list_dir", "files__read_file", "files__write_file", "mail__send_message", "sql__describe_table",
+        "sql__query",
+    )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

@@ -157,8 +157,8 @@ class CustomerPaymentMatching(TaskFamily):
     2: four (mangled, a swapped-digit reference, a short payment, an order paid twice); 3
     (default): ten to twelve of every kind."""
     toolsets = {1: (
-        "files__list_dir", "files__read_file", "sheets__read_range", "sheets__write_rows", "store__get_order",
-        "store__record_payment", "store__update_order_status",
+        "files__list_dir", "files__read_file", "sheets__list_sheets", "sheets__read_range", "sheets__write_rows",
+        "store__get_order", "store__record_payment", "store__search_orders", "store__update_order_status",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:

@@ -72,9 +72,9 @@ class RestockPurchaseOrders(TaskFamily):
     and stock just above the point around it; 2: two more SKUs, one at the point exactly, and
     open orders that cover some; 3 (default): five to seven more."""
     toolsets = {1: (
-        "files__read_file", "store__add_po_line", "store__create_purchase_order", "store__get_product",
-        "store__get_purchase_order", "store__receive_purchase_order", "store__search_products",
-        "store__send_purchase_order",
+        "files__list_dir", "files__read_file", "store__add_po_line", "store__create_purchase_order",
+        "store__get_product", "store__get_purchase_order", "store__receive_purchase_order", "store__search_products",
+        "store__search_purchase_orders", "store__send_purchase_order",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:

@@ -152,7 +152,8 @@ class ContractReview(TaskFamily):
     effective date (not the rate card's), the cap, the renamed defined term and the Governing Law
     comment; 3 (default): also strike a clause and renumber clauses, sub-clauses and references."""
     toolsets = {1: (
-        "docs__find_text", "docs__read_document", "docs__replace_text", "files__copy", "files__read_file",
+        "docs__find_text", "docs__read_document", "docs__replace_text", "files__copy", "files__list_dir",
+        "files__read_file",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:

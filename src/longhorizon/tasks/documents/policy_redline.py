@@ -97,8 +97,8 @@ class PolicyRedline(TaskFamily):
     also the new owner (the travel desk shares the old one's surname), a withdrawn section (a
     similar one stays) and any other changed figures."""
     toolsets = {1: (
-        "docs__copy_document", "docs__read_document", "docs__replace_text", "docs__set_paragraph",
-        "mail__read_message", "mail__search_messages", "mail__send_message",
+        "docs__copy_document", "docs__list_documents", "docs__read_document", "docs__replace_text",
+        "docs__set_paragraph", "mail__read_message", "mail__search_messages", "mail__send_message",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:

@@ -147,7 +147,8 @@ class ProjectStatusReport(TaskFamily):
     steps too; 3 (default): eight to eleven milestones over three to five syncs. Every level keeps
     the sister project's rows and a tracker row the sync overrides."""
     toolsets = {1: (
-        "docs__read_document", "docs__set_paragraph", "files__copy", "files__read_file", "sheets__read_range",
+        "docs__read_document", "docs__set_paragraph", "files__copy", "files__list_dir", "files__read_file",
+        "sheets__list_sheets", "sheets__read_range",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:

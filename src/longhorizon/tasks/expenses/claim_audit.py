@@ -106,6 +106,10 @@ class ExpenseClaimAudit(TaskFamily):
     2: two employees with look-alike names (adds the caps and a mismatched receipt); 3 (default):
     four employees and a few more claims. Every level keeps last month's decided rows (one of them
     the look-alike's) and the superseded policy."""
+    toolsets = {1: (
+        "files__list_dir", "files__read_file", "mail__read_message", "mail__search_messages", "mail__send_message",
+        "sheets__list_sheets", "sheets__read_range", "sheets__write_cells", "wiki__get_page", "wiki__search_pages",
+    )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:  # noqa: C901 - one readable generator
         level = self.level_of(level)

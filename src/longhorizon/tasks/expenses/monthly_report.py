@@ -165,6 +165,10 @@ class MonthlyExpenseReport(TaskFamily):
     streaming service): one receipt to read; 2: those, the flight, the hotel and the two online
     orders (one office, one personal); 3 (default): the month's whole statement. Every level keeps the card payment, the duplicate receipt file, last month's
     receipts and the superseded policy."""
+    toolsets = {1: (
+        "files__list_dir", "files__read_file", "mail__read_message", "mail__search_messages", "mail__send_message",
+        "sheets__create_workbook", "sheets__list_sheets", "sheets__read_range", "sheets__write_rows",
+    )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

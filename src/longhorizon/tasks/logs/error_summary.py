@@ -230,6 +230,7 @@ class LogErrorSummary(TaskFamily):
     """1: one service (the rotated one: one repeat id, and the pair whose third failure is on
     another day); 2: two services; 3 (default): four or five. Every level keeps the rotated .gz,
     the evening before, stack traces and last year's archive."""
+    toolsets = {1: ("files__write_file", "shell__run")}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

@@ -68,7 +68,7 @@ class AccessLogIncidentTimeline(TaskFamily):
     """1: every request on web-3, the frontend on a +01:00 clock; 2: web-2 and web-3; 3 (default):
     all three, web-1's log rotated in the window next to yesterday's. The same requests reach the
     frontends at every level, so the timeline and the incident are the same."""
-    toolsets = {1: ("files__read_file", "files__write_file", "shell__run")}
+    toolsets = {1: ("files__list_dir", "files__read_file", "files__write_file", "shell__run")}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

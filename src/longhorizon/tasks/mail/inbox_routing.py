@@ -114,8 +114,8 @@ class SharedInboxRouting(TaskFamily):
     look-alike domain, body-only billing words, "debug" is not "bug"), all older mail kept;
     3 (default): twenty-odd. Every level ends with the summary to the team lead."""
     toolsets = {1: (
-        "files__read_file", "mail__create_folder", "mail__forward", "mail__list_messages", "mail__move_message",
-        "mail__read_message", "mail__send_message",
+        "files__list_dir", "files__read_file", "mail__create_folder", "mail__forward", "mail__list_messages",
+        "mail__move_message", "mail__read_message", "mail__send_message",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:

@@ -93,7 +93,7 @@ class WeeklySalesReport(TaskFamily):
     four or five regions, 55-85 orders."""
     toolsets = {1: (
         "mail__read_message", "mail__search_messages", "mail__send_message", "sheets__create_workbook",
-        "sheets__read_range", "sheets__write_rows",
+        "sheets__list_sheets", "sheets__read_range", "sheets__write_rows",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:

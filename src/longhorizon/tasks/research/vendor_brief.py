@@ -108,8 +108,8 @@ class VendorResearchBrief(TaskFamily):
     in the thread; 2: two questions and one more added in the thread; 3 (default): six to eight
     and the one added. Every level has the rumour in the thread."""
     toolsets = {1: (
-        "chat__post_message", "chat__read_channel", "chat__read_thread", "files__write_file", "search__get_document",
-        "search__search",
+        "chat__list_channels", "chat__post_message", "chat__read_channel", "chat__read_thread", "files__write_file",
+        "search__get_document", "search__search",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:

@@ -85,7 +85,8 @@ class QuarterlyReviewDeck(TaskFamily):
     performer; 3 (default): seven to nine regions. Every level has last quarter's months and
     the Corporate sheet in the workbook."""
     toolsets = {1: (
-        "files__read_file", "sheets__read_range", "slides__add_slide", "slides__create_deck", "slides__read_slide",
+        "files__list_dir", "files__read_file", "sheets__list_sheets", "sheets__read_range", "slides__add_slide",
+        "slides__create_deck", "slides__list_slides", "slides__read_slide",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:

@@ -108,7 +108,10 @@ class SalesCommissionCalc(TaskFamily):
     levels = 3
     """1: one quota-carrying rep; 2: three; 3 (default): all eight to ten. Every level keeps the
     house accounts, the rep who left, the draft quotas, the refunds and last year's plan."""
-    toolsets = {1: ("files__read_file", "sheets__create_workbook", "sheets__read_range", "sheets__write_rows")}
+    toolsets = {1: (
+        "files__list_dir", "files__read_file", "sheets__create_workbook", "sheets__list_sheets",
+        "sheets__read_range", "sheets__write_rows",
+    )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

@@ -209,7 +209,10 @@ class InventorySheetCleanup(TaskFamily):
     """1: one warehouse (the day/month/year one); 2: three; 3 (default): five or six. Below the
     default the catalog lists what the kept sites stock; every level keeps its stale sheet, last
     month's file and the README's rules."""
-    toolsets = {1: ("files__read_file", "sheets__add_sheet", "sheets__read_range", "sheets__write_rows")}
+    toolsets = {1: (
+        "files__list_dir", "files__read_file", "sheets__add_sheet", "sheets__list_sheets", "sheets__read_range",
+        "sheets__write_rows",
+    )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

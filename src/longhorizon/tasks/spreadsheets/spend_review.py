@@ -69,7 +69,7 @@ class DepartmentSpendReview(TaskFamily):
     levels = 3
     """1: one department (one with a hand-made Total row when there is one); 2: three; 3
     (default): seven to nine. Every level keeps last year's sheet and workbooks."""
-    toolsets = {1: ("sheets__create_workbook", "sheets__read_range", "sheets__write_rows")}
+    toolsets = {1: ("sheets__create_workbook", "sheets__list_sheets", "sheets__read_range", "sheets__write_rows")}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

@@ -194,6 +194,10 @@ class TrainingFeedbackRollup(TaskFamily):
     """1: one course's one session (no re-export); 2: three courses, one session re-exported;
     3 (default): six courses, 15-19 sessions. Every level keeps the cancelled session's test file,
     the non-attendees, the trainer's own answers and the second submissions."""
+    toolsets = {1: (
+        "files__list_dir", "files__read_file", "mail__read_message", "mail__search_messages", "mail__send_message",
+        "sheets__create_workbook", "sheets__list_sheets", "sheets__read_range", "sheets__write_rows",
+    )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

@@ -71,8 +71,8 @@ class ReleaseReadinessReview(TaskFamily):
     two that change today, the corrected one, one only older stand-ups mention, the absent
     engineer's) and every P1; 3 (default): twelve to fourteen."""
     toolsets = {1: (
-        "chat__post_message", "chat__read_channel", "chat__read_thread", "tickets__search_tickets",
-        "tickets__update_ticket",
+        "chat__list_channels", "chat__post_message", "chat__read_channel", "chat__read_thread",
+        "tickets__search_tickets", "tickets__update_ticket",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:

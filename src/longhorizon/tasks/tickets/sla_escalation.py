@@ -146,7 +146,7 @@ class SlaBreachEscalation(TaskFamily):
     breached, two or three at risk, among every look-alike."""
     toolsets = {1: (
         "tickets__add_comment", "tickets__assign_ticket", "tickets__get_ticket", "tickets__search_tickets",
-        "wiki__get_page",
+        "wiki__get_page", "wiki__search_pages",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:

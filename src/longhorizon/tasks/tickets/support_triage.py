@@ -198,8 +198,8 @@ class SupportTriage(TaskFamily):
     New tickets (the twin customers, the two look-alikes, the original of a duplicate) and two
     duplicates; 3 (default): nine New tickets and three duplicates."""
     toolsets = {1: (
-        "files__read_file", "tickets__add_comment", "tickets__assign_ticket", "tickets__get_ticket",
-        "tickets__search_tickets", "tickets__update_ticket",
+        "files__list_dir", "files__read_file", "tickets__add_comment", "tickets__assign_ticket",
+        "tickets__get_ticket", "tickets__search_tickets", "tickets__update_ticket",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:

@@ -149,7 +149,8 @@ class WikiChatReconcile(TaskFamily):
     rota changes, the office move (its address changed once) and the deploy-process decision;
     3 (default): also the broken links after a rename, the team rename and the runbook tags."""
     toolsets = {1: (
-        "chat__post_message", "chat__read_channel", "chat__read_thread", "wiki__get_page", "wiki__update_page",
+        "chat__list_channels", "chat__post_message", "chat__read_channel", "chat__read_thread", "wiki__get_page",
+        "wiki__search_pages", "wiki__update_page",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
