@@ -191,6 +191,11 @@ class TaskFamily:
             task.__post_init__()  # the names checked against the task's apps
         return task
 
+    def apps_at(self, level: int | None = None) -> tuple[str, ...]:
+        """The apps an instance at ``level`` uses (None: the default level): ``apps`` unless a
+        family's lower levels leave some out; ``listing`` shows these without generating."""
+        return self.apps
+
     def task_id(self, seed: int, level: int | None = None) -> str:
         """``name-000123``; below the top level ``name-000123@L1``, so default ids never change."""
         suffix = "" if level is None or level == self.levels else f"@L{level}"
@@ -207,7 +212,7 @@ class TaskFamily:
         """What `tasks list` shows of instance ``seed``, without generating it (generating the
         whole suite takes seconds); its Task's card says the same (tests/tasks/test_suite.py)."""
         return {"id": self.task_id(seed, level), "category": self.category, "family": self.name,
-                "split": self.split_of(seed), "level": self.level_of(level), "apps": list(self.apps)}
+                "split": self.split_of(seed), "level": self.level_of(level), "apps": list(self.apps_at(level))}
 
 
 def dumps_canonical(obj: Any) -> str:

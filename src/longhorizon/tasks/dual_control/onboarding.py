@@ -112,6 +112,10 @@ class NewHireOnboarding(TaskFamily):
         "user__list_new_hires", "user__send_contract", "user__send_message",
     )}
 
+    def apps_at(self, level: int | None = None) -> tuple[str, ...]:
+        """Below the default, the hire is named in the instruction: no mail, no meetings."""
+        return self.apps if self.level_of(level) == self.levels else ("user",)
+
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
@@ -590,7 +594,7 @@ class NewHireOnboarding(TaskFamily):
             criteria = [c for c in criteria if c.id not in dropped]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps if full else ("user",), build=build, oracle=solve(),
+            seed=seed, instruction=instruction, apps=self.apps_at(level), build=build, oracle=solve(),
             criteria=criteria, perturbations={c.id: solve(c.id) for c in criteria},
             data={"hire_id": hire_id, "work_email": work_email, "groups": expected_groups, "skus": skus,
                   "ship_to": ship_to, "remote": remote, "slots": {"welcome": welcome_slot, "buddy": buddy_slot,
