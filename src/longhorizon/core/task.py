@@ -74,11 +74,7 @@ class Task:
     prompt: 1.5k-7k tokens of SmolLM2's tokenizer for a whole toolset) fit a small model."""
 
     def __post_init__(self) -> None:
-        if self.tools is not None:
-            wrong = [t for t in self.tools if t.partition("__")[0] not in self.apps or not t.partition("__")[2]]
-            if wrong or not self.tools or len(set(self.tools)) != len(self.tools):
-                raise ValueError(f"task {self.id}: tools must be distinct APP__TOOL names of its apps "
-                                 f"{list(self.apps)}; wrong: {wrong or list(self.tools)}")
+        self.check_tools()
         ids = {c.id for c in self.criteria}
         guards = {c.id for c in self.criteria if c.guard}
         for c in self.criteria:
@@ -113,6 +109,15 @@ class Task:
             results.append(CriterionResult(c.id, c.kind, c.weight, bool(passed), str(note), c.guard, c.requires,
                                            grader_error=bug, infra_error=infra))
         return Grade(tuple(results))
+
+    def check_tools(self) -> None:
+        """``tools``, when set, must be distinct ``APP__TOOL`` names of the task's apps."""
+        if self.tools is None:
+            return
+        wrong = [t for t in self.tools if t.partition("__")[0] not in self.apps or not t.partition("__")[2]]
+        if wrong or not self.tools or len(set(self.tools)) != len(self.tools):
+            raise ValueError(f"task {self.id}: tools must be distinct APP__TOOL names of its apps "
+                             f"{list(self.apps)}; wrong: {wrong or list(self.tools)}")
 
     def offered(self, app: str) -> frozenset[str] | None:
         """The names of ``app``'s tools this task offers (None: all of them)."""
@@ -188,7 +193,7 @@ class TaskFamily:
         task.level = lvl
         if lvl in self.toolsets:
             task.tools = tuple(self.toolsets[lvl])
-            task.__post_init__()  # the names checked against the task's apps
+            task.check_tools()
         return task
 
     def apps_at(self, level: int | None = None) -> tuple[str, ...]:

@@ -41,6 +41,16 @@ DEVICE_CHANGES = {"set_airplane_mode", "set_mobile_data", "set_data_roaming", "r
                   "restart_phone", "approve_payment_requests", "set_network_mode"}
 
 
+def _ask_payment(bill_ids):
+    """The oracle's payment requests for ``bill_ids``, then the message asking the customer to
+    approve them on the phone (both the default's and level 1's)."""
+    for bid in bill_ids:
+        yield ToolCall("user__send_payment_request", {"bill_id": bid}, f"Request payment of overdue bill {bid}.")
+    yield ToolCall(SEND, {"text": "Your line was suspended because of an overdue bill. I've sent a "
+                                  "payment request to your phone: please approve it."},
+                   "The customer must approve the payment on their phone.")
+
+
 def _slug(text: str) -> str:
     return "".join(ch for ch in text.lower() if ch.isalnum())
 
@@ -248,13 +258,7 @@ class MobileDataTroubleshooting(TaskFamily):
                     if flaw == "charges_by_policy":
                         yield ToolCall("user__send_payment_request", {"bill_id": open_bill["id"]},
                                        "Collect this month's bill too.")
-                    if not skip:
-                        for bid in overdue_ids:
-                            yield ToolCall("user__send_payment_request", {"bill_id": bid},
-                                           f"Request payment of overdue bill {bid}.")
-                    yield ToolCall(SEND, {"text": "Your line was suspended because of an overdue bill. I've sent a "
-                                                  "payment request to your phone: please approve it."},
-                                   "The customer must approve the payment on their phone.")
+                    yield from _ask_payment([] if skip else overdue_ids)
                     if not skip:
                         yield ToolCall("user__resume_line", {"number": number}, "Resume the line now it is paid.")
                 else:
@@ -342,12 +346,7 @@ class MobileDataTroubleshooting(TaskFamily):
                 yield ToolCall(SEND, {"text": "Let's see whether the phone side is sorted: please run a speed test "
                                               "and tell me the result."}, "Test before touching the account.")
                 if suspended and skip_acc != "line_suspended_unpaid":
-                    for bid in overdue_ids:
-                        yield ToolCall("user__send_payment_request", {"bill_id": bid},
-                                       f"Request payment of overdue bill {bid}.")
-                    yield ToolCall(SEND, {"text": "Your line was suspended because of an overdue bill. I've sent a "
-                                                  "payment request to your phone: please approve it."},
-                                   "The customer must approve the payment on their phone.")
+                    yield from _ask_payment(overdue_ids)
                     yield ToolCall("user__list_charges", {"number": number}, "Check the payment went through.")
                     yield ToolCall("user__resume_line", {"number": number}, "Resume the line now the bills are paid.")
                 if "roaming_not_enabled" in faults and skip_acc != "roaming_not_enabled":
