@@ -47,8 +47,6 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 FAMILY = "log_first_error"
-DEV_OFFSET = 90_000
-"""Dev seeds start here in the train split: past the teacher's (0-N) and RL's (50,000 on)."""
 DEV_BAND = (0.25, 0.60)
 TEMP_BAND = (0.3, 0.7)
 TEMPERATURES = (1.0, 0.7, 0.5)
@@ -130,23 +128,18 @@ class Evaluator:
 
 
 def dev_tasks(n: int):
-    from longhorizon.tasks.registry import get_family, suite_seeds
+    from longhorizon.train.headroom import dev_tasks as tasks
 
-    f = get_family(FAMILY)
-    start = suite_seeds("train", f)[0] + DEV_OFFSET
-    return [f.generate(s) for s in range(start, start + n)]
+    return tasks([FAMILY], n)
 
 
 def choose_checkpoint(dev: dict[int, float]) -> tuple[int, str]:
-    lo, hi = DEV_BAND
-    inside = [k for k in sorted(dev) if lo <= dev[k] <= hi]
-    if inside:
-        return inside[0], f"the earliest checkpoint with dev pass in [{lo}, {hi}]"
-    mid = [k for k in sorted(dev) if 0 < dev[k] < 1]
-    if not mid:
-        raise SystemExit(f"no SFT checkpoint has a dev pass rate strictly between 0 and 1: {dev}")
-    k = min(mid, key=lambda k: (abs(dev[k] - (lo + hi) / 2), k))
-    return k, f"no checkpoint in [{lo}, {hi}]: the one closest to {(lo + hi) / 2:.3f}"
+    from longhorizon.train.headroom import choose_checkpoint as choose
+
+    k, why = choose(dev, DEV_BAND)
+    if k is None:
+        raise SystemExit(why)
+    return k, why
 
 
 def choose_temperature(rates: dict[float, float], spread: dict[float, float]) -> tuple[float, str]:
@@ -198,6 +191,8 @@ def main(argv=None) -> int:
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    from longhorizon.train.headroom import DEV_OFFSET
+
     settings = {k: v for k, v in vars(args).items() if k != "variants"} | {"family": FAMILY, "dev_offset": DEV_OFFSET}
     if (old := load_json(out / "settings.json")) is not None and old != settings:
         print(f"{out} was started with other settings ({out / 'settings.json'}); use another --out", file=sys.stderr)

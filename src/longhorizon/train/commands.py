@@ -367,12 +367,14 @@ def add_commands(sub) -> None:
 
     # demo
     dm = sub.add_parser("demo", help="the whole pipeline on the embedded defaults, with a report",
-                        description="the embedded SmolLM2 -> oracle teacher data -> SFT -> a few GSPO steps -> "
-                                    "greedy evaluation of base, SFT and RL on the holdout and a never-trained sibling family -> "
+                        description="the embedded SmolLM2 -> oracle teacher data -> SFT -> RL's start (the earliest "
+                                    "SFT step whose pass on a train-split dev set leaves headroom) -> a few GSPO steps -> "
+                                    "greedy evaluation of base, SFT, RL's start and RL on the holdout and a never-trained "
+                                    "sibling family -> "
                                     "report (Markdown, HTML, learning curves). Every stage resumes: rerun to finish "
                                     "an interrupted demo.")
     dm.add_argument("--out", default="runs/demo", help="demo folder (default runs/demo)")
-    dm.add_argument("--config", help="pipeline YAML with model/teacher/sft/rl/eval sections (e.g. configs/demo.yaml)")
+    dm.add_argument("--config", help="pipeline YAML with model/teacher/sft/start/rl/eval sections (e.g. configs/demo.yaml)")
     dm.add_argument("--model", help="base model: smollm2-135m-instruct (the embedded SmolLM2, the demo's default), "
                                     "tiny (the random unit-test model; it learns nothing), or a transformers model folder")
     dm.add_argument("--fresh", action="store_true", help="delete OUT first")

@@ -115,6 +115,10 @@ class SFTConfig:
     save_steps: int = 0
     """Checkpoint every N steps into OUT/checkpoint-N (0: only the final model)."""
     save_total_limit: int | None = 2
+    keep_steps: bool = False
+    """Also keep the model after every optimizer step, weights and tokenizer only (no optimizer
+    state), in OUT/steps/step-N: what ``start.checkpoint: headroom`` chooses RL's start among.
+    Full fine-tuning only (a LoRA step would be an adapter, not a model to play)."""
     logging_steps: int = 1
     seed: int = 0
     bf16: bool = False
@@ -138,6 +142,8 @@ class SFTConfig:
             raise UsageError(f"context_policy {self.context_policy} needs max_context (prompt tokens to keep within)")
         if self.context_policy == "none" and self.max_context:
             raise UsageError("max_context is the context policy's budget: set context_policy elide-oldest too")
+        if self.keep_steps and self.lora.enabled:
+            raise UsageError("keep_steps keeps whole models after each step: use it with full fine-tuning (lora: false)")
 
 
 def _check_attn(name: str | None) -> None:
@@ -443,6 +449,36 @@ class EvalConfig:
     off with ``local``."""
 
 
+START_CHOICES = ("final", "headroom")
+
+
+@dataclass
+class StartConfig:
+    """Which SFT model RL starts from. RL from a model that already passes everything greedy has
+    nothing left to learn (issue 20: no headroom, no signal), so ``headroom`` makes SFT keep a
+    checkpoint after every step, plays them in order, greedy, on a *train-split* dev set (seeds
+    from ``train.headroom.DEV_OFFSET``: neither the teacher's nor RL's, never the holdout) and
+    starts RL from the earliest whose dev pass rate lies in ``band`` (``train.headroom``). The
+    evaluation then adds that checkpoint as a model (``eval/start``) and pairs RL against it."""
+
+    checkpoint: str = "final"
+    """``final``: the SFT model as trained; ``headroom``: the checkpoint chosen as above."""
+    dev_seeds: int = 8
+    """Dev instances per family (RL's families, at the teacher's level) a checkpoint is played on."""
+    band: list[float] = field(default_factory=lambda: [0.25, 0.60])
+    """The dev pass rates [low, high] that leave RL room to learn and something to learn from."""
+
+    def validate(self) -> None:
+        if self.checkpoint not in START_CHOICES:
+            raise UsageError(f"start.checkpoint must be one of {', '.join(START_CHOICES)}, not {self.checkpoint!r}")
+        if isinstance(self.dev_seeds, bool) or not isinstance(self.dev_seeds, int) or self.dev_seeds < 1:
+            raise UsageError(f"start.dev_seeds must be a whole number >= 1, not {self.dev_seeds!r}")
+        b = self.band
+        if (not isinstance(b, (list, tuple)) or len(b) != 2 or not all(isinstance(x, (int, float)) for x in b)
+                or not 0 <= b[0] <= b[1] <= 1):
+            raise UsageError(f"start.band must be [low, high] with 0 <= low <= high <= 1, not {b!r}")
+
+
 EMBEDDED_MODEL = "smollm2-135m-instruct"
 """``train.pretrained.EMBEDDED``: the embedded SmolLM2 (kept here too so configs load without torch)."""
 
@@ -476,11 +512,13 @@ class PipelineConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     teacher: TeacherConfig = field(default_factory=TeacherConfig)
     sft: SFTConfig = field(default_factory=SFTConfig)
+    start: StartConfig = field(default_factory=StartConfig)
     rl: RLConfig = field(default_factory=RLConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
 
 
-STAGES = {"model": ModelConfig, "teacher": TeacherConfig, "sft": SFTConfig, "rl": RLConfig, "eval": EvalConfig}
+STAGES = {"model": ModelConfig, "teacher": TeacherConfig, "sft": SFTConfig, "start": StartConfig, "rl": RLConfig,
+          "eval": EvalConfig}
 
 
 def _build(cls, data: dict[str, Any], where: str):

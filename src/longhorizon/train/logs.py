@@ -79,6 +79,23 @@ def _clean(v: Any) -> Any:
     return v
 
 
+class StepModels(TrainerCallback):
+    """Saves the model after every optimizer step into ``folder/step-N`` (weights and tokenizer,
+    no optimizer state: about the model's size each), for ``SFTConfig.keep_steps``."""
+
+    def __init__(self, folder: str | Path, tokenizer):
+        self.folder, self.tokenizer = Path(folder), tokenizer
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if not state.is_world_process_zero or model is None:
+            return
+        from longhorizon.train.template import save_tokenizer
+
+        out = self.folder / f"step-{state.global_step}"
+        model.save_pretrained(out)
+        save_tokenizer(self.tokenizer, out)
+
+
 class StepLogger(TrainerCallback):
     """Writes each logged step to ``path`` (appending, so a resumed run continues its log)."""
 

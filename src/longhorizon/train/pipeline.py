@@ -6,12 +6,15 @@
     2 teacher   the oracle plays the train split (at ``teacher.level``)          OUT/teacher
     3 data      rejection sampling (reward >= 0.9) into a chat dataset           OUT/sft_data
     4 sft       TRL SFTTrainer, assistant tokens only                            OUT/models/sft
-    5 rl        a few GSPO steps on TRL GRPOTrainer, 8 episodes per task         OUT/models/rl
-    6 eval      greedy pass@1 of base, SFT and RL on the holdout split           OUT/eval/{base,sft,rl}
+    5 start     the SFT model RL starts from: the final one, or (``start:        OUT/start.json
+                headroom``) the earliest checkpoint whose greedy pass on a       OUT/dev/step-N
+                train-split dev set leaves RL room to learn (train.headroom)
+    6 rl        a few GSPO steps on TRL GRPOTrainer, 8 episodes per task         OUT/models/rl
+    7 eval      greedy pass@1 of base, SFT (and RL's start) and RL on holdout    OUT/eval/{base,sft,start,rl}
                 (served: the base twice, for the noise floor)                    OUT/eval/base-repeat
                 never-trained families (``eval.transfer_families``)               OUT/eval/NAME-transfer
                 longer horizons than trained (``eval.longer_levels``)             OUT/eval/NAME-levelN
-    7 report    Markdown + HTML + learning curves                                OUT/report.{md,html}
+    8 report    Markdown + HTML + learning curves                                OUT/report.{md,html}
 
 Every stage resumes: a finished stage is skipped, runs pick up where they stopped. The demo's
 settings (which families, how many seeds and steps) are ``demo_config()``; ``configs/demo.yaml``
@@ -30,7 +33,8 @@ from typing import Any
 
 from longhorizon.core.errors import UsageError
 from longhorizon.train.config import (
-    DTYPES, EvalConfig, LoraSettings, ModelConfig, PipelineConfig, RLConfig, SFTConfig, TeacherConfig, load_pipeline,
+    DTYPES, EvalConfig, LoraSettings, ModelConfig, PipelineConfig, RLConfig, SFTConfig, StartConfig, TeacherConfig,
+    load_pipeline,
 )
 
 DEMO_FAMILIES = ["log_first_error"]
@@ -43,9 +47,10 @@ family the demo never trains on, evaluated on its held-out seeds (``transfer_eva
 
 def demo_config() -> PipelineConfig:
     """The demo on the embedded SmolLM2 (configs/demo.yaml documents it; configs/demo_tiny.yaml
-    is the random tiny model's). Sized for 2 CPU cores: 16 oracle episodes, 8 full-FT SFT steps,
-    1 on-policy GSPO step on one group of 8 (dynamic sampling: a flat group is replaced once), 16 +
-    16 greedy evaluation episodes per model, in float32."""
+    is the random tiny model's). Sized for 2 CPU cores: 16 oracle episodes, 8 full-FT SFT steps
+    keeping each step's model, RL's start chosen among them with headroom on 8 train-split dev
+    instances, 2 on-policy GSPO steps of one group of 8 at T 0.7 (dynamic sampling: a flat group
+    is replaced once), 16 + 16 greedy evaluation episodes per model, in float32."""
     fams = list(DEMO_FAMILIES)
     limits = dict(max_new_tokens=192, max_turns=8, max_tool_calls=10, max_context=4096)
     return PipelineConfig(
@@ -54,9 +59,10 @@ def demo_config() -> PipelineConfig:
                               recovery=0.0),
         sft=SFTConfig(epochs=1, learning_rate=2e-4, batch_size=2, grad_accum=1, max_length=4096,
                       warmup_ratio=0.05, lr_scheduler="cosine", lora=LoraSettings(enabled=False)),
+        start=StartConfig(checkpoint="headroom", dev_seeds=8),
         rl=RLConfig(split="train", families=fams, seeds=4, group_size=8, tasks_per_step=1,
-                    updates_per_rollout=1, micro_batch_size=1, max_steps=1, learning_rate=2e-5, loss="gspo",
-                    reward="dense", effort_floor=0.05, resample_flat_groups=1, temperature=1.0, lora=LoraSettings(enabled=False),
+                    updates_per_rollout=1, micro_batch_size=1, max_steps=2, learning_rate=2e-5, loss="gspo",
+                    reward="dense", effort_floor=0.05, resample_flat_groups=1, temperature=0.7, lora=LoraSettings(enabled=False),
                     gradient_checkpointing=True, concurrency=8, max_batch=8, **limits),
         eval=EvalConfig(split="holdout", families=fams, seeds=16, concurrency=16, max_batch=16,
                         transfer_families=list(DEMO_TRANSFER_FAMILIES), transfer_seeds=16, **limits),
@@ -87,15 +93,18 @@ class Stages:
 
 
 def _run_policy(tasks, policy, out: Path, *, split: str, seeds: int, families, limits, concurrency: int,
-                progress: bool, reproducible: bool = False, level: int | None = None) -> dict[str, Any]:
-    """``level`` set: the run's identity lists its task ids (which name the level, ``family-000123@L1``),
-    as ``longhorizon run --level`` does, so a folder of one level never resumes as another."""
+                progress: bool, reproducible: bool = False, level: int | None = None,
+                list_ids: bool = False) -> dict[str, Any]:
+    """``level`` set (or ``list_ids``: tasks that are not the split's first seeds, such as a dev
+    set): the run's identity lists its task ids (which name the seed and level,
+    ``family-000123@L1``), as ``longhorizon run --level`` does, so a folder of one set never
+    resumes as another."""
     from longhorizon.evaluate.runs import run_episodes
     from longhorizon.rollout.runner import RunSpec
 
     spec = RunSpec(policy=policy.describe(), split=split, seeds=seeds,
                    families=sorted(families) if families else None, samples=1, limits=limits,
-                   tasks=[t.id for t in tasks] if level is not None else None, reproducible=reproducible)
+                   tasks=[t.id for t in tasks] if level is not None or list_ids else None, reproducible=reproducible)
     return asyncio.run(run_episodes(tasks, policy, spec, out, concurrency=concurrency, progress=progress))
 
 
@@ -103,15 +112,18 @@ ENGINES = ("local", "vllm")
 
 
 def evaluate_model(model_path: str | Path, out: str | Path, cfg: EvalConfig, *, progress: bool = True,
-                   policy=None) -> dict:
+                   policy=None, tasks=None) -> dict:
     """Greedy pass@1 of a model folder on ``cfg``'s split: a resumable run folder at ``out``.
     ``policy``: what plays instead of the in-process model (a served one, see ``served_policy``).
     ``cfg.reproducible``: one episode at a time (the in-process model then decodes no batch of
-    several episodes either), recorded in run.json."""
+    several episodes either), recorded in run.json. ``tasks``: these instances instead of the
+    split's (a dev set; the run records their ids)."""
     from longhorizon.env.episode import Limits
     from longhorizon.tasks.registry import tasks_for
 
-    tasks = tasks_for(cfg.split, cfg.seeds, cfg.families, cfg.level)
+    given = tasks is not None
+    if not given:
+        tasks = tasks_for(cfg.split, cfg.seeds, cfg.families, cfg.level)
     if policy is None:
         from longhorizon.policies.local_model import LocalModelPolicy
 
@@ -123,7 +135,57 @@ def evaluate_model(model_path: str | Path, out: str | Path, cfg: EvalConfig, *, 
     limits = Limits(max_turns=cfg.max_turns, max_tool_calls=cfg.max_tool_calls, max_wall_s=cfg.max_wall_s)
     return _run_policy(tasks, policy, Path(out), split=cfg.split, seeds=cfg.seeds, families=cfg.families,
                        limits=limits, concurrency=1 if cfg.reproducible else cfg.concurrency, progress=progress,
-                       reproducible=cfg.reproducible, level=cfg.level)
+                       reproducible=cfg.reproducible, level=cfg.level, list_ids=given)
+
+
+def choose_start(cfg: PipelineConfig, sft: Path, dev_dir: Path, *, progress: bool = True) -> dict[str, Any]:
+    """The SFT model RL starts from (``StartConfig``; ``train.headroom``): with ``headroom``, SFT's
+    models (kept after every step, ``SFTConfig.keep_steps``) are played in step order, greedy in-process, on the dev set (RL's families, else
+    the teacher's, at the teacher's level), each into ``dev_dir/step-N``, until one reaches
+    the band's low end; the choice, its reason and every dev pass rate are returned (and kept in
+    OUT/start.json by the caller). No checkpoint with headroom: RL starts from the final model,
+    and the result says so."""
+    import dataclasses
+
+    from longhorizon.train.headroom import choose_checkpoint, dev_tasks, far_enough, step_models
+
+    st = cfg.start
+    if st.checkpoint == "final":
+        return {"checkpoint": None, "path": str(sft), "why": "start.checkpoint is final", "dev_pass": {}}
+    fams = cfg.rl.families or cfg.teacher.families
+    if not fams:
+        from longhorizon.tasks.registry import instances
+
+        fams = sorted({f.name for f, _, _ in instances("train", 1, level=cfg.teacher.level)})
+    tasks = dev_tasks(fams, st.dev_seeds, cfg.teacher.level)
+    ec = dataclasses.replace(cfg.eval, split="train", families=fams, seeds=st.dev_seeds, level=cfg.teacher.level,
+                             transfer_families=None, longer_levels=None)
+    ckpts = step_models(sft)
+    if not ckpts:
+        raise UsageError(f"start.checkpoint is headroom but {sft} kept no model per step ({sft}/steps/step-N: "
+                         "sft.keep_steps, which headroom sets; delete the sft folder to train again)")
+    rates: dict[int, float] = {}
+    for k in sorted(ckpts):
+        summary = evaluate_model(ckpts[k], dev_dir / f"step-{k}", ec, progress=progress, tasks=tasks)
+        rates[k] = summary["overall"]["pass@1"]
+        print(f"  SFT step {k}: dev pass {rates[k]:.3f} ({summary['overall']['episodes']} episodes)", flush=True)
+        if far_enough(rates[k], st.band):
+            break
+    k, why = choose_checkpoint(rates, st.band)
+    if k is None:
+        why += ": RL starts from the final SFT model"
+    else:  # the checkpoint carries the final model's records, chosen by the dev pass (the firewall's trail)
+        from longhorizon.policies.render import PROVENANCE_FILE, read_provenance
+        from longhorizon.train.provenance import chosen_checkpoint
+
+        prov = read_provenance(sft)
+        if prov is not None:
+            (ckpts[k] / PROVENANCE_FILE).write_text(json.dumps(
+                chosen_checkpoint(prov, "train dev pass", step=k, dev_pass=rates[k], dev_tasks=len(tasks)),
+                indent=2) + "\n")
+    return {"checkpoint": k, "path": str(sft if k is None else ckpts[k]), "why": why,
+            "dev_pass": {str(step): r for step, r in rates.items()}, "dev_tasks": len(tasks),
+            "band": list(st.band)}
 
 
 @contextlib.contextmanager
@@ -221,9 +283,11 @@ def eval_plan(e, transfer, models: dict[str, Path],
     the holdout, then on the transfer families, then on each longer level (``longer_evals``);
     served (``engine: vllm``), grouped by model so one server answers all of a model's runs.
     With ``repeat_base`` (default: when served) the base model runs twice, ``base-repeat``
-    being its rerun for the report's noise floor."""
+    being its rerun for the report's noise floor. ``models`` may hold ``start``, the SFT
+    checkpoint RL started from when it is not the final SFT model (``choose_start``)."""
     repeat = e.engine == "vllm" if e.repeat_base is None else e.repeat_base
-    keys = [("base", "base"), *([("base-repeat", "base")] if repeat else []), ("sft", "sft"), ("rl", "rl")]
+    keys = [("base", "base"), *([("base-repeat", "base")] if repeat else []), ("sft", "sft"),
+            *([("start", "start")] if "start" in models else []), ("rl", "rl")]
     runs = [(key + suffix, name, models[name], ec) for suffix, ec in (("", e), ("-transfer", transfer), *longer)
             if ec is not None for key, name in keys]
     if e.engine == "vllm":
@@ -263,13 +327,14 @@ def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bo
         raise UsageError(f"the teacher plays seeds 0-{cfg.teacher.seeds - 1} and RL starts at seed_offset "
                          f"{cfg.rl.seed_offset}: RL would replay instances SFT imitated (raise rl.seed_offset or "
                          "lower teacher.seeds)")
-    check_levels(cfg)  # these three are checked before any stage runs
+    check_levels(cfg)  # these four are checked before any stage runs
+    cfg.start.validate()
     transfer = transfer_eval(cfg)
     longer = longer_evals(cfg)
     (out / "pipeline_config.json").write_text(json.dumps(_asdict(cfg), indent=2) + "\n")
     models = out / "models"
     base, sft, rl = models / "base", models / "sft", models / "rl"
-    stages = Stages(["model", "teacher", "data", "sft", "rl", "eval", "report"], out / "stage_times.json")
+    stages = Stages(["model", "teacher", "data", "sft", "start", "rl", "eval", "report"], out / "stage_times.json")
 
     if cfg.model.name == "tiny":
         stages.run("model", f"tokenizer + tiny Qwen3 -> {base}",
@@ -316,12 +381,25 @@ def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bo
 
     s = cfg.sft
     s.data, s.model, s.out = str(data_dir), str(base), str(sft)
+    if cfg.start.checkpoint == "headroom":  # every step's model, for the start stage to choose from
+        s.keep_steps = True
     stages.run("sft", f"SFT of {cfg.model.name} ({s.epochs:g} epochs, lr {s.learning_rate:g}) -> {sft}",
                lambda: run_sft(s, resume=any(sft.glob("checkpoint-*")), progress=progress),
                done=(sft / "summary.json").exists())
 
+    start_file = out / "start.json"
+
+    def start():
+        chosen = choose_start(cfg, sft, out / "dev", progress=progress)
+        start_file.write_text(json.dumps(chosen, indent=2) + "\n")
+        print(f"  RL starts from {chosen['path']} ({chosen['why']})", flush=True)
+        return chosen
+
+    stages.run("start", f"the model RL starts from (start.checkpoint: {cfg.start.checkpoint})", start,
+               done=start_file.exists())
+    chosen = json.loads(start_file.read_text())
     r = cfg.rl
-    r.model, r.out = str(sft), str(rl)
+    r.model, r.out = chosen["path"], str(rl)
     stages.run("rl", f"{r.loss.upper()} for {r.max_steps} steps, {r.group_size} episodes per task -> {rl}",
                lambda: run_rl(r, resume=any(rl.glob("checkpoint-*")), progress=progress),
                done=(rl / "summary.json").exists())
@@ -334,7 +412,9 @@ def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bo
 
     def evaluate():
         results = {}
-        runs = eval_plan(e, transfer, {"base": base, "sft": sft, "rl": rl}, longer)
+        models = {"base": base, "sft": sft, **({"start": Path(chosen["path"])} if chosen["checkpoint"] else {}),
+                  "rl": rl}
+        runs = eval_plan(e, transfer, models, longer)
         server_of, policy = None, None
         with contextlib.ExitStack() as stack:
             for key, name, path, ec in runs:

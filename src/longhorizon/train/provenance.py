@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 TRAINING_SPLITS = ("train", "holdout")  # the holdout may choose checkpoints; it is internal
-INTERNAL_SIGNALS = ("final step", "internal holdout", "train reward", "train loss")
+INTERNAL_SIGNALS = ("final step", "internal holdout", "train reward", "train loss", "train dev pass")
 SUITE_SPLITS = ("train", "holdout", "holdout-family")
 
 
@@ -96,3 +96,17 @@ def firewall_problems(prov: dict[str, Any] | None) -> list[str]:
 def training_chain(parent: dict[str, Any] | None, record: dict[str, Any]) -> list[dict[str, Any]]:
     """The parent model's training records followed by this stage's."""
     return [*((parent or {}).get("training") or []), record]
+
+
+def chosen_checkpoint(prov: dict[str, Any], signal: str, **detail: Any) -> dict[str, Any]:
+    """The provenance of one of a training run's checkpoints, from the final model's (``prov``):
+    the same records, the last stage's ``chosen_by`` naming ``signal`` (and ``detail``: which
+    step, its score). A checkpoint folder has no provenance file of its own, and a model trained
+    from it would otherwise lose every record before it."""
+    import copy
+
+    out = copy.deepcopy(prov)
+    records = out.get("training") or []
+    if records:
+        records[-1]["chosen_by"] = {**stage_record("", [], signal)["chosen_by"], **detail}
+    return out

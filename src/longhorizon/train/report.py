@@ -12,7 +12,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-MODELS = (("base", "base (untrained)"), ("sft", "SFT"), ("rl", "SFT + GSPO"))
+MODELS = (("base", "base (untrained)"), ("sft", "SFT"), ("start", "SFT, RL's start"), ("rl", "SFT + GSPO"))
+"""The models a report can hold; ``start`` is the SFT checkpoint RL started from, when the
+pipeline chose one with headroom instead of the final SFT model (OUT/start.json)."""
+PAIRS = (("base", "sft"), ("sft", "rl"), ("start", "rl"), ("base", "rl"))
+"""Paired comparisons (A, B) as "B vs A", each when both were evaluated."""
 
 
 def _load_run(path: Path):
@@ -126,7 +130,7 @@ def _comparisons(runs: dict[str, list[dict]], split: str = "holdout",
 
     floor = noise_floor(runs["base"], repeat) if repeat and "base" in runs else None
     out = []
-    for a, b in (("base", "sft"), ("sft", "rl"), ("base", "rl")):
+    for a, b in PAIRS:
         if a in runs and b in runs:
             c = compare(runs[a], runs[b])
             if floor is not None:
@@ -245,7 +249,10 @@ def write_report(folder: str | Path, stage_times: dict[str, float] | None = None
     for lv, _, l_runs in longer:
         comps += _comparisons(l_runs, f"level {lv}", _repeat_rows(folder, f"-level{lv}")) if l_runs else []
     steps = rl_steps(folder)
-    moved = weight_change(folder / "models" / "sft", folder / "models" / "rl")
+    start = _read_json(folder / "start.json") or {}
+    expected = [k for k, _ in MODELS if k != "start" or start.get("checkpoint") is not None]
+    moved = weight_change(Path(start["path"]) if start.get("path") else folder / "models" / "sft",
+                          folder / "models" / "rl")
     parts = ["holdout", format_table(rows)]
     if t_rows:
         parts += ["", "transfer (never-trained families, on held-out instances)", format_table(t_rows)]
@@ -257,10 +264,12 @@ def write_report(folder: str | Path, stage_times: dict[str, float] | None = None
         parts += ["", format_comparisons(comps), "(* : the reward interval excludes 0"
                   + ("; noise floor: Δ pass@1 inside or outside the base model's rerun floor)"
                      if any(c.get("noise_floor") for _, c in comps) else ")")]
+    if start.get("dev_pass"):
+        parts += ["", start_line(start)]
     if steps:
         parts += ["", format_rl_steps(steps)]
     if moved:
-        parts.append(f"GSPO moved the SFT weights: max |Δw| {moved['max_abs']:.3g}, "
+        parts.append(f"GSPO moved its start's weights: max |Δw| {moved['max_abs']:.3g}, "
                      f"relative L2 {moved['relative_l2']:.3g}")
     table = "\n".join(parts)
     data_summary = _read_json(folder / "sft_data" / "summary.json")
@@ -289,8 +298,10 @@ def write_report(folder: str | Path, stage_times: dict[str, float] | None = None
                "earned the same reward (advantage 0: no learning signal).", "", "```", format_rl_steps(steps),
                "```", ""]
         if moved:
-            md += [f"GSPO moved the SFT weights: max |Δw| {moved['max_abs']:.3g}, relative L2 "
+            md += [f"GSPO moved its start's weights: max |Δw| {moved['max_abs']:.3g}, relative L2 "
                    f"{moved['relative_l2']:.3g}.", ""]
+    if start.get("dev_pass"):
+        md += ["## Where RL started", "", start_line(start) + ".", ""]
     if has_plot:
         md += ["## Learning curves", "", "![learning curves](learning_curve.png)", ""]
     md += ["## Pipeline", ""]
@@ -317,8 +328,17 @@ def write_report(folder: str | Path, stage_times: dict[str, float] | None = None
     return {"table": table, "rows": rows, "transfer_rows": t_rows,
             "longer_rows": {lv: rs for lv, rs, _ in longer}, "comparisons": dict(comps), "rl_steps": steps,
             "weight_change": moved,
-            "complete": bool(rows) and all(r["complete"] for r in rows + t_rows + l_rows) and len(rows) == len(MODELS)
-            and all(len(rs) == len(MODELS) for _, rs, _ in longer)}
+            "start": start or None,
+            "complete": bool(rows) and all(r["complete"] for r in rows + t_rows + l_rows) and len(rows) == len(expected)
+            and all(len(rs) == len(expected) for _, rs, _ in longer)}
+
+
+def start_line(start: dict[str, Any]) -> str:
+    """Which SFT model RL started from and why, with the dev pass rate of each checkpoint played."""
+    rates = ", ".join(f"step {k} {v:.3f}" for k, v in sorted(start["dev_pass"].items(), key=lambda kv: int(kv[0])))
+    where = "the final SFT model" if start.get("checkpoint") is None else f"the SFT model after step {start['checkpoint']}"
+    return (f"RL started from {where}: {start['why']} (greedy dev pass on {start.get('dev_tasks', '?')} train-split "
+            f"dev instances: {rates})")
 
 
 def _read_json(path: Path):

@@ -142,12 +142,14 @@ def run_sft(cfg: SFTConfig, *, resume: bool = False, progress: bool = True, cons
     from peft import PeftModel
 
     from longhorizon.core.progress import no_library_bars
-    from longhorizon.train.logs import StepLogger, quiet_progress
+    from longhorizon.train.logs import StepLogger, StepModels, quiet_progress
 
     no_library_bars()
     out = prepare_out(cfg, "sft", resume=resume, logs=("log.jsonl",))
     logger = StepLogger(out / "log.jsonl", "sft", console=console, tensorboard_dir=out / "tensorboard")
     trainer = build_trainer(cfg, progress=progress, callbacks=[logger])
+    if cfg.keep_steps:
+        trainer.add_callback(StepModels(out / "steps", trainer.processing_class))
     quiet_progress(trainer)
     data = trainer.longhorizon_data
     if trainer.accelerator.is_main_process:
