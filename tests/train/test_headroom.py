@@ -7,7 +7,7 @@ import pytest
 
 from longhorizon.core.errors import UsageError
 from longhorizon.train.config import PipelineConfig, StartConfig
-from longhorizon.train.headroom import DEV_OFFSET, choose_checkpoint, dev_tasks, step_models
+from longhorizon.train.headroom import DEV_OFFSET, choose_checkpoint, dev_tasks, search, step_models
 
 BAND = (0.25, 0.60)
 
@@ -28,6 +28,29 @@ def test_no_step_strictly_between_0_and_1_means_no_headroom():
     k, why = choose_checkpoint({1: 0.0, 2: 1.0}, BAND)
     assert k is None and "strictly between 0 and 1" in why
     assert choose_checkpoint({}, BAND)[0] is None
+
+
+@pytest.mark.parametrize("first", range(1, 11))
+def test_bisection_finds_the_earliest_step_at_the_low_end_and_plays_few(first):
+    """Steps 1..9, the dev pass 0 before step ``first`` and 0.5 from it (10: no step reaches the
+    band). The earliest step at or past 0.25 is always played, and so is the step just before it,
+    in at most ceil(log2(9)) + 1 = 5 plays."""
+    rate = {k: 0.5 if k >= first else 0.0 for k in range(1, 10)}
+    played = []
+
+    def pass_rate(k):
+        played.append(k)
+        return rate[k]
+
+    rates = search(list(range(1, 10)), pass_rate, BAND)
+    assert len(played) == len(set(played)) <= 5
+    reached = [k for k in range(1, 10) if rate[k] >= BAND[0]]
+    if reached:
+        assert reached[0] in rates and choose_checkpoint(rates, BAND)[0] == reached[0]
+        if reached[0] > 1:
+            assert reached[0] - 1 in rates
+    else:
+        assert 9 in rates and choose_checkpoint(rates, BAND)[0] is None
 
 
 def test_the_dev_set_is_train_split_seeds_of_its_own():
@@ -54,8 +77,7 @@ def test_start_settings_are_checked(bad):
 
 
 def test_a_chosen_step_is_rls_start_and_carries_the_final_models_provenance(tmp_path, monkeypatch):
-    """The choice, wired: steps are played in order up to the band's low end (step 3 never), the
-    chosen folder gets the SFT records with ``chosen_by`` the dev pass, which the firewall accepts."""
+    """The choice, wired: steps are bisected (step 2, then step 1; step 3 never), the chosen folder gets the SFT records with ``chosen_by`` the dev pass, which the firewall accepts."""
     import longhorizon.train.pipeline as pipeline
     from longhorizon.policies.render import PROVENANCE_FILE
     from longhorizon.train.provenance import firewall_problems, stage_record
@@ -79,7 +101,7 @@ def test_a_chosen_step_is_rls_start_and_carries_the_final_models_provenance(tmp_
     cfg = PipelineConfig(start=StartConfig(checkpoint="headroom", dev_seeds=2))
     cfg.rl.families = ["log_error_summary"]
     chosen = pipeline.choose_start(cfg, sft, tmp_path / "dev", progress=False)
-    assert played == ["step-1", "step-2"]
+    assert played == ["step-2", "step-1"]
     assert chosen["checkpoint"] == 2 and chosen["path"] == str(sft / "steps" / "step-2")
     assert chosen["dev_pass"] == {"1": 0.0, "2": 0.5} and chosen["dev_tasks"] == 2
     prov = json.loads((sft / "steps" / "step-2" / PROVENANCE_FILE).read_text())

@@ -5,7 +5,8 @@ passes every task greedy, most groups are all-pass and carry no signal; from one
 nothing, all-fail. So RL starts from the earliest SFT checkpoint whose greedy pass rate on a
 *dev set* lies in a band (default [0.25, 0.60]). The dev set is train-split instances on seeds
 of their own (``DEV_OFFSET`` on): not the teacher's, not RL's, never the holdout, so choosing a
-checkpoint reads nothing an evaluation later reports.
+checkpoint reads nothing an evaluation later reports. The steps are searched by bisection
+(``search``), so a long SFT run costs a few dev evaluations, not one per step.
 """
 
 from __future__ import annotations
@@ -35,10 +36,24 @@ def step_models(folder: str | Path) -> dict[int, Path]:
             if p.is_dir() and p.name.split("-")[1].isdigit() and (p / "config.json").exists()}
 
 
-def far_enough(rate: float, band: tuple[float, float] | list[float]) -> bool:
-    """Whether a checkpoint at dev pass ``rate`` is at or past the band's low end, so later ones
-    need not be played (checkpoints are played in step order, and the earliest in band wins)."""
-    return rate >= band[0]
+def search(steps: list[int], pass_rate, band: tuple[float, float] | list[float]) -> dict[int, float]:
+    """Play steps (``pass_rate(step)``) to find the earliest whose dev pass reaches the band's low
+    end, by bisection: SFT's pass rate climbs with its steps (noisily), so ~log2(steps) + 1 are
+    played instead of all of them (8 steps: 3-4). Returns every played step's rate, for
+    ``choose_checkpoint``; the earliest step at or past the low end is always among them, and so
+    is the last one below it when there is one."""
+    order = sorted(steps)
+    rates: dict[int, float] = {}
+    lo, hi = 0, len(order) - 1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        k = order[mid]
+        rates[k] = pass_rate(k)
+        if rates[k] >= band[0]:
+            hi = mid - 1
+        else:
+            lo = mid + 1
+    return rates
 
 
 def choose_checkpoint(rates: dict[int, float], band: tuple[float, float] | list[float]) -> tuple[int | None, str]:

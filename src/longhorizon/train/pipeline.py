@@ -140,14 +140,15 @@ def evaluate_model(model_path: str | Path, out: str | Path, cfg: EvalConfig, *, 
 
 def choose_start(cfg: PipelineConfig, sft: Path, dev_dir: Path, *, progress: bool = True) -> dict[str, Any]:
     """The SFT model RL starts from (``StartConfig``; ``train.headroom``): with ``headroom``, SFT's
-    models (kept after every step, ``SFTConfig.keep_steps``) are played in step order, greedy in-process, on the dev set (RL's families, else
-    the teacher's, at the teacher's level), each into ``dev_dir/step-N``, until one reaches
-    the band's low end; the choice, its reason and every dev pass rate are returned (and kept in
-    OUT/start.json by the caller). No checkpoint with headroom: RL starts from the final model,
+    models (kept after every step, ``SFTConfig.keep_steps``) are played greedy in-process on the
+    dev set (RL's families, else the teacher's, at the teacher's level), each into
+    ``dev_dir/step-N``, bisecting for the earliest that reaches the band's low end
+    (``headroom.search``); the choice, its reason and every played step's dev pass rate are
+    returned (and kept in OUT/start.json by the caller). No checkpoint with headroom: RL starts from the final model,
     and the result says so."""
     import dataclasses
 
-    from longhorizon.train.headroom import choose_checkpoint, dev_tasks, far_enough, step_models
+    from longhorizon.train.headroom import choose_checkpoint, dev_tasks, search, step_models
 
     st = cfg.start
     if st.checkpoint == "final":
@@ -164,13 +165,13 @@ def choose_start(cfg: PipelineConfig, sft: Path, dev_dir: Path, *, progress: boo
     if not ckpts:
         raise UsageError(f"start.checkpoint is headroom but {sft} kept no model per step ({sft}/steps/step-N: "
                          "sft.keep_steps, which headroom sets; delete the sft folder to train again)")
-    rates: dict[int, float] = {}
-    for k in sorted(ckpts):
+    def pass_rate(k: int) -> float:
         summary = evaluate_model(ckpts[k], dev_dir / f"step-{k}", ec, progress=progress, tasks=tasks)
-        rates[k] = summary["overall"]["pass@1"]
-        print(f"  SFT step {k}: dev pass {rates[k]:.3f} ({summary['overall']['episodes']} episodes)", flush=True)
-        if far_enough(rates[k], st.band):
-            break
+        print(f"  SFT step {k}: dev pass {summary['overall']['pass@1']:.3f} ({summary['overall']['episodes']} "
+              "episodes)", flush=True)
+        return summary["overall"]["pass@1"]
+
+    rates = search(list(ckpts), pass_rate, st.band)
     k, why = choose_checkpoint(rates, st.band)
     if k is None:
         why += ": RL starts from the final SFT model"
