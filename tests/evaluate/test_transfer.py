@@ -178,3 +178,26 @@ def test_transfer_report_with_a_repeat_of_the_base_labels_a_delta_inside_the_flo
     assert "| bfcl | overall | 20 | 0.500 | 0.550 | +0.050 |" in (tmp_path / "r" / "report.md").read_text()
     assert "| 0.200 | ±" in (tmp_path / "r" / "report.md").read_text()
     assert "INSIDE |" in (tmp_path / "r" / "report.md").read_text()
+
+
+def test_held_out_seeds_at_two_levels_are_two_rows_not_a_clash(tmp_path, capsys):
+    """The recipe's sets (a) and (c) are both split holdout: one at the trained level 1, one at a
+    longer level. The report keys runs by split and level (read from the task ids)."""
+    from longhorizon.policies.factory import make_policy
+
+    family = "downloads_cleanup"  # levels 1-3
+    runs = {}
+    for name in ("null", "oracle"):
+        p = make_policy(name)
+        for level in (1, 2):
+            tasks = tasks_for("holdout", 1, [family], level)
+            runs[name, level] = tmp_path / f"{name}-L{level}"
+            asyncio.run(run_episodes(tasks, p, RunSpec(policy=p.describe(), split="holdout", seeds=1, families=[family],
+                                                       tasks=[t.id for t in tasks]), runs[name, level], progress=False))
+    assert main(["report", "transfer", "--base", str(runs["null", 1]), str(runs["null", 2]),
+                 "--trained", str(runs["oracle", 1]), str(runs["oracle", 2]), "--out", str(tmp_path / "r")]) == 0
+    capsys.readouterr()
+    rows = json.loads((tmp_path / "r" / "transfer.json").read_text())["rows"]
+    assert [(r["suite"], r["n"], r["delta"]) for r in rows] == [("suite:holdout level 1", 1, 1.0),
+                                                                ("suite:holdout level 2", 1, 1.0)]
+    assert "| internal holdout level 2 | overall | 1 |" in (tmp_path / "r" / "report.md").read_text()

@@ -14,6 +14,7 @@ RECIPE_TINY = f"""
 model: {{name: tiny, hidden_size: 32, num_layers: 1, num_heads: 2, num_kv_heads: 1, intermediate_size: 64, corpus_seeds: 1}}
 teacher: {{families: {FAMILIES}, seeds: 1, level: 1, recovery: 0.0}}
 sft: {{max_steps: 1, max_length: 4096}}
+start: {{checkpoint: headroom, dev_seeds: 1}}
 rl: {{families: {FAMILIES}, levels: [1], curriculum: true, seeds: 1, group_size: 2, micro_batch_size: 2,
      max_steps: 1, max_new_tokens: 4, max_turns: 1, max_context: 4096}}
 eval: {{families: {FAMILIES}, seeds: 1, level: 1, transfer_families: [sla_breach_escalation], transfer_seeds: 1,
@@ -44,7 +45,7 @@ def test_a_recipe_run_killed_at_a_stage_and_inside_evaluation_resumes_to_a_compl
         m.setattr(rl, "run_rl", killed)
         with pytest.raises(Killed):
             pipeline.run_pipeline(out, config=cfg, progress=False)
-    assert list(json.loads(times.read_text())) == ["model", "teacher", "data", "sft"]
+    assert list(json.loads(times.read_text())) == ["model", "teacher", "data", "sft", "start"]
     teacher_rows = (out / "teacher" / "trajectories.jsonl").read_text().splitlines()
     assert {json.loads(r)["task_id"] for r in teacher_rows} == ids("train", FAMILIES, 1)  # level 1 of each
 
@@ -76,12 +77,12 @@ def test_a_recipe_run_killed_at_a_stage_and_inside_evaluation_resumes_to_a_compl
         result = pipeline.run_pipeline(out, config=cfg, progress=False)
     printed = capsys.readouterr().out
     assert played == ["rl-level2"]
-    for stage in ("data", "sft", "rl"):
+    for stage in ("data", "sft", "start", "rl"):
         assert f"{stage}: " in printed and printed.split(f"] {stage}: ")[1].split("\n")[0].endswith(
             "(already done, skipped)"), stage
     assert (out / "teacher" / "trajectories.jsonl").read_text().splitlines() == teacher_rows  # nothing replayed
     assert result["complete"]
-    assert list(json.loads(times.read_text())) == ["model", "teacher", "data", "sft", "rl", "eval", "report"]
+    assert list(json.loads(times.read_text())) == ["model", "teacher", "data", "sft", "start", "rl", "eval", "report"]
     report = result["report"]
     assert [r["model"] for r in report["transfer_rows"]] == ["base", "sft", "rl"]
     assert [r["model"] for r in report["longer_rows"][2]] == ["base", "sft", "rl"]

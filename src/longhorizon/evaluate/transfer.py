@@ -1,7 +1,7 @@
 """The transfer report: base vs trained on the internal holdout, holdout families, BFCL-V4
 categories and τ² domains, in one table (Markdown and a self-contained HTML page).
 
-Inputs are run folders (``longhorizon run``; keyed by their split) and benchmark
+Inputs are run folders (``longhorizon run``; keyed by their split and level) and benchmark
 ``results.json`` files (keyed by benchmark, then category or domain). Each row pairs base and
 trained by task or entry (``metrics.compare``): Δ with a paired bootstrap interval and
 McNemar's exact p. With ``repeat`` (the base model's inputs run again, same kinds) each row
@@ -44,12 +44,24 @@ def _source(path: str) -> tuple[str, list[dict], dict]:
     except Exception as exc:  # noqa: BLE001 - any unreadable input is the user's to fix
         raise UsageError(f"{path} is neither a run folder nor a results.json: {exc}") from None
     manifest = store.manifest()
-    return f"suite:{manifest.get('split')}", store.trajectories(), {"policy": manifest.get("policy")}
+    rows = store.trajectories()
+    return f"suite:{manifest.get('split')}{_level_of(rows)}", rows, {"policy": manifest.get("policy")}
+
+
+def _level_of(rows: list[dict]) -> str:
+    """`` level N`` for a run below its families' top level, read from its task ids
+    (``family-seed@LN``; the highest N when they differ), else "" (each family's top level: a
+    family whose top level is N has no suffix, so its ids are the default run's, as its tasks
+    are). Keys the suite's rows by level too: held-out seeds at the trained level and at a
+    longer one are two rows, not a clash."""
+    levels = {int(tid.rsplit("@L", 1)[1]) for r in rows if "@L" in (tid := str(r.get("task_id", "")))
+              and tid.rsplit("@L", 1)[1].isdigit()}
+    return f" level {max(levels)}" if levels else ""
 
 
 def _side(paths: list[str]) -> dict[str, tuple[str, list[dict], dict]]:
     """One side's inputs by key. Several results of one benchmark (e.g. one per τ² domain) are
-    joined; two run folders of one split are refused (which would the row be?)."""
+    joined; two run folders of one split and level are refused (which would the row be?)."""
     out: dict[str, tuple[str, list[dict], dict]] = {}
     for p in paths:
         k, rows, meta = _source(p)

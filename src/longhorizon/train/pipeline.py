@@ -173,9 +173,7 @@ def choose_start(cfg: PipelineConfig, sft: Path, dev_dir: Path, *, progress: boo
 
     rates = search(list(ckpts), pass_rate, st.band)
     k, why = choose_checkpoint(rates, st.band)
-    if k is None:
-        why += ": RL starts from the final SFT model"
-    else:  # the checkpoint carries the final model's records, chosen by the dev pass (the firewall's trail)
+    if k is not None:  # the checkpoint carries the final model's records, chosen by the dev pass (the firewall's trail)
         from longhorizon.policies.render import PROVENANCE_FILE, read_provenance
         from longhorizon.train.provenance import chosen_checkpoint
 
