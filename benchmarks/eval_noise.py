@@ -18,7 +18,8 @@ BFCL (``--bfcl-limit`` entries of simple_python, multiple and live_simple) and t
 per setting and evaluation, the entries, the flips (entries whose pass verdict differs between the
 two runs; ``noise_floor``), the floor (max |bound| of the self-Δ 95% interval: of pass@1, and of
 mean reward as r.floor) and the wall time of each run, with the reproducible runs' time as a
-ratio of the default's. Runs resume: rerun the command to finish.
+ratio of the default's. Runs resume: rerun the command to finish; a run's time is summed over
+the invocations that played it (OUT/SETTING/times.json), so a resumed run reports its whole cost.
 
 Not run for the issue that added it (issue 26): a long experiment on a shared 2-core machine.
 What else runs on the machine changes the times; the flips are what the flag is for.
@@ -43,6 +44,20 @@ def lh(*args: str) -> float:
     t = time.perf_counter()
     subprocess.run([sys.executable, "-m", "longhorizon.cli", *args], check=True, cwd=ROOT)
     return time.perf_counter() - t
+
+
+def timed(folder: Path, run: str, play) -> float:
+    """The run's wall time summed over every invocation that played part of it: each call's
+    seconds are appended to FOLDER/times.json before the next starts, so a run stopped and
+    resumed (here: across sessions) still reports its whole cost; a call that finds the run
+    complete adds only its own few seconds."""
+    path = folder / "times.json"
+    log = json.loads(path.read_text()) if path.exists() else {}
+    seconds = play()
+    log.setdefault(run, []).append(round(seconds, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(log, indent=1) + "\n")
+    return sum(log[run])
 
 
 def bfcl_rows(path: Path) -> list[dict]:
@@ -83,7 +98,7 @@ def measure(setting: str, model: str | None, out: Path, args) -> list[dict]:
                                  suite_rows))
         for name, command, read in evaluations:
             dirs = [out / setting / f"{name}-{i}" for i in (1, 2)]
-            times = [lh(*command(d)) for d in dirs]
+            times = [timed(out / setting, d.name, lambda d=d: lh(*command(d))) for d in dirs]
             f = noise_floor(read(dirs[0]), read(dirs[1]))
             rows.append({"setting": setting, "evaluation": name, "entries": f["paired_tasks"],
                          "flips": f["disagreements"], "flip_rate": f["self_disagreement"],
