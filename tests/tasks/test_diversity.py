@@ -69,7 +69,6 @@ KNOWN_TEMPLATED = {
     "vendor_research_brief",
     "weekly_sales_report",
     "wiki_chat_reconcile",
-    "workshop_coordination",
 }
 
 
