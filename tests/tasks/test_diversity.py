@@ -40,7 +40,6 @@ KNOWN_TEMPLATED = {
     "log_first_error",
     "log_last_warning",
     "marketing_csv_exports",
-    "mfa_account_recovery",
     "mobile_data_troubleshooting",
     "monthly_expense_report",
     "new_hire_onboarding",
