@@ -40,7 +40,6 @@ KNOWN_TEMPLATED = {
     "log_first_error",
     "log_last_warning",
     "marketing_csv_exports",
-    "mobile_data_troubleshooting",
     "monthly_expense_report",
     "new_hire_onboarding",
     "new_joiner_faq",
