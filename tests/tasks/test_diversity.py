@@ -41,7 +41,6 @@ KNOWN_TEMPLATED = {
     "log_last_warning",
     "marketing_csv_exports",
     "monthly_expense_report",
-    "new_hire_onboarding",
     "new_joiner_faq",
     "offsite_travel_booking",
     "pipeline_hygiene",
