@@ -32,7 +32,6 @@ KNOWN_TEMPLATED = {
     "department_spend_review",
     "entity_due_diligence",
     "expense_claim_audit",
-    "holiday_week_reschedule",
     "incident_postmortem_deck",
     "inventory_sheet_cleanup",
     "leaver_offboarding",
@@ -41,11 +40,7 @@ KNOWN_TEMPLATED = {
     "log_first_error",
     "log_last_warning",
     "marketing_csv_exports",
-    "meeting_requests",
-    "mfa_account_recovery",
-    "mobile_data_troubleshooting",
     "monthly_expense_report",
-    "new_hire_onboarding",
     "new_joiner_faq",
     "offsite_travel_booking",
     "pipeline_hygiene",
@@ -71,7 +66,6 @@ KNOWN_TEMPLATED = {
     "vendor_research_brief",
     "weekly_sales_report",
     "wiki_chat_reconcile",
-    "workshop_coordination",
 }
 
 

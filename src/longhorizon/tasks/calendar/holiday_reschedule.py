@@ -22,6 +22,7 @@ from longhorizon.apps.mail import state as mail
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.calendar.slots import at, blocks, iso, snapshot, unchanged_events
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     People,
@@ -236,22 +237,67 @@ class HolidayWeekReschedule(TaskFamily):
                                 folders=["Inbox", "Sent", "Archive"], messages=msgs,
                                 now=stamp(today, 9, 0))
 
-        instruction = (
-            f"Hi, {me.first} here. Facilities have confirmed the office closure (it's in my inbox; there was "
-            f"an earlier provisional mail too). Could you move every meeting I organise that falls on a closure "
-            f"day to the following week? Try the same weekday and time first. If that doesn't work for everyone, "
-            f"take the free slot closest in time on that same day (starting on the hour or half past; if two are "
-            f"equally close, the earlier one), and if nothing fits that day, go to the next working day, again "
-            f"as close to the original time as possible. Everyone has to be within their working hours and free; "
-            f"check my inbox for people who are out and for new rules about meeting times. Keep each meeting's "
-            f"title, length, attendees and room. My \"Hold\" blocks don't count as busy: if a moved meeting needs "
-            f"that time, cancel the hold, but leave the other holds alone. The {weekly['title']} happens every "
-            f"week anyway, so just cancel it for the closure week instead of moving it. Don't touch meetings other "
-            f"people organise, or mine outside the closure. Please work through the meetings in date order. "
-            f"Then send one email to everyone affected (the attendees of the meetings you moved or cancelled) "
-            f"listing each moved meeting with its new day and time, and mentioning that this "
-            f"{weekly['title']} is skipped."
-        )
+        wt = weekly["title"]
+        w = phrasing_rng(self.name, seed)
+        hello = say(w, f"Hi, {me.first} here.", f"Hello, it's {me.first}.", f"Hi! {me.first} here.")
+        news = say(w, "Facilities have confirmed the office closure (it's in my inbox; there was an earlier "
+                      "provisional mail too).",
+                   "The office closure is now confirmed by Facilities: the mail is in my inbox, next to an "
+                   "earlier provisional one.",
+                   "There's a mail in my inbox from Facilities confirming the office closure (they sent an "
+                   "earlier provisional one too).")
+        ask = say(w, "Could you move every meeting I organise that falls on a closure day to the following week?",
+                  "Please move each meeting I organise on a closure day to the following week.",
+                  "I need every meeting I organise on a closure day moved to the following week.")
+        slot = say(w, "Try the same weekday and time first. If that doesn't work for everyone, take the free slot "
+                      "closest in time on that same day (starting on the hour or half past; if two are equally "
+                      "close, the earlier one), and if nothing fits that day, go to the next working day, again "
+                      "as close to the original time as possible.",
+                   "First choice is the same weekday and time. When that doesn't suit everyone, use the free slot "
+                   "on that same day that is closest in time (starting on the hour or half past, and the earlier "
+                   "one if two are equally close); when that day has nothing, move on to the next working day, "
+                   "again as close to the original time as possible.",
+                   "Aim for the same weekday and time; failing that, the free slot nearest in time on that same "
+                   "day (slots start on the hour or half past, and of two equally close ones take the earlier); "
+                   "and if that day has no room at all, the next working day, once more as close to the "
+                   "original time as possible.")
+        free = say(w, "Everyone has to be within their working hours and free; check my inbox for people who are "
+                      "out and for new rules about meeting times.",
+                   "Each new slot must be inside everyone's working hours with everyone free, and please check my "
+                   "inbox for people who are out and for new rules on meeting times.",
+                   "All attendees must be free and within their working hours. My inbox has mails about people "
+                   "being out and new rules about meeting times, so check it.")
+        rules = in_some_order(w, [
+            say(w, "Keep each meeting's title, length, attendees and room.",
+                "Each meeting keeps its title, length, attendees and room.",
+                "Don't change a meeting's title, length, attendees or room."),
+            say(w, "My \"Hold\" blocks don't count as busy: if a moved meeting needs that time, cancel the hold, "
+                   "but leave the other holds alone.",
+                "My \"Hold\" blocks aren't real busy time. Cancel a hold only when a moved meeting needs its "
+                "time, and leave the other holds alone.",
+                "Treat my \"Hold\" blocks as free: when a moved meeting needs a hold's time, cancel that hold; "
+                "the other holds stay."),
+            say(w, f"The {wt} happens every week anyway, so just cancel it for the closure week instead of "
+                   f"moving it.",
+                f"Don't move the {wt}: it happens every week anyway, so just cancel it for the closure week.",
+                f"As the {wt} happens every week, cancel it for the closure week rather than moving it."),
+            say(w, "Don't touch meetings other people organise, or mine outside the closure.",
+                "Meetings other people organise, and mine outside the closure, stay as they are.",
+                "Leave alone the meetings other people organise and my meetings outside the closure."),
+        ])
+        order = say(w, "Please work through the meetings in date order.",
+                    "Work through the meetings in date order, please.",
+                    "Please go through the meetings in date order.")
+        mail_ = say(w, f"Then send one email to everyone affected (the attendees of the meetings you moved or "
+                       f"cancelled) listing each moved meeting with its new day and time, and mentioning that "
+                       f"this {wt} is skipped.",
+                    f"When that's done, send a single email to everyone affected (the attendees of the meetings "
+                    f"you moved or cancelled): list each moved meeting with its new day and time, and mention "
+                    f"that this {wt} is skipped.",
+                    f"Finally, send one email to everyone affected, meaning the attendees of the meetings you "
+                    f"moved or cancelled; it should list every moved meeting with its new day and time and say "
+                    f"that this {wt} is skipped.")
+        instruction = " ".join([hello, news, ask, slot, free, *rules, order, mail_])
 
         my_list_range = {"start": nxt[0].isoformat(), "end": nxt[-1].isoformat()}
 

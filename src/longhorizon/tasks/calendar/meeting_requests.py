@@ -17,6 +17,7 @@ from longhorizon.apps.mail import state as mail
 from longhorizon.apps.mail.state import parse_address
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.calendar.slots import (
     at,
@@ -179,17 +180,45 @@ class MeetingRequests(TaskFamily):
             cal.create_calendar(root / "state" / "calendar.sqlite", me.email, directory, events,
                                 today=today.isoformat())
 
-        instruction = (
-            f"Hi, it's {me.first}. Today is {long_date(today)}. A few people have emailed me asking for "
-            f"meetings next week (Monday {monday.isoformat()} to Friday {week[-1].isoformat()}); could you "
-            f"handle them? For each request in my inbox, book it on my calendar at the time they asked for; "
-            f"if they gave a window instead of a time, pick a slot inside it when everyone invited is free. "
-            f"Use the length they asked for, name the event after the topic they want to discuss, and invite "
-            f"the person who asked plus anyone they asked me to include. Then reply to their email confirming "
-            f"the day and time. One exception: my Focus time blocks are protected. If a request falls on one, "
-            f"don't book it; reply to decline and ask them to suggest another time. Please don't send any "
-            f"other emails, and leave my existing calendar entries as they are."
-        )
+        w = phrasing_rng(self.name, seed)
+        span = f"Monday {monday.isoformat()} to Friday {week[-1].isoformat()}"
+        hello = say(w, f"Hi, it's {me.first}. Today is {long_date(today)}.",
+                    f"Hello, {me.first} here. It's {long_date(today)} today.",
+                    f"Hi! {me.first} here; today is {long_date(today)}.")
+        ask = say(w, f"A few people have emailed me asking for meetings next week ({span}); could you handle them?",
+                  f"Could you deal with the meeting requests people have emailed me for next week ({span})?",
+                  f"Some people have written asking to meet next week ({span}), and I'd like you to take care "
+                  f"of those requests.")
+        book = say(w, "For each request in my inbox, book it on my calendar at the time they asked for; if they "
+                      "gave a window instead of a time, pick a slot inside it when everyone invited is free.",
+                   "Each request in my inbox goes on my calendar at the time the person asked for. Where they "
+                   "gave a window rather than a time, choose a slot inside that window when everyone invited "
+                   "is free.",
+                   "Book every request from my inbox on my calendar: at the requested time, or, when they only "
+                   "gave a window, at a slot inside it where everyone invited is free.")
+        shape = say(w, "Use the length they asked for, name the event after the topic they want to discuss, and "
+                       "invite the person who asked plus anyone they asked me to include.",
+                    "The event should have the length they asked for and be named after the topic they want to "
+                    "discuss; invite the person who asked and anyone they asked me to include.",
+                    "Give each event the requested length and the topic they want to discuss as its name, and "
+                    "invite whoever asked plus anyone they asked me to include.")
+        reply = say(w, "Then reply to their email confirming the day and time.",
+                    "After booking, reply to their email with the day and time to confirm it.",
+                    "Once it's booked, answer their email confirming the day and time.")
+        focus = say(w, "One exception: my Focus time blocks are protected. If a request falls on one, don't book "
+                       "it; reply to decline and ask them to suggest another time.",
+                    "The exception is my Focus time: those blocks are protected, so a request that falls on one "
+                    "doesn't get booked. Reply declining it instead and ask them to suggest another time.",
+                    "My Focus time blocks are protected, though: if a request lands on one, reply to decline it "
+                    "and ask for another time to be suggested, and don't book it.")
+        limits = in_some_order(w, [
+            say(w, "Please don't send any other emails.", "No other emails, please.",
+                "Don't send any emails beyond those replies."),
+            say(w, "Leave my existing calendar entries as they are.",
+                "My existing calendar entries stay as they are.",
+                "Don't change anything already on my calendar."),
+        ])
+        instruction = " ".join([hello, ask, book, shape, reply, focus, *limits])
 
         def script(flaw: str | None = None):
             def run():

@@ -23,6 +23,7 @@ from longhorizon.apps.mail.state import parse_address
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.calendar.slots import at, blocks, iso, snapshot, unchanged_events
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     People,
@@ -261,16 +262,40 @@ class WorkshopCoordination(TaskFamily):
             cal.create_calendar(root / "state" / "calendar.sqlite", me.email, directory, events,
                                 today=today.isoformat())
 
-        instruction = (
-            f"Hi, it's {me.first}. {boss.first} asked me to organise the {topic} workshop; the brief is in my "
-            f"inbox, and people have answered my availability poll there too (read them all: a couple of them "
-            f"aren't in anyone's calendar; read anything else in there that affects the dates or rooms too). Could "
-            f"you find the block {boss.first} wants, check that everyone {boss.first} needs is free that day, then "
-            f"book it on my calendar with the right people and room (rooms have their own calendars in the "
-            f"directory: add the room as a guest to book it), send the agenda, and let the nice-to-haves who can't "
-            f"make it know? Name the event \"{title_topic}\". Please don't email anyone else, and leave the "
-            f"existing calendar entries as they are."
-        )
+        w = phrasing_rng(self.name, seed)
+        sponsor = boss.first
+        hello = say(w, f"Hi, it's {me.first}.", f"Hello, {me.first} here.", f"Hi! {me.first} here.")
+        brief = say(w, f"{sponsor} asked me to organise the {topic} workshop; the brief is in my inbox, and "
+                       f"people have answered my availability poll there too (read them all: a couple of them "
+                       f"aren't in anyone's calendar; read anything else in there that affects the dates or rooms "
+                       f"too).",
+                    f"I've been asked by {sponsor} to organise the {topic} workshop. The brief is in my inbox, "
+                    f"along with people's answers to my availability poll: read them all, since a couple of them "
+                    f"aren't in anyone's calendar, and read anything else in there that affects the dates or "
+                    f"rooms too.",
+                    f"I'm organising the {topic} workshop for {sponsor}. My inbox holds the brief and the replies "
+                    f"to my availability poll; please read them all (a couple of them aren't in anyone's calendar), "
+                    f"plus anything else in there that affects the dates or rooms.")
+        rooms_how = "rooms have their own calendars in the directory: add the room as a guest to book it"
+        todo = say(w, f"Could you find the block {sponsor} wants, check that everyone {sponsor} needs is free "
+                      f"that day, then book it on my calendar with the right people and room ({rooms_how}), send "
+                      f"the agenda, and let the nice-to-haves who can't make it know?",
+                   f"Please find the block {sponsor} wants and check that everyone {sponsor} needs is free that "
+                   f"day. Then book it on my calendar with the right people and room ({rooms_how}), send the "
+                   f"agenda, and tell the nice-to-haves who can't make it.",
+                   f"What I need: the block {sponsor} wants, with a check that everyone {sponsor} needs is free "
+                   f"that day; the booking on my calendar with the right people and room ({rooms_how}); the "
+                   f"agenda sent; and a note to the nice-to-haves who can't make it.")
+        called = say(w, f"Name the event \"{title_topic}\".", f"The event should be called \"{title_topic}\".",
+                     f"Call the event \"{title_topic}\".")
+        limits = in_some_order(w, [
+            say(w, "Please don't email anyone else.", "Don't email anyone else, please.",
+                "Nobody else should get an email."),
+            say(w, "Leave the existing calendar entries as they are.",
+                "The existing calendar entries stay as they are.",
+                "Don't change the existing calendar entries."),
+        ])
+        instruction = " ".join([hello, brief, todo, called, *limits])
         window_args = {"start": days[0].isoformat(), "end": days[-1].isoformat()}
 
         def script(flaw: str | None = None):

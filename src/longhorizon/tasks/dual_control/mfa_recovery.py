@@ -20,6 +20,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import rng_and_faker, slug
 from longhorizon.tasks.dual_control.common import SEND, confirmed_after_changes, persona
+from longhorizon.tasks.phrasing import phrasing_rng, say
 from longhorizon.tasks.registry import register
 
 DEPARTMENTS = ["Finance", "Marketing", "Engineering", "Sales", "Legal", "Operations", "People Ops", "Procurement",
@@ -178,13 +179,22 @@ class MfaAccountRecovery(TaskFamily):
             identity.create(root / "state" / "user.sqlite", persona=who, facts=facts, config=cfg, accounts=accounts,
                             sessions=sessions, tickets=tickets, patience=30, seed=seed)
 
-        instruction = rng.choice([
-            f"Ticket {ticket_id} just came in: {me} lost their phone and is locked out. They're waiting on the "
-            f"helpdesk chat. Can you sort them out by the book (the helpdesk policy is in the console) and close "
-            f"the ticket when they're back in?",
-            f"Could you pick up {ticket_id}? It's {me} - lost phone, can't get past MFA. They're on chat right now. "
-            f"Follow the recovery policy in the console, get them back in, and resolve the ticket.",
-        ])
+        rng.choice((0, 1))  # once picked one of two wordings; kept so the main stream stays as it was
+        w = phrasing_rng(self.name, seed)
+        news = say(w, f"Ticket {ticket_id} just came in: {me} lost their phone and is locked out.",
+                   f"Could you pick up {ticket_id}? It's {me} - lost phone, can't get past MFA.",
+                   f"{me} has lost their phone and can't get past MFA any more; the ticket is {ticket_id}.",
+                   f"New ticket, {ticket_id}: {me} is locked out after losing their phone.")
+        chat = say(w, "They're waiting on the helpdesk chat.", "They're on chat right now.",
+                   "You'll find them waiting on the helpdesk chat.")
+        ask = say(w, "Can you sort them out by the book (the helpdesk policy is in the console) and close the "
+                     "ticket when they're back in?",
+                  "Follow the recovery policy in the console, get them back in, and resolve the ticket.",
+                  "Please get them back in following the helpdesk policy in the console, then resolve the ticket "
+                  "once they're in.",
+                  "The console has the helpdesk policy: go by it to get them back into their account, and close "
+                  "the ticket when they're back in.")
+        instruction = " ".join([news, chat, ask])
 
         rules_text = [f"at least {cfg['min_length']} characters", "at least one upper-case letter",
                       "at least one lower-case letter", "at least one digit"]

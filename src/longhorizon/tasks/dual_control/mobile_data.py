@@ -22,6 +22,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import long_date, mentions_date, rng_and_faker
 from longhorizon.tasks.dual_control.common import SEND, confirmed_after_changes, mentions_amount, persona
+from longhorizon.tasks.phrasing import phrasing_rng, say
 from longhorizon.tasks.registry import register
 
 CARRIERS = ["Telvio", "Nexcell", "Aurora Mobile", "Bluewave", "Kestrel Wireless", "Orbit Telecom", "Lumen Mobile"]
@@ -223,22 +224,26 @@ class MobileDataTroubleshooting(TaskFamily):
             mobile.create(root / "state" / "user.sqlite", persona=who, facts=facts, config=config,
                           customers=customers, lines=lines, bills=bills, device=device, patience=30, seed=seed)
 
-        greet = rng.choice(["Hey", "Hi", "Morning"])
-        instruction = (
-            f"{greet}, could you take the chat that just came in? {me} says mobile data on their phone stopped "
-            f"working. You're on the {carrier} customer desk today, and the support policy is in the back office. "
-            f"Get them back online (they're waiting in the chat, so you'll have to walk them through anything on "
-            f"the phone), and record the resolution on their line before you wrap up. Thanks!"
-        )
-
-        if level == 1:
-            instruction = (
-                f"{greet}, could you take the chat that just came in? {me} (customer {cust_id}, line {number}) says "
-                f"mobile data on their phone stopped working. You're on the {carrier} customer desk today, and the "
-                f"support policy is in the back office. Get them back online (they're waiting in the chat, so "
-                f"you'll have to walk them through anything on the phone), and record the resolution on their line "
-                f"before you wrap up. Thanks!"
-            )
+        rng.choice(["Hey", "Hi", "Morning"])  # once picked the greeting; kept so the main stream stays as it was
+        w = phrasing_rng(self.name, seed)
+        caller = f"{me} (customer {cust_id}, line {number})" if level == 1 else me
+        greet = say(w, "Hey", "Hi", "Morning", "Hello")
+        take = say(w, f"{greet}, could you take the chat that just came in? {caller} says mobile data on their "
+                      f"phone stopped working.",
+                   f"{greet}! A chat just came in from {caller}: mobile data on their phone stopped working. Could "
+                   f"you take it?",
+                   f"{greet}, there's a new chat for you: {caller} says their phone's mobile data stopped working.")
+        desk = say(w, f"You're on the {carrier} customer desk today, and the support policy is in the back office.",
+                   f"Today you're covering the {carrier} customer desk; the support policy is in the back office.",
+                   f"The support policy is in the back office, and you're on the {carrier} customer desk today.")
+        fix = say(w, "Get them back online (they're waiting in the chat, so you'll have to walk them through "
+                     "anything on the phone), and record the resolution on their line before you wrap up.",
+                  "They're waiting in the chat, so you'll have to walk them through anything on the phone. Get "
+                  "them back online, and before you wrap up, record the resolution on their line.",
+                  "Please get them back online; anything on the phone you'll have to walk them through, since "
+                  "they're waiting in the chat. Record the resolution on their line before you wrap up.")
+        bye = say(w, "Thanks!", "Thank you!", "Cheers!")
+        instruction = " ".join([take, desk, fix, bye])
 
         # the reference solution ------------------------------------------------------------------
         def solve_one(flaw: str | None = None):

@@ -24,6 +24,7 @@ from longhorizon.apps.user import state as user_state
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.calendar.slots import at, blocks, first_free, intersect_hours, iso, snapshot
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     People,
@@ -259,22 +260,40 @@ class NewHireOnboarding(TaskFamily):
                                 today=today.isoformat())
             mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name, messages=inbox, now=mail_now)
 
-        instruction = (
-            f"{manager.first} emailed me about their new starter. Could you take care of the onboarding end to end? "
-            f"The checklist is in the HR onboarding system, and {hire_first} is on the new-hire chat if you need "
-            f"anything from them. Today is {long_date(today)}."
-        )
-        if not full:
+        w = phrasing_rng(self.name, seed)
+        boss = manager.first
+        where = say(w, f"The checklist is in the HR onboarding system, and {hire_first} is on the new-hire chat if "
+                       f"you need anything from them.",
+                    f"You'll find the checklist in the HR onboarding system; if you need anything from "
+                    f"{hire_first}, they're on the new-hire chat.",
+                    f"{hire_first} is on the new-hire chat for anything you need from them, and the checklist is "
+                    f"in the HR onboarding system.")
+        when = say(w, f"Today is {long_date(today)}.", f"It's {long_date(today)} today.",
+                   f"(Today's date: {long_date(today)}.)")
+        bye = say(w, "Thanks!", "Thank you!", "Thanks a lot.")
+        if full:
+            ask = say(w, f"{boss} emailed me about their new starter. Could you take care of the onboarding end to "
+                         f"end?",
+                      f"Could you take care of the onboarding end to end for {boss}'s new starter? {boss} emailed "
+                      f"me about them.",
+                      f"There's an email from {boss} about their new starter, and I'd like you to take care of the "
+                      f"onboarding end to end.",
+                      f"{boss}'s new starter needs onboarding (their email to me has the details): could you take "
+                      f"care of it end to end?")
+            instruction = " ".join([ask, *in_some_order(w, [where, when]), bye])
+        else:
             asked = ("get their contract signed and their work account ready (activated, with MFA)" if level == 1
                      else "get their contract signed, their work account ready (activated, with MFA) and their "
                           "equipment ordered")
             skipped = ("Equipment, the first-week meetings and the welcome mail" if level == 1
                        else "The first-week meetings and the welcome mail")
-            instruction = (
-                f"{hire} joins {manager.first}'s team on {long_date(start)}. Could you {asked}? {skipped} are "
-                f"handled separately. The checklist is in the HR onboarding system, and {hire_first} is on the "
-                f"new-hire chat if you need anything from them. Today is {long_date(today)}."
-            )
+            joins = say(w, f"{hire} joins {boss}'s team on {long_date(start)}.",
+                        f"{boss}'s team has a new starter, {hire}, joining on {long_date(start)}.",
+                        f"On {long_date(start)}, {hire} joins {boss}'s team.")
+            ask = say(w, f"Could you {asked}?", f"Please {asked}.", f"I need you to {asked}.")
+            rest = say(w, f"{skipped} are handled separately.", f"{skipped} are handled separately, not by you.",
+                       f"{skipped} are handled separately, so leave those out.")
+            instruction = " ".join([joins, ask, rest, *in_some_order(w, [where, when]), bye])
 
         rules = [f"at least {min_length} characters", "at least one upper-case letter",
                  "at least one lower-case letter", "at least one digit"]
