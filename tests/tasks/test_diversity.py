@@ -62,7 +62,6 @@ KNOWN_TEMPLATED = {
     "shared_inbox_routing",
     "sla_breach_escalation",
     "sprint_planning",
-    "supplier_quote_selection",
     "team_backlog_digest",
     "timesheet_json_export",
     "trade_show_leads",
