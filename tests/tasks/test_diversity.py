@@ -23,7 +23,6 @@ KNOWN_TEMPLATED = {
     # then remove it here: the test fails until you do.
     "access_log_incident_timeline",
     "backorder_fulfilment",
-    "cancelled_flight_rebooking",
     "contact_list_cleanup",
     "contract_checklist_review",
     "csv_merge_script",
