@@ -46,7 +46,6 @@ KNOWN_TEMPLATED = {
     "monthly_expense_report",
     "new_hire_onboarding",
     "new_joiner_faq",
-    "offsite_travel_booking",
     "pipeline_hygiene",
     "policy_document_redline",
     "project_status_report",
