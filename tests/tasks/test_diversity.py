@@ -34,7 +34,6 @@ KNOWN_TEMPLATED = {
     "holiday_week_reschedule",
     "incident_postmortem_deck",
     "inventory_sheet_cleanup",
-    "leaver_offboarding",
     "legacy_catalog_conversion",
     "log_error_summary",
     "log_first_error",
