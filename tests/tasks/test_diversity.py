@@ -65,7 +65,6 @@ KNOWN_TEMPLATED = {
     "training_feedback_rollup",
     "vendor_research_brief",
     "weekly_sales_report",
-    "wiki_chat_reconcile",
     "workshop_coordination",
 }
 
