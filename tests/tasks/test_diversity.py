@@ -23,7 +23,6 @@ KNOWN_TEMPLATED = {
     # then remove it here: the test fails until you do.
     "access_log_incident_timeline",
     "backorder_fulfilment",
-    "cancelled_flight_rebooking",
     "contact_list_cleanup",
     "contract_checklist_review",
     "csv_merge_script",
@@ -34,7 +33,6 @@ KNOWN_TEMPLATED = {
     "expense_claim_audit",
     "incident_postmortem_deck",
     "inventory_sheet_cleanup",
-    "leaver_offboarding",
     "legacy_catalog_conversion",
     "log_error_summary",
     "log_first_error",
@@ -42,7 +40,6 @@ KNOWN_TEMPLATED = {
     "marketing_csv_exports",
     "monthly_expense_report",
     "new_joiner_faq",
-    "offsite_travel_booking",
     "pipeline_hygiene",
     "policy_document_redline",
     "project_status_report",
@@ -57,15 +54,12 @@ KNOWN_TEMPLATED = {
     "shared_inbox_routing",
     "sla_breach_escalation",
     "sprint_planning",
-    "supplier_invoice_reconciliation",
-    "supplier_quote_selection",
     "team_backlog_digest",
     "timesheet_json_export",
     "trade_show_leads",
     "training_feedback_rollup",
     "vendor_research_brief",
     "weekly_sales_report",
-    "wiki_chat_reconcile",
 }
 
 

@@ -30,6 +30,7 @@ from longhorizon.apps.mail.state import parse_address
 from longhorizon.apps.store import state as store
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.commerce import (
     VARIANTS,
@@ -536,6 +537,7 @@ Thanks,
         initial_products={p.sku: p.row() for p in products}, sup_by_id=sup_by_id, winners=winners,
         on_hold=pos[-1]["id"], head=head.email, store_name=store_name, owner=(me.email, me.name),
         first_names=(me.first, head.first), today=today, now=now, store_args=store_args, mail_rows=mail_rows,
+        seed=seed,
         data={"today": today.isoformat(), "rfq": rfq,
               "awards": {it.product.sku: {"supplier": it.winner, "price": it.price, "qty": it.qty,
                                           "roles": sorted(ln.role for ln in it.lines.values())} for it in items},
@@ -551,13 +553,32 @@ def build(sc: Scenario, root: Path) -> None:
 
 
 def instruction(sc: Scenario) -> str:
+    """The head of purchasing's request, its wording drawn apart from the Scenario's draws."""
+    w = phrasing_rng(SupplierQuoteSelection.name, sc.seed)
     me_first, head_first = sc.first_names
-    return (
-        f"Hi {me_first}, {head_first} here. The answers to {sc.rfq} are all in, so could you close that round "
-        f"today ({long_date(sc.today)})? Evaluate the quotes in your inbox the way I described in my mail on how "
-        f"we evaluate quotes, update the products in the store, place and send the purchase orders, and let "
-        f"the winning suppliers know. Only the items in {sc.rfq}, please; nothing else in the store should change."
-    )
+    day = long_date(sc.today)
+    hello = say(w, f"Hi {me_first}, {head_first} here.", f"Hello {me_first}, it's {head_first}.",
+                f"{me_first}, hi! {head_first} here.")
+    close = say(w, f"The answers to {sc.rfq} are all in, so could you close that round today ({day})?",
+                f"Every answer to {sc.rfq} has come in: please close that round today ({day}).",
+                f"Could you close the {sc.rfq} round today ({day})? All the answers are in.")
+    rules = say(w, "Evaluate the quotes in your inbox the way I described in my mail on how we evaluate quotes,",
+                "Go through the quotes in your inbox using the rules from my mail on how we evaluate quotes,",
+                "Judge the quotes waiting in your inbox by what I wrote in my mail on how we evaluate quotes,")
+    work = say(w, "update the products in the store, place and send the purchase orders, and let the winning "
+                  "suppliers know.",
+               "then update the products in the store, place and send the purchase orders, and tell the winning "
+               "suppliers.",
+               "and after that: update the store's products, place the purchase orders and send them, and let "
+               "each winning supplier know.")
+    scope = in_some_order(w, [
+        say(w, f"Only the items in {sc.rfq}, please.", f"Please stick to the items in {sc.rfq}.",
+            f"Just the items in {sc.rfq}, please."),
+        say(w, "Nothing else in the store should change.", "Leave everything else in the store as it is.",
+            "The rest of the store should stay exactly as it is."),
+    ])
+    closer = say(w, "Thanks!", "Thank you.", f"Thanks, {head_first}", "")
+    return " ".join(x for x in [hello, close, rules, work, *scope, closer] if x)
 
 
 def _award(item: Item, active: set[str], preferred: set[str], today: date, expired: set[str]) -> tuple[str, int]:
@@ -638,6 +659,9 @@ class Scenario:
     store_args: dict[str, Any]
     mail_rows: list[dict[str, Any]]
     data: dict[str, Any]
+    seed: int
+    """The instance's seed: the instruction's wording comes from it (``phrasing_rng``), apart from
+    every draw above."""
 
     def latest_quote(self, sid: str) -> QuoteMail:
         return max((q for q in self.quotes if q.supplier.id == sid), key=lambda q: q.sent)

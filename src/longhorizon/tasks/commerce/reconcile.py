@@ -28,6 +28,7 @@ from longhorizon.apps.sheets.state import workbook_bytes
 from longhorizon.apps.store import state as store
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.commerce import (
     Product,
@@ -363,14 +364,7 @@ When the month is done, send {ap} one summary: what was recorded, what is held a
                                 folders=["Inbox", "Sent", "Archive", "Invoices/Processed"], messages=mail_rows,
                                 now=now.isoformat())
 
-        instruction = (
-            f"Hi {me.first}, it's {ap_lead.first} from accounts payable. Time for the {month} invoice run: please "
-            f"go through the supplier invoices waiting in your inbox (the ones filed under Invoices/Processed were "
-            f"done last month) and three-way match each against its purchase order and what we actually received, "
-            f"following {RULES}. Record the ones that match in the store, log every invoice in a new \"{month}\" "
-            f"sheet of {WORKBOOK} laid out like last month's, and send the summary to {ap}. Please don't contact "
-            f"the suppliers yourself, we'll chase them."
-        )
+        instruction = _instruction(phrasing_rng(self.name, seed), me=me.first, lead=ap_lead.first, month=month, ap=ap)
         ctx = _Ctx(batch=batch, month=month, prev_month=prev_month, prev_rows=prev_rows, ap=ap, me=me.name,
                    seeded_invoices=seeded_invoices, n_seeded=len(msgs))
         criteria = _criteria(ctx)
@@ -383,6 +377,42 @@ When the month is done, send {ap} one summary: what was recorded, what is held a
                  "status": inv.status, "issue_sku": inv.issue_sku, "msg": inv.msg_id, "attached": inv.attach}
                 for inv in batch]},
         )
+
+
+def _instruction(w, *, me: str, lead: str, month: str, ap: str) -> str:
+    """The AP lead's request, its wording drawn from ``w`` (the family's phrasing rng)."""
+    hello = say(w, f"Hi {me}, it's {lead} from accounts payable.",
+                f"Hello {me}, {lead} from accounts payable here.",
+                f"Hi {me}, {lead} here (accounts payable).")
+    run = say(w, f"Time for the {month} invoice run:",
+              f"We're doing the {month} invoice run, so",
+              f"The {month} invoice run is due;")
+    match = say(w, f"please go through the supplier invoices waiting in your inbox (the ones filed under "
+                   f"Invoices/Processed were done last month) and three-way match each against its purchase order "
+                   f"and what we actually received, following {RULES}.",
+                f"could you take each supplier invoice sitting in your inbox and three-way match it against its "
+                f"purchase order and what was actually received, the way {RULES} lays out? The ones filed under "
+                f"Invoices/Processed were last month's and are done.",
+                f"please three-way match every supplier invoice waiting in your inbox against its purchase order and "
+                f"against what we actually received, per {RULES}. Anything under Invoices/Processed was handled "
+                f"last month.")
+    steps = in_some_order(w, [
+        say(w, "Record the ones that match in the store.",
+            "Invoices that match get recorded in the store.",
+            "Whatever matches should be recorded in the store."),
+        say(w, f"Log every invoice in a new \"{month}\" sheet of {WORKBOOK}, laid out like last month's.",
+            f"Every invoice, matched or not, goes in a new sheet of {WORKBOOK} called \"{month}\", with the same "
+            f"layout as last month's.",
+            f"Add a new \"{month}\" sheet to {WORKBOOK} laid out like last month's and log every invoice there."),
+    ])
+    summary = say(w, f"Then send the summary to {ap}.",
+                  f"When that's done, send the summary to {ap}.",
+                  f"Finally, mail the summary to {ap}.")
+    suppliers = say(w, "Please don't contact the suppliers yourself, we'll chase them.",
+                    "Don't get in touch with the suppliers yourself: we'll do the chasing.",
+                    "We'll chase the suppliers ourselves, so please don't contact them.")
+    closer = say(w, "Thanks!", "Thank you.", f"Cheers, {lead}", "")
+    return " ".join(x for x in [hello, run, match, *steps, summary, suppliers, closer] if x)
 
 
 @dataclass

@@ -26,6 +26,7 @@ from longhorizon.apps.tickets import state as trk
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.calendar.slots import snapshot
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     MONTHS,
@@ -345,11 +346,23 @@ class LeaverOffboarding(TaskFamily):
             mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name, messages=inbox,
                                 now=f"{today.isoformat()}T09:00:00")
 
-        instruction = (
-            f"Morning! The {month_name} leavers list is in {list_path}. Could you run offboarding for it, following "
-            f"{hr_lead.first}'s checklist from yesterday? Team meetings are booked from this HR scheduling calendar, "
-            f"so you can change them. Today is {long_date(today)}."
-        )
+        w = phrasing_rng(self.name, seed)
+        lead_first = hr_lead.first
+        list_at = say(w, f"The {month_name} leavers list is in {list_path}.",
+                      f"{list_path} has the {month_name} leavers list.",
+                      f"I've put the {month_name} leavers list in {list_path}.")
+        ask = say(w, f"Could you run offboarding for it, following {lead_first}'s checklist from yesterday?",
+                  f"Please run offboarding for the list, the way {lead_first}'s checklist from yesterday says.",
+                  f"Can you work through offboarding for that list? Follow the checklist {lead_first} sent "
+                  f"yesterday.")
+        notes = in_some_order(w, [
+            say(w, "Team meetings are booked from this HR scheduling calendar, so you can change them.",
+                "You can change team meetings: they're booked from this HR scheduling calendar.",
+                "This HR scheduling calendar is where team meetings get booked, so you're free to change them."),
+            say(w, f"Today is {long_date(today)}.", f"For reference, today is {long_date(today)}.",
+                f"It's {long_date(today)} today."),
+        ])
+        instruction = " ".join([say(w, "Morning!", "Good morning!", "Hi!", "Hello,"), list_at, ask, *notes])
 
         # -- the reference solution ------------------------------------------------------------------------
         def solve(flaw: str | None = None):

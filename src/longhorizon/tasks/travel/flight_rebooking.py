@@ -26,6 +26,7 @@ from longhorizon.apps.travel import state as travel
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.calendar.slots import snapshot
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     People,
@@ -243,14 +244,37 @@ class CancelledFlightRebooking(TaskFamily):
             mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name, messages=msgs,
                                 now=stamp(today, 9, 0))
 
-        instruction = (
-            f"{orig_airline} cancelled the flight our people were taking to the {event_title} in {B[0]}; the "
-            f"notice is in my inbox. Could you rebook everyone affected through the travel tool, by the policy "
-            f"there? If someone's arrival day changes, fix their hotel nights; move their flight holds on my "
-            f"calendar to the new flights; and email each traveller their own new itinerary (flight number, "
-            f"departure date and time, booking reference, and the new hotel dates and reference if those changed). "
-            f"If anyone has told me they're no longer going, just cancel their trip and drop their hold."
-        )
+        w = phrasing_rng(self.name, seed)
+        where = f"the {event_title} in {B[0]}"
+        situation = say(w, f"{orig_airline} cancelled the flight our people were taking to {where}; the notice is in "
+                           f"my inbox.",
+                        f"The flight our people were taking to {where} has been cancelled by {orig_airline} (the "
+                        f"notice is in my inbox).",
+                        f"Bad news from {orig_airline}: they cancelled the flight our people had to {where}. Their "
+                        f"notice is in my inbox.")
+        ask = say(w, "Could you rebook everyone affected through the travel tool, by the policy there?",
+                  "Please rebook everyone affected through the travel tool, following the policy there.",
+                  "Can you rebook all the affected travellers in the travel tool, by its policy?")
+        fixes = in_some_order(w, [
+            say(w, "If someone's arrival day changes, fix their hotel nights.",
+                "Where a traveller's arrival day changes, their hotel nights need fixing too.",
+                "Anyone whose arrival day moves needs their hotel nights fixed."),
+            say(w, "Move the travellers' flight holds on my calendar to the new flights.",
+                "The flight holds on my calendar should move to the new flights.",
+                "On my calendar, move each traveller's flight hold to their new flight."),
+            say(w, "Email each traveller their own new itinerary (flight number, departure date and time, booking "
+                   "reference, and the new hotel dates and reference if those changed).",
+                "Each traveller should get an email with their own new itinerary: flight number, departure date "
+                "and time, booking reference, and the new hotel dates and reference if those changed.",
+                "Send every traveller their own new itinerary by email, with the flight number, the departure date "
+                "and time, the booking reference, and (if they changed) the new hotel dates and reference."),
+        ])
+        dropouts = say(w, "If anyone has told me they're no longer going, just cancel their trip and drop their hold.",
+                       "Anyone who has told me they're no longer going just gets their trip cancelled and their hold "
+                       "dropped.",
+                       "Someone who has told me they're not going any more? Just cancel their trip and drop their "
+                       "hold.")
+        instruction = " ".join([situation, ask, *fixes, dropouts, say(w, "Thanks!", "Thank you.", "Thanks a lot.")])
 
         deadline_s = deadline.strftime(FMT)
         days_ok = {D.isoformat(), D1.isoformat()}

@@ -25,6 +25,7 @@ from longhorizon.apps.mail import state as mail
 from longhorizon.apps.travel import state as travel
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     MONTHS,
@@ -498,10 +499,23 @@ class OffsiteTravelBooking(TaskFamily):
             mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name, messages=inbox,
                                 now=at(today, 9, 0))
 
-        instruction = (
-            f"Could you sort out the travel for the {team} offsite? {lead.first}'s mail has the details and "
-            f"the invite is on my calendar. Book everything through the travel tool, by the policy."
-        )
+        w = phrasing_rng(self.name, seed)
+        ask = say(w, f"Could you sort out the travel for the {team} offsite?",
+                  f"Please sort out the travel for the {team} offsite.",
+                  f"The {team} offsite needs its travel sorted out: could you take care of that?",
+                  f"I need the travel for the {team} offsite sorted out.")
+        sources = in_some_order(w, [
+            say(w, f"{lead.first}'s mail has the details.", f"The details are in {lead.first}'s mail.",
+                f"You'll find the details in the mail from {lead.first}."),
+            say(w, "The invite is on my calendar.", "My calendar has the invite.",
+                "The invite sits on my calendar."),
+        ])
+        book = say(w, "Book everything through the travel tool, by the policy.",
+                   "Everything should be booked through the travel tool, following the policy.",
+                   "Make all the bookings in the travel tool, by the policy.",
+                   "Do all the booking through the travel tool, by the policy.")
+        instruction = " ".join(x for x in [say(w, "Hi!", "Hello!", ""), ask, *sources, book,
+                                           say(w, "Thanks!", "Thank you.", "")] if x)
 
         expected = {
             p.email: {"name": p.name, "first": p.first, "out": plan[p.email]["out"].choice,

@@ -20,6 +20,7 @@ from longhorizon.apps.wiki import state as wiki
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import affirms, kebab, rng_and_faker
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.research import CITIES, people
 from longhorizon.tasks.wiki import page_now, pages_by_id
@@ -392,13 +393,29 @@ class WikiChatReconcile(TaskFamily):
             chat.create_chat(root / "state" / "chat.sqlite", H[me], users, channels, msgs, now=now)
 
         where = "#announcements, #ops, #eng and #docs" if top else ["#ops", "#announcements, #ops and #eng"][level - 1]
-        instruction = (
-            f"Hi, {first(me)} here. The team wiki has fallen behind what's been decided in chat over the last two "
-            f"weeks (see {where}), and {first(docs_owner)} asked me to sort it out. "
-            f"Could you bring the wiki up to date? Only what was actually decided: proposals and changes that were "
-            f"called off don't count. Leave pages that don't need changes alone, and when you're done post a short "
-            f"summary of what you changed in #docs."
-        )
+        w = phrasing_rng(self.name, seed)
+        hello = say(w, f"Hi, {first(me)} here.", f"Hello, it's {first(me)}.", f"Hi! {first(me)} here.")
+        behind = say(w, f"The team wiki has fallen behind what's been decided in chat over the last two weeks (see "
+                        f"{where}), and {first(docs_owner)} asked me to sort it out.",
+                     f"{first(docs_owner)} asked me to sort out the team wiki: it has fallen behind what's been "
+                     f"decided in chat over the last two weeks (see {where}).",
+                     f"Over the last two weeks chat has decided things the team wiki doesn't show yet (see {where}), "
+                     f"and {first(docs_owner)} asked me to sort that out.")
+        ask = say(w, "Could you bring the wiki up to date?", "Can you bring the wiki up to date?",
+                  "Please bring the wiki up to date.")
+        rules = in_some_order(w, [
+            say(w, "Only what was actually decided: proposals and changes that were called off don't count.",
+                "Proposals and changes that were called off don't count; only what was actually decided does.",
+                "Stick to what was actually decided: proposals don't count, and neither do changes that were "
+                "called off."),
+            say(w, "Leave pages that don't need changes alone.", "Pages that don't need changes stay as they are.",
+                "Don't touch pages that don't need changes."),
+        ])
+        summary = say(w, "When you're done, post a short summary of what you changed in #docs.",
+                      "Once you're finished, post a short summary of what you changed in #docs.",
+                      "Then post a short summary of your changes in #docs.")
+        closer = say(w, "Thanks!", "Thank you.", "")
+        instruction = " ".join(x for x in [hello, behind, ask, *rules, summary, closer] if x)
 
         # -- the oracle ----------------------------------------------------------------------------
         new_freeze_line = (f"Production deploys are frozen from {day2} {t2.strftime('%H:%M')} until Monday 09:00.")
