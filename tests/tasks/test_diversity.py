@@ -22,7 +22,6 @@ KNOWN_TEMPLATED = {
     # floor was set (docs/diversity.md). Give a family instruction variants drawn from pools,
     # then remove it here: the test fails until you do.
     "access_log_incident_timeline",
-    "backorder_fulfilment",
     "cancelled_flight_rebooking",
     "contact_list_cleanup",
     "contract_checklist_review",
