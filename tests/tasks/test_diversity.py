@@ -26,7 +26,6 @@ KNOWN_TEMPLATED = {
     "contact_list_cleanup",
     "contract_checklist_review",
     "csv_merge_script",
-    "customer_payment_matching",
     "department_spend_review",
     "entity_due_diligence",
     "expense_claim_audit",
