@@ -55,7 +55,6 @@ KNOWN_TEMPLATED = {
     "report_rotation_script",
     "sales_commission_calc",
     "shared_drive_retention",
-    "shared_inbox_routing",
     "sla_breach_escalation",
     "sprint_planning",
     "supplier_invoice_reconciliation",
