@@ -54,7 +54,6 @@ KNOWN_TEMPLATED = {
     "release_readiness_review",
     "report_rotation_script",
     "sales_commission_calc",
-    "shared_drive_retention",
     "sla_breach_escalation",
     "sprint_planning",
     "supplier_invoice_reconciliation",
