@@ -29,6 +29,7 @@ from longhorizon.apps.mail import state as mail
 from longhorizon.apps.store import state as store
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.commerce import (
     Customer,
@@ -355,13 +356,29 @@ When a delivery for backordered items arrives:
             mail.create_mailbox(root / "state" / "mail.sqlite", support, f"{store_name} Orders", messages=msgs,
                                 now=now.isoformat())
 
-        instruction = (
-            f"Hi {me.first}, {lead.first} here. The {sup.name} delivery for the backorders arrived this morning "
-            f"({long_date(today)}). Could you book it in and get the backorders out the door today? The rules are "
-            f"in {POLICY}; last night's backorder list is in the warehouse folder. Every customer on the list "
-            f"should hear from us today. The rest of today's orders go out with the afternoon pick run, so leave "
-            f"those alone."
-        )
+        w = phrasing_rng(self.name, seed)
+        on_day = long_date(today)
+        hello = say(w, f"Hi {me.first}, {lead.first} here.", f"{me.first}, it's {lead.first}.",
+                    f"Morning {me.first}, this is {lead.first}.")
+        arrived = say(w, f"The {sup.name} delivery for the backorders arrived this morning ({on_day}).",
+                      f"This morning ({on_day}) the {sup.name} delivery we were waiting on for the backorders came in.",
+                      f"The backorders' delivery from {sup.name} turned up this morning, {on_day}.")
+        ask = say(w, "Could you book it in and get the backorders out the door today?",
+                  "Please book it in and ship the backorders today.",
+                  "Can you receive it and get today's backorders out the door?",
+                  "I need you to book the delivery in and send the backorders out today.")
+        sources = say(w, f"The rules are in {POLICY}; last night's backorder list is in the warehouse folder.",
+                      f"You'll find last night's backorder list in the warehouse folder, and the rules in {POLICY}.",
+                      f"Work by {POLICY}; the backorder list (exported last night) sits in the warehouse folder.")
+        limits = in_some_order(w, [
+            say(w, "Every customer on the list should hear from us today.",
+                "Everyone on the list should get word from us today.",
+                "Each customer on the list needs to hear from us today."),
+            say(w, "The rest of today's orders go out with the afternoon pick run, so leave those alone.",
+                "Leave the rest of today's orders alone: the afternoon pick run takes care of them.",
+                "Don't touch the other orders from today; they go out with the afternoon pick run."),
+        ])
+        instruction = " ".join([hello, arrived, ask, sources, *limits])
         ctx = _Ctx(backorders=backorders, po_id=po_id, counted={p.sku: counted[p.sku] for p in delivered},
                    rec_path=rec_path, bo_path=bo_path, seeded_shipments=seeded_shipments,
                    initial_status=initial_status, n_seeded=n_seeded, n_events=n_events, me=me.name,

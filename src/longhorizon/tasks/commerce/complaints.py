@@ -24,6 +24,7 @@ from longhorizon.apps.mail.state import parse_address
 from longhorizon.apps.store import state as store
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.commerce import (
     CARRIERS,
@@ -410,15 +411,39 @@ class CustomerComplaintResolution(TaskFamily):
             mail.create_mailbox(root / "state" / "mail.sqlite", support, f"{store_name} Support", messages=mail_rows,
                                 now=now.isoformat())
 
-        instruction = (
-            f"Hi, {me.first} here from customer support at {store_name}. I'm buried today: could you work "
-            f"through the customer complaints waiting in the support inbox? Please follow our current customer "
-            f"service policy in the policies folder (the archive folder has an old version, ignore that one). "
-            f"For each complaint, look the order up in the store system, do whatever the policy says (cancel, "
-            f"refund, reship, escalate or decline) and answer the customer in their thread. Complaints I've already "
-            f"answered are done, and please leave anything that isn't a complaint about an order for me. Don't "
-            f"change any other orders. Today is {long_date(today)}."
-        )
+        w = phrasing_rng(self.name, seed)
+        hello = say(w, f"Hi, {me.first} here from customer support at {store_name}.",
+                    f"Hello, it's {me.first} from {store_name}'s customer support.",
+                    f"{me.first} from customer support at {store_name} here.")
+        ask = say(w, "I'm buried today: could you work through the customer complaints waiting in the support inbox?",
+                  "Could you work through the customer complaints sitting in the support inbox? I'm buried today.",
+                  "Today I'm snowed under, so please work through the customer complaints waiting in the support "
+                  "inbox.")
+        follow = say(w, "Please follow our current customer service policy in the policies folder (the archive "
+                        "folder has an old version, ignore that one).",
+                     "Our current customer service policy is in the policies folder; follow that one, not the old "
+                     "version in the archive folder.",
+                     "Go by the current customer service policy in the policies folder and ignore the old version "
+                     "that sits in the archive folder.")
+        each = say(w, "For each complaint, look the order up in the store system, do whatever the policy says "
+                      "(cancel, refund, reship, escalate or decline) and answer the customer in their thread.",
+                   "Each complaint means looking its order up in the store system, doing what the policy says "
+                   "(cancel, refund, reship, escalate or decline), and answering the customer in their thread.",
+                   "Per complaint: find the order in the store system, take the action the policy calls for "
+                   "(cancel, refund, reship, escalate or decline), then reply to the customer in their thread.")
+        limits = in_some_order(w, [
+            say(w, "Complaints I've already answered are done.",
+                "Any complaint I've already answered is done.",
+                "The complaints I already answered need nothing more."),
+            say(w, "Please leave anything that isn't a complaint about an order for me.",
+                "Whatever isn't a complaint about an order, leave for me.",
+                "Mail that isn't an order complaint is mine to deal with, so leave it."),
+            say(w, "Don't change any other orders.", "No other orders should change.",
+                "Please leave all other orders as they are."),
+        ])
+        today_is = say(w, f"Today is {long_date(today)}.", f"It's {long_date(today)} today.",
+                       f"(Today's date: {long_date(today)}.)")
+        instruction = " ".join([hello, ask, follow, each, *limits, today_is])
 
         data = {
             "today": today.isoformat(), "window": window, "limit": limit, "manager": manager.email,

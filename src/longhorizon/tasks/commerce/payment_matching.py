@@ -30,6 +30,7 @@ from longhorizon.apps.sheets.state import workbook_bytes
 from longhorizon.apps.store import state as store
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.phrasing import phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.commerce import (
     Product,
@@ -498,12 +499,26 @@ Do not email anyone else about payments; finance handles refunds and queries.
             store.create_store(root / "state" / "store.sqlite", **store_args)
             mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name, messages=msgs, now=now.isoformat())
 
-        instruction = (
-            f"Morning {me.first}! {lead.first} here. The new bank statement export is in finance/bank; could you do "
-            f"the customer payment matching today ({long_date(today)})? Record what came in against the orders in "
-            f"the store and mark the paid ones, and do the receivables workbook and the follow-ups the way "
-            f"{PROCEDURE} says. Anything you're not sure about goes on the Unmatched sheet, not into the store."
-        )
+        w = phrasing_rng(self.name, seed)
+        on_day = long_date(today)
+        hello = say(w, f"Morning {me.first}! {lead.first} here.", f"Hi {me.first}, it's {lead.first}.",
+                    f"{me.first}, good morning; {lead.first} here.")
+        ask = say(w, f"The new bank statement export is in finance/bank; could you do the customer payment matching "
+                     f"today ({on_day})?",
+                  f"Could you do today's customer payment matching ({on_day})? The new bank statement export is in "
+                  f"finance/bank.",
+                  f"A new bank statement export has landed in finance/bank, so please do the customer payment "
+                  f"matching today, {on_day}.")
+        work = say(w, f"Record what came in against the orders in the store and mark the paid ones, and do the "
+                      f"receivables workbook and the follow-ups the way {PROCEDURE} says.",
+                   f"In the store, record each payment that came in against its orders and mark the paid ones; the "
+                   f"receivables workbook and the follow-ups are done as {PROCEDURE} describes.",
+                   f"{PROCEDURE} says how to do the receivables workbook and the follow-ups; in the store, record "
+                   f"what came in against the orders and mark the ones that are paid.")
+        unsure = say(w, "Anything you're not sure about goes on the Unmatched sheet, not into the store.",
+                     "If you're not sure about something, put it on the Unmatched sheet rather than into the store.",
+                     "Don't put anything you're unsure of into the store: it goes on the Unmatched sheet.")
+        instruction = " ".join([hello, ask, work, unsure])
         ctx = _Ctx(credits=new, short=level == 1, today=today, last_day=stmt_through, statement=statement_path,
                    statement_text=statement_text, seeded_payments=seeded_payments, initial_status=initial_status,
                    initial_rows=initial_rows, me=me.name, n_seeded=n_seeded, cutoff=cutoff,

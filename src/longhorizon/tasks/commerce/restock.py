@@ -25,6 +25,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.commerce import Product, make_products, make_suppliers, pick_today
 from longhorizon.tasks.common import loads, long_date, names_only, rng_and_faker, write_files
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 
 RULES = "purchasing/reorder_rules.md"
@@ -279,14 +280,34 @@ Notes
 
         boss = fake.first_name()
         where = packing_list if level == 1 else "in the receiving folder"
-        instruction = (
-            f"Hi, it's {boss} from operations. Two things before the weekly purchasing cut-off today "
-            f"({long_date(today)}): a delivery from {arriving_sup.name} came in this morning, and the warehouse's "
-            f"packing list is {where}. Please book it in against its purchase order. Then do this "
-            f"week's reorder run: raise the purchase orders we need and send them to the suppliers. Follow "
-            f"{RULES} to the letter (how to receive, what counts as needing a reorder and how much to order). "
-            f"Don't change anything else in the catalogue."
-        )
+        w = phrasing_rng(self.name, seed)
+        cutoff_day = long_date(today)
+        hello = say(w, f"Hi, it's {boss} from operations.", f"Hello, {boss} from operations here.",
+                    f"{boss} (operations) here.")
+        two = say(w, f"There are two things to do before the weekly purchasing cut-off today ({cutoff_day}).",
+                  f"The weekly purchasing cut-off is today ({cutoff_day}), and there are two things to do before it.",
+                  f"Before today's weekly purchasing cut-off ({cutoff_day}) I need two things from you.")
+        delivery = say(w, f"First, a delivery from {arriving_sup.name} came in this morning, and the warehouse's "
+                          f"packing list is {where}: please book it in against its purchase order.",
+                       f"To start, please book in this morning's delivery from {arriving_sup.name} against its "
+                       f"purchase order (the warehouse's packing list is {where}).",
+                       f"The first is a delivery from {arriving_sup.name} that came in this morning; the warehouse's "
+                       f"packing list is {where}. Please book it in against its purchase order.")
+        reorder = say(w, "Then do this week's reorder run: raise the purchase orders we need and send them to the "
+                         "suppliers.",
+                      "After that, do this week's reorder run, raising the purchase orders we need and sending them "
+                      "to the suppliers.",
+                      "Once it's booked, do this week's reorder run: the purchase orders we need get raised and sent "
+                      "to the suppliers.")
+        rules = say(w, f"Follow {RULES} to the letter (how to receive, what counts as needing a reorder and how much "
+                       f"to order).",
+                    f"{RULES} says how to receive, what counts as needing a reorder and how much to order; follow it "
+                    f"to the letter.",
+                    f"Stick to {RULES} to the letter: it covers how to receive, what counts as needing a reorder and "
+                    f"how much to order.")
+        rest = say(w, "Don't change anything else in the catalogue.", "Leave everything else in the catalogue as it is.",
+                   "Nothing else in the catalogue should change.")
+        instruction = " ".join([hello, two, delivery, reorder, *in_some_order(w, [rules, rest])])
         initial_products = {p.sku: p.row() for p in products}
         initial_pos = {po["id"]: {"status": po["status"], "lines": [(ln["sku"], ln["qty"]) for ln in po["lines"]]}
                        for po in pos}

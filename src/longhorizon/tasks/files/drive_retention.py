@@ -19,6 +19,7 @@ from pathlib import Path
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import norm_path, output_text, rng_and_faker, same_bytes, write_files
+from longhorizon.tasks.phrasing import phrasing_rng, say
 from longhorizon.tasks.registry import register
 
 ADMIN = "shared/_admin"
@@ -235,14 +236,32 @@ class SharedDriveRetention(TaskFamily):
         by_path = {d["path"]: d for d in docs}
         untouched = sorted(set(all_files) - set(deletes) - set(archives))
         owner = fake.first_name()
-        instruction = (
-            f"Hi, it's {owner} from IT. Could you run this year's retention clean-up on the shared drive? The "
-            f"policy is in {POLICY} and the legal holds are in {HOLDS}; today ({today.isoformat()}) is the review "
-            f"date. Apply it to everything under shared/: delete what has expired, move what should be archived "
-            f"into archive/ (same folder structure), leave everything else exactly as it is, and log every "
-            f"deletion and move in {log_path} as the policy describes. Please check each document's header "
-            f"rather than trusting file names. Thanks!"
-        )
+        wording = phrasing_rng(self.name, seed)
+        review = today.isoformat()
+        hello = say(wording, f"Hi, it's {owner} from IT.", f"Hello, {owner} from IT here.", f"{owner} from IT here.")
+        ask = say(wording, "Could you run this year's retention clean-up on the shared drive?",
+                  "The shared drive is due its retention clean-up for this year; could you run it?",
+                  "Please run this year's retention clean-up on the shared drive.")
+        sources = say(wording, f"The policy is in {POLICY} and the legal holds are in {HOLDS}; today ({review}) is "
+                               f"the review date.",
+                      f"Today ({review}) is the review date. You'll find the policy in {POLICY} and the legal holds "
+                      f"in {HOLDS}.",
+                      f"Use {POLICY} for the policy and {HOLDS} for the legal holds, with today ({review}) as the "
+                      f"review date.")
+        apply = say(wording, f"Apply it to everything under shared/: delete what has expired, move what should be "
+                             f"archived into archive/ (same folder structure), leave everything else exactly as it "
+                             f"is, and log every deletion and move in {log_path} as the policy describes.",
+                    f"It applies to everything under shared/. What has expired gets deleted; what should be archived "
+                    f"moves into archive/, keeping the same folder structure; everything else stays exactly as it "
+                    f"is. Log every deletion and move in {log_path} the way the policy describes.",
+                    f"Go through everything under shared/ and delete what has expired, move what should be archived "
+                    f"into archive/ with the same folder structure, and leave everything else exactly as it is; "
+                    f"every deletion and move goes in the log at {log_path}, as the policy describes.")
+        headers = say(wording, "Please check each document's header rather than trusting file names.",
+                      "Don't trust the file names: check each document's header.",
+                      "File names can mislead, so check each document's header instead of going by them.")
+        thanks = say(wording, "Thanks!", "Thank you!", "Many thanks!")
+        instruction = " ".join([hello, ask, sources, apply, headers, thanks])
 
         # -- oracle ------------------------------------------------------------------------------
         def log_text(entries: list[tuple[str, str, str]], with_id: bool = True) -> str:

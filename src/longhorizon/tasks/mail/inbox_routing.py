@@ -21,6 +21,7 @@ from longhorizon.apps.mail import state as mail
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import People, recipients, rng_and_faker, slug
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 
 RULES = "support/routing-rules.md"
@@ -239,11 +240,22 @@ class SharedInboxRouting(TaskFamily):
                                                            for m in msgs],
                                 now=now.isoformat())
 
-        instruction = (
-            f"Morning! Could you do the routing run on the support inbox? The rules are in {RULES} and the key "
-            f"accounts in {ACCOUNTS}; follow them to the letter, including the summary for {lead.first} at the end. "
-            f"Don't answer any customers yourself today. Thanks!"
-        )
+        wording = phrasing_rng(self.name, seed)
+        ask = say(wording, "Morning! Could you do the routing run on the support inbox?",
+                  "Hi! Please do the routing run on the support inbox this morning.",
+                  "Good morning. The support inbox needs its routing run; could you do it?",
+                  "Morning, can you take care of the routing run on the support inbox?")
+        rules = say(wording, f"The rules are in {RULES} and the key accounts in {ACCOUNTS}; follow them to the "
+                             f"letter, including the summary for {lead.first} at the end.",
+                    f"Follow the rules in {RULES} and the key accounts list in {ACCOUNTS} to the letter, down to "
+                    f"the summary for {lead.first} at the end.",
+                    f"Everything you need is in {RULES} (the rules) and {ACCOUNTS} (the key accounts): stick to "
+                    f"them to the letter, and that includes the summary for {lead.first} at the end.")
+        quiet = say(wording, "Don't answer any customers yourself today.",
+                    "Please don't reply to any customers yourself today.",
+                    "No answering customers yourself today, please.")
+        thanks = say(wording, "Thanks!", "Thank you!", "Cheers!")
+        instruction = " ".join([ask, *in_some_order(wording, [rules, quiet]), thanks])
 
         # -- oracle ------------------------------------------------------------------------------
         def solve(flaw: str | None = None):
