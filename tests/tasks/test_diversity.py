@@ -24,7 +24,6 @@ KNOWN_TEMPLATED = {
     "access_log_incident_timeline",
     "backorder_fulfilment",
     "cancelled_flight_rebooking",
-    "contact_list_cleanup",
     "contract_checklist_review",
     "csv_merge_script",
     "customer_complaint_resolution",
