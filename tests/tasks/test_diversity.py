@@ -28,7 +28,6 @@ KNOWN_TEMPLATED = {
     "csv_merge_script",
     "customer_complaint_resolution",
     "customer_payment_matching",
-    "department_spend_review",
     "entity_due_diligence",
     "expense_claim_audit",
     "holiday_week_reschedule",
