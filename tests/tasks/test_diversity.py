@@ -54,7 +54,6 @@ KNOWN_TEMPLATED = {
     "release_readiness_review",
     "report_rotation_script",
     "restock_purchase_orders",
-    "sales_commission_calc",
     "shared_drive_retention",
     "shared_inbox_routing",
     "sla_breach_escalation",
