@@ -37,7 +37,6 @@ KNOWN_TEMPLATED = {
     "log_error_summary",
     "log_first_error",
     "log_last_warning",
-    "marketing_csv_exports",
     "meeting_requests",
     "mfa_account_recovery",
     "mobile_data_troubleshooting",
