@@ -48,7 +48,6 @@ KNOWN_TEMPLATED = {
     "policy_document_redline",
     "project_status_report",
     "pulse_survey_results",
-    "quarterly_kpi_review",
     "quarterly_review_deck",
     "release_readiness_review",
     "report_rotation_script",
