@@ -62,7 +62,6 @@ KNOWN_TEMPLATED = {
     "trade_show_leads",
     "training_feedback_rollup",
     "vendor_research_brief",
-    "weekly_sales_report",
     "wiki_chat_reconcile",
     "workshop_coordination",
 }
