@@ -22,6 +22,7 @@ from longhorizon.apps.sheets.state import workbook_bytes
 from longhorizon.apps.sql import state as sqlstate
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.analytics import (
     add_months,
@@ -343,11 +344,23 @@ class QuarterlyKpiReview(TaskFamily):
             mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name, messages=inbox,
                                 now=at(today, 9, 0))
 
-        instruction = (
-            f"{manager.first} sent me a list of questions for the {q_label} business review this morning. "
-            "Could you pull the numbers from the analytics database, build the workbook they asked for and mail it "
-            "back? Everything is in the mail. Please leave last quarter's report as it is."
-        )
+        w = phrasing_rng(self.name, seed)
+        sent = say(w, f"{manager.first} sent me a list of questions for the {q_label} business review this morning.",
+                   f"This morning {manager.first} sent me a list of questions for the {q_label} business review.",
+                   f"I got a list of questions from {manager.first} this morning for the {q_label} business review.")
+        ask = say(w, "Could you pull the numbers from the analytics database, build the workbook they asked for and "
+                     "mail it back?",
+                  "Can you pull the numbers from the analytics database, build the workbook they asked for, and mail "
+                  "it back to them?",
+                  "Please pull the numbers from the analytics database, build the workbook they asked for and mail "
+                  "it back.",
+                  "Would you build the workbook they asked for, with the numbers pulled from the analytics database, "
+                  "and mail it back?")
+        where = say(w, "Everything is in the mail.", "It's all in the mail.", "The details are all in the mail.")
+        keep = say(w, "Please leave last quarter's report as it is.", "Leave last quarter's report as it is, please.",
+                   "Last quarter's report should stay as it is.")
+        instruction = " ".join([say(w, "", "Hi!", "Hello!", "Hey!"), sent, ask, *in_some_order(w, [where, keep])])
+        instruction = instruction.strip()
 
         # ---- oracle ------------------------------------------------------------------------
         def solve(flaw: str | None = None):

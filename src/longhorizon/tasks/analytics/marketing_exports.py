@@ -22,6 +22,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.analytics import add_months, mentions_number, month_end, month_key, month_label, pct_close
 from longhorizon.tasks.analytics.warehouse import make_warehouse, memory_db, ordered_rows, run
+from longhorizon.tasks.phrasing import phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     People,
@@ -237,10 +238,22 @@ class MarketingCsvExports(TaskFamily):
             mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name, messages=inbox,
                                 now=at(today, 9, 0))
 
-        instruction = (
-            f"I promised {lead.first} some numbers on yesterday's call - my notes from it are in the notes folder. "
-            "Could you pull them from the warehouse, save the exports and send them over?"
-        )
+        w = phrasing_rng(self.name, seed)
+        promise = say(w, f"I promised {lead.first} some numbers on yesterday's call",
+                      f"On yesterday's call I told {lead.first} I'd send over some numbers",
+                      f"{lead.first} and I had a call yesterday, and I promised some numbers")
+        notes_at = say(w, "my notes from it are in the notes folder", "the notes folder has my notes from it",
+                       "my notes from the call are in the notes folder")
+        ask = say(w, "Could you pull them from the warehouse, save the exports and send them over?",
+                  "Can you pull them from the warehouse, save the exports and send them over?",
+                  "Please pull them from the warehouse, save the exports and send them over.",
+                  "Would you get them out of the warehouse, save the exports and send them over?")
+        instruction = " ".join([
+            say(w, "", "Hi!", "Hello!", "Morning!"),
+            say(w, f"{promise} - {notes_at}.", f"{promise}; {notes_at}.",
+                f"{promise}. {notes_at[0].upper()}{notes_at[1:]}."),
+            ask,
+        ]).strip()
 
         # ---- oracle ------------------------------------------------------------------------
         header_flaw = "conversion" if "conversion" in questions else questions[0]

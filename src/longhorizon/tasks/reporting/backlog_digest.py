@@ -21,6 +21,7 @@ from longhorizon.apps.mail import state as mail
 from longhorizon.apps.tickets import state as tix
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.phrasing import phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     People,
@@ -500,11 +501,21 @@ class TeamBacklogDigest(TaskFamily):
             mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name, messages=inbox,
                                 now=now.isoformat())
 
-        instruction = (
-            f"{boss.first} wants the weekly backlog digests out before the end of the day; the request is in my "
-            f"inbox. Can you put the figures together from the tracker and send them to the leads? Please don't "
-            f"change anything in the tracker itself."
-        )
+        w = phrasing_rng(self.name, seed)
+        wants = say(w, f"{boss.first} wants the weekly backlog digests out before the end of the day; the request is "
+                       "in my inbox.",
+                    f"The weekly backlog digests need to go out before the end of the day: {boss.first}'s request is "
+                    "in my inbox.",
+                    f"There's a request from {boss.first} in my inbox: the weekly backlog digests have to be out "
+                    "before the end of the day.")
+        ask = say(w, "Can you put the figures together from the tracker and send them to the leads?",
+                  "Could you put the figures together from the tracker and send the digests to the leads?",
+                  "Please pull the figures together from the tracker and send them to the leads.",
+                  "Would you gather the figures from the tracker and send them to the leads?")
+        keep = say(w, "Please don't change anything in the tracker itself.",
+                   "Don't change anything in the tracker itself, please.",
+                   "The tracker itself should stay exactly as it is: please don't change anything in it.")
+        instruction = " ".join([say(w, "", "Hi!", "Hello!", "Hey!"), wants, ask, keep]).strip()
 
         # oracle -------------------------------------------------------------------------------------
         def digest_body(team, fig, *, oldest=None, closed=None, top=None, by_priority=None) -> str:

@@ -18,6 +18,7 @@ from longhorizon.apps.mail import state as mail
 from longhorizon.apps.sheets.state import find_sheet, read_workbook, sheet_values, workbook_bytes
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     close,
@@ -154,11 +155,20 @@ class WeeklySalesReport(TaskFamily):
             mail.create_mailbox(root / "state" / "mail.sqlite", me[1], me[0], messages=inbox,
                                 now=day(0, "09:00"))
 
-        instruction = (
-            f"{manager[0].split()[0]} sent me a mail this morning about this week's sales numbers. Could you "
-            f"handle it for me? Everything you need should be in the mail and in the sales folder. "
-            f"Please don't touch the exports themselves."
-        )
+        w = phrasing_rng(self.name, seed)
+        boss = manager[0].split()[0]
+        sent = say(w, f"{boss} sent me a mail this morning about this week's sales numbers.",
+                   f"This morning {boss} mailed me about this week's sales numbers.",
+                   f"There's a mail from {boss} this morning about this week's sales numbers.")
+        ask = say(w, "Could you handle it for me?", "Can you take care of it for me?", "Would you handle it for me?",
+                  "Please deal with it for me.")
+        where = say(w, "Everything you need should be in the mail and in the sales folder.",
+                    "The mail and the sales folder should have everything you need.",
+                    "You should find all you need in the mail and in the sales folder.")
+        keep = say(w, "Please don't touch the exports themselves.", "Leave the exports themselves untouched, please.",
+                   "Don't touch the exports themselves.")
+        instruction = " ".join([say(w, "", "Hi!", "Hello!", "Hey!"), sent, ask, *in_some_order(w, [where, keep])])
+        instruction = instruction.strip()
 
         def solve(*, header=HEADER, wrong_region=False, total_row=True, attach=True, cc=True,
                   mention_total=True, extra_mail=False, edit_source=False):

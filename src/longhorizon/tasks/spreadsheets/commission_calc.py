@@ -23,6 +23,7 @@ from openpyxl import Workbook
 
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     Files,
@@ -340,19 +341,60 @@ class SalesCommissionCalc(TaskFamily):
             "plan_path": plan_path, "prev_out": prev_out,
         }
         sender = fake.first_name()
-        order_text = (f"sorted by {commission_label.lower()}, highest first" if by_commission
-                      else "in alphabetical order by rep name")
+        w = phrasing_rng(self.name, seed)
+        cols, clow = ", ".join(header), commission_label.lower()
+        order_text = (say(w, f"sorted by {clow}, highest first", f"highest {clow} first",
+                          f"ordered by {clow} from the highest down")
+                      if by_commission else
+                      say(w, "in alphabetical order by rep name", "sorted alphabetically by rep name",
+                          "with reps in alphabetical order by name"))
+        hello = say(w, f"Hi, {sender} from Sales Ops here.", f"Hello, it's {sender} in Sales Ops.",
+                    f"{sender} (Sales Ops) here.")
+        need = say(w, f"Payroll needs the Q{q} {year} commission numbers by Friday; could you work them out?",
+                   f"Could you work out the Q{q} {year} commission numbers? Payroll needs them by Friday.",
+                   f"I need you to work out the Q{q} {year} commissions: Payroll wants the numbers by Friday.")
+        plan = say(w, "The crediting rules and the rates are in this year's plan under sales/plans/ (not last year's, "
+                      "the rates changed).",
+                   "This year's plan under sales/plans/ has the crediting rules and the rates; don't use last year's, "
+                   "the rates changed.",
+                   "Use this year's plan under sales/plans/ for the crediting rules and the rates (not last year's: "
+                   "the rates changed).")
+        sources = in_some_order(w, [
+            say(w, f"Quotas are on the Q{q} sheet of {quotas_path}.", f"The quotas are on the Q{q} sheet of {quotas_path}.",
+                f"You'll find the quotas on the Q{q} sheet of {quotas_path}."),
+            say(w, f"The deals log is {deals_path} (one sheet per rep, year to date).",
+                f"{deals_path} is the deals log, one sheet per rep, year to date.",
+                f"Deals are logged in {deals_path}, with one sheet per rep, year to date."),
+            say(w, f"Finance's refund list is {refunds_path}.", f"The refund list from finance is {refunds_path}.",
+                f"Finance keeps its refund list in {refunds_path}."),
+        ])
+        create = say(w, f"Please create {out_path} with a sheet named \"{sheet_name}\": header in row 1 ({cols}), "
+                        f"then one row per rep who has a Q{q} quota, {order_text}, and a last row labelled Total "
+                        f"with the totals of Quota, {bookings_label} and {commission_label}.",
+                     f"The result goes in {out_path}, on a sheet named \"{sheet_name}\". Row 1 is the header "
+                     f"({cols}); below it, one row for each rep who has a Q{q} quota, {order_text}; and last, a row "
+                     f"labelled Total with the totals of Quota, {bookings_label} and {commission_label}.",
+                     f"Could you create {out_path} with a sheet named \"{sheet_name}\"? Put the header ({cols}) in "
+                     f"row 1, one row per rep with a Q{q} quota under it ({order_text}), and finish with a row "
+                     f"labelled Total holding the totals of Quota, {bookings_label} and {commission_label}.")
+        fmt = in_some_order(w, [
+            say(w, f"Attainment is {bookings_label} as a percentage of quota (one decimal is plenty).",
+                f"Attainment means {bookings_label} as a percentage of quota; one decimal is plenty.",
+                f"For Attainment, give {bookings_label} as a percentage of quota (one decimal is enough)."),
+            say(w, "Money to the cent.", "Amounts of money go to the cent.", "Round money to the cent."),
+        ])
+        verify = say(w, "Once it's saved, read the sheet back and check the figures came out right.",
+                     "When it's saved, please read the sheet back and check that the figures came out right.",
+                     "After saving, read the sheet back and verify the figures are right.")
+        leave = in_some_order(w, [
+            say(w, "Please don't edit any of the source files.", "Leave all the source files unedited.",
+                "Don't edit any source file."),
+            say(w, "Don't leave other new files around.", "Please don't leave any other new files around.",
+                "No other new files should be left around."),
+        ])
         instruction = (
-            f"Hi, {sender} from Sales Ops here. Payroll needs the Q{q} {year} commission numbers by Friday; could "
-            "you work them out? The crediting rules and the rates are in this year's plan under sales/plans/ "
-            f"(not last year's, the rates changed). Quotas are on the Q{q} sheet of {quotas_path}, the deals log "
-            f"is {deals_path} (one sheet per rep, year to date) and finance's refund list is {refunds_path}.\n\n"
-            f"Please create {out_path} with a sheet named \"{sheet_name}\": header in row 1 "
-            f"({', '.join(header)}), then one row per rep who has a Q{q} quota, {order_text}, and a last row "
-            f"labelled Total with the totals of Quota, {bookings_label} and {commission_label}. Attainment is "
-            f"{bookings_label} as a percentage of quota (one decimal is plenty); money to the cent. Once it's "
-            "saved, read the sheet back and check the figures came out right.\n\n"
-            "Please don't edit any of the source files, and don't leave other new files around. Thanks!"
+            " ".join([hello, need, plan, *sources]) + "\n\n" + " ".join([create, *fmt, verify]) + "\n\n"
+            + " ".join([*leave, say(w, "Thanks!", "Thank you!", "Many thanks!")])
         )
 
         task = Task(

@@ -17,6 +17,7 @@ from openpyxl import Workbook
 
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     Files,
@@ -221,24 +222,63 @@ class ContactListCleanup(TaskFamily):
         }
 
         sender = fake.first_name()
-        order_text = (
-            "sorted by signup date, oldest first" if by_date else "in the order they first appear in the export"
-        )
+        w = phrasing_rng(self.name, seed)
+        cols = ", ".join(HEADER)
+        hello = say(w, f"Hey, {sender} here from Sales Ops.", f"Hi, it's {sender} in Sales Ops.",
+                    f"Hello, this is {sender} (Sales Ops).")
+        mess = say(w, f"The CRM export in {export} (sheet \"{sheet}\") is a mess and I need a clean list before we "
+                      "import it into the new system.",
+                   f"Before we import our contacts into the new system I need a clean list, and the CRM export in "
+                   f"{export} (sheet \"{sheet}\") is a mess.",
+                   f"We're importing contacts into the new system soon, but the CRM export ({export}, sheet "
+                   f"\"{sheet}\") is messy and I need a clean list first.")
+        ask = say(w, f"Could you add a sheet called \"{clean_sheet}\" to the same workbook with the same five columns "
+                     f"({cols}, header in row 1) and these rules:",
+                  f"Please add a sheet named \"{clean_sheet}\" to that workbook, with the same five columns ({cols}) "
+                  "and the header in row 1, following these rules:",
+                  f"Can you put a new sheet, \"{clean_sheet}\", in the same workbook? Same five columns ({cols}), "
+                  "header in row 1, and these rules:")
+        order_rule = (say(w, "People sorted by signup date, oldest first.",
+                          "Sort the people by signup date, oldest first.",
+                          "Order: by signup date, oldest at the top.")
+                      if by_date else
+                      say(w, "People in the order they first appear in the export.",
+                          "Keep people in the order they first appear in the export.",
+                          "Order: the order in which each person first appears in the export."))
+        rules = in_some_order(w, [
+            say(w, "One row per person. Rows with the same email address (ignoring upper/lower case and stray "
+                   "spaces) are the same person; keep just one of them.",
+                "Each person gets exactly one row: rows whose email addresses match (ignoring upper/lower case and "
+                "stray spaces) are the same person, so keep only one of them.",
+                "No duplicates: two rows with the same email address, once you ignore upper/lower case and stray "
+                "spaces, are one person, and only one of them stays."),
+            say(w, "Names and company names: remove leading/trailing spaces and double spaces.",
+                "Strip leading/trailing spaces and double spaces from names and company names.",
+                "Tidy names and company names: no leading/trailing spaces, no double spaces."),
+            say(w, "Emails: all lower case, no spaces.", "Write emails in lower case without any spaces.",
+                "Every email lower case, with no spaces in it."),
+            say(w, f"Phones: all US numbers, written like {example} (drop any +1 country code).",
+                f"The phone numbers are all US ones; write them like {example} and drop any +1 country code.",
+                f"Format every phone (they're all US numbers) as {example}, without a +1 country code."),
+            say(w, "Signup dates as YYYY-MM-DD. The slashed dates in the export are US style (month/day/year).",
+                "Write signup dates as YYYY-MM-DD; the slashed dates in the export are US style (month/day/year).",
+                "The slashed dates in the export are US style (month/day/year): write every signup date as "
+                "YYYY-MM-DD."),
+            say(w, "No blank rows.", "Leave out blank rows.", "Don't keep any blank rows."),
+            order_rule,
+        ])
+        leave = in_some_order(w, [
+            say(w, f"leave the {sheet} sheet exactly as it is (I want to compare)",
+                f"keep the {sheet} sheet exactly as it is, since I want to compare",
+                f"don't change the {sheet} sheet at all (I want to compare)"),
+            say(w, f"don't touch the older export {old_export}", f"leave the older export {old_export} alone",
+                f"don't modify the older export {old_export}"),
+            say(w, "don't create any other files", "don't make any other files", "create no other files"),
+        ])
+        bye = say(w, "Thanks!", "Thank you!", "Thanks a lot!")
         instruction = (
-            f"Hey, {sender} here from Sales Ops. The CRM export in {export} (sheet \"{sheet}\") is a mess and I "
-            "need a clean list before we import it into the new system. Could you add a sheet called "
-            f"\"{clean_sheet}\" to the same workbook with the same five columns ({', '.join(HEADER)}, header in "
-            "row 1) and these rules:\n"
-            "- One row per person. Rows with the same email address (ignoring upper/lower case and stray "
-            "spaces) are the same person; keep just one of them.\n"
-            "- Names and company names: remove leading/trailing spaces and double spaces.\n"
-            "- Emails: all lower case, no spaces.\n"
-            f"- Phones: all US numbers, written like {example} (drop any +1 country code).\n"
-            "- Signup dates as YYYY-MM-DD. The slashed dates in the export are US style (month/day/year).\n"
-            "- No blank rows.\n"
-            f"- People {order_text}.\n\n"
-            f"Please leave the {sheet} sheet exactly as it is (I want to compare), don't touch the older export "
-            f"{old_export}, and don't create any other files. Thanks!"
+            f"{hello} {mess} {ask}\n" + "".join(f"- {r}\n" for r in rules) + "\n"
+            + say(w, "Please ", "Also, please ", "And please ") + f"{leave[0]}, {leave[1]}, and {leave[2]}. {bye}"
         )
 
         task = Task(

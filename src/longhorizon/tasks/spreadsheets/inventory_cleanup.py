@@ -24,6 +24,7 @@ from openpyxl import Workbook
 from longhorizon.apps.sheets.state import read_workbook
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     Files,
@@ -392,15 +393,44 @@ class InventorySheetCleanup(TaskFamily):
             "discontinued": sorted(k for k, v in catalog.items() if v["status"] != "Active"),
         }
         sender = fake.first_name()
+        w = phrasing_rng(self.name, seed)
+        month_name, sites_text = MONTHS[month - 1], ", ".join(names)
+        state = say(w, f"The {month_name} stock count is in: {stock_path} has one sheet per warehouse and, as usual, "
+                       "it's a mess. Planning needs it consolidated.",
+                    f"Planning needs the {month_name} stock count consolidated. It's in {stock_path}, one sheet per "
+                    "warehouse, and as usual it's a mess.",
+                    f"The {month_name} stock count has arrived in {stock_path} (one sheet per warehouse) and, as "
+                    "usual, it's a mess; Planning needs it consolidated.")
+        ask = say(w, f"Could you add a sheet called \"{clean}\" to that workbook following the rules in "
+                     "inventory/README.md?",
+                  f"Please add a sheet named \"{clean}\" to that workbook, following the rules in inventory/README.md.",
+                  f"Can you follow the rules in inventory/README.md and add a sheet called \"{clean}\" to that "
+                  "workbook?")
+        cols = say(w, f"Columns: SKU, Description, then one column per site ({sites_text}), Total, Last Counted, "
+                      "with the header in row 1.",
+                   f"Its columns are SKU, Description, one column per site ({sites_text}), then Total and Last "
+                   "Counted, with the header in row 1.",
+                   f"Header in row 1; the columns are SKU, Description, then a column for each site ({sites_text}), "
+                   "Total, Last Counted.")
+        archive = say(w, f"Last month's clean sheet is in {archive_path} if you want to see how it came out.",
+                      f"If you want to see how last month's came out, its clean sheet is in {archive_path}.",
+                      f"For reference, last month's clean sheet is in {archive_path}.")
+        leave = in_some_order(w, [
+            say(w, "Leave the site sheets exactly as they are (they're signed off).",
+                "The site sheets are signed off, so leave them exactly as they are.",
+                "Don't change the site sheets at all: they're signed off."),
+            say(w, "Don't change the README, the catalog or last month's file.",
+                "The README, the catalog and last month's file stay unchanged.",
+                "Please leave the README, the catalog and last month's file alone."),
+            say(w, "Don't create any other files.", "Please don't create any other files.",
+                "No other files, please."),
+        ])
+        verify = say(w, "When the new sheet is in, please read it back and double-check it against the rules.",
+                     "Once the new sheet is in, read it back and check it against the rules.",
+                     "After you've added the sheet, please read it back and double-check it against the rules.")
         instruction = (
-            f"Hi! The {MONTHS[month - 1]} stock count is in: {stock_path} has one sheet per warehouse and, as "
-            f"usual, it's a mess. Planning needs it consolidated. Could you add a sheet called \"{clean}\" to that "
-            "workbook following the rules in inventory/README.md? Columns: SKU, Description, then one column per "
-            f"site ({', '.join(names)}), Total, Last Counted, with the header in row 1. Last month's clean "
-            f"sheet is in {archive_path} if you want to see how it came out.\n\n"
-            "Leave the site sheets exactly as they are (they're signed off), don't change the README, the catalog "
-            "or last month's file, and don't create any other files. When the new sheet is in, please read it "
-            f"back and double-check it against the rules. Thanks, {sender}"
+            " ".join([say(w, "Hi!", "Hello!", "Hi there!"), state, ask, cols, archive]) + "\n\n"
+            + " ".join([*leave, verify, say(w, f"Thanks, {sender}", f"Thank you! {sender}", f"Cheers, {sender}")])
         )
         task = Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),

@@ -18,6 +18,7 @@ from openpyxl import Workbook
 
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     Files,
@@ -171,22 +172,63 @@ class DepartmentSpendReview(TaskFamily):
         }
 
         sender = fake.first_name()
-        order_text = (
-            "sorted by spend, biggest spender first" if by_spend else "in alphabetical order by department"
-        )
+        w = phrasing_rng(self.name, seed)
+        cols = ", ".join(header)
+        hello = say(w, f"Hi, it's {sender} from Finance.", f"Hello, {sender} in Finance here.",
+                    f"{sender} from Finance here.")
+        need = say(w, f"Before Thursday's budget review I need a {fy} spend roll-up.",
+                   f"I need a {fy} spend roll-up for Thursday's budget review.",
+                   f"For the budget review on Thursday I need a roll-up of {fy} spend.")
+        where = say(w, f"Each department's budget, and which expense workbook belongs to it, is on the {fy} sheet of "
+                       f"{budgets_path} (ignore the {last_fy} sheet, that's last year).",
+                    f"The {fy} sheet of {budgets_path} lists each department's budget and the expense workbook that "
+                    f"belongs to it; ignore the {last_fy} sheet, which is last year's.",
+                    f"You'll find every department's budget and which expense workbook is its own on the {fy} sheet "
+                    f"of {budgets_path}. The {last_fy} sheet is last year: ignore it.")
+        folder = say(w, f"The department workbooks are under finance/expenses/{year}/.",
+                     f"The department workbooks live in finance/expenses/{year}/.",
+                     f"The workbooks of the departments are in the folder finance/expenses/{year}/.")
+        create = say(w, f"Please create {report} with a sheet named \"{sheet_name}\".",
+                     f"Could you create {report} with a sheet named \"{sheet_name}\"?",
+                     f"The roll-up goes in a new file, {report}, on a sheet named \"{sheet_name}\".")
+        order_text = (say(w, "sorted by spend, biggest spender first",
+                          "ordered by spend with the biggest spender first",
+                          "sorted by spend from the biggest spender down")
+                      if by_spend else
+                      say(w, "in alphabetical order by department", "sorted alphabetically by department",
+                          "with departments in alphabetical order"))
+        rows = say(w, f"Row 1 should be the header {cols}; below it one row per department, {order_text}.",
+                   f"Put the header {cols} in row 1 and, under it, one row per department, {order_text}.",
+                   f"Its first row is the header ({cols}), followed by one row per department, {order_text}.")
+        spent = say(w, f"{spent_label} is the total of the department's Posted transactions for the year: lines "
+                       f"marked {void_word} don't count, and watch out for the hand-made Total rows some people put "
+                       "at the bottom of their sheets.",
+                    f"For {spent_label}, add up the department's Posted transactions for the year. Lines marked "
+                    f"{void_word} don't count, and be careful with the hand-made Total rows some people put at the "
+                    "bottom of their sheets.",
+                    f"Some people put hand-made Total rows at the bottom of their sheets, so watch out for those: "
+                    f"{spent_label} is the total of the department's Posted transactions for the year, and lines "
+                    f"marked {void_word} don't count.")
+        rest = in_some_order(w, [
+            say(w, f"{remaining_label} is Budget minus {spent_label} (negative when they overspent).",
+                f"{remaining_label} is Budget minus {spent_label}, which is negative when they overspent.",
+                f"For {remaining_label}, take Budget minus {spent_label} (a negative number when they overspent)."),
+            say(w, f"{flag_label} should say Yes or No.", f"Fill {flag_label} with Yes or No.",
+                f"{flag_label} is Yes or No."),
+            say(w, "Rounding to the cent is fine.", "It's fine to round to the cent.",
+                "Amounts rounded to the cent are fine."),
+        ])
+        leave = in_some_order(w, [
+            say(w, "Please don't change the budget file or any of the department workbooks.",
+                "Leave the budget file and all the department workbooks unchanged.",
+                "Don't modify the budget file or any department workbook."),
+            say(w, "Don't leave other new files lying around.", "Please don't leave any other new files lying around.",
+                "No other new files should be left lying around."),
+        ])
         instruction = (
-            f"Hi, it's {sender} from Finance. Before Thursday's budget review I need a {fy} spend roll-up. "
-            f"Each department's budget, and which expense workbook belongs to it, is on the {fy} sheet of "
-            f"{budgets_path} (ignore the {last_fy} sheet, that's last year). The department workbooks are under "
-            f"finance/expenses/{year}/.\n\n"
-            f"Please create {report} with a sheet named \"{sheet_name}\". Row 1 should be the header "
-            f"{', '.join(header)}; below it one row per department, {order_text}. "
-            f"{spent_label} is the total of the department's Posted transactions for the year: lines marked "
-            f"{void_word} don't count, and watch out for the hand-made Total rows some people put at the "
-            f"bottom of their sheets. {remaining_label} is Budget minus {spent_label} (negative when they "
-            f"overspent), and {flag_label} should say Yes or No. Rounding to the cent is fine.\n\n"
-            "Please don't change the budget file or any of the department workbooks, and don't leave other "
-            "new files lying around. Thanks!"
+            f"{hello} {need} {where} {folder}\n\n"
+            + " ".join([create, rows, spent, *rest]) + "\n\n"
+            + " ".join([*leave, say(w, "Thanks!", "Thank you!", "Many thanks!")])
         )
 
         task = Task(
