@@ -45,7 +45,6 @@ KNOWN_TEMPLATED = {
     "mobile_data_troubleshooting",
     "monthly_expense_report",
     "new_hire_onboarding",
-    "new_joiner_faq",
     "offsite_travel_booking",
     "pipeline_hygiene",
     "policy_document_redline",
