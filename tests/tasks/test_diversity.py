@@ -47,7 +47,6 @@ KNOWN_TEMPLATED = {
     "new_hire_onboarding",
     "offsite_travel_booking",
     "pipeline_hygiene",
-    "project_status_report",
     "pulse_survey_results",
     "quarterly_kpi_review",
     "quarterly_review_deck",
