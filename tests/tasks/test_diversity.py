@@ -32,7 +32,6 @@ KNOWN_TEMPLATED = {
     "entity_due_diligence",
     "expense_claim_audit",
     "holiday_week_reschedule",
-    "incident_postmortem_deck",
     "inventory_sheet_cleanup",
     "leaver_offboarding",
     "legacy_catalog_conversion",
