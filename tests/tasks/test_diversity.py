@@ -48,7 +48,6 @@ KNOWN_TEMPLATED = {
     "pipeline_hygiene",
     "pulse_survey_results",
     "quarterly_kpi_review",
-    "quarterly_review_deck",
     "release_readiness_review",
     "report_rotation_script",
     "restock_purchase_orders",
