@@ -61,7 +61,6 @@ KNOWN_TEMPLATED = {
     "timesheet_json_export",
     "trade_show_leads",
     "training_feedback_rollup",
-    "vendor_research_brief",
     "weekly_sales_report",
     "wiki_chat_reconcile",
     "workshop_coordination",
