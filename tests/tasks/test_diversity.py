@@ -22,22 +22,15 @@ KNOWN_TEMPLATED = {
     # floor was set (docs/diversity.md). Give a family instruction variants drawn from pools,
     # then remove it here: the test fails until you do.
     "access_log_incident_timeline",
-    "contract_checklist_review",
     "csv_merge_script",
-    "entity_due_diligence",
     "expense_claim_audit",
-    "incident_postmortem_deck",
     "legacy_catalog_conversion",
     "log_error_summary",
     "log_first_error",
     "log_last_warning",
     "monthly_expense_report",
-    "new_joiner_faq",
     "pipeline_hygiene",
-    "policy_document_redline",
-    "project_status_report",
     "pulse_survey_results",
-    "quarterly_review_deck",
     "release_readiness_review",
     "report_rotation_script",
     "sla_breach_escalation",
@@ -45,7 +38,6 @@ KNOWN_TEMPLATED = {
     "timesheet_json_export",
     "trade_show_leads",
     "training_feedback_rollup",
-    "vendor_research_brief",
 }
 
 

@@ -19,6 +19,7 @@ from longhorizon.apps.docs.state import build_document, document_bytes, norm, re
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import day_month_year, parse_json, rng_and_faker
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.documents import (
     Sources,
@@ -303,12 +304,27 @@ class ContractReview(TaskFamily):
             "old_term": old_term, "new_term": new_term, "old_cap": old_cap, "new_cap": new_cap,
             "deleted": deleted_at, "keys": keys, "gl_number": gl_new, "gl_tags": sorted(gl_tags),
         }
-        instruction = (
-            f"Hi {me}, Legal has sent back their review checklist for the {client} services agreement "
-            f"({checklist}). Could you work through it on the draft ({draft})? Save the corrected contract as "
-            f"{v2} and keep the draft exactly as it is. Please change only what the checklist asks for, and give "
-            f"the new version a final read-through once you're done. Thanks!"
-        )
+        w = phrasing_rng(self.name, seed)
+        back = say(w, f"Legal has sent back their review checklist for the {client} services agreement ({checklist}).",
+                   f"the review checklist for the {client} services agreement is back from Legal: it's {checklist}.",
+                   f"Legal's review of the {client} services agreement came back as a checklist, saved at {checklist}.",
+                   f"we've had Legal's checklist back on the {client} services agreement (see {checklist}).")
+        work = say(w, f"Could you work through it on the draft ({draft})?",
+                   f"Can you apply each item on it to the draft, {draft}?",
+                   f"Please go through it item by item against the draft at {draft}.",
+                   f"Would you take the draft ({draft}) and work the checklist through it?")
+        save = say(w, f"Save the corrected contract as {v2} and keep the draft exactly as it is.",
+                   f"The corrected contract goes in a new file, {v2}; the draft itself stays exactly as it is.",
+                   f"Leave the draft exactly as it is and save your corrected version as {v2}.")
+        only = say(w, "Please change only what the checklist asks for.",
+                   "Nothing beyond what the checklist asks for should change.",
+                   "Only the changes the checklist asks for, please: everything else stays as written.")
+        check = say(w, "Give the new version a final read-through once you're done.",
+                    "When you've finished, give the new version a final read-through.",
+                    "Once it's all done, please give the new version one last read-through.")
+        instruction = " ".join([
+            say(w, f"Hi {me},", f"Hello {me},", f"{me}, quick one:", f"Morning {me},"), back, work,
+            *in_some_order(w, [save, only]), check, say(w, "Thanks!", "Thank you!", "Many thanks.", "Cheers!")])
         brief = level == 1  # straight to the named files, no checks by search before the read-through
         todo = set(FIXES) | {"comment"} if level == self.levels else asked  # (a set the oracle may change)
         task = Task(

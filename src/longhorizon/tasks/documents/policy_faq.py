@@ -20,6 +20,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import at_most_one_mail, rng_and_faker
 from longhorizon.tasks.documents import Sources, find_numbers, mentions, person, strip_dates
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 
 
@@ -294,11 +295,26 @@ class NewJoinerFaq(TaskFamily):
             mail.create_mailbox(root / "state" / "mail.sqlite", me[1], me[0], messages=messages,
                                 now=stamp(today, "09:00"))
 
-        instruction = (
-            f"{first(requester)} from People Ops mailed me this morning asking for a new joiner FAQ. Could you put "
-            f"it together and let them know when it's done? The details are in the mail, and the policies are in "
-            f"{folder}/. Please don't edit any of the policy documents."
-        )
+        w = phrasing_rng(self.name, seed)
+        asker = first(requester)
+        situation = say(w, f"{asker} from People Ops mailed me this morning asking for a new joiner FAQ.",
+                        f"This morning I got a mail from {asker} in People Ops: they'd like a new joiner FAQ.",
+                        f"People Ops ({asker}) wrote to me first thing today asking for an FAQ for new joiners.",
+                        f"I had a request this morning from {asker} (People Ops) for a new joiner FAQ.")
+        ask = say(w, "Could you put it together and let them know when it's done?",
+                  f"Can you put it together, then tell {asker} once it's done?",
+                  f"Please put the FAQ together and let {asker} know when it's ready.",
+                  "Would you write it up and let them know when it's done?")
+        where = in_some_order(w, [
+            say(w, "The details are in the mail.", "Their mail has all the details.",
+                "Everything they want is spelled out in the mail."),
+            say(w, f"The policies are in {folder}/.", f"You'll find the policies in {folder}/.",
+                f"The policy documents live in {folder}/."),
+        ])
+        hands_off = say(w, "Please don't edit any of the policy documents.",
+                        "Leave the policy documents themselves unedited.",
+                        "None of the policy documents should be edited, please.")
+        instruction = " ".join([situation, ask, *where, hands_off])
         data = {
             "faq": faq_path, "title": faq_title, "questions": [f.key for f in asked],
             "current": {f.key: current[f.key] for f in asked}, "doc_value": {f.key: value[f.key] for f in asked},

@@ -32,6 +32,7 @@ from longhorizon.tasks.common import (
     workspace_files,
 )
 from longhorizon.tasks.documents import Sources, find_dates, find_numbers, last_write_index, writes_to
+from longhorizon.tasks.phrasing import phrasing_rng, say
 
 PORTALS = ["TripDesk", "GoTravel", "Navigo", "JetSet Pro", "Wayfare"]
 NEW_PORTALS = ["Voyagr", "TravelHub", "Skyway", "Roamly", "Tripwise"]
@@ -275,11 +276,22 @@ class PolicyRedline(TaskFamily):
             mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name, messages=inbox,
                                 now=f"{day0.isoformat()}T10:00:00")
 
-        instruction = (
-            f"{secretary.first} sent over the approved changes to the travel and expense policy. Could you prepare "
-            f"the new version, give it a read-through once it's saved, and send it for review as the mail asks? "
-            f"Thanks!"
-        )
+        w = phrasing_rng(self.name, seed)
+        sent = say(w, f"{secretary.first} sent over the approved changes to the travel and expense policy.",
+                   f"The approved changes to the travel and expense policy have come in from {secretary.first}.",
+                   f"I've had the committee's approved changes to the travel and expense policy from "
+                   f"{secretary.first}; they're in my inbox.",
+                   f"{secretary.first}'s mail with the approved travel and expense policy changes just arrived.")
+        ask = say(w, "Could you prepare the new version, give it a read-through once it's saved, and send it for "
+                     "review as the mail asks?",
+                  "Can you make the new version? Once it's saved, give it a read-through, then send it for review "
+                  "the way the mail asks.",
+                  "Please prepare the new version and, after saving it, give it a read-through before you send it "
+                  "for review as the mail describes.",
+                  "Would you put the new version together, read it through once it's saved, and then send it off "
+                  "for review as requested in the mail?")
+        instruction = " ".join([*([say(w, "Hi,", "Hello!", "Morning,")] if w.random() < 0.6 else []), sent, ask,
+                                say(w, "Thanks!", "Thank you!", "Much appreciated.", "Cheers!")])
         d = {"src": src, "dst": dst, "old": old_vals, "new": new_vals, "withdrawn": withdrawn, "wd_title": wd_title,
              "extra_changes": extra_changes,
              "reviewer": reviewer.email, "secretary": secretary.email, "new_owner_email": new_owner.email,

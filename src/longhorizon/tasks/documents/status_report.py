@@ -23,6 +23,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import parse_json, rng_and_faker
 from longhorizon.tasks.documents import Sources, find_dates, mentions, person, words_in
+from longhorizon.tasks.phrasing import phrasing_rng, say
 from longhorizon.tasks.registry import register
 
 PROJECTS = ["Atlas", "Beacon", "Cobalt", "Drake", "Ember", "Falcon", "Granite", "Harbor", "Juniper", "Keystone"]
@@ -346,20 +347,53 @@ class ProjectStatusReport(TaskFamily):
             "template": template_path, "tracker": tracker_path, "notes": sorted(p for p in note_files if _slug(sister) not in p),
             "last_report": last_report,
         }
-        risks_ask = (f"Risks: a table (Risk, Owner, Mitigation) with the risks that are still open after the latest "
-                     f"sync. ") if "risks" in head_order else ""
-        next_ask = (f"Next steps: the action items from the latest {project} sync. ") if "next" in head_order else ""
+        w = phrasing_rng(self.name, seed)
+        report_on = report_day.strftime('%A %-d %B')
+        ask = say(w, f"Hi {me}, could you draft the {project} status report for {report_on}?",
+                  f"Hi {me}, the {project} status report for {report_on} needs drafting: could you take it?",
+                  f"{me}, would you draft {report_on}'s {project} status report for me?",
+                  f"Hello {me}, can you put together the draft {project} status report for {report_on}?")
+        start = say(w, f"Please start from the template in {base}/templates/ and save it as {report}.",
+                    f"Start from the template in {base}/templates/, and save the result as {report}.",
+                    f"Save it as {report}, starting from the template you'll find in {base}/templates/.")
+        tracker = say(w, f"The milestones are in the PMO tracker ({tracker_path}); it also tracks {sister}, so only "
+                         f"take our rows: one bullet per milestone with its status and due date.",
+                      f"For the milestones, use the PMO tracker ({tracker_path}). It tracks {sister} as well, so take "
+                      f"only our rows, and write one bullet per milestone giving its status and due date.",
+                      f"Our milestones come from the PMO tracker, {tracker_path} (only our rows: {sister} is in there "
+                      f"too). Each milestone gets one bullet with its status and due date.")
+        lag = say(w, f"Heads-up: the tracker lags behind the weekly syncs (notes in {base}/meetings/).",
+                  f"Be aware that the tracker lags behind the weekly syncs, whose notes are in {base}/meetings/.",
+                  f"One catch: the weekly syncs (notes in {base}/meetings/) are often ahead of the tracker.")
+        rule = say(w, "If a sync recorded a change after the row's Last updated date, go with the sync; if the "
+                      "tracker was updated after the sync, the tracker is right.",
+                   "Where a sync recorded a change after the row's Last updated date, the sync wins; where the "
+                   "tracker was updated after the sync, trust the tracker.",
+                   "So compare dates: a change recorded in a sync after the row's Last updated date beats the "
+                   "tracker, but a tracker row updated after the sync is right as it stands.")
+        risks_ask = say(w, "Risks: a table (Risk, Owner, Mitigation) with the risks that are still open after the "
+                           "latest sync. ",
+                        "Risks: the risks still open after the latest sync, as a table (Risk, Owner, Mitigation). ",
+                        "For Risks, a table with columns Risk, Owner, Mitigation, listing the risks that are still "
+                        "open after the latest sync. ") if "risks" in head_order else ""
+        summary = say(w, "Summary: how many milestones are complete out of the total, and name the delayed ones. ",
+                      "Summary: the number of milestones complete out of the total, plus the names of the delayed "
+                      "ones. ",
+                      "In the Summary, say how many milestones are complete out of the total and name the delayed "
+                      "ones. ")
+        next_ask = say(w, f"Next steps: the action items from the latest {project} sync. ",
+                       f"Next steps: list the action items from the most recent {project} sync. ",
+                       f"Under Next steps, the action items from the latest {project} sync. "
+                       ) if "next" in head_order else ""
+        tidy = say(w, "Remove the bracketed guidance once filled in.",
+                   "Once everything is filled in, remove the bracketed guidance.",
+                   "The bracketed guidance should be gone once it's filled in.")
+        keep = say(w, "Please don't change the tracker, the notes, the template or last week's report.",
+                   "The tracker, the notes, the template and last week's report must stay unchanged.",
+                   "Leave the tracker, the notes, the template and last week's report as they are, please.")
         instruction = (
-            f"Hi {me}, could you draft the {project} status report for {report_day.strftime('%A %-d %B')}? "
-            f"Please start from the template in {base}/templates/ and save it as {report}.\n\n"
-            f"The milestones are in the PMO tracker ({tracker_path}); it also tracks {sister}, so only take our "
-            f"rows: one bullet per milestone with its status and due date. Heads-up: the tracker lags behind the "
-            f"weekly syncs (notes in {base}/meetings/). If a sync recorded a change after the row's Last updated "
-            f"date, go with the sync; if the tracker was updated after the sync, the tracker is right.\n\n"
-            f"{risks_ask}Summary: how many milestones are complete out of the total, and name the delayed ones. "
-            f"{next_ask}Remove the bracketed guidance once filled in.\n\n"
-            f"Please don't change the tracker, the notes, the template or last week's report. "
-            f"Thanks!\n{pm}"
+            f"{ask} {start}\n\n{tracker} {lag} {rule}\n\n{risks_ask}{summary}{next_ask}{tidy}\n\n{keep} "
+            f"{say(w, 'Thanks!', 'Thank you!', 'Many thanks,', 'Cheers,')}\n{pm}"
         )
         brief = level == 1  # straight to the named files: no survey, no read-back
         task = Task(

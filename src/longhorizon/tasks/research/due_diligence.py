@@ -21,6 +21,7 @@ from longhorizon.apps.search.state import create_index
 from longhorizon.apps.sheets.state import workbook_bytes
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     blank,
@@ -397,10 +398,19 @@ class EntityDueDiligence(TaskFamily):
                                 now=stamp(today, "09:00"))
             write_files(root / "workspace", seeded)
 
-        instruction = (
-            f"Hi, it's {me[0].split()[0]}. {counsel[0].split()[0]} from legal mailed me about the {target} "
-            f"diligence and I'm swamped. Could you take care of it? The archive search should have everything."
-        )
+        w = phrasing_rng(self.name, seed)
+        mine, theirs = me[0].split()[0], counsel[0].split()[0]
+        hello = say(w, f"Hi, it's {mine}.", f"{mine} here.", f"Hello, {mine} speaking.", f"Hi! {mine} here.")
+        mailed = say(w, f"{theirs} from legal mailed me about the {target} diligence and I'm swamped.",
+                     f"I'm swamped, and {theirs} from legal has mailed me about the {target} diligence.",
+                     f"{theirs} in legal sent me a mail about the {target} diligence, and I'm completely swamped.",
+                     f"Legal ({theirs}) emailed me about the {target} diligence, but I'm swamped.")
+        ask = say(w, "Could you take care of it?", "Can you handle it for me?", "Would you take it on?",
+                  "Please could you deal with it?")
+        where = say(w, "The archive search should have everything.",
+                    "Everything you need should be in the archive search.",
+                    "You should find it all through the archive search.")
+        instruction = " ".join([hello, mailed, *in_some_order(w, [ask, where])])
 
         # -- the oracle ----------------------------------------------------------------------------
         names = [target, former, subs[0], subs[1], subs[2]] if level == self.levels else [

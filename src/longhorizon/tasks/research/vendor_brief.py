@@ -19,6 +19,7 @@ from longhorizon.apps.search.state import create_index
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import kebab, output_text, rng_and_faker, same_bytes, write_files
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.research import (
     CITIES,
@@ -449,11 +450,24 @@ class VendorResearchBrief(TaskFamily):
             chat.create_chat(root_dir / "state" / "chat.sqlite", H[me], users, channels, messages, now=now)
             write_files(root_dir / "workspace", seeded)
 
-        instruction = (
-            f"Hi, {me.split()[0]} here. {asker.split()[0]} asked me for a research brief on {V} in #vendor-review "
-            f"on chat, and I won't get to it today. Could you do it for me? Everything should be in the document "
-            f"archive. Thanks!"
-        )
+        w = phrasing_rng(self.name, seed)
+        mine, theirs = me.split()[0], asker.split()[0]
+        hello = say(w, f"Hi, {mine} here.", f"Hello, it's {mine}.", f"{mine} here.", f"Hi! It's {mine}.")
+        asked_ = say(w, f"{theirs} asked me for a research brief on {V} in #vendor-review on chat, and I won't get "
+                        f"to it today.",
+                     f"In #vendor-review on chat, {theirs} asked me for a research brief on {V}, but I won't get to "
+                     f"it today.",
+                     f"{theirs} wants a research brief on {V} (they asked me in #vendor-review on chat), and I "
+                     f"won't get to it today.",
+                     f"{theirs} posted in #vendor-review on chat asking me for a research brief on {V}; I can't get "
+                     f"to it today.")
+        ask = say(w, "Could you do it for me?", "Can you take it on for me?", "Would you do it instead?",
+                  "Could you write it for me?")
+        where = say(w, "Everything should be in the document archive.",
+                    "The document archive should have everything.",
+                    "You should find all of it in the document archive.")
+        instruction = " ".join([hello, asked_, *in_some_order(w, [ask, where]),
+                                say(w, "Thanks!", "Thank you!", "Cheers!", "Much appreciated.")])
 
         # -- the oracle ----------------------------------------------------------------------------
         def line(q: dict, value: Any, doc_id: str) -> str:

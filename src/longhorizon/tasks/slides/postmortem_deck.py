@@ -26,6 +26,7 @@ from longhorizon.apps.tickets import state as tickets
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import day_month_year, kebab, parse_json, rng_and_faker
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.documents import (
     Sources,
@@ -408,15 +409,39 @@ class IncidentPostmortemDeck(TaskFamily):
                 comments=comments, links=links, now=now)
             chat.create_chat(root / "state" / "chat.sqlite", H[me], chat_users, channels, msgs, now=now)
 
-        instruction = (
-            f"Hi {first[me]}, could you put together the post-incident review deck for {key} (the {svc[0]} "
-            f"incident on {day_month_year(day)[:-5]}) for Friday's review? Please follow the template in "
-            f"{template}, its slides and the speaker notes on each, and save the deck as {deck}. Everything you "
-            f"need is on the ticket and in the incident's chat channel. Careful: there was a second incident that "
-            f"day, keep its details out. Once it's done, check every slide, leave a comment on {key} with the "
-            f"deck's path and post a short note in #incidents. Please don't change any tickets, the template or "
-            f"the old decks.\n\nThanks, {first[requester]}"
-        )
+        w = phrasing_rng(self.name, seed)
+        when = day_month_year(day)[:-5]
+        ask = say(w, f"Hi {first[me]}, could you put together the post-incident review deck for {key} (the {svc[0]} "
+                     f"incident on {when}) for Friday's review?",
+                  f"Hi {first[me]}, for Friday's review we need the post-incident review deck for {key}, the "
+                  f"{svc[0]} incident on {when}: could you put it together?",
+                  f"{first[me]}, would you build the post-incident review deck for {key} ({svc[0]} incident, "
+                  f"{when}) ahead of Friday's review?",
+                  f"Hello {first[me]}, can you prepare the post-incident review deck for Friday's review? It's for "
+                  f"{key}, the {svc[0]} incident on {when}.")
+        template_ = say(w, f"Please follow the template in {template}, its slides and the speaker notes on each, and "
+                           f"save the deck as {deck}.",
+                        f"Follow the template in {template} (its slides and the speaker notes on each one) and save "
+                        f"the deck as {deck}.",
+                        f"The deck goes in {deck}; build it on the template in {template}, following its slides and "
+                        f"the speaker notes on each.")
+        sources_ = say(w, "Everything you need is on the ticket and in the incident's chat channel.",
+                       "The ticket and the incident's chat channel have everything you need.",
+                       "You'll find all you need on the ticket and in the incident's chat channel.")
+        careful = say(w, "Careful: there was a second incident that day, keep its details out.",
+                      "Watch out: a second incident happened the same day, and none of its details belong in the deck.",
+                      "There was also a second incident that day; be careful to keep its details out.")
+        after = say(w, f"Once it's done, check every slide, leave a comment on {key} with the deck's path and post a "
+                       f"short note in #incidents.",
+                    f"When it's finished, check every slide, then comment on {key} with the deck's path and post a "
+                    f"short note in #incidents.",
+                    f"When the deck is finished, check every slide; after that, leave a comment on {key} giving "
+                    f"the deck's path, and post a short note in #incidents.")
+        keep = say(w, "Please don't change any tickets, the template or the old decks.",
+                   "Leave the tickets, the template and the old decks unchanged, please.",
+                   "No changes to any tickets, the template or the old decks, please.")
+        instruction = " ".join([ask, *in_some_order(w, [template_, sources_]), careful, after, keep]) + (
+            f"\n\n{say(w, 'Thanks,', 'Thank you,', 'Cheers,', 'Many thanks,')} {first[requester]}")
         data = {
             "key": key, "title": inc_title, "date": day.isoformat(), "severity": severity, "ic": ic2,
             "former_ic": ic1, "deck": deck, "template": template, "chan": chan,

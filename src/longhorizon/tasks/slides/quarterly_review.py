@@ -25,6 +25,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import parse_json, rng_and_faker
 from longhorizon.tasks.documents import Sources, find_numbers, last_write_index, mentions, person
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 
 REGIONS = [
@@ -211,20 +212,59 @@ class QuarterlyReviewDeck(TaskFamily):
 
         sources = Sources(make)
         requester = fake.first_name()
+        w = phrasing_rng(self.name, seed)
+        ask = say(w, f"Hi! Could you build the Q{q} {year} business review deck for Thursday?",
+                  f"Hello! I need the Q{q} {year} business review deck for Thursday: could you build it?",
+                  f"Hi, can you put together the Q{q} {year} business review deck? It's for Thursday.",
+                  f"Would you build Thursday's Q{q} {year} business review deck for me?")
+        save = say(w, f"Save it as {deck}, laid out like last quarter's ({prev_deck}).",
+                   f"Lay it out like last quarter's ({prev_deck}) and save it as {deck}.",
+                   f"It should be saved as {deck} and follow the layout of last quarter's deck, {prev_deck}.")
+        slide1 = say(w, f"- Slide 1: title slide \"{title}\" with \"{company}\" as the subtitle.\n",
+                     f"- Slide 1: a title slide, \"{title}\", subtitle \"{company}\".\n",
+                     f"- Slide 1 is the title slide: \"{title}\", with \"{company}\" as its subtitle.\n")
+        regions_ = say(w, f"- Then one slide per sales region, biggest Q{q} revenue first, titled with the region's "
+                          f"name.",
+                       f"- After that, a slide for each sales region, titled with the region's name, ordered by "
+                       f"Q{q} revenue (biggest first).",
+                       f"- Next, one slide per sales region, the region's name as its title, in order of Q{q} "
+                       f"revenue, biggest first.")
+        bullets = say(w, f" Bullets: \"Revenue: $1,234,567 (104% of target)\", \"New customers: 42\", and the "
+                         f"headline highlight from the region's update in notes/Q{q}_{year}/.",
+                      f" Its bullets: \"Revenue: $1,234,567 (104% of target)\", \"New customers: 42\", plus the "
+                      f"headline highlight from that region's update in notes/Q{q}_{year}/.",
+                      f" On each, the bullets \"Revenue: $1,234,567 (104% of target)\" and \"New customers: 42\", "
+                      f"then the headline highlight taken from the region's update in notes/Q{q}_{year}/.")
+        speaker = say(w, " Speaker notes: \"Presenter: <name>\", the person leading the region now.\n",
+                      " Speaker notes: \"Presenter: <name>\", naming whoever leads the region now.\n",
+                      " In the speaker notes, \"Presenter: <name>\" with the region's current lead.\n")
+        last = say(w, "- Last slide: \"Summary\" with the total revenue (and % of target) across the regions, and "
+                      "the top performer, meaning the region with the highest % of target.\n",
+                   "- Last slide: \"Summary\", giving the total revenue across the regions (and its % of target) "
+                   "and the top performer, i.e. the region with the highest % of target.\n",
+                   "- Finish with a \"Summary\" slide: total revenue across the regions with its % of target, and "
+                   "the top performer (the region with the highest % of target).\n") if summary else ""
+        numbers = say(w, f"Numbers come from {workbook}: one sheet per region.",
+                      f"The numbers are in {workbook}, one sheet per region.",
+                      f"Take the numbers from {workbook}, which has one sheet per region.")
+        quarter_only = say(w, f"Use only the Q{q} months, not the previous quarter, and careful with the Total rows some "
+                        f"people added.",
+                     f"Only the Q{q} months count (not the previous quarter), and watch out for the Total rows "
+                     f"some people added.",
+                     f"Leave out the previous quarter's months and use just Q{q}'s; careful too with the Total rows "
+                     f"some people added.")
+        corporate = say(w, "The Corporate sheet isn't a region.", "The Corporate sheet is not a region.",
+                        "Corporate has a sheet but isn't a region.")
+        check = say(w, "Once it's built, please check each slide against the figures.",
+                    "When the deck is built, check each slide against the figures.",
+                    "Please check each slide against the figures once it's done.")
+        keep = say(w, "Don't change the workbook, the notes or last quarter's deck.",
+                   "The workbook, the notes and last quarter's deck stay unchanged.",
+                   "Leave the workbook, the notes and last quarter's deck as they are.")
         instruction = (
-            f"Hi! Could you build the Q{q} {year} business review deck for Thursday? Save it as {deck}, laid out "
-            f"like last quarter's ({prev_deck}).\n\n"
-            f"- Slide 1: title slide \"{title}\" with \"{company}\" as the subtitle.\n"
-            f"- Then one slide per sales region, biggest Q{q} revenue first, titled with the region's name. "
-            f"Bullets: \"Revenue: $1,234,567 (104% of target)\", \"New customers: 42\", and the headline "
-            f"highlight from the region's update in notes/Q{q}_{year}/. Speaker notes: \"Presenter: <name>\", "
-            f"the person leading the region now.\n"
-            + (f"- Last slide: \"Summary\" with the total revenue (and % of target) across the regions, and the top "
-               f"performer, meaning the region with the highest % of target.\n" if summary else "") + "\n"
-            f"Numbers come from {workbook}: one sheet per region. Use only the Q{q} months, not the previous "
-            f"quarter, and careful with the Total rows some people added. The Corporate sheet isn't a region. "
-            f"Once it's built, please check each slide against the figures. Don't change the workbook, the notes "
-            f"or last quarter's deck.\n\nThanks, {requester}"
+            f"{ask} {save}\n\n{slide1}{regions_}{bullets}{speaker}{last}\n"
+            + " ".join([numbers, *in_some_order(w, [quarter_only, corporate]), check, keep])
+            + f"\n\n{say(w, 'Thanks,', 'Thank you,', 'Cheers,')} {requester}"
         )
         data = {
             "deck": deck, "title": title, "company": company, "regions": by_rev, "figures": figures,
