@@ -26,7 +26,6 @@ KNOWN_TEMPLATED = {
     "cancelled_flight_rebooking",
     "contact_list_cleanup",
     "contract_checklist_review",
-    "csv_merge_script",
     "customer_complaint_resolution",
     "customer_payment_matching",
     "department_spend_review",
