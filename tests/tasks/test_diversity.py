@@ -54,7 +54,6 @@ KNOWN_TEMPLATED = {
     "quarterly_kpi_review",
     "quarterly_review_deck",
     "release_readiness_review",
-    "report_rotation_script",
     "restock_purchase_orders",
     "sales_commission_calc",
     "shared_drive_retention",
