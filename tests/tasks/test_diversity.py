@@ -21,7 +21,6 @@ KNOWN_TEMPLATED = {
     # One instruction skeleton (or two near-identical ones) over seeds 0..19, measured when the
     # floor was set (docs/diversity.md). Give a family instruction variants drawn from pools,
     # then remove it here: the test fails until you do.
-    "access_log_incident_timeline",
     "backorder_fulfilment",
     "cancelled_flight_rebooking",
     "contact_list_cleanup",
