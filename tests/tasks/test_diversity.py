@@ -35,7 +35,6 @@ KNOWN_TEMPLATED = {
     "inventory_sheet_cleanup",
     "leaver_offboarding",
     "legacy_catalog_conversion",
-    "log_error_summary",
     "log_first_error",
     "log_last_warning",
     "marketing_csv_exports",
