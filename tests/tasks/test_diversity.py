@@ -34,7 +34,6 @@ KNOWN_TEMPLATED = {
     "incident_postmortem_deck",
     "inventory_sheet_cleanup",
     "leaver_offboarding",
-    "legacy_catalog_conversion",
     "log_first_error",
     "log_last_warning",
     "marketing_csv_exports",
