@@ -29,7 +29,6 @@ KNOWN_TEMPLATED = {
     "customer_payment_matching",
     "department_spend_review",
     "entity_due_diligence",
-    "expense_claim_audit",
     "holiday_week_reschedule",
     "incident_postmortem_deck",
     "inventory_sheet_cleanup",
