@@ -39,7 +39,6 @@ KNOWN_TEMPLATED = {
     "meeting_requests",
     "mfa_account_recovery",
     "mobile_data_troubleshooting",
-    "monthly_expense_report",
     "new_hire_onboarding",
     "new_joiner_faq",
     "offsite_travel_booking",
