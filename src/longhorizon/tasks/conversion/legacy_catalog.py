@@ -19,6 +19,7 @@ from pathlib import Path
 
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     blank,
@@ -289,14 +290,35 @@ class LegacyCatalogConversion(TaskFamily):
             (ws / WORK).mkdir(parents=True)
 
         requester = fake.first_name()
-        instruction = (
-            f"Hi! We're finally moving the product catalogue off the three old systems. Their exports are in "
-            f"{LEGACY}/ (the README there explains each format) and {SPEC} describes exactly what the new "
-            f"catalogue has to look like. Could you build {OUT} and the rejected-rows file the spec asks for? "
-            f"Use {WORK}/ for anything intermediate; please don't modify the exports themselves, and ignore the "
-            f"old/ folder, that's a superseded export. Once the workbook is written, read it back and check it "
-            f"against the spec before you call it done. Thanks, {requester}"
-        )
+        w = phrasing_rng(self.name, seed)
+        context = say(w, "Hi! We're finally moving the product catalogue off the three old systems.",
+                      "Hello, the product catalogue is finally leaving the three old systems.",
+                      "Hi there, we're at last migrating the product catalogue away from the three old systems.")
+        sources = say(w, f"Their exports are in {LEGACY}/ (the README there explains each format) and {SPEC} "
+                         f"describes exactly what the new catalogue has to look like.",
+                      f"{SPEC} describes exactly what the new catalogue has to look like; the three exports are in "
+                      f"{LEGACY}/, and the README there explains each format.",
+                      f"You'll find their exports in {LEGACY}/, with a README explaining each format, and the exact "
+                      f"shape of the new catalogue in {SPEC}.")
+        ask = say(w, f"Could you build {OUT} and the rejected-rows file the spec asks for?",
+                  f"Can you build {OUT}, plus the rejected-rows file the spec asks for?",
+                  f"Please build {OUT} and the rejected-rows file that the spec asks for.")
+        limits = in_some_order(w, [
+            say(w, f"Use {WORK}/ for anything intermediate.", f"Anything intermediate goes in {WORK}/.",
+                f"Keep any intermediate files in {WORK}/."),
+            say(w, "Please don't modify the exports themselves.", "The exports themselves must stay unmodified.",
+                "Leave the exports themselves as they are."),
+            say(w, "Ignore the old/ folder, that's a superseded export.",
+                "The old/ folder holds a superseded export: ignore it.",
+                "Don't use the old/ folder; it's a superseded export."),
+        ])
+        verify = say(w, "Once the workbook is written, read it back and check it against the spec before you call "
+                        "it done.",
+                     "Before you call it done, read the written workbook back and check it against the spec.",
+                     "When the workbook is written, please read it back and verify it against the spec before "
+                     "calling it done.")
+        instruction = " ".join([context, sources, ask, *limits, verify,
+                                say(w, f"Thanks, {requester}", f"Thank you! {requester}", f"Cheers, {requester}")])
 
         # -- oracle ------------------------------------------------------------------------------
         n_north = sum(r["source"] == "north" for r in records)

@@ -23,6 +23,7 @@ from openpyxl import Workbook
 
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.phrasing import phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     Files,
@@ -320,13 +321,27 @@ class TimesheetJsonExport(TaskFamily):
             write_files(root / "workspace", texts)
 
         requester = fake.first_name()
-        instruction = (
-            f"Hi! Payroll needs the hours for {first:%B %Y}. The timesheets are in {folder}/ (people use three "
-            f"different templates, sorry) and the export has to follow {SCHEMA}; {README} has the rules they "
-            f"gave us. Could you produce {export} and the rejected-entries file, and check the export against the "
-            f"schema once it's written? Please leave the timesheets and the payroll reference files as they "
-            f"are. Thanks, {requester}"
-        )
+        w = phrasing_rng(self.name, seed)
+        need = say(w, f"Hi! Payroll needs the hours for {first:%B %Y}.",
+                   f"Hello, Payroll is asking for the {first:%B %Y} hours.",
+                   f"Hi there, the hours for {first:%B %Y} are due to Payroll.")
+        sources = say(w, f"The timesheets are in {folder}/ (people use three different templates, sorry) and the "
+                         f"export has to follow {SCHEMA}; {README} has the rules they gave us.",
+                      f"{README} has the rules Payroll gave us, and the export has to follow {SCHEMA}. The "
+                      f"timesheets themselves are in {folder}/; sorry, people use three different templates.",
+                      f"You'll find the timesheets in {folder}/ (in three different templates, I'm afraid). The "
+                      f"export has to follow {SCHEMA}, and the rules they gave us are in {README}.")
+        ask = say(w, f"Could you produce {export} and the rejected-entries file, and check the export against the "
+                     f"schema once it's written?",
+                  f"Can you produce {export} plus the rejected-entries file? Once the export is written, please "
+                  f"check it against the schema.",
+                  f"Please produce {export} and the rejected-entries file, then verify the export against the "
+                  f"schema once it's written.")
+        keep = say(w, "Please leave the timesheets and the payroll reference files as they are.",
+                   "The timesheets and the payroll reference files must stay as they are.",
+                   "Don't change the timesheets or the payroll reference files.")
+        instruction = " ".join([need, sources, ask, keep,
+                                say(w, f"Thanks, {requester}", f"Thank you! {requester}", f"Cheers, {requester}")])
 
         # -- oracle ------------------------------------------------------------------------------
         def solve(flaw: str | None = None):

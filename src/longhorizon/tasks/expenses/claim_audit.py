@@ -25,6 +25,7 @@ from longhorizon.apps.sheets.state import sheet_values
 from longhorizon.apps.wiki import state as wiki
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     MONTHS,
@@ -426,10 +427,17 @@ elsewhere. Reason codes: DUP, NO-RCPT, LIMIT.
             mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name, messages=inbox,
                                 now=f"{today.isoformat()}T09:00:00")
 
-        instruction = (
-            f"Hi, could you audit the {month_name} expense claims batch? {controller.first}'s mail this morning "
-            f"has the details. Today is {long_date(today)}."
-        )
+        w = phrasing_rng(self.name, seed)
+        ask = say(w, f"Hi, could you audit the {month_name} expense claims batch?",
+                  f"Hello, can you take care of auditing the {month_name} expense claims batch?",
+                  f"Hi there, the {month_name} expense claims batch needs auditing; could you do it?",
+                  f"Could you please audit the {month_name} batch of expense claims?")
+        details = say(w, f"{controller.first}'s mail this morning has the details.",
+                      f"The details are in {controller.first}'s mail from this morning.",
+                      f"{controller.first} sent the details by mail this morning.")
+        today_is = say(w, f"Today is {long_date(today)}.", f"For reference, today is {long_date(today)}.",
+                       f"(Today's date: {long_date(today)}.)")
+        instruction = " ".join([ask, *in_some_order(w, [details, today_is])])
 
         rejected = [c for c in open_claims if c.code]
         by_emp: dict[str, list[Claim]] = {}

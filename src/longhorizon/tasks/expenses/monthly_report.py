@@ -24,6 +24,7 @@ from longhorizon.apps.mail.state import parse_address
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.analytics import mentions_number
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     MONTHS,
@@ -429,11 +430,22 @@ class MonthlyExpenseReport(TaskFamily):
             mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name, messages=inbox,
                                 now=at(today, 9, 0))
 
-        instruction = (
-            f"Finance chased me for my {month_name} expense report. Could you put it together from my card "
-            f"statement and the receipts in the workspace and send it off as they asked? Their mail has the format; "
-            f"please don't edit the statement, the receipts or the policy files."
-        )
+        w = phrasing_rng(self.name, seed)
+        chased = say(w, f"Finance chased me for my {month_name} expense report.",
+                     f"Finance has been chasing me for my {month_name} expense report.",
+                     f"Finance has been after me for my {month_name} expense report.")
+        ask = say(w, "Could you put it together from my card statement and the receipts in the workspace and send it "
+                     "off as they asked?",
+                  "Can you build it from my card statement and the receipts in the workspace, then send it off the "
+                  "way they asked?",
+                  "Please put it together from the card statement and receipts in my workspace and send it off as "
+                  "they asked.")
+        fmt = say(w, "Their mail has the format.", "The format is in their mail.",
+                  "They gave the format in their mail.")
+        keep = say(w, "Please don't edit the statement, the receipts or the policy files.",
+                   "The statement, the receipts and the policy files must stay unedited.",
+                   "Leave the statement, the receipts and the policy files as they are.")
+        instruction = " ".join([chased, ask, *in_some_order(w, [fmt, keep])])
 
         reimbursable: dict[str, float] = {}
         for ln in lines:

@@ -23,6 +23,7 @@ from pathlib import Path
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import norm_path, output_bytes, output_text, rng_and_faker, sha256, write_files
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 
 SUMMARY = "reports/error_summary.csv"
@@ -375,19 +376,52 @@ class LogErrorSummary(TaskFamily):
             write_files(root / "workspace", {rel: files[rel] for rel in order})
 
         weekday = day.strftime("%A")
-        instruction = (
-            f"Hi! Could you put together an error summary for {weekday} {day.day} {day:%B %Y} "
-            f"({day.isoformat()})? The service logs are in logs/; some of them were rotated during the "
-            f"day, so the older part sits next to them as a .gz file. I need {SUMMARY} with one row per "
-            f"service and the columns service, error_count, top_error: how many ERROR entries the service "
-            f"logged on that date, and its most frequent error message (just the message text of the "
-            f"ERROR line, without timestamp, level, service tag or request id). Stack traces belong to the "
-            f"entry above them and don't count separately. Also put every request id that had 3 or more "
-            f"ERROR entries that day, across all services, into {REPEATS}, one id per line. Please don't "
-            f"change anything in logs/ (the on-call team reads those) and don't leave scratch files in the "
-            f"workspace, just the two reports. Once the CSV is written, read it back to make sure it came "
-            f"out right. Thanks! {colleague}"
-        )
+        when = f"{weekday} {day.day} {day:%B %Y} ({day.isoformat()})"
+        w = phrasing_rng(self.name, seed)
+        ask = say(w, f"Hi! Could you put together an error summary for {when}?",
+                  f"Hello, I need an error summary for {when}; could you put it together?",
+                  f"Hi there, can you write up an error summary for {when}?")
+        logs = say(w, "The service logs are in logs/; some of them were rotated during the day, so the older part "
+                      "sits next to them as a .gz file.",
+                   "You'll find the service logs in logs/. Some were rotated during the day, which means the older "
+                   "part of those sits next to them as a .gz file.",
+                   "Some of the service logs in logs/ were rotated during the day: their older part sits next to "
+                   "them as a .gz file.")
+        columns = say(w, f"I need {SUMMARY} with one row per service and the columns service, error_count, "
+                         f"top_error: how many ERROR entries the service logged on that date, and its most frequent "
+                         f"error message (just the message text of the ERROR line, without timestamp, level, service "
+                         f"tag or request id).",
+                      f"The summary goes in {SUMMARY}: one row per service, with the columns service, error_count, "
+                      f"top_error. error_count is how many ERROR entries the service logged on that date; top_error "
+                      f"is its most frequent error message, just the message text of the ERROR line (no timestamp, "
+                      f"level, service tag or request id).",
+                      f"Please write {SUMMARY} with the columns service, error_count, top_error and one row per "
+                      f"service, giving the number of ERROR entries the service logged on that date and its most "
+                      f"frequent error message (only the message text of the ERROR line: leave out the timestamp, "
+                      f"level, service tag and request id).")
+        traces = say(w, "Stack traces belong to the entry above them and don't count separately.",
+                     "A stack trace is part of the entry above it and doesn't count on its own.",
+                     "Don't count stack traces separately: they belong to the entry above them.")
+        repeat_list = say(
+            w, f"Also put every request id that had 3 or more ERROR entries that day, across all services, into "
+               f"{REPEATS}, one id per line.",
+            f"Then, in {REPEATS}, list one per line every request id with 3 or more ERROR entries that day, counted "
+            f"across all services.",
+            f"{REPEATS} should hold every request id that had 3 or more ERROR entries that day across all services, "
+            f"one id per line.")
+        limits = in_some_order(w, [
+            say(w, "Please don't change anything in logs/ (the on-call team reads those).",
+                "The on-call team reads logs/, so leave everything in it unchanged.",
+                "Nothing in logs/ may change: the on-call team reads those."),
+            say(w, "Don't leave scratch files in the workspace, just the two reports.",
+                "Apart from the two reports, leave no scratch files in the workspace.",
+                "The workspace should end up with just the two reports, no scratch files."),
+        ])
+        verify = say(w, "Once the CSV is written, read it back to make sure it came out right.",
+                     "When the CSV is written, please read it back and check it came out right.",
+                     "After writing the CSV, read it back to confirm it came out right.")
+        instruction = " ".join([ask, logs, columns, traces, repeat_list, *limits, verify,
+                                say(w, f"Thanks! {colleague}", f"Thank you, {colleague}", f"Cheers, {colleague}")])
 
         # -- the expert's workflow, and its deliberately flawed variants ---------------------------
         all_logs = "{ zcat logs/*.gz; cat logs/*.log; }"

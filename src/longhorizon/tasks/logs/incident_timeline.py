@@ -34,6 +34,7 @@ from longhorizon.tasks.common import (
     shell_may_write,
     write_files,
 )
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 
 NGINX = "logs/nginx"
@@ -253,13 +254,29 @@ class AccessLogIncidentTimeline(TaskFamily):
         def build(root: Path) -> None:
             write_files(root / "workspace", {rel: files[rel] for rel in order})
 
-        instruction = (
-            f"Hi, could you put together the timeline for INC-{inc_no}? Everything the postmortem needs is "
-            f"described in {inc_dir}/ticket.md; the frontends' access logs are under {NGINX}/ and the deploy log "
-            f"is logs/deploys.log. Please don't modify any of the logs, and leave nothing in the workspace apart "
-            f"from the two files the ticket asks for. When they're written, read both back to make sure they say "
-            f"what you meant. Thanks, {fake.first_name()}"
-        )
+        signer = fake.first_name()
+        w = phrasing_rng(self.name, seed)
+        ask = say(w, f"Hi, could you put together the timeline for INC-{inc_no}?",
+                  f"Hello, can you build the timeline for INC-{inc_no}?",
+                  f"Hi there, INC-{inc_no} needs its timeline put together; could you do it?")
+        where = say(w, f"Everything the postmortem needs is described in {inc_dir}/ticket.md; the frontends' access "
+                       f"logs are under {NGINX}/ and the deploy log is logs/deploys.log.",
+                    f"{inc_dir}/ticket.md describes everything the postmortem needs. The access logs of the frontends "
+                    f"sit under {NGINX}/, and the deploy log is logs/deploys.log.",
+                    f"You'll find the frontends' access logs under {NGINX}/ and the deploy log in logs/deploys.log; "
+                    f"what the postmortem needs is all described in {inc_dir}/ticket.md.")
+        limits = in_some_order(w, [
+            say(w, "Please don't modify any of the logs.", "The logs must stay exactly as they are.",
+                "Leave every log unmodified."),
+            say(w, "Leave nothing in the workspace apart from the two files the ticket asks for.",
+                "Apart from the two files the ticket asks for, leave nothing new in the workspace.",
+                "Don't leave anything in the workspace except the two files the ticket asks for."),
+        ])
+        verify = say(w, "When they're written, read both back to make sure they say what you meant.",
+                     "Once both files are written, read them back and check they say what you meant.",
+                     "After writing them, please read both back to confirm they say what you intended.")
+        instruction = " ".join([ask, where, *limits, verify,
+                                say(w, f"Thanks, {signer}", f"Thank you! {signer}", f"Cheers, {signer}")])
 
         # -- oracle ---------------------------------------------------------------------------------
         survey = level > 1  # one frontend's log needs no survey and no cross-checks

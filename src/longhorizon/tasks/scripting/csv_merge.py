@@ -30,6 +30,7 @@ from pathlib import Path
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import norm_path, rng_and_faker, write_files, written_paths
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.scripting import ScratchRuns, run_sandboxed_sync, snapshot
 
@@ -506,13 +507,35 @@ class CsvMergeScript(TaskFamily):
         shop_list = ", ".join(stores[:-1]) + f" and {stores[-1]}" if len(stores) > 1 else stores[0]
         shops, these = ("shops", f"these {['two', 'three'][len(stores) - 2]} folders") if len(stores) > 1 \
             else ("shop", "this folder")
-        instruction = (
-            f"Hi! Finance asked for the script in {request}. Could you write it as {SCRIPT} and then run it for "
-            f"the {shop_list} {shops}: input exports/<shop>/daily, output reports/<shop>? They'll put it in cron "
-            f"for the other shops afterwards, so it needs to follow the request exactly, not just work for "
-            f"{these}. Please check the outputs once it has run. If you want to try it first, use a copy "
-            f"under /tmp, don't leave test files in the workspace, and don't touch the exports. Thanks, {requester}"
-        )
+        w = phrasing_rng(self.name, seed)
+        opener = say(w, "Hi!", "Hello,", "Hi there,")
+        ask = say(w, f"Finance asked for the script in {request}. Could you write it as {SCRIPT} and then run it for "
+                     f"the {shop_list} {shops}: input exports/<shop>/daily, output reports/<shop>?",
+                  f"Could you write the script Finance asked for in {request}? Save it as {SCRIPT}, then run it for "
+                  f"the {shop_list} {shops} (input exports/<shop>/daily, output reports/<shop>).",
+                  f"{request} is a request from Finance for a script. Please write it as {SCRIPT} and run it for the "
+                  f"{shop_list} {shops}, reading exports/<shop>/daily and writing to reports/<shop>.",
+                  f"Finance needs the script described in {request}: please put it in {SCRIPT} and run it for the "
+                  f"{shop_list} {shops}, with exports/<shop>/daily as input and reports/<shop> as output.")
+        why = say(w, f"They'll put it in cron for the other shops afterwards, so it needs to follow the request "
+                     f"exactly, not just work for {these}.",
+                  f"Afterwards they'll run it from cron for the other shops too, which means it has to follow the "
+                  f"request exactly rather than just work for {these}.",
+                  f"It must follow the request exactly, not merely work for {these}: they'll put it in cron for the "
+                  f"other shops afterwards.")
+        check = say(w, "Please check the outputs once it has run.",
+                    "Once it has run, check the outputs, please.",
+                    "When it has run, please check what it wrote.")
+        limits = in_some_order(w, [
+            say(w, "If you want to try it first, use a copy under /tmp and don't leave test files in the workspace.",
+                "Any trial run goes on a copy under /tmp, and no test files should be left in the workspace.",
+                "Should you want a trial run first, do it on a copy under /tmp; don't leave test files in the "
+                "workspace."),
+            say(w, "Don't touch the exports.", "Leave the exports as they are.",
+                "The exports themselves must not be changed."),
+        ])
+        instruction = " ".join([opener, ask, why, check, *limits,
+                                say(w, f"Thanks, {requester}", f"Thank you! {requester}", f"Cheers, {requester}")])
 
         # -- oracle ------------------------------------------------------------------------------
         brief = level == 1  # one shop: no export opened one by one, no trial run on a copy

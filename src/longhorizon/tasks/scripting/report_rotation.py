@@ -26,6 +26,7 @@ from pathlib import Path
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import rng_and_faker, write_files, written_paths
+from longhorizon.tasks.phrasing import phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.scripting import ScratchRuns, Tree, run_sandboxed_sync, snapshot
 
@@ -530,15 +531,30 @@ class ReportRotationScript(TaskFamily):
                     (base / rel).write_bytes(data)
 
         team_list = ", ".join(teams[:-1]) + f" and {teams[-1]}" if len(teams) > 1 else teams[0]
-        instruction = (
-            f"Hi, could you pick up OPS-{ticket_no} for me? The ticket is in {ticket}. Please write the "
-            f"script it asks for as {SCRIPT}, then run it once on each team's reports folder (shared/<team>/"
-            f"reports for {team_list}) with {today.isoformat()} as today's date, so the folders start from a "
-            f"clean state before cron takes over. The platform team will reuse the script on other folders, "
-            f"so it has to do exactly what the ticket says, not just what these folders happen to need. If "
-            f"you want to try it out first, do that on a copy under /tmp, not in the workspace. Thanks! "
-            f"{requester}"
-        )
+        w = phrasing_rng(self.name, seed)
+        pick = say(w, f"Hi, could you pick up OPS-{ticket_no} for me? The ticket is in {ticket}.",
+                   f"Hello, can you take OPS-{ticket_no} off my hands? You'll find the ticket in {ticket}.",
+                   f"Hi there, I'd like you to handle OPS-{ticket_no}; the ticket is at {ticket}.")
+        ask = say(w, f"Please write the script it asks for as {SCRIPT}, then run it once on each team's reports "
+                     f"folder (shared/<team>/reports for {team_list}) with {today.isoformat()} as today's date, so "
+                     f"the folders start from a clean state before cron takes over.",
+                  f"It asks for a script: please write it as {SCRIPT}, and then, so that the folders start clean "
+                  f"before cron takes over, run it once on each team's reports folder (shared/<team>/reports for "
+                  f"{team_list}) using {today.isoformat()} as today's date.",
+                  f"Write the script the ticket describes as {SCRIPT}. Then run it one time on every team's reports "
+                  f"folder, shared/<team>/reports for {team_list}, with today's date set to {today.isoformat()}: "
+                  f"the folders should start from a clean state before cron takes over.")
+        reuse = say(w, "The platform team will reuse the script on other folders, so it has to do exactly what the "
+                       "ticket says, not just what these folders happen to need.",
+                    "Because the platform team will reuse it on other folders, the script must do exactly what the "
+                    "ticket says rather than just what these folders happen to need.",
+                    "It has to do exactly what the ticket says, not just what these particular folders need: the "
+                    "platform team will reuse the script on other folders.")
+        trial = say(w, "If you want to try it out first, do that on a copy under /tmp, not in the workspace.",
+                    "Any trial run should happen on a copy under /tmp, not in the workspace.",
+                    "Should you want to test it first, use a copy under /tmp rather than the workspace.")
+        instruction = " ".join([pick, ask, reuse, trial,
+                                say(w, f"Thanks! {requester}", f"Thank you, {requester}", f"Cheers, {requester}")])
 
         # -- oracle ------------------------------------------------------------------------------
         brief = level == 1  # one folder: no survey beyond its settings, no trial runs on copies
