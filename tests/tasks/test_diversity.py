@@ -48,7 +48,6 @@ KNOWN_TEMPLATED = {
     "new_hire_onboarding",
     "new_joiner_faq",
     "offsite_travel_booking",
-    "pipeline_hygiene",
     "policy_document_redline",
     "project_status_report",
     "pulse_survey_results",
