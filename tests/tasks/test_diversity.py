@@ -65,7 +65,6 @@ KNOWN_TEMPLATED = {
     "supplier_quote_selection",
     "team_backlog_digest",
     "timesheet_json_export",
-    "trade_show_leads",
     "training_feedback_rollup",
     "vendor_research_brief",
     "weekly_sales_report",
