@@ -50,7 +50,6 @@ KNOWN_TEMPLATED = {
     "offsite_travel_booking",
     "policy_document_redline",
     "project_status_report",
-    "pulse_survey_results",
     "quarterly_kpi_review",
     "quarterly_review_deck",
     "release_readiness_review",
