@@ -64,7 +64,6 @@ KNOWN_TEMPLATED = {
     "supplier_quote_selection",
     "team_backlog_digest",
     "timesheet_json_export",
-    "training_feedback_rollup",
     "vendor_research_brief",
     "weekly_sales_report",
     "wiki_chat_reconcile",
