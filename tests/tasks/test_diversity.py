@@ -52,7 +52,6 @@ KNOWN_TEMPLATED = {
     "project_status_report",
     "quarterly_kpi_review",
     "quarterly_review_deck",
-    "release_readiness_review",
     "report_rotation_script",
     "restock_purchase_orders",
     "sales_commission_calc",
