@@ -57,7 +57,6 @@ KNOWN_TEMPLATED = {
     "sales_commission_calc",
     "shared_drive_retention",
     "shared_inbox_routing",
-    "sprint_planning",
     "supplier_invoice_reconciliation",
     "supplier_quote_selection",
     "team_backlog_digest",
