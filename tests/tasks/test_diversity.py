@@ -23,13 +23,6 @@ KNOWN_TEMPLATED = {
     # then remove it here: the test fails until you do.
     "log_first_error",
     "log_last_warning",
-    "pipeline_hygiene",
-    "pulse_survey_results",
-    "release_readiness_review",
-    "sla_breach_escalation",
-    "sprint_planning",
-    "trade_show_leads",
-    "training_feedback_rollup",
 }
 
 

@@ -20,6 +20,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import MONTHS, People, company, mails_sent, names_word, norm, rng_and_faker, slug
 from longhorizon.tasks.crm import INDUSTRIES, TITLES, new_phone
+from longhorizon.tasks.phrasing import phrasing_rng, say
 from longhorizon.tasks.registry import register
 
 PRODUCTS = ["Fleet Tracker", "Analytics Suite", "Inventory Module", "Service Desk", "Payroll Cloud",
@@ -287,11 +288,20 @@ class PipelineHygiene(TaskFamily):
         pair_ids = {c["id"] for pair in pairs for c in pair}
         seeded_contacts = {c["id"]: c for c in contacts}
 
-        instruction = (
-            f"{manager.first} sent me the quarter-start pipeline clean-up rules this morning. Can you do it "
-            f"in the CRM for me and reply to {manager.first} when it's done? The order forms should be in my "
-            f"inbox too."
-        )
+        w = phrasing_rng(self.name, seed)
+        m = manager.first
+        rules_said = say(w, f"{m} sent me the quarter-start pipeline clean-up rules this morning.",
+                         f"This morning {m} mailed me the rules for the quarter-start pipeline clean-up.",
+                         f"The quarter-start pipeline clean-up rules came in from {m} this morning.",
+                         f"I got {m}'s rules for the quarter-start pipeline clean-up this morning.")
+        ask = say(w, f"Can you do it in the CRM for me and reply to {m} when it's done?",
+                  f"Could you carry them out in the CRM and then reply to {m} once it's done?",
+                  f"Please work through them in the CRM for me, and when it's finished, reply to {m}.",
+                  f"Would you do the clean-up in the CRM and reply to {m} when you're through?")
+        forms = say(w, "The order forms should be in my inbox too.",
+                    "You should find the order forms in my inbox as well.",
+                    "The order forms ought to be in my inbox too.")
+        instruction = " ".join([rules_said, ask, forms])
 
         def script(flaw: str | None = None):
             def run():

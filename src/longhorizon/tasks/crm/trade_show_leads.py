@@ -20,6 +20,7 @@ from pathlib import Path
 from longhorizon.apps.crm import state as crm
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.phrasing import phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     People,
@@ -262,18 +263,53 @@ class TradeShowLeads(TaskFamily):
         dnc_emails = {dnc_known["email"], blocked.email}
 
         days_text = f"{long_date(show_days[0])} to {long_date(show_days[-1])}"
-        instruction = (
-            f"Hi! I'm back from {show} ({days_text}) and the badge scans are in the events folder. Could you get "
-            f"them into the CRM? For people who are already in there, update their title and phone number from "
-            f"the scan. Everyone else gets added as a new contact under their company's account. Match people by "
-            f"email address, not by name (the scanner mangles names), and match companies by the email's domain: "
-            f"the company column is whatever people typed into the kiosk. If a company isn't in the CRM at all, "
-            f"create it as a Prospect account owned by {rep.name}, who is covering new logos. Then log a meeting "
-            f"on each person's record, dated the day we scanned them, with \"{show}\" in the subject and the notes "
-            f"from the scan as the body. One meeting per person: the scanner sometimes reads a badge twice. And "
-            f"please check compliance's do-not-contact list first: anyone on it, or from a domain on it, must not "
-            f"be added, updated or have anything logged. Thanks! {me.first}"
-        )
+        w = phrasing_rng(self.name, seed)
+        q_show = f"\"{show}\""
+        situation = say(w, f"I'm back from {show} ({days_text}) and the badge scans are in the events folder.",
+                        f"{show} ({days_text}) is over, and the badge scans from it are in the events folder.",
+                        f"The badge scans from {show} ({days_text}) are in the events folder now that I'm back.")
+        ask = say(w, "Could you get them into the CRM?", "Can you put them into the CRM?",
+                  "I need them in the CRM, please.")
+        known = say(w, "For people who are already in there, update their title and phone number from the scan.",
+                    "Anyone who's already in the CRM just gets their title and phone number updated from the scan.",
+                    "Where someone is already in the CRM, take their title and phone number from the scan and update "
+                    "the record.")
+        others = say(w, "Everyone else gets added as a new contact under their company's account.",
+                     "Everybody else should be added as a new contact under their company's account.",
+                     "Add the rest as new contacts, each under their company's account.")
+        matching = say(w, "Match people by email address, not by name (the scanner mangles names), and match companies "
+                          "by the email's domain: the company column is whatever people typed into the kiosk.",
+                       "The scanner mangles names, so match people by email address rather than by name; and since the "
+                       "company column is whatever people typed into the kiosk, match companies by the email's domain.",
+                       "To find people, go by email address and not by name (the scanner mangles names). To find "
+                       "companies, go by the email's domain: the company column is just whatever people typed into "
+                       "the kiosk.")
+        new_co = say(w, f"If a company isn't in the CRM at all, create it as a Prospect account owned by {rep.name}, "
+                        f"who is covering new logos.",
+                     f"{rep.name} is covering new logos, so any company that isn't in the CRM at all should be created "
+                     f"as a Prospect account owned by {rep.name}.",
+                     f"Companies that aren't in the CRM at all get created as Prospect accounts owned by {rep.name} "
+                     f"(who is covering new logos).")
+        meeting = say(w, f"Then log a meeting on each person's record, dated the day we scanned them, with {q_show} in "
+                         f"the subject and the notes from the scan as the body.",
+                      f"After that, each person's record gets a meeting logged on it: dated the day we scanned them, "
+                      f"{q_show} in the subject, and the scan's notes as the body.",
+                      f"Once they're in, log a meeting on every person's record with {q_show} in the subject, the "
+                      f"notes from the scan as its body, and the date set to the day we scanned them.")
+        once = say(w, "One meeting per person: the scanner sometimes reads a badge twice.",
+                   "The scanner sometimes reads a badge twice, so make it one meeting per person.",
+                   "Only one meeting per person, though: sometimes the scanner reads a badge twice.")
+        dnc = say(w, "And please check compliance's do-not-contact list first: anyone on it, or from a domain on it, "
+                     "must not be added, updated or have anything logged.",
+                  "Please check compliance's do-not-contact list before anything else: nobody on it, and nobody from "
+                  "a domain on it, may be added, updated or have anything logged.",
+                  "Before you start, check compliance's do-not-contact list: people on it, or from a domain on it, "
+                  "must not be added or updated, and nothing may be logged for them.")
+        body = [known, others, matching, new_co, meeting, once, dnc]
+        if w.random() < 0.5:  # the do-not-contact rule may come up front
+            body = [dnc, *body[:-1]]
+        instruction = " ".join([say(w, "Hi!", "Hello!", "Hi there,"), situation, ask, *body,
+                                f"{say(w, 'Thanks!', 'Thank you!', 'Many thanks!')} {me.first}"])
 
         def script(flaw: str | None = None):
             def run():

@@ -23,6 +23,7 @@ from openpyxl import Workbook
 from longhorizon.apps.mail import state as mail
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.phrasing import phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     Files,
@@ -489,11 +490,24 @@ class PulseSurveyResults(TaskFamily):
             write_files(root / "workspace", text_files)
             mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name, messages=inbox, now=now)
 
-        instruction = (
-            f"{requester.first} mailed me this morning asking for the {qname} pulse survey results. Could you "
-            f"take care of it? The details are in that mail, the response files are under surveys/, and check "
-            f"my inbox for anything else about the exports. Please don't change the response files."
-        )
+        w = phrasing_rng(self.name, seed)
+        r = requester.first
+        asked = say(w, f"{r} mailed me this morning asking for the {qname} pulse survey results.",
+                    f"This morning {r} sent me a mail asking for the {qname} pulse survey results.",
+                    f"I had a mail from {r} this morning: they want the {qname} pulse survey results.",
+                    f"{r} is after the {qname} pulse survey results (their mail came in this morning).")
+        ask = say(w, "Could you take care of it?", "Can you handle that for me?", "Would you take that on?")
+        where = say(w, "The details are in that mail, the response files are under surveys/, and check my inbox "
+                       "for anything else about the exports.",
+                    "That mail has the details and the response files are under surveys/; also check my inbox for "
+                    "anything else about the exports.",
+                    "You'll find the details in the mail and the response files under surveys/. Please check my inbox "
+                    "too, for anything else about the exports.",
+                    "The response files live under surveys/ and the details are in that mail. Do check my inbox for "
+                    "anything else about the exports as well.")
+        keep = say(w, "Please don't change the response files.", "Leave the response files as they are, please.",
+                   "The response files themselves must stay unchanged.")
+        instruction = " ".join([asked, ask, where, keep])
 
         top3 = [t for t, _ in truth["themes"][:3]]
         overall_nps = truth["nps"][ALL][4]

@@ -25,6 +25,7 @@ from openpyxl import Workbook
 from longhorizon.apps.mail import state as mail
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     Files,
@@ -416,12 +417,23 @@ class TrainingFeedbackRollup(TaskFamily):
             write_files(root / "workspace", text_files)
             mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name, messages=inbox, now=now)
 
-        instruction = (
-            f"{lead.first} mailed me asking for the {qname} training feedback roll-up; could you do it? The "
-            f"rules are in that mail and the files are under {folder}/. The trainers sometimes send notes about "
-            "their exports, so check my inbox for those too. Please don't change the exports or the attendance "
-            "workbook."
-        )
+        w = phrasing_rng(self.name, seed)
+        asked = say(w, f"{lead.first} mailed me asking for the {qname} training feedback roll-up; could you do it?",
+                    f"Could you do the {qname} training feedback roll-up? {lead.first} mailed me asking for it.",
+                    f"{lead.first} wants the {qname} training feedback roll-up (they mailed me about it). Can you "
+                    f"take it on?",
+                    f"I've had a mail from {lead.first} asking for the {qname} training feedback roll-up. Would you "
+                    f"do it for me?")
+        where = say(w, f"The rules are in that mail and the files are under {folder}/.",
+                    f"That mail has the rules, and the files are under {folder}/.",
+                    f"You'll find the files under {folder}/; the rules are in the mail.")
+        notes = say(w, "The trainers sometimes send notes about their exports, so check my inbox for those too.",
+                    "Check my inbox as well: the trainers sometimes send notes about their exports.",
+                    "Since trainers sometimes mail notes about their exports, please check my inbox for those too.")
+        keep = say(w, "Please don't change the exports or the attendance workbook.",
+                   "Leave the exports and the attendance workbook unchanged, please.",
+                   "The exports and the attendance workbook must stay as they are.")
+        instruction = " ".join([asked, where, *in_some_order(w, [notes, keep])])
         data = {
             "quarter": qname, "out": out, "lead": lead.email, "order": order, "best": best, "worst": worst,
             "truth": truth, "attendance": attendance_path, "cancelled_course": cancel_course,

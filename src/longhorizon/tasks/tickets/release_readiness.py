@@ -22,6 +22,7 @@ from longhorizon.apps.tickets import state as tix
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import People, company, day_month, norm, rng_and_faker, slug
+from longhorizon.tasks import phrasing
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.tickets import mentions_key
 
@@ -295,10 +296,18 @@ class ReleaseReadinessReview(TaskFamily):
                 {"name": "random", "topic": "Anything goes"},
             ], chat_msgs, now=now.isoformat())
 
-        instruction = (
-            f"{rm['first']} asked me to run the {cur} readiness review this morning; the details are in "
-            f"#{chan_cur}. Could you do it for me? Today's stand-up is in #standup."
-        )
+        w = phrasing.phrasing_rng(self.name, seed)
+        r, ch = rm["first"], f"#{chan_cur}"
+        asked = phrasing.say(
+            w, f"{r} asked me to run the {cur} readiness review this morning; the details are in {ch}.",
+            f"This morning {r} asked me to run the {cur} readiness review. The details are in {ch}.",
+            f"The {cur} readiness review is on me today: {r} asked for it this morning, and the details are in {ch}.",
+            f"{r} wants the {cur} readiness review run (asked this morning); you'll find the details in {ch}.")
+        ask = phrasing.say(w, "Could you do it for me?", "Can you run the review for me?",
+                           "Would you take care of it?", "Please could you do it?")
+        standup = phrasing.say(w, "Today's stand-up is in #standup.", "#standup has today's stand-up.",
+                               "You'll find today's stand-up in #standup.")
+        instruction = " ".join([asked, ask, standup])
 
         # oracle ---------------------------------------------------------------------------------------
         def script(flaw: str | None = None):

@@ -24,6 +24,7 @@ from longhorizon.apps.wiki import state as wiki
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import People, company, long_date, mentions_time, norm, rng_and_faker, slug
+from longhorizon.tasks.phrasing import phrasing_rng, say
 from longhorizon.tasks.registry import register
 
 TEAMS = {
@@ -380,12 +381,25 @@ class SlaBreachEscalation(TaskFamily):
                 tickets=seed_tickets, comments=seed_comments)
             wiki.create_wiki(root / "state" / "wiki.sqlite", pages, user=me["username"], now=now.isoformat())
 
-        instruction = (
-            f"Can you do the SLA sweep of the support queue? Take it as of 14:00 today ({long_date(today)}). "
-            f"Everything is on the wiki: the SLA, the escalation steps, the customer tiers and the on-call rota. "
-            f"Escalate what's breached or at risk exactly as the procedure says and don't touch anything else. "
-            f"Thanks, {head['first']}"
-        )
+        w = phrasing_rng(self.name, seed)
+        day = long_date(today)
+        ask = say(w, f"Can you do the SLA sweep of the support queue? Take it as of 14:00 today ({day}).",
+                  f"Could you run the SLA sweep of the support queue, as of 14:00 today ({day})?",
+                  f"The support queue needs its SLA sweep, taken as of 14:00 today ({day}). Can you do it?",
+                  f"Please do the SLA sweep of the support queue for me. Take it as of 14:00 today ({day}).")
+        wiki_said = say(w, "Everything is on the wiki: the SLA, the escalation steps, the customer tiers and the "
+                           "on-call rota.",
+                        "The SLA, the escalation steps, the customer tiers and the on-call rota are all on the wiki.",
+                        "You'll find everything on the wiki: the SLA, the escalation steps, the customer tiers and "
+                        "the on-call rota.")
+        rule = say(w, "Escalate what's breached or at risk exactly as the procedure says and don't touch anything "
+                      "else.",
+                   "Whatever is breached or at risk gets escalated exactly as the procedure says; don't touch anything "
+                   "else.",
+                   "Follow the procedure exactly to escalate everything that's breached or at risk, and leave "
+                   "everything else untouched.")
+        instruction = " ".join([ask, wiki_said, rule,
+                                f"{say(w, 'Thanks,', 'Thank you,', 'Cheers,')} {head['first']}"])
 
         # oracle ---------------------------------------------------------------------------------------
         def fmt(dt: datetime) -> str:

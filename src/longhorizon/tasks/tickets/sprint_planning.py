@@ -21,6 +21,7 @@ from longhorizon.apps.tickets import state as tix
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import People, company, long_date, norm, rng_and_faker, slug
+from longhorizon.tasks.phrasing import phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.tickets import created_key, mentions_key
 
@@ -282,10 +283,18 @@ class SprintPlanning(TaskFamily):
                              "estimate": t.get("estimate")} for t in tickets}
         touched = {t["key"] for t in carry} | ({reused_ticket["key"]} if reused_ticket else set())
 
-        instruction = (
-            f"{pm.first} mailed me the plan for {nxt} last night. Could you set the sprint up in the tracker "
-            f"exactly as the mail says? I'm in workshops all morning. Thanks!"
-        )
+        w = phrasing_rng(self.name, seed)
+        plan = say(w, f"{pm.first} mailed me the plan for {nxt} last night.",
+                   f"Last night {pm.first} sent me the plan for {nxt} by mail.",
+                   f"The plan for {nxt} came in from {pm.first} last night, by mail.",
+                   f"I got {pm.first}'s mail with the plan for {nxt} last night.")
+        ask = say(w, "Could you set the sprint up in the tracker exactly as the mail says?",
+                  "Can you set up the sprint in the tracker exactly the way the mail says?",
+                  "Please set the sprint up in the tracker, exactly as the mail describes it.",
+                  "Would you get the sprint set up in the tracker exactly as that mail says?")
+        away = say(w, "I'm in workshops all morning.", "I'll be in workshops all morning.",
+                   "Workshops keep me busy all morning.")
+        instruction = " ".join([plan, ask, away, say(w, "Thanks!", "Thank you!", "Cheers!")])
 
         def script(flaw: str | None = None):
             def run():
