@@ -14,13 +14,15 @@ import pytest
 from longhorizon.tasks.diversity import DIVERSITY_SEEDS, diversity_of, drawn_values, jaccard, mask, trap_set, words
 from longhorizon.tasks.registry import families, get_family
 
-MIN_SKELETONS = 3
-MAX_OVERLAP = 0.99
+MIN_SKELETONS = 10
+MAX_OVERLAP = 0.85
+"""Raised from 3 and 0.99 once every family but the quick_lookup pair drew its wording from pools
+(SUITE_VERSION 0.10.0: the lowest is 14 skeletons, the highest overlap 0.81)."""
 
 KNOWN_TEMPLATED = {
-    # One instruction skeleton (or two near-identical ones) over seeds 0..19, measured when the
-    # floor was set (docs/diversity.md). Give a family instruction variants drawn from pools,
-    # then remove it here: the test fails until you do.
+    # One instruction skeleton over seeds 0..19 (docs/diversity.md). The quick_lookup pair is the
+    # demo's and rl_gain's family: its wording stays as the recorded experiments saw it. Give a
+    # family instruction variants drawn from pools, then remove it here: the test fails until you do.
     "log_first_error",
     "log_last_warning",
 }

@@ -18,6 +18,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.calendar.slots import at, blocks, first_free, intersect_hours, iso, snapshot
 from longhorizon.tasks.common import People, company, faker_for, loads, long_date, monday_of, norm, weekday
+from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 
 HOURS = [("08:00", "16:00"), ("08:30", "16:30"), ("09:00", "17:00"), ("09:30", "17:30"),
@@ -105,15 +106,35 @@ class TeamOneOnOnes(TaskFamily):
 
         roster = ", ".join(p.name for p in team[:-1]) + f" and {team[-1].name}" if len(team) > 1 else team[0].name
         everyone = "everyone on my team" if len(team) > 1 else "the one person on my team so far"
-        instruction = (
-            f"Hi, {me.first} here. Today is {long_date(today)}. I'd like a 30-minute 1:1 with {everyone} "
-            f"next week (Monday {monday.isoformat()} to Friday {week[-1].isoformat()}): {roster}. "
-            f"Please put one on the calendar for each of them, inviting just that person. Each slot has to "
-            f"be inside their working hours and mine, and must not clash with anything already on their "
-            f"calendar or mine. Keep {weekday(blocked)} completely free of 1:1s, I'm saving that day for "
-            f"planning. For the titles, {phrasing.format(me=me.first, ex=team[0].first)}. Please don't move "
-            f"or cancel anything that's already booked."
-        )
+        w = phrasing_rng(self.name, seed)  # the wording's own generator: no drawn value of the World moves
+        span = f"Monday {monday.isoformat()} to Friday {week[-1].isoformat()}"
+        hello = say(w, f"Hi, {me.first} here. Today is {long_date(today)}.",
+                    f"Hello, it's {me.first}. It's {long_date(today)} today.",
+                    f"{me.first} here. Today is {long_date(today)}.")
+        want = say(w, f"I'd like a 30-minute 1:1 with {everyone} next week ({span}): {roster}.",
+                   f"Next week ({span}) I want a 30-minute 1:1 with {everyone}: {roster}.",
+                   f"Could you set up 30-minute 1:1s next week ({span}) with {everyone}? That's {roster}.")
+        book = say(w, "Please put one on the calendar for each of them, inviting just that person.",
+                   "Each of them gets one on the calendar, with only that person invited.",
+                   "Book one per person on the calendar and invite only that person to it.")
+        rules = in_some_order(w, [
+            say(w, "Each slot has to be inside their working hours and mine, and must not clash with anything "
+                   "already on their calendar or mine.",
+                "Every slot must fall within both their working hours and mine, and can't overlap anything already "
+                "on either calendar.",
+                "Slots need to be inside their working hours and mine, without clashing with anything that's "
+                "already on their calendar or mine."),
+            say(w, f"Keep {weekday(blocked)} completely free of 1:1s, I'm saving that day for planning.",
+                f"No 1:1s at all on {weekday(blocked)}: I'm keeping that day for planning.",
+                f"I'm saving {weekday(blocked)} for planning, so leave it completely free of 1:1s."),
+            say(w, f"For the titles, {phrasing.format(me=me.first, ex=team[0].first)}.",
+                f"As for the titles: {phrasing.format(me=me.first, ex=team[0].first)}.",
+                f"Titles: {phrasing.format(me=me.first, ex=team[0].first)}."),
+        ])
+        keep = say(w, "Please don't move or cancel anything that's already booked.",
+                   "Don't move or cancel anything already booked, please.",
+                   "Anything that's already booked stays where it is: don't move or cancel it.")
+        instruction = " ".join([hello, want, book, *rules, keep])
         week_args = {"start": monday.isoformat(), "end": week[-1].isoformat()}
 
         def script(flaw: str | None = None):
