@@ -435,7 +435,8 @@ def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bo
 
     splits = e.split + (f" and transfer families on {transfer.split}" if transfer else "") + (
         f" and levels {', '.join(str(c.level) for _, c in longer)}" if longer else "")
-    stages.run("eval", f"greedy pass@1 of base, SFT and RL on {splits} ({e.engine}, {e.dtype})", evaluate)
+    who = "base, SFT, RL's start and RL" if chosen["checkpoint"] else "base, SFT and RL"
+    stages.run("eval", f"greedy pass@1 of {who} on {splits} ({e.engine}, {e.dtype})", evaluate)
     report = stages.run("report", f"-> {out / 'report.md'}, {out / 'report.html'}",
                         lambda: write_report(out, stage_times=stages.times))
     print()
