@@ -21,7 +21,13 @@ mean reward as r.floor) and the wall time of each run, with the reproducible run
 ratio of the default's. Runs resume: rerun the command to finish; a run's time is summed over
 the invocations that played it (OUT/SETTING/times.json), so a resumed run reports its whole cost.
 
-Not run for the issue that added it (issue 26): a long experiment on a shared 2-core machine.
+The model must pass some entries for a verdict to flip: the untrained SmolLM2 scores 0 of 120 on
+these BFCL categories (runs/eval-noise/default/bfcl-1, 2026-12-07), so its flips are 0 by
+construction and only "outputs differ" (entries whose raw answer differs between the two runs)
+measures its noise; give ``--model`` a trained model with headroom (e.g. the demo's
+runs/demo/models/rl) for the verdict flips.
+
+Not run to the end for the issue that added it (issue 26): a long experiment on a shared 2-core machine.
 What else runs on the machine changes the times; the flips are what the flag is for.
 """
 
@@ -58,6 +64,19 @@ def timed(folder: Path, run: str, play) -> float:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(log, indent=1) + "\n")
     return sum(log[run])
+
+
+def bfcl_answers(path: Path) -> dict[str, str]:
+    """Each entry's raw answer, from BFCL's result files under PATH/bfcl/result: two runs can
+    differ in what the model said even where no verdict flips (a model that passes nothing has
+    no verdict to flip)."""
+    out = {}
+    for f in (path / "bfcl" / "result").rglob("*_result.json"):
+        for line in f.read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                out[r["id"]] = json.dumps(r.get("result"), sort_keys=True)
+    return out
 
 
 def bfcl_rows(path: Path) -> list[dict]:
@@ -100,7 +119,11 @@ def measure(setting: str, model: str | None, out: Path, args) -> list[dict]:
             dirs = [out / setting / f"{name}-{i}" for i in (1, 2)]
             times = [timed(out / setting, d.name, lambda d=d: lh(*command(d))) for d in dirs]
             f = noise_floor(read(dirs[0]), read(dirs[1]))
-            rows.append({"setting": setting, "evaluation": name, "entries": f["paired_tasks"],
+            differ = None
+            if name == "bfcl":
+                a, b = bfcl_answers(dirs[0]), bfcl_answers(dirs[1])
+                differ = sum(a[k] != b[k] for k in a.keys() & b.keys())
+            rows.append({"setting": setting, "evaluation": name, "entries": f["paired_tasks"], "outputs_differ": differ,
                          "flips": f["disagreements"], "flip_rate": f["self_disagreement"],
                          "floor": f["floor"]["pass@1"], "reward_floor": f["floor"]["mean_reward"],
                          "seconds": times})
@@ -123,11 +146,12 @@ def main() -> None:
     rows = [r for s in SETTINGS for r in measure(s, args.model, out, args)]
     (out / "eval_noise.json").write_text(json.dumps(rows, indent=1))
     base = {r["evaluation"]: sum(r["seconds"]) for r in rows if r["setting"] == "default"}
-    print(f"{'setting':<13} {'evaluation':<10} {'entries':>7} {'flips':>5} {'flip rate':>9} {'floor':>6} {'r.floor':>7} "
-          f"{'run 1 s':>8} {'run 2 s':>8} {'time × default':>14}")
+    print(f"{'setting':<13} {'evaluation':<10} {'entries':>7} {'outputs differ':>14} {'flips':>5} {'flip rate':>9} "
+          f"{'floor':>6} {'r.floor':>7} {'run 1 s':>8} {'run 2 s':>8} {'time × default':>14}")
     for r in rows:
         ratio = sum(r["seconds"]) / base[r["evaluation"]] if base.get(r["evaluation"]) else float("nan")
-        print(f"{r['setting']:<13} {r['evaluation']:<10} {r['entries']:>7} {r['flips']:>5} {r['flip_rate']:>9.3f} "
+        differ = "-" if r["outputs_differ"] is None else str(r["outputs_differ"])
+        print(f"{r['setting']:<13} {r['evaluation']:<10} {r['entries']:>7} {differ:>14} {r['flips']:>5} {r['flip_rate']:>9.3f} "
               f"{r['floor']:>6.3f} {r['reward_floor']:>7.3f} {r['seconds'][0]:>8.0f} {r['seconds'][1]:>8.0f} {ratio:>14.2f}")
 
 
