@@ -66,11 +66,12 @@ def choose_checkpoint(rates: dict[int, float], band: tuple[float, float] | list[
         return inside[0], f"the earliest checkpoint with dev pass in [{lo:g}, {hi:g}]"
     mid = [k for k in sorted(rates) if 0 < rates[k] < 1]
     if not mid:
-        return None, f"no checkpoint has a dev pass rate strictly between 0 and 1 ({_rates(rates)})"
+        return None, f"no checkpoint has a dev pass rate strictly between 0 and 1 ({format_rates(rates)})"
     middle = (lo + hi) / 2
     k = min(mid, key=lambda k: (abs(rates[k] - middle), k))
     return k, f"no checkpoint in [{lo:g}, {hi:g}]: the one closest to {middle:.3f} strictly between 0 and 1"
 
 
-def _rates(rates: dict[int, float]) -> str:
+def format_rates(rates: dict[int, float]) -> str:
+    """Dev pass rates by step, in step order, as the start stage and the report print them."""
     return ", ".join(f"step {k} {v:.3f}" for k, v in sorted(rates.items())) or "none played"

@@ -144,8 +144,8 @@ def choose_start(cfg: PipelineConfig, sft: Path, dev_dir: Path, *, progress: boo
     dev set (RL's families, else the teacher's, at the teacher's level), each into
     ``dev_dir/step-N``, bisecting for the earliest that reaches the band's low end
     (``headroom.search``); the choice, its reason and every played step's dev pass rate are
-    returned (and kept in OUT/start.json by the caller). No checkpoint with headroom: RL starts from the final model,
-    and the result says so."""
+    returned (and kept in OUT/start.json by the caller). No checkpoint with headroom: RL starts
+    from the final model, and the result says so."""
     import dataclasses
 
     from longhorizon.train.headroom import choose_checkpoint, dev_tasks, search, step_models
@@ -165,6 +165,7 @@ def choose_start(cfg: PipelineConfig, sft: Path, dev_dir: Path, *, progress: boo
     if not ckpts:
         raise UsageError(f"start.checkpoint is headroom but {sft} kept no model per step ({sft}/steps/step-N: "
                          "sft.keep_steps, which headroom sets; delete the sft folder to train again)")
+
     def pass_rate(k: int) -> float:
         summary = evaluate_model(ckpts[k], dev_dir / f"step-{k}", ec, progress=progress, tasks=tasks)
         print(f"  SFT step {k}: dev pass {summary['overall']['pass@1']:.3f} ({summary['overall']['episodes']} "
@@ -411,7 +412,8 @@ def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bo
 
     def evaluate():
         results = {}
-        models = {"base": base, "sft": sft, **({"start": Path(chosen["path"])} if chosen["checkpoint"] else {}),
+        models = {"base": base, "sft": sft,
+                  **({"start": Path(chosen["path"])} if chosen["checkpoint"] is not None else {}),
                   "rl": rl}
         runs = eval_plan(e, transfer, models, longer)
         server_of, policy = None, None
@@ -435,7 +437,7 @@ def run_pipeline(out: str | Path, *, config: str | Path | None = None, fresh: bo
 
     splits = e.split + (f" and transfer families on {transfer.split}" if transfer else "") + (
         f" and levels {', '.join(str(c.level) for _, c in longer)}" if longer else "")
-    who = "base, SFT, RL's start and RL" if chosen["checkpoint"] else "base, SFT and RL"
+    who = "base, SFT, RL's start and RL" if chosen["checkpoint"] is not None else "base, SFT and RL"
     stages.run("eval", f"greedy pass@1 of {who} on {splits} ({e.engine}, {e.dtype})", evaluate)
     report = stages.run("report", f"-> {out / 'report.md'}, {out / 'report.html'}",
                         lambda: write_report(out, stage_times=stages.times))

@@ -335,7 +335,9 @@ def write_report(folder: str | Path, stage_times: dict[str, float] | None = None
 
 def start_line(start: dict[str, Any]) -> str:
     """Which SFT model RL started from and why, with the dev pass rate of each checkpoint played."""
-    rates = ", ".join(f"step {k} {v:.3f}" for k, v in sorted(start["dev_pass"].items(), key=lambda kv: int(kv[0])))
+    from longhorizon.train.headroom import format_rates
+
+    rates = format_rates({int(k): v for k, v in start["dev_pass"].items()})
     where = "the final SFT model" if start.get("checkpoint") is None else f"the SFT model after step {start['checkpoint']}"
     return (f"RL started from {where}: {start['why']} (greedy dev pass on {start.get('dev_tasks', '?')} train-split "
             f"dev instances: {rates})")
