@@ -1,9 +1,12 @@
 """The family kit's criteria (tasks/kit): one function per guard idea, with its standard id."""
 
+import os
+
 from longhorizon.apps.mail.state import create_mailbox
 from longhorizon.core.trajectory import ToolCallRecord, Trajectory
 from longhorizon.core.world import World
-from longhorizon.tasks.kit import mail, process
+from longhorizon.tasks.common import Sources
+from longhorizon.tasks.kit import files, mail, process
 
 ME, CUSTOMER, OUTSIDER = "desk@shop.example", "ana@mail.example", "bob@mail.example"
 
@@ -79,3 +82,122 @@ def test_read_back_needs_a_read_of_the_path_after_its_last_write():
     assert not met(c, None, traj(write, ("files__read_file", {"path": "out/other.xlsx"})))
     assert not met(c, None, traj(write, ("files__read_file", {"path": "out/report.xlsx"}, True)))
     assert not met(c, None, traj(read))  # never written
+
+
+# -- files --------------------------------------------------------------------------------------
+
+SEEDED = {"data/ledger.csv": b"id,amount\n1,9.50\n", "notes/read me.txt": "caf\u00e9 notes\n"}
+"""A World's files: bytes, and text the World holds as UTF-8."""
+
+
+def seeded_world(tmp_path, name: str = "w") -> World:
+    def build(root):
+        for rel, data in SEEDED.items():
+            p = root / "workspace" / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))
+    return World.build(tmp_path / name, build)
+
+
+def test_file_guards_have_their_standard_ids_kinds_and_overrides():
+    made = [files.unchanged(SEEDED), files.not_written(SEEDED), files.untouched(SEEDED), files.only_created(SEEDED)]
+    assert [(c.id, c.kind, c.guard) for c in made] == [
+        ("sources_unchanged", "final_state", True), ("no_source_writes", "process", True),
+        ("sources_untouched", "process", True), ("no_stray_files", "final_state", True)]
+    c = files.only_created(SEEDED, allowed=["./out/r.xlsx"], id="only_report_created", weight=2.0)
+    assert (c.id, c.weight, c.description) == ("only_report_created", 2.0, "no new files besides out/r.xlsx")
+
+
+def test_file_guards_read_the_seeded_files_only_when_they_check(tmp_path):
+    built = []
+    sources = Sources(lambda: built.append(1) or {"data/ledger.csv": SEEDED["data/ledger.csv"]})
+    c = files.unchanged(sources)
+    assert not built  # generating a task builds no files
+    assert met(c, seeded_world(tmp_path), traj()) and built == [1]
+
+
+def test_unchanged_meets_an_untouched_world_and_fails_a_changed_or_missing_file(tmp_path):
+    c = files.unchanged(SEEDED, {"data/ledger.csv": SEEDED["data/ledger.csv"]})  # several sources, overlapping
+    assert met(c, seeded_world(tmp_path, "same"), traj())
+    edited = seeded_world(tmp_path, "edited")
+    edited.file("data/ledger.csv").write_bytes(b"id,amount\n1,9.51\n")
+    assert not met(c, edited, traj())
+    crlf = seeded_world(tmp_path, "crlf")  # the same text, other line ends: not the same file
+    crlf.file("notes/read me.txt").write_bytes(b"caf\xc3\xa9 notes\r\n")
+    assert not met(c, crlf, traj())
+    gone = seeded_world(tmp_path, "gone")
+    gone.file("notes/read me.txt").unlink()
+    assert not met(c, gone, traj())
+
+
+def test_unchanged_never_follows_a_link_to_an_identical_copy(tmp_path):
+    c = files.unchanged(SEEDED)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "ledger.csv").write_bytes(SEEDED["data/ledger.csv"])
+    linked_file = seeded_world(tmp_path, "file")
+    linked_file.file("data/ledger.csv").unlink()
+    linked_file.file("data/ledger.csv").symlink_to(outside / "ledger.csv")
+    assert not met(c, linked_file, traj())
+    linked_folder = seeded_world(tmp_path, "folder")  # the folder moved out, a link left in its place
+    linked_folder.file("data").rename(tmp_path / "moved")
+    linked_folder.file("data").symlink_to(tmp_path / "moved")
+    assert (linked_folder.file("data/ledger.csv")).read_bytes() == SEEDED["data/ledger.csv"]
+    assert not met(c, linked_folder, traj())
+
+
+def test_not_written_fails_on_a_write_to_a_seeded_file_or_its_folder_even_of_the_same_bytes():
+    c = files.not_written(SEEDED, ["extra/plan.md"])  # a plain list of paths counts too
+    same = ("files__write_file", {"path": "./data/ledger.csv", "content": "id,amount\n1,9.50\n"})
+    assert not met(c, None, traj(same))
+    assert not met(c, None, traj(("files__move", {"src": "notes", "dst": "old"})))
+    assert not met(c, None, traj(("files__write_file", {"path": "extra/plan.md", "content": "x"})))
+    assert met(c, None, traj(("files__read_file", {"path": "data/ledger.csv"}),
+                             ("files__write_file", {"path": "out/r.csv", "content": "x"}),
+                             ("files__write_file", {"path": "data/ledger.csv", "content": "x"}, True)))
+
+
+def test_untouched_needs_the_files_unchanged_and_unwritten(tmp_path):
+    c = files.untouched(SEEDED)
+    world = seeded_world(tmp_path, "a")
+    assert met(c, world, traj(("files__read_file", {"path": "data/ledger.csv"})))
+    assert not met(c, world, traj(("files__write_file", {"path": "data/ledger.csv", "content": "x"})))
+    edited = seeded_world(tmp_path, "b")  # changed by a shell, which names no path
+    edited.file("notes/read me.txt").write_text("changed\n")
+    assert not met(c, edited, traj())
+
+
+def test_only_created_allows_the_seeded_and_the_allowed_files_only(tmp_path):
+    c = files.only_created(SEEDED, allowed=["out/r.csv"])
+    world = seeded_world(tmp_path, "ok")
+    world.file("out").mkdir()
+    world.file("out/r.csv").write_text("x")
+    world.file("empty").mkdir()  # a folder alone is no file
+    assert met(c, world, traj())
+    stray = seeded_world(tmp_path, "stray")
+    (stray.file("out/deep")).mkdir(parents=True)
+    stray.file("out/deep/draft.csv").write_text("x")
+    assert not met(c, stray, traj())
+
+
+def test_only_created_counts_links_and_odd_names_as_files(tmp_path):
+    c = files.only_created(SEEDED)
+    for k, make in enumerate([lambda w: w.file("to_file").symlink_to(w.file("data/ledger.csv")),
+                              lambda w: w.file("to_folder").symlink_to(w.file("data")),
+                              lambda w: w.file("dangling").symlink_to(tmp_path / "nowhere"),
+                              lambda w: os.mkfifo(w.file("pipe"))]):
+        world = seeded_world(tmp_path, f"w{k}")
+        make(world)
+        assert not met(c, world, traj())
+    odd = seeded_world(tmp_path, "odd")
+    open(os.path.join(bytes(odd.workspace), b"bad\xffname"), "wb").close()  # not UTF-8
+    ok, note = c.check(odd, traj())
+    assert not ok and "bad\ufffdname" in note
+
+
+def test_only_created_counts_deletions_only_when_asked(tmp_path):
+    world = seeded_world(tmp_path)
+    world.file("data/ledger.csv").unlink()
+    assert met(files.only_created(SEEDED), world, traj())
+    assert not met(files.only_created(SEEDED, nothing_deleted=True), world, traj())
+    assert met(files.only_created(SEEDED, nothing_deleted=True), seeded_world(tmp_path, "whole"), traj())

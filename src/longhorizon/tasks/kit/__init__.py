@@ -5,17 +5,19 @@ output was read back after the last write") has one function here and one standa
 family passes ``id=`` only to keep an id it already had (the golden hashes record criteria ids).
 Each function returns a ready ``Criterion`` with the right kind, ``guard`` and ``requires``:
 
-    from longhorizon.tasks.kit import mail, process
+    from longhorizon.tasks.kit import files, mail, process
 
     mail.sends_only(allowed_addresses, seeded=ctx.n_seeded, replies=False)
     process.looked_up_before("store__record_payment", "store__get_order", "order_id",
                              id="orders_checked", requires=("payments_recorded",))
     process.read_back("reports/q3.xlsx", requires=("totals",))
+    files.unchanged(sources)                          # the seeded files, byte-identical
+    files.only_created(sources, allowed=["reports/q3.xlsx"])
 
 Whether a call reads or writes comes from ``apps.kinds`` (the apps' annotations), as for the
 analysis and RL.
 """
 
-from longhorizon.tasks.kit import mail, process
+from longhorizon.tasks.kit import files, mail, process
 
-__all__ = ["mail", "process"]
+__all__ = ["files", "mail", "process"]
