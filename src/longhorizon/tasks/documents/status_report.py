@@ -23,6 +23,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import parse_json, rng_and_faker
 from longhorizon.tasks.documents import Sources, find_dates, mentions, person, words_in
+from longhorizon.tasks.kit import files as files_kit
 from longhorizon.tasks.phrasing import phrasing_rng, say
 from longhorizon.tasks.registry import register
 
@@ -586,12 +587,9 @@ def _criteria(d: dict, sources: Sources) -> list[Criterion]:
                   next_steps),
         Criterion("no_placeholders", "no bracketed template guidance is left", "final_state", no_placeholders,
                   guard=True),
-        Criterion("sources_unchanged", "tracker, notes, template and last week's report are byte-identical",
-                  "final_state", sources.unchanged, guard=True),
-        Criterion("no_source_writes", "no tool call wrote to a source file", "process",
-                  sources.not_written, guard=True),
-        Criterion("only_report_created", f"no new files besides {report}", "final_state", sources.only_created(report),
-                  guard=True),
+        files_kit.unchanged(sources, description="tracker, notes, template and last week's report are byte-identical"),
+        files_kit.not_written(sources, description="no tool call wrote to a source file"),
+        files_kit.only_created(sources, allowed=[report], id="only_report_created"),
     ]
 
 
