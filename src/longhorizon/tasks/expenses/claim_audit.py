@@ -38,15 +38,14 @@ from longhorizon.tasks.common import (
     mails_sent,
     norm_path,
     norm_text,
-    output_text,
     read_table,
     rng_and_faker,
     squash,
     to_number,
     write_files,
-    writes_to,
 )
 from longhorizon.tasks.expenses import money
+from longhorizon.tasks.kit import files as files_kit
 
 DUP, NOREC, MISMATCH, ALC, OVER = "DUPLICATE", "NO_RECEIPT", "RECEIPT_MISMATCH", "ALCOHOL", "OVER_LIMIT"
 HEADER = ["Claim ID", "Employee", "Email", "Date", "Category", "Merchant", "Description", "Amount", "Receipt",
@@ -629,13 +628,12 @@ elsewhere. Reason codes: DUP, NO-RCPT, LIMIT.
             missing = [r for r in to_read if r not in seen]
             return not missing, f"receipts never read: {missing}"
 
-        def sources_untouched(world, traj):
-            hits = writes_to(traj, list(receipt_files))
-            changed = [r for r, t in receipt_files.items()
-                       if not world.file(r).is_file() or output_text(world.file(r)) != t]
+        receipts_untouched = files_kit.untouched(receipt_files).check
+
+        def sources_untouched(world, traj):  # the kit's guard over the receipts, and the wiki left alone
             wiki_writes = [c.name for c in traj.tool_calls if not c.is_error and c.app == "wiki"
                            and c.tool in ("create_page", "update_page", "rename_page", "add_tag", "remove_tag")]
-            return not hits and not changed and not wiki_writes, f"wrote {hits} {wiki_writes}, changed {changed}"
+            return (False, f"wrote to the wiki: {wiki_writes}") if wiki_writes else receipts_untouched(world, traj)
 
         criteria = [
             Criterion("duplicates", "claims repeating an earlier one (also from last month) are Rejected as DUPLICATE, "

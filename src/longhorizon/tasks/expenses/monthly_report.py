@@ -34,16 +34,14 @@ from longhorizon.tasks.common import (
     close,
     company,
     mails_sent,
-    norm_path,
     norm_text,
-    output_text,
     read_table,
     rng_and_faker,
     to_number,
     write_files,
-    writes_to,
 )
 from longhorizon.tasks.expenses import money
+from longhorizon.tasks.kit import files as files_kit
 
 CATEGORIES = ["Airfare", "Lodging", "Ground Transport", "Meals", "Office Supplies", "Software", "Personal"]
 OK, OVER, MISSING, NOT_REIMB = "OK", "Over limit", "Missing receipt", "Not reimbursable"
@@ -661,15 +659,6 @@ class MonthlyExpenseReport(TaskFamily):
             rcpts = {parse_address(a) for a in [*args.get("to", []), *args.get("cc", [])]}
             return rcpts <= {finance_box, manager.email, controller.email}, f"mail went to {sorted(rcpts)}"
 
-        sources = [statement, *texts]
-
-        def untouched(world, traj):
-            hits = writes_to(traj, [norm_path(s) for s in sources])
-            changed = books.changed(world) + [rel for rel, text in texts.items()
-                                              if not world.file(rel).is_file()
-                                              or output_text(world.file(rel)) != text]
-            return not hits and not changed, f"touched {hits} changed {changed}"
-
         criteria = [
             Criterion("report_layout", f"{report} has Report and Summary sheets with the requested headers",
                       "final_state", check_layout, requires=("report_rows",)),
@@ -690,8 +679,8 @@ class MonthlyExpenseReport(TaskFamily):
                       check_cc, 1.0),
             Criterion("one_mail", "at most one mail, only to finance (and the manager)", "process", one_mail, 1.0,
                       guard=True),
-            Criterion("sources_untouched", "statement, receipts and policies are unchanged and were not written",
-                      "process", untouched, 1.0, guard=True),
+            files_kit.untouched(books, texts,
+                                description="statement, receipts and policies are unchanged and were not written"),
         ]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
