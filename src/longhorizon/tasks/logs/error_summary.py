@@ -13,7 +13,6 @@ import calendar
 import csv
 import gzip
 import io
-import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -22,7 +21,8 @@ from pathlib import Path
 
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import norm_path, output_bytes, output_text, rng_and_faker, sha256, write_files
+from longhorizon.tasks.common import norm_path, output_text, rng_and_faker, sha256, write_files
+from longhorizon.tasks.kit import files as files_kit
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 
@@ -149,19 +149,6 @@ def _regular(world, rel: str) -> Path:
     if p.is_symlink() or not p.is_file():
         raise ValueError(f"{rel} is missing or not a regular file")
     return p
-
-
-def files_unchanged(world, hashes: dict[str, str]) -> tuple[bool, str]:
-    """Every file of ``hashes`` (workspace path -> sha256) is still a regular file with those bytes."""
-    bad = []
-    for rel, digest in hashes.items():
-        try:
-            same = sha256(output_bytes(_regular(world, rel))) == digest
-        except ValueError:
-            same = False
-        if not same:
-            bad.append(rel)
-    return not bad, f"changed or missing: {bad}" if bad else ""
 
 
 def read_summary(world) -> list[dict[str, str]]:
@@ -532,19 +519,6 @@ class LogErrorSummary(TaskFamily):
             got = sorted({ln.removeprefix("req=").strip() for ln in lines if ln})
             return got == repeats, f"listed {got}"
 
-        def logs_untouched(w, t):
-            return files_unchanged(w, log_hashes)
-
-        def workspace_clean(w, t):
-            allowed = set(files) | {SUMMARY, REPEATS}
-            found = []
-            for dirpath, dirnames, filenames in os.walk(w.workspace):  # never follows links
-                here = Path(dirpath)
-                found += [here / n for n in filenames]
-                found += [here / n for n in dirnames if (here / n).is_symlink()]
-            extra = sorted(r for r in (p.relative_to(w.workspace).as_posix() for p in found) if r not in allowed)
-            return not extra, f"left behind: {extra}" if extra else ""
-
         def verified_report(w, t):
             rows = read_summary(w)
             last_write = -1
@@ -577,10 +551,10 @@ class LogErrorSummary(TaskFamily):
                       top_errors, 2.0),
             Criterion("repeat_request_ids", f"{REPEATS} lists exactly the request ids with 3+ ERROR entries that day",
                       "final_state", repeat_request_ids, 2.0),
-            Criterion("logs_untouched", "every log file (rotated and archived ones too) is unchanged",
-                      "final_state", logs_untouched, guard=True),
-            Criterion("workspace_clean", "no files left besides the logs and the two reports", "final_state",
-                      workspace_clean, guard=True),
+            files_kit.unchanged(files, id="logs_untouched",
+                                description="every log file (rotated and archived ones too) is unchanged"),
+            files_kit.only_created(files, allowed=[SUMMARY, REPEATS], id="workspace_clean",
+                                   description="no files left besides the logs and the two reports"),
             Criterion("verified_report", "the CSV was read back after it was last written", "process",
                       verified_report, requires=("error_counts",)),
         ]

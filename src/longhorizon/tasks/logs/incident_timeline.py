@@ -16,7 +16,6 @@ import csv
 import gzip
 import io
 import math
-import os
 import re
 from collections import Counter
 from datetime import date, datetime, time, timedelta, timezone
@@ -27,13 +26,12 @@ from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import (
     hhmm,
     norm_path,
-    output_bytes,
     output_text,
     rng_and_faker,
-    sha256,
     shell_may_write,
     write_files,
 )
+from longhorizon.tasks.kit import files as files_kit
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 
@@ -248,7 +246,6 @@ class AccessLogIncidentTimeline(TaskFamily):
                         f"peak_error_rate: 38%\ntop_endpoint: /api/search\ntrigger: v1.22.0\n")
         files[f"{inc_dir}/ticket.md"] = ticket.encode()
         files[f"{prev_dir}/summary.md"] = prev_summary.encode()
-        hashes = {p: sha256(b) for p, b in files.items()}
         order = sorted(files)
 
         def build(root: Path) -> None:
@@ -460,24 +457,6 @@ class AccessLogIncidentTimeline(TaskFamily):
             v = read_summary(w).field("trigger")
             return re.search(rf"(?<![\d.])v?{re.escape(trigger[1:])}(?![\d.])", v) is not None, f"trigger {v!r}"
 
-        def logs_untouched(w, t):
-            bad = []
-            for p, h in hashes.items():
-                q = w.file(p)
-                if q.is_symlink() or not q.is_file() or sha256(output_bytes(q)) != h:
-                    bad.append(p)
-            return not bad, f"changed or missing: {bad}" if bad else ""
-
-        def clean(w, t):
-            allowed = set(files) | {timeline, summary}
-            found = []
-            for dirpath, dirnames, filenames in os.walk(w.workspace):
-                here = Path(dirpath)
-                found += [here / n for n in filenames]
-                found += [here / n for n in dirnames if (here / n).is_symlink()]
-            extra = sorted(r for r in (p.relative_to(w.workspace).as_posix() for p in found) if r not in allowed)
-            return not extra, f"left behind: {extra}" if extra else ""
-
         def checked(w, t):
             last = {timeline: -1, summary: -1}
             for i, c in enumerate(t.tool_calls):
@@ -517,9 +496,9 @@ class AccessLogIncidentTimeline(TaskFamily):
             Criterion("top_endpoint", "the path (no query string) with the most 5xx during the incident",
                       "final_state", endpoint_ok, requires=("incident_window",)),  # nearly always the same path
             Criterion("trigger_deploy", "the last deploy before the incident started", "final_state", trigger_ok),
-            Criterion("logs_untouched", "every log file is unchanged", "final_state", logs_untouched, guard=True),
-            Criterion("workspace_clean", "nothing left besides the timeline and the summary", "final_state", clean,
-                      guard=True),
+            files_kit.unchanged(files, id="logs_untouched", description="every log file is unchanged"),
+            files_kit.only_created(files, allowed=[timeline, summary], id="workspace_clean",
+                                   description="nothing left besides the timeline and the summary"),
             Criterion("outputs_checked", "both outputs were read back after they were last written", "process", checked,
                       requires=("timeline_requests", "incident_window")),
         ]

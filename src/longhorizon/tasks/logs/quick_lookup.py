@@ -19,10 +19,11 @@ from pathlib import Path
 
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import output_text, rng_and_faker, sha256, write_files
+from longhorizon.tasks.common import output_text, rng_and_faker, write_files
+from longhorizon.tasks.kit import files as files_kit
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.logs.error_summary import (
-    SERVICES, Entry, H, _at, _filler, _norm_message, _regular, _trace, files_unchanged,
+    SERVICES, Entry, H, _at, _filler, _norm_message, _regular, _trace,
 )
 
 _LINE = re.compile(r"^(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2}(?:\.\d+)?) +([A-Z]+) +\[([^\]]+)\] +req=(\S+) +(.*)$")
@@ -89,7 +90,6 @@ class _QuickLookup(TaskFamily):
                 wanted = of_day[0] if self.first else of_day[-1]
         assert wanted is not None
         line = wanted.render().splitlines()[0]
-        log_hashes = {p: sha256(b) for p, b in files.items()}
         log = f"logs/{target}.log"
         iso = day.isoformat()
         which = "first" if self.first else "last"
@@ -147,9 +147,6 @@ class _QuickLookup(TaskFamily):
             return (p["level"] == self.level and _norm_message(p["message"]) == _norm_message(wanted.msg),
                     f"{p['level']} {p['message']!r}")
 
-        def logs_untouched(w, t):
-            return files_unchanged(w, log_hashes)
-
         def verified(w, t):
             written = _only_line(w, self.report)
             calls = t.calls("shell__run", ok_only=True)
@@ -165,7 +162,7 @@ class _QuickLookup(TaskFamily):
                       "final_state", timestamp),
             Criterion("request_id", "its service tag and request id", "final_state", request_id),
             Criterion("message", "its level and message text", "final_state", message),
-            Criterion("logs_untouched", "the log files are unchanged", "final_state", logs_untouched, guard=True),
+            files_kit.unchanged(files, id="logs_untouched", description="the log files are unchanged"),
             Criterion("verified_report", "the report was read back after it was last written", "process",
                       verified, requires=("timestamp",)),
         ]
