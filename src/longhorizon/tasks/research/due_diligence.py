@@ -21,6 +21,7 @@ from longhorizon.apps.search.state import create_index
 from longhorizon.apps.sheets.state import workbook_bytes
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.kit import files as files_kit
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
@@ -30,7 +31,6 @@ from longhorizon.tasks.common import (
     parse_json,
     read_table,
     rng_and_faker,
-    same_bytes,
     write_files,
 )
 from longhorizon.tasks.research import (
@@ -565,11 +565,6 @@ class EntityDueDiligence(TaskFamily):
                         return False, f"{name} to {rcpts}"
             return True
 
-        def files_untouched(w, t):
-            changed = [rel for rel, data in seeded.items()
-                       if not same_bytes(w.file(rel), data)]
-            return not changed, f"changed: {changed}" if changed else ""
-
         criteria = [
             # a register listing every document in the archive is no diligence: recall and the per-row
             # values pay only when the rows are the events (and nothing else)
@@ -589,8 +584,7 @@ class EntityDueDiligence(TaskFamily):
                       "final_state", replied, 1.5, requires=("rows_complete",)),
             Criterion("mail_only_to_legal", "mail went only to legal, as a reply to the request", "process",
                       only_legal, guard=True),
-            Criterion("files_untouched", "last year's register is unchanged", "final_state", files_untouched,
-                      guard=True),
+            files_kit.unchanged(seeded, id="files_untouched", description="last year's register is unchanged"),
         ]
         perturbations = {c.id: (lambda cid=c.id: solve(cid)) for c in criteria}
         return Task(

@@ -18,7 +18,8 @@ from longhorizon.apps.chat import state as chat
 from longhorizon.apps.search.state import create_index
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
-from longhorizon.tasks.common import kebab, output_text, rng_and_faker, same_bytes, write_files
+from longhorizon.tasks.common import kebab, output_text, rng_and_faker, write_files
+from longhorizon.tasks.kit import files as files_kit
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.research import (
@@ -565,11 +566,6 @@ class VendorResearchBrief(TaskFamily):
                     bad.append(c.arguments)
             return not bad, f"other messages: {bad}" if bad else ""
 
-        def files_untouched(w, t):
-            changed = [rel for rel, data in seeded.items()
-                       if not same_bytes(w.file(rel), data)]
-            return not changed, f"changed: {changed}" if changed else ""
-
         criteria = [Criterion(f"answer_q{q['n']}", f"Q{q['n']} ({q['key']}) is answered with the newest official "
                               f"value, stated before any stale or unofficial one", "final_state", answer_check(q))
                     for q in questions]
@@ -580,8 +576,7 @@ class VendorResearchBrief(TaskFamily):
                       requires=("sources_cited",)),
             Criterion("chat_quiet", "no chat messages outside #vendor-review and no direct messages", "process",
                       chat_quiet, guard=True),
-            Criterion("files_untouched", "last quarter's brief and the README are unchanged", "final_state",
-                      files_untouched, guard=True),
+            files_kit.unchanged(seeded, id="files_untouched", description="last quarter's brief and the README are unchanged"),
         ]
         perturbations = {c.id: (lambda cid=c.id: solve(cid)) for c in criteria}
         return Task(
