@@ -25,6 +25,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import parse_json, rng_and_faker
 from longhorizon.tasks.documents import Sources, find_numbers, last_write_index, mentions, person
+from longhorizon.tasks.kit import files as files_kit
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 
@@ -433,12 +434,9 @@ def _criteria(d: dict, sources: Sources, has_summary: bool = True) -> list[Crite
                   "final_state", top_performer, requires=("attainment",)),  # a guess is right one time in five
         Criterion("checked_every_slide", "every slide was read back after the last edit (counts once the "
                   "figures are right)", "process", checked_every_slide, requires=("revenue",)),
-        Criterion("sources_unchanged", "workbook, notes and last quarter's deck are byte-identical", "final_state",
-                  sources.unchanged, guard=True),
-        Criterion("no_source_writes", "no tool call wrote to a source file", "process",
-                  sources.not_written, guard=True),
-        Criterion("only_deck_created", f"no new files besides {deck}", "final_state",
-                  sources.only_created(deck), guard=True),
+        files_kit.unchanged(sources, description="workbook, notes and last quarter's deck are byte-identical"),
+        files_kit.not_written(sources, description="no tool call wrote to a source file"),
+        files_kit.only_created(sources, allowed=[deck], id="only_deck_created"),
     ]
 
 
