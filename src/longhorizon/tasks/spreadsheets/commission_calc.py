@@ -25,6 +25,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
+from longhorizon.tasks.kit import files as files_kit
 from longhorizon.tasks.common import (
     Files,
     People,
@@ -35,11 +36,8 @@ from longhorizon.tasks.common import (
     parse_json,
     read_table,
     rng_and_faker,
-    same_bytes,
     to_number,
-    workspace_files,
     write_files,
-    writes_to,
 )
 
 WON, LOST, CANCELLED = "Closed Won", "Closed Lost", "Cancelled"
@@ -542,22 +540,6 @@ def _criteria(d: dict, files: Files, text_files: dict[str, str]) -> list[Criteri
                  and norm_text(c.arguments.get("sheet")) == norm_text(sheet)]
         return bool(later), "" if later else "the summary was not read back after its last edit"
 
-    def sources_unchanged(world, traj):
-        changed = files.changed(world)
-        for rel, text in text_files.items():
-            p = world.file(rel)
-            if not same_bytes(p, text.encode("utf-8")):
-                changed.append(rel)
-        return not changed, f"changed or missing: {changed}"
-
-    def no_source_writes(world, traj):
-        hits = writes_to(traj, sorted(set(files.bytes) | set(text_files)))
-        return not hits, f"wrote to sources: {hits}"
-
-    def only_summary(world, traj):
-        extra = sorted(workspace_files(world) - set(files.bytes) - set(text_files) - {out})
-        return not extra, f"unexpected files: {extra}"
-
     b, c = header[2], header[4]
     return [
         Criterion("summary_sheet", f"{out} has a sheet {sheet!r} whose header is {', '.join(header)}",
@@ -576,10 +558,10 @@ def _criteria(d: dict, files: Files, text_files: dict[str, str]) -> list[Criteri
         Criterion("totals_row", f"a Total row below the reps sums Quota, {b} and {c}", "final_state", totals_row),
         Criterion("verified", "the summary sheet was read back after its last edit", "process", verified,
                   requires=("bookings",)),
-        Criterion("sources_unchanged", "the deals log, quotas, refunds, plans and last quarter's summary are "
-                  "byte-identical", "final_state", sources_unchanged, guard=True),
-        Criterion("no_source_writes", "no tool call wrote to a source file", "process", no_source_writes, guard=True),
-        Criterion("only_summary_created", f"no new files besides {out}", "final_state", only_summary, guard=True),
+        files_kit.unchanged(files, text_files, description="the deals log, quotas, refunds, plans and last "
+                            "quarter's summary are byte-identical"),
+        files_kit.not_written(files, text_files, description="no tool call wrote to a source file"),
+        files_kit.only_created(files, text_files, allowed=[out], id="only_summary_created"),
     ]
 
 

@@ -19,6 +19,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
+from longhorizon.tasks.kit import files as files_kit
 from longhorizon.tasks.common import (
     Files,
     blank,
@@ -26,8 +27,6 @@ from longhorizon.tasks.common import (
     parse_json,
     read_table,
     rng_and_faker,
-    workspace_files,
-    writes_to,
 )
 
 HEADER = ["Name", "Email", "Phone", "Company", "Signup Date"]
@@ -428,14 +427,6 @@ def _criteria(d: dict, files: Files, original: list[list]) -> list[Criterion]:
         extra = any(not blank(v) for r in grid for v in r[5:])
         return got == want and not extra, "the export sheet was changed"
 
-    def old_export_untouched(world, traj):
-        hits = writes_to(traj, [d["old_export"]])
-        return not hits, f"wrote to the older export: {hits}"
-
-    def no_extra_files(world, traj):
-        extra = sorted(workspace_files(world) - set(files.bytes))
-        return not extra, f"unexpected files: {extra}"
-
     return [
         Criterion("clean_sheet", f"{export} has a sheet {clean!r} with header {', '.join(HEADER)}",
                   "final_state", clean_sheet, requires=("all_contacts",)),
@@ -457,9 +448,9 @@ def _criteria(d: dict, files: Files, original: list[list]) -> list[Criterion]:
         Criterion("order", "people are in the order asked", "final_state", order, requires=("all_contacts",)),
         Criterion("export_unchanged", f"the {d['sheet']} sheet is exactly as it was", "final_state",
                   export_unchanged, guard=True),
-        Criterion("old_export_untouched", f"no tool call wrote to {d['old_export']}", "process",
-                  old_export_untouched, guard=True),
-        Criterion("no_extra_files", "no new files were created", "final_state", no_extra_files, guard=True),
+        files_kit.not_written([d["old_export"]], id="old_export_untouched",
+                              description=f"no tool call wrote to {d['old_export']}"),
+        files_kit.only_created(files, id="no_extra_files", description="no new files were created"),
     ]
 
 

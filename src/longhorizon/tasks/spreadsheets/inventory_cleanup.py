@@ -26,6 +26,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
+from longhorizon.tasks.kit import files as files_kit
 from longhorizon.tasks.common import (
     Files,
     blank,
@@ -35,9 +36,7 @@ from longhorizon.tasks.common import (
     read_table,
     rng_and_faker,
     to_number,
-    workspace_files,
     write_files,
-    writes_to,
 )
 
 US_SITES = ["Reno", "Dallas", "Columbus", "Atlanta", "Memphis", "Phoenix", "Newark"]
@@ -581,15 +580,6 @@ def _criteria(d: dict, files: Files, text_files: dict[str, str], original: bytes
         changed = [t for t, cells in orig_cells.items() if _cells(wb, t) != cells]
         return not changed, f"site sheets changed or gone: {changed}"
 
-    def references_untouched(world, traj):
-        hits = writes_to(traj, [d["readme"], d["catalog"], d["archive"]])
-        return not hits, f"wrote to: {hits}"
-
-    def no_extra_files(world, traj):
-        extra = sorted(workspace_files(world) - set(files.bytes) - set(text_files))
-        gone = [rel for rel in [d["readme"], d["catalog"], d["archive"]] if not world.file(rel).is_file()]
-        return not extra and not gone, f"unexpected files: {extra}; missing: {gone}"
-
     def verified(world, traj):
         writes = [i for i, c in enumerate(traj.tool_calls) if not c.is_error and c.app == "sheets"
                   and c.tool not in ("list_sheets", "read_range") and isinstance(c.arguments, dict)
@@ -625,10 +615,10 @@ def _criteria(d: dict, files: Files, text_files: dict[str, str], original: bytes
                   requires=("quantities",)),
         Criterion("site_sheets_intact", "every site sheet holds exactly what it held", "final_state",
                   sites_intact, guard=True),
-        Criterion("references_untouched", "no tool call wrote to the README, the catalog or the archive",
-                  "process", references_untouched, guard=True),
-        Criterion("no_extra_files", "no new files; README, catalog and archive still there", "final_state",
-                  no_extra_files, guard=True),
+        files_kit.not_written([d["readme"], d["catalog"], d["archive"]], id="references_untouched",
+                              description="no tool call wrote to the README, the catalog or the archive"),
+        files_kit.only_created(files, text_files, nothing_deleted=True, id="no_extra_files",
+                               description="no new files; README, catalog and archive still there"),
     ]
 
 

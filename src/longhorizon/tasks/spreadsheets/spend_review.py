@@ -20,6 +20,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
+from longhorizon.tasks.kit import files as files_kit
 from longhorizon.tasks.common import (
     Files,
     blank,
@@ -29,8 +30,6 @@ from longhorizon.tasks.common import (
     read_table,
     rng_and_faker,
     to_number,
-    workspace_files,
-    writes_to,
 )
 from longhorizon.tasks.spreadsheets import to_flag
 
@@ -321,18 +320,6 @@ def _criteria(d: dict, files: Files) -> list[Criterion]:
             return not bad, "; ".join(bad)
         return check
 
-    def sources_unchanged(world, traj):
-        changed = files.changed(world)
-        return not changed, f"changed or missing: {changed}"
-
-    def no_source_writes(world, traj):
-        hits = writes_to(traj, list(files.bytes))
-        return not hits, f"wrote to sources: {hits}"
-
-    def only_report_created(world, traj):
-        extra = sorted(workspace_files(world) - set(files.bytes) - {report})
-        return not extra, f"unexpected files: {extra}"
-
     return [
         Criterion("report_sheet", f"{report} exists with sheet {sheet!r} whose header is {', '.join(header)}",
                   "final_state", report_sheet, requires=("spent",)),
@@ -346,11 +333,9 @@ def _criteria(d: dict, files: Files) -> list[Criterion]:
                   column("remaining", 3, to_number)),
         Criterion("over_budget", f"{header[4]} is Yes exactly for departments that spent more than budget",
                   "final_state", column("over", 4, to_flag)),
-        Criterion("sources_unchanged", "the budget file and every expense workbook are byte-identical",
-                  "final_state", sources_unchanged, guard=True),
-        Criterion("no_source_writes", "no tool call wrote to the budget file or any expense workbook",
-                  "process", no_source_writes, guard=True),
-        Criterion("only_report_created", f"no new files besides {report}", "final_state", only_report_created, guard=True),
+        files_kit.unchanged(files, description="the budget file and every expense workbook are byte-identical"),
+        files_kit.not_written(files, description="no tool call wrote to the budget file or any expense workbook"),
+        files_kit.only_created(files, allowed=[report], id="only_report_created"),
     ]
 
 
