@@ -25,6 +25,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.phrasing import phrasing_rng, say
 from longhorizon.tasks.registry import register
+from longhorizon.tasks.kit import files as files_kit
 from longhorizon.tasks.common import (
     Files,
     People,
@@ -38,9 +39,7 @@ from longhorizon.tasks.common import (
     rng_and_faker,
     slug,
     to_number,
-    workspace_files,
     write_files,
-    writes_to,
 )
 from longhorizon.tasks.surveys import clamp
 
@@ -729,17 +728,6 @@ class PulseSurveyResults(TaskFamily):
                     and norm_path(c.arguments.get("path")) == results}
             return bool(read), "" if read else "the results workbook was not read back before sending"
 
-        def sources_untouched(w, t):
-            hits = writes_to(t, sorted(set(files.bytes) | set(text_files)))
-            changed = files.changed(w)
-            if hits or changed:
-                return False, f"touched: {hits or changed}"
-            return True, ""
-
-        def no_stray(w, t):
-            extra = sorted(workspace_files(w) - set(files.bytes) - set(text_files) - {results})
-            return not extra, f"unexpected files: {extra}"
-
         criteria = [
             Criterion("scores_sheet", f"{results} has a Scores sheet (Team, Question, Responses, Average) with one "
                       f"row per team and question, plus {ALL}", "final_state", scores_sheet,
@@ -761,9 +749,8 @@ class PulseSurveyResults(TaskFamily):
             Criterion("checked_before_sending", "the results workbook was read back after its last edit and "
                       "before the mail went out", "process", checked_before_sending, requires=("averages",)),
             Criterion("at_most_one_mail", "no more than one mail was sent", "process", at_most_one_mail, guard=True),
-            Criterion("sources_untouched", "no response file or reference file was written to", "process",
-                      sources_untouched, guard=True),
-            Criterion("no_stray_files", f"no new files besides {results}", "final_state", no_stray, guard=True),
+            files_kit.untouched(files, text_files, description="no response file or reference file was written to"),
+            files_kit.only_created(files, text_files, allowed=[results]),
         ]
         flaws = {
             "scores_sheet": "scores_sheet", "response_counts": "no_dedup", "averages": "first",

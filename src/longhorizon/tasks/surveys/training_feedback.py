@@ -27,6 +27,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
+from longhorizon.tasks.kit import files as files_kit
 from longhorizon.tasks.common import (
     Files,
     People,
@@ -38,12 +39,9 @@ from longhorizon.tasks.common import (
     parse_json,
     read_table,
     rng_and_faker,
-    same_bytes,
     slug,
     to_number,
-    workspace_files,
     write_files,
-    writes_to,
 )
 from longhorizon.tasks.surveys import clamp
 
@@ -592,16 +590,6 @@ def _criteria(d: dict, files: Files, text_files: dict[str, str]) -> tuple[list[C
                 and norm_text(c.arguments.get("sheet")) == norm_text(SHEET)]
         return bool(read), "" if read else "the summary was not read back before sending"
 
-    def sources_untouched(w, t):
-        hits = writes_to(t, sorted(set(files.bytes) | set(text_files)))
-        changed = files.changed(w) + [rel for rel, text in text_files.items()
-                                      if not same_bytes(w.file(rel), text.encode("utf-8"))]
-        return not hits and not changed, f"touched: {hits or changed}"
-
-    def no_stray(w, t):
-        extra = sorted(workspace_files(w) - set(files.bytes) - set(text_files) - {out})
-        return not extra, f"unexpected files: {extra}"
-
     criteria = [
         Criterion("summary_sheet", f"{out} has a sheet {SHEET!r} with header {', '.join(HEADER)}",
                   "final_state", summary_sheet, requires=("avg_rating",)),
@@ -623,9 +611,9 @@ def _criteria(d: dict, files: Files, text_files: dict[str, str]) -> tuple[list[C
         Criterion("checked_before_sending", "the summary was read back after its last edit and before the "
                   "mail went out", "process", checked_before_sending, requires=("avg_rating",)),
         Criterion("at_most_one_mail", "no more than one mail was sent", "process", at_most_one_mail, guard=True),
-        Criterion("sources_untouched", "no export and no attendance sheet was written to or changed", "process",
-                  sources_untouched, guard=True),
-        Criterion("no_stray_files", f"no new files besides {out}", "final_state", no_stray, guard=True),
+        files_kit.untouched(files, text_files, description="no export and no attendance sheet was written to or "
+                            "changed"),
+        files_kit.only_created(files, text_files, allowed=[out]),
     ]
     flaws = {c.id: c.id for c in criteria}
     flaws.update({"responses": "no_attendance", "avg_rating": "halve", "nps": "promoters_8"})
