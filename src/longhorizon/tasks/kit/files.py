@@ -1,9 +1,9 @@
 """Workspace file guards: the files a World was built with stay as they were, nothing is written
 to them, and no file appears that the task did not ask for.
 
-The expected files are what the family built the World from (``seeded``): ``Sources`` / ``Files``
-objects, or mappings of workspace path -> bytes (or text, written as UTF-8 like ``write_files``
-does). They are read on the first check, not when the criterion is made, so generating a task
+A check sees only the final World, so the expected files are what the family built the World
+from (``seeded``): ``Sources`` / ``Files`` objects, or mappings of workspace path -> bytes (or
+text, written as UTF-8 like ``write_files`` does). They are read on the first check, not when the criterion is made, so generating a task
 never builds its files. The final World is read without following links: a link, FIFO or any
 non-regular file where a seeded file was, or a linked folder on its way, is not that file.
 """
@@ -22,7 +22,7 @@ Seeded = Sources | Mapping[str, bytes | str]
 """Files a World was built with: a ``Sources`` (or ``Files``), or workspace path -> bytes or text."""
 
 
-def seeded_bytes(*seeded: Seeded) -> dict[str, bytes]:
+def _seeded_bytes(*seeded: Seeded) -> dict[str, bytes]:
     """Every seeded file as workspace path -> bytes (text as UTF-8), in path order."""
     out: dict[str, bytes] = {}
     for s in seeded:
@@ -32,10 +32,10 @@ def seeded_bytes(*seeded: Seeded) -> dict[str, bytes]:
 
 
 def _lazy(seeded: tuple[Seeded, ...]) -> Callable[[], dict[str, bytes]]:
-    return cache(lambda: seeded_bytes(*seeded))
+    return cache(lambda: _seeded_bytes(*seeded))
 
 
-def holds(world, rel: str, expected: bytes) -> bool:
+def _holds(world, rel: str, expected: bytes) -> bool:
     """Whether workspace ``rel`` is a regular file holding exactly ``expected``. Each folder on
     the way is opened without following a link, and so is the file, so a link to a copy
     elsewhere never passes; the file is read only when its size matches."""
@@ -62,12 +62,7 @@ def holds(world, rel: str, expected: bytes) -> bool:
         os.close(fd)
 
 
-def changed(world, *seeded: Seeded) -> list[str]:
-    """Seeded files that are gone or no longer byte-identical, sorted."""
-    return [rel for rel, data in seeded_bytes(*seeded).items() if not holds(world, rel, data)]
-
-
-def present(world) -> tuple[set[str], list[str]]:
+def _present(world) -> tuple[set[str], list[str]]:
     """(every non-folder entry under the workspace as a relative posix path: files, links
     (to folders too), FIFOs; folders the walk could not list). Never follows a link."""
     root = world.workspace
@@ -96,7 +91,7 @@ def unchanged(*seeded: Seeded, id: str = "sources_unchanged",
     expected = _lazy(seeded)
 
     def check(world, traj):
-        bad = [rel for rel, data in expected().items() if not holds(world, rel, data)]
+        bad = [rel for rel, data in expected().items() if not _holds(world, rel, data)]
         return not bad, f"changed or missing: {_shown(bad)}" if bad else ""
 
     return Criterion(id, description, "final_state", check, weight, guard=True)
@@ -150,7 +145,7 @@ def only_created(*seeded: Seeded, allowed: Iterable[str] = (), nothing_deleted: 
                                    else "no new files")
 
     def check(world, traj):
-        found, unlisted = present(world)
+        found, unlisted = _present(world)
         extra = found - set(expected()) - allowed
         notes = [f"unexpected files: {_shown(extra)}"] if extra else []
         if unlisted:
