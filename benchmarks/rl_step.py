@@ -13,6 +13,12 @@ differently in each case (different random streams, different engines), so episo
 length: sampled tokens per second is the comparable rate. Time with perf_counter; the machine is
 shared, so the numbers are noisy (say what else ran). Peak memory is not measured here (the
 server is a separate process tree).
+
+The update's floor: a dense update costs about 6 FLOPs per parameter per trained token (forward
+2, backward 4), 8 with gradient checkpointing (the forward again); each case measures this
+machine's float32 matmul rate in its own process just before the step (a (2048x576)@(576x1536)
+product, SmolLM2's MLP shape), and prints the update's floor (its FLOPs at that rate) next to
+the update it measured, so a target can be judged against what the cores can do.
 """
 
 from __future__ import annotations
@@ -26,6 +32,19 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def matmul_gflops(seconds: float = 3.0) -> float:
+    """float32 matmul throughput of this process on this machine, GFLOP/s (SmolLM2's MLP shape)."""
+    import torch
+
+    a, b = torch.randn(2048, 576), torch.randn(576, 1536)
+    a @ b  # warm-up
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        a @ b
+        n += 1
+    return 2 * 2048 * 576 * 1536 * n / (time.perf_counter() - t0) / 1e9
 
 
 def one_case(args) -> dict:
@@ -42,6 +61,8 @@ def one_case(args) -> dict:
     t0 = time.perf_counter()
     trainer, rollout = build_trainer(cfg, progress=False)
     built = time.perf_counter() - t0
+    gflops = matmul_gflops()
+    params = sum(p.numel() for p in trainer.model.parameters())
     try:
         t0 = time.perf_counter()
         trainer.train()
@@ -51,7 +72,10 @@ def one_case(args) -> dict:
     finally:
         rollout.close()
     tokens = logs["episode/sampled_tokens"] * args.episodes
-    return {"case": args.case, "build_s": built, "rollout_s": logs["episode/rollout_s"], "sync_s": sync,
+    trained = logs["episode/context_tokens"] * args.episodes  # the update's forward and backward cover every token
+    update_flop = (8 if cfg.gradient_checkpointing else 6) * params * trained
+    return {"gflops": gflops, "trained_tokens": trained, "update_floor_s": update_flop / (gflops * 1e9),
+            "case": args.case, "build_s": built, "rollout_s": logs["episode/rollout_s"], "sync_s": sync,
             "update_s": step - logs["episode/rollout_s"], "step_s": step + sync, "sampled_tokens": tokens,
             "episodes": args.episodes, "pass_rate": logs.get("episode/pass_rate"), "turns": logs.get("episode/turns")}
 
@@ -92,6 +116,12 @@ def main() -> None:
                   f"{r['rollout_s'] / base['rollout_s']:.2f}x, sampled tok/s "
                   f"{(r['sampled_tokens'] / r['rollout_s']) / (base['sampled_tokens'] / base['rollout_s']):.2f}x")
     print("set-up: loading the model and building the trainer (and, for vllm, starting its server once per run)")
+    print(f"{'sampler':<10} {'trained tok':>11} {'matmul GFLOP/s':>14} {'update floor s':>14} {'update / floor':>14}")
+    for r in rows:
+        print(f"{r['case']:<10} {r['trained_tokens']:>11.0f} {r['gflops']:>14.1f} {r['update_floor_s']:>14.1f} "
+              f"{r['update_s'] / r['update_floor_s']:>13.1f}x")
+    print("update floor: (8 with gradient checkpointing, else 6) x parameters x trained tokens at the measured "
+          "matmul rate: no update of these tokens runs faster on these cores")
 
 
 if __name__ == "__main__":
