@@ -117,7 +117,19 @@ class BackorderFulfilment(TaskFamily):
         "carrier, note what stays on backorder, and send every customer on the list one update."
     )
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one order on the list, which the delivery fills (the receiving note and the list are
+    named); 2: four or five orders, one cancelled, with a full, a partial and a held outcome;
+    3 (default): eight or nine among a namesake, a priority account jumping the queue and a
+    customer who wrote in."""
+    toolsets = {1: (
+        "files__list_dir", "files__read_file", "mail__send_message", "store__create_shipment", "store__get_order",
+        "store__receive_purchase_order",
+    )}
+    """Level 1 names its files and orders (the order gives the customer's address): no search."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         people = People(fake)
         store_name = f"{fake.last_name()} {rng.choice(['Home & Garden', 'Goods', 'Living', 'Outfitters'])}"
@@ -150,51 +162,74 @@ class BackorderFulfilment(TaskFamily):
         prio_ids = {c.id for c in priority_accounts}
 
         # -- backorders: redraw until the policy gives every kind of outcome --------------------------
-        for _attempt in range(400):
-            buyers = rng.sample(customers[:12], rng.randint(8, 9))
-            if twin not in buyers and rng.random() < 0.8:
-                buyers[-1] = twin
-            backorders: list[Backorder] = []
-            for cust in buyers:
-                n = rng.choice([1, 1, 2, 2, 3])
-                items = [rng.choice(delivered)]
-                extra = [p for p in delivered if p is not items[0]]
-                if n >= 2 and rng.random() < 0.5:
-                    items.append(rng.choice(extra))
-                while len(items) < n:
-                    items.append(rng.choice([p for p in in_stock if p not in items]))
-                lines = [(p, rng.randint(1, 4) if p in delivered else rng.randint(1, 2)) for p in items]
-                placed = datetime.combine(today - timedelta(days=rng.randint(3, 24)),
-                                          time(rng.randint(7, 21), rng.randrange(60)))
-                backorders.append(Backorder(cust, lines, placed, rng.random() < 0.35, cust.id in prio_ids))
-            # one order also waits for an item this delivery does not bring
-            b = rng.choice(backorders)
-            if all(p is not missing for p, _ in b.lines):
-                b.lines.append((missing, 1))
-            rng.choice([b for b in backorders if len(b.lines) > 1]).partial_ok = True
-            rng.choice(backorders).cancelled = True
-            demand = {p.sku: sum(q for b in backorders if not b.cancelled for p2, q in b.lines if p2 is p)
-                      for p in delivered}
-            ordered = {p.sku: max(3, demand[p.sku] - rng.randint(0, 3)) for p in delivered}
-            counted = dict(ordered)
+        def draw(few: bool):
+            """Backorders, the delivery's ordered and counted quantities, its short line and the
+            stock after it: 8-9 orders (the default), or 4-5 (``few``: level 2) with one of each
+            outcome."""
+            for _attempt in range(400):
+                buyers = rng.sample(customers[:12], rng.randint(4, 5) if few else rng.randint(8, 9))
+                if twin not in buyers and rng.random() < 0.8:
+                    buyers[-1] = twin
+                backorders: list[Backorder] = []
+                for cust in buyers:
+                    n = rng.choice([1, 1, 2, 2, 3])
+                    items = [rng.choice(delivered)]
+                    extra = [p for p in delivered if p is not items[0]]
+                    if n >= 2 and rng.random() < 0.5:
+                        items.append(rng.choice(extra))
+                    while len(items) < n:
+                        items.append(rng.choice([p for p in in_stock if p not in items]))
+                    lines = [(p, rng.randint(1, 4) if p in delivered else rng.randint(1, 2)) for p in items]
+                    placed = datetime.combine(today - timedelta(days=rng.randint(3, 24)),
+                                              time(rng.randint(7, 21), rng.randrange(60)))
+                    backorders.append(Backorder(cust, lines, placed, rng.random() < 0.35, cust.id in prio_ids))
+                # one order also waits for an item this delivery does not bring
+                b = rng.choice(backorders)
+                if all(p is not missing for p, _ in b.lines):
+                    b.lines.append((missing, 1))
+                rng.choice([b for b in backorders if len(b.lines) > 1]).partial_ok = True
+                rng.choice(backorders).cancelled = True
+                demand = {p.sku: sum(q for b in backorders if not b.cancelled for p2, q in b.lines if p2 is p)
+                          for p in delivered}
+                ordered = {p.sku: max(3, demand[p.sku] - rng.randint(0, 3)) for p in delivered}
+                counted = dict(ordered)
+                short = rng.choice(delivered)
+                counted[short.sku] = ordered[short.sku] - rng.randint(1, min(4, ordered[short.sku] - 1))
+                stock_after = {p.sku: p.stock + counted.get(p.sku, 0) for p in products}
+                backorders.sort(key=lambda b: b.placed)
+                for k, b in enumerate(backorders):
+                    b.id = f"#{k}"
+                _allocate(backorders, stock_after)
+                outcomes = [b.outcome for b in backorders]
+                mixed = "full" in outcomes and "partial" in outcomes and any(len(b.ship_lines) >= 2 for b in backorders)
+                if few and mixed and "held" in outcomes:
+                    return backorders, ordered, counted, short, stock_after
+                prio_jump = any(b.priority and b.outcome in ("full", "partial") and any(
+                    not o.priority and o.placed < b.placed and o.outcome == "held" for o in backorders)
+                    for b in backorders)
+                if not few and mixed and outcomes.count("full") >= 2 and outcomes.count("held") >= 1 and prio_jump \
+                        and any(b.customer is twin and not b.cancelled for b in backorders) \
+                        and any(b.outcome == "held" and any(p is not missing for p in b.awaited) for b in backorders):
+                    return backorders, ordered, counted, short, stock_after
+            raise AssertionError("no backorder mix found")  # pragma: no cover - found within a few tries
+
+        backorders, ordered, counted, short, stock_after = draw(few=False)
+        if level == 2:  # the same draws as the default, then a shorter list
+            backorders, ordered, counted, short, stock_after = draw(few=True)
+        elif level == 1:  # the same draws, then one order (two lines or more) the delivery fills
+            b = rng.choice([b for b in backorders if not b.cancelled])
+            b.lines = [(p, q) for p, q in b.lines if p is not missing]
+            if len(b.lines) < 2:
+                b.lines.append((rng.choice([p for p in in_stock if all(p is not x for x, _ in b.lines)]), 1))
+            b.cancelled, b.id = False, "#0"
+            backorders = [b]
+            counted = {p.sku: max(2, sum(q for p2, q in b.lines if p2 is p) + rng.randint(0, 2)) for p in delivered}
+            ordered = dict(counted)
             short = rng.choice(delivered)
-            counted[short.sku] = ordered[short.sku] - rng.randint(1, min(4, ordered[short.sku] - 1))
+            ordered[short.sku] += rng.randint(1, 3)
             stock_after = {p.sku: p.stock + counted.get(p.sku, 0) for p in products}
-            backorders.sort(key=lambda b: b.placed)
-            for k, b in enumerate(backorders):
-                b.id = f"#{k}"
             _allocate(backorders, stock_after)
-            outcomes = [b.outcome for b in backorders]
-            prio_jump = any(b.priority and b.outcome in ("full", "partial") and any(
-                not o.priority and o.placed < b.placed and o.outcome == "held" for o in backorders)
-                for b in backorders)
-            if outcomes.count("full") >= 2 and "partial" in outcomes and outcomes.count("held") >= 1 and prio_jump \
-                    and any(b.customer is twin and not b.cancelled for b in backorders) \
-                    and any(b.outcome == "held" and any(p is not missing for p in b.awaited) for b in backorders) \
-                    and any(len(b.ship_lines) >= 2 for b in backorders):
-                break
-        else:  # pragma: no cover - the loop above finds a world within a few tries
-            raise AssertionError("no backorder mix found")
+            assert b.outcome == "full" and len(b.ship_lines) >= 2
 
         for b in backorders:
             b.shipping = rng.choice([0, 499, 799])
@@ -325,13 +360,15 @@ When a delivery for backordered items arrives:
                      "date": datetime.combine(today - timedelta(days=2), time(15, 12)).isoformat(),
                      "body": f"Hello,\n\nYour order {po_id} left our warehouse today:\n\n{adv_lines}\n\n"
                              f"Expected delivery in two days.\n\n{sup.contact}\n{sup.name}"})
-        asker = rng.choice([b for b in backorders if not b.cancelled])
-        msgs.append({"folder": "Inbox", "sender": asker.customer.email, "sender_name": asker.customer.name,
-                     "to": [support], "subject": "Any news on my order?",
-                     "date": datetime.combine(today - timedelta(days=1), time(19, 40)).isoformat(),
-                     "body": f"Hi,\n\nI ordered on {asker.placed.date().isoformat()} and was told some items were on "
-                             f"backorder. Any idea when it will ship?\n\nThanks,\n{asker.customer.name}",
-                     "asker": True})
+        asker = None
+        if level > 1:  # level 1: nobody has written in
+            asker = rng.choice([b for b in backorders if not b.cancelled])
+            msgs.append({"folder": "Inbox", "sender": asker.customer.email, "sender_name": asker.customer.name,
+                         "to": [support], "subject": "Any news on my order?",
+                         "date": datetime.combine(today - timedelta(days=1), time(19, 40)).isoformat(),
+                         "body": f"Hi,\n\nI ordered on {asker.placed.date().isoformat()} and was told some items were "
+                                 f"on backorder. Any idea when it will ship?\n\nThanks,\n{asker.customer.name}",
+                         "asker": True})
         msgs.append({"folder": "Inbox", "sender": lead.email, "sender_name": lead.name, "to": [support],
                      "subject": "Delivery today", "date": datetime.combine(today, time(7, 55)).isoformat(),
                      "body": f"Morning! The {sup.name} delivery is on the dock; the receiving note is in "
@@ -378,14 +415,22 @@ When a delivery for backordered items arrives:
                 "Leave the rest of today's orders alone: the afternoon pick run takes care of them.",
                 "Don't touch the other orders from today; they go out with the afternoon pick run."),
         ])
+        if level == 1:
+            sources += f" Today's receiving note is {rec_path}; the list is {bo_path}."
         instruction = " ".join([hello, arrived, ask, sources, *limits])
+        live_addrs = {b.customer.email for b in backorders if not b.cancelled}
+        stray = next((b.customer.email for b in backorders if b.cancelled), None) or next(
+            c.email for c in customers if c.email not in live_addrs)
         ctx = _Ctx(backorders=backorders, po_id=po_id, counted={p.sku: counted[p.sku] for p in delivered},
                    rec_path=rec_path, bo_path=bo_path, seeded_shipments=seeded_shipments,
                    initial_status=initial_status, n_seeded=n_seeded, n_events=n_events, me=me.name,
-                   delivered=[p.sku for p in delivered], stock_after=stock_after)
+                   delivered=[p.sku for p in delivered], stock_after=stock_after, short=level == 1,
+                   ordered={p.sku: ordered[p.sku] for p in delivered}, stray=stray)
         criteria = _criteria(ctx)
+        if level == 1:  # one order, shipped whole: nothing stays owed
+            criteria = [c for c in criteria if c.id != "partial_notes"]
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=partial(_oracle, ctx, None),
             criteria=criteria, perturbations={c.id: partial(_oracle, ctx, c.id) for c in criteria},
             data={"today": today.isoformat(), "po": po_id, "counted": ctx.counted,
@@ -409,6 +454,11 @@ class _Ctx:
     me: str
     delivered: list[str]
     stock_after: dict[str, int]
+    short: bool
+    """Level 1: the note and the list are named, nobody wrote in; the oracle skips the survey."""
+    ordered: dict[str, int]
+    stray: str
+    """An address that should get no mail (the cancelled order's customer where there is one)."""
 
     def live(self) -> list[Backorder]:
         return [b for b in self.backorders if not b.cancelled]
@@ -420,24 +470,28 @@ class _Ctx:
 def _oracle(ctx: _Ctx, flaw: str | None):
     """Read the policy, the priority list, the receiving note and the backorder list; book the
     delivery; open every listed order; ship by the allocation; note partials; write to every
-    customer; check. ``flaw`` breaks one criterion."""
-    yield ToolCall("files__list_dir", {"path": ".", "recursive": True}, "Find the policy, notes and the list.")
+    customer; check. ``flaw`` breaks one criterion; ``ctx.short`` (level 1) skips the survey (the
+    folder, the inbox, the purchase order) and the checks at the end."""
+    if not ctx.short:
+        yield ToolCall("files__list_dir", {"path": ".", "recursive": True}, "Find the policy, notes and the list.")
     yield ToolCall("files__read_file", {"path": POLICY}, "Read the backorder policy.")
     if flaw != "rules_read":
         yield ToolCall("files__read_file", {"path": PRIORITY}, "Who are the priority accounts (by id)?")
     yield ToolCall("files__read_file", {"path": ctx.rec_path}, "What the warehouse counted.")
     yield ToolCall("files__read_file", {"path": ctx.bo_path}, "Last night's backorder list.")
-    inbox = loads((yield ToolCall("mail__list_messages", {"folder": "Inbox"}, "Anything about the delivery or "
-                                                                                "the backorders?")))
-    asker = next(b for b in ctx.live() if b.msg_id)
-    yield ToolCall("mail__read_message", {"message_id": asker.msg_id}, "A customer asking about a backorder.")
-    assert any(m["id"] == asker.msg_id for m in inbox["messages"])
-    po = loads((yield ToolCall("store__get_purchase_order", {"po_id": ctx.po_id}, "The purchase order to book.")))
+    ordered = dict(ctx.ordered)
+    if not ctx.short:
+        inbox = loads((yield ToolCall("mail__list_messages", {"folder": "Inbox"}, "Anything about the delivery "
+                                                                                    "or the backorders?")))
+        asker = next(b for b in ctx.live() if b.msg_id)
+        yield ToolCall("mail__read_message", {"message_id": asker.msg_id}, "A customer asking about a backorder.")
+        assert any(m["id"] == asker.msg_id for m in inbox["messages"])
+        po = loads((yield ToolCall("store__get_purchase_order", {"po_id": ctx.po_id}, "The purchase order to book.")))
+        ordered = {ln["sku"]: ln["qty"] for ln in po["lines"]}
     counted = dict(ctx.counted)
     if flaw == "delivery_received":
-        counted = {ln["sku"]: ln["qty"] for ln in po["lines"]}
-    shorts = [f"{ln['sku']} short {ln['qty'] - ctx.counted[ln['sku']]}" for ln in po["lines"]
-              if ctx.counted[ln["sku"]] < ln["qty"]]
+        counted = dict(ordered)
+    shorts = [f"{sku} short {q - ctx.counted[sku]}" for sku, q in ordered.items() if ctx.counted[sku] < q]
 
     def receive():
         return ToolCall("store__receive_purchase_order", {
@@ -455,7 +509,7 @@ def _oracle(ctx: _Ctx, flaw: str | None):
     order = sorted(ctx.live(), key=lambda b: (not b.priority, b.placed))
     tracking: dict[str, str] = {}
     first_full = next(b for b in order if b.outcome == "full")
-    first_partial = next(b for b in order if b.outcome == "partial")
+    first_partial = next((b for b in order if b.outcome == "partial"), first_full)
     multi = next(b for b in order if len(b.ship_lines) >= 2)
     for b in order:
         if b.outcome == "held":
@@ -505,15 +559,15 @@ def _oracle(ctx: _Ctx, flaw: str | None):
             yield ToolCall("mail__send_message", {"to": [b.customer.email], "subject": f"Your order {b.id}",
                                                   "body": body}, f"Update {b.customer.name} on {b.id}.")
     if flaw == "no_stray_mail":
-        c = next(b for b in ctx.backorders if b.cancelled).customer
-        yield ToolCall("mail__send_message", {"to": [c.email], "subject": "Your cancelled order",
+        yield ToolCall("mail__send_message", {"to": [ctx.stray], "subject": "Your cancelled order",
                                               "body": "Your order was cancelled as requested."}, "Confirm.")
     if flaw == "others_untouched":
         other = next(o for o, s in ctx.initial_status.items() if s == "paid"
                      and all(o != b.id for b in ctx.backorders))
         yield ToolCall("store__cancel_order", {"order_id": other, "reason": "duplicate order"}, "Tidy up.")
-    yield ToolCall("store__search_shipments", {"limit": 20}, "Check today's shipments.")
-    yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 20}, "Check every customer was written to.")
+    if not ctx.short:
+        yield ToolCall("store__search_shipments", {"limit": 20}, "Check today's shipments.")
+        yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 20}, "Check every customer was written to.")
     n_ship = sum(1 for b in ctx.live() if b.outcome != "held")
     return (f"Booked {ctx.po_id} as counted, shipped {n_ship} backorders (priority first), kept "
             f"{sum(1 for b in ctx.live() if b.outcome == 'held')} waiting and updated every customer on the list.")

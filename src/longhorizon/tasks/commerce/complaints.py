@@ -53,6 +53,9 @@ OPTIONAL = ["cancel_pending", "cancel_shipped", "damaged_late", "already_refunde
 DAMAGE_WORDS = ["arrived cracked", "arrived broken", "was smashed in the box", "stopped working on day one",
                 "arrived with a big dent", "came damaged"]
 METHODS = ["card", "card", "paypal", "apple_pay"]
+NEEDS = {"cancellations": ("cancel_paid", "cancel_pending"), "cancel_refunds": ("cancel_paid",),
+         "damage_refunds": ("damaged_ok",), "replacement_shipments": ("lost",), "escalation": ("over_limit",)}
+"""Criteria that judge one kind of complaint: an instance without that kind leaves them out."""
 
 
 @dataclass
@@ -108,7 +111,19 @@ class CustomerComplaintResolution(TaskFamily):
         "lost parcels, decline what the policy excludes, and reply to every customer once."
     )
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one damage claim inside the window and the limit, next to a complaint already answered
+    and a thank-you; 2: four complaints (a cancellation, a damage claim, a lost parcel, a claim
+    over the limit); 3 (default): seven to nine among chatter, a pre-sales question and newsletters."""
+    toolsets = {1: (
+        "files__list_dir", "files__read_file", "mail__list_messages", "mail__read_message", "mail__reply",
+        "store__get_customer", "store__get_order", "store__issue_refund", "store__search_customers",
+    )}
+    """Level 1's finders: the policy folder, the inbox, and the customer's record for a claim that
+    gives no order number."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         people = People(fake)
         store_name = f"{fake.last_name()} {rng.choice(['Home & Garden', 'Goods', 'Supply Co', 'Living', 'Outfitters'])}"
@@ -183,6 +198,10 @@ class CustomerComplaintResolution(TaskFamily):
                 c.prior_refund_day = min(today - timedelta(days=1), c.delivered + timedelta(days=rng.randint(1, 3)))
             c.omit_id = rng.random() < 0.4
             cases.append(c)
+        if level == 2:  # the same draws as the default, then the first complaint of each kind always there
+            cases = [next(c for c in cases if c.kind == k) for k in ALWAYS]
+        elif level == 1:  # ... then the first damage claim inside the window and the limit
+            cases = [next(c for c in cases if c.kind == "damaged_ok")]
 
         # -- orders: the complaints' own, complainants' older orders, and background ------------
         specs: list[dict[str, Any]] = []
@@ -353,31 +372,34 @@ class CustomerComplaintResolution(TaskFamily):
                      "subject": "Thank you!", "date": stamp(today - timedelta(days=1)),
                      "body": "Just wanted to say the replacement arrived and it's perfect. Great service!\n\n"
                              + thanks.name})
-        asker = fake.name()
-        asker_mail = f"{slug(asker.split()[0])}{rng.randint(10, 99)}@{rng.choice(['coolmail', 'webmail'])}.example"
-        q_item = rng.choice(products)
-        msgs.append({"folder": "Inbox", "sender": asker_mail, "sender_name": asker, "to": [support],
-                     "subject": f"Question about the {q_item.name}", "date": stamp(today - timedelta(days=1)),
-                     "body": f"Hi there, before I order: does the {q_item.name} come with a warranty, and do you "
-                             f"ship to Canada?\n\n{asker}"})
-        msgs.append({"folder": "Inbox", "sender": colleague.email, "sender_name": colleague.name, "to": [support],
-                     "subject": rng.choice(["Warehouse stocktake Friday", "Rota for next week", "Lunch order"]),
-                     "date": stamp(today - timedelta(days=1)),
-                     "body": f"Hi {me.first}, heads up: the warehouse is closed Friday afternoon for the stocktake, "
-                             f"so nothing ships after 12:00.\n\n{colleague.first}"})
-        msgs.append({"folder": "Inbox", "sender": manager.email, "sender_name": manager.name, "to": [support],
-                     "subject": "Support backlog", "date": stamp(today - timedelta(days=1)),
-                     "body": f"Hi {me.first}, can we get the complaint backlog cleared today? Send anything over "
-                             f"your limit my way as usual.\n\n{manager.first}"})
-        for subj, text in rng.sample([
-            ("Your weekly marketplace digest", "Top trends in home goods this week."),
-            ("Carrier surcharge update", "Fuel surcharges change on the 1st of next month."),
-            ("Webinar: delighting customers", "Join our free webinar on support automation."),
-            ("Invoice available", "Your monthly platform invoice is ready in the dashboard."),
-        ], 2):
-            msgs.append({"folder": "Inbox", "sender": f"news@{rng.choice(['shoplane', 'parcelhub', 'helpdeskly'])}.example",
-                         "sender_name": "Newsletter", "to": [support], "subject": subj, "body": text,
-                         "date": stamp(today - timedelta(days=rng.randint(1, 3)))})
+        asker_mail = ""
+        if level > 1:  # level 1: the complaint, the one already answered and a thank-you
+            asker = fake.name()
+            asker_mail = f"{slug(asker.split()[0])}{rng.randint(10, 99)}@{rng.choice(['coolmail', 'webmail'])}.example"
+            q_item = rng.choice(products)
+            msgs.append({"folder": "Inbox", "sender": asker_mail, "sender_name": asker, "to": [support],
+                         "subject": f"Question about the {q_item.name}", "date": stamp(today - timedelta(days=1)),
+                         "body": f"Hi there, before I order: does the {q_item.name} come with a warranty, and do you "
+                                 f"ship to Canada?\n\n{asker}"})
+            msgs.append({"folder": "Inbox", "sender": colleague.email, "sender_name": colleague.name, "to": [support],
+                         "subject": rng.choice(["Warehouse stocktake Friday", "Rota for next week", "Lunch order"]),
+                         "date": stamp(today - timedelta(days=1)),
+                         "body": f"Hi {me.first}, heads up: the warehouse is closed Friday afternoon for the "
+                                 f"stocktake, so nothing ships after 12:00.\n\n{colleague.first}"})
+            msgs.append({"folder": "Inbox", "sender": manager.email, "sender_name": manager.name, "to": [support],
+                         "subject": "Support backlog", "date": stamp(today - timedelta(days=1)),
+                         "body": f"Hi {me.first}, can we get the complaint backlog cleared today? Send anything over "
+                                 f"your limit my way as usual.\n\n{manager.first}"})
+            for subj, text in rng.sample([
+                ("Your weekly marketplace digest", "Top trends in home goods this week."),
+                ("Carrier surcharge update", "Fuel surcharges change on the 1st of next month."),
+                ("Webinar: delighting customers", "Join our free webinar on support automation."),
+                ("Invoice available", "Your monthly platform invoice is ready in the dashboard."),
+            ], 2):
+                news = f"news@{rng.choice(['shoplane', 'parcelhub', 'helpdeskly'])}.example"
+                msgs.append({"folder": "Inbox", "sender": news,
+                             "sender_name": "Newsletter", "to": [support], "subject": subj, "body": text,
+                             "date": stamp(today - timedelta(days=rng.randint(1, 3)))})
         msgs.sort(key=lambda m: m["date"])
         for i, m in enumerate(msgs, start=1):
             m["id"] = i
@@ -443,7 +465,10 @@ class CustomerComplaintResolution(TaskFamily):
         ])
         today_is = say(w, f"Today is {long_date(today)}.", f"It's {long_date(today)} today.",
                        f"(Today's date: {long_date(today)}.)")
+        if level == 1:
+            follow = f"Please follow our current customer service policy, {POLICY}."
         instruction = " ".join([hello, ask, follow, each, *limits, today_is])
+        case_orders = {c.order_id for c in cases}
 
         data = {
             "today": today.isoformat(), "window": window, "limit": limit, "manager": manager.email,
@@ -455,10 +480,14 @@ class CustomerComplaintResolution(TaskFamily):
                    colleague=colleague.email, seeded_refunds=seeded_refunds, seeded_shipments=seeded_shipments,
                    initial_status=initial_status, complaint_ids=complaint_ids, customer_addrs=customer_addrs,
                    lost_ids=lost_ids, n_inbox=sum(1 for m in msgs if m["folder"] == "Inbox"),
-                   asker_msg=next(m["id"] for m in msgs if m["sender"] == asker_mail), n_seeded=len(msgs))
+                   asker_msg=next((m["id"] for m in msgs if m["sender"] == asker_mail), 0), n_seeded=len(msgs),
+                   short=level == 1, bystander=next((r["id"] for r in order_rows if r["status"] == "delivered"
+                                                    and r["payments"] and r["id"] not in case_orders), ""))
         criteria = _criteria(ctx)
+        kinds_here = {c.kind for c in cases}  # level 1 has one kind: the criteria about the others go
+        criteria = [c for c in criteria if c.id not in NEEDS or kinds_here & set(NEEDS[c.id])]
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=partial(_oracle, ctx, None),
             criteria=criteria, perturbations={c.id: partial(_oracle, ctx, c.id) for c in criteria}, data=data,
         )
@@ -520,6 +549,11 @@ class _Ctx:
     n_inbox: int
     asker_msg: int
     n_seeded: int
+    short: bool = False
+    """Level 1: the policy is named and the inbox is three mails; the oracle reads the policy, the
+    inbox and the complaint, and checks nothing at the end."""
+    bystander: str = ""
+    """A delivered, paid order nobody complained about."""
 
 
 def _first(cases: list[Case], *kinds: str) -> Case | None:
@@ -534,9 +568,11 @@ def _oracle(ctx: _Ctx, flaw: str | None):
     act per policy, reply; finally check the refunds and sent mail. ``flaw`` breaks one criterion."""
     cases = ctx.cases
     today = ctx.today.isoformat()
-    yield ToolCall("files__list_dir", {"path": "policies", "recursive": True}, "Find the current policy.")
+    if not ctx.short:
+        yield ToolCall("files__list_dir", {"path": "policies", "recursive": True}, "Find the current policy.")
     yield ToolCall("files__read_file", {"path": POLICY}, "Read the customer service policy in force.")
-    yield ToolCall("store__get_store_info", {}, "Check the store's date and carriers.")
+    if not ctx.short:
+        yield ToolCall("store__get_store_info", {}, "Check the store's date and carriers.")
     offset, inbox = 0, []
     while offset is not None:
         page = loads((yield ToolCall("mail__list_messages", {"folder": "Inbox", "limit": 25, "offset": offset},
@@ -544,9 +580,11 @@ def _oracle(ctx: _Ctx, flaw: str | None):
         inbox += page["messages"]
         offset = page["next_offset"]
     for m in sorted(inbox, key=lambda m: m["id"]):
+        if ctx.short and m["id"] not in ctx.complaint_ids:  # level 1: the subjects tell the rest apart
+            continue
         yield ToolCall("mail__read_message", {"message_id": m["id"]}, f"Read message {m['id']}: is it an open complaint?")
 
-    skip_check = _first(cases, "damaged_late", "in_transit", "cancel_shipped", "over_limit")
+    skip_check = _first(cases, "damaged_late", "in_transit", "cancel_shipped", "over_limit") or cases[0]
     first_damaged = _first(cases, "damaged_ok")
     first_paid_cancel = _first(cases, "cancel_paid")
     first_cancel = first_paid_cancel
@@ -630,11 +668,15 @@ def _oracle(ctx: _Ctx, flaw: str | None):
         for _ in range(2 if flaw == "replies" and not replied_twice else 1):
             yield ToolCall("mail__reply", {"message_id": c.msg_id, "body": body}, f"Answer the customer about {c.order_id}.")
         replied_twice = True
+    if flaw == "no_unwarranted_refunds" and not _first(cases, "over_limit"):
+        yield ToolCall("store__issue_refund", {"order_id": ctx.bystander, "amount": "1.00", "reason": "goodwill"},
+                       "A goodwill refund.")
     if flaw == "no_stray_mail":
         yield ToolCall("mail__send_message", {"to": [ctx.colleague], "subject": "Complaints done",
                                               "body": "All complaints handled."}, "Let the team know.")
-    yield ToolCall("store__search_refunds", {"since": today}, "Check today's refunds.")
-    yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 25}, "Check every reply went out.")
+    if not ctx.short:
+        yield ToolCall("store__search_refunds", {"since": today}, "Check today's refunds.")
+        yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 25}, "Check every reply went out.")
     return f"Handled {len(cases)} complaints per the current policy; every customer has an answer."
 
 

@@ -118,7 +118,19 @@ class SupplierInvoiceReconciliation(TaskFamily):
         "reconciliation workbook, and mail AP a summary."
     )
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: two invoices, one that matches and one that does not, pasted in their mails (the rules
+    in the request, the month's sheet already headed, no other mail); 2: five, one of each kind
+    (matched, short-delivered and billed for it, price creep, billed for what was ordered, resent);
+    3 (default): six to eight among a statement, a remittance advice and other mail."""
+    toolsets = {1: (
+        "mail__list_messages", "mail__read_message", "mail__send_message", "sheets__read_range", "sheets__write_rows",
+        "store__get_purchase_order", "store__record_supplier_invoice",
+    )}
+    """Level 1 names the sheet and its mails are the whole inbox: the inbox listing is the finder."""
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         people = People(fake)
         store_name = f"{fake.last_name()} {rng.choice(['Home & Garden', 'Goods', 'Supply Co', 'Outfitters'])}"
@@ -227,6 +239,15 @@ class SupplierInvoiceReconciliation(TaskFamily):
             inv.po_ref = rng.choice([inv.po, inv.po, f"PO {digits}", f"P.O. #{digits}", digits])
             inv.attach = rng.random() < 0.6
             batch.append(inv)
+        if level == 2:  # the same draws as the default, then the first invoice of each kind
+            batch = [next(inv for inv in batch if inv.kind == k) for k in sorted({inv.kind for inv in batch})
+                     if k in ("match", "match_short", "price", "quantity", "duplicate")]
+        elif level == 1:  # ... then one that matches and one that does not, pasted in the mail
+            batch = [rng.choice([inv for inv in batch if inv.kind == "match"]),
+                     rng.choice([inv for inv in batch if inv.kind in ("price", "quantity")])]
+            rng.shuffle(batch)
+            for inv in batch:
+                inv.attach = False
 
         # other purchase orders: open ones and a draft, nothing to do with the batch
         for _ in range(rng.randint(2, 3)):
@@ -274,35 +295,37 @@ class SupplierInvoiceReconciliation(TaskFamily):
         for inv in batch:
             when = stamp(max(inv.day, today - timedelta(days=rng.randint(1, 6))))
             msgs.append(invoice_mail(inv, "Inbox", when, resend=inv.kind == "duplicate"))
-        stmt_sup = rng.choice(suppliers)
-        stmt_lines = "\n".join(f"  {inv.number}  {inv.day.isoformat()}  {money(inv.total):>12}  paid"
-                               for inv in processed if inv.supplier is stmt_sup) or "  (no open items)"
-        msgs.append({"folder": "Inbox", "sender": stmt_sup.email, "sender_name": f"{stmt_sup.name} Accounts",
-                     "to": [me.email], "subject": f"Statement of account - {prev_month}",
-                     "date": stamp(today - timedelta(days=rng.randint(2, 6))),
-                     "body": f"Hello,\n\nYour statement of account for {prev_month}. This is not an invoice; please "
-                             f"do not pay from this statement.\n\n{stmt_lines}\n\n{stmt_sup.contact}"})
-        rem = rng.choice(processed)
-        msgs.append({"folder": "Inbox", "sender": f"payments@{rng.choice(['paybridge', 'bankline'])}.example",
-                     "sender_name": "Payment Services", "to": [me.email],
-                     "subject": f"Remittance advice: payment to {rem.supplier.name}",
-                     "date": stamp(today - timedelta(days=rng.randint(1, 5))),
-                     "body": f"A payment of {money(rem.total)} was sent to {rem.supplier.name} for invoice "
-                             f"{rem.number}.\n\nThis is an automated message."})
-        q_sup = rng.choice(suppliers)
-        msgs.append({"folder": "Inbox", "sender": q_sup.email, "sender_name": q_sup.contact, "to": [me.email],
-                     "subject": "Quote for next quarter", "date": stamp(today - timedelta(days=rng.randint(1, 8))),
-                     "body": f"Hi {me.first},\n\nAs promised, our prices for next quarter are attached to our portal; "
-                             f"no invoice will follow until you order.\n\n{q_sup.contact}"})
+        if level > 1:  # the statement, the remittance advice, the quote (level 1: the invoices and the request)
+            stmt_sup = rng.choice(suppliers)
+            stmt_lines = "\n".join(f"  {inv.number}  {inv.day.isoformat()}  {money(inv.total):>12}  paid"
+                                   for inv in processed if inv.supplier is stmt_sup) or "  (no open items)"
+            msgs.append({"folder": "Inbox", "sender": stmt_sup.email, "sender_name": f"{stmt_sup.name} Accounts",
+                         "to": [me.email], "subject": f"Statement of account - {prev_month}",
+                         "date": stamp(today - timedelta(days=rng.randint(2, 6))),
+                         "body": f"Hello,\n\nYour statement of account for {prev_month}. This is not an invoice; "
+                                 f"please do not pay from this statement.\n\n{stmt_lines}\n\n{stmt_sup.contact}"})
+            rem = rng.choice(processed)
+            msgs.append({"folder": "Inbox", "sender": f"payments@{rng.choice(['paybridge', 'bankline'])}.example",
+                         "sender_name": "Payment Services", "to": [me.email],
+                         "subject": f"Remittance advice: payment to {rem.supplier.name}",
+                         "date": stamp(today - timedelta(days=rng.randint(1, 5))),
+                         "body": f"A payment of {money(rem.total)} was sent to {rem.supplier.name} for invoice "
+                                 f"{rem.number}.\n\nThis is an automated message."})
+            q_sup = rng.choice(suppliers)
+            msgs.append({"folder": "Inbox", "sender": q_sup.email, "sender_name": q_sup.contact, "to": [me.email],
+                         "subject": "Quote for next quarter", "date": stamp(today - timedelta(days=rng.randint(1, 8))),
+                         "body": f"Hi {me.first},\n\nAs promised, our prices for next quarter are attached to our "
+                                 f"portal; no invoice will follow until you order.\n\n{q_sup.contact}"})
         msgs.append({"folder": "Inbox", "sender": ap_lead.email, "sender_name": ap_lead.name, "to": [me.email],
                      "subject": f"{month} invoice reconciliation",
                      "date": stamp(today - timedelta(days=1)),
                      "body": f"Hi {me.first},\n\nCould you run the {month} three-way match when you get a chance? "
                              f"Send the summary to {ap} as usual, we'll take it from there with the suppliers.\n\n"
                              f"{ap_lead.first}"})
-        msgs.append({"folder": "Inbox", "sender": colleague.email, "sender_name": colleague.name, "to": [me.email],
-                     "subject": "Pallet jack repaired", "date": stamp(today - timedelta(days=2)),
-                     "body": "The pallet jack in bay 2 is fixed, you can use it again.\n\n" + colleague.first})
+        if level > 1:
+            msgs.append({"folder": "Inbox", "sender": colleague.email, "sender_name": colleague.name, "to": [me.email],
+                         "subject": "Pallet jack repaired", "date": stamp(today - timedelta(days=2)),
+                         "body": "The pallet jack in bay 2 is fixed, you can use it again.\n\n" + colleague.first})
         msgs.sort(key=lambda m: m["date"])
         for i, m in enumerate(msgs, start=1):
             m["id"] = i
@@ -320,6 +343,8 @@ class SupplierInvoiceReconciliation(TaskFamily):
             ws.append([inv.number, inv.supplier.name, inv.po, inv.total / 100, "Matched", None])
         ws.append([held_last.number, held_last.supplier.name, held_last.po, round(held_last.total * 1.08) / 100,
                    "Price mismatch", f"{held_last.lines[0][0].sku} billed above PO price"])
+        if level == 1:  # the month's sheet is there, headed
+            wb.create_sheet(month).append(HEADER)
         book = workbook_bytes(wb)
         prev_rows = [[c.value for c in row] for row in ws.iter_rows()]
 
@@ -364,12 +389,13 @@ When the month is done, send {ap} one summary: what was recorded, what is held a
                                 folders=["Inbox", "Sent", "Archive", "Invoices/Processed"], messages=mail_rows,
                                 now=now.isoformat())
 
-        instruction = _instruction(phrasing_rng(self.name, seed), me=me.first, lead=ap_lead.first, month=month, ap=ap)
+        instruction = _instruction(phrasing_rng(self.name, seed), me=me.first, lead=ap_lead.first, month=month, ap=ap,
+                                   short=level == 1)
         ctx = _Ctx(batch=batch, month=month, prev_month=prev_month, prev_rows=prev_rows, ap=ap, me=me.name,
-                   seeded_invoices=seeded_invoices, n_seeded=len(msgs))
+                   seeded_invoices=seeded_invoices, n_seeded=len(msgs), short=level == 1)
         criteria = _criteria(ctx)
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=partial(_oracle, ctx, None),
             criteria=criteria, perturbations={c.id: partial(_oracle, ctx, c.id) for c in criteria},
             data={"month": month, "ap": ap, "invoices": [
@@ -379,11 +405,20 @@ When the month is done, send {ap} one summary: what was recorded, what is held a
         )
 
 
-def _instruction(w, *, me: str, lead: str, month: str, ap: str) -> str:
-    """The AP lead's request, its wording drawn from ``w`` (the family's phrasing rng)."""
+def _instruction(w, *, me: str, lead: str, month: str, ap: str, short: bool = False) -> str:
+    """The AP lead's request, its wording drawn from ``w`` (the family's phrasing rng); ``short``
+    (level 1) states the matching rule and names the headed sheet."""
     hello = say(w, f"Hi {me}, it's {lead} from accounts payable.",
                 f"Hello {me}, {lead} from accounts payable here.",
                 f"Hi {me}, {lead} here (accounts payable).")
+    if short:
+        return " ".join([hello, (
+            f"The two supplier invoices for {month} are in your inbox. Three-way match each against its purchase "
+            f"order in the store: record it in the store only if every unit price equals the PO's price and every "
+            f"quantity equals what we received on that PO; otherwise hold it. Log both in the \"{month}\" sheet of "
+            f"{WORKBOOK} under its header (Status: Matched, Price mismatch or Quantity mismatch; Issue: the SKU that "
+            f"is off), then send {ap} a summary of what was recorded and what is held. Please don't contact the "
+            f"suppliers yourself.")])
     run = say(w, f"Time for the {month} invoice run:",
               f"We're doing the {month} invoice run, so",
               f"The {month} invoice run is due;")
@@ -425,6 +460,9 @@ class _Ctx:
     me: str
     seeded_invoices: set[str]
     n_seeded: int
+    short: bool = False
+    """Level 1: the rules are in the request and the sheet is headed; the oracle reads neither,
+    nor the supplier list (the PO names the supplier), nor checks for earlier records."""
 
 
 # -- reference solution ----------------------------------------------------------------------
@@ -454,20 +492,25 @@ def _parse_document(text: str) -> dict[str, Any]:
 def _oracle(ctx: _Ctx, flaw: str | None):
     """Read the rules and last month's log, open every inbox message, match each invoice against
     its PO, receipts and recorded invoices, record the matches, write the month sheet, mail AP.
-    ``flaw`` breaks one criterion."""
+    ``flaw`` breaks one criterion; ``ctx.short`` (level 1) skips what the request already says
+    (the rules, the sheet's layout), the supplier list and the search for earlier records."""
     batch = ctx.batch
-    yield ToolCall("files__read_file", {"path": RULES}, "Read the matching rules.")
-    sheets = parse_json((yield ToolCall("sheets__list_sheets", {"path": WORKBOOK}, "Which months are logged?")))
-    layout = parse_json((yield ToolCall("sheets__read_range", {"path": WORKBOOK, "sheet": ctx.prev_month},
-                                        "Copy last month's layout.")))
-    header = layout["rows"][0]["values"]
-    assert header == list(HEADER) and ctx.month not in [s["name"] for s in sheets]
-    suppliers = loads((yield ToolCall("store__search_suppliers", {}, "Supplier ids and names.")))
-    sup_by_email = {s["email"]: s for s in suppliers}
+    sup_by_email: dict[str, Any] = {}
+    if not ctx.short:
+        yield ToolCall("files__read_file", {"path": RULES}, "Read the matching rules.")
+        sheets = parse_json((yield ToolCall("sheets__list_sheets", {"path": WORKBOOK}, "Which months are logged?")))
+        layout = parse_json((yield ToolCall("sheets__read_range", {"path": WORKBOOK, "sheet": ctx.prev_month},
+                                            "Copy last month's layout.")))
+        header = layout["rows"][0]["values"]
+        assert header == list(HEADER) and ctx.month not in [s["name"] for s in sheets]
+        suppliers = loads((yield ToolCall("store__search_suppliers", {}, "Supplier ids and names.")))
+        sup_by_email = {s["email"]: s for s in suppliers}
     page = loads((yield ToolCall("mail__list_messages", {"folder": "Inbox", "limit": 50}, "What is in the inbox?")))
     by_id = {inv.msg_id: inv for inv in batch}
     docs: dict[int, dict[str, Any]] = {}
     for m in sorted(page["messages"], key=lambda m: m["id"]):
+        if ctx.short and m["id"] not in by_id:  # level 1: the request's own mail says nothing new
+            continue
         msg = loads((yield ToolCall("mail__read_message", {"message_id": m["id"]}, f"Open message {m['id']}.")))
         if m["id"] not in by_id:
             continue
@@ -479,22 +522,27 @@ def _oracle(ctx: _Ctx, flaw: str | None):
         else:
             text = msg["body"]
         docs[m["id"]] = _parse_document(text)
-        docs[m["id"]]["supplier"] = sup_by_email[parse_address(msg["from"])]["id"]
+        if sup_by_email:
+            docs[m["id"]]["supplier"] = sup_by_email[parse_address(msg["from"])]["id"]
 
     rows, recorded, held = [], [], []
     broke_issue = broke_hold = False
     skip_po_check = next(inv for inv in batch if inv.matches)
     for inv in batch:
         doc = docs[inv.msg_id]
-        assert doc["number"] == inv.number and doc["supplier"] == inv.supplier.id, (doc, inv.number)
+        assert doc["number"] == inv.number and doc.get("supplier", inv.supplier.id) == inv.supplier.id, doc
         po_id = "PO-" + "".join(ch for ch in doc["po_ref"] if ch.isdigit())
-        earlier = loads((yield ToolCall("store__search_supplier_invoices",
-                                        {"supplier_id": doc["supplier"], "invoice_number": doc["number"]},
-                                        f"Has {doc['number']} been recorded before?")))
+        earlier = []
+        if not ctx.short:
+            earlier = loads((yield ToolCall("store__search_supplier_invoices",
+                                            {"supplier_id": doc["supplier"], "invoice_number": doc["number"]},
+                                            f"Has {doc['number']} been recorded before?")))
         po = None
         if not (flaw == "po_checked" and inv is skip_po_check):
             po = loads((yield ToolCall("store__get_purchase_order", {"po_id": po_id},
                                        f"Compare {doc['number']} with {po_id} and what was received.")))
+            doc.setdefault("supplier", po["supplier_id"])
+        doc.setdefault("supplier", inv.supplier.id)  # the PO left unopened (a flaw): the sender's
         status, issue = "Matched", ""
         if earlier:
             status, issue = "Duplicate", f"already recorded as {earlier[0]['id']} on {earlier[0]['recorded_at']}"
@@ -537,13 +585,18 @@ def _oracle(ctx: _Ctx, flaw: str | None):
     if flaw == "log_rows":
         rows = rows[:-1]
 
-    yield ToolCall("sheets__add_sheet", {"path": WORKBOOK, "name": ctx.month}, f"Add the {ctx.month} sheet.")
-    yield ToolCall("sheets__write_rows", {"path": WORKBOOK, "sheet": ctx.month, "start_cell": "A1",
-                                          "rows": [list(HEADER)] + rows}, "Log every invoice.")
+    if ctx.short:  # the sheet is there, headed
+        yield ToolCall("sheets__write_rows", {"path": WORKBOOK, "sheet": ctx.month, "start_cell": "A2", "rows": rows},
+                       "Log both invoices under the header.")
+    else:
+        yield ToolCall("sheets__add_sheet", {"path": WORKBOOK, "name": ctx.month}, f"Add the {ctx.month} sheet.")
+        yield ToolCall("sheets__write_rows", {"path": WORKBOOK, "sheet": ctx.month, "start_cell": "A1",
+                                              "rows": [list(HEADER)] + rows}, "Log every invoice.")
     if flaw == "previous_log_untouched":
         yield ToolCall("sheets__write_cells", {"path": WORKBOOK, "sheet": ctx.prev_month, "cells": {"G1": "Reviewed"}},
                        "Mark last month as reviewed.")
-    yield ToolCall("sheets__read_range", {"path": WORKBOOK, "sheet": ctx.month}, "Check the log.")
+    if not ctx.short:
+        yield ToolCall("sheets__read_range", {"path": WORKBOOK, "sheet": ctx.month}, "Check the log.")
     ok = [inv for inv in batch if inv.matches]
     body = [f"Hi,\n\n{ctx.month} three-way match is done; the log is in the \"{ctx.month}\" sheet of {WORKBOOK}.",
             "", "Recorded for payment:"]
@@ -559,7 +612,8 @@ def _oracle(ctx: _Ctx, flaw: str | None):
         inv = held[0][0]
         yield ToolCall("mail__reply", {"message_id": inv.msg_id, "body": "We are holding this invoice."},
                        "Tell the supplier.")
-    yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 10}, "Check the summary went out.")
+    if not ctx.short:
+        yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 10}, "Check the summary went out.")
     return (f"Recorded {len(ok)} matching invoices, held {len(held)}; logged all {len(batch)} in the {ctx.month} "
             f"sheet and mailed {ctx.ap}.")
 

@@ -163,7 +163,17 @@ class LegacyCatalogConversion(TaskFamily):
     description = ("Convert three legacy product exports (Latin-1 semicolon CSV, fixed-width report, JSON lines) "
                    "into one normalised xlsx catalogue per a spec, with a rejected-rows file.")
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: a clean record from each export, a SKU in two records and one broken record, read in one
+    go; 2: ten clean records per export besides every duplicate and broken one; 3 (default): 38-46
+    per export."""
+    toolsets = {1: (
+        "files__list_dir", "files__read_file", "files__write_file", "shell__run", "sheets__create_workbook",
+        "sheets__read_range", "sheets__write_rows",
+    )}
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         rate = round(rng.uniform(1.04, 1.16), 4)
         base_day = date(2025, 1, 1) + timedelta(days=rng.randrange(300))
@@ -261,6 +271,8 @@ class LegacyCatalogConversion(TaskFamily):
                 r["id"] = str(n) if source == "north" else f"{n * 7 + 100:06d}" if source == "south" \
                     else f"w-{n * 3 + 11:05d}"
         records = [r for s in ("north", "south", "webshop") for r in shuffled[s]]
+        if level < self.levels:  # the same draws as the default, then fewer records
+            records = _fewer(rng, records, level)
 
         truth = _convert(records, None)
         kept_web = [r for r in records if r["source"] == "webshop" and r["id"] in truth["kept_ids"]]
@@ -326,6 +338,8 @@ class LegacyCatalogConversion(TaskFamily):
         n_web = sum(r["source"] == "webshop" for r in records)
 
         def solve(flaw: str | None = None):
+            if level == 1:
+                return (yield from solve_short(flaw))
             res = _convert(records, flaw)
             yield ToolCall("files__list_dir", {"path": "catalog", "recursive": True}, "See what there is.")
             yield ToolCall("files__read_file", {"path": SPEC}, "Read the target format and the reject rules.")
@@ -383,6 +397,34 @@ class LegacyCatalogConversion(TaskFamily):
             yield ToolCall("files__read_file", {"path": REJECTS}, "Check the rejected-rows file.")
             return (f"Built {OUT} with {len(rows)} products and {REJECTS} with {len(res['rejects'])} rejected "
                     f"records ({n_north} north + {n_south} south + {n_web} webshop records in all).")
+
+        def solve_short(flaw: str | None):
+            """Level 1: the exports are a few lines each: read them in one go, write both outputs,
+            read the workbook back."""
+            res = _convert(records, flaw)
+            yield ToolCall("files__read_file", {"path": SPEC}, "Read the target format and the reject rules.")
+            yield ToolCall("files__read_file", {"path": f"{LEGACY}/README.txt"}, "Read how each export is laid out.")
+            if flaw == "legacy_untouched":
+                yield ToolCall("shell__run", {"command": f"iconv -f latin1 -t utf-8 {NORTH} > {WORK}/n.csv && "
+                                                         f"mv {WORK}/n.csv {NORTH}"}, "Convert north to UTF-8.")
+            if flaw == "no_stray_files":
+                yield ToolCall("shell__run", {"command": f"iconv -f latin1 -t utf-8 {NORTH} > {LEGACY}/north_utf8.csv"},
+                               "Keep a UTF-8 copy of the north export.")
+            yield ToolCall("shell__run", {"command": f"iconv -f latin1 -t utf-8 {NORTH} | tr -d '\\r'; echo; "
+                                                     f"cat {SOUTH}; echo; cat {WEB}"},
+                           "Read the three exports (north as UTF-8).")
+            head = ["SKU", "Name", "Category", "Weight", "Price (USD)", "Updated", "Source"] \
+                if flaw == "workbook_layout" else HEADER
+            yield ToolCall("sheets__create_workbook", {"path": OUT, "sheets": ["Products"]}, "Create the workbook.")
+            yield ToolCall("sheets__write_rows", {"path": OUT, "sheet": "Products", "start_cell": "A1",
+                                                  "rows": [head] + res["rows"]}, "Write the header and the products.")
+            buf = io.StringIO()
+            csv.writer(buf, lineterminator="\n").writerows([["source", "record", "reason"], *res["rejects"]])
+            yield ToolCall("files__write_file", {"path": REJECTS, "content": buf.getvalue()}, "Write the rejects.")
+            if flaw != "verified_output":
+                yield ToolCall("sheets__read_range", {"path": OUT, "sheet": "Products"},
+                               "Read the catalogue back to check it.")
+            return f"Built {OUT} with {len(res['rows'])} products and {REJECTS} with {len(res['rejects'])} rejects."
 
         # -- grading -----------------------------------------------------------------------------
         want = {r[0]: r for r in truth["rows"]}
@@ -535,12 +577,49 @@ class LegacyCatalogConversion(TaskFamily):
                  "sorted_by_sku": "unsorted", "rejected_file": "no_dup_rejects", "legacy_untouched": "legacy_untouched",
                  "no_stray_files": "no_stray_files", "verified_output": "verified_output"}
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
             criteria=criteria, perturbations={c: (lambda f=f: solve(f)) for c, f in flaws.items()},
             data={"rate": rate, "products": len(truth["rows"]), "rejects": truth["rejects"],
                   "duplicate_skus": sorted(dup_skus)},
         )
+
+
+def _fewer(rng, records: list[dict], level: int) -> list[dict]:
+    """A lower level's records, renumbered in each export. Level 2: every duplicate and broken
+    record, and ten clean ones per export. Level 1: a clean record of each export (north's with
+    an accent), a SKU in two records where the first is the older, and one broken record, picked
+    so that the rows would not come out sorted without sorting."""
+    by_sku: dict[str, list[dict]] = defaultdict(list)
+    for r in records:
+        by_sku[r["sku"]].append(r)
+    single = [r for r in records if r["defect"] is None and len(by_sku[r["sku"]]) == 1]
+    if level == 2:
+        keep = {id(r) for r in records if r["defect"] or len(by_sku[r["sku"]]) > 1}
+        for source in ("north", "south", "webshop"):
+            keep |= {id(r) for r in [r for r in single if r["source"] == source][:10]}
+    else:
+        clean = [[r for r in rs if r["defect"] is None] for rs in by_sku.values()]
+        pair = next([rs[0], max(rs, key=lambda r: r["updated"])] for rs in clean
+                    if len(rs) > 1 and max(rs, key=lambda r: r["updated"]) is not rs[0])
+        broken = rng.choice([r for r in records if r["defect"] and len(by_sku[r["sku"]]) == 1])
+        for _ in range(100):
+            picked = [rng.choice([r for r in single if r["source"] == s]) for s in ("north", "south", "webshop")]
+            keep = {id(r) for r in pair + picked + [broken]}
+            out = [r for r in records if id(r) in keep]
+            if _convert(out, None)["rows"] != _convert(out, "unsorted")["rows"]:
+                break
+    out = [r for r in records if id(r) in keep]
+    norths = [r for r in out if r["source"] == "north" and r["defect"] is None and len(by_sku[r["sku"]]) == 1]
+    if not any(not r["name"].isascii() for r in norths):  # the mojibake check needs an accent in north
+        norths[0]["name"] = rng.choice([n for n in NORTH_NAMES[norths[0]["cat"]] if not n.isascii()])
+    counters = {"north": 0, "south": 0, "webshop": 0}
+    for r in out:
+        counters[r["source"]] += 1
+        n = counters[r["source"]]
+        r["id"] = str(n) if r["source"] == "north" else f"{n * 7 + 100:06d}" if r["source"] == "south" \
+            else f"w-{n * 3 + 11:05d}"
+    return out
 
 
 # -- conversion rules (the ground truth and its flawed variants) ----------------------------------

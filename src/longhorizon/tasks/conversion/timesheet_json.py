@@ -148,7 +148,16 @@ class TimesheetJsonExport(TaskFamily):
     description = ("Convert a month of timesheet workbooks in three templates into the payroll JSON export "
                    "defined by a schema (quarter hours, merged entries, per-day overtime) plus rejected entries.")
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one timesheet (the third template's, named in the request), read in one go after the
+    reference files in one; 2: three, one per template; 3 (default): six to eight."""
+    toolsets = {1: (
+        "files__list_dir", "files__read_file", "files__write_file", "shell__run", "sheets__list_sheets",
+        "sheets__read_range",
+    )}
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         year, month = rng.choice([2025, 2026]), rng.randint(1, 12)
         period = f"{year}-{month:02d}"
@@ -210,7 +219,8 @@ class TimesheetJsonExport(TaskFamily):
             rows[p["id"]] = entries
         # rejects: unknown and closed project codes (once per employee at most, on in-month days)
         rejects = []
-        for p in rng.sample(staff, 3):
+
+        def add_reject(p: dict) -> None:
             cands = [x for x in rows[p["id"]] if first <= x["date"] <= last]
             day_codes = defaultdict(set)
             for x in rows[p["id"]]:
@@ -219,6 +229,16 @@ class TimesheetJsonExport(TaskFamily):
             bad = rng.choice(unknown + sorted(closed))
             rows[p["id"]].append({"date": e["date"], "code": bad, "hours": rng.choice([1, 1.5, 2])})
             rejects.append((p["id"], e["date"].isoformat(), bad, "closed_project" if bad in closed else "unknown_project"))
+
+        for p in rng.sample(staff, 3):
+            add_reject(p)
+        if level < self.levels:  # the same draws as the default, then fewer timesheets, each with a reject
+            staff = staff[:3] if level == 2 else staff[2:3]  # the third template's is always staff[2]
+            _split_over_eight(rng, staff[-1], rows, first, last, active)
+            rejects = [r for r in rejects if r[0] in {p["id"] for p in staff}]
+            for p in staff:
+                if not any(r[0] == p["id"] for r in rejects):
+                    add_reject(p)
         for entries in rows.values():
             entries.sort(key=lambda x: (x["date"], rng.random()))
 
@@ -337,6 +357,8 @@ class TimesheetJsonExport(TaskFamily):
                   f"check it against the schema.",
                   f"Please produce {export} and the rejected-entries file, then verify the export against the "
                   f"schema once it's written.")
+        if level == 1:
+            sources += f" This month there is only one: {file_of[staff[0]['id']]}."
         keep = say(w, "Please leave the timesheets and the payroll reference files as they are.",
                    "The timesheets and the payroll reference files must stay as they are.",
                    "Don't change the timesheets or the payroll reference files.")
@@ -345,11 +367,16 @@ class TimesheetJsonExport(TaskFamily):
 
         # -- oracle ------------------------------------------------------------------------------
         def solve(flaw: str | None = None):
-            yield ToolCall("files__list_dir", {"path": "timesheets", "recursive": True}, "See whose timesheets there are.")
-            yield ToolCall("files__read_file", {"path": README}, "Read payroll's rules.")
-            yield ToolCall("files__read_file", {"path": SCHEMA}, "Read the schema the export must follow.")
-            yield ToolCall("files__read_file", {"path": PROJECTS}, "Which project codes exist, and which are closed.")
-            yield ToolCall("files__read_file", {"path": EMPLOYEES}, "Names and cost centres by employee id.")
+            if level == 1:  # one timesheet, named: the reference files in one call, the sheet whole
+                yield ToolCall("shell__run", {"command": f"cat {README} {SCHEMA} {PROJECTS} {EMPLOYEES}"},
+                               "Read payroll's rules, the schema, the project codes and the employee register.")
+            else:
+                yield ToolCall("files__list_dir", {"path": "timesheets", "recursive": True},
+                               "See whose timesheets there are.")
+                yield ToolCall("files__read_file", {"path": README}, "Read payroll's rules.")
+                yield ToolCall("files__read_file", {"path": SCHEMA}, "Read the schema the export must follow.")
+                yield ToolCall("files__read_file", {"path": PROJECTS}, "Which project codes exist, and which are closed.")
+                yield ToolCall("files__read_file", {"path": EMPLOYEES}, "Names and cost centres by employee id.")
             for p in sorted(staff, key=lambda s: file_of[s["id"]]):
                 path = file_of[p["id"]]
                 sheets = parse_json((yield ToolCall("sheets__list_sheets", {"path": path},
@@ -358,8 +385,9 @@ class TimesheetJsonExport(TaskFamily):
                     if sh["rows"] == 0:
                         continue
                     last_col = chr(ord("A") + sh["columns"] - 1)
-                    for r0 in range(1, sh["rows"] + 1, PAGE):
-                        r1 = min(r0 + PAGE - 1, sh["rows"])
+                    page = sh["rows"] if level == 1 else PAGE
+                    for r0 in range(1, sh["rows"] + 1, page):
+                        r1 = min(r0 + page - 1, sh["rows"])
                         yield ToolCall("sheets__read_range", {"path": path, "sheet": sh["name"],
                                                               "range": f"A{r0}:{last_col}{r1}"},
                                        f"Read {sh['name']} rows {r0}-{r1}.")
@@ -370,15 +398,17 @@ class TimesheetJsonExport(TaskFamily):
                     for d in e["days"]:
                         d["hours"] = f"{d['hours']:.2f}"
             rej = [{"employee_id": e, "date": d, "project": c, "reason": r} for e, d, c, r in sorted(rejects)]
-            if flaw == "rejected_file":
-                rej = [x for x in rej if x["reason"] != "closed_project"] or rej[1:]
+            if flaw == "rejected_file":  # the closed projects' left out (or, where there are none, the first)
+                kept = [x for x in rej if x["reason"] != "closed_project"]
+                rej = kept if len(kept) < len(rej) else rej[1:]
             if flaw == "sources_untouched":
                 p0 = staff[0]
                 yield ToolCall("sheets__write_cells", {"path": file_of[p0["id"]], "sheet": book_sheet(p0),
                                                        "cells": {"H1": "exported"}}, "Mark the timesheet as exported.")
             if flaw == "no_stray_files":
                 yield ToolCall("files__write_file", {"path": f"{PAYROLL}/draft.json", "content": "{}"}, "Scratch.")
-            yield ToolCall("files__write_file", {"path": export, "content": json.dumps(doc, indent=2) + "\n"},
+            indent = None if level == 1 else 2  # level 1: one line, the episode stays short
+            yield ToolCall("files__write_file", {"path": export, "content": json.dumps(doc, indent=indent) + "\n"},
                            "Write the export.")
             yield ToolCall("files__write_file", {"path": REJECTED, "content": json.dumps(rej, indent=2) + "\n"},
                            "Write the rejected entries.")
@@ -521,12 +551,33 @@ class TimesheetJsonExport(TaskFamily):
                       verified, requires=("day_entries",)),
         ]
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
             criteria=criteria, perturbations={c.id: (lambda f=c.id: solve(f)) for c in criteria},
             data={"period": period, "export": export, "rejects": rejects,
                   "templates": {p["id"]: p["template"] for p in staff}},
         )
+
+
+def _split_over_eight(rng, p: dict, rows: dict[str, list[dict]], first: date, last: date,
+                      active: list[str]) -> None:
+    """Give ``p`` a day in the month on two projects adding up to more than 8 hours (so that
+    overtime per day differs from overtime per entry; most timesheets have one already)."""
+    days = defaultdict(list)
+    for x in rows[p["id"]]:
+        if first <= x["date"] <= last and x["code"] in active:
+            days[x["date"]].append(x)
+    split = [xs for xs in days.values() if len({x["code"] for x in xs}) > 1]
+    if any(sum(x["hours"] for x in xs) > 8.25 for xs in split):
+        return
+    if split:
+        a, b = rng.choice(split)[:2]
+        a["hours"], b["hours"] = 5, 4.5
+    else:  # no day on two projects: make one
+        x = rng.choice([xs[0] for xs in days.values() if len(xs) == 1])
+        x["hours"] = 5
+        rows[p["id"]].append({"date": x["date"], "code": rng.choice([c for c in active if c != x["code"]]),
+                              "hours": 4.5})
 
 
 def _check_command(export: str, rejected: str) -> str:
