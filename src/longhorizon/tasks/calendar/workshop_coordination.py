@@ -102,7 +102,20 @@ class WorkshopCoordination(TaskFamily):
         "nice-to-haves who cannot."
     )
 
-    def generate(self, seed: int) -> Task:
+    levels = 2
+    """1: the brief in the task, two must-haves (the sponsor and one away at a conference, per mail)
+    and one nice-to-have who opts out by mail, three rooms, one week where it fits: read the two
+    replies, look up addresses and rooms, check free/busy, book, send the agenda and the note;
+    2 (default): four or five must-haves, four nice-to-haves, six rooms, two weeks, a corrected
+    reply, a holiday, a closed room and the brief in the mail. Every level keeps the mailed
+    constraint the calendar does not show, the smallest free room and the look-alike's mail."""
+    toolsets = {1: (
+        "calendar__create_event", "calendar__free_busy", "calendar__list_people", "mail__list_messages",
+        "mail__read_message", "mail__send_message",
+    )}
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         people = People(fake)
         _, domain = company(fake)
@@ -255,6 +268,33 @@ class WorkshopCoordination(TaskFamily):
         lookalike_id = next(m["id"] for m in msgs if m["sender"] == lk.email)
         constraint_ids = sorted(m["id"] for m in msgs if m["sender"] in {ra.email, rb.email, rc.email, oa.email,
                                                                            ob.email} or m["id"] == facilities_id)
+        window_days = days
+        if level == 1:  # the same draws as the default, then a smaller workshop worked out again
+            got = self._level_one(me, boss, ra, ob, hours, room_list, events, days, week1, cands)
+            required_p, optional_p, rooms = [boss, ra], [ob], rooms[:3]
+            required, optional = [boss.email, ra.email], [ob.email]
+            window_days, cands, out, T, room, flaw_T, flaw_room, conf_days = got
+            closed, coming = set(), []
+            not_coming, attendees = [ob.email], list(required)
+            t_day, t_part, t_start, t_end = T
+            start_iso, end_iso = iso(at(t_day, t_start)), iso(at(t_day, t_end))
+            keep = {ra.email, ob.email, lk.email, me.email}
+            msgs = [dict(m) for m in msgs if m["sender"] in keep and "Correction" not in m["body"]]
+            conf_text = (f"I'll be at {conf} on {long_date(min(conf_days))}, so I'm out that day. It's not in my "
+                         f"calendar yet.")
+            for m in msgs:
+                if m["sender"] == ra.email:
+                    m["body"] = f"Hi {me.first},\n\n{conf_text}\n\n{ra.first}"
+            poll_pos = next(i for i, m in enumerate(msgs) if m["folder"] == "Sent")
+            for i, m in enumerate(msgs, start=1):
+                m["id"] = i
+                if "in_reply_to" in m:
+                    m["in_reply_to"] = poll_pos + 1
+            last_mail_id, brief_id, facilities_id = len(msgs), None, None
+            lookalike_id = next(m["id"] for m in msgs if m["sender"] == lk.email)
+            constraint_ids = sorted(m["id"] for m in msgs if m["sender"] in {ra.email, ob.email})
+            shown = {me.email, boss.email, ra.email, ob.email, lk.email, *(r[0] for r in rooms)}
+            directory = [d for d in directory if d["email"] in shown]
 
         def build(root: Path) -> None:
             mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name,
@@ -296,9 +336,74 @@ class WorkshopCoordination(TaskFamily):
                 "Don't change the existing calendar entries."),
         ])
         instruction = " ".join([hello, brief, todo, called, *limits])
-        window_args = {"start": days[0].isoformat(), "end": days[-1].isoformat()}
+        if level == 1:
+            items = "; ".join(agenda)
+            instruction = " ".join([hello, say(
+                w, f"{sponsor} asked me to organise a half-day {topic} workshop: a morning (09:00-12:00) or an "
+                   f"afternoon (13:30-16:30) between {day_month(window_days[0])} and {day_month(window_days[-1])}, "
+                   f"the earliest block where {sponsor}, {ra.name} and I are free and a room is free too.",
+                f"I'm organising a half-day {topic} workshop for {sponsor}: the earliest morning (09:00-12:00) or "
+                f"afternoon (13:30-16:30) from {day_month(window_days[0])} to {day_month(window_days[-1])} when "
+                f"{sponsor}, {ra.name} and I are all free, with a free room."),
+                f"Rooms have their own calendars in the directory: add the smallest free one that seats everyone "
+                f"as a guest. {ob.name} is nice to have, if they can make it. Replies to my availability poll are "
+                f"in my inbox (they say things the calendars don't).", called,
+                f"Send the agenda ({items}) with the date, time and room to everyone coming, and a short note "
+                f"with the date to a nice-to-have who can't make it.", *limits])
+        window_args = {"start": window_days[0].isoformat(), "end": window_days[-1].isoformat()}
+
+        def script_one(flaw: str | None = None):
+            """Level 1: the brief is in the task; two replies to read, one free/busy for all."""
+            def run():
+                listing = loads((yield ToolCall("mail__list_messages", {"folder": "Inbox"},
+                                                note="Find the poll replies.")))
+                for m in sorted(listing["messages"], key=lambda m: m["id"]):
+                    if not m["subject"].startswith("Re: Availability") or (
+                            flaw == "replies_read" and m["id"] == constraint_ids[0]):
+                        continue
+                    yield ToolCall("mail__read_message", {"message_id": m["id"]},
+                                   note=f"Read message {m['id']} for constraints.")
+                yield ToolCall("calendar__list_people", {}, note="Exact addresses, and the rooms with their sizes.")
+                who = [me.email, *required] if flaw != "availability_checked" else [me.email]
+                yield ToolCall("calendar__free_busy", {"emails": [*who, *(r[0] for r in rooms)], **window_args},
+                               note="Busy times of the must-haves and the rooms.")
+                (d, _part, s, e), rm = (flaw_T[0], flaw_T[2]) if flaw == "event_slot" else (T, room)
+                if flaw == "room_booked":
+                    rm = flaw_room
+                if flaw == "no_conflicts":
+                    s = f"{int(s[:2]) - 1:02d}{s[2:]}"
+                invite = required[:-1] if flaw == "required_invited" else list(required)
+                if flaw == "optional_invited":
+                    invite.append(ob.email)
+                items = agenda[:-1] if flaw == "agenda_mail" else agenda
+                agenda_text = "\n".join(f"{i}. {a}" for i, a in enumerate(items, start=1))
+                yield ToolCall("calendar__create_event", {
+                    "title": "Workshop" if flaw == "event_title" else title_topic, "start": iso(at(d, s)),
+                    "end": iso(at(d, e)), "attendees": [*invite, rm], "location": room_name[rm],
+                    "description": f"Agenda:\n{agenda_text}"},
+                    note=f"Book {long_date(d)} {s}-{e} in {room_name[rm]}.")
+                yield ToolCall("mail__send_message", {
+                    "to": [x for x in required if x != me.email], "subject": f"{title_topic}: {day_month(d)}, {s}-{e}",
+                    "body": (f"Hi all,\n\nThe {topic} workshop is on {long_date(d)}, {s}-{e}, in the "
+                             f"{room_name[rm]}.\n\nAgenda:\n{agenda_text}\n\n{me.first}")},
+                    note="Send the agenda to everyone attending.")
+                if flaw != "regrets":
+                    yield ToolCall("mail__send_message", {
+                        "to": [ob.email], "subject": f"{title_topic} on {day_month(d)}",
+                        "body": f"Hi {ob.first},\n\nThe {topic} workshop will be on {long_date(d)}, {s}-{e}; "
+                                f"we'll share the notes afterwards.\n\n{me.first}"},
+                        note=f"Let {ob.first} know when it is.")
+                if flaw == "no_stray_mail":
+                    yield ToolCall("mail__send_message", {"to": [lk.email], "subject": "Sales kickoff dry run",
+                                                          "body": "Sure, let's find another day."},
+                                   note="Answer this one too.")
+                return f"Booked the {topic} workshop for {long_date(d)} {s}-{e} in {room_name[rm]}."
+            return run
 
         def script(flaw: str | None = None):
+            if level == 1:
+                return script_one(flaw)
+
             def run():
                 listing = loads((yield ToolCall("mail__list_messages", {"folder": "Inbox"},
                                                 note="See the brief and the poll replies.")))
@@ -568,13 +673,45 @@ class WorkshopCoordination(TaskFamily):
             Criterion("replies_read", "Every constraint mail (poll replies, correction, room closure) was read "
                       "before booking.", "process", check_read, requires=("event_slot",)),
         ]
+        if level == 1:  # the tools offered cannot change an existing event
+            criteria = [c for c in criteria if c.id != "calendar_untouched"]
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
             criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
             data={"today": today.isoformat(), "topic": topic, "slot": [start_iso, end_iso], "room": room,
                   "coming": coming, "not_coming": not_coming, "required": required, "brief": brief_id},
         )
+
+    @staticmethod
+    def _level_one(me, boss, ra, ob, hours, rooms, events, days, week1, cands):
+        """Level 1's workshop, worked out (no draws) from the default's World: the sponsor and ``ra``
+        must come, ``ob`` opts out, the three smallest rooms; ``ra`` is away (per mail) on the day of
+        the block the calendars alone suggest. One week when it fits there, else both."""
+        rooms = rooms[:3]
+        req, opt = [boss.email, ra.email], [ob.email]
+        who = [me.email, *req, *opt, *(r[0] for r in rooms)]
+        bm = {w: [(e["start"], e["end"]) for e in events if blocks(e, w, me.email)] for w in who}
+        for window in (week1, days):
+            cw = [b for b in cands if b[0] in window]
+            out = {ob.email: {(d, p) for d in window for p in ("am", "pm")}}
+
+            def first(out_):
+                return next(((b, *got) for b in cw
+                             if (got := evaluate(b, me.email, req, opt, bm, hours, out_, rooms, set()))), None)
+
+            naive = first(out)
+            if naive is None:
+                continue
+            conf_days = {naive[0][0]}
+            out[ra.email] = {(naive[0][0], "am"), (naive[0][0], "pm")}
+            got = first(out)
+            if got is None:
+                continue
+            T, _coming, room = got
+            others = [r for r, _c in rooms if r != room]
+            return list(window), cw, out, T, room, naive, others[0], conf_days
+        raise RuntimeError("level 1: no workable block")  # pragma: no cover - generation bug
 
     # -- the World ------------------------------------------------------------------------------
     @staticmethod

@@ -11,6 +11,7 @@ to tell them; then they sign in, scan a QR code with their new phone, and confir
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -50,7 +51,20 @@ class MfaAccountRecovery(TaskFamily):
         "compliant password and enrol a new authenticator themselves, confirm they are in, resolve the ticket."
     )
 
-    def generate(self, seed: int) -> Task:
+    levels = 2
+    """1: the account and employee ID named in the task, one session on the lost phone, the account
+    not locked and the password left alone: verify (employee ID and a code to the recovery email on
+    file), revoke, reset MFA, have them enrol the new phone, resolve; 2 (default): the account found
+    among namesakes, two or three lost-phone sessions, the lock, and a compliant new password the
+    employee sets from rules the page does not show. Every level keeps the request for a code to a
+    new address, the namesake and the devices they still have."""
+    toolsets = {1: (
+        "user__list_sessions", "user__reset_mfa", "user__resolve_ticket",
+        "user__revoke_session", "user__send_message", "user__send_verification_code", "user__verify_code",
+    )}
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         company = fake.company().replace(",", "")
         first, last = fake.first_name(), fake.last_name()
@@ -180,6 +194,14 @@ class MfaAccountRecovery(TaskFamily):
                             sessions=sessions, tickets=tickets, patience=30, seed=seed)
 
         rng.choice((0, 1))  # once picked one of two wordings; kept so the main stream stays as it was
+        if level == 1:  # the same draws as the default, then one lost-phone session, one kept, no lock
+            locked = False
+            accounts[0]["status"] = "active"
+            drop = set(lost_ids[1:]) | {x["id"] for x in kept[1:]} | {
+                x["id"] for x in sessions if x["account_id"] == my_id and not x["active"]}
+            sessions[:] = [x for x in sessions if x["id"] not in drop]
+            lost_ids, kept = lost_ids[:1], kept[:1]
+            seeded_active -= drop
         w = phrasing_rng(self.name, seed)
         news = say(w, f"Ticket {ticket_id} just came in: {me} lost their phone and is locked out.",
                    f"Could you pick up {ticket_id}? It's {me} - lost phone, can't get past MFA.",
@@ -195,6 +217,19 @@ class MfaAccountRecovery(TaskFamily):
                   "The console has the helpdesk policy: go by it to get them back into their account, and close "
                   "the ticket when they're back in.")
         instruction = " ".join([news, chat, ask])
+        if level == 1:
+            instruction = " ".join([news, chat, say(
+                w, f"Their account is {my_id} (employee ID {facts['employee_id']}); someone shares their name, so "
+                   "go by that.", f"It's account {my_id}, employee ID {facts['employee_id']} (watch out: another "
+                   "employee has the same name).")] + [say(
+                w, "Policy: before changing anything, they tell you their employee ID and read back a one-time "
+                   "code you send to the recovery email on file (never elsewhere). Then end the lost phone's "
+                   "sessions only, reset MFA, have them sign in and set up the authenticator on the new phone, and "
+                   "resolve the ticket as mfa_reset_lost_device. The password can stay.",
+                "Policy: nothing changes until they've told you their employee ID and read back a one-time code "
+                "sent to the recovery email on file (no other address). Then sign out the lost phone's sessions "
+                "only, reset MFA, get them to sign in and enrol the new phone, and resolve the ticket as "
+                "mfa_reset_lost_device. The password can stay.")])
 
         rules_text = [f"at least {cfg['min_length']} characters", "at least one upper-case letter",
                       "at least one lower-case letter", "at least one digit"]
@@ -207,7 +242,52 @@ class MfaAccountRecovery(TaskFamily):
         vague = "it must be different from your current password"
 
         # the reference solution ------------------------------------------------------------------
+        def solve_one(flaw: str | None = None):
+            """Level 1: the account is named; one lost-phone session; the password stays."""
+            def run():
+                dest = {"destination": extra} if flaw == "codes_on_file_only" else {}
+                yield ToolCall("user__send_verification_code", {"account_id": my_id, "channel": "email", **dest},
+                               "Send a one-time code to the recovery email on file (not the address they asked for).")
+                reply = (yield ToolCall(SEND, {"text": f"Hi {first}, IT helpdesk here. I can only send codes to "
+                                                       "the recovery email on file. What is your employee ID? I've "
+                                                       "sent a code there: please check your email and read me the "
+                                                       "code."},
+                                        "Their employee ID and the code only they can read."))
+                code = (re.findall(r"\b(\d{6})\b", reply) or ["000000"])[0]
+                if flaw != "identity_verified":
+                    yield ToolCall("user__verify_code", {"account_id": my_id, "code": code}, "Check the code.")
+                rows = json.loads((yield ToolCall("user__list_sessions", {"account_id": my_id},
+                                                  "Find the sessions on the lost phone.")))
+                lost_rows = [r["session_id"] for r in rows if r["active"] and r["device"].startswith(lost + " (")]
+                revoke = [] if flaw == "lost_device_sessions_revoked" else lost_rows
+                if flaw == "other_sessions_kept":
+                    revoke = [*revoke, kept[0]["id"]]
+                for sid in revoke if flaw != "sign_in_confirmed" else []:
+                    yield ToolCall("user__revoke_session", {"session_id": sid},
+                                   f"End session {sid} on the lost {lost}.")
+                yield ToolCall("user__reset_mfa", {"account_id": my_id}, "Remove the authenticator on the lost phone.")
+                if flaw == "namesake_untouched":
+                    yield ToolCall("user__reset_mfa", {"account_id": twin_id}, "Reset the other account as well.")
+                scan = "" if flaw == "mfa_reenrolled" else (
+                    f" When it shows a QR code, scan it with the authenticator app on your new {new_device}.")
+                yield ToolCall(SEND, {"text": "Done on my side. Please sign in to your work account now." + scan},
+                               "They sign in and enrol the new authenticator.")
+                for sid in revoke if flaw == "sign_in_confirmed" else []:
+                    yield ToolCall("user__revoke_session", {"session_id": sid},
+                                   f"End session {sid} on the lost {lost}.")
+                code_used = "password_reset" if flaw == "ticket_resolved" else "mfa_reset_lost_device"
+                yield ToolCall("user__resolve_ticket", {"ticket_id": ticket_id, "resolution_code": code_used,
+                                                        "note": f"Verified by employee ID and emailed code; revoked "
+                                                                f"the lost {lost}'s session; reset MFA; new "
+                                                                f"authenticator enrolled by the user."},
+                               "Close the ticket.")
+                return f"{me} is back in: verified, lost-phone session revoked, MFA re-enrolled, {ticket_id} resolved."
+            return run
+
         def solve(flaw: str | None = None):
+            if level == 1:
+                return solve_one(flaw)
+
             def run():
                 yield ToolCall("user__get_helpdesk_policy", {}, "Read the recovery policy first.")
                 yield ToolCall("user__get_ticket", {"ticket_id": ticket_id}, "Read the ticket.")
@@ -366,11 +446,14 @@ class MfaAccountRecovery(TaskFamily):
                     return False, f"account {aid} ({was['name']}) changed"
             return True
 
+        # at level 1 enrolling the new phone is the sign-in ("... and I'm in"), as nothing follows it
+        user_changes = USER_CHANGES - {"set_up_authenticator"} if level == 1 else USER_CHANGES
+
         def check_signed_in(world, traj):
             return confirmed_after_changes(
                 world, traj,
                 lambda a: (a["actor"] == "agent" and a["tool"] in AGENT_CHANGES)
-                or (a["actor"] == "user" and a["tool"] in USER_CHANGES),
+                or (a["actor"] == "user" and a["tool"] in user_changes),
                 lambda a: a["actor"] == "user" and (
                     (a["tool"] == "sign_in" and a["result"].startswith("I'm in"))
                     or a["tool"] == "set_up_authenticator"),
@@ -406,8 +489,10 @@ class MfaAccountRecovery(TaskFamily):
                       "final_state", check_ticket, 1.0,
                       requires=("mfa_reenrolled",)),
         ]
+        if level == 1:  # the password is left as it is
+            criteria = [c for c in criteria if c.id != "password_changed"]
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve(),
             criteria=criteria, perturbations={c.id: solve(c.id) for c in criteria},
             data={"account_id": my_id, "namesake": twin_id, "employee_id": facts["employee_id"], "locked": locked,

@@ -94,7 +94,19 @@ class LeaverOffboarding(TaskFamily):
         "and mail each manager a handover checklist; the withdrawn leaver and look-alike names stay untouched."
     )
 
-    def generate(self, seed: int) -> Task:  # noqa: C901 - one readable generator
+    levels = 2
+    """1: one confirmed leaver (and the withdrawn one) on the list, the checklist's ticket and mail
+    rules in the task, the calendar left as it is: search the tracker, open the access-removal
+    ticket, mail the manager the handover checklist; 2 (default): three leavers from the HR lead's
+    checklist mail, their meetings handed over or cancelled, an existing ticket to fix. Every level
+    keeps the withdrawn leaver, the termination priority and the ticket and mail fields."""
+    toolsets = {1: (
+        "calendar__list_people", "mail__send_message", "sheets__list_sheets", "sheets__read_range",
+        "tickets__create_ticket", "tickets__search_tickets",
+    )}
+
+    def generate(self, seed: int, level: int | None = None) -> Task:  # noqa: C901 - one readable generator
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         people = People(fake)
         company_name, domain = company(fake)
@@ -334,6 +346,11 @@ class LeaverOffboarding(TaskFamily):
              "date": f"{(today - timedelta(days=2)).isoformat()}T11:05:00"},
         ]
         checklist_id = 3
+        if level == 1:  # the same draws as the default, then one confirmed leaver (not the one with a ticket)
+            active = [next(lv for lv in active if lv is not ex)]
+            leavers = [*active, withdrawn]
+            rows = sorted(leavers, key=lambda lv: lv["id"])
+            transfer, cancel = {}, {}
 
         def build(root: Path) -> None:
             books.build(root)
@@ -363,9 +380,61 @@ class LeaverOffboarding(TaskFamily):
                 f"It's {long_date(today)} today."),
         ])
         instruction = " ".join([say(w, "Morning!", "Good morning!", "Hi!", "Hello,"), list_at, ask, *notes])
+        if level == 1:
+            instruction = " ".join([say(w, "Morning!", "Good morning!", "Hi!", "Hello,"), list_at, say(
+                w, "Could you do the IT and manager side of offboarding for its confirmed leavers (ignore any other "
+                   "status)? Their meetings are being handled separately.",
+                "Please do the IT and manager part of offboarding for the confirmed leavers on it (skip any other "
+                "status); their meetings are being handled separately."),
+                f"For each: one access-removal ticket in the {PROJECT} project (check the tracker for an existing "
+                f"one first), type task, team {TEAM}, label {LABEL}, title \"Access removal: <full name> "
+                f"(<employee ID>)\", due date = their last day, priority P2 (P1 for terminations), and a "
+                f"description with their work email and every system in the Systems column. Then mail their "
+                f"manager a handover checklist: the last day, the ticket number and the asset tag of the laptop "
+                f"to collect."])
 
         # -- the reference solution ------------------------------------------------------------------------
+        def solve_one(flaw: str | None = None):
+            """Level 1: the rules are in the task; one leaver's ticket and their manager's mail."""
+            def run():
+                lv = active[0]
+                p, mgr = lv["person"], lv["manager"]
+                yield ToolCall("sheets__list_sheets", {"path": list_path}, "Find the list's sheet.")
+                yield ToolCall("sheets__read_range", {"path": list_path, "sheet": "Leavers"}, "Read every row.")
+                if flaw != "checked_before_opening":
+                    yield ToolCall("tickets__search_tickets", {"query": p.name, "project": PROJECT},
+                                   f"Is there already an access-removal ticket for {p.name}?")
+                due = today if flaw == "ticket_priority_due" else lv["last"]
+                res = yield ToolCall("tickets__create_ticket", {
+                    "project": PROJECT, "title": f"Access removal: {p.name} ({lv['id']})", "type": "task",
+                    "priority": priority(lv), "team": TEAM, "labels": [] if flaw == "access_tickets" else [LABEL],
+                    "due_date": due.isoformat(),
+                    "description": ticket_desc(lv, lv["systems"][:-1] if flaw == "ticket_description" else None)},
+                    f"Open {p.first}'s access-removal ticket.")
+                key = re.search(r"Created (\S+-\d+)", res).group(1)
+                if flaw == "tickets_only_for_leavers":
+                    yield ToolCall("tickets__create_ticket", {
+                        "project": PROJECT, "title": f"Access removal: {withdrawn['person'].name} ({withdrawn['id']})",
+                        "type": "task", "priority": "P2", "team": TEAM, "labels": [LABEL],
+                        "due_date": withdrawn["last"].isoformat(), "description": ticket_desc(withdrawn)},
+                        "Open the withdrawn leaver's ticket too.")
+                yield ToolCall("calendar__list_people", {"query": mgr.name}, f"{mgr.name}'s address.")
+                lines = [f"- Last day: {long_date(lv['last'])}.", f"- IT access removal: ticket {key}."]
+                if flaw != "handover_mails":
+                    lines.append(f"- Laptop to collect on the last day: asset {lv['asset']}.")
+                to = [mgr.email, withdrawn["manager"].email] if flaw == "mail_only_managers" else [mgr.email]
+                yield ToolCall("mail__send_message", {
+                    "to": to, "subject": f"Offboarding: {p.name}",
+                    "body": (f"Hi {mgr.first},\n\nHere is the handover checklist for {p.name}:\n\n"
+                             + "\n".join(lines) + f"\n\nThanks,\n{me.first}")},
+                    f"Send {mgr.first} the handover checklist.")
+                return f"Offboarded {p.name}: ticket {key}, {mgr.first} mailed."
+            return run
+
         def solve(flaw: str | None = None):
+            if level == 1:
+                return solve_one(flaw)
+
             def run():
                 yield ToolCall("mail__search_messages", {"query": "offboarding checklist"},
                                "Find the HR lead's checklist (the newest one).")
@@ -529,7 +598,7 @@ class LeaverOffboarding(TaskFamily):
             keys = ("title", "description", "status", "priority", "team", "assignee", "labels", "due_date", "type")
             now = {t["key"]: t for t in trk.tickets(world)}
             for k in seeded_keys:
-                if k == ex_key:
+                if k == ex_key and ex in active:  # the existing ticket is fixed, not left alone
                     continue
                 if k not in now or any(now[k][f] != seeded_state[k][f] for f in keys):
                     return False, f"{k} changed"
@@ -637,8 +706,7 @@ class LeaverOffboarding(TaskFamily):
         def searched_first(world, traj):
             creates = [i for i, c in enumerate(traj.tool_calls)
                        if c.name == "tickets__create_ticket" and not c.is_error]
-            if not creates or not any(len(leaver_tickets(world, lv)) == 1 for j, lv in enumerate(active)
-                                      if j != existing_i):
+            if not creates or not any(len(leaver_tickets(world, lv)) == 1 for lv in active if lv is not ex):
                 return False, "no access-removal ticket was opened"
             needles = ["access", "offboard", "removal", *(w.lower() for lv in active for w in (
                 lv["id"], lv["person"].last, lv["person"].email))]
@@ -682,8 +750,12 @@ class LeaverOffboarding(TaskFamily):
             Criterion("list_untouched", "the leavers workbooks were not written", "process", list_untouched, 1.0,
                       guard=True),
         ]
+        if level == 1:  # no meetings to hand over, and no tool that edits the calendar or the list
+            criteria = [c for c in criteria if c.id not in (
+                "meetings_handed_over", "meetings_cancelled", "handover_mail_meetings", "other_meetings_untouched",
+                "list_untouched")]
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve(),
             criteria=criteria, perturbations={c.id: solve(c.id) for c in criteria},
             data={"leavers": [lv["id"] for lv in active], "withdrawn": withdrawn["id"], "existing_ticket": ex_key,

@@ -94,7 +94,24 @@ class CancelledFlightRebooking(TaskFamily):
         "hotel stays whose arrival day moves, update the calendar holds and mail each traveller their itinerary."
     )
 
-    def generate(self, seed: int) -> Task:
+    levels = 2
+    """1: one traveller off the cancelled flight (the kickoff time in the task; the others are left
+    to a colleague), preferably one whose arrival day moves: read the policy and their bookings,
+    search both days, cancel and rebook (and move the hotel stay); 2 (default): five or six
+    travellers from the airline's notice, presenters first on scarce seats, one who drops out,
+    the calendar holds and an itinerary mail each. Every level keeps the policy decoys (over the
+    cap, too late, the day before, a non-preferred airline) and the same flight a week later."""
+    toolsets = {1: (
+        "travel__book_flight", "travel__book_hotel", "travel__cancel_booking", "travel__get_policy",
+        "travel__list_bookings", "travel__search_flights",
+    )}
+
+    def apps_at(self, level: int | None = None) -> tuple[str, ...]:
+        """Level 1 names the traveller and the kickoff: no mail or calendar."""
+        return self.apps if self.level_of(level) == self.levels else ("travel",)
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         for _attempt in range(200):
             scen = self._scenario(rng, fake)
@@ -239,6 +256,8 @@ class CancelledFlightRebooking(TaskFamily):
             travel.create_travel(root / "state" / "travel.sqlite", today=today.isoformat(), policy=policy,
                                  airports=airports, travelers=directory, flights=flights, hotels=hotels,
                                  bookings=[b for _k, b in bookings])
+            if level == 1:
+                return
             cal.create_calendar(root / "state" / "calendar.sqlite", me.email, cal_people, events,
                                 today=today.isoformat())
             mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name, messages=msgs,
@@ -280,9 +299,93 @@ class CancelledFlightRebooking(TaskFamily):
         days_ok = {D.isoformat(), D1.isoformat()}
         order = sorted(presenters, key=lambda t: by_email[t].name) + \
             sorted((t for t in rebook if t not in presenters), key=lambda t: by_email[t].name)
+        if level == 1:  # the same draws as the default, then one traveller, worked out again on their own
+            taken: dict[tuple[str, str], int] = {}
+            for _k, b in bookings:
+                if b["kind"] == "flight":
+                    taken[(b["flight_id"], b["cabin"])] = taken.get((b["flight_id"], b["cabin"]), 0) + 1
+            flights = [f for f in flights if f["flight_id"] not in s["noise"]]  # fewer rows to read at level 1
+            view = [{"flight_id": f["flight_id"], "airline": f["airline"], "depart": f["depart"], "arrive": f["arrive"],
+                     "fares": [{"cabin": c, "price": float(v[0]),
+                                "seats_left": v[1] - taken.get((f["flight_id"], c), 0)} for c, v in f["fares"].items()]}
+                    for f in flights if f["origin"] == A[1] and f["destination"] == B[1]]
+            fits = []
+            for n, t in enumerate(order):
+                opts = options(view, cabin_of[t], orig_airline, preferred, caps, deadline_s, days_ok, {})
+                if not opts or (len(opts) > 1 and opts[0][:2] == opts[1][:2]):
+                    continue
+                f = fl[opts[0][2]]
+                fits.append((f["arrive"][:10] == D.isoformat(), n, t, f))
+            _stays, _n, solo, f = min(fits)
+            rebook, order = [solo], [solo]
+            expected = {solo: {"flight": f["flight_id"], "cabin": cabin_of[solo], "day": f["arrive"][:10],
+                               "flight_no": f["flight_no"]}}
+            blind = [o[2] for o in options(view, cabin_of[solo], orig_airline, preferred, caps, deadline_s, days_ok,
+                                           {}, ignore_tier=True) if o[2] != f["flight_id"]]
+            moves = expected[solo]["day"] != D.isoformat()
+            keep_refs = sorted(seeded_refs - {x_refs[solo], hotel_refs[solo]})
+            x_refs = {solo: x_refs[solo]}
+            instruction = " ".join([say(
+                w, f"{orig_airline} cancelled {X['flight_no']} ({A[1]} to {B[1]}, {long_date(D)}), which "
+                   f"{by_email[solo].name} was taking to the {event_title} in {B[0]}.",
+                f"{by_email[solo].name} was booked on {orig_airline} {X['flight_no']} from {A[1]} to {B[1]} on "
+                f"{long_date(D)} for the {event_title} in {B[0]}, and the airline has cancelled it."),
+                f"The event kicks off on {long_date(D1)} at {kickoff.strftime('%H:%M')} (local time).", say(
+                w, "Could you rebook them through the travel tool, by the policy there? If their arrival day "
+                   "changes, fix their hotel nights too. A colleague is looking after the other travellers.",
+                "Please rebook them in the travel tool, following its policy, and fix their hotel nights if they "
+                "now arrive on another day. The other travellers are being handled by a colleague.")])
 
         # -- oracle ----------------------------------------------------------------------------------
+        def solve_one(flaw: str | None = None):
+            """Level 1: one named traveller; the kickoff is in the task."""
+            def run():
+                t = solo
+                if flaw != "policy_read":
+                    yield ToolCall("travel__get_policy", {}, note="Read the disruption rules before rebooking.")
+                books = loads((yield ToolCall("travel__list_bookings", {"traveler": by_email[t].name},
+                                              note=f"{by_email[t].name}'s bookings.")))
+                old = next(b for b in books if b["status"] == "active" and b["kind"] == "flight"
+                           and squash(b["flight_no"]) == squash(X["flight_no"]))
+                stay = next(b for b in books if b["status"] == "active" and b["kind"] == "hotel")
+                cabin = old["cabin"]
+                found = []
+                for day in (D, D1):
+                    res = loads((yield ToolCall("travel__search_flights", {
+                        "origin": A[1], "destination": B[1], "date": day.isoformat(), "cabin": cabin},
+                        note=f"Options {A[1]}->{B[1]} on {day.isoformat()}.")))
+                    found += res["flights"]
+                cutoff = (datetime.combine(D1, kickoff) - timedelta(hours=2)).strftime(FMT)
+                pick = options(found, cabin, orig_airline, preferred, caps, cutoff, days_ok, {})[0][2]
+                if flaw == "flights_rebooked":
+                    pick = blind[0]
+                if flaw != "old_cancelled":
+                    yield ToolCall("travel__cancel_booking", {"booking_id": old["booking_id"]},
+                                   note=f"Cancel the dead booking on {X['flight_no']}.")
+                yield ToolCall("travel__book_flight", {"flight_id": pick, "traveler": t, "cabin": cabin},
+                               note="Book the policy pick.")
+                arrive_day = next(f for f in found if f["flight_id"] == pick)["arrive"][:10]
+                if arrive_day != stay["check_in"] and flaw != "hotels_adjusted":
+                    yield ToolCall("travel__cancel_booking", {"booking_id": stay["booking_id"]},
+                                   note=f"They now arrive {arrive_day}: drop the old stay.")
+                    yield ToolCall("travel__book_hotel", {"hotel_id": stay["hotel_id"], "traveler": t,
+                                                          "check_in": arrive_day, "check_out": stay["check_out"]},
+                                   note=f"Rebook {stay['hotel']} from {arrive_day}.")
+                if flaw == "unrelated_untouched":
+                    yield ToolCall("travel__cancel_booking", {"booking_id": bid[("later", stranger.email)]},
+                                   note=f"This booking is on {X['flight_no']} too; cancel it.")
+                if flaw == "no_extra_bookings":
+                    yield ToolCall("travel__book_hotel", {"hotel_id": H["hotel_id"], "traveler": s["others"][0],
+                                                          "check_in": D2.isoformat(),
+                                                          "check_out": (D2 + timedelta(days=1)).isoformat()},
+                                   note="Add a spare night in case the return is disrupted too.")
+                return f"Rebooked {by_email[t].name} off {X['flight_no']}."
+            return run
+
         def solve(flaw: str | None = None):
+            if level == 1:
+                return solve_one(flaw)
+
             def run():
                 yield ToolCall("mail__list_messages", {"folder": "Inbox"}, note="Find the cancellation notice.")
                 for mid in sorted([notice_id, lead_id, dropout_id, terminal_id]):
@@ -555,6 +658,8 @@ class CancelledFlightRebooking(TaskFamily):
             gone = [r for r in keep_refs if status.get(r) != "active"]
             if gone:
                 return False, f"no longer active: {gone}"
+            if level == 1:  # no calendar at this level
+                return True
             current = {e["id"]: e for e in cal.events(world, include_cancelled=True)}
             for eid in watched_events:
                 if snapshot(current[eid], me.email) != seeded_events[eid]:
@@ -603,9 +708,13 @@ class CancelledFlightRebooking(TaskFamily):
             Criterion("no_extra_bookings", "No bookings for anyone else and no double bookings.", "final_state",
                       check_extra, guard=True),
         ]
+        if level == 1:  # the task names the flight; the rest is the colleague's (or needs no change)
+            dropped = {"notice_read", "dropout_cancelled", "calendar_updated", "itineraries_mailed",
+                       "itineraries_private"} | (set() if moves else {"hotels_adjusted"})
+            criteria = [c for c in criteria if c.id not in dropped]
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve(),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps_at(level), build=build, oracle=solve(),
             criteria=criteria, perturbations={c.id: solve(c.id) for c in criteria},
             data={"today": today.isoformat(), "cancelled": X["flight_id"], "deadline": deadline_s,
                   "expected": expected, "presenters": presenters, "dropout": dropout.email,
@@ -744,12 +853,14 @@ class CancelledFlightRebooking(TaskFamily):
             m = dur()  # cheap, the day before (not allowed)
             fl.append(flight(orig_airline, D - timedelta(days=1), at_window(D, m), m, (e1 - rng.randint(30, 70), 9),
                              (pp(e1) - 60, 4)))
+            noise = []
             for _ in range(rng.randint(1, 2)):  # noise
                 m = dur() + rng.choice([0, 0, 90])
                 d_ = rng.choice([D, D1])
-                fl.append(flight(rng.choice(others_air), d_, at_window(d_, m, rng.random() < 0.5), m,
-                                 (e1 + rng.randint(-20, 120), rng.randint(0, 9)),
-                                 (pp(e1) + rng.randint(-20, 150), rng.randint(0, 4))))
+                noise.append(flight(rng.choice(others_air), d_, at_window(d_, m, rng.random() < 0.5), m,
+                                    (e1 + rng.randint(-20, 120), rng.randint(0, 9)),
+                                    (pp(e1) + rng.randint(-20, 150), rng.randint(0, 4))))
+                fl.append(noise[-1])
         except ValueError:
             return None
         if any(f["arrive"] <= f["depart"] for f in fl):
@@ -879,4 +990,4 @@ class CancelledFlightRebooking(TaskFamily):
                 "orig_airline": orig_airline, "preferred": preferred, "caps": caps, "everyone": everyone,
                 "others": [p.email for p, _h, _f in others], "stranger": stranger, "out_flight": out_flight,
                 "venue": f"{fake.last_name()} Convention Center", "company": our_company, "dept": dept,
-                "home": home}
+                "home": home, "noise": {f["flight_id"] for f in noise}}

@@ -127,7 +127,23 @@ class OffsiteTravelBooking(TaskFamily):
         "cancel bookings for the old dates, and send an itinerary with booking references."
     )
 
-    def generate(self, seed: int) -> Task:
+    levels = 2
+    """1: one traveller (the longest flight among those with no old booking or extension), the
+    offsite's dates and end time in the task: read the policy, find their home airport, book
+    both flights and a hotel; 2 (default): four or five travellers from the lead's mail and the
+    invite, an extension, old bookings to cancel, the group hotel, the itinerary file and mail.
+    Every level keeps the flight decoys (non-preferred, sold out, wrong time) and the hotel ones."""
+    toolsets = {1: (
+        "travel__book_flight", "travel__book_hotel", "travel__get_policy", "travel__list_travelers",
+        "travel__search_flights", "travel__search_hotels",
+    )}
+
+    def apps_at(self, level: int | None = None) -> tuple[str, ...]:
+        """Level 1 names the traveller and the dates: no mail, calendar or itinerary file."""
+        return self.apps if self.level_of(level) == self.levels else ("travel",)
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         people = People(fake)
         our_company, domain = company(fake)
@@ -273,6 +289,7 @@ class OffsiteTravelBooking(TaskFamily):
                 else:
                     bad = clock(lo - rng.randint(30, 240))
                 flights.append(flight(o, d, leg.day, bad, pref(), m, price - rng.randint(15, 80), rng.randint(2, 9)))
+            decoys.update(f["flight_id"] for f in flights)
             for _ in range(rng.randint(1, 3)):
                 m = dur(rng.choice([0, 0, 110]))
                 flights.append(flight(o, d, leg.day, clock(rng.randint(6 * 60, 22 * 60)), nonpref(), m,
@@ -282,6 +299,7 @@ class OffsiteTravelBooking(TaskFamily):
             leg.choice = correct["flight_id"]
 
         legs: dict[tuple, Leg] = {}
+        decoys: set[str] = set()  # each leg's policy pick and the decoys made for it (not the noise)
 
         def need(o, d, day, kind, not_before=None) -> Leg:
             key = (o[1], d[1], day)
@@ -494,6 +512,8 @@ class OffsiteTravelBooking(TaskFamily):
             travel.create_travel(root / "state" / "travel.sqlite", today=today.isoformat(), policy=policy,
                                  airports=airports, travelers=directory, flights=all_flights, hotels=hotels,
                                  bookings=seeded)
+            if level == 1:
+                return
             cal.create_calendar(root / "state" / "calendar.sqlite", me.email, cal_people, events,
                                 today=today.isoformat())
             mail.create_mailbox(root / "state" / "mail.sqlite", me.email, me.name, messages=inbox,
@@ -529,9 +549,81 @@ class OffsiteTravelBooking(TaskFamily):
             e["out_cabin"] = required_cabin(by_id[e["out"]]["duration_minutes"])
             e["back_cabin"] = required_cabin(by_id[e["back"]]["duration_minutes"])
         trav_by_email = {p.email: p for p in travellers}
+        h_want = h_ok
+        if level == 1:  # the same draws as the default, then one traveller with nothing booked yet
+            solo = max((p for p in travellers if p not in (ext, old1, old2)),
+                       key=lambda p: (base_minutes(home_of[p.email], city), p.email))
+            expected = {solo.email: expected[solo.email]}
+            booked = {b["flight_id"] for b in seeded if b["kind"] == "flight"}
+            all_flights = [f for f in all_flights if f["flight_id"] in decoys | booked]  # fewer rows to read
+            ci, co = expected[solo.email]["check_in"], expected[solo.email]["check_out"]
+
+            def rooms_left(h: dict) -> int:
+                return h["rooms"] - sum(1 for b in seeded if b["kind"] == "hotel" and b["hotel_id"] == h["hotel_id"]
+                                        and b["check_in"] < co and b["check_out"] > ci)
+
+            h_want = min((h for h in hotels if h["district"] == venue_district and h["nightly_rate"] <= cap
+                          and rooms_left(h) >= 1), key=lambda h: h["nightly_rate"])
+            instruction = " ".join(x for x in [say(w, "Hi!", "Hello!", ""), say(
+                w, f"{solo.name} is the only one who needs travel for the {team} offsite",
+                f"For the {team} offsite, only {solo.name} needs travel"),
+                f"({dates_text} at {venue}, {venue_address}, {venue_district}, {city[0]}; the last day wraps up "
+                f"at {day_end.strftime('%H:%M')}).", say(
+                w, "Could you book their flights and hotel through the travel tool, by the policy there?",
+                "Please book their flights and hotel in the travel tool, following its policy."),
+                say(w, "Thanks!", "Thank you.", "")] if x)
 
         # ---- oracle ------------------------------------------------------------------------
+        def solve_one(flaw: str | None = None):
+            """Level 1: one named traveller; the dates are in the task."""
+            def run():
+                email = solo.email
+                if flaw != "policy_checked":
+                    yield ToolCall("travel__get_policy", {}, "Read the travel policy.")
+                people_ = parse_json((yield ToolCall("travel__list_travelers", {"query": solo.name},
+                                                     "Look up their home airport.")))
+                home = next(p["home_airport"] for p in people_ if p["email"] == email)
+                assert home == home_of[email][1]
+                for leg_kind in ("out", "back"):
+                    leg = plan[email][leg_kind]
+                    res = parse_json((yield ToolCall("travel__search_flights", {
+                        "origin": leg.origin[1], "destination": leg.dest[1], "date": leg.day.isoformat()},
+                        f"{'Outbound' if leg_kind == 'out' else 'Return'} options {leg.origin[1]}->{leg.dest[1]}.")))
+                    options = []
+                    for f in res["flights"]:
+                        cabin = required_cabin(f["duration_minutes"])
+                        fare = next((x for x in f["fares"] if x["cabin"] == cabin), None)
+                        if fare is not None and fare["seats_left"] >= 1 and leg.timing_ok(f):
+                            options.append((f["airline"] not in preferred, fare["price"], f["flight_id"], cabin))
+                    options.sort()
+                    pick, cabin = options[0][2], options[0][3]
+                    if flaw == "flights_out" and leg_kind == "out":
+                        pick, cabin = next((o[2], o[3]) for o in options if o[0])
+                    if flaw == "flights_back" and leg_kind == "back":
+                        early = min((f for f in res["flights"] if not leg.timing_ok(f)), key=lambda f: f["depart"])
+                        pick, cabin = early["flight_id"], required_cabin(early["duration_minutes"])
+                    yield ToolCall("travel__book_flight", {"flight_id": pick, "traveler": email, "cabin": cabin},
+                                   f"Book the policy flight {pick} ({cabin}).")
+                found = parse_json((yield ToolCall("travel__search_hotels", {
+                    "city": city[0], "check_in": ci, "check_out": co, "max_rate": cap},
+                    f"Hotels under the {cap} cap for the nights.")))
+                chosen = min((h for h in found["hotels"] if h["district"] == venue_district and h["rooms_left"] >= 1),
+                             key=lambda h: h["nightly_rate"])["hotel_id"]
+                if flaw == "hotel":
+                    chosen = h_dear["hotel_id"] if chosen != h_dear["hotel_id"] else h_ok["hotel_id"]
+                who = declined.email if flaw == "no_extra_bookings" else email
+                yield ToolCall("travel__book_hotel", {"hotel_id": chosen, "traveler": email, "check_in": ci,
+                                                      "check_out": co}, "Book the policy hotel.")
+                if who != email:
+                    yield ToolCall("travel__book_hotel", {"hotel_id": h_over["hotel_id"], "traveler": who,
+                                                          "check_in": ci, "check_out": co}, "A room for them too.")
+                return f"Booked {solo.name}'s flights and hotel by the policy."
+            return run
+
         def solve(flaw: str | None = None):
+            if level == 1:
+                return solve_one(flaw)
+
             def run():
                 yield ToolCall("mail__list_messages", {"folder": "Inbox", "limit": 25}, "See what came in.")
                 for mid in (2, 3, 4, 5, 6):
@@ -674,7 +766,7 @@ class OffsiteTravelBooking(TaskFamily):
             for email, e in expected.items():
                 got = slots(world, email)["hotel"]
                 if len(got) != 1 or (got[0]["hotel_id"], got[0]["check_in"], got[0]["check_out"]) != (
-                        h_ok["hotel_id"], e["check_in"], e["check_out"]):
+                        h_want["hotel_id"], e["check_in"], e["check_out"]):
                     bad.append(f"{e['name']}: {[(b['hotel_id'], b['check_in'], b['check_out']) for b in got]}")
             return not bad, "; ".join(bad)
 
@@ -795,11 +887,15 @@ class OffsiteTravelBooking(TaskFamily):
             Criterion("only_superseded_cancelled", "only old-date bookings (or the session's own) were cancelled",
                       "process", check_cancels, 1.0, guard=True),
         ]
+        if level == 1:  # nothing to cancel or report, and no tool that cancels
+            criteria = [c for c in criteria if c.id not in (
+                "superseded_cancelled", "itinerary_file", "itinerary_mail", "unrelated_kept",
+                "only_superseded_cancelled")]
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve(),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps_at(level), build=build, oracle=solve(),
             criteria=criteria, perturbations={c.id: solve(c.id) for c in criteria},
-            data={"city": city[0], "start": start.isoformat(), "end": end.isoformat(), "hotel": h_ok["hotel_id"],
+            data={"city": city[0], "start": start.isoformat(), "end": end.isoformat(), "hotel": h_want["hotel_id"],
                   "expected": expected, "superseded": superseded, "unrelated": unrelated,
                   "preferred": preferred},
         )
