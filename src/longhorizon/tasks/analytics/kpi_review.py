@@ -139,7 +139,23 @@ class QuarterlyKpiReview(TaskFamily):
         "accounts; write a workbook with the exact sheets and headers requested and mail a summary."
     )
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one question (refund rates, the QA accounts and non-completed orders left out) next to
+    last quarter's stale request; 2: also month-over-month growth (its first month needs the
+    month before), with the note about the frozen snapshot table; 3 (default): also the signup
+    cohorts and the top products per region (ties listed). The warehouse is the same at every level."""
+    toolsets = {1: (
+        "mail__list_messages", "mail__read_message", "mail__send_message", "sheets__create_workbook",
+        "sheets__read_range", "sheets__write_rows", "sql__describe_table", "sql__query",
+    )}
+
+    def apps_at(self, level: int | None = None) -> tuple[str, ...]:
+        """Level 1 reads last quarter's report by name only (no files tools)."""
+        return self.apps if self.level_of(level) > 1 else ("mail", "sql", "sheets")
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
+        asked = {1: ("refunds",), 2: ("growth", "refunds")}.get(level, ("cohorts", "top", "growth", "refunds"))
         rng, fake = rng_and_faker(seed, self.name)
         people = People(fake)
         our_company, domain = company(fake)
@@ -263,29 +279,40 @@ class QuarterlyKpiReview(TaskFamily):
         months_text = f"{month_label(mom_first.strftime('%Y-%m'))} to {month_label(q_end.strftime('%Y-%m'))}"
         cohort_text = (f"{MONTHS[cohort_first.month - 1].capitalize()} to "
                        f"{MONTHS[cohort_last.month - 1].capitalize()} {cohort_last.year}")
+        questions = {
+            "cohorts": f"{spec('cohorts')}: for each signup month from {cohort_text}, the number of customers who "
+                       f"signed up that month and the revenue those customers brought in within 30 days of signing "
+                       f"up (orders placed no more than 30 days after their signup date). One row per month, oldest "
+                       f"first, month written as YYYY-MM.",
+            "top": f"{spec('top')}: the best-selling product by units in each region during {q_label}. If two or "
+                   f"more products tie for first place in a region, list every one of them, one row each. Sort by "
+                   f"region, then product.",
+            "growth": f"{spec('growth')}: revenue for each month from {months_text} and its growth versus the "
+                      f"previous month, as a percentage with one decimal (e.g. 4.2 or -3.5). Oldest first, YYYY-MM.",
+            "refunds": f"{spec('refunds')}: for the completed orders placed in {q_label}, per {dim}: how many there "
+                       f"were, how many got at least one refund (whenever it was issued), and that share as a "
+                       f"percentage with one decimal. Highest rate first.",
+        }
+        numbered = "\n".join(f"{i}. {questions[k]}" for i, k in enumerate(asked, 1))
+        if level == 1:
+            rules = (f"Ground rules: only completed orders count (cancelled and pending ones don't), and leave the "
+                     f"QA test accounts out - they keep polluting our numbers.\n\n"
+                     f"Then mail me the workbook with a one-line summary: which {dim} has the highest refund rate "
+                     f"(with the rate).")
+        else:
+            rules = (f"Ground rules for all {'four' if len(asked) == 4 else 'both'}: revenue is quantity x unit "
+                     f"price over the order lines of completed orders (cancelled and pending ones don't count, and "
+                     f"don't net off refunds), and leave the QA test accounts out of everything - they keep "
+                     f"polluting our numbers.\n\n"
+                     f"Then mail me the workbook with a two-line summary: which month grew fastest (and by how "
+                     f"much), and which {dim} has the highest refund rate (with the rate).")
         request = (
             f"Hi {me.first},\n\n"
-            f"For the {q_label} business review on Thursday I need a few numbers straight from the warehouse "
-            f"(the sql tool). Could you build {report} with one sheet per question, using exactly these "
-            f"sheet names and header rows:\n\n"
-            f"1. {spec('cohorts')}: for each signup month from {cohort_text}, the number of customers who "
-            f"signed up that month and the revenue those customers brought in within 30 days of signing up "
-            f"(orders placed no more than 30 days after their signup date). One row per month, oldest first, "
-            f"month written as YYYY-MM.\n"
-            f"2. {spec('top')}: the best-selling product by units in each region during {q_label}. If two or "
-            f"more products tie for first place in a region, list every one of them, one row each. Sort by "
-            f"region, then product.\n"
-            f"3. {spec('growth')}: revenue for each month from {months_text} and its growth versus the "
-            f"previous month, as a percentage with one decimal (e.g. 4.2 or -3.5). Oldest first, YYYY-MM.\n"
-            f"4. {spec('refunds')}: for the completed orders placed in {q_label}, per {dim}: how many there "
-            f"were, how many got at least one refund (whenever it was issued), and that share as a "
-            f"percentage with one decimal. Highest rate first.\n\n"
-            f"Ground rules for all four: revenue is quantity x unit price over the order lines of completed "
-            f"orders (cancelled and pending ones don't count, and don't net off refunds), and leave the QA "
-            f"test accounts out of everything - they keep polluting our numbers.\n\n"
-            f"Then mail me the workbook with a two-line summary: which month grew fastest (and by how much), "
-            f"and which {dim} has the highest refund rate (with the rate).\n\n"
-            f"Thanks!\n{manager.first}"
+            f"For the {q_label} business review on Thursday I need "
+            f"{'the refund rates' if level == 1 else 'a few numbers'} straight from the warehouse (the sql tool). "
+            f"Could you build {report} with {'one sheet' if level == 1 else 'one sheet per question'}, using exactly "
+            f"{'this sheet name and header row' if level == 1 else 'these sheet names and header rows'}:\n\n"
+            f"{numbered}\n\n{rules}\n\nThanks!\n{manager.first}"
         )
         old_request = (
             f"Hi {me.first},\n\nSame drill as always for the Q{prev_q[1]} {prev_q[0]} review: cohorts, top "
@@ -310,6 +337,8 @@ class QuarterlyKpiReview(TaskFamily):
              "subject": f"Numbers for the {q_label} review", "body": request,
              "date": at(today, 8, 20)},
         ]
+        if level == 1:  # no revenue is asked: the snapshot note and the other mail are left out
+            inbox = [inbox[0], inbox[-1]]
         request_id = len(inbox)
 
         def old_workbook() -> bytes:
@@ -326,7 +355,7 @@ class QuarterlyKpiReview(TaskFamily):
             }
             wb = Workbook()
             wb.remove(wb.active)
-            for key in ("cohorts", "top", "growth", "refunds"):
+            for key in asked:
                 name, header = sheets[key]
                 ws = wb.create_sheet(name)
                 ws.append(header)
@@ -356,6 +385,8 @@ class QuarterlyKpiReview(TaskFamily):
                   "it back.",
                   "Would you build the workbook they asked for, with the numbers pulled from the analytics database, "
                   "and mail it back?")
+        if level == 1:
+            sent = sent.replace("a list of questions", "a question")
         where = say(w, "Everything is in the mail.", "It's all in the mail.", "The details are all in the mail.")
         keep = say(w, "Please leave last quarter's report as it is.", "Leave last quarter's report as it is, please.",
                    "Last quarter's report should stay as it is.")
@@ -365,74 +396,90 @@ class QuarterlyKpiReview(TaskFamily):
         # ---- oracle ------------------------------------------------------------------------
         def solve(flaw: str | None = None):
             def run_():
+                top_level = level == self.levels
                 yield ToolCall("mail__list_messages", {"folder": "Inbox", "limit": 25}, "Find the manager's request.")
                 yield ToolCall("mail__read_message", {"message_id": request_id}, "Read this quarter's request.")
-                yield ToolCall("mail__read_message", {"message_id": 2}, "Read the note about the snapshot table.")
-                yield ToolCall("files__list_dir", {"path": "reports"}, "See last quarter's report for the layout.")
-                yield ToolCall("sheets__list_sheets", {"path": old_report}, "Check last quarter's sheet layout.")
-                yield ToolCall("sql__list_tables", {}, "See what the warehouse holds.")
-                for t in ("customers", "orders", "order_items", "products", "regions", "refunds"):
-                    yield ToolCall("sql__describe_table", {"name": t}, f"Learn the {t} columns.")
-                yield ToolCall("sql__query", {"sql": "SELECT is_test, COUNT(*) AS n FROM customers GROUP BY is_test"},
-                               "How many test accounts are there?")
-                yield ToolCall("sql__query", {"sql": "SELECT status, COUNT(*) AS n FROM orders GROUP BY status"},
-                               "Which order statuses exist?")
-                test_sql = "" if flaw == "cohorts" else "c.is_test = 0 AND "
-                res = parse_json((yield ToolCall("sql__query", {
-                    "sql": cohort_sql(cohort_first, cohort_last).replace("c.is_test = 0 AND ", test_sql)},
-                    "Q1: cohort sizes and 30-day revenue.")))
-                cohorts = [list(r) for r in res["rows"]]
-                res = parse_json((yield ToolCall("sql__query", {"sql": runner_up_sql(q_start, q_end), "limit": 1000},
-                                                 "Q2: look at the ranking per region to see any ties.")))
-                firsts: dict[str, int] = {}
-                for reg, _, _, place in res["rows"]:
-                    firsts[reg] = firsts.get(reg, 0) + (place == 1)
-                for reg in sorted(r for r, n in firsts.items() if n > 1):
-                    yield ToolCall("sql__query", {"sql": (
-                        "SELECT p.name, SUM(i.quantity) AS units FROM orders o "
-                        "JOIN customers c ON c.customer_id = o.customer_id JOIN regions r ON r.region_id = c.region_id "
-                        "JOIN order_items i ON i.order_id = o.order_id JOIN products p ON p.product_id = i.product_id "
-                        f"WHERE r.name = '{reg}' AND o.status = 'completed' AND c.is_test = 0 "
-                        f"AND o.order_date BETWEEN '{q_start}' AND '{q_end}' "
-                        "GROUP BY p.name ORDER BY units DESC LIMIT 5")},
-                        f"Double-check the tie in {reg}.")
-                res = parse_json((yield ToolCall("sql__query", {"sql": top_products_sql(
-                    q_start, q_end, ties=flaw != "top_products")}, "Q2: the top product(s) per region.")))
-                top = [list(r) for r in res["rows"]]
-                res = parse_json((yield ToolCall("sql__query", {"sql": monthly_sql(prev_month, q_end)},
-                                                 "Q3: monthly revenue with growth vs the month before.")))
-                growth = [list(r) for r in res["rows"][1:]]
-                if flaw == "growth":
-                    growth[0][2] = None
+                if level > 1:
+                    yield ToolCall("mail__read_message", {"message_id": 2}, "Read the note about the snapshot table.")
+                if top_level:  # four questions over six tables: survey the layout and the schema first
+                    yield ToolCall("files__list_dir", {"path": "reports"}, "See last quarter's report for the layout.")
+                    yield ToolCall("sheets__list_sheets", {"path": old_report}, "Check last quarter's sheet layout.")
+                    yield ToolCall("sql__list_tables", {}, "See what the warehouse holds.")
+                    for t in ("customers", "orders", "order_items", "products", "regions", "refunds"):
+                        yield ToolCall("sql__describe_table", {"name": t}, f"Learn the {t} columns.")
+                    yield ToolCall("sql__query",
+                                   {"sql": "SELECT is_test, COUNT(*) AS n FROM customers GROUP BY is_test"},
+                                   "How many test accounts are there?")
+                    yield ToolCall("sql__query", {"sql": "SELECT status, COUNT(*) AS n FROM orders GROUP BY status"},
+                                   "Which order statuses exist?")
+                tables: dict[str, list] = {}
+                if "cohorts" in asked:
+                    test_sql = "" if flaw == "cohorts" else "c.is_test = 0 AND "
+                    res = parse_json((yield ToolCall("sql__query", {
+                        "sql": cohort_sql(cohort_first, cohort_last).replace("c.is_test = 0 AND ", test_sql)},
+                        "Q1: cohort sizes and 30-day revenue.")))
+                    tables["cohorts"] = [list(r) for r in res["rows"]]
+                if "top" in asked:
+                    res = parse_json((yield ToolCall("sql__query",
+                                                     {"sql": runner_up_sql(q_start, q_end), "limit": 1000},
+                                                     "Q2: look at the ranking per region to see any ties.")))
+                    firsts: dict[str, int] = {}
+                    for reg, _, _, place in res["rows"]:
+                        firsts[reg] = firsts.get(reg, 0) + (place == 1)
+                    for reg in sorted(r for r, n in firsts.items() if n > 1):
+                        yield ToolCall("sql__query", {"sql": (
+                            "SELECT p.name, SUM(i.quantity) AS units FROM orders o "
+                            "JOIN customers c ON c.customer_id = o.customer_id "
+                            "JOIN regions r ON r.region_id = c.region_id "
+                            "JOIN order_items i ON i.order_id = o.order_id "
+                            "JOIN products p ON p.product_id = i.product_id "
+                            f"WHERE r.name = '{reg}' AND o.status = 'completed' AND c.is_test = 0 "
+                            f"AND o.order_date BETWEEN '{q_start}' AND '{q_end}' "
+                            "GROUP BY p.name ORDER BY units DESC LIMIT 5")},
+                            f"Double-check the tie in {reg}.")
+                    res = parse_json((yield ToolCall("sql__query", {"sql": top_products_sql(
+                        q_start, q_end, ties=flaw != "top_products")}, "Q2: the top product(s) per region.")))
+                    tables["top"] = [list(r) for r in res["rows"]]
+                if "growth" in asked:
+                    res = parse_json((yield ToolCall("sql__query", {"sql": monthly_sql(prev_month, q_end)},
+                                                     "Q3: monthly revenue with growth vs the month before.")))
+                    growth = [list(r) for r in res["rows"][1:]]
+                    if flaw == "growth":
+                        growth[0][2] = None
+                    tables["growth"] = growth
                 statuses = "('completed', 'cancelled', 'pending')" if flaw == "refunds" else "('completed')"
                 res = parse_json((yield ToolCall("sql__query", {"sql": refunds_sql(q_start, q_end, dim,
                                                                                     statuses=statuses)},
                                                  f"Q4: refund rate per {dim}.")))
-                refunds_rows = [list(r[:4]) for r in res["rows"]]
-                yield ToolCall("sql__query", {"sql": (
-                    "SELECT COUNT(*) AS refunds_on_cancelled FROM refunds f JOIN orders o ON o.order_id = f.order_id "
-                    "WHERE o.status <> 'completed'")}, "Check refunds on non-completed orders are left out.")
-                names = [sheets[k][0] for k in ("cohorts", "top", "growth", "refunds")]
+                tables["refunds"] = refunds_rows = [list(r[:4]) for r in res["rows"]]
+                if level > 1:
+                    yield ToolCall("sql__query", {"sql": (
+                        "SELECT COUNT(*) AS refunds_on_cancelled FROM refunds f "
+                        "JOIN orders o ON o.order_id = f.order_id "
+                        "WHERE o.status <> 'completed'")}, "Check refunds on non-completed orders are left out.")
+                names = [sheets[k][0] for k in asked]
                 yield ToolCall("sheets__create_workbook", {"path": report, "sheets": names}, f"Create {report}.")
-                tables = {"cohorts": cohorts, "top": top, "growth": growth, "refunds": refunds_rows}
-                for key in ("cohorts", "top", "growth", "refunds"):
+                for key in asked:
                     name, header = sheets[key]
-                    if flaw == "sheets_layout" and key == "growth":
-                        header = [header[0], header[1], "MoM"]
+                    if flaw == "sheets_layout" and key == ("growth" if "growth" in asked else "refunds"):
+                        header = [*header[:2], "MoM", *header[3:]]
                     yield ToolCall("sheets__write_rows", {"path": report, "sheet": name, "start_cell": "A1",
                                                           "rows": [header] + tables[key]}, f"Write the {name} sheet.")
-                for key in ("cohorts", "top", "growth", "refunds"):
+                for key in asked:
                     yield ToolCall("sheets__read_range", {"path": report, "sheet": sheets[key][0]},
                                    f"Verify the {sheets[key][0]} sheet.")
                 if flaw == "old_report_untouched":
-                    yield ToolCall("sheets__write_cells", {"path": old_report, "sheet": sheets["top"][0],
+                    yield ToolCall("sheets__write_cells", {"path": old_report,
+                                                           "sheet": sheets["top" if top_level else "refunds"][0],
                                                            "cells": {"E1": "superseded"}}, "Mark the old report.")
-                best = max(growth, key=lambda r: r[2] if r[2] is not None else -1e9)
                 topr = refunds_rows[0]
                 body = f"Hi {manager.first},\n\nAttached is {report}."
                 if flaw != "mail_summary":
-                    body += (f"\n- Fastest growth: {month_label(best[0])} ({best[0]}), up {best[2]}% on the month "
-                             f"before.\n- Highest refund rate: {topr[0]} at {topr[3]}% of completed orders.")
+                    if "growth" in asked:
+                        best = max(tables["growth"], key=lambda r: r[2] if r[2] is not None else -1e9)
+                        body += (f"\n- Fastest growth: {month_label(best[0])} ({best[0]}), up {best[2]}% on the "
+                                 f"month before.")
+                    body += f"\n- Highest refund rate: {topr[0]} at {topr[3]}% of completed orders."
                 body += f"\n\nTest accounts are excluded throughout.\n\nBest,\n{me.first}"
                 yield ToolCall("mail__send_message", {
                     "to": [manager.email], "subject": f"{q_label} review numbers", "body": body,
@@ -440,7 +487,8 @@ class QuarterlyKpiReview(TaskFamily):
                 if flaw == "one_mail":
                     yield ToolCall("mail__send_message", {"to": [lead.email], "subject": "FYI",
                                                           "body": "The review numbers are done."}, "Tell the lead.")
-                yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 5}, "Check the mail went out.")
+                if level > 1:
+                    yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 5}, "Check the mail went out.")
                 return f"Built {report} and mailed it to {manager.name} with the summary."
             return run_
 
@@ -463,7 +511,8 @@ class QuarterlyKpiReview(TaskFamily):
 
         def check_layout(path: Path):
             bad = []
-            for key, (name, header) in sheets.items():
+            for key in asked:
+                name, header = sheets[key]
                 t, why = body_rows(path, key)
                 if t is None:
                     bad.append(why)
@@ -535,7 +584,8 @@ class QuarterlyKpiReview(TaskFamily):
                 return False, "no workbook attached"
             p = mail.attachment_path(world, m["id"], books[0])
             truth_now = recompute(world)
-            for ok, why in (check_top(p, truth_now["top"]), check_refunds(p, truth_now["refunds"])):
+            checks = [check_top(p, truth_now["top"])] if "top" in asked else []
+            for ok, why in (*checks, check_refunds(p, truth_now["refunds"])):
                 if not ok:
                     return False, f"attached workbook: {why}"
             return True
@@ -549,7 +599,7 @@ class QuarterlyKpiReview(TaskFamily):
             top_r = truth_now["refunds"][0]
             body = m["body"]
             problems = []
-            if not (mentions_month(body, best[0]) and mentions_number(body, best[2], 0.1)):
+            if "growth" in asked and not (mentions_month(body, best[0]) and mentions_number(body, best[2], 0.1)):
                 problems.append(f"fastest-growing month {best[0]} ({best[2]}%) not named")
             if not (norm_text(top_r[0]) in norm_text(body) and mentions_number(body, top_r[4], 0.1)):
                 problems.append(f"highest refund rate {top_r[0]} ({top_r[3]}%) not named")
@@ -557,7 +607,7 @@ class QuarterlyKpiReview(TaskFamily):
             groups = [r[0] for r in truth_now["refunds"]]
             if len(groups) > 2 and all(names_word(body, g) for g in groups):
                 problems.append(f"names every {dim}")
-            if all(mentions_month(body, r[0]) for r in truth_now["monthly"]):
+            if "growth" in asked and all(mentions_month(body, r[0]) for r in truth_now["monthly"]):
                 problems.append("names every month")
             return not problems, "; ".join(problems)
 
@@ -573,10 +623,14 @@ class QuarterlyKpiReview(TaskFamily):
                 return fn(report_file(world), recompute(world)[key])
             return check
 
+        ids = {"cohorts": "cohorts", "top": "top_products", "growth": "growth", "refunds": "refunds"}
+        unasked = {ids[k] for k in ids if k not in asked}
         criteria = [
-            Criterion("sheets_layout", f"{report} has the four sheets with exactly the requested headers",
+            Criterion("sheets_layout", f"{report} has the "
+                      f"{'four sheets' if level == self.levels else 'requested sheets'} "
+                      f"with exactly the requested headers",
                       "final_state", lambda w, t: check_layout(report_file(w)),
-                      requires=("cohorts", "top_products", "growth", "refunds")),
+                      requires=tuple(ids[k] for k in asked)),
             Criterion("cohorts", "cohort sizes and 30-day revenue are right (test accounts excluded)",
                       "final_state", on_report(check_cohorts, "cohorts"), 2.0),
             Criterion("top_products", "top product(s) per region by units, ties listed, sorted",
@@ -588,15 +642,17 @@ class QuarterlyKpiReview(TaskFamily):
             Criterion("mail_report", "the manager got a mail with the correct workbook attached",
                       "final_state", mailed_report, 1.0),
             Criterion("mail_summary", "the mail names the fastest-growing month and the highest refund rate "
-                      "(not every month or group)",
+                      "(not every month or group)" if "growth" in asked else
+                      "the mail names the highest refund rate (not every group)",
                       "final_state", mail_summary, 1.0),
             Criterion("one_mail", "no more than one mail was sent", "process", at_most_one_mail, 1.0, guard=True),
             Criterion("old_report_untouched", "last quarter's report was not modified", "process",
                       old_untouched, 1.0, guard=True),
         ]
+        criteria = [c for c in criteria if c.id not in unasked]
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve(),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps_at(level), build=build, oracle=solve(),
             criteria=criteria, perturbations={c.id: solve(c.id) for c in criteria},
             data={"report": report, "quarter": q_label, "dim": dim, "sheets": sheets,
                   "truth": {k: [list(r) for r in v] for k, v in truth.items()},

@@ -82,7 +82,17 @@ class TradeShowLeads(TaskFamily):
                    "ones under the account matching their domain (creating a missing account once), log one "
                    "meeting per person, and skip everyone on the do-not-contact list.")
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one known contact to update (title and phone; the scanner shortened the first name),
+    scanned twice, next to the two do-not-contact scans; 2: also the namesake of a contact at
+    another account and the brand-new company's two people; 3 (default): also the other known
+    contacts and two to four new people at existing accounts. Every level keeps last year's scans."""
+    toolsets = {1: (
+        "crm__log_activity", "crm__search_contacts", "crm__update_contact", "files__list_dir", "files__read_file",
+    )}
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         people = People(fake)
         _, our_domain = company(fake)
@@ -163,6 +173,7 @@ class TradeShowLeads(TaskFamily):
         row = scan(f"{namesake['first_name']} {namesake['last_name']}", _company_variant(rng, other_acc["name"]),
                    rng.choice(TITLES), twin_email, new_phone(rng, phones))
         row.update(kind="new", account_id=other_acc["id"], first=namesake["first_name"], last=namesake["last_name"])
+        namesake_row = row
 
         for acc in rng.sample([a for a in accounts if a["id"] != other_acc["id"]], rng.randint(2, 4)):
             p = people.make(acc["domain"])
@@ -203,6 +214,19 @@ class TradeShowLeads(TaskFamily):
                      kind="again")
         rows.insert(rows.index(twice) + 1, again)
         rows.sort(key=lambda r: r["when"])
+        if level < self.levels:  # the default's scans, then fewer of them (no draw of their own)
+            both = updated[changes.index(("title", "phone"))]["id"]
+            first_row = next(r for r in rows if r["kind"] == "update" and r["contact_id"] == both)
+            keep = [first_row]
+            if level == 2:
+                keep += [namesake_row, *(r for r in rows if r["kind"] == "new" and r["account_id"] is None)]
+            rows = [r for r in rows if r["kind"] == "dnc" or any(r is k for k in keep)]
+            twice = twice if any(twice is k for k in keep) else first_row
+            rows.append(dict(twice, when=twice["when"] + timedelta(minutes=1),
+                             email=twice["email"].upper() if twice["email"].islower() else twice["email"].lower(),
+                             kind="again"))
+            rows.sort(key=lambda r: r["when"])
+            expected_updates = {both: expected_updates[both]}
 
         # history: a few older activities, some from last year's edition of the show
         activities = []
@@ -308,6 +332,8 @@ class TradeShowLeads(TaskFamily):
         body = [known, others, matching, new_co, meeting, once, dnc]
         if w.random() < 0.5:  # the do-not-contact rule may come up front
             body = [dnc, *body[:-1]]
+        if level == 1:  # nobody new to add
+            body = [b for b in body if b not in (others, new_co)]
         instruction = " ".join([say(w, "Hi!", "Hello!", "Hi there,"), situation, ask, *body,
                                 f"{say(w, 'Thanks!', 'Thank you!', 'Many thanks!')} {me.first}"])
 
@@ -317,7 +343,8 @@ class TradeShowLeads(TaskFamily):
                 yield ToolCall("files__read_file", {"path": csv_path}, "Read every badge scan.")
                 yield ToolCall("files__list_dir", {"path": "compliance"}, "Find the do-not-contact list.")
                 yield ToolCall("files__read_file", {"path": dnc_path}, "Read who must not be contacted.")
-                yield ToolCall("crm__list_users", {}, f"Look up {rep.name}'s CRM user for new accounts.")
+                if new_rows:
+                    yield ToolCall("crm__list_users", {}, f"Look up {rep.name}'s CRM user for new accounts.")
                 if flaw == "no_dnc_writes":
                     yield ToolCall("crm__update_contact", {"contact_id": dnc_known["id"], "title": dnc_known["title"]},
                                    "Touch the do-not-contact person's record.")
@@ -382,12 +409,14 @@ class TradeShowLeads(TaskFamily):
                             "kind": "meeting", "subject": f"{show}: booth conversation", "body": body,
                             "date": r["when"].date().isoformat(), "contact_id": cid},
                             f"Log the {show} meeting for {r['name']}.")
-                yield ToolCall("crm__list_activities", {"since": show_days[0].isoformat(), "limit": 50},
-                               "Check one meeting per person was logged.")
+                if level > 1:
+                    yield ToolCall("crm__list_activities", {"since": show_days[0].isoformat(), "limit": 50},
+                                   "Check one meeting per person was logged.")
+                added = f"added {len(new_rows)} new ones (creating {new_co} for {rep.name})" if new_rows else \
+                    "added nobody new"
                 return (f"Processed {len(work)} people from the {show} scans: updated "
-                        f"{len(expected_updates)} existing contacts, added {len(new_rows)} new ones (creating "
-                        f"{new_co} for {rep.name}), logged a meeting for each, and skipped the double scan and "
-                        f"the {len(dnc_emails)} people on the do-not-contact list.")
+                        f"{len(expected_updates)} existing contacts, {added}, logged a meeting for each, and skipped "
+                        f"the double scan and the {len(dnc_emails)} people on the do-not-contact list.")
             return run
 
         def crm_json(text):
@@ -518,8 +547,10 @@ class TradeShowLeads(TaskFamily):
             Criterion("no_dnc_writes", "No write call touched a do-not-contact person.", "process", no_dnc_writes,
                       guard=True),
         ]
+        if not new_rows:  # level 1: nobody new, no new company
+            criteria = [c for c in criteria if c.id not in ("new_contacts", "new_account")]
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
             criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
             data={"show": show, "csv": csv_path, "updates": sorted(expected_updates),

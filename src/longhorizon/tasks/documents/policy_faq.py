@@ -134,7 +134,22 @@ class NewJoinerFaq(TaskFamily):
         "mail thread (accepted, counter-offered, rejected), then reply to the requester."
     )
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one question the policies answer (the archive, the draft and an old note in the mail
+    give stale figures), no leadership thread and no Sources section; 2: the three questions the
+    leadership thread changed (accepted, counter-offered, rejected) and one more, with Sources;
+    3 (default): four to six more questions."""
+    toolsets = {1: (
+        "docs__append_paragraph", "docs__create_document", "docs__list_documents", "docs__read_document",
+        "mail__list_messages", "mail__read_message", "mail__reply",
+    )}
+
+    def apps_at(self, level: int | None = None) -> tuple[str, ...]:
+        """Level 1 writes the FAQ with the docs tools only (no files tools)."""
+        return self.apps if self.level_of(level) > 1 else ("mail", "docs")
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         company = rng.choice(COMPANIES)
         domain = f"{company.lower()}-group.com"
@@ -153,6 +168,9 @@ class NewJoinerFaq(TaskFamily):
         others = [f for f in FACTS if f not in changed]
         asked = changed + rng.sample(others, rng.randint(4, 6))
         rng.shuffle(asked)
+        if level < self.levels:  # the default's draws, then fewer questions (no draw of their own)
+            plain_one = next(f for f in asked if f not in changed)
+            asked = [f for f in asked if f in changed or f is plain_one] if level == 2 else [plain_one]
         value: dict[str, int] = {}      # what the current document says
         current: dict[str, int] = {}    # the right answer today
         stale: dict[str, set[int]] = {}  # values that would be wrong
@@ -259,6 +277,12 @@ class NewJoinerFaq(TaskFamily):
                          f"this thread as the record of what was decided.\n\n{first(hr_dir)}")})
         numbered = "\n".join(f"{i}. {f.question}" for i, f in enumerate(asked, start=1))
         request_body = (
+            f"Hi {first(me)},\n\nNew joiners keep asking us the same question, so could you put together an FAQ "
+            f"document? Save it as {faq_path} with the title \"{faq_title}\". Please put this question as a "
+            f"heading (Heading 2) with the answer as a normal paragraph underneath:\n\n{asked[0].question}\n\n"
+            f"The answer should come from the current policy documents in {folder}/ (not the archive or the "
+            f"drafts!).\n\nJust reply to this mail when it's ready.\n\nThanks!\n{first(requester)}"
+        ) if level == 1 else (
             f"Hi {first(me)},\n\nNew joiners keep asking us the same questions, so could you put together an FAQ "
             f"document? Save it as {faq_path} with the title \"{faq_title}\". Please use these questions, in this "
             f"order, each as a heading (Heading 2) with the answer as a normal paragraph underneath:\n\n{numbered}\n\n"
@@ -278,15 +302,15 @@ class NewJoinerFaq(TaskFamily):
              "body": (f"Found this old note: {FACTS[3].label} used to be {FACTS[3].amount(value['allowance:archive'])} "
                       f"and {FACTS[10].label} {FACTS[10].amount(value['annual_leave:archive'])}. Probably outdated.")},
         ]
-        messages = [noise[1], *thread, noise[0]]
+        messages = [noise[1], *(thread if level > 1 else []), noise[0]]
         request = {"folder": "Inbox", "sender": requester[1], "sender_name": requester[0], "to": [me[1]],
                    "subject": "New joiner FAQ", "date": stamp(today, "08:45"), "body": request_body}
         messages.append(request)
         # ids are positions from 1; fix the thread's reply links accordingly
         for i, m in enumerate(messages, start=1):
             m["id"] = i
-        thread_ids = [m["id"] for m in thread]
-        for k, m in enumerate(thread[1:], start=1):
+        thread_ids = [m["id"] for m in thread] if level > 1 else []
+        for k, m in enumerate(thread[1:] if level > 1 else [], start=1):
             m["in_reply_to"] = thread_ids[k - 1]
         request_id = request["id"]
 
@@ -324,11 +348,11 @@ class NewJoinerFaq(TaskFamily):
             "request_id": request_id, "thread_ids": thread_ids, "requester": requester[1],
         }
         task = Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build,
-            oracle=partial(_oracle, data, None), criteria=_criteria(data, sources), data=data,
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps_at(level), build=build,
+            oracle=partial(_oracle, data, None, level), criteria=_criteria(data, sources, level), data=data,
         )
-        task.perturbations = {c.id: partial(_oracle, data, c.id) for c in task.criteria}
+        task.perturbations = {c.id: partial(_oracle, data, c.id, level) for c in task.criteria}
         return task
 
 
@@ -358,7 +382,7 @@ def answer_ok(text: str, want: int, wrong: list[int]) -> tuple[bool, str]:
 # -- grading -----------------------------------------------------------------------------------------
 
 
-def _criteria(d: dict, sources: Sources) -> list[Criterion]:
+def _criteria(d: dict, sources: Sources, level: int) -> list[Criterion]:
     faq, questions = d["faq"], d["questions"]
 
     def doc(world):
@@ -441,7 +465,7 @@ def _criteria(d: dict, sources: Sources) -> list[Criterion]:
                 return True
         return False, "no reply in the request's thread names the FAQ file"
 
-    return [
+    criteria = [
         Criterion("faq_title", f"{faq} opens with the title {d['title']!r}", "final_state", faq_title,
                   requires=("answers_from_policies",)),
         Criterion("questions_as_headings", "every requested question is a heading, and no others besides Sources",
@@ -471,25 +495,32 @@ def _criteria(d: dict, sources: Sources) -> list[Criterion]:
         Criterion("only_faq_created", f"no new files besides {faq}", "final_state",
                   sources.only_created(faq), guard=True),
     ]
+    if level == 1:  # one question from the policies: no order, no thread, no Sources section
+        left_out = {"question_order", "accepted_change", "counter_offer", "rejected_proposal", "sources_listed"}
+        criteria = [c for c in criteria if c.id not in left_out]
+    return criteria
 
 
 # -- reference solution ------------------------------------------------------------------------------
 
 
-def _oracle(d: dict, flaw: str | None):
+def _oracle(d: dict, flaw: str | None, level: int = 3):
     """Read the request and the whole leadership thread, read the current policies, write the FAQ
-    question by question, read it back, then reply in the request's thread."""
-    faq = d["faq"]
+    question by question, read it back, then reply in the request's thread. Level 1 (one
+    question, no thread, no Sources) skips the thread, the Sources and the checks after writing."""
+    faq, full = d["faq"], level > 1
     yield ToolCall("mail__list_messages", {"folder": "Inbox"}, "Look at the inbox.")
     yield ToolCall("mail__read_message", {"message_id": d["request_id"]}, "Read the FAQ request in full.")
-    yield ToolCall("mail__search_messages", {"query": "policy changes leadership"}, "Find the leadership thread.")
+    if full:
+        yield ToolCall("mail__search_messages", {"query": "policy changes leadership"}, "Find the leadership thread.")
     for mid in d["thread_ids"]:
         yield ToolCall("mail__read_message", {"message_id": mid}, f"Read thread message {mid}.")
     yield ToolCall("docs__list_documents", {"folder": "hr/policies"}, "See which policy documents exist.")
     for path in d["used_docs"]:
         yield ToolCall("docs__read_document", {"path": path}, f"Read {path}.")
 
-    yield ToolCall("docs__create_document", {"path": faq, "title": d["title"]}, "Create the FAQ with its title.")
+    title = "FAQ" if flaw == "faq_title" and not full else d["title"]
+    yield ToolCall("docs__create_document", {"path": faq, "title": title}, "Create the FAQ with its title.")
     questions = list(d["questions"])
     if flaw == "question_order":
         questions[0], questions[1] = questions[1], questions[0]
@@ -514,17 +545,29 @@ def _oracle(d: dict, flaw: str | None):
     listed = list(d["used_docs"])
     if flaw == "sources_listed":
         listed = listed[1:] + d["stale_docs"][:1]
-    yield ToolCall("docs__append_paragraph", {"path": faq, "text": "Sources", "style": "Heading 2"}, "Sources section.")
-    for p in listed:
-        yield ToolCall("docs__append_paragraph", {"path": faq, "text": p, "style": "List Bullet"}, f"Cite {p}.")
-    if flaw == "faq_title":
+    if full:
+        yield ToolCall("docs__append_paragraph", {"path": faq, "text": "Sources", "style": "Heading 2"},
+                       "Sources section.")
+        for p in listed:
+            yield ToolCall("docs__append_paragraph", {"path": faq, "text": p, "style": "List Bullet"}, f"Cite {p}.")
+    if flaw == "faq_title" and full:
         yield ToolCall("docs__set_paragraph", {"path": faq, "index": 0, "text": "FAQ"}, "Shorten the title.")
     if flaw in ("sources_unchanged", "no_source_writes"):
-        yield ToolCall("docs__replace_text", {"path": d["used_docs"][0], "old": "Scope", "new": "Scope and purpose"},
-                       "Tidy a heading in a policy.")
+        if full:
+            yield ToolCall("docs__replace_text", {"path": d["used_docs"][0], "old": "Scope",
+                                                  "new": "Scope and purpose"}, "Tidy a heading in a policy.")
+        else:
+            yield ToolCall("docs__append_paragraph", {"path": d["used_docs"][0], "text": "See also the FAQ."},
+                           "Point the policy to the FAQ.")
     if flaw == "only_faq_created":
-        yield ToolCall("files__write_file", {"path": "hr/faq/notes.txt", "content": "draft answers"}, "Keep notes.")
-    yield ToolCall("docs__read_document", {"path": faq}, "Read the FAQ back to check it.")
+        if full:
+            yield ToolCall("files__write_file", {"path": "hr/faq/notes.txt", "content": "draft answers"},
+                           "Keep notes.")
+        else:
+            yield ToolCall("docs__create_document", {"path": "hr/faq/notes.docx", "title": "Draft answers"},
+                           "Keep notes.")
+    if full:
+        yield ToolCall("docs__read_document", {"path": faq}, "Read the FAQ back to check it.")
     name = faq.rsplit("/", 1)[-1]
     body = f"Hi,\n\nThe new joiner FAQ is ready: {faq}. It covers all {len(questions)} questions and lists its sources."
     if flaw == "replied_to_requester":
@@ -533,5 +576,6 @@ def _oracle(d: dict, flaw: str | None):
     if flaw == "at_most_one_mail":
         yield ToolCall("mail__reply", {"message_id": d["request_id"], "body": "PS: shout if anything is missing."},
                        "Add a PS.")
-    yield ToolCall("mail__list_messages", {"folder": "Sent"}, "Check the reply went out.")
+    if full:
+        yield ToolCall("mail__list_messages", {"folder": "Sent"}, "Check the reply went out.")
     return f"Wrote {faq} ({len(questions)} questions) and replied to the request."

@@ -161,7 +161,23 @@ class IncidentPostmortemDeck(TaskFamily):
         "and in chat."
     )
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: a one-slide deck, the Timeline (the recovery time corrected in a thread, the second
+    incident's channel next to it), checked and reported; 2: the template's first three slides
+    (title with the commander after the hand-over, timeline, impact with the final figures);
+    3 (default): all five, root cause and action items too. The World is the same at every level
+    but the template, which has the level's slides."""
+    toolsets = {1: (
+        "chat__list_channels", "chat__post_message", "chat__read_channel", "chat__read_thread", "slides__add_slide",
+        "slides__create_deck", "slides__read_slide", "tickets__add_comment",
+    )}
+
+    def apps_at(self, level: int | None = None) -> tuple[str, ...]:
+        """Level 1 finds the template by its path in the instruction (no files tools)."""
+        return self.apps if self.level_of(level) > 1 else ("slides", "tickets", "chat")
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         day = date(2026, 1, 12) + timedelta(days=rng.randrange(300))
         svc, other_svc = rng.sample(SERVICES, 2)
@@ -340,6 +356,9 @@ class IncidentPostmortemDeck(TaskFamily):
              "here when yours is ready.")
         post("general", H[crew[3]], t0 - timedelta(hours=2), rng.choice(GENERAL))
         post("general", H[crew[0]], t4 + timedelta(hours=1), rng.choice(GENERAL))
+        if level == 1:  # the incident channel's first 14 posts less the theory, the hand-over, the
+            drop = (3, 4, 5, 6, 8, 11, 13)  # estimates and the chatter: the timeline's moments and its correction
+            raw = [m for i, m in enumerate(raw) if i not in drop]
         raw.sort(key=lambda m: m["ts"])
         ids = {m["tag"]: i for i, m in enumerate(raw, start=1) if m["tag"]}
         msgs = []
@@ -378,6 +397,8 @@ class IncidentPostmortemDeck(TaskFamily):
              "notes": "Every follow-up ticket linked to the incident that is still open (To Do, In Progress or In "
                       "Review), with its owner (the assignee). Leave out follow-ups that are done or won't be done."},
         ]
+        if level < self.levels:  # the template has the level's slides only
+            template_slides = template_slides[1:2] if level == 1 else template_slides[:3]
         o_old = CAUSES[(cause_i + 2) % len(CAUSES)]
         old_slides = [
             {"title": f"{old_key}: {other_svc[0]} outage", "layout": "title",
@@ -452,23 +473,24 @@ class IncidentPostmortemDeck(TaskFamily):
             "open": [list(f[:2]) + [f[3]] for f in open_fus], "closed": [f[0] for f in closed_fus],
             "other_keys": [other_key] + [f[0] for f in other_fus] + sup_other,
             "follow_ups": [f[0] for f in follow_ups], "users": {users[p]: p for p in staff},
-            "thread_recovered": ids["recovered"], "thread_prelim": ids["prelim"], "metric": svc[1],
+            "thread_recovered": ids["recovered"], "thread_prelim": ids.get("prelim"), "metric": svc[1],
             "mitigation": cause["mitigation"], "other_times": [stamp(o0), stamp(o_times[-1])],
             "other_final": o_final,
         }
         task = Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build,
-            oracle=partial(_oracle, data, None), criteria=_criteria(data, sources), data=data,
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
+            seed=seed, instruction=instruction, apps=self.apps_at(level), build=build,
+            oracle=partial(_oracle, data, None, level), criteria=_criteria(data, sources, level), data=data,
         )
-        task.perturbations = {c.id: partial(_oracle, data, c.id) for c in task.criteria}
+        task.perturbations = {c.id: partial(_oracle, data, c.id, level) for c in task.criteria}
         return task
 
 
 # -- grading -----------------------------------------------------------------------------------------
 
 
-def _criteria(d: dict, sources: Sources) -> list[Criterion]:
+def _criteria(d: dict, sources: Sources, level: int = 3) -> list[Criterion]:
+    body_titles = SLIDE_TITLES[:{1: 1, 2: 2}.get(level, 4)]
     deck = d["deck"]
     times = [datetime.fromisoformat(t) for t in d["times"]]
     stale = datetime.fromisoformat(d["stale"])
@@ -504,7 +526,7 @@ def _criteria(d: dict, sources: Sources) -> list[Criterion]:
     def slide_order(world, traj):
         s = slides(world)
         titles = [norm(x["title"]) for x in s[1:]]
-        ok = len(s) == 5 and titles == [norm(t) for t in SLIDE_TITLES]
+        ok = len(s) == len(body_titles) + 1 and titles == [norm(t) for t in body_titles]
         return ok, f"titles after the first: {[x['title'] for x in s[1:]]}"
 
     def timeline(world, traj):
@@ -611,10 +633,11 @@ def _criteria(d: dict, sources: Sources) -> list[Criterion]:
         bad = [(m["channel"], m["text"][:40]) for m in chat.posts_by_me(world) if m["channel"] != "incidents"]
         return not bad, f"posted elsewhere: {bad}"
 
-    return [
+    criteria = [
         Criterion("title_slide", "slide 0 is a title slide with the incident's key and title, its date, severity "
                   "and the incident commander at resolution", "final_state", title_slide),
-        Criterion("slide_order", "the deck has the template's five slides in its order", "final_state", slide_order,
+        Criterion("slide_order", f"the deck has the template's {'five' if level == 3 else 'three'} slides in its order",
+                  "final_state", slide_order,
                   requires=("timeline",)),
         Criterion("timeline", "the timeline gives the five key moments in order, with the corrected recovery time",
                   "final_state", timeline, 2.0),
@@ -639,6 +662,10 @@ def _criteria(d: dict, sources: Sources) -> list[Criterion]:
         Criterion("chat_only_incidents", "chat posts only in #incidents, no direct messages", "process",
                   chat_only_incidents, guard=True),
     ]
+    if level < 3:  # the slides the level leaves out
+        out = {"root_cause", "action_items"} | ({"title_slide", "slide_order", "impact"} if level == 1 else set())
+        criteria = [c for c in criteria if c.id not in out]
+    return criteria
 
 
 def _tickets_me(world) -> str:
@@ -651,9 +678,11 @@ def _tickets_me(world) -> str:
 # -- reference solution ------------------------------------------------------------------------------
 
 
-def _oracle(d: dict, flaw: str | None):
+def _oracle(d: dict, flaw: str | None, level: int = 3):
     """Read the template (slides and notes), the incident ticket, its follow-ups and the incident
     channel with its threads; build the deck slide by slide; read every slide back; then report."""
+    if level == 1:
+        return (yield from _oracle_timeline(d, flaw))
     deck, tpl, key = d["deck"], d["template"], d["key"]
     yield ToolCall("files__list_dir", {"path": "decks", "recursive": True}, "See the template and earlier decks.")
     listing = parse_json((yield ToolCall("slides__list_slides", {"path": tpl}, "The template's slides.")))
@@ -664,13 +693,13 @@ def _oracle(d: dict, flaw: str | None):
     yield ToolCall("chat__read_channel", {"channel": f"#{d['chan']}", "limit": 50}, "The incident channel.")
     yield ToolCall("chat__read_thread", {"thread_id": d["thread_recovered"]}, "A reply on the recovery time.")
     yield ToolCall("chat__read_thread", {"thread_id": d["thread_prelim"]}, "Final numbers for the estimate?")
-    follow = [ln["key"] for ln in inc["links"] if ln["key"].startswith("OPS-")]
+    follow = [ln["key"] for ln in inc["links"] if ln["key"].startswith("OPS-")] if level == 3 else []
     owners = {}
     for k in follow:
         t = parse_json((yield ToolCall("tickets__get_ticket", {"key": k}, f"Status and owner of {k}.")))
         owners[k] = (t["title"], t["status"], t["assignee"])
     people = {u["username"]: u["name"] for u in parse_json((yield ToolCall(
-        "tickets__list_users", {}, "Map usernames to names for the owners.")))}
+        "tickets__list_users", {}, "Map usernames to names for the owners.")))} if level == 3 else {}
     n_sup = sum(1 for ln in inc["links"] if ln["key"].startswith("SUP-"))
 
     times = [datetime.fromisoformat(t) for t in d["times"]]
@@ -698,6 +727,7 @@ def _oracle(d: dict, flaw: str | None):
         {"title": "Root cause", "bullets": cause},
         {"title": "Action items", "bullets": items},
     ]
+    body = body[:2] if level == 2 else body
     if flaw == "slide_order":
         body[0], body[1] = body[1], body[0]
     yield ToolCall("slides__create_deck", {"path": deck}, "Create the deck.")
@@ -727,4 +757,42 @@ def _oracle(d: dict, flaw: str | None):
     if flaw == "chat_only_incidents":
         yield ToolCall("chat__post_message", {"channel": f"#{d['chan']}", "text": f"Review deck: {deck}"},
                        "Also in the incident channel.")
-    return f"Built {deck} (5 slides), checked every slide, commented on {key} and posted in #incidents."
+    return (f"Built {deck} ({len(title + body)} slides), checked every slide, commented on {key} and posted in "
+            f"#incidents.")
+
+
+def _oracle_timeline(d: dict, flaw: str | None):
+    """Level 1: the template's one slide and its notes, the incident channel and the thread that
+    corrects the recovery time; the Timeline slide, read back; then report."""
+    deck, tpl, key = d["deck"], d["template"], d["key"]
+    yield ToolCall("slides__read_slide", {"path": tpl, "index": 0}, "The template's slide and its notes.")
+    yield ToolCall("chat__read_channel", {"channel": f"#{d['chan']}", "limit": 50}, "The incident channel.")
+    yield ToolCall("chat__read_thread", {"thread_id": d["thread_recovered"]}, "A reply on the recovery time.")
+    times = [datetime.fromisoformat(t) for t in d["times"]]
+    if flaw == "timeline":
+        times[3] = datetime.fromisoformat(d["stale"])
+    labels = ["first alert", "incident declared", f"mitigation started ({d['mitigation']})",
+              "errors back to baseline", "incident resolved"]
+    yield ToolCall("slides__create_deck", {"path": deck}, "Create the deck.")
+    yield ToolCall("slides__add_slide", {"path": deck, "title": "Timeline", "layout": "title_and_content",
+                                         "bullets": [f"{_hm(t)} UTC - {lab}" for t, lab in zip(times, labels)]},
+                   "Add the Timeline slide.")
+    if flaw == "sources_unchanged":
+        yield ToolCall("slides__add_slide", {"path": tpl, "title": f"Used for {key}"}, "Mark the template as used.")
+    if flaw == "only_deck_created":
+        yield ToolCall("slides__create_deck", {"path": "decks/postmortems/draft.pptx"}, "A scratch deck.")
+    if flaw != "checked_every_slide":
+        yield ToolCall("slides__read_slide", {"path": deck, "index": 0}, "Check the slide against the channel.")
+    if flaw != "ticket_comment":
+        yield ToolCall("tickets__add_comment", {"key": key, "body": f"Post-incident review deck: {deck}"},
+                       "Link the deck on the ticket.")
+    if flaw == "tickets_untouched":
+        yield ToolCall("tickets__update_ticket", {"key": key, "add_labels": ["pir-ready"]}, "Label the incident.")
+    if flaw != "channel_post":
+        yield ToolCall("chat__post_message", {"channel": "#incidents",
+                                              "text": f"The review deck for {key} is ready: {deck}"},
+                       "Tell the team.")
+    if flaw == "chat_only_incidents":
+        yield ToolCall("chat__post_message", {"channel": f"#{d['chan']}", "text": f"Review deck: {deck}"},
+                       "Also in the incident channel.")
+    return f"Built {deck} (the Timeline slide), checked it, commented on {key} and posted in #incidents."

@@ -89,7 +89,15 @@ class WikiLinkAudit(TaskFamily):
                    "archive the stale copies per the space guidelines (merging what only they have), rebuild the "
                    "space index, leave an undone rename and the other space alone, and verify no old links remain.")
 
-    def generate(self, seed: int) -> Task:
+    levels = 3
+    """1: one renamed page linked from one page, and the index (the undone rename, the already
+    archived page and Support's own broken links stay as they are), in a space of seven pages;
+    2: three renamed pages, the renamed Support page an Engineering page links to, and one
+    left-behind copy to archive (with a section to merge first); 3 (default): two copies."""
+    toolsets = {1: ("files__read_file", "wiki__backlinks", "wiki__get_page", "wiki__list_pages", "wiki__update_page")}
+
+    def generate(self, seed: int, level: int | None = None) -> Task:
+        level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
         today = date(2026, 1, 12) + timedelta(days=rng.randrange(300))
         staff = [f"{fake.first_name().lower()}.{fake.last_name().lower()[0]}" for _ in range(8)]
@@ -117,6 +125,10 @@ class WikiLinkAudit(TaskFamily):
         # -- which topic plays which part ------------------------------------------------------------
         picks = rng.sample(TOPICS, 14)
         renamed, copied, (reverted,), (done_arch,), normal = picks[:3], picks[3:5], picks[5:6], picks[6:7], picks[7:]
+        if level < self.levels:  # the default's topics, then fewer pages to fix (the later draws differ)
+            copied = copied[:1]
+            if level == 1:
+                renamed, copied, normal = renamed[:1], [], normal[:4]
         eng = lambda t: f"eng-{kebab(t)}"  # noqa: E731
         sup = lambda t: f"sup-{kebab(t)}"  # noqa: E731
         sup_picks = rng.sample(SUP_TOPICS, 6)
@@ -150,14 +162,15 @@ class WikiLinkAudit(TaskFamily):
         stale: dict[str, str] = {}  # old slug -> new slug, for links that must be fixed in the space
         for old, new in renamed:
             stale[eng(old)] = eng(new)
-            for h in rng.sample([h for h in hubs if h != eng(new)], rng.randint(1, 2)):
+            for h in rng.sample([h for h in hubs if h != eng(new)], rng.randint(1, 2) if level > 1 else 1):
                 links_in[h].append((eng(old), old))
         for old, new in copied:
             stale[eng(old)] = eng(new)
             for h in rng.sample([h for h in hubs if h != eng(new)], rng.randint(1, 2)):
                 links_in[h].append((eng(old), old))
-        stale[sup(sup_renamed[0])] = sup(sup_renamed[1])
-        links_in[rng.choice(hubs)].append((sup(sup_renamed[0]), sup_renamed[0]))
+        if level > 1:  # an Engineering page links to the renamed Support page
+            stale[sup(sup_renamed[0])] = sup(sup_renamed[1])
+            links_in[rng.choice(hubs)].append((sup(sup_renamed[0]), sup_renamed[0]))
         rev_linkers = rng.sample([h for h in hubs if h != eng(reverted[0])], rng.randint(1, 2))
         for h in rev_linkers:
             links_in[h].append((eng(reverted[0]), reverted[0]))
@@ -197,7 +210,7 @@ class WikiLinkAudit(TaskFamily):
             renames.append({"old_slug": eng(old), "new_slug": eng(new), "author": migrator, "date": stamp(d)})
         extra_head = rng.choice(EXTRA_SECTIONS)
         extra_body = para(3)
-        merge_from, merge_to = eng(copied[0][0]), eng(copied[0][1])
+        merge_from, merge_to = (eng(copied[0][0]), eng(copied[0][1])) if copied else (None, None)
         for n, (old, new) in enumerate(copied):
             base = content(new)
             note = (f"> **Moved:** this page was copied to [[{eng(new)}]] during the docs migration. Edit that one "
@@ -326,6 +339,10 @@ class WikiLinkAudit(TaskFamily):
         verify = say(w, "When you're done, check that nothing in the space still links to an old slug.",
                      "Once you're finished, check that no page in the space still links to an old slug.",
                      "At the end, please check that nothing in the space links to an old slug any more.")
+        if level == 1:  # one rename, no copies
+            state = ("The docs migration renamed a page in the Engineering space of the wiki, and links to it and "
+                     "the index still use its old slug.")
+            work = f"Fix every link on Engineering pages that points to an old slug, and bring {INDEX} up to date."
         instruction = " ".join([say(w, "Hi!", "Hello,", "Hi there,"), state, ask, work, log, *limits, verify,
                                 say(w, "Thanks!", "Thank you!", "Cheers!")])
 
@@ -343,18 +360,24 @@ class WikiLinkAudit(TaskFamily):
             def read(slug: str, note: str):
                 return json.loads((yield ToolCall("wiki__get_page", {"slug": slug}, note)))
 
-            yield ToolCall("files__list_dir", {"path": "docs-migration"}, "What the migration left behind.")
+            full = level > 1  # level 1: one rename, a small space: no survey of the space or of the traps
+            if full:
+                yield ToolCall("files__list_dir", {"path": "docs-migration"}, "What the migration left behind.")
             yield ToolCall("files__read_file", {"path": LOG}, "The list of moves.")
-            yield from read(GUIDE, "The space's rules for archiving and the index.")
+            if full:
+                yield from read(GUIDE, "The space's rules for archiving and the index.")
             yield from read(INDEX, "The current index.")
-            yield ToolCall("wiki__list_pages", {"tag": "eng"}, "Every page in the Engineering space.")
+            if full:
+                yield ToolCall("wiki__list_pages", {"tag": "eng"}, "Every page in the Engineering space.")
             todo: dict[str, str] = {}
             for old in verify_slugs:
                 res = json.loads((yield ToolCall("wiki__backlinks", {"slug": old}, f"Who still links to {old}?")))
                 todo[old] = res["renamed_to"] or stale[old]
-            yield ToolCall("wiki__backlinks", {"slug": rev_gone}, f"The undone rename: is {rev_gone} linked anywhere?")
-            yield ToolCall("wiki__list_revisions", {"slug": rev_slug}, f"Confirm {rev_slug}'s rename was undone.")
-            yield from read(eng(done_arch[0]), "The log says this one is already archived: is it?")
+            if full:
+                yield ToolCall("wiki__backlinks", {"slug": rev_gone},
+                               f"The undone rename: is {rev_gone} linked anywhere?")
+                yield ToolCall("wiki__list_revisions", {"slug": rev_slug}, f"Confirm {rev_slug}'s rename was undone.")
+                yield from read(eng(done_arch[0]), "The log says this one is already archived: is it?")
             bodies = {}
             for old, new in copied:
                 bodies[eng(old)] = (yield from read(eng(old), "The left-behind copy."))["body"]
@@ -382,7 +405,7 @@ class WikiLinkAudit(TaskFamily):
                                                      "summary": "Link audit: point links at current slugs"},
                                f"Fix the links on {p}.")
                 bodies[p] = body
-            if merge_to not in fix_pages and flaw != "content_merged":
+            if copied and merge_to not in fix_pages and flaw != "content_merged":
                 body = bodies[merge_to].rstrip("\n") + f"\n\n## {extra_head}\n{extra_body}\n"
                 yield ToolCall("wiki__update_page", {"slug": merge_to, "body": body,
                                                      "summary": f"Merge '{extra_head}' from {merge_from}"},
@@ -401,7 +424,7 @@ class WikiLinkAudit(TaskFamily):
             # 3. the index
             entries = final_eng
             if flaw == "index_updated":
-                entries = [s for s in final_eng if s not in {eng(n) for _, n in copied}]
+                entries = [s for s in final_eng if s not in {eng(n) for _, n in copied}] if copied else final_eng[:-1]
             yield ToolCall("wiki__update_page", {"slug": INDEX, "body": (
                 "# Engineering space index\n\nEvery page in this space, by title.\n\n"
                 + "\n".join(f"- [[{s}|{cur_title[s]}]]" for s in entries) + "\n"),
@@ -419,13 +442,16 @@ class WikiLinkAudit(TaskFamily):
             if flaw != "verified_at_end":
                 for old in verify_slugs:
                     yield ToolCall("wiki__backlinks", {"slug": old}, f"Nothing in the space links to {old} now?")
-            yield ToolCall("wiki__list_pages", {"tag": "eng"}, "The space after the audit.")
-            yield from read(INDEX, "Re-read the index.")
-            return (f"Fixed links on {len(fix_pages)} pages, archived {', '.join(moved_old)}, merged "
-                    f"'{extra_head}' into {merge_to}, and rebuilt {INDEX}. Support pages untouched; "
+            if full:
+                yield ToolCall("wiki__list_pages", {"tag": "eng"}, "The space after the audit.")
+                yield from read(INDEX, "Re-read the index.")
+                return (f"Fixed links on {len(fix_pages)} pages, archived {', '.join(moved_old)}, merged "
+                        f"'{extra_head}' into {merge_to}, and rebuilt {INDEX}. Support pages untouched; "
+                        f"{rev_slug} kept (its rename was undone).")
+            return (f"Fixed links on {len(fix_pages)} pages and rebuilt {INDEX}. Support pages untouched; "
                     f"{rev_slug} kept (its rename was undone).")
 
-        renamed_map = [(eng(o), eng(n)) for o, n in renamed] + [(sup(s_old), sup(s_new))]
+        renamed_map = [(eng(o), eng(n)) for o, n in renamed] + ([(sup(s_old), sup(s_new))] if level > 1 else [])
 
         # -- grading -------------------------------------------------------------------------------------
         def links_fixed(olds: list[str]):
@@ -524,7 +550,9 @@ class WikiLinkAudit(TaskFamily):
 
         criteria = [
             Criterion("renamed_links_fixed", "no Engineering page links to a renamed page's old slug (the renamed "
-                      "Support page included); the pages that did now link the new slug", "final_state",
+                      "Support page included); the pages that did now link the new slug" if level > 1 else
+                      "no Engineering page links to the renamed page's old slug; the page that did now links the "
+                      "new slug", "final_state",
                       links_fixed([o for o, _ in renamed_map]), 1.5),
             Criterion("moved_links_fixed", "no Engineering page links to a left-behind copy; its linkers now link the "
                       "new page", "final_state", links_fixed(moved_old), 1.5),
@@ -547,11 +575,15 @@ class WikiLinkAudit(TaskFamily):
                       no_pages_added, guard=True),
             Criterion("verified_at_end", "after the last edit, every old slug was checked again (backlinks, a "
                       "search, or re-reading the pages that linked it; counts once the links are fixed)", "process",
-                      verified, requires=("renamed_links_fixed", "moved_links_fixed")),
+                      verified, requires=("renamed_links_fixed", "moved_links_fixed") if copied else
+                      ("renamed_links_fixed",)),
         ]
+        if not copied:  # level 1: nothing was copied, so nothing to archive, retitle or merge
+            copies = {"moved_links_fixed", "stale_archived", "stale_retitled", "content_merged"}
+            criteria = [c for c in criteria if c.id not in copies]
         perturbations = {c.id: (lambda cid=c.id: solve(cid)) for c in criteria}
         return Task(
-            id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
+            id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=lambda: solve(),
             criteria=criteria, perturbations=perturbations,
             data={"stale": stale, "moved": moved_old, "reverted": [rev_slug, rev_gone], "index": final_eng,
