@@ -255,6 +255,14 @@ class LeaverOffboarding(TaskFamily):
             return (f"Please remove all access for {lv['person'].name} ({lv['id']}, {lv['person'].email}) at the "
                     f"end of their last day, {lv['last'].isoformat()}.\nSystems: {', '.join(systems)}.")
 
+        def withdrawn_ticket() -> ToolCall:
+            """The slip both oracles' ``tickets_only_for_leavers`` perturbation makes."""
+            return ToolCall("tickets__create_ticket", {
+                "project": PROJECT, "title": f"Access removal: {withdrawn['person'].name} ({withdrawn['id']})",
+                "type": "task", "priority": "P2", "team": TEAM, "labels": [LABEL],
+                "due_date": withdrawn["last"].isoformat(), "description": ticket_desc(withdrawn)},
+                "Open the withdrawn leaver's ticket too.")
+
         prev_leaver = people.make(domain)
         prev_id = f"E{rng.randint(10000, 99999)}"
         seeded_tickets = [
@@ -413,11 +421,7 @@ class LeaverOffboarding(TaskFamily):
                     f"Open {p.first}'s access-removal ticket.")
                 key = re.search(r"Created (\S+-\d+)", res).group(1)
                 if flaw == "tickets_only_for_leavers":
-                    yield ToolCall("tickets__create_ticket", {
-                        "project": PROJECT, "title": f"Access removal: {withdrawn['person'].name} ({withdrawn['id']})",
-                        "type": "task", "priority": "P2", "team": TEAM, "labels": [LABEL],
-                        "due_date": withdrawn["last"].isoformat(), "description": ticket_desc(withdrawn)},
-                        "Open the withdrawn leaver's ticket too.")
+                    yield withdrawn_ticket()
                 yield ToolCall("calendar__list_people", {"query": mgr.name}, f"{mgr.name}'s address.")
                 lines = [f"- Last day: {long_date(lv['last'])}.", f"- IT access removal: ticket {key}."]
                 if flaw != "handover_mails":
@@ -513,11 +517,7 @@ class LeaverOffboarding(TaskFamily):
                                                           "subject": f"Offboarding: {p.name}", "body": body},
                                    f"Send {mgr.first} the handover checklist.")
                 if flaw == "tickets_only_for_leavers":
-                    yield ToolCall("tickets__create_ticket", {
-                        "project": PROJECT, "title": f"Access removal: {withdrawn['person'].name} ({withdrawn['id']})",
-                        "type": "task", "priority": "P2", "team": TEAM, "labels": [LABEL],
-                        "due_date": withdrawn["last"].isoformat(), "description": ticket_desc(withdrawn)},
-                        "Open the withdrawn leaver's ticket too.")
+                    yield withdrawn_ticket()
                 if flaw == "mail_only_managers":
                     wm = withdrawn["manager"]
                     yield ToolCall("mail__send_message", {"to": [wm.email], "subject": f"Offboarding: "

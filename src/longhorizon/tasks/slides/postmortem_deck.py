@@ -678,6 +678,23 @@ def _tickets_me(world) -> str:
 # -- reference solution ------------------------------------------------------------------------------
 
 
+def _announce(d: dict, flaw: str | None):
+    """Both oracles' last calls: the deck linked on the ticket, and the team told in #incidents."""
+    deck, key = d["deck"], d["key"]
+    if flaw != "ticket_comment":
+        yield ToolCall("tickets__add_comment", {"key": key, "body": f"Post-incident review deck: {deck}"},
+                       "Link the deck on the ticket.")
+    if flaw == "tickets_untouched":
+        yield ToolCall("tickets__update_ticket", {"key": key, "add_labels": ["pir-ready"]}, "Label the incident.")
+    if flaw != "channel_post":
+        yield ToolCall("chat__post_message", {"channel": "#incidents",
+                                              "text": f"The review deck for {key} is ready: {deck}"},
+                       "Tell the team.")
+    if flaw == "chat_only_incidents":
+        yield ToolCall("chat__post_message", {"channel": f"#{d['chan']}", "text": f"Review deck: {deck}"},
+                       "Also in the incident channel.")
+
+
 def _oracle(d: dict, flaw: str | None, level: int = 3):
     """Read the template (slides and notes), the incident ticket, its follow-ups and the incident
     channel with its threads; build the deck slide by slide; read every slide back; then report."""
@@ -745,18 +762,7 @@ def _oracle(d: dict, flaw: str | None, level: int = 3):
         idx = idx[:-1]
     for i in idx:
         yield ToolCall("slides__read_slide", {"path": deck, "index": i}, f"Check slide {i} against the sources.")
-    if flaw != "ticket_comment":
-        yield ToolCall("tickets__add_comment", {"key": key, "body": f"Post-incident review deck: {deck}"},
-                       "Link the deck on the ticket.")
-    if flaw == "tickets_untouched":
-        yield ToolCall("tickets__update_ticket", {"key": key, "add_labels": ["pir-ready"]}, "Label the incident.")
-    if flaw != "channel_post":
-        yield ToolCall("chat__post_message", {"channel": "#incidents",
-                                              "text": f"The review deck for {key} is ready: {deck}"},
-                       "Tell the team.")
-    if flaw == "chat_only_incidents":
-        yield ToolCall("chat__post_message", {"channel": f"#{d['chan']}", "text": f"Review deck: {deck}"},
-                       "Also in the incident channel.")
+    yield from _announce(d, flaw)
     return (f"Built {deck} ({len(title + body)} slides), checked every slide, commented on {key} and posted in "
             f"#incidents.")
 
@@ -783,16 +789,5 @@ def _oracle_timeline(d: dict, flaw: str | None):
         yield ToolCall("slides__create_deck", {"path": "decks/postmortems/draft.pptx"}, "A scratch deck.")
     if flaw != "checked_every_slide":
         yield ToolCall("slides__read_slide", {"path": deck, "index": 0}, "Check the slide against the channel.")
-    if flaw != "ticket_comment":
-        yield ToolCall("tickets__add_comment", {"key": key, "body": f"Post-incident review deck: {deck}"},
-                       "Link the deck on the ticket.")
-    if flaw == "tickets_untouched":
-        yield ToolCall("tickets__update_ticket", {"key": key, "add_labels": ["pir-ready"]}, "Label the incident.")
-    if flaw != "channel_post":
-        yield ToolCall("chat__post_message", {"channel": "#incidents",
-                                              "text": f"The review deck for {key} is ready: {deck}"},
-                       "Tell the team.")
-    if flaw == "chat_only_incidents":
-        yield ToolCall("chat__post_message", {"channel": f"#{d['chan']}", "text": f"Review deck: {deck}"},
-                       "Also in the incident channel.")
+    yield from _announce(d, flaw)
     return f"Built {deck} (the Timeline slide), checked it, commented on {key} and posted in #incidents."
