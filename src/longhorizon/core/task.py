@@ -170,6 +170,9 @@ class TaskFamily:
     """Level -> the tools its instances offer (``Task.tools``; a level not named offers every
     tool of the family's apps). The same for every seed of a level, so it tells nothing about
     one instance: lower levels offer the tools the job uses, to fit a small model's context."""
+    level_apps: dict[int, tuple[str, ...]] = {}
+    """Level -> the apps its instances use, for lower levels that leave some of ``apps`` out
+    (the instruction names what a mailbox or a folder held); a level not named uses ``apps``."""
 
     def generate(self, seed: int) -> Task:  # pragma: no cover - interface
         raise NotImplementedError
@@ -197,9 +200,9 @@ class TaskFamily:
         return task
 
     def apps_at(self, level: int | None = None) -> tuple[str, ...]:
-        """The apps an instance at ``level`` uses (None: the default level): ``apps`` unless a
-        family's lower levels leave some out; ``listing`` shows these without generating."""
-        return self.apps
+        """The apps an instance at ``level`` uses (None: the default level): ``level_apps``'s
+        entry or ``apps``; ``listing`` shows these without generating."""
+        return self.level_apps.get(self.level_of(level), self.apps)
 
     def task_id(self, seed: int, level: int | None = None) -> str:
         """``name-000123``; below the top level ``name-000123@L1``, so default ids never change."""

@@ -144,14 +144,12 @@ class QuarterlyKpiReview(TaskFamily):
     last quarter's stale request; 2: also month-over-month growth (its first month needs the
     month before), with the note about the frozen snapshot table; 3 (default): also the signup
     cohorts and the top products per region (ties listed). The warehouse is the same at every level."""
+    level_apps = {1: ("mail", "sql", "sheets")}
+    """Level 1 reads last quarter's report by name only (no files tools)."""
     toolsets = {1: (
         "mail__list_messages", "mail__read_message", "mail__send_message", "sheets__create_workbook",
         "sheets__read_range", "sheets__write_rows", "sql__describe_table", "sql__query",
     )}
-
-    def apps_at(self, level: int | None = None) -> tuple[str, ...]:
-        """Level 1 reads last quarter's report by name only (no files tools)."""
-        return self.apps if self.level_of(level) > 1 else ("mail", "sql", "sheets")
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

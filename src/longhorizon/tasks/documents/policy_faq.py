@@ -139,14 +139,12 @@ class NewJoinerFaq(TaskFamily):
     give stale figures), no leadership thread and no Sources section; 2: the three questions the
     leadership thread changed (accepted, counter-offered, rejected) and one more, with Sources;
     3 (default): four to six more questions."""
+    level_apps = {1: ("mail", "docs")}
+    """Level 1 writes the FAQ with the docs tools only (no files tools)."""
     toolsets = {1: (
         "docs__append_paragraph", "docs__create_document", "docs__list_documents", "docs__read_document",
         "mail__list_messages", "mail__read_message", "mail__reply",
     )}
-
-    def apps_at(self, level: int | None = None) -> tuple[str, ...]:
-        """Level 1 writes the FAQ with the docs tools only (no files tools)."""
-        return self.apps if self.level_of(level) > 1 else ("mail", "docs")
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

@@ -108,14 +108,12 @@ class NewHireOnboarding(TaskFamily):
     the four first-week meetings and the welcome mail, starting from the manager's mail. Every level
     keeps the contract-first order, the unshown password rules and the other hires (one shares the
     first name); the namesake's username stays in the draws."""
+    level_apps = {1: ("user",), 2: ("user",)}
+    """Below the default, the hire is named in the instruction: no mail, no meetings."""
     toolsets = {1: (
         "user__create_account", "user__get_new_hire", "user__get_onboarding_policy", "user__get_onboarding_status",
         "user__list_new_hires", "user__send_contract", "user__send_message",
     )}
-
-    def apps_at(self, level: int | None = None) -> tuple[str, ...]:
-        """Below the default, the hire is named in the instruction: no mail, no meetings."""
-        return self.apps if self.level_of(level) == self.levels else ("user",)
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

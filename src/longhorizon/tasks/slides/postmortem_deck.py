@@ -167,14 +167,12 @@ class IncidentPostmortemDeck(TaskFamily):
     (title with the commander after the hand-over, timeline, impact with the final figures);
     3 (default): all five, root cause and action items too. The World is the same at every level
     but the template, which has the level's slides."""
+    level_apps = {1: ("slides", "tickets", "chat")}
+    """Level 1 finds the template by its path in the instruction (no files tools)."""
     toolsets = {1: (
         "chat__list_channels", "chat__post_message", "chat__read_channel", "chat__read_thread", "slides__add_slide",
         "slides__create_deck", "slides__read_slide", "tickets__add_comment",
     )}
-
-    def apps_at(self, level: int | None = None) -> tuple[str, ...]:
-        """Level 1 finds the template by its path in the instruction (no files tools)."""
-        return self.apps if self.level_of(level) > 1 else ("slides", "tickets", "chat")
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

@@ -101,14 +101,12 @@ class CancelledFlightRebooking(TaskFamily):
     travellers from the airline's notice, presenters first on scarce seats, one who drops out,
     the calendar holds and an itinerary mail each. Every level keeps the policy decoys (over the
     cap, too late, the day before, a non-preferred airline) and the same flight a week later."""
+    level_apps = {1: ("travel",)}
+    """Level 1 names the traveller and the kickoff: no mail or calendar."""
     toolsets = {1: (
         "travel__book_flight", "travel__book_hotel", "travel__cancel_booking", "travel__get_policy",
         "travel__list_bookings", "travel__search_flights",
     )}
-
-    def apps_at(self, level: int | None = None) -> tuple[str, ...]:
-        """Level 1 names the traveller and the kickoff: no mail or calendar."""
-        return self.apps if self.level_of(level) == self.levels else ("travel",)
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)

@@ -133,14 +133,12 @@ class OffsiteTravelBooking(TaskFamily):
     both flights and a hotel; 2 (default): four or five travellers from the lead's mail and the
     invite, an extension, old bookings to cancel, the group hotel, the itinerary file and mail.
     Every level keeps the flight decoys (non-preferred, sold out, wrong time) and the hotel ones."""
+    level_apps = {1: ("travel",)}
+    """Level 1 names the traveller and the dates: no mail, calendar or itinerary file."""
     toolsets = {1: (
         "travel__book_flight", "travel__book_hotel", "travel__get_policy", "travel__list_travelers",
         "travel__search_flights", "travel__search_hotels",
     )}
-
-    def apps_at(self, level: int | None = None) -> tuple[str, ...]:
-        """Level 1 names the traveller and the dates: no mail, calendar or itinerary file."""
-        return self.apps if self.level_of(level) == self.levels else ("travel",)
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)
