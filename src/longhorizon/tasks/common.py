@@ -390,7 +390,7 @@ def write_files(folder: Path, files: Mapping[str, str | bytes], encoding: str | 
 
 class Sources:
     """Seed files of a World (workspace path -> bytes), made once on first use and shared by
-    ``build`` and the graders that check nothing changed."""
+    ``build`` and the graders that check nothing changed (``tasks.kit.files``' guards take it)."""
 
     def __init__(self, make: Callable[[], dict[str, bytes]]):
         self._make = make
@@ -409,23 +409,6 @@ class Sources:
         """Seed files whose bytes differ from what was built, or that are gone."""
         return [rel for rel in (only if only is not None else self.bytes)
                 if not same_bytes(world.file(rel), self.bytes[rel])]
-
-    def unchanged(self, world, traj) -> tuple[bool, str]:
-        """Criterion check: every seed file is byte-identical."""
-        changed = self.changed(world)
-        return not changed, f"changed or missing: {changed}"
-
-    def not_written(self, world, traj) -> tuple[bool, str]:
-        """Criterion check: no successful tool call wrote to a seed file."""
-        hits = writes_to(traj, self.bytes)
-        return not hits, f"wrote to sources: {hits}"
-
-    def only_created(self, made: str) -> Callable:
-        """A criterion check: the workspace holds no new file besides ``made``."""
-        def check(world, traj):
-            extra = sorted(workspace_files(world) - set(self.bytes) - {made})
-            return not extra, f"unexpected files: {extra}"
-        return check
 
 
 class Files(Sources):

@@ -20,6 +20,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import day_month_year, parse_json, rng_and_faker
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
+from longhorizon.tasks.kit import files as files_kit
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.documents import (
     Sources,
@@ -28,7 +29,6 @@ from longhorizon.tasks.documents import (
     last_write_index,
     person,
     strip_dates,
-    writes_to,
 )
 
 # key, title, body templates. Tokens: {vendor} {client} {affiliate} {eff} {term} {cap} {ref=KEY};
@@ -503,10 +503,6 @@ def _criteria(d: dict, sources: Sources, draft_blocks: list, final_blocks: list)
                  and isinstance(c.arguments, dict) and str(c.arguments.get("path", "")).strip("/") == v2]
         return bool(reads), "no read of the new version after the last edit"
 
-    def no_draft_writes(world, traj):
-        hits = writes_to(traj, sources.bytes)
-        return not hits, f"wrote to: {hits}"
-
     return [
         Criterion("supplier_name", "every misspelling of the supplier's name is corrected", "final_state",
                   supplier_name, 2.0),
@@ -534,12 +530,11 @@ def _criteria(d: dict, sources: Sources, draft_blocks: list, final_blocks: list)
         Criterion("rate_card_kept", "the rate card keeps its (old) date", "final_state", rate_card_kept, guard=True),
         Criterion("rest_intact", "every paragraph and table the checklist does not touch is unchanged, in order, "
                   "and nothing was added", "final_state", rest_intact, 2.0, guard=True),
-        Criterion("draft_unchanged", "the draft and the other files are byte-identical", "final_state",
-                  sources.unchanged, guard=True),
-        Criterion("no_draft_writes", "no tool call wrote to the draft or other source files", "process",
-                  no_draft_writes, guard=True),
-        Criterion("only_v2_created", f"no new files besides {v2}", "final_state",
-                  sources.only_created(v2), guard=True),
+        files_kit.unchanged(sources, id="draft_unchanged",
+                            description="the draft and the other files are byte-identical"),
+        files_kit.not_written(sources, id="no_draft_writes",
+                              description="no tool call wrote to the draft or other source files"),
+        files_kit.only_created(sources, allowed=[v2], id="only_v2_created"),
     ]
 
 

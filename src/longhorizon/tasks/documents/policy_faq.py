@@ -21,6 +21,7 @@ from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import at_most_one_mail, rng_and_faker
 from longhorizon.tasks.documents import Sources, find_numbers, mentions, person, strip_dates
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
+from longhorizon.tasks.kit import files as files_kit
 from longhorizon.tasks.registry import register
 
 
@@ -486,12 +487,9 @@ def _criteria(d: dict, sources: Sources, level: int) -> list[Criterion]:
                   "final_state", replied,
                   requires=("answers_from_policies",)),
         Criterion("at_most_one_mail", "no more than one mail was sent", "process", at_most_one_mail, guard=True),
-        Criterion("sources_unchanged", "every policy document is byte-identical", "final_state", sources.unchanged,
-                  guard=True),
-        Criterion("no_source_writes", "no tool call wrote to a policy document", "process", sources.not_written,
-                  guard=True),
-        Criterion("only_faq_created", f"no new files besides {faq}", "final_state",
-                  sources.only_created(faq), guard=True),
+        files_kit.unchanged(sources, description="every policy document is byte-identical"),
+        files_kit.not_written(sources, description="no tool call wrote to a policy document"),
+        files_kit.only_created(sources, allowed=[faq], id="only_faq_created"),
     ]
     if level == 1:  # one question from the policies: no order, no thread, no Sources section
         left_out = {"question_order", "accepted_change", "counter_offer", "rejected_proposal", "sources_listed"}

@@ -20,6 +20,7 @@ from longhorizon.apps.docs.state import build_document, document_bytes, norm, re
 from longhorizon.apps.mail import state as mail
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.kit import files as files_kit
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     People,
@@ -29,9 +30,8 @@ from longhorizon.tasks.common import (
     parse_json,
     rng_and_faker,
     slug,
-    workspace_files,
 )
-from longhorizon.tasks.documents import Sources, find_dates, find_numbers, last_write_index, writes_to
+from longhorizon.tasks.documents import Sources, find_dates, find_numbers, last_write_index
 from longhorizon.tasks.phrasing import phrasing_rng, say
 
 PORTALS = ["TripDesk", "GoTravel", "Navigo", "JetSet Pro", "Wayfare"]
@@ -432,11 +432,13 @@ def _criteria(d, sources: Sources, source_blocks, final_blocks, changed_tags, an
                 return False, f"changed or missing: {text!r}"
         return True
 
+    kept, no_stray = files_kit.untouched(sources).check, files_kit.only_created(sources, allowed=[dst]).check
+
     def files_ok(world, traj):
-        changed = sources.changed(world)
-        extra = sorted(workspace_files(world) - set(sources.bytes) - {dst})
-        hits = writes_to(traj, sources.bytes)
-        return not changed and not extra and not hits, f"changed {changed}, new {extra}, written {hits}"
+        for ok, note in (kept(world, traj), no_stray(world, traj)):
+            if not ok:
+                return False, note
+        return True, ""
 
     def reviewer_mail(world, traj):
         sent = [m for m in mail.sent_messages(world) if d["reviewer"] in m["to"]]

@@ -27,6 +27,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import day_month_year, kebab, parse_json, rng_and_faker
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
+from longhorizon.tasks.kit import files as files_kit
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.documents import (
     Sources,
@@ -34,7 +35,6 @@ from longhorizon.tasks.documents import (
     find_numbers,
     last_write_index,
     mentions,
-    writes_to,
 )
 
 SERVICES = [
@@ -618,11 +618,6 @@ def _criteria(d: dict, sources: Sources, level: int = 3) -> list[Criterion]:
         ok = any(basename.lower() in m["text"].lower() for m in posts)
         return ok, f"{len(posts)} posts in #incidents, none naming {basename}"
 
-    def sources_unchanged(world, traj):
-        changed = sources.changed(world)
-        hits = writes_to(traj, sources.bytes)
-        return not changed and not hits, f"changed: {changed}; written: {hits}"
-
     def tickets_untouched(world, traj):
         hist = tickets.history(world)
         return not hist, f"ticket changes: {[(h['ticket'], h['field']) for h in hist][:5]}"
@@ -651,10 +646,9 @@ def _criteria(d: dict, sources: Sources, level: int = 3) -> list[Criterion]:
                   "got one", "final_state", ticket_comment, requires=("timeline",)),
         Criterion("channel_post", "a note in #incidents names the deck", "final_state", channel_post,
                   requires=("timeline",)),
-        Criterion("sources_unchanged", "the template and the old decks are unchanged and were never written",
-                  "final_state", sources_unchanged, guard=True),
-        Criterion("only_deck_created", f"no new files besides {deck}", "final_state",
-                  sources.only_created(deck), guard=True),
+        files_kit.untouched(sources, id="sources_unchanged",
+                            description="the template and the old decks are unchanged and were never written"),
+        files_kit.only_created(sources, allowed=[deck], id="only_deck_created"),
         Criterion("tickets_untouched", "no ticket was changed, linked or created (comments aside)", "final_state",
                   tickets_untouched, guard=True),
         Criterion("chat_only_incidents", "chat posts only in #incidents, no direct messages", "process",
