@@ -24,6 +24,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.calendar.slots import at, blocks, iso, snapshot, unchanged_events
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
+from longhorizon.tasks.kit import mail as mail_kit
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     People,
@@ -595,13 +596,6 @@ class WorkshopCoordination(TaskFamily):
                     return False, f"{o} got no note with the workshop date"
             return True
 
-        def check_no_stray(world, traj):
-            for m in new_mail(world):
-                extra = set(m["to"] + m["cc"]) - allowed_rcpt - {me.email}
-                if extra:
-                    return False, f"mail {m['id']} went to {sorted(extra)}"
-            return True
-
         def check_untouched(world, traj):
             return unchanged_events(world, seeded, me.email)
 
@@ -663,8 +657,8 @@ class WorkshopCoordination(TaskFamily):
                       "and every agenda item.", "final_state", check_agenda, 2.0),
             Criterion("regrets", "Each nice-to-have who can't come got a note with the date.", "final_state",
                       check_regrets, requires=("event_slot",)),
-            Criterion("no_stray_mail", "No mail to anyone outside the brief's people.", "final_state",
-                      check_no_stray, guard=True),
+            mail_kit.sends_only(allowed_rcpt | {me.email}, seeded=last_mail_id,
+                                description="No mail to anyone outside the brief's people."),
             Criterion("calendar_untouched", "Existing events are unchanged.", "final_state", check_untouched,
                       guard=True),
             Criterion("availability_checked", "Every must-have's availability on the chosen day was checked "
