@@ -2,11 +2,14 @@
 
 import os
 
+import pytest
+
 from longhorizon.apps.mail.state import create_mailbox
 from longhorizon.core.trajectory import ToolCallRecord, Trajectory
 from longhorizon.core.world import World
 from longhorizon.tasks.common import Sources
-from longhorizon.tasks.kit import files, mail, process
+from longhorizon.core.task import ToolCall
+from longhorizon.tasks.kit import files, mail, perturb, process
 
 ME, CUSTOMER, OUTSIDER = "desk@shop.example", "ana@mail.example", "bob@mail.example"
 
@@ -201,3 +204,67 @@ def test_only_created_counts_deletions_only_when_asked(tmp_path):
     assert met(files.only_created(SEEDED), world, traj())
     assert not met(files.only_created(SEEDED, nothing_deleted=True), world, traj())
     assert met(files.only_created(SEEDED, nothing_deleted=True), seeded_world(tmp_path, "whole"), traj())
+
+
+# -- perturbations as edits of the oracle's call stream ------------------------------------------
+
+def _oracle():
+    """A small interactive oracle: it reads a list, acts on every id it read, then verifies."""
+    ids = (yield ToolCall("app__list", {})).split(",")
+    seen = []
+    for i in ids:
+        seen.append((yield ToolCall("app__act", {"id": i, "text": "ok"})))
+    yield ToolCall("app__verify", {})
+    return f"acted on {ids}, saw {seen}"
+
+
+def play(oracle) -> tuple[list[tuple[str, dict]], str]:
+    """Drive an oracle as the scripted policy does: each call's result is 'a,b' for the list and
+    'done NAME ID' otherwise; returns the calls made and the final message."""
+    gen, made, result = oracle(), [], None
+    try:
+        call = gen.send(result)
+        while True:
+            made.append((call.name, dict(call.arguments)))
+            result = "a,b" if call.name == "app__list" else f"done {call.name} {call.arguments.get('id', '')}"
+            call = gen.send(result)
+    except StopIteration as stop:
+        return made, stop.value
+
+
+def test_an_edited_oracle_makes_the_oracles_calls_with_one_edit_and_keeps_its_final_message():
+    calls, message = play(_oracle)
+    assert [c[0] for c in calls] == ["app__list", "app__act", "app__act", "app__verify"]
+
+    dropped, msg = play(perturb.drop(_oracle, perturb.on("app__act", id="b")))
+    assert dropped == calls[:2] + calls[3:]
+    assert msg == "acted on ['a', 'b'], saw ['done app__act a', '']"  # a dropped call's result reads as ""
+
+    repeated, msg = play(perturb.repeat(_oracle, perturb.on("app__act", id="a")))
+    assert repeated == calls[:2] + calls[1:]
+    assert msg == message
+
+    changed, _ = play(perturb.change(_oracle, perturb.on("app__act", id="b"), text="wrong", id=None))
+    assert changed[2] == ("app__act", {"text": "wrong"}) and changed[:2] == calls[:2] and changed[3:] == calls[3:]
+    edited, _ = play(perturb.change(_oracle, perturb.on("app__act"), lambda a: {**a, "id": a["id"].upper()},
+                                    count=None))
+    assert [c[1]["id"] for c in edited[1:3]] == ["A", "B"]
+
+
+def test_inserted_calls_go_where_asked_and_the_oracle_reads_only_its_own_results():
+    extra = ToolCall("app__stray", {"id": "x"})
+    calls, message = play(_oracle)
+    before, msg = play(perturb.insert(_oracle, extra, before=perturb.on("app__verify")))
+    assert before == calls[:3] + [("app__stray", {"id": "x"})] + calls[3:] and msg == message
+    after, msg = play(perturb.insert(_oracle, extra, after=perturb.on("app__act", id="a")))
+    assert after == calls[:2] + [("app__stray", {"id": "x"})] + calls[2:] and msg == message
+    end, msg = play(perturb.insert(_oracle, extra))
+    assert end == calls + [("app__stray", {"id": "x"})] and msg == message
+
+
+def test_an_edit_whose_call_never_comes_is_a_family_bug_not_a_silent_oracle():
+    for flawed in (perturb.drop(_oracle, perturb.on("app__act", id="zzz")),
+                   perturb.change(_oracle, perturb.on("app__missing"), text="x"),
+                   perturb.insert(_oracle, ToolCall("app__stray"), after=perturb.on("app__missing"))):
+        with pytest.raises(LookupError, match="made no call"):
+            play(flawed)

@@ -46,6 +46,42 @@ OracleScript = Generator[ToolCall, str, str]
 returns its final message to the user. Interactive, so it can read state before acting."""
 
 
+def rewrite_calls(oracle: Callable[[], OracleScript],
+                  fn: Callable[[ToolCall], ToolCall | list[ToolCall]] | None = None, *,
+                  tail: tuple[ToolCall, ...] | list[ToolCall] = (),
+                  final: Callable[[str], str] | None = None) -> Callable[[], OracleScript]:
+    """Another oracle: ``oracle``'s calls passed through ``fn`` as they are made, then ``tail``.
+
+    ``fn`` gives a ToolCall or a list played in order; the oracle is sent the result of its own
+    call when the list holds it (the last time it does), else of the list's last call, and ``""``
+    for an empty list (the call skipped). ``final`` rewrites its final message. The one way to
+    derive a solution from another: flawed ones (``tasks.kit.perturb``) and correct ones worked
+    another way (``policies.scripted.rewritten_oracle``)."""
+    def play(own: ToolCall, calls: ToolCall | list[ToolCall]):
+        calls = calls if isinstance(calls, list) else [calls]
+        result = mine = ""
+        found = False
+        for c in calls:
+            result = yield c
+            if c is own:
+                mine, found = result, True
+        return mine if found else result
+
+    def run() -> OracleScript:
+        gen = oracle()
+        try:
+            call = next(gen)
+            while True:
+                call = gen.send((yield from play(call, fn(call) if fn else call)))
+        except StopIteration as stop:
+            answer = stop.value
+        for c in tail:
+            yield c
+        return final(answer) if final else answer
+
+    return run
+
+
 @dataclass
 class Task:
     """One instance of a TaskFamily. Deterministic in (family, seed)."""

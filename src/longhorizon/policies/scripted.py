@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from longhorizon.core.policy import EpisodeContext, assistant, tool_call
-from longhorizon.core.task import dumps_canonical
+from longhorizon.core.task import dumps_canonical, rewrite_calls
 from longhorizon.apps.kinds import is_read
 from longhorizon.core.tool_kinds import entities
 
@@ -42,33 +42,15 @@ class OraclePolicy:
 
 
 def rewritten_oracle(task, fn=None, *, final=None, tail=()):
-    """``task`` with its oracle's calls passed through ``fn``: the same solution worked another
-    way (other wording, another tool, an extra look around), for tests that a grader accepts
-    correct work it was not written against.
-
-    ``fn`` takes a ToolCall and gives a ToolCall, or a list of them played in order, the oracle
-    being sent the result of the last (calls inserted before its own, or its own repeated);
-    ``tail`` is played after its last call, ``final`` rewrites its final message."""
+    """``task`` with its oracle's calls passed through ``fn`` (``core.task.rewrite_calls``): the
+    same solution worked another way (other wording, another tool, an extra look around), for
+    tests that a grader accepts correct work it was not written against. ``tail`` is played
+    after its last call, ``final`` rewrites its final message."""
     import dataclasses
 
-    def play(calls):
-        result = ""
-        for c in calls if isinstance(calls, list) else [calls]:
-            result = yield c
-        return result
-
-    def run():
-        gen = task.oracle()
-        try:
-            call = next(gen)
-            while True:
-                call = gen.send((yield from play(fn(call) if fn else call)))
-        except StopIteration as stop:
-            answer = stop.value
-        yield from play(list(tail))
-        return final(answer or "Done.") if final else answer
-
-    return dataclasses.replace(task, oracle=run)
+    edited = rewrite_calls(task.oracle, fn, tail=tuple(tail),
+                           final=(lambda answer: final(answer or "Done.")) if final else None)
+    return dataclasses.replace(task, oracle=edited)
 
 
 class HastyOraclePolicy:

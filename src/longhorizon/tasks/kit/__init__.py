@@ -5,7 +5,7 @@ output was read back after the last write") has one function here and one standa
 family passes ``id=`` only to keep an id it already had (the golden hashes record criteria ids).
 Each function returns a ready ``Criterion`` with the right kind, ``guard`` and ``requires``:
 
-    from longhorizon.tasks.kit import files, mail, process
+    from longhorizon.tasks.kit import files, mail, perturb, process
 
     mail.sends_only(allowed_addresses, seeded=ctx.n_seeded, replies=False)
     process.looked_up_before("store__record_payment", "store__get_order", "order_id",
@@ -18,6 +18,6 @@ Whether a call reads or writes comes from ``apps.kinds`` (the apps' annotations)
 analysis and RL.
 """
 
-from longhorizon.tasks.kit import files, mail, process
+from longhorizon.tasks.kit import files, mail, perturb, process
 
-__all__ = ["files", "mail", "process"]
+__all__ = ["files", "mail", "perturb", "process"]

@@ -21,6 +21,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import output_text, rng_and_faker, write_files
 from longhorizon.tasks.kit import files as files_kit
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.logs.error_summary import (
     SERVICES, Entry, H, _at, _filler, _norm_message, _regular, _trace,
@@ -109,22 +110,23 @@ class _QuickLookup(TaskFamily):
         pick = "head -n 1" if self.first else "tail -n 1"
         select = f"awk -v d={iso} '$1 == d && $3 == \"{self.level}\"' {log}"
 
-        def solve(*, edit: str = "", verify: bool = True, touch_logs: bool = False):
+        write = f"mkdir -p reports && {select} | {pick} > {self.report}"
+        read_back = f"cat {self.report}"
+
+        def solve():
             yield ToolCall("shell__run", {"command": "ls -l logs"}, "First, see which log files there are.")
             yield ToolCall("shell__run", {"command": select},
                            f"List {target}'s {self.level} entries on {iso} (the level is the third field; "
                            "trace lines and other days do not match).")
-            write = f"mkdir -p reports && {select} | {pick}{edit} > {self.report}"
-            if touch_logs:
-                write += f" && sed -i '$d' {log}"
             yield ToolCall("shell__run", {"command": write}, f"Write the {which} of them to {self.report}.")
-            if verify:
-                yield ToolCall("shell__run", {"command": f"cat {self.report}"}, "Read the report back.")
+            yield ToolCall("shell__run", {"command": read_back}, "Read the report back.")
             return (f"Done: the {which} {self.level} entry {target} logged on {iso} was at "
                     f"{wanted.ts:%H:%M:%S} (\"{wanted.msg}\"); that line is in {self.report}.")
 
-        def variant(**kw):
-            return lambda: solve(**kw)
+        def writing(edit: str = "", then: str = ""):
+            """The oracle with its write piped through ``edit`` (and followed by ``then``)."""
+            command = write.replace(f" > {self.report}", f"{edit} > {self.report}") + then
+            return perturb.change(solve, perturb.on("shell__run", command=write), command=command)
 
         def got(w) -> dict[str, str]:
             parts = _parts(_only_line(w, self.report))
@@ -167,15 +169,15 @@ class _QuickLookup(TaskFamily):
                       verified, requires=("timestamp",)),
         ]
         perturbations = {
-            "timestamp": variant(edit=r" | sed -E 's/^([0-9-]+ [0-9:]+)\.[0-9]+/\1/'"),  # milliseconds dropped
-            "request_id": variant(edit=" | sed -E 's/req=[0-9a-f]+/req=-/'"),
-            "message": variant(edit=" | cut -d' ' -f1-6"),  # the message cut off
-            "logs_untouched": variant(touch_logs=True),
-            "verified_report": variant(verify=False),
+            "timestamp": writing(r" | sed -E 's/^([0-9-]+ [0-9:]+)\.[0-9]+/\1/'"),  # milliseconds dropped
+            "request_id": writing(" | sed -E 's/req=[0-9a-f]+/req=-/'"),
+            "message": writing(" | cut -d' ' -f1-6"),  # the message cut off
+            "logs_untouched": writing(then=f" && sed -i '$d' {log}"),
+            "verified_report": perturb.drop(solve, perturb.on("shell__run", command=read_back)),
         }
         return Task(
             id=self.task_id(seed), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=variant(),
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
             criteria=criteria, perturbations=perturbations,
             data={"date": iso, "service": target, "line": line},
         )

@@ -16,6 +16,7 @@ from longhorizon.apps.mail import state as mail
 from longhorizon.apps.mail.state import parse_address
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     MONTHS,
@@ -271,58 +272,59 @@ class InvoiceFollowup(TaskFamily):
         today_is = f"Today is {long_date(today)}."
         instruction = " ".join([hello, today_is, find, reply, file, *leave])
 
-        def reply_body(inv: dict, with_date: bool = True, with_number: bool = True) -> str:
-            ref = f" {inv['number']}" if with_number else ""
+        def reply_body(inv: dict, with_date: bool = True) -> str:
+            ref = f" {inv['number']}"
             when = f" Payment is scheduled for {pay_text}." if with_date else " Payment will follow shortly."
             return (f"Hello {inv['contact']},\n\nApologies for the delay on invoice{ref} ({inv['amount']})."
                     f"{when}\n\nBest regards,\n{me.name}\n{our_company}")
 
         survey = level == self.levels  # a crowded inbox is surveyed first; a small one is searched at once
 
-        def script(flaw: str | None = None):
-            def run():
-                offset = 0 if survey else None
-                if survey:
-                    yield ToolCall("mail__list_folders", {}, note="First, see which folders exist.")
-                while offset is not None:
-                    page = loads((yield ToolCall(
-                        "mail__list_messages", {"folder": "Inbox", "limit": 25, "offset": offset},
-                        note="Skim the inbox to see what is there.")))
-                    offset = page["next_offset"]
-                hits = loads((yield ToolCall(
-                    "mail__search_messages", {"query": "invoice", "folder": "Inbox", "limit": 100},
-                    note="Find every inbox message that mentions an invoice.")))
-                for h in sorted(hits["messages"], key=lambda m: m["id"]):
-                    yield ToolCall("mail__read_message", {"message_id": h["id"]},
-                                   note=f"Open message {h['id']}: is it a vendor invoice, and when is it due?")
-                yield ToolCall("mail__create_folder", {"name": FOLDER}, note=f"Create the {FOLDER} folder.")
-                for n, inv in enumerate(over):
-                    last = n == len(over) - 1
-                    for _ in range(2 if flaw == "overdue_replied" and last else 1):
-                        yield ToolCall("mail__reply", {
-                            "message_id": inv["id"],
-                            "body": reply_body(inv, with_date=not (flaw == "reply_content" and last)),
-                        }, note=f"{inv['number']} was due {inv['due']}, so it is overdue: reply to {inv['vendor']}.")
-                    if not (flaw == "processed_folder" and last):
-                        yield ToolCall("mail__move_message", {"message_id": inv["id"], "folder": FOLDER},
-                                       note=f"File {inv['number']} as processed.")
-                if flaw == "no_other_mail":
-                    inv = not_due[0]
-                    yield ToolCall("mail__reply", {"message_id": inv["id"], "body": reply_body(inv)},
-                                   note=f"Reply to {inv['number']} as well.")
-                if flaw == "rest_untouched":
-                    yield ToolCall("mail__move_message", {"message_id": newsletter_id, "folder": "Archive"},
-                                   note="Archive a newsletter while I'm here.")
-                done = loads((yield ToolCall("mail__list_messages", {"folder": FOLDER, "limit": 25},
-                                             note="Verify the processed folder holds exactly the overdue invoices.")))
-                if survey:
-                    yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 10},
-                                   note="Verify the replies went out.")
-                filed = ", ".join(inv["number"] for inv in over)
-                return (f"Replied to {len(over)} overdue invoices ({filed}) with the payment date {pay_text} "
-                        f"and filed {done['total']} of them in {FOLDER}; invoices not yet due and other mail "
-                        f"were left alone.")
-            return run
+        def solve():
+            offset = 0 if survey else None
+            if survey:
+                yield ToolCall("mail__list_folders", {}, note="First, see which folders exist.")
+            while offset is not None:
+                page = loads((yield ToolCall(
+                    "mail__list_messages", {"folder": "Inbox", "limit": 25, "offset": offset},
+                    note="Skim the inbox to see what is there.")))
+                offset = page["next_offset"]
+            hits = loads((yield ToolCall(
+                "mail__search_messages", {"query": "invoice", "folder": "Inbox", "limit": 100},
+                note="Find every inbox message that mentions an invoice.")))
+            for h in sorted(hits["messages"], key=lambda m: m["id"]):
+                yield ToolCall("mail__read_message", {"message_id": h["id"]},
+                               note=f"Open message {h['id']}: is it a vendor invoice, and when is it due?")
+            yield ToolCall("mail__create_folder", {"name": FOLDER}, note=f"Create the {FOLDER} folder.")
+            for inv in over:
+                yield ToolCall("mail__reply", {"message_id": inv["id"], "body": reply_body(inv)},
+                               note=f"{inv['number']} was due {inv['due']}, so it is overdue: reply to {inv['vendor']}.")
+                yield ToolCall("mail__move_message", {"message_id": inv["id"], "folder": FOLDER},
+                               note=f"File {inv['number']} as processed.")
+            done = loads((yield ToolCall("mail__list_messages", {"folder": FOLDER, "limit": 25},
+                                         note="Verify the processed folder holds exactly the overdue invoices.")))
+            if survey:
+                yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 10},
+                               note="Verify the replies went out.")
+            filed = ", ".join(inv["number"] for inv in over)
+            return (f"Replied to {len(over)} overdue invoices ({filed}) with the payment date {pay_text} "
+                    f"and filed {done['total']} of them in {FOLDER}; invoices not yet due and other mail "
+                    f"were left alone.")
+
+        last, spare = over[-1], not_due[0]
+        verify = perturb.on("mail__list_messages", folder=FOLDER)
+        perturbations = {
+            "overdue_replied": perturb.repeat(solve, perturb.on("mail__reply", message_id=last["id"])),
+            "reply_content": perturb.change(solve, perturb.on("mail__reply", message_id=last["id"]),
+                                            body=reply_body(last, with_date=False)),
+            "processed_folder": perturb.drop(solve, perturb.on("mail__move_message", message_id=last["id"])),
+            "no_other_mail": perturb.insert(solve, ToolCall(
+                "mail__reply", {"message_id": spare["id"], "body": reply_body(spare)},
+                note=f"Reply to {spare['number']} as well."), before=verify),
+            "rest_untouched": perturb.insert(solve, ToolCall(
+                "mail__move_message", {"message_id": newsletter_id, "folder": "Archive"},
+                note="Archive a newsletter while I'm here."), before=verify),
+        }
 
         def replies_to(world, mid: int) -> list[dict]:
             return [m for m in mail.sent_messages(world) if m["in_reply_to"] == mid]
@@ -401,8 +403,8 @@ class InvoiceFollowup(TaskFamily):
         ]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
-            criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
+            criteria=criteria, perturbations=perturbations,
             data={"today": today.isoformat(), "pay_date": pay_date.isoformat(),
                   "overdue": [{k: inv[k] for k in ("id", "number", "due", "address")} for inv in over],
                   "not_due": [{k: inv[k] for k in ("id", "number", "due", "address")} for inv in not_due]},
