@@ -20,8 +20,7 @@ from pathlib import Path
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import output_text, rng_and_faker, write_files
-from longhorizon.tasks.kit import files as files_kit
-from longhorizon.tasks.kit import perturb
+from longhorizon.tasks.kit import files as files_kit, perturb
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.logs.error_summary import (
     SERVICES, Entry, H, _at, _filler, _norm_message, _regular, _trace,

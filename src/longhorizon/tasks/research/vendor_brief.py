@@ -19,7 +19,7 @@ from longhorizon.apps.search.state import create_index
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import kebab, output_text, rng_and_faker, write_files
-from longhorizon.tasks.kit import files as files_kit
+from longhorizon.tasks.kit import files as files_kit, perturb
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.research import (
@@ -476,7 +476,18 @@ class VendorResearchBrief(TaskFamily):
 
         brief_run = level == 1  # no survey, and only the newest official hit opened (by source and date)
 
-        def solve(flaw: str | None = None):
+        def brief_text(wrong: int | None = None, miscite: bool = False) -> str:
+            """The brief: every right answer with its source (for a perturbation: question ``wrong``
+            answered with its decoy, or the first answer citing a document that does not support it)."""
+            lines = []
+            for i, q in enumerate(questions):
+                value = q["wrong"][0] if q["n"] == wrong else q["right"]
+                cite = (next(d.id for d in q["docs"] if d.id not in q["accept"]) if miscite and i == 0
+                        else q["accept"][0])
+                lines.append(line(q, value, cite))
+            return f"# {V} vendor brief\nPrepared for {asker}\n\n" + "\n".join(lines) + "\n"
+
+        def solve():
             if not brief_run:
                 yield ToolCall("chat__list_channels", {}, "Find the channel with the request.")
             yield ToolCall("chat__read_channel", {"channel": "#vendor-review"}, "Read the request.")
@@ -494,27 +505,12 @@ class VendorResearchBrief(TaskFamily):
             if not brief_run:
                 yield ToolCall("files__list_dir", {"path": "research"}, "Look at the briefs folder.")
                 yield ToolCall("files__read_file", {"path": old_brief}, "Copy last quarter's format.")
-            lines = []
-            for i, q in enumerate(questions):
-                value, cite = q["right"], q["accept"][0]
-                if flaw == f"answer_q{q['n']}":
-                    value = q["wrong"][0]
-                if flaw == "sources_cited" and i == 0:
-                    cite = next(d.id for d in q["docs"] if d.id not in q["accept"])
-                lines.append(line(q, value, cite))
-            text = f"# {V} vendor brief\nPrepared for {asker}\n\n" + "\n".join(lines) + "\n"
-            yield ToolCall("files__write_file", {"path": brief, "content": text}, "Write the brief.")
+            yield ToolCall("files__write_file", {"path": brief, "content": brief_text()}, "Write the brief.")
             if not brief_run:
                 yield ToolCall("files__read_file", {"path": brief}, "Check the brief reads right.")
-            if flaw == "files_untouched":
-                yield ToolCall("files__write_file", {"path": old_brief, "content": old_text + "Reviewed.\n"})
             reply = f"@{H[asker]} the {V} brief is in {brief}: {len(questions)} answers, each with its source document."
-            args = {"channel": "#vendor-review", "text": reply}
-            if flaw != "replied_in_thread":
-                args["thread_id"] = root
-            yield ToolCall("chat__post_message", args, "Tell her in the thread.")
-            if flaw == "chat_quiet":
-                yield ToolCall("chat__send_direct_message", {"user": H[asker], "text": "Brief done!"})
+            yield ToolCall("chat__post_message", {"channel": "#vendor-review", "text": reply, "thread_id": root},
+                           "Tell her in the thread.")
             return f"Wrote {brief} with {len(questions)} sourced answers and replied in the thread."
 
         # -- criteria ------------------------------------------------------------------------------
@@ -578,10 +574,19 @@ class VendorResearchBrief(TaskFamily):
                       chat_quiet, guard=True),
             files_kit.unchanged(seeded, id="files_untouched", description="last quarter's brief and the README are unchanged"),
         ]
-        perturbations = {c.id: (lambda cid=c.id: solve(cid)) for c in criteria}
+        write, post = perturb.on("files__write_file", path=brief), perturb.on("chat__post_message")
+        perturbations = {
+            **{f"answer_q{q['n']}": perturb.change(solve, write, content=brief_text(wrong=q["n"])) for q in questions},
+            "sources_cited": perturb.change(solve, write, content=brief_text(miscite=True)),
+            "files_untouched": perturb.insert(solve, ToolCall(
+                "files__write_file", {"path": old_brief, "content": old_text + "Reviewed.\n"}), before=post),
+            "replied_in_thread": perturb.change(solve, post, thread_id=None),
+            "chat_quiet": perturb.insert(solve, ToolCall("chat__send_direct_message",
+                                                         {"user": H[asker], "text": "Brief done!"})),
+        }
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=lambda: solve(),
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
             criteria=criteria, perturbations=perturbations,
             data={"vendor": V, "near_namesake": V2, "brief": brief, "thread_id": root,
                   "questions": [{"n": q["n"], "key": q["key"], "right": str(q["right"]),
