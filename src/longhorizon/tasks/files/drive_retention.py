@@ -19,6 +19,7 @@ from pathlib import Path
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import norm_path, output_text, rng_and_faker, same_bytes, write_files
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.phrasing import phrasing_rng, say
 from longhorizon.tasks.registry import register
 
@@ -274,13 +275,24 @@ class SharedDriveRetention(TaskFamily):
 
         brief = level == 1  # five documents: their headers from two searches, none opened one by one
 
-        def solve(flaw: str | None = None):
-            holds = set() if flaw == "holds_respected" else held
+        def planned(holds) -> list[tuple[dict, str | None]]:
+            """Each document (by path) with what the policy does to it given ``holds``."""
+            return [(d, action_for(d, today, holds)) for d in sorted(docs, key=lambda x: x["path"])]
+
+        def act_on(d: dict, act: str) -> ToolCall:
+            if act == "delete":
+                return ToolCall("files__delete", {"path": d["path"]}, f"{d['doc_id']} has expired: delete it.")
+            return ToolCall("files__move", {"src": d["path"], "dst": "archive/" + d["path"].removeprefix("shared/")},
+                            f"Archive {d['doc_id']}.")
+
+        entries = [(d["path"], d["doc_id"], "deleted" if act == "delete" else "archived")
+                   for d, act in planned(held) if act]
+
+        def solve():
             if not brief:
                 yield ToolCall("files__list_dir", {"path": "shared", "recursive": True}, "See the whole drive.")
-            if flaw != "read_before_acting":
-                yield ToolCall("files__read_file", {"path": POLICY}, "Read the retention policy.")
-                yield ToolCall("files__read_file", {"path": HOLDS}, "Read the legal-hold list.")
+            yield ToolCall("files__read_file", {"path": POLICY}, "Read the retention policy.")
+            yield ToolCall("files__read_file", {"path": HOLDS}, "Read the legal-hold list.")
             if not brief:
                 yield ToolCall("files__list_dir", {"path": "archive", "recursive": True},
                                "See how the archive is laid out.")
@@ -292,30 +304,14 @@ class SharedDriveRetention(TaskFamily):
                 yield ToolCall("files__search", {"query": "Expires:", "path": "shared"},
                                "Get the contracts' expiry dates.")
             # open every document that may have to go, to confirm its header before acting
-            plan = []
-            for d in sorted(docs, key=lambda x: x["path"]):
-                act = action_for(d, today, holds)
-                if flaw == "others_untouched" and act is None and d["doc_id"] not in holds and d["type"] in (
-                        "invoice", "purchase-order", "draft") and d["date"] <= years_before(today, RULES[d["type"]][1]):
-                    act = "delete"  # flaw: 'at the limit' counted as expired
-                if flaw == "expired_deleted" and d["type"] == "draft":
-                    act = None
+            plan = planned(held)
+            for d, act in plan:
                 maybe = RULES[d["type"]][0] and (d["type"] == "contract" or d["date"] <= years_before(today, RULES[d["type"]][1]))
                 if (act or maybe or d["doc_id"] in held) and not brief:
                     yield ToolCall("files__read_file", {"path": d["path"]}, f"Check the header of {d['name']}.")
+            for d, act in plan:
                 if act:
-                    plan.append((d["path"], d["doc_id"], act))
-            entries = []
-            for path, did, act in plan:
-                if act == "delete":
-                    yield ToolCall("files__delete", {"path": path}, f"{did} has expired: delete it.")
-                    entries.append((path, did, "deleted"))
-                else:
-                    dest = "archive/" + (path.split("/")[-1] if flaw == "archived_moved" else path.removeprefix("shared/"))
-                    yield ToolCall("files__move", {"src": path, "dst": dest}, f"Archive {did}.")
-                    entries.append((path, did, "archived"))
-            if flaw == "log_csv":
-                entries = [e for e in entries if e[2] == "deleted"]
+                    yield act_on(d, act)
             yield ToolCall("files__write_file", {"path": log_path, "content": log_text(entries)}, "Write the log.")
             yield ToolCall("files__read_file", {"path": log_path}, "Read the log back.")
             if not brief:
@@ -323,6 +319,24 @@ class SharedDriveRetention(TaskFamily):
             return (f"Retention run for {today.isoformat()}: deleted {sum(e[2] == 'deleted' for e in entries)} "
                     f"expired documents, archived {sum(e[2] == 'archived' for e in entries)}, left {len(held)} "
                     f"held documents alone; every action is in {log_path}.")
+
+        write_log = perturb.on("files__write_file", path=log_path)
+        held_but_due = [act_on(d, act) for d, act in planned(set()) if act and d["doc_id"] in held]
+        at_the_limit = [act_on(d, "delete") for d, act in planned(held)  # 'at the limit' counted as expired
+                        if act is None and d["doc_id"] not in held and d["type"] in ("invoice", "purchase-order", "draft")
+                        and d["date"] <= years_before(today, RULES[d["type"]][1])]
+        drafts = {d["path"] for d in docs if d["type"] == "draft"}
+        perturbations = {
+            "expired_deleted": perturb.drop(
+                solve, lambda c: c.name == "files__delete" and c.arguments["path"] in drafts, count=None),
+            "archived_moved": perturb.change(solve, perturb.on("files__move"), count=None,
+                                             edit=lambda a: {**a, "dst": "archive/" + a["src"].split("/")[-1]}),
+            "holds_respected": perturb.insert(solve, *held_but_due, before=write_log),
+            "others_untouched": perturb.insert(solve, *at_the_limit, before=write_log),
+            "log_csv": perturb.change(solve, write_log, content=log_text([e for e in entries if e[2] == "deleted"])),
+            "read_before_acting": perturb.drop(perturb.drop(solve, perturb.on("files__read_file", path=POLICY)),
+                                               perturb.on("files__read_file", path=HOLDS)),
+        }
 
         # -- grading -----------------------------------------------------------------------------
         def exists(w, rel: str) -> bool:
@@ -418,7 +432,7 @@ class SharedDriveRetention(TaskFamily):
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
-            criteria=criteria, perturbations={c.id: (lambda f=c.id: solve(f)) for c in criteria},
+            criteria=criteria, perturbations=perturbations,
             data={"today": today.isoformat(), "delete": deletes, "archive": archives, "held": sorted(held),
                   "log": log_path},
         )
