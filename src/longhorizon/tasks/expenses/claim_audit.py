@@ -45,7 +45,7 @@ from longhorizon.tasks.common import (
     write_files,
 )
 from longhorizon.tasks.expenses import money
-from longhorizon.tasks.kit import files as files_kit
+from longhorizon.tasks.kit import files as files_kit, perturb
 
 DUP, NOREC, MISMATCH, ALC, OVER = "DUPLICATE", "NO_RECEIPT", "RECEIPT_MISMATCH", "ALCOHOL", "OVER_LIMIT"
 HEADER = ["Claim ID", "Employee", "Email", "Date", "Category", "Merchant", "Description", "Amount", "Receipt",
@@ -454,62 +454,67 @@ elsewhere. Reason codes: DUP, NO-RCPT, LIMIT.
         # -- the reference solution -------------------------------------------------------------------------------
         survey = level > 1  # one employee's batch: straight to the request, the policy, the sheet
 
-        def solve(flaw: str | None = None):
-            def run():
-                if survey:
-                    yield ToolCall("mail__search_messages", {"query": "claims batch", "folder": "Inbox"},
-                                   "Find finance's request.")
-                yield ToolCall("mail__read_message", {"message_id": request_id}, "Read what they want.")
-                if survey:
-                    yield ToolCall("wiki__search_pages", {"query": "expense policy"}, "Find the current policy.")
-                yield ToolCall("wiki__get_page", {"slug": "expense-policy"}, "Read the current policy.")
-                if survey:
-                    yield ToolCall("sheets__list_sheets", {"path": book_path}, "Size up the batch.")
-                yield ToolCall("sheets__read_range", {"path": book_path, "sheet": "Claims"}, "Read every claim.")
-                if survey:
-                    yield ToolCall("files__list_dir", {"path": rdir}, "See the receipts.")
-                for rel in to_read:
-                    if flaw == "receipts_read" and rel == to_read[-1]:
-                        continue
-                    yield ToolCall("files__read_file", {"path": rel}, f"Read {rel.rsplit('/', 1)[-1]}.")
-                cells: dict[str, str | None] = {}
-                for c in open_claims:
-                    code = c.code
-                    if flaw in kinds and c is kinds[flaw]:
-                        code = None
-                    if flaw == "approvals" and c is trap_ok:
-                        code = OVER
-                    r = row_of[c.cid]
-                    cells[f"J{r}"] = "Rejected" if code else "Approved"
-                    if code:
-                        cells[f"K{r}"] = code
-                if flaw == "decided_rows_kept":
-                    cells[f"J{row_of[prev_rejected.cid]}"] = "Approved"
-                    cells[f"K{row_of[prev_rejected.cid]}"] = None
-                yield ToolCall("sheets__write_cells", {"path": book_path, "sheet": "Claims", "cells": cells},
-                               "Record every decision and reason code.")
-                if survey:
-                    yield ToolCall("sheets__read_range", {"path": book_path, "sheet": "Claims",
-                                                          "range": f"A1:K{len(all_rows) + 1}"}, "Check the sheet.")
-                if flaw == "sources_untouched":
-                    yield ToolCall("files__write_file", {"path": to_read[0], "content": "audited\n"},
-                                   "Mark a receipt as audited.")
-                for email, cs in by_emp.items():
-                    emp = cs[0].emp
-                    shown = cs[:-1] if flaw == "rejection_mails" and email == next(iter(by_emp)) else cs
-                    lines = "\n".join(f"- {c.cid} ({c.day.isoformat()}, {c.merchant}, ${money(c.amount)}): {c.code}"
-                                      for c in shown)
-                    yield ToolCall("mail__send_message", {
-                        "to": [email], "subject": f"{month_name} expense claims: rejected items",
-                        "body": f"Hi {emp.first},\n\nThese {month_name} claims were rejected under the expense "
-                                f"policy:\n{lines}\n\nThe policy is on the wiki (expense-policy). Reply if you have "
-                                f"questions.\n\nThanks,\n{me.first}"}, f"Tell {emp.first} what was rejected.")
-                if flaw == "mail_only_claimants":
-                    yield ToolCall("mail__send_message", {
-                        "to": [all_ok_emp.email], "subject": f"{month_name} expense claims",
-                        "body": "All your claims were approved."}, "Let them know too.")
-                return f"Audited {len(open_claims)} claims: {len(rejected)} rejected, {len(by_emp)} employees mailed."
-            return run
+        def decisions(codes: dict[str, str | None] | None = None) -> dict[str, str | None]:
+            """The sheet's cells: each open claim approved or rejected with its code (``codes``
+            overrides a claim's code, for a perturbation)."""
+            cells: dict[str, str | None] = {}
+            for c in open_claims:
+                code = (codes or {}).get(c.cid, c.code)
+                r = row_of[c.cid]
+                cells[f"J{r}"] = "Rejected" if code else "Approved"
+                if code:
+                    cells[f"K{r}"] = code
+            return cells
+
+        def rejection_body(emp, cs: list[Claim]) -> str:
+            lines = "\n".join(f"- {c.cid} ({c.day.isoformat()}, {c.merchant}, ${money(c.amount)}): {c.code}" for c in cs)
+            return (f"Hi {emp.first},\n\nThese {month_name} claims were rejected under the expense policy:\n{lines}"
+                    f"\n\nThe policy is on the wiki (expense-policy). Reply if you have questions.\n\nThanks,\n{me.first}")
+
+        def solve():
+            if survey:
+                yield ToolCall("mail__search_messages", {"query": "claims batch", "folder": "Inbox"},
+                               "Find finance's request.")
+            yield ToolCall("mail__read_message", {"message_id": request_id}, "Read what they want.")
+            if survey:
+                yield ToolCall("wiki__search_pages", {"query": "expense policy"}, "Find the current policy.")
+            yield ToolCall("wiki__get_page", {"slug": "expense-policy"}, "Read the current policy.")
+            if survey:
+                yield ToolCall("sheets__list_sheets", {"path": book_path}, "Size up the batch.")
+            yield ToolCall("sheets__read_range", {"path": book_path, "sheet": "Claims"}, "Read every claim.")
+            if survey:
+                yield ToolCall("files__list_dir", {"path": rdir}, "See the receipts.")
+            for rel in to_read:
+                yield ToolCall("files__read_file", {"path": rel}, f"Read {rel.rsplit('/', 1)[-1]}.")
+            yield ToolCall("sheets__write_cells", {"path": book_path, "sheet": "Claims", "cells": decisions()},
+                           "Record every decision and reason code.")
+            if survey:
+                yield ToolCall("sheets__read_range", {"path": book_path, "sheet": "Claims",
+                                                      "range": f"A1:K{len(all_rows) + 1}"}, "Check the sheet.")
+            for email, cs in by_emp.items():
+                emp = cs[0].emp
+                yield ToolCall("mail__send_message", {
+                    "to": [email], "subject": f"{month_name} expense claims: rejected items",
+                    "body": rejection_body(emp, cs)}, f"Tell {emp.first} what was rejected.")
+            return f"Audited {len(open_claims)} claims: {len(rejected)} rejected, {len(by_emp)} employees mailed."
+
+        record = perturb.on("sheets__write_cells", path=book_path)
+        kept_approved = {**decisions(), f"J{row_of[prev_rejected.cid]}": "Approved", f"K{row_of[prev_rejected.cid]}": None}
+        first_email, first_cs = next(iter(by_emp.items()))
+        perturbations = {
+            **{crit: perturb.change(solve, record, cells=decisions({c.cid: None})) for crit, c in kinds.items()},
+            "receipts_read": perturb.drop(solve, perturb.on("files__read_file", path=to_read[-1])),
+            "approvals": perturb.change(solve, record, cells=decisions({trap_ok.cid: OVER})),
+            "decided_rows_kept": perturb.change(solve, record, cells=kept_approved),
+            "sources_untouched": perturb.insert(solve, ToolCall(
+                "files__write_file", {"path": to_read[0], "content": "audited\n"}, "Mark a receipt as audited."),
+                before=perturb.on("mail__send_message")),
+            "rejection_mails": perturb.change(solve, perturb.on("mail__send_message", to=[first_email]),
+                                              body=rejection_body(first_cs[0].emp, first_cs[:-1])),
+            "mail_only_claimants": perturb.insert(solve, ToolCall("mail__send_message", {
+                "to": [all_ok_emp.email], "subject": f"{month_name} expense claims",
+                "body": "All your claims were approved."}, "Let them know too.")),
+        }
 
         # -- grading ----------------------------------------------------------------------------------------------
         orig_grid = None
@@ -663,8 +668,8 @@ elsewhere. Reason codes: DUP, NO-RCPT, LIMIT.
         criteria = [c for c in criteria if c.id != "limits" or "limits" in kinds]  # level 1 has no caps to break
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve(),
-            criteria=criteria, perturbations={c.id: solve(c.id) for c in criteria},
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
+            criteria=criteria, perturbations=perturbations,
             data={"book": book_path, "decisions": {c.cid: c.code or "Approved" for c in open_claims},
                   "mailed": sorted(by_emp)},
         )
