@@ -41,7 +41,7 @@ from longhorizon.tasks.common import (
     write_files,
 )
 from longhorizon.tasks.expenses import money
-from longhorizon.tasks.kit import files as files_kit
+from longhorizon.tasks.kit import files as files_kit, perturb
 
 CATEGORIES = ["Airfare", "Lodging", "Ground Transport", "Meals", "Office Supplies", "Software", "Personal"]
 OK, OVER, MISSING, NOT_REIMB = "OK", "Over limit", "Missing receipt", "Not reimbursable"
@@ -456,77 +456,84 @@ class MonthlyExpenseReport(TaskFamily):
         # ---- oracle ------------------------------------------------------------------------
         survey = level > 1  # four lines: straight to the request, the policy, the statement, the one receipt
         to_read = list(receipt_files) if survey else sorted(ln.receipt for ln in lines if ln.receipt)
-        cat_flaw = next((ln for ln in lines if ln.category == "Ground Transport" and ln.desc.startswith("AIRPORT")),
+        miscategorised = next((ln for ln in lines if ln.category == "Ground Transport" and ln.desc.startswith("AIRPORT")),
                         None) or next(ln for ln in lines if ln.category == "Ground Transport")
-        receipt_flaw = next((ln for ln in lines if ln.receipt and ln.category == "Airfare"), None) or next(
+        unmatched = next((ln for ln in lines if ln.receipt and ln.category == "Airfare"), None) or next(
             ln for ln in lines if ln.receipt)
-        summary_flaw = "Office Supplies" if "Office Supplies" in reimbursable else sorted(reimbursable)[0]
+        left_out = "Office Supplies" if "Office Supplies" in reimbursable else sorted(reimbursable)[0]
 
-        def solve(flaw: str | None = None):
-            def run():
-                if survey:
-                    yield ToolCall("mail__search_messages", {"query": "expense", "folder": "Inbox"},
-                                   "Find finance's request.")
-                yield ToolCall("mail__read_message", {"message_id": 3}, "Read this month's request.")
-                if survey:
-                    yield ToolCall("mail__read_message", {"message_id": 2}, "Read the note about the policy.")
-                    yield ToolCall("files__list_dir", {"path": ".", "recursive": True},
-                                   "See what is in the workspace.")
-                yield ToolCall("files__read_file", {"path": policy_path}, "Read the current expense policy.")
-                if level == self.levels:  # a long statement: its size and card first
-                    yield ToolCall("sheets__list_sheets", {"path": statement}, "Size up the statement.")
-                    yield ToolCall("sheets__read_range", {"path": statement, "sheet": "Account"}, "Card details.")
-                yield ToolCall("sheets__read_range", {"path": statement, "sheet": "Transactions"},
-                               "Read every card line.")
-                for name in to_read:
-                    yield ToolCall("files__read_file", {"path": f"receipts/{name}"}, f"Read receipt {name}.")
-                rows = []
-                for k, ln in enumerate(lines):
-                    category, receipt, status = ln.category, ln.receipt or "None", ln.status
-                    if flaw == "categories" and ln is cat_flaw:
-                        category = "Meals"
-                    if flaw == "statuses" and ln.note == "alcohol":
-                        status = OK
-                    if flaw == "receipts_matched" and ln is receipt_flaw:
-                        receipt = "None"
-                    rows.append([ln.trans.isoformat(), ln.desc, ln.amount, category, receipt, status])
-                if flaw == "report_rows":
-                    rows.append([payment_day.isoformat(), "PAYMENT - THANK YOU", -prev_total, "Personal", "None",
-                                 NOT_REIMB])
-                head = list(REPORT_HEADER)
-                if flaw == "report_layout":
-                    head[4] = "Receipt File"
-                summary = [[c, v] for c, v in sorted(reimbursable.items())]
-                s_total = total
-                if flaw == "summary":
-                    summary = [[c, v] for c, v in sorted(reimbursable.items()) if c != summary_flaw]
-                    s_total = round(sum(v for _, v in summary), 2)
-                summary.append(["Total", s_total])
-                yield ToolCall("sheets__create_workbook", {"path": report, "sheets": ["Report", "Summary"]},
-                               f"Create {report}.")
-                yield ToolCall("sheets__write_rows", {"path": report, "sheet": "Report", "start_cell": "A1",
-                                                      "rows": [head] + rows}, "Write the report lines.")
-                yield ToolCall("sheets__write_rows", {"path": report, "sheet": "Summary", "start_cell": "A1",
-                                                      "rows": [list(SUMMARY_HEADER)] + summary}, "Write the summary.")
-                if survey:
-                    yield ToolCall("sheets__read_range", {"path": report, "sheet": "Report"}, "Check the report.")
-                    yield ToolCall("sheets__read_range", {"path": report, "sheet": "Summary"}, "Check the summary.")
-                if flaw == "sources_untouched":
-                    yield ToolCall("files__write_file", {"path": f"receipts/{next(iter(receipt_files))}",
-                                                         "content": "matched\n"}, "Mark a receipt as used.")
-                n_flag = sum(1 for ln in lines if ln.status != OK)
-                body = (f"Hi,\n\nAttached is my {month_name} expense report. Total reimbursable: "
-                        f"${money(total if flaw != 'mail_finance' else total + 100)}. {n_flag} line(s) are flagged "
-                        f"for review.\n\nThanks,\n{me.first}")
-                cc = [] if flaw == "manager_copied" or not flagged else [manager.email]
-                yield ToolCall("mail__send_message", {
-                    "to": [finance_box], "cc": cc, "subject": f"{month_name} expense report - {me.name}",
-                    "body": body, "attachments": [report]}, "Send the report to finance.")
-                if flaw == "one_mail":
-                    yield ToolCall("mail__send_message", {"to": [manager.email], "subject": "Expenses",
-                                                          "body": "Sent my expenses."}, "Let my manager know.")
-                return f"Sent the {month_name} report: {len(rows)} lines, ${money(total)} reimbursable."
-            return run
+        def report_table(tweak=lambda ln, row: row, extra=(), head=tuple(REPORT_HEADER)) -> list[list]:
+            """The Report sheet: the header and one row per card line (``tweak``, ``extra`` and
+            ``head`` change it for a perturbation)."""
+            rows = [tweak(ln, [ln.trans.isoformat(), ln.desc, ln.amount, ln.category, ln.receipt or "None", ln.status])
+                    for ln in lines]
+            return [list(head), *rows, *extra]
+
+        def summary_table(skip: str | None = None) -> list[list]:
+            summary = [[c, v] for c, v in sorted(reimbursable.items()) if c != skip]
+            return [list(SUMMARY_HEADER), *summary, ["Total", total if skip is None else round(sum(v for _, v in summary), 2)]]
+
+        n_flag = sum(1 for ln in lines if ln.status != OK)
+
+        def mail_body(amount: float) -> str:
+            return (f"Hi,\n\nAttached is my {month_name} expense report. Total reimbursable: ${money(amount)}. "
+                    f"{n_flag} line(s) are flagged for review.\n\nThanks,\n{me.first}")
+
+        def solve():
+            if survey:
+                yield ToolCall("mail__search_messages", {"query": "expense", "folder": "Inbox"},
+                               "Find finance's request.")
+            yield ToolCall("mail__read_message", {"message_id": 3}, "Read this month's request.")
+            if survey:
+                yield ToolCall("mail__read_message", {"message_id": 2}, "Read the note about the policy.")
+                yield ToolCall("files__list_dir", {"path": ".", "recursive": True},
+                               "See what is in the workspace.")
+            yield ToolCall("files__read_file", {"path": policy_path}, "Read the current expense policy.")
+            if level == self.levels:  # a long statement: its size and card first
+                yield ToolCall("sheets__list_sheets", {"path": statement}, "Size up the statement.")
+                yield ToolCall("sheets__read_range", {"path": statement, "sheet": "Account"}, "Card details.")
+            yield ToolCall("sheets__read_range", {"path": statement, "sheet": "Transactions"},
+                           "Read every card line.")
+            for name in to_read:
+                yield ToolCall("files__read_file", {"path": f"receipts/{name}"}, f"Read receipt {name}.")
+            yield ToolCall("sheets__create_workbook", {"path": report, "sheets": ["Report", "Summary"]},
+                           f"Create {report}.")
+            yield ToolCall("sheets__write_rows", {"path": report, "sheet": "Report", "start_cell": "A1",
+                                                  "rows": report_table()}, "Write the report lines.")
+            yield ToolCall("sheets__write_rows", {"path": report, "sheet": "Summary", "start_cell": "A1",
+                                                  "rows": summary_table()}, "Write the summary.")
+            if survey:
+                yield ToolCall("sheets__read_range", {"path": report, "sheet": "Report"}, "Check the report.")
+                yield ToolCall("sheets__read_range", {"path": report, "sheet": "Summary"}, "Check the summary.")
+            yield ToolCall("mail__send_message", {
+                "to": [finance_box], "cc": [manager.email] if flagged else [],
+                "subject": f"{month_name} expense report - {me.name}", "body": mail_body(total),
+                "attachments": [report]}, "Send the report to finance.")
+            return f"Sent the {month_name} report: {len(lines)} lines, ${money(total)} reimbursable."
+
+        lines_sheet = perturb.on("sheets__write_rows", path=report, sheet="Report")
+        to_finance = perturb.on("mail__send_message", to=[finance_box])
+
+        def rows_with(**kw):
+            return perturb.change(solve, lines_sheet, rows=report_table(**kw))
+
+        payment = [payment_day.isoformat(), "PAYMENT - THANK YOU", -prev_total, "Personal", "None", NOT_REIMB]
+        perturbations = {
+            "categories": rows_with(tweak=lambda ln, r: [*r[:3], "Meals", *r[4:]] if ln is miscategorised else r),
+            "statuses": rows_with(tweak=lambda ln, r: [*r[:5], OK] if ln.note == "alcohol" else r),
+            "receipts_matched": rows_with(tweak=lambda ln, r: [*r[:4], "None", r[5]] if ln is unmatched else r),
+            "report_rows": rows_with(extra=[payment]),
+            "report_layout": rows_with(head=(*REPORT_HEADER[:4], "Receipt File", *REPORT_HEADER[5:])),
+            "summary": perturb.change(solve, perturb.on("sheets__write_rows", path=report, sheet="Summary"),
+                                      rows=summary_table(skip=left_out)),
+            "sources_untouched": perturb.insert(solve, ToolCall(
+                "files__write_file", {"path": f"receipts/{next(iter(receipt_files))}", "content": "matched\n"},
+                "Mark a receipt as used."), before=to_finance),
+            "mail_finance": perturb.change(solve, to_finance, body=mail_body(total + 100)),
+            "manager_copied": perturb.change(solve, to_finance, cc=[]),
+            "one_mail": perturb.insert(solve, ToolCall("mail__send_message", {
+                "to": [manager.email], "subject": "Expenses", "body": "Sent my expenses."}, "Let my manager know.")),
+        }
 
         # ---- grading -----------------------------------------------------------------------
         expected = {(ln.trans.isoformat(), ln.amount): ln for ln in lines}
@@ -684,8 +691,8 @@ class MonthlyExpenseReport(TaskFamily):
         ]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve(),
-            criteria=criteria, perturbations={c.id: solve(c.id) for c in criteria},
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
+            criteria=criteria, perturbations=perturbations,
             data={"report": report, "total": total, "reimbursable": reimbursable,
                   "lines": [[ln.trans.isoformat(), ln.desc, ln.amount, ln.category, ln.receipt, ln.status]
                             for ln in lines]},
