@@ -20,6 +20,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import MONTHS, People, company, mails_sent, names_word, norm, rng_and_faker, slug
 from longhorizon.tasks.crm import INDUSTRIES, TITLES, new_phone
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.phrasing import phrasing_rng, say
 from longhorizon.tasks.registry import register
 
@@ -303,72 +304,86 @@ class PipelineHygiene(TaskFamily):
                     "The order forms ought to be in my inbox too.")
         instruction = " ".join([rules_said, ask, forms])
 
-        def script(flaw: str | None = None):
-            def run():
-                yield ToolCall("mail__search_messages", {"query": "pipeline clean-up", "sender": manager.email},
-                               "Find the manager's rules.")
-                yield ToolCall("mail__read_message", {"message_id": rules_id}, "Read this quarter's rules (the newest).")
-                hits = json.loads((yield ToolCall("mail__search_messages", {"query": "order form"},
-                                                  "Find the signed order forms.")))
-                for h in sorted(hits["messages"], key=lambda m: m["id"]):
-                    if short and order_desk not in h["from"]:  # the rules and a rep's quote are no signed forms
-                        continue
-                    yield ToolCall("mail__read_message", {"message_id": h["id"]}, f"Open {h['subject']!r}.")
-                stale = json.loads((yield ToolCall("crm__search_deals", {
-                    "open_only": True, "close_to": (today - timedelta(days=1)).isoformat(), "limit": 100},
-                    "List open deals whose close date has passed.")))
-                for d in stale["deals"]:
-                    yield ToolCall("crm__get_deal", {"deal_id": d["id"]},
-                                   f"When was {d['name']} last worked on?")
-                for i, o in enumerate(orders):
-                    found = json.loads((yield ToolCall("crm__search_deals", {"query": o["name"]},
-                                                       f"Find the deal {o['name']}.")))
-                    did = next(d["id"] for d in found["deals"] if d["name"] == o["name"])
-                    amount = o.get("first", o["final"]) if flaw == "orders_won" and "first" in o else o["final"]
-                    yield ToolCall("crm__update_deal", {"deal_id": did, "stage": "Closed Won", "amount": amount,
-                                                        "close_date": o["signed"].isoformat()},
-                                   f"{o['name']} is signed: Closed Won.")
-                for i, d in enumerate(push):
-                    when = old_push if flaw == "stale_pushed" and i == 0 else push_date
-                    yield ToolCall("crm__update_deal", {"deal_id": d["id"], "close_date": when.isoformat()},
-                                   f"{d['name']} was worked on recently: push it.")
-                for i, d in enumerate(lost):
-                    if flaw == "stale_closed_lost" and i == 0:
-                        continue
-                    yield ToolCall("crm__update_deal", {"deal_id": d["id"], "stage": "Closed Lost"},
-                                   f"{d['name']} has had no activity for 30 days: Closed Lost.")
-                if flaw == "other_deals_untouched":
-                    yield ToolCall("crm__update_deal", {"deal_id": quote_deal["id"], "stage": "Closed Won"},
-                                   "Close the quoted deal too.")
-                everyone = json.loads((yield ToolCall("crm__search_contacts", {"limit": 100},
-                                                      "List every contact to spot duplicates.")))
-                assert everyone["next_offset"] is None
-                for i, (keep, dup) in enumerate(pairs):
-                    a, b = (dup, keep) if flaw == "duplicates_merged" and i == 0 else (keep, dup)
-                    yield ToolCall("crm__merge_contacts", {"keep_id": a["id"], "duplicate_id": b["id"]},
-                                   f"{keep['first_name']} {keep['last_name']} is in twice: keep the older record.")
-                if flaw == "no_wrong_merges":
-                    yield ToolCall("crm__merge_contacts", {"keep_id": twin_of["id"], "duplicate_id": twin["id"]},
-                                   "Merge the namesake as well.")
-                if not short:
-                    yield ToolCall("crm__search_deals", {"open_only": True,
-                                                         "close_to": (today - timedelta(days=1)).isoformat()},
-                                   "Verify no open deal is still overdue.")
-                named = [d["name"] for d in lost]
-                if flaw == "lost_reported":
-                    named = named[1:]
-                body = (f"Hi {manager.first},\n\nThe pipeline is cleaned up. I marked these deals Closed Lost:\n"
-                        + "\n".join(f"- {n}" for n in named)
-                        + f"\n\n{len(push)} overdue deals with recent activity now close on {push_date.isoformat()}, "
-                        f"{len(orders)} signed orders are Closed Won and {len(pairs)} duplicate contacts are merged."
-                        f"\n\n{me.first}")
-                yield ToolCall("mail__reply", {"message_id": rules_id, "body": body}, "Report back to the manager.")
-                if flaw == "one_reply":
-                    yield ToolCall("mail__send_message", {"to": [r.email for r in reps], "subject": "Pipeline",
-                                                          "body": "I closed some of your deals."}, "Tell the reps too.")
-                return (f"Pushed {len(push)} deals to {push_date}, closed {len(lost)} lost, closed {len(orders)} won "
-                        f"from signed orders, merged {len(pairs)} duplicate contacts, and replied to {manager.first}.")
-            return run
+        def report_body(named: list[str]) -> str:
+            return (f"Hi {manager.first},\n\nThe pipeline is cleaned up. I marked these deals Closed Lost:\n"
+                    + "\n".join(f"- {n}" for n in named)
+                    + f"\n\n{len(push)} overdue deals with recent activity now close on {push_date.isoformat()}, "
+                    f"{len(orders)} signed orders are Closed Won and {len(pairs)} duplicate contacts are merged."
+                    f"\n\n{me.first}")
+
+        def solve():
+            yield ToolCall("mail__search_messages", {"query": "pipeline clean-up", "sender": manager.email},
+                           "Find the manager's rules.")
+            yield ToolCall("mail__read_message", {"message_id": rules_id}, "Read this quarter's rules (the newest).")
+            hits = json.loads((yield ToolCall("mail__search_messages", {"query": "order form"},
+                                              "Find the signed order forms.")))
+            for h in sorted(hits["messages"], key=lambda m: m["id"]):
+                if short and order_desk not in h["from"]:  # the rules and a rep's quote are no signed forms
+                    continue
+                yield ToolCall("mail__read_message", {"message_id": h["id"]}, f"Open {h['subject']!r}.")
+            stale = json.loads((yield ToolCall("crm__search_deals", {
+                "open_only": True, "close_to": (today - timedelta(days=1)).isoformat(), "limit": 100},
+                "List open deals whose close date has passed.")))
+            for d in stale["deals"]:
+                yield ToolCall("crm__get_deal", {"deal_id": d["id"]},
+                               f"When was {d['name']} last worked on?")
+            for o in orders:
+                found = json.loads((yield ToolCall("crm__search_deals", {"query": o["name"]},
+                                                   f"Find the deal {o['name']}.")))
+                did = next(d["id"] for d in found["deals"] if d["name"] == o["name"])
+                yield ToolCall("crm__update_deal", {"deal_id": did, "stage": "Closed Won", "amount": o["final"],
+                                                    "close_date": o["signed"].isoformat()},
+                               f"{o['name']} is signed: Closed Won.")
+            for d in push:
+                yield ToolCall("crm__update_deal", {"deal_id": d["id"], "close_date": push_date.isoformat()},
+                               f"{d['name']} was worked on recently: push it.")
+            for d in lost:
+                yield ToolCall("crm__update_deal", {"deal_id": d["id"], "stage": "Closed Lost"},
+                               f"{d['name']} has had no activity for 30 days: Closed Lost.")
+            everyone = json.loads((yield ToolCall("crm__search_contacts", {"limit": 100},
+                                                  "List every contact to spot duplicates.")))
+            assert everyone["next_offset"] is None
+            for keep, dup in pairs:
+                yield ToolCall("crm__merge_contacts", {"keep_id": keep["id"], "duplicate_id": dup["id"]},
+                               f"{keep['first_name']} {keep['last_name']} is in twice: keep the older record.")
+            if not short:
+                yield ToolCall("crm__search_deals", {"open_only": True,
+                                                     "close_to": (today - timedelta(days=1)).isoformat()},
+                               "Verify no open deal is still overdue.")
+            yield ToolCall("mail__reply", {"message_id": rules_id, "body": report_body([d["name"] for d in lost])},
+                           "Report back to the manager.")
+            return (f"Pushed {len(push)} deals to {push_date}, closed {len(lost)} lost, closed {len(orders)} won "
+                    f"from signed orders, merged {len(pairs)} duplicate contacts, and replied to {manager.first}.")
+
+        reply = perturb.on("mail__reply", message_id=rules_id)
+        perturbations = {
+            "stale_closed_lost": perturb.drop(solve, perturb.on("crm__update_deal", deal_id=lost[0]["id"])),
+            "other_deals_untouched": perturb.insert(solve, ToolCall(
+                "crm__update_deal", {"deal_id": quote_deal["id"], "stage": "Closed Won"}, "Close the quoted deal too."),
+                before=perturb.on("crm__search_contacts")),
+            "no_wrong_merges": perturb.insert(solve, ToolCall(
+                "crm__merge_contacts", {"keep_id": twin_of["id"], "duplicate_id": twin["id"]},
+                "Merge the namesake as well."), before=reply),
+            "lost_reported": perturb.change(solve, reply, body=report_body([d["name"] for d in lost][1:])),
+            "one_reply": perturb.insert(solve, ToolCall("mail__send_message", {
+                "to": [r.email for r in reps], "subject": "Pipeline", "body": "I closed some of your deals."},
+                "Tell the reps too.")),
+        }
+        if not short:  # level 1 has nothing to push, no signed order, no duplicate
+            won_first = solve
+            for o in orders:  # each order with a first version closed at its superseded amount
+                if "first" in o:
+                    won_first = perturb.change(won_first, perturb.on(
+                        "crm__update_deal", stage="Closed Won", amount=o["final"], close_date=o["signed"].isoformat()),
+                        amount=o["first"])
+            keep0, dup0 = pairs[0]
+            perturbations |= {
+                "orders_won": won_first,
+                "stale_pushed": perturb.change(solve, perturb.on("crm__update_deal", deal_id=push[0]["id"]),
+                                               close_date=old_push.isoformat()),
+                "duplicates_merged": perturb.change(solve, perturb.on("crm__merge_contacts", keep_id=keep0["id"]),
+                                                    keep_id=dup0["id"], duplicate_id=keep0["id"]),
+            }
 
         # graders ---------------------------------------------------------------------------------
         def stale_pushed(w, t):
@@ -467,8 +482,8 @@ class PipelineHygiene(TaskFamily):
             criteria = [c for c in criteria if c.id not in ("stale_pushed", "orders_won", "duplicates_merged")]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
-            criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
+            criteria=criteria, perturbations=perturbations,
             data={"today": today.isoformat(), "push_date": push_date.isoformat(),
                   "push": [d["id"] for d in push], "lost": [d["id"] for d in lost],
                   "orders": {o["id"]: [o["final"], o["signed"].isoformat()] for o in orders},
