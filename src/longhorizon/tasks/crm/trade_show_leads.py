@@ -20,6 +20,7 @@ from pathlib import Path
 from longhorizon.apps.crm import state as crm
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.phrasing import phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
@@ -337,87 +338,85 @@ class TradeShowLeads(TaskFamily):
         instruction = " ".join([say(w, "Hi!", "Hello!", "Hi there,"), situation, ask, *body,
                                 f"{say(w, 'Thanks!', 'Thank you!', 'Many thanks!')} {me.first}"])
 
-        def script(flaw: str | None = None):
-            def run():
-                yield ToolCall("files__list_dir", {"path": "events"}, "Find this year's scan file for the show.")
-                yield ToolCall("files__read_file", {"path": csv_path}, "Read every badge scan.")
-                yield ToolCall("files__list_dir", {"path": "compliance"}, "Find the do-not-contact list.")
-                yield ToolCall("files__read_file", {"path": dnc_path}, "Read who must not be contacted.")
-                if new_rows:
-                    yield ToolCall("crm__list_users", {}, f"Look up {rep.name}'s CRM user for new accounts.")
-                if flaw == "no_dnc_writes":
-                    yield ToolCall("crm__update_contact", {"contact_id": dnc_known["id"], "title": dnc_known["title"]},
-                                   "Touch the do-not-contact person's record.")
-                if flaw == "dnc_respected":
-                    yield ToolCall("crm__log_activity", {
-                        "kind": "meeting", "subject": f"{show} booth", "contact_id": dnc_known["id"],
-                        "date": show_days[0].isoformat(), "body": "Stopped by."}, "Log the DNC person too.")
-                if flaw == "others_untouched":
-                    yield ToolCall("crm__update_contact", {"contact_id": namesake["id"], "title": "Buyer (old)"},
-                                   "Also tidy the namesake's title.")
-                new_account_id = None
-                skipped_update = False
-                for n, r in enumerate(work):
-                    email = r["email"].lower()
-                    found = crm_json((yield ToolCall("crm__search_contacts", {"query": email},
-                                                     f"Is {email} already in the CRM?")))
-                    exact = [c for c in found["contacts"] if c["email"] == email]
-                    if r["kind"] == "update":
-                        cur = exact[0]
-                        cid = cur["id"]
-                        title, ph = expected_updates[cid]
-                        change = {}
-                        if norm(cur["title"]) != norm(title):
-                            change["title"] = title
-                        if digits(cur["phone"]) != ph:
-                            change["phone"] = r["phone"]
-                        if flaw == "existing_updated" and change and not skipped_update:
-                            skipped_update = True
-                            change = {}
-                        if change:
-                            yield ToolCall("crm__update_contact", {"contact_id": cid, **change},
-                                           f"Update {cur['name']} from the scan.")
+        def solve():
+            yield ToolCall("files__list_dir", {"path": "events"}, "Find this year's scan file for the show.")
+            yield ToolCall("files__read_file", {"path": csv_path}, "Read every badge scan.")
+            yield ToolCall("files__list_dir", {"path": "compliance"}, "Find the do-not-contact list.")
+            yield ToolCall("files__read_file", {"path": dnc_path}, "Read who must not be contacted.")
+            if new_rows:
+                yield ToolCall("crm__list_users", {}, f"Look up {rep.name}'s CRM user for new accounts.")
+            new_account_id = None
+            for r in work:
+                email = r["email"].lower()
+                found = crm_json((yield ToolCall("crm__search_contacts", {"query": email},
+                                                 f"Is {email} already in the CRM?")))
+                exact = [c for c in found["contacts"] if c["email"] == email]
+                if r["kind"] == "update":
+                    cur = exact[0]
+                    cid = cur["id"]
+                    title, ph = expected_updates[cid]
+                    change = {}
+                    if norm(cur["title"]) != norm(title):
+                        change["title"] = title
+                    if digits(cur["phone"]) != ph:
+                        change["phone"] = r["phone"]
+                    if change:
+                        yield ToolCall("crm__update_contact", {"contact_id": cid, **change},
+                                       f"Update {cur['name']} from the scan.")
+                else:
+                    assert not exact, f"{email} should be new"
+                    dom = email.rsplit("@", 1)[1]
+                    acc_id = r["account_id"]
+                    if acc_id is None and new_account_id is not None:
+                        acc_id = new_account_id
+                    elif acc_id is None:
+                        hits = crm_json((yield ToolCall("crm__search_accounts", {"query": dom},
+                                                        f"Which account has the domain {dom}?")))
+                        assert hits["total"] == 0
+                        res = yield ToolCall("crm__create_account", {
+                            "name": new_co, "domain": dom, "industry": new_industry, "tier": "Prospect",
+                            "owner": rep.email}, f"{new_co} is not in the CRM: create it for {rep.first}.")
+                        acc_id = new_account_id = created_id(res, "account")
                     else:
-                        assert not exact, f"{email} should be new"
-                        dom = email.rsplit("@", 1)[1]
-                        acc_id = r["account_id"]
-                        if acc_id is None and new_account_id is not None:
-                            acc_id = new_account_id
-                        elif acc_id is None:
-                            hits = crm_json((yield ToolCall("crm__search_accounts", {"query": dom},
-                                                            f"Which account has the domain {dom}?")))
-                            assert hits["total"] == 0
-                            owner = me.email if flaw == "new_account" else rep.email
-                            res = yield ToolCall("crm__create_account", {
-                                "name": new_co, "domain": dom, "industry": new_industry, "tier": "Prospect",
-                                "owner": owner}, f"{new_co} is not in the CRM: create it for {rep.first}.")
-                            acc_id = new_account_id = created_id(res, "account")
-                        else:
-                            yield ToolCall("crm__search_accounts", {"query": dom}, f"Which account has the domain {dom}?")
-                            if flaw == "new_contacts" and r["first"] == namesake["first_name"] \
-                                    and r["last"] == namesake["last_name"]:
-                                acc_id = namesake["account_id"]
-                        args = {"account_id": acc_id, "first_name": r["first"], "last_name": r["last"],
-                                "email": email, "title": r["title"]}
-                        if r["phone"]:
-                            args["phone"] = r["phone"]
-                        res = yield ToolCall("crm__create_contact", args, f"Add {r['name']} as a new contact.")
-                        cid = created_id(res, "contact")
-                    body = "Met at the booth." if flaw == "meeting_notes" and n == 0 else r["notes"]
-                    for _ in range(2 if flaw == "meetings_logged" and n == 0 else 1):
-                        yield ToolCall("crm__log_activity", {
-                            "kind": "meeting", "subject": f"{show}: booth conversation", "body": body,
-                            "date": r["when"].date().isoformat(), "contact_id": cid},
-                            f"Log the {show} meeting for {r['name']}.")
-                if level > 1:
-                    yield ToolCall("crm__list_activities", {"since": show_days[0].isoformat(), "limit": 50},
-                                   "Check one meeting per person was logged.")
-                added = f"added {len(new_rows)} new ones (creating {new_co} for {rep.name})" if new_rows else \
-                    "added nobody new"
-                return (f"Processed {len(work)} people from the {show} scans: updated "
-                        f"{len(expected_updates)} existing contacts, {added}, logged a meeting for each, and skipped "
-                        f"the double scan and the {len(dnc_emails)} people on the do-not-contact list.")
-            return run
+                        yield ToolCall("crm__search_accounts", {"query": dom}, f"Which account has the domain {dom}?")
+                    args = {"account_id": acc_id, "first_name": r["first"], "last_name": r["last"],
+                            "email": email, "title": r["title"]}
+                    if r["phone"]:
+                        args["phone"] = r["phone"]
+                    res = yield ToolCall("crm__create_contact", args, f"Add {r['name']} as a new contact.")
+                    cid = created_id(res, "contact")
+                yield ToolCall("crm__log_activity", {
+                    "kind": "meeting", "subject": f"{show}: booth conversation", "body": r["notes"],
+                    "date": r["when"].date().isoformat(), "contact_id": cid},
+                    f"Log the {show} meeting for {r['name']}.")
+            if level > 1:
+                yield ToolCall("crm__list_activities", {"since": show_days[0].isoformat(), "limit": 50},
+                               "Check one meeting per person was logged.")
+            added = f"added {len(new_rows)} new ones (creating {new_co} for {rep.name})" if new_rows else \
+                "added nobody new"
+            return (f"Processed {len(work)} people from the {show} scans: updated "
+                    f"{len(expected_updates)} existing contacts, {added}, logged a meeting for each, and skipped "
+                    f"the double scan and the {len(dnc_emails)} people on the do-not-contact list.")
+
+        first_search, log = perturb.on("crm__search_contacts"), perturb.on("crm__log_activity")
+        perturbations = {
+            "no_dnc_writes": perturb.insert(solve, ToolCall(
+                "crm__update_contact", {"contact_id": dnc_known["id"], "title": dnc_known["title"]},
+                "Touch the do-not-contact person's record."), before=first_search),
+            "dnc_respected": perturb.insert(solve, ToolCall("crm__log_activity", {
+                "kind": "meeting", "subject": f"{show} booth", "contact_id": dnc_known["id"],
+                "date": show_days[0].isoformat(), "body": "Stopped by."}, "Log the DNC person too."), before=first_search),
+            "others_untouched": perturb.insert(solve, ToolCall(
+                "crm__update_contact", {"contact_id": namesake["id"], "title": "Buyer (old)"},
+                "Also tidy the namesake's title."), before=first_search),
+            "existing_updated": perturb.drop(solve, perturb.on("crm__update_contact")),
+            "new_account": perturb.change(solve, perturb.on("crm__create_account"), owner=me.email),
+            "new_contacts": perturb.change(solve, perturb.on(  # the new person filed under their namesake's account
+                "crm__create_contact", first_name=namesake["first_name"], last_name=namesake["last_name"]),
+                account_id=namesake["account_id"]),
+            "meeting_notes": perturb.change(solve, log, body="Met at the booth."),
+            "meetings_logged": perturb.repeat(solve, log),
+        }
 
         def crm_json(text):
             return json.loads(text)
@@ -551,8 +550,8 @@ class TradeShowLeads(TaskFamily):
             criteria = [c for c in criteria if c.id not in ("new_contacts", "new_account")]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
-            criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
+            criteria=criteria, perturbations={c.id: perturbations[c.id] for c in criteria},
             data={"show": show, "csv": csv_path, "updates": sorted(expected_updates),
                   "new": [r["email"].lower() for r in new_rows], "new_account": new_dom,
                   "dnc": sorted(dnc_emails)},
