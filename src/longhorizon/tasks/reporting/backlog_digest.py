@@ -22,6 +22,7 @@ from longhorizon.apps.tickets import state as tix
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.phrasing import phrasing_rng, say
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     People,
@@ -531,109 +532,112 @@ class TeamBacklogDigest(TaskFamily):
                     f"Resolved or closed this week: {fig['closed'] if closed is None else closed}\n"
                     f"Most open tickets: {top_user['name']} ({n_top})\n\nBest,\n{me.first}")
 
-        def script(flaw: str | None = None):
-            def run():
-                yield ToolCall("mail__search_messages", {"query": "backlog digest", "folder": "Inbox"},
-                               "Find the request for this week's digests.")
-                yield ToolCall("mail__read_message", {"message_id": request_id}, "Read what is asked.")
-                found = json.loads((yield ToolCall("mail__search_messages",
-                                                   {"query": "lead", "sender": people_ops.email},
-                                                   "Find the People Ops roster and any lead changes.")))
-                for m in sorted(found["messages"], key=lambda m: m["date"]):
-                    if short and not (m["subject"] == "Team leads for 2026"
-                                      or any(norm(t) in norm(m["subject"]) for t in digest_teams)):
-                        continue  # a change for another team's lead
-                    yield ToolCall("mail__read_message", {"message_id": m["id"]}, f"Read {m['subject']!r}.")
-                if not short:
-                    yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 10},
-                                   "See how last week's digests looked.")
-                    yield ToolCall("tickets__list_teams", {}, "Check the teams and who is in each.")
-                    yield ToolCall("tickets__list_users", {}, "Usernames, names and addresses.")
-                def open_figures(opened):
-                    """By priority, the assignee holding the most, the oldest key: of open tickets."""
-                    counts: dict[str, int] = {}
-                    for t in opened:
-                        if t["assignee"]:
-                            counts[t["assignee"]] = counts.get(t["assignee"], 0) + 1
-                    return ({p: sum(1 for t in opened if t["priority"] == p) for p in PRIOS},
-                            max(sorted(counts), key=lambda c: counts[c]),
-                            min(opened, key=lambda t: int(t["key"].split("-")[1]))["key"])
+        def solve():
+            yield ToolCall("mail__search_messages", {"query": "backlog digest", "folder": "Inbox"},
+                           "Find the request for this week's digests.")
+            yield ToolCall("mail__read_message", {"message_id": request_id}, "Read what is asked.")
+            found = json.loads((yield ToolCall("mail__search_messages",
+                                               {"query": "lead", "sender": people_ops.email},
+                                               "Find the People Ops roster and any lead changes.")))
+            for m in sorted(found["messages"], key=lambda m: m["date"]):
+                if short and not (m["subject"] == "Team leads for 2026"
+                                  or any(norm(t) in norm(m["subject"]) for t in digest_teams)):
+                    continue  # a change for another team's lead
+                yield ToolCall("mail__read_message", {"message_id": m["id"]}, f"Read {m['subject']!r}.")
+            if not short:
+                yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 10},
+                               "See how last week's digests looked.")
+                yield ToolCall("tickets__list_teams", {}, "Check the teams and who is in each.")
+                yield ToolCall("tickets__list_users", {}, "Usernames, names and addresses.")
+            def open_figures(opened):
+                """By priority, the assignee holding the most, the oldest key: of open tickets."""
+                counts: dict[str, int] = {}
+                for t in opened:
+                    if t["assignee"]:
+                        counts[t["assignee"]] = counts.get(t["assignee"], 0) + 1
+                return ({p: sum(1 for t in opened if t["priority"] == p) for p in PRIOS},
+                        max(sorted(counts), key=lambda c: counts[c]),
+                        min(opened, key=lambda t: int(t["key"].split("-")[1]))["key"])
 
-                def closed_this_week(t):
-                    """1 when the ticket's first move to Resolved/Closed is this week (one history call)."""
-                    h = json.loads((yield ToolCall("tickets__get_history", {"key": t["key"], "field": "status"},
-                                                   f"When was {t['key']} resolved?")))
-                    done_at = [c["at"] for c in h["changes"] if c["new"] in ("Resolved", "Closed")]
-                    return int(bool(done_at and done_at[0] >= week_start.isoformat()))
+            def closed_this_week(t):
+                """1 when the ticket's first move to Resolved/Closed is this week (one history call)."""
+                h = json.loads((yield ToolCall("tickets__get_history", {"key": t["key"], "field": "status"},
+                                               f"When was {t['key']} resolved?")))
+                done_at = [c["at"] for c in h["changes"] if c["new"] in ("Resolved", "Closed")]
+                return int(bool(done_at and done_at[0] >= week_start.isoformat()))
 
-                def checked(team, by_p, oldest, closed, top):
-                    fig = figures[team]
-                    assert (by_p, oldest, closed, top) == (fig["by_priority"], fig["oldest"], fig["closed"],
-                                                           fig["top"]), (team, by_p, oldest, closed, top, fig)
-                    return fig
+            def checked(team, by_p, oldest, closed, top):
+                fig = figures[team]
+                assert (by_p, oldest, closed, top) == (fig["by_priority"], fig["oldest"], fig["closed"],
+                                                       fig["top"]), (team, by_p, oldest, closed, top, fig)
+                return fig
 
-                got: dict[str, dict] = {}
-                for team in sorted(digest_teams) if short else ():
+            got: dict[str, dict] = {}
+            for team in sorted(digest_teams) if short else ():
+                page = json.loads((yield ToolCall("tickets__search_tickets", {
+                    "project": "SUP", "team": team, "limit": 100},
+                    f"{team}: every ticket in the support queue, open and finished.")))
+                by_p, top, oldest = open_figures(
+                    [t for t in page["tickets"] if t["status"] not in ("Resolved", "Closed")])
+                closed = 0
+                for t in page["tickets"]:
+                    if t["status"] in ("Resolved", "Closed") and t["updated"] >= week_start.isoformat():
+                        closed += yield from closed_this_week(t)
+                got[team] = checked(team, by_p, oldest, closed, top)
+            for team in () if short else sorted(digest_teams):
+                page = json.loads((yield ToolCall("tickets__search_tickets", {
+                    "project": "SUP", "team": team, "open_only": True, "limit": 100},
+                    f"{team}: open tickets in the support queue.")))
+                by_p, top, oldest = open_figures(page["tickets"])
+                info = json.loads((yield ToolCall("tickets__get_ticket", {"key": oldest},
+                                                  f"Confirm {oldest} is the oldest open one.")))
+                assert info["status"] in OPEN_STATUSES
+                closed = 0
+                for status in ("Resolved", "Closed"):
                     page = json.loads((yield ToolCall("tickets__search_tickets", {
-                        "project": "SUP", "team": team, "limit": 100},
-                        f"{team}: every ticket in the support queue, open and finished.")))
-                    by_p, top, oldest = open_figures(
-                        [t for t in page["tickets"] if t["status"] not in ("Resolved", "Closed")])
-                    closed = 0
+                        "project": "SUP", "team": team, "status": status, "limit": 100},
+                        f"{team}: {status} tickets; which changed since Monday?")))
                     for t in page["tickets"]:
-                        if t["status"] in ("Resolved", "Closed") and t["updated"] >= week_start.isoformat():
+                        if t["updated"] >= week_start.isoformat():
                             closed += yield from closed_this_week(t)
-                    got[team] = checked(team, by_p, oldest, closed, top)
-                for team in () if short else sorted(digest_teams):
-                    page = json.loads((yield ToolCall("tickets__search_tickets", {
-                        "project": "SUP", "team": team, "open_only": True, "limit": 100},
-                        f"{team}: open tickets in the support queue.")))
-                    by_p, top, oldest = open_figures(page["tickets"])
-                    info = json.loads((yield ToolCall("tickets__get_ticket", {"key": oldest},
-                                                      f"Confirm {oldest} is the oldest open one.")))
-                    assert info["status"] in OPEN_STATUSES
-                    closed = 0
-                    for status in ("Resolved", "Closed"):
-                        page = json.loads((yield ToolCall("tickets__search_tickets", {
-                            "project": "SUP", "team": team, "status": status, "limit": 100},
-                            f"{team}: {status} tickets; which changed since Monday?")))
-                        for t in page["tickets"]:
-                            if t["updated"] >= week_start.isoformat():
-                                closed += yield from closed_this_week(t)
-                    got[team] = checked(team, by_p, oldest, closed, top)
-                for i, team in enumerate(sorted(digest_teams)):
-                    fig = got[team]
-                    first_team = i == 0
-                    kw = {}
-                    if first_team and flaw == "open_by_priority":
-                        kw["by_priority"] = fig["with_eng"]
-                    if first_team and flaw == "oldest_open":
-                        kw["oldest"] = fig["oldest_any"]
-                    if first_team and flaw == "closed_this_week":  # (one more, if the team has no late comment)
-                        kw["closed"] = fig["closed_by_updated"] if fig["closed_by_updated"] != fig["closed"] \
-                            else fig["closed"] + 1
-                    if first_team and flaw == "top_assignee":
-                        kw["top"] = fig["runner_up"]
-                    subject = "Weekly backlog digest" if first_team and flaw == "digests_to_leads" \
-                        else f"Backlog digest: {team}"
-                    args = {"to": [leads[team]["email"]], "subject": subject, "body": digest_body(team, fig, **kw)}
-                    if flaw == "right_recipients" and (team == team_a or team_a not in digest_teams and first_team):
-                        args["cc"] = [old_lead["email"]]
-                    for _ in range(2 if first_team and flaw == "one_mail_per_lead" else 1):
-                        yield ToolCall("mail__send_message", args,
-                                       f"Send {team}'s digest to {leads[team]['name']}.")
-                if flaw == "tracker_untouched":
-                    yield ToolCall("tickets__add_comment", {"key": figures[sorted(digest_teams)[0]]["oldest"],
-                                                            "body": "Any update on this one?", "internal": True},
-                                   "Nudge the oldest ticket.")
-                if not short:
-                    yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 5},
-                                   "Check the digests went out.")
-                return ("Sent the backlog digests: " + "; ".join(
-                    f"{t} to {leads[t]['name']} ({figures[t]['open_total']} open, oldest {figures[t]['oldest']}, "
-                    f"{figures[t]['closed']} closed this week)" for t in sorted(digest_teams))
-                    + f". {skipped} left out as asked.")
-            return run
+                got[team] = checked(team, by_p, oldest, closed, top)
+            for team in sorted(digest_teams):
+                yield ToolCall("mail__send_message", {
+                    "to": [leads[team]["email"]], "subject": f"Backlog digest: {team}",
+                    "body": digest_body(team, got[team])}, f"Send {team}'s digest to {leads[team]['name']}.")
+            if not short:
+                yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 5},
+                               "Check the digests went out.")
+            return ("Sent the backlog digests: " + "; ".join(
+                f"{t} to {leads[t]['name']} ({figures[t]['open_total']} open, oldest {figures[t]['oldest']}, "
+                f"{figures[t]['closed']} closed this week)" for t in sorted(digest_teams))
+                + f". {skipped} left out as asked.")
+
+        team0, last_team = sorted(digest_teams)[0], sorted(digest_teams)[-1]
+        fig0 = figures[team0]
+
+        def to_lead(team: str):
+            return perturb.on("mail__send_message", to=[leads[team]["email"]])
+
+        def digest0(**kw):
+            """The first team's digest with one figure wrong."""
+            return perturb.change(solve, to_lead(team0), body=digest_body(team0, fig0, **kw))
+
+        cc_team = team_a if team_a in digest_teams else team0  # the team whose lead changed, when it has a digest
+        perturbations = {
+            "open_by_priority": digest0(by_priority=fig0["with_eng"]),
+            "oldest_open": digest0(oldest=fig0["oldest_any"]),
+            # (one more, if the team has no late comment)
+            "closed_this_week": digest0(closed=fig0["closed_by_updated"] if fig0["closed_by_updated"] != fig0["closed"]
+                                        else fig0["closed"] + 1),
+            "top_assignee": digest0(top=fig0["runner_up"]),
+            "digests_to_leads": perturb.change(solve, to_lead(team0), subject="Weekly backlog digest"),
+            "right_recipients": perturb.change(solve, to_lead(cc_team), cc=[old_lead["email"]]),
+            "one_mail_per_lead": perturb.repeat(solve, to_lead(team0)),
+            "tracker_untouched": perturb.insert(solve, ToolCall(
+                "tickets__add_comment", {"key": fig0["oldest"], "body": "Any update on this one?", "internal": True},
+                "Nudge the oldest ticket."), after=to_lead(last_team)),
+        }
 
         # graders ------------------------------------------------------------------------------------
         def new_mails(w):
@@ -742,8 +746,8 @@ class TeamBacklogDigest(TaskFamily):
         ]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
-            criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
+            criteria=criteria, perturbations={c.id: perturbations[c.id] for c in criteria},
             data={"leads": {t: leads[t]["email"] for t in digest_teams}, "skipped": skipped,
                   "figures": {t: {k: figures[t][k] for k in ("by_priority", "oldest", "closed", "top")}
                               for t in digest_teams},
