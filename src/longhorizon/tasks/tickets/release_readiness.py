@@ -23,6 +23,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import People, company, day_month, norm, rng_and_faker, slug
 from longhorizon.tasks import phrasing
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.tickets import mentions_key
 
@@ -310,80 +311,85 @@ class ReleaseReadinessReview(TaskFamily):
         instruction = " ".join([asked, ask, standup])
 
         # oracle ---------------------------------------------------------------------------------------
-        def script(flaw: str | None = None):
-            def run():
+        def summary(listed: list[str]) -> str:
+            return (f"{cur} readiness review: {len(done_final)} tickets Done. Moved to {nxt}: "
+                    + ", ".join(listed) + ". Open blockers (P1, staying in " + cur + "): "
+                    + ", ".join(f"{t['key']} (@{handle_of[t['assignee']]})" for t in blockers)
+                    + ". Not ready to ship until the blockers are Done.")
+
+        def solve():
+            if not short:
+                yield ToolCall("chat__list_channels", {}, "Find the release and stand-up channels.")
+            yield ToolCall("chat__read_channel", {"channel": f"#{chan_cur}", "limit": 20},
+                           f"Read {rm['first']}'s instructions.")
+            page = json.loads((yield ToolCall("chat__read_channel", {"channel": "#standup", "limit": 10},
+                                              "Find today's stand-up thread.")))
+            roots = [m for m in page["messages"] if m["user"] == "standup-bot"]
+            today_root = roots[-1]["id"]
+            assert day_month(today) in roots[-1]["text"]
+            if not short:
+                yield ToolCall("chat__read_thread", {"thread_id": roots[-2]["id"]},
+                               "Yesterday's stand-up, for context only.")
+            yield ToolCall("chat__read_thread", {"thread_id": today_root}, "Today's updates, corrections included.")
+            if not short:
+                yield ToolCall("chat__search_messages", {"query": "today", "channel": "#random"},
+                               "Is anyone out today?")
+            found = json.loads((yield ToolCall("tickets__search_tickets",
+                                               {"project": pkey[0], "label": lab_cur, "limit": 100},
+                                               f"Every {pkey[0]} ticket labelled {lab_cur}.")))
+            assert [t["key"] for t in found["tickets"]] == [t["key"] for t in rel]
+            for t in changed:
                 if not short:
-                    yield ToolCall("chat__list_channels", {}, "Find the release and stand-up channels.")
-                yield ToolCall("chat__read_channel", {"channel": f"#{chan_cur}", "limit": 20},
-                               f"Read {rm['first']}'s instructions.")
-                page = json.loads((yield ToolCall("chat__read_channel", {"channel": "#standup", "limit": 10},
-                                                  "Find today's stand-up thread.")))
-                roots = [m for m in page["messages"] if m["user"] == "standup-bot"]
-                today_root = roots[-1]["id"]
-                assert day_month(today) in roots[-1]["text"]
-                if not short:
-                    yield ToolCall("chat__read_thread", {"thread_id": roots[-2]["id"]},
-                                   "Yesterday's stand-up, for context only.")
-                yield ToolCall("chat__read_thread", {"thread_id": today_root}, "Today's updates, corrections included.")
-                if not short:
-                    yield ToolCall("chat__search_messages", {"query": "today", "channel": "#random"},
-                                   "Is anyone out today?")
-                found = json.loads((yield ToolCall("tickets__search_tickets",
+                    yield ToolCall("tickets__get_ticket", {"key": t["key"]}, f"Check {t['key']}'s allowed moves.")
+                for step in PATH[(t["status"], t["final"])]:
+                    yield ToolCall("tickets__update_ticket", {"key": t["key"], "status": step},
+                                   f"{t['key']}: {step} per today's stand-up.")
+            for t in moved:
+                yield ToolCall("tickets__update_ticket", {"key": t["key"], "remove_labels": [lab_cur],
+                                                          "add_labels": [lab_nxt]},
+                               f"{t['key']} won't be Done: move it to {nxt}.")
+            for t in blockers:
+                yield ToolCall("tickets__update_ticket", {"key": t["key"], "add_labels": [BLOCKER_LABEL]},
+                               f"{t['key']} is a P1 and not Done: flag it as a blocker.")
+            if not short:
+                check = json.loads((yield ToolCall("tickets__search_tickets",
                                                    {"project": pkey[0], "label": lab_cur, "limit": 100},
-                                                   f"Every {pkey[0]} ticket labelled {lab_cur}.")))
-                assert [t["key"] for t in found["tickets"]] == [t["key"] for t in rel]
-                for t in changed:
-                    if not short:
-                        yield ToolCall("tickets__get_ticket", {"key": t["key"]}, f"Check {t['key']}'s allowed moves.")
-                    for step in PATH[(t["status"], t["final"])]:
-                        yield ToolCall("tickets__update_ticket", {"key": t["key"], "status": step},
-                                       f"{t['key']}: {step} per today's stand-up.")
-                if flaw == "statuses":
-                    yield ToolCall("tickets__update_ticket", {"key": correction["key"], "status": "In Review"},
-                                   "Its PR is up (the first message).")
-                if flaw == "unmentioned_kept":
-                    yield ToolCall("tickets__update_ticket", {"key": stale["key"], "status": "In Review"},
-                                   "It was in review two days ago.")
-                for i, t in enumerate(moved):
-                    if flaw == "moved_to_next" and i == 0:
-                        continue
-                    yield ToolCall("tickets__update_ticket", {"key": t["key"], "remove_labels": [lab_cur],
-                                                              "add_labels": [lab_nxt]},
-                                   f"{t['key']} won't be Done: move it to {nxt}.")
-                if flaw == "stay_in_release":
-                    yield ToolCall("tickets__update_ticket", {"key": done_final[0]["key"], "remove_labels": [lab_cur],
-                                                              "add_labels": [lab_nxt]}, "Move this one too.")
-                for i, t in enumerate(blockers):
-                    if flaw == "blockers_flagged" and i == 0:
-                        continue
-                    yield ToolCall("tickets__update_ticket", {"key": t["key"], "add_labels": [BLOCKER_LABEL]},
-                                   f"{t['key']} is a P1 and not Done: flag it as a blocker.")
-                if flaw == "others_untouched":
-                    web = next(t for t in others if t["project"] == "WEB")
-                    yield ToolCall("tickets__update_ticket",
-                                   {"key": web["key"], "remove_labels": [lab_cur], "add_labels": [lab_nxt]},
-                                   "Also labelled for the release.")
-                if flaw == "no_tickets_created":
-                    yield ToolCall("tickets__create_ticket", {"project": pkey[0], "title": f"{cur} readiness review",
-                                                              "type": "task"}, "Track the review.")
-                if not short:
-                    check = json.loads((yield ToolCall("tickets__search_tickets",
-                                                       {"project": pkey[0], "label": lab_cur, "limit": 100},
-                                                       f"Verify what is left in {cur}.")))
-                    n_done = sum(1 for t in check["tickets"] if t["status"] == "Done")
-                    assert flaw is not None or n_done == len(done_final)
-                listed = [t["key"] for t in moved][(1 if flaw == "summary_posted" else 0):]
-                text = (f"{cur} readiness review: {len(done_final)} tickets Done. Moved to {nxt}: "
-                        + ", ".join(listed) + ". Open blockers (P1, staying in " + cur + "): "
-                        + ", ".join(f"{t['key']} (@{handle_of[t['assignee']]})" for t in blockers)
-                        + ". Not ready to ship until the blockers are Done.")
-                for _ in range(2 if flaw == "one_summary" else 1):
-                    yield ToolCall("chat__post_message", {"channel": f"#{chan_cur}", "text": text},
-                                   "Post the readiness summary.")
-                return (f"Ran the {cur} review: {len(changed)} statuses updated from today's stand-up, "
-                        f"{len(moved)} tickets moved to {nxt}, {len(blockers)} open blocker(s) flagged, summary "
-                        f"posted in #{chan_cur}.")
-            return run
+                                                   f"Verify what is left in {cur}.")))
+                n_done = sum(1 for t in check["tickets"] if t["status"] == "Done")
+                assert n_done == len(done_final)
+            yield ToolCall("chat__post_message", {"channel": f"#{chan_cur}", "text": summary([t["key"] for t in moved])},
+                           "Post the readiness summary.")
+            return (f"Ran the {cur} review: {len(changed)} statuses updated from today's stand-up, "
+                    f"{len(moved)} tickets moved to {nxt}, {len(blockers)} open blocker(s) flagged, summary "
+                    f"posted in #{chan_cur}.")
+
+        post = perturb.on("chat__post_message", channel=f"#{chan_cur}")
+
+        def update(key: str, note: str, **changes) -> ToolCall:
+            return ToolCall("tickets__update_ticket", {"key": key, **changes}, note)
+
+        # mistakes made after the oracle has checked the release, just before its summary; built
+        # only for the criteria a level has (level 1 has no stale ticket, no correction, ...)
+        flawed = {
+            "statuses": lambda: perturb.insert(solve, update(
+                correction["key"], "Its PR is up (the first message).", status="In Review"), before=post),
+            "unmentioned_kept": lambda: perturb.insert(solve, update(
+                stale["key"], "It was in review two days ago.", status="In Review"), before=post),
+            "stay_in_release": lambda: perturb.insert(solve, update(
+                done_final[0]["key"], "Move this one too.", remove_labels=[lab_cur], add_labels=[lab_nxt]), before=post),
+            "others_untouched": lambda: perturb.insert(solve, update(
+                next(t for t in others if t["project"] == "WEB")["key"], "Also labelled for the release.",
+                remove_labels=[lab_cur], add_labels=[lab_nxt]), before=post),
+            "no_tickets_created": lambda: perturb.insert(solve, ToolCall("tickets__create_ticket", {
+                "project": pkey[0], "title": f"{cur} readiness review", "type": "task"}, "Track the review."),
+                before=post),
+            "moved_to_next": lambda: perturb.drop(solve, perturb.on(
+                "tickets__update_ticket", key=moved[0]["key"], add_labels=[lab_nxt])),
+            "blockers_flagged": lambda: perturb.drop(solve, perturb.on(
+                "tickets__update_ticket", key=blockers[0]["key"], add_labels=[BLOCKER_LABEL])),
+            "summary_posted": lambda: perturb.change(solve, post, text=summary([t["key"] for t in moved][1:])),
+            "one_summary": lambda: perturb.repeat(solve, post),
+        }
 
         # graders --------------------------------------------------------------------------------------
         def labels_of(w, key):
@@ -479,8 +485,8 @@ class ReleaseReadinessReview(TaskFamily):
             criteria = [c for c in criteria if c.id != "unmentioned_kept"]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
-            criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
+            criteria=criteria, perturbations={c.id: flawed[c.id]() for c in criteria},
             data={"release": cur, "statuses": {x["key"]: x["final"] for x in rel},
                   "moved": [x["key"] for x in moved], "blockers": sorted(blocker_keys), "done": len(done_final)},
         )
