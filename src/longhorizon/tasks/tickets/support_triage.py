@@ -24,6 +24,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import People, company, rng_and_faker, slug, write_files
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.tickets import OLD_TARGETS, TARGETS, mentions_key, promises
 
@@ -406,75 +407,79 @@ class SupportTriage(TaskFamily):
             return (f"Hello, thanks for reporting this. We've logged it as {t['want_priority']} and passed it to our "
                     f"{t['want_team']} team; you can expect our first response within {target}.")
 
-        def script(flaw: str | None = None):
-            def run():
-                if not short:
-                    yield ToolCall("files__list_dir", {"path": "support"},
-                                   "Find the policy, routing table and customers.")
-                yield ToolCall("files__read_file", {"path": "support/sla_policy.md"}, "Read the current SLA policy.")
-                yield ToolCall("files__read_file", {"path": "support/routing.md"}, "Read the routing table.")
-                yield ToolCall("files__read_file", {"path": "support/customers.csv"}, "Read the customers' tiers.")
-                if not short:
-                    yield ToolCall("tickets__list_teams", {}, "Check the team names.")
-                page = json.loads((yield ToolCall("tickets__search_tickets",
-                                                  {"project": "SUP", "status": "New", "limit": 50},
-                                                  "List the New queue.")))
-                assert {t["key"] for t in page["tickets"]} == queue_keys
-                for t in page["tickets"]:
-                    yield ToolCall("tickets__get_ticket", {"key": t["key"]}, f"Read {t['key']} in full.")
-                for c in sorted({t["code"] for t in queue + dups if t["code"]}):
-                    yield ToolCall("tickets__search_tickets", {"project": "SUP", "query": c},
-                                   f"Who else reported {c}, and is it still open?")
-                for i, t in enumerate(regular):
-                    last = i == len(regular) - 1
-                    prio = t["want_priority"]
-                    if flaw == "priorities" and last:
-                        prio = OLD_MATRIX[t["impact"]] if OLD_MATRIX[t["impact"]] != prio else \
-                            ("P4" if prio != "P4" else "P3")
-                    team = t["want_team"]
-                    if flaw == "teams" and last:
-                        team = "Support"
-                    body = ack(t, OLD_TARGETS[t["want_priority"]] if flaw == "acknowledged" and last else None)
-                    yield ToolCall("tickets__add_comment", {"key": t["key"], "body": body},
-                                   f"Acknowledge {t['key']} with the {t['want_priority']} response target.")
-                    yield ToolCall("tickets__assign_ticket", {"key": t["key"], "team": team},
-                                   f"{t['product']} belongs to {t['want_team']}.")
-                    args = {"key": t["key"], "priority": prio, "status": "Triaged"}
-                    if flaw == "triaged" and last:
-                        args.pop("status")
-                    if flaw == "no_wrong_closures" and i == 0:
-                        yield ToolCall("tickets__update_ticket", {"key": t["key"], "status": "Closed",
-                                                                  "resolution": "Duplicate"}, "Close it (by mistake).")
-                        args["status"] = "Triaged"
-                    yield ToolCall("tickets__update_ticket", args,
-                                   f"{t['impact']} for a {customers[t['customer']]} customer: {prio}, Triaged.")
-                for i, d in enumerate(dups):
-                    orig = d["original"]["key"]
-                    note = (f"Hello, this is the same problem ({d['code']}) that we're already tracking in {orig}, so "
-                            f"we're closing this ticket as a duplicate. Updates will follow on {orig}.")
-                    if flaw == "duplicate_notice" and i == 0:
-                        note = "Hello, we're already tracking this problem in another ticket, so we're closing this one."
-                    yield ToolCall("tickets__add_comment", {"key": d["key"], "body": note},
-                                   f"Tell the customer {d['key']} is tracked in {orig}.")
-                    if not (flaw == "duplicates_closed" and i == 0):
-                        yield ToolCall("tickets__link_tickets", {"key": d["key"], "kind": "duplicates", "other": orig},
-                                       f"Link {d['key']} to the original {orig}.")
-                    yield ToolCall("tickets__update_ticket", {"key": d["key"], "status": "Closed",
-                                                              "resolution": "Duplicate"},
-                                   f"Close {d['key']} as a duplicate.")
-                if flaw == "no_false_duplicates":
-                    yield ToolCall("tickets__link_tickets", {"key": look1["key"], "kind": "duplicates",
-                                                             "other": backlog[0]["key"]}, "Same error code: link it.")
-                if flaw == "others_untouched":
-                    yield ToolCall("tickets__add_comment", {"key": backlog[0]["key"], "body": "Any update?"},
-                                   "Chase the engineer.")
-                if not short:
-                    yield ToolCall("tickets__search_tickets", {"project": "SUP", "status": "New"},
-                                   "Check nothing is left in New.")
-                return (f"Triaged {len(regular)} new tickets (priority, team, acknowledgement with the response "
-                        f"target) and closed {len(dups)} duplicates: "
-                        + ", ".join(f"{d['key']} -> {d['original']['key']}" for d in dups) + ".")
-            return run
+        def solve():
+            if not short:
+                yield ToolCall("files__list_dir", {"path": "support"},
+                               "Find the policy, routing table and customers.")
+            yield ToolCall("files__read_file", {"path": "support/sla_policy.md"}, "Read the current SLA policy.")
+            yield ToolCall("files__read_file", {"path": "support/routing.md"}, "Read the routing table.")
+            yield ToolCall("files__read_file", {"path": "support/customers.csv"}, "Read the customers' tiers.")
+            if not short:
+                yield ToolCall("tickets__list_teams", {}, "Check the team names.")
+            page = json.loads((yield ToolCall("tickets__search_tickets",
+                                              {"project": "SUP", "status": "New", "limit": 50},
+                                              "List the New queue.")))
+            assert {t["key"] for t in page["tickets"]} == queue_keys
+            for t in page["tickets"]:
+                yield ToolCall("tickets__get_ticket", {"key": t["key"]}, f"Read {t['key']} in full.")
+            for c in sorted({t["code"] for t in queue + dups if t["code"]}):
+                yield ToolCall("tickets__search_tickets", {"project": "SUP", "query": c},
+                               f"Who else reported {c}, and is it still open?")
+            for t in regular:
+                prio = t["want_priority"]
+                yield ToolCall("tickets__add_comment", {"key": t["key"], "body": ack(t)},
+                               f"Acknowledge {t['key']} with the {prio} response target.")
+                yield ToolCall("tickets__assign_ticket", {"key": t["key"], "team": t["want_team"]},
+                               f"{t['product']} belongs to {t['want_team']}.")
+                yield ToolCall("tickets__update_ticket", {"key": t["key"], "priority": prio, "status": "Triaged"},
+                               f"{t['impact']} for a {customers[t['customer']]} customer: {prio}, Triaged.")
+            for d in dups:
+                orig = d["original"]["key"]
+                note = (f"Hello, this is the same problem ({d['code']}) that we're already tracking in {orig}, so "
+                        f"we're closing this ticket as a duplicate. Updates will follow on {orig}.")
+                yield ToolCall("tickets__add_comment", {"key": d["key"], "body": note},
+                               f"Tell the customer {d['key']} is tracked in {orig}.")
+                yield ToolCall("tickets__link_tickets", {"key": d["key"], "kind": "duplicates", "other": orig},
+                               f"Link {d['key']} to the original {orig}.")
+                yield ToolCall("tickets__update_ticket", {"key": d["key"], "status": "Closed",
+                                                          "resolution": "Duplicate"},
+                               f"Close {d['key']} as a duplicate.")
+            if not short:
+                yield ToolCall("tickets__search_tickets", {"project": "SUP", "status": "New"},
+                               "Check nothing is left in New.")
+            return (f"Triaged {len(regular)} new tickets (priority, team, acknowledgement with the response "
+                    f"target) and closed {len(dups)} duplicates: "
+                    + ", ".join(f"{d['key']} -> {d['original']['key']}" for d in dups) + ".")
+
+        def on_ticket(tool: str, key: str, **arguments):
+            return perturb.on(f"tickets__{tool}", key=key, **arguments)
+
+        def old_priority(t) -> str:
+            """Last year's matrix, or another priority where both agree."""
+            prio = t["want_priority"]
+            return OLD_MATRIX[t["impact"]] if OLD_MATRIX[t["impact"]] != prio else ("P4" if prio != "P4" else "P3")
+
+        last, first = (regular[-1], regular[0]) if regular else (None, None)
+        # built only for the criteria a level has
+        flawed = {
+            "priorities": lambda: perturb.change(solve, on_ticket("update_ticket", last["key"], status="Triaged"),
+                                                 priority=old_priority(last)),
+            "teams": lambda: perturb.change(solve, on_ticket("assign_ticket", last["key"]), team="Support"),
+            "acknowledged": lambda: perturb.change(solve, on_ticket("add_comment", last["key"]),
+                                                   body=ack(last, OLD_TARGETS[last["want_priority"]])),
+            "triaged": lambda: perturb.change(solve, on_ticket("update_ticket", last["key"], status="Triaged"),
+                                              status=None),
+            "no_wrong_closures": lambda: perturb.insert(solve, ToolCall(
+                "tickets__update_ticket", {"key": first["key"], "status": "Closed", "resolution": "Duplicate"},
+                "Close it (by mistake)."), before=on_ticket("update_ticket", first["key"], status="Triaged")),
+            "duplicate_notice": lambda: perturb.change(solve, on_ticket("add_comment", dups[0]["key"]), body=(
+                "Hello, we're already tracking this problem in another ticket, so we're closing this one.")),
+            "duplicates_closed": lambda: perturb.drop(solve, on_ticket("link_tickets", dups[0]["key"])),
+            "no_false_duplicates": lambda: perturb.insert(solve, ToolCall("tickets__link_tickets", {
+                "key": look1["key"], "kind": "duplicates", "other": backlog[0]["key"]}, "Same error code: link it.")),
+            "others_untouched": lambda: perturb.insert(solve, ToolCall(
+                "tickets__add_comment", {"key": backlog[0]["key"], "body": "Any update?"}, "Chase the engineer.")),
+        }
 
         # graders ------------------------------------------------------------------------------------
         def new_public_comments(w, key):
@@ -580,8 +585,8 @@ class SupportTriage(TaskFamily):
                         if c.id not in ("duplicates_closed", "duplicate_notice", "no_false_duplicates")]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
-            criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
+            criteria=criteria, perturbations={c.id: flawed[c.id]() for c in criteria},
             data={"regular": {t["key"]: [t["want_priority"], t["want_team"]] for t in regular},
                   "duplicates": {d["key"]: d["original"]["key"] for d in dups},
                   "lookalikes": [x["key"] for x in (look1, look2) if any(x is q for q in queue)]},
