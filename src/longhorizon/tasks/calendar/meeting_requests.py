@@ -18,6 +18,7 @@ from longhorizon.apps.mail.state import parse_address
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.calendar.slots import (
     at,
@@ -220,76 +221,91 @@ class MeetingRequests(TaskFamily):
         ])
         instruction = " ".join([hello, ask, book, shape, reply, focus, *limits])
 
-        def script(flaw: str | None = None):
-            def run():
-                unread = loads((yield ToolCall("mail__list_messages", {"folder": "Inbox", "unread_only": True},
-                                               note="See what is waiting in the inbox.")))
-                for m in sorted(unread["messages"], key=lambda m: m["id"]):
-                    yield ToolCall("mail__read_message", {"message_id": m["id"]},
-                                   note=f"Read message {m['id']} to see whether it is a meeting request.")
-                yield ToolCall("calendar__list_events", {"start": monday.isoformat(), "end": week[-1].isoformat()},
-                               note="Look at my week, including the protected Focus time blocks.")
-                windowed = [r for r in accepted if r["kind"] == "window"]
-                with_extra = next((r for r in accepted if r["extras"]), None)
-                for r in requests:
-                    if r["kind"] == "conflict" and flaw != "conflict_declined":
-                        yield ToolCall("mail__reply", {"message_id": r["mail_id"], "body": (
-                            f"Hi {r['requester'].first},\n\nSorry, {day_month(r['day'])} at {r['start']} falls in my "
-                            f"protected focus time, so I can't take it. Could you suggest another time?"
-                            f"\n\n{me.first}")},
-                            note="This request lands on protected Focus time: decline it by reply.")
-                        continue
-                    invite = [r["requester"].email]
-                    for x in r["extras"]:
-                        found = loads((yield ToolCall("calendar__list_people", {"query": x.name},
-                                                      note=f"Look up {x.name}'s address.")))
-                        if not (flaw == "events_booked" and r is with_extra):
-                            invite.append(next(p["email"] for p in found if p["name"] == x.name))
-                    day = r["day"].isoformat()
-                    fb = loads((yield ToolCall("calendar__free_busy",
-                                               {"emails": [*invite, me.email], "start": day, "end": day},
-                                               note=f"Check everyone's availability on {day}.")))
-                    busy = [(b["start"], b["end"]) for p in fb["people"] for b in p["busy"]]
-                    if r["kind"] == "window":
-                        if flaw == "no_conflicts" and r is windowed[0]:
-                            trap = at(r["day"], r["trap"][0][11:])
-                            slot = (iso(trap), iso(trap + timedelta(minutes=r["minutes"])))
-                        else:
-                            slot = first_free([(at(r["day"], r["window"][0]), at(r["day"], r["window"][1]))],
-                                              busy, r["minutes"])
-                    else:
-                        slot = (iso(at(r["day"], r["start"])),
-                                iso(at(r["day"], r["start"]) + timedelta(minutes=r["minutes"])))
-                    if flaw == "events_booked" and with_extra is None:  # no invitee to leave out: too long
-                        slot = (slot[0], iso(cal.parse_time(slot[1]) + timedelta(minutes=15)))
-                    title = "Meeting" if flaw == "event_titles" and r is accepted[0] else _cap(r["topic"])
-                    yield ToolCall("calendar__create_event", {
-                        "title": title, "start": slot[0], "end": slot[1], "attendees": invite,
-                        "description": f"Requested by {r['requester'].name} by email."},
-                        note=f"Book {r['topic']} for {slot[0]}.")
-                    start = at(r["day"], slot[0][11:])
-                    confirm = (f"Hi {r['requester'].first},\n\nDone: {r['topic']} is booked for "
-                               f"{day_month(r['day'])} at {start.strftime('%H:%M')} ({r['minutes']} minutes); "
-                               f"the invitation is on its way.\n\n{me.first}")
-                    if flaw == "confirmations" and r is accepted[-1]:
-                        confirm = f"Hi {r['requester'].first},\n\nBooked, see you then!\n\n{me.first}"
-                    yield ToolCall("mail__reply", {"message_id": r["mail_id"], "body": confirm},
-                                   note=f"Confirm the time to {r['requester'].first}.")
-                if flaw == "no_other_mail":
-                    yield ToolCall("mail__reply", {"message_id": fyi_id, "body": "Thanks, noted!"},
-                                   note="Acknowledge the FYI.")
-                if flaw == "calendar_untouched":
-                    yield ToolCall("calendar__update_event", {"event_id": tweakable, "location": "Room 4B"},
-                                   note="Give this meeting a room.")
-                if not short:
-                    yield ToolCall("calendar__list_events", {"start": monday.isoformat(),
-                                                             "end": week[-1].isoformat()},
-                                   note="Verify the new events sit where they should, with nothing on Focus time.")
-                    yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 10},
-                                   note="Verify every requester got a reply.")
-                return (f"Booked {len(accepted)} meetings and confirmed each by reply; declined "
-                        f"{conflict['requester'].name}'s request because it fell on protected Focus time.")
-            return run
+        def booked_for(r) -> str:
+            return f"Requested by {r['requester'].name} by email."
+
+        def solve():
+            unread = loads((yield ToolCall("mail__list_messages", {"folder": "Inbox", "unread_only": True},
+                                           note="See what is waiting in the inbox.")))
+            for m in sorted(unread["messages"], key=lambda m: m["id"]):
+                yield ToolCall("mail__read_message", {"message_id": m["id"]},
+                               note=f"Read message {m['id']} to see whether it is a meeting request.")
+            yield ToolCall("calendar__list_events", {"start": monday.isoformat(), "end": week[-1].isoformat()},
+                           note="Look at my week, including the protected Focus time blocks.")
+            for r in requests:
+                if r["kind"] == "conflict":
+                    yield ToolCall("mail__reply", {"message_id": r["mail_id"], "body": (
+                        f"Hi {r['requester'].first},\n\nSorry, {day_month(r['day'])} at {r['start']} falls in my "
+                        f"protected focus time, so I can't take it. Could you suggest another time?"
+                        f"\n\n{me.first}")},
+                        note="This request lands on protected Focus time: decline it by reply.")
+                    continue
+                invite = [r["requester"].email]
+                for x in r["extras"]:
+                    found = loads((yield ToolCall("calendar__list_people", {"query": x.name},
+                                                  note=f"Look up {x.name}'s address.")))
+                    invite.append(next(p["email"] for p in found if p["name"] == x.name))
+                day = r["day"].isoformat()
+                fb = loads((yield ToolCall("calendar__free_busy",
+                                           {"emails": [*invite, me.email], "start": day, "end": day},
+                                           note=f"Check everyone's availability on {day}.")))
+                busy = [(b["start"], b["end"]) for p in fb["people"] for b in p["busy"]]
+                if r["kind"] == "window":
+                    slot = first_free([(at(r["day"], r["window"][0]), at(r["day"], r["window"][1]))],
+                                      busy, r["minutes"])
+                else:
+                    slot = (iso(at(r["day"], r["start"])),
+                            iso(at(r["day"], r["start"]) + timedelta(minutes=r["minutes"])))
+                yield ToolCall("calendar__create_event", {
+                    "title": _cap(r["topic"]), "start": slot[0], "end": slot[1], "attendees": invite,
+                    "description": booked_for(r)},
+                    note=f"Book {r['topic']} for {slot[0]}.")
+                start = at(r["day"], slot[0][11:])
+                confirm = (f"Hi {r['requester'].first},\n\nDone: {r['topic']} is booked for "
+                           f"{day_month(r['day'])} at {start.strftime('%H:%M')} ({r['minutes']} minutes); "
+                           f"the invitation is on its way.\n\n{me.first}")
+                yield ToolCall("mail__reply", {"message_id": r["mail_id"], "body": confirm},
+                               note=f"Confirm the time to {r['requester'].first}.")
+            if not short:
+                yield ToolCall("calendar__list_events", {"start": monday.isoformat(),
+                                                         "end": week[-1].isoformat()},
+                               note="Verify the new events sit where they should, with nothing on Focus time.")
+                yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 10},
+                               note="Verify every requester got a reply.")
+            return (f"Booked {len(accepted)} meetings and confirmed each by reply; declined "
+                    f"{conflict['requester'].name}'s request because it fell on protected Focus time.")
+
+        def event_of(r):
+            return perturb.on("calendar__create_event", title=_cap(r["topic"]), description=booked_for(r))
+
+        def at_trap(args: dict) -> dict:
+            """The windowed request booked where the window overlaps a busy time."""
+            r = next(x for x in accepted if x["kind"] == "window")
+            trap = at(r["day"], r["trap"][0][11:])
+            return {**args, "start": iso(trap), "end": iso(trap + timedelta(minutes=r["minutes"]))}
+
+        def events_booked():
+            with_extra = next((r for r in accepted if r["extras"]), None)
+            if with_extra is not None:  # the extra invitees left out
+                return perturb.change(solve, event_of(with_extra), attendees=[with_extra["requester"].email])
+            return perturb.change(solve, perturb.on("calendar__create_event"), count=None,  # every one too long
+                                  edit=lambda a: {**a, "end": iso(cal.parse_time(a["end"]) + timedelta(minutes=15))})
+
+        flawed = {  # built only for the criteria a level has
+            "conflict_declined": lambda: perturb.drop(solve, perturb.on("mail__reply", message_id=conflict["mail_id"])),
+            "events_booked": events_booked,
+            "no_conflicts": lambda: perturb.change(
+                solve, event_of(next(x for x in accepted if x["kind"] == "window")), edit=at_trap),
+            "event_titles": lambda: perturb.change(solve, event_of(accepted[0]), title="Meeting"),
+            "confirmations": lambda: perturb.change(
+                solve, perturb.on("mail__reply", message_id=accepted[-1]["mail_id"]),
+                body=f"Hi {accepted[-1]['requester'].first},\n\nBooked, see you then!\n\n{me.first}"),
+            "no_other_mail": lambda: perturb.insert(solve, ToolCall(
+                "mail__reply", {"message_id": fyi_id, "body": "Thanks, noted!"}, note="Acknowledge the FYI.")),
+            "calendar_untouched": lambda: perturb.insert(solve, ToolCall(
+                "calendar__update_event", {"event_id": tweakable, "location": "Room 4B"},
+                note="Give this meeting a room.")),
+        }
 
         # -- graders --------------------------------------------------------------------
         def new_events(world) -> list[dict]:
@@ -426,8 +442,8 @@ class MeetingRequests(TaskFamily):
         ]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
-            criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
+            criteria=criteria, perturbations={c.id: flawed[c.id]() for c in criteria},
             data={"today": today.isoformat(), "focus": focus_spans, "requests": [
                 {"mail_id": r["mail_id"], "kind": r["kind"], "topic": r["topic"], "requester": r["requester"].email,
                  "extras": [x.email for x in r["extras"]], "day": r["day"].isoformat(), "minutes": r["minutes"],
