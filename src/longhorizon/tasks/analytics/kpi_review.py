@@ -23,6 +23,7 @@ from longhorizon.apps.sql import state as sqlstate
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.analytics import (
     add_months,
@@ -392,103 +393,122 @@ class QuarterlyKpiReview(TaskFamily):
         instruction = instruction.strip()
 
         # ---- oracle ------------------------------------------------------------------------
-        def solve(flaw: str | None = None):
-            def run_():
-                top_level = level == self.levels
-                yield ToolCall("mail__list_messages", {"folder": "Inbox", "limit": 25}, "Find the manager's request.")
-                yield ToolCall("mail__read_message", {"message_id": request_id}, "Read this quarter's request.")
-                if level > 1:
-                    yield ToolCall("mail__read_message", {"message_id": 2}, "Read the note about the snapshot table.")
-                if top_level:  # four questions over six tables: survey the layout and the schema first
-                    yield ToolCall("files__list_dir", {"path": "reports"}, "See last quarter's report for the layout.")
-                    yield ToolCall("sheets__list_sheets", {"path": old_report}, "Check last quarter's sheet layout.")
-                    yield ToolCall("sql__list_tables", {}, "See what the warehouse holds.")
-                    for t in ("customers", "orders", "order_items", "products", "regions", "refunds"):
-                        yield ToolCall("sql__describe_table", {"name": t}, f"Learn the {t} columns.")
-                    yield ToolCall("sql__query",
-                                   {"sql": "SELECT is_test, COUNT(*) AS n FROM customers GROUP BY is_test"},
-                                   "How many test accounts are there?")
-                    yield ToolCall("sql__query", {"sql": "SELECT status, COUNT(*) AS n FROM orders GROUP BY status"},
-                                   "Which order statuses exist?")
-                tables: dict[str, list] = {}
-                if "cohorts" in asked:
-                    test_sql = "" if flaw == "cohorts" else "c.is_test = 0 AND "
-                    res = parse_json((yield ToolCall("sql__query", {
-                        "sql": cohort_sql(cohort_first, cohort_last).replace("c.is_test = 0 AND ", test_sql)},
-                        "Q1: cohort sizes and 30-day revenue.")))
-                    tables["cohorts"] = [list(r) for r in res["rows"]]
-                if "top" in asked:
-                    res = parse_json((yield ToolCall("sql__query",
-                                                     {"sql": runner_up_sql(q_start, q_end), "limit": 1000},
-                                                     "Q2: look at the ranking per region to see any ties.")))
-                    firsts: dict[str, int] = {}
-                    for reg, _, _, place in res["rows"]:
-                        firsts[reg] = firsts.get(reg, 0) + (place == 1)
-                    for reg in sorted(r for r, n in firsts.items() if n > 1):
-                        yield ToolCall("sql__query", {"sql": (
-                            "SELECT p.name, SUM(i.quantity) AS units FROM orders o "
-                            "JOIN customers c ON c.customer_id = o.customer_id "
-                            "JOIN regions r ON r.region_id = c.region_id "
-                            "JOIN order_items i ON i.order_id = o.order_id "
-                            "JOIN products p ON p.product_id = i.product_id "
-                            f"WHERE r.name = '{reg}' AND o.status = 'completed' AND c.is_test = 0 "
-                            f"AND o.order_date BETWEEN '{q_start}' AND '{q_end}' "
-                            "GROUP BY p.name ORDER BY units DESC LIMIT 5")},
-                            f"Double-check the tie in {reg}.")
-                    res = parse_json((yield ToolCall("sql__query", {"sql": top_products_sql(
-                        q_start, q_end, ties=flaw != "top_products")}, "Q2: the top product(s) per region.")))
-                    tables["top"] = [list(r) for r in res["rows"]]
-                if "growth" in asked:
-                    res = parse_json((yield ToolCall("sql__query", {"sql": monthly_sql(prev_month, q_end)},
-                                                     "Q3: monthly revenue with growth vs the month before.")))
-                    growth = [list(r) for r in res["rows"][1:]]
-                    if flaw == "growth":
-                        growth[0][2] = None
-                    tables["growth"] = growth
-                statuses = "('completed', 'cancelled', 'pending')" if flaw == "refunds" else "('completed')"
-                res = parse_json((yield ToolCall("sql__query", {"sql": refunds_sql(q_start, q_end, dim,
-                                                                                    statuses=statuses)},
-                                                 f"Q4: refund rate per {dim}.")))
-                tables["refunds"] = refunds_rows = [list(r[:4]) for r in res["rows"]]
-                if level > 1:
+        def mail_body(summary: str) -> str:
+            return (f"Hi {manager.first},\n\nAttached is {report}.{summary}\n\nTest accounts are excluded "
+                    f"throughout.\n\nBest,\n{me.first}")
+
+        def solve():
+            top_level = level == self.levels
+            yield ToolCall("mail__list_messages", {"folder": "Inbox", "limit": 25}, "Find the manager's request.")
+            yield ToolCall("mail__read_message", {"message_id": request_id}, "Read this quarter's request.")
+            if level > 1:
+                yield ToolCall("mail__read_message", {"message_id": 2}, "Read the note about the snapshot table.")
+            if top_level:  # four questions over six tables: survey the layout and the schema first
+                yield ToolCall("files__list_dir", {"path": "reports"}, "See last quarter's report for the layout.")
+                yield ToolCall("sheets__list_sheets", {"path": old_report}, "Check last quarter's sheet layout.")
+                yield ToolCall("sql__list_tables", {}, "See what the warehouse holds.")
+                for t in ("customers", "orders", "order_items", "products", "regions", "refunds"):
+                    yield ToolCall("sql__describe_table", {"name": t}, f"Learn the {t} columns.")
+                yield ToolCall("sql__query",
+                               {"sql": "SELECT is_test, COUNT(*) AS n FROM customers GROUP BY is_test"},
+                               "How many test accounts are there?")
+                yield ToolCall("sql__query", {"sql": "SELECT status, COUNT(*) AS n FROM orders GROUP BY status"},
+                               "Which order statuses exist?")
+            tables: dict[str, list] = {}
+            if "cohorts" in asked:
+                res = parse_json((yield ToolCall("sql__query", {"sql": cohort_sql(cohort_first, cohort_last)},
+                    "Q1: cohort sizes and 30-day revenue.")))
+                tables["cohorts"] = [list(r) for r in res["rows"]]
+            if "top" in asked:
+                res = parse_json((yield ToolCall("sql__query",
+                                                 {"sql": runner_up_sql(q_start, q_end), "limit": 1000},
+                                                 "Q2: look at the ranking per region to see any ties.")))
+                firsts: dict[str, int] = {}
+                for reg, _, _, place in res["rows"]:
+                    firsts[reg] = firsts.get(reg, 0) + (place == 1)
+                for reg in sorted(r for r, n in firsts.items() if n > 1):
                     yield ToolCall("sql__query", {"sql": (
-                        "SELECT COUNT(*) AS refunds_on_cancelled FROM refunds f "
-                        "JOIN orders o ON o.order_id = f.order_id "
-                        "WHERE o.status <> 'completed'")}, "Check refunds on non-completed orders are left out.")
-                names = [sheets[k][0] for k in asked]
-                yield ToolCall("sheets__create_workbook", {"path": report, "sheets": names}, f"Create {report}.")
-                for key in asked:
-                    name, header = sheets[key]
-                    if flaw == "sheets_layout" and key == ("growth" if "growth" in asked else "refunds"):
-                        header = [*header[:2], "MoM", *header[3:]]
-                    yield ToolCall("sheets__write_rows", {"path": report, "sheet": name, "start_cell": "A1",
-                                                          "rows": [header] + tables[key]}, f"Write the {name} sheet.")
-                for key in asked:
-                    yield ToolCall("sheets__read_range", {"path": report, "sheet": sheets[key][0]},
-                                   f"Verify the {sheets[key][0]} sheet.")
-                if flaw == "old_report_untouched":
-                    yield ToolCall("sheets__write_cells", {"path": old_report,
-                                                           "sheet": sheets["top" if top_level else "refunds"][0],
-                                                           "cells": {"E1": "superseded"}}, "Mark the old report.")
-                topr = refunds_rows[0]
-                body = f"Hi {manager.first},\n\nAttached is {report}."
-                if flaw != "mail_summary":
-                    if "growth" in asked:
-                        best = max(tables["growth"], key=lambda r: r[2] if r[2] is not None else -1e9)
-                        body += (f"\n- Fastest growth: {month_label(best[0])} ({best[0]}), up {best[2]}% on the "
-                                 f"month before.")
-                    body += f"\n- Highest refund rate: {topr[0]} at {topr[3]}% of completed orders."
-                body += f"\n\nTest accounts are excluded throughout.\n\nBest,\n{me.first}"
-                yield ToolCall("mail__send_message", {
-                    "to": [manager.email], "subject": f"{q_label} review numbers", "body": body,
-                    "attachments": [] if flaw == "mail_report" else [report]}, "Send the workbook and summary.")
-                if flaw == "one_mail":
-                    yield ToolCall("mail__send_message", {"to": [lead.email], "subject": "FYI",
-                                                          "body": "The review numbers are done."}, "Tell the lead.")
-                if level > 1:
-                    yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 5}, "Check the mail went out.")
-                return f"Built {report} and mailed it to {manager.name} with the summary."
-            return run_
+                        "SELECT p.name, SUM(i.quantity) AS units FROM orders o "
+                        "JOIN customers c ON c.customer_id = o.customer_id "
+                        "JOIN regions r ON r.region_id = c.region_id "
+                        "JOIN order_items i ON i.order_id = o.order_id "
+                        "JOIN products p ON p.product_id = i.product_id "
+                        f"WHERE r.name = '{reg}' AND o.status = 'completed' AND c.is_test = 0 "
+                        f"AND o.order_date BETWEEN '{q_start}' AND '{q_end}' "
+                        "GROUP BY p.name ORDER BY units DESC LIMIT 5")},
+                        f"Double-check the tie in {reg}.")
+                res = parse_json((yield ToolCall("sql__query", {"sql": top_products_sql(q_start, q_end)},
+                                                 "Q2: the top product(s) per region.")))
+                tables["top"] = [list(r) for r in res["rows"]]
+            if "growth" in asked:
+                res = parse_json((yield ToolCall("sql__query", {"sql": monthly_sql(prev_month, q_end)},
+                                                 "Q3: monthly revenue with growth vs the month before.")))
+                tables["growth"] = [list(r) for r in res["rows"][1:]]
+            res = parse_json((yield ToolCall("sql__query", {"sql": refunds_sql(q_start, q_end, dim)},
+                                             f"Q4: refund rate per {dim}.")))
+            tables["refunds"] = refunds_rows = [list(r[:4]) for r in res["rows"]]
+            if level > 1:
+                yield ToolCall("sql__query", {"sql": (
+                    "SELECT COUNT(*) AS refunds_on_cancelled FROM refunds f "
+                    "JOIN orders o ON o.order_id = f.order_id "
+                    "WHERE o.status <> 'completed'")}, "Check refunds on non-completed orders are left out.")
+            names = [sheets[k][0] for k in asked]
+            yield ToolCall("sheets__create_workbook", {"path": report, "sheets": names}, f"Create {report}.")
+            for key in asked:
+                name, header = sheets[key]
+                yield ToolCall("sheets__write_rows", {"path": report, "sheet": name, "start_cell": "A1",
+                                                      "rows": [header] + tables[key]}, f"Write the {name} sheet.")
+            for key in asked:
+                yield ToolCall("sheets__read_range", {"path": report, "sheet": sheets[key][0]},
+                               f"Verify the {sheets[key][0]} sheet.")
+            topr = refunds_rows[0]
+            summary = ""
+            if "growth" in asked:
+                best = max(tables["growth"], key=lambda r: r[2] if r[2] is not None else -1e9)
+                summary += f"\n- Fastest growth: {month_label(best[0])} ({best[0]}), up {best[2]}% on the month before."
+            summary += f"\n- Highest refund rate: {topr[0]} at {topr[3]}% of completed orders."
+            yield ToolCall("mail__send_message", {
+                "to": [manager.email], "subject": f"{q_label} review numbers", "body": mail_body(summary),
+                "attachments": [report]}, "Send the workbook and summary.")
+            if level > 1:
+                yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 5}, "Check the mail went out.")
+            return f"Built {report} and mailed it to {manager.name} with the summary."
+
+        def query(sql: str):
+            return perturb.on("sql__query", sql=sql)
+
+        def sheet(key: str):
+            return perturb.on("sheets__write_rows", path=report, sheet=sheets[key][0])
+
+        def growth_gap(args: dict) -> dict:
+            """The first month's growth left empty."""
+            rows = [list(r) for r in args["rows"]]
+            rows[1][2] = None
+            return {**args, "rows": rows}
+
+        def mom_header(args: dict) -> dict:
+            return {**args, "rows": [[*args["rows"][0][:2], "MoM", *args["rows"][0][3:]], *args["rows"][1:]]}
+
+        to_manager = perturb.on("mail__send_message", to=[manager.email])
+        flawed = {  # built only for the criteria a level has
+            "cohorts": lambda: perturb.change(solve, query(cohort_sql(cohort_first, cohort_last)), sql=cohort_sql(
+                cohort_first, cohort_last).replace("c.is_test = 0 AND ", "")),  # test accounts counted
+            "top_products": lambda: perturb.change(solve, query(top_products_sql(q_start, q_end)),
+                                                   sql=top_products_sql(q_start, q_end, ties=False)),
+            "growth": lambda: perturb.change(solve, sheet("growth"), edit=growth_gap),
+            "refunds": lambda: perturb.change(solve, query(refunds_sql(q_start, q_end, dim)), sql=refunds_sql(
+                q_start, q_end, dim, statuses="('completed', 'cancelled', 'pending')")),
+            "sheets_layout": lambda: perturb.change(solve, sheet("growth" if "growth" in asked else "refunds"),
+                                                    edit=mom_header),
+            "old_report_untouched": lambda: perturb.insert(solve, ToolCall("sheets__write_cells", {
+                "path": old_report, "sheet": sheets["top" if level == self.levels else "refunds"][0],
+                "cells": {"E1": "superseded"}}, "Mark the old report."), before=to_manager),
+            "mail_summary": lambda: perturb.change(solve, to_manager, body=mail_body("")),
+            "mail_report": lambda: perturb.change(solve, to_manager, attachments=[]),
+            "one_mail": lambda: perturb.insert(solve, ToolCall("mail__send_message", {
+                "to": [lead.email], "subject": "FYI", "body": "The review numbers are done."}, "Tell the lead."),
+                after=to_manager),
+        }
 
         # ---- grading -----------------------------------------------------------------------
         def recompute(world) -> dict:
@@ -650,8 +670,8 @@ class QuarterlyKpiReview(TaskFamily):
         criteria = [c for c in criteria if c.id not in unasked]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps_at(level), build=build, oracle=solve(),
-            criteria=criteria, perturbations={c.id: solve(c.id) for c in criteria},
+            seed=seed, instruction=instruction, apps=self.apps_at(level), build=build, oracle=solve,
+            criteria=criteria, perturbations={c.id: flawed[c.id]() for c in criteria},
             data={"report": report, "quarter": q_label, "dim": dim, "sheets": sheets,
                   "truth": {k: [list(r) for r in v] for k, v in truth.items()},
                   "best_month": best_month[0], "top_refund": top_refund[0]},
