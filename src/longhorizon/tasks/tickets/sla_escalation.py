@@ -25,6 +25,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import People, company, long_date, mentions_time, norm, rng_and_faker, slug
 from longhorizon.tasks.phrasing import phrasing_rng, say
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.registry import register
 
 TEAMS = {
@@ -405,102 +406,112 @@ class SlaBreachEscalation(TaskFamily):
         def fmt(dt: datetime) -> str:
             return dt.strftime("%Y-%m-%d %H:%M")
 
-        def script(flaw: str | None = None):
-            def run():
-                if top:
-                    yield ToolCall("wiki__search_pages", {"query": "SLA"}, "Find the SLA pages.")
-                yield ToolCall("wiki__get_page", {"slug": "support-sla"}, "Read the current SLA (version 4).")
-                yield ToolCall("wiki__get_page", {"slug": "sla-escalation"}, "Read the escalation steps.")
-                yield ToolCall("wiki__get_page", {"slug": "customer-tiers"}, "Look up the customers' tiers.")
-                yield ToolCall("wiki__get_page", {"slug": "on-call-rota"}, "Who is on call today, with swaps.")
-                candidates = []
-                if top:
-                    yield ToolCall("tickets__list_users", {}, "Map the on-call names to usernames.")
-                    for status in ("Triaged", "In Progress"):
-                        page = json.loads((yield ToolCall("tickets__search_tickets",
-                                                          {"project": "SUP", "status": status, "limit": 100},
-                                                          f"List the {status} tickets (Waiting on Customer is "
-                                                          "out of scope).")))
-                        candidates += page["tickets"]
-                else:  # a short queue: one search, and the status it shows rules out the waiting ones
+        def apology(t, who: str | None = None) -> str:
+            who = who or on_call[t["team"]]["first"]
+            return (f"Hello, we're sorry it has taken us this long to get back to you. {who} from our "
+                    f"{t['team']} team is now handling your ticket and will be in touch shortly.")
+
+        def risk_note(t, due: str | None = None) -> str:
+            return (f"SLA at risk: first response due {due or fmt(t['deadline'])}. Assigned to "
+                    f"{on_call[t['team']]['name']} (on call).")
+
+        def solve():
+            if top:
+                yield ToolCall("wiki__search_pages", {"query": "SLA"}, "Find the SLA pages.")
+            yield ToolCall("wiki__get_page", {"slug": "support-sla"}, "Read the current SLA (version 4).")
+            yield ToolCall("wiki__get_page", {"slug": "sla-escalation"}, "Read the escalation steps.")
+            yield ToolCall("wiki__get_page", {"slug": "customer-tiers"}, "Look up the customers' tiers.")
+            yield ToolCall("wiki__get_page", {"slug": "on-call-rota"}, "Who is on call today, with swaps.")
+            candidates = []
+            if top:
+                yield ToolCall("tickets__list_users", {}, "Map the on-call names to usernames.")
+                for status in ("Triaged", "In Progress"):
                     page = json.loads((yield ToolCall("tickets__search_tickets",
-                                                      {"project": "SUP", "open_only": True, "limit": 100},
-                                                      "List the open tickets (Waiting on Customer is out of "
-                                                      "scope).")))
-                    candidates = [x for x in page["tickets"] if x["status"] in ("Triaged", "In Progress")]
-                found_b, found_r = [], []
-                for s in sorted(candidates, key=lambda x: x["key"]):
-                    t = json.loads((yield ToolCall("tickets__get_ticket", {"key": s["key"]},
-                                                   f"When was {s['key']} created, and has it had a public reply?")))
-                    if any(not c["internal"] for c in t["comments"]):
-                        continue
-                    created = datetime.fromisoformat(t["created"])
-                    deadline = created + timedelta(hours=LIMITS[t["priority"]][customers[t["customer"]]])
-                    if deadline <= now:
-                        found_b.append(t["key"])
-                    elif deadline <= now + AT_RISK:
-                        found_r.append(t["key"])
-                assert found_b == [t["key"] for t in breached] and found_r == [t["key"] for t in at_risk], \
-                    (found_b, found_r, [t["key"] for t in breached], [t["key"] for t in at_risk])
-                skip = next((x["key"] for x in breached if x["priority"] != "P1"), None)
-                for i, t in enumerate(breached):
-                    eng = on_call[t["team"]]
-                    if flaw == "on_call_assigned" and t["team"] == swap_team:
-                        eng = rota_only[t["team"]]
-                    new_prio = STEP_UP[t["priority"]]
-                    if new_prio != t["priority"] and not (flaw == "breached_priority" and t["key"] == skip):
-                        yield ToolCall("tickets__update_ticket", {"key": t["key"], "priority": new_prio},
-                                       f"{t['key']} breached at {fmt(t['deadline'])}: {t['priority']} -> {new_prio}.")
-                    if flaw == "no_status_changes" and i == 0:
-                        yield ToolCall("tickets__update_ticket", {"key": t["key"], "status": "In Progress" if
-                                                                  t["status"] == "Triaged" else "Triaged"},
-                                       "Move it along (not part of the procedure).")
-                    yield ToolCall("tickets__assign_ticket", {"key": t["key"], "assignee": eng["username"]},
-                                   f"{eng['name']} is on call for {t['team']} today.")
-                    yield ToolCall("tickets__add_comment", {
-                        "key": t["key"], "internal": True,
-                        "body": (f"SLA breach: first response was due {fmt(t['deadline'])} "
-                                 f"({customers[t['customer']]} customer, {t['priority']}, "
-                                 f"{int(t['limit'].total_seconds() // 3600)} h limit). Escalated to {eng['name']} "
-                                 f"(on call) and raised to {STEP_UP[t['priority']]}.")},
-                        "Internal note with the missed deadline.")
-                    who = "our engineer" if flaw == "customer_replies" and i == 0 else on_call[t["team"]]["first"]
-                    reply = (f"Hello, we're sorry it has taken us this long to get back to you. {who} from our "
-                             f"{t['team']} team is now handling your ticket and will be in touch shortly.")
-                    for _ in range(2 if flaw == "one_reply_each" and i == 0 else 1):
-                        yield ToolCall("tickets__add_comment", {"key": t["key"], "body": reply},
-                                       "Apologise to the customer and say who is on it.")
-                for i, t in enumerate(at_risk):
-                    eng = on_call[t["team"]]
-                    if flaw == "on_call_assigned" and t["team"] == swap_team:
-                        eng = rota_only[t["team"]]
-                    yield ToolCall("tickets__assign_ticket", {"key": t["key"], "assignee": eng["username"]},
-                                   f"{t['key']} is due at {fmt(t['deadline'])}: hand it to {eng['name']}.")
-                    if flaw == "no_status_changes" and i == 0 and not breached:
-                        yield ToolCall("tickets__update_ticket", {"key": t["key"], "status": "In Progress" if
-                                                                  t["status"] == "Triaged" else "Triaged"},
-                                       "Move it along (not part of the procedure).")
-                    due = "soon" if flaw == "internal_notes" and i == 0 else fmt(t["deadline"])
-                    yield ToolCall("tickets__add_comment", {
-                        "key": t["key"], "internal": True,
-                        "body": f"SLA at risk: first response due {due}. Assigned to {eng['name']} (on call)."},
-                        "Internal note with the deadline.")
-                    if flaw == "at_risk_quiet" and i == 0:
-                        yield ToolCall("tickets__update_ticket", {"key": t["key"], "priority": STEP_UP[t["priority"]]
-                                                                  if t["priority"] != "P1" else "P2"},
-                                       "Bump it too.")
-                if flaw == "others_untouched":
-                    yield ToolCall("tickets__add_comment", {"key": (late or done[0])["key"], "internal": True,
-                                                            "body": "SLA breach: this one was answered late too."},
-                                   "Note the late reply as well.")
-                if level > 1:
-                    yield ToolCall("tickets__search_tickets", {"project": "SUP", "open_only": True, "limit": 100},
-                                   "Check the queue after the sweep.")
-                return (f"SLA sweep as of 14:00: {len(breached)} breached ("
-                        + ", ".join(t["key"] for t in breached) + ") escalated with priority, on-call, note and "
-                        f"apology; {len(at_risk)} at risk (" + ", ".join(t["key"] for t in at_risk)
-                        + ") handed to on-call with a note. Everything else left alone.")
-            return run
+                                                      {"project": "SUP", "status": status, "limit": 100},
+                                                      f"List the {status} tickets (Waiting on Customer is "
+                                                      "out of scope).")))
+                    candidates += page["tickets"]
+            else:  # a short queue: one search, and the status it shows rules out the waiting ones
+                page = json.loads((yield ToolCall("tickets__search_tickets",
+                                                  {"project": "SUP", "open_only": True, "limit": 100},
+                                                  "List the open tickets (Waiting on Customer is out of "
+                                                  "scope).")))
+                candidates = [x for x in page["tickets"] if x["status"] in ("Triaged", "In Progress")]
+            found_b, found_r = [], []
+            for s in sorted(candidates, key=lambda x: x["key"]):
+                t = json.loads((yield ToolCall("tickets__get_ticket", {"key": s["key"]},
+                                               f"When was {s['key']} created, and has it had a public reply?")))
+                if any(not c["internal"] for c in t["comments"]):
+                    continue
+                created = datetime.fromisoformat(t["created"])
+                deadline = created + timedelta(hours=LIMITS[t["priority"]][customers[t["customer"]]])
+                if deadline <= now:
+                    found_b.append(t["key"])
+                elif deadline <= now + AT_RISK:
+                    found_r.append(t["key"])
+            assert found_b == [t["key"] for t in breached] and found_r == [t["key"] for t in at_risk], \
+                (found_b, found_r, [t["key"] for t in breached], [t["key"] for t in at_risk])
+            for t in breached:
+                eng = on_call[t["team"]]
+                new_prio = STEP_UP[t["priority"]]
+                if new_prio != t["priority"]:
+                    yield ToolCall("tickets__update_ticket", {"key": t["key"], "priority": new_prio},
+                                   f"{t['key']} breached at {fmt(t['deadline'])}: {t['priority']} -> {new_prio}.")
+                yield ToolCall("tickets__assign_ticket", {"key": t["key"], "assignee": eng["username"]},
+                               f"{eng['name']} is on call for {t['team']} today.")
+                yield ToolCall("tickets__add_comment", {
+                    "key": t["key"], "internal": True,
+                    "body": (f"SLA breach: first response was due {fmt(t['deadline'])} "
+                             f"({customers[t['customer']]} customer, {t['priority']}, "
+                             f"{int(t['limit'].total_seconds() // 3600)} h limit). Escalated to {eng['name']} "
+                             f"(on call) and raised to {STEP_UP[t['priority']]}.")},
+                    "Internal note with the missed deadline.")
+                yield ToolCall("tickets__add_comment", {"key": t["key"], "body": apology(t)},
+                               "Apologise to the customer and say who is on it.")
+            for t in at_risk:
+                eng = on_call[t["team"]]
+                yield ToolCall("tickets__assign_ticket", {"key": t["key"], "assignee": eng["username"]},
+                               f"{t['key']} is due at {fmt(t['deadline'])}: hand it to {eng['name']}.")
+                yield ToolCall("tickets__add_comment", {"key": t["key"], "internal": True, "body": risk_note(t)},
+                               "Internal note with the deadline.")
+            if level > 1:
+                yield ToolCall("tickets__search_tickets", {"project": "SUP", "open_only": True, "limit": 100},
+                               "Check the queue after the sweep.")
+            return (f"SLA sweep as of 14:00: {len(breached)} breached ("
+                    + ", ".join(t["key"] for t in breached) + ") escalated with priority, on-call, note and "
+                    f"apology; {len(at_risk)} at risk (" + ", ".join(t["key"] for t in at_risk)
+                    + ") handed to on-call with a note. Everything else left alone.")
+
+        def comment(t, **arguments):
+            return perturb.on("tickets__add_comment", key=t["key"], **arguments)
+
+        def moved_along(t) -> ToolCall:
+            return ToolCall("tickets__update_ticket", {"key": t["key"], "status": "In Progress" if
+                                                       t["status"] == "Triaged" else "Triaged"},
+                            "Move it along (not part of the procedure).")
+
+        first = (breached or at_risk)[0]
+        flawed = {  # built only for the criteria a level has
+            "on_call_assigned": lambda: perturb.change(  # the rota's name, not today's swap
+                solve, perturb.on("tickets__assign_ticket", assignee=on_call[swap_team]["username"]), count=None,
+                assignee=rota_only[swap_team]["username"]),
+            "breached_priority": lambda: perturb.drop(solve, perturb.on(
+                "tickets__update_ticket", key=next(x["key"] for x in breached if x["priority"] != "P1"))),
+            "no_status_changes": lambda: perturb.insert(solve, moved_along(first), before=perturb.on(
+                "tickets__assign_ticket", key=first["key"])),
+            "customer_replies": lambda: perturb.change(solve, comment(breached[0], body=apology(breached[0])),
+                                                       body=apology(breached[0], "our engineer")),
+            "one_reply_each": lambda: perturb.repeat(solve, comment(breached[0], body=apology(breached[0]))),
+            "internal_notes": lambda: perturb.change(solve, comment(at_risk[0], internal=True),
+                                                     body=risk_note(at_risk[0], "soon")),
+            "at_risk_quiet": lambda: perturb.insert(solve, ToolCall("tickets__update_ticket", {
+                "key": at_risk[0]["key"], "priority": STEP_UP[at_risk[0]["priority"]]
+                if at_risk[0]["priority"] != "P1" else "P2"}, "Bump it too."),
+                after=comment(at_risk[0], internal=True)),
+            "others_untouched": lambda: perturb.insert(solve, ToolCall("tickets__add_comment", {
+                "key": (late or done[0])["key"], "internal": True, "body": "SLA breach: this one was answered late too."},
+                "Note the late reply as well.")),
+        }
 
         # graders --------------------------------------------------------------------------------------
         breached_keys = {x["key"] for x in breached}
@@ -617,8 +628,8 @@ class SlaBreachEscalation(TaskFamily):
                         if c.id not in ("breached_priority", "customer_replies", "one_reply_each")]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
-            criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
+            criteria=criteria, perturbations={c.id: flawed[c.id]() for c in criteria},
             data={"breached": {x["key"]: [STEP_UP[x["priority"]], on_call[x["team"]]["username"]] for x in breached},
                   "at_risk": {x["key"]: on_call[x["team"]]["username"] for x in at_risk},
                   "swap": [swap_team, cover], "now": now.isoformat()},
