@@ -58,6 +58,9 @@ def one_case(args) -> dict:
     cfg.updates_per_rollout, cfg.resample_flat_groups = 1, 0
     cfg.concurrency = args.episodes
     cfg.sampler, cfg.sampler_dtype = args.case, args.dtype
+    from longhorizon.serve.vllm import auto_dtype
+
+    dtype = auto_dtype(args.dtype) if args.case == "vllm" else "float32"  # the in-process sampler is the trainer
     t0 = time.perf_counter()
     trainer, rollout = build_trainer(cfg, progress=False)
     built = time.perf_counter() - t0
@@ -75,7 +78,7 @@ def one_case(args) -> dict:
     trained = logs["episode/context_tokens"] * args.episodes  # the update's forward and backward cover every token
     update_flop = (8 if cfg.gradient_checkpointing else 6) * params * trained
     return {"gflops": gflops, "trained_tokens": trained, "update_floor_s": update_flop / (gflops * 1e9),
-            "case": args.case, "build_s": built, "rollout_s": logs["episode/rollout_s"], "sync_s": sync,
+            "case": args.case, "dtype": dtype, "build_s": built, "rollout_s": logs["episode/rollout_s"], "sync_s": sync,
             "update_s": step - logs["episode/rollout_s"], "step_s": step + sync, "sampled_tokens": tokens,
             "episodes": args.episodes, "pass_rate": logs.get("episode/pass_rate"), "turns": logs.get("episode/turns")}
 
@@ -85,7 +88,7 @@ def main() -> None:
     p.add_argument("--model", help="model to train (default: the embedded SmolLM2)")
     p.add_argument("--episodes", type=int, default=16, help="episodes per step, a multiple of 8 (default 16)")
     p.add_argument("--cases", default="local,vllm")
-    p.add_argument("--dtype", default="bfloat16", help="the vLLM server's dtype (default bfloat16)")
+    p.add_argument("--dtype", default="auto", help="the vLLM server's dtype (default auto: float32 on CPU, bfloat16 on CUDA)")
     p.add_argument("--case", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.case:
@@ -106,7 +109,7 @@ def main() -> None:
           f"{'tok/s':>7} {'pass':>5} {'set-up':>7}")
     for r in rows:
         rate = r["sampled_tokens"] / r["rollout_s"] if r["rollout_s"] else 0.0
-        print(f"{r['case']:<10} {r['rollout_s']:>8.1f} {r['sync_s']:>6.2f} {r['update_s']:>8.1f} {r['step_s']:>8.1f} "
+        print(f"{r['case'] + ' ' + r.get('dtype', '')[:4]:<10} {r['rollout_s']:>8.1f} {r['sync_s']:>6.2f} {r['update_s']:>8.1f} {r['step_s']:>8.1f} "
               f"{100 * r['rollout_s'] / r['step_s']:>8.0f}% {rate:>7.1f} {r['pass_rate'] or 0:>5.2f} "
               f"{r['build_s']:>7.1f}")
     base = next((r for r in rows if r["case"] == "local"), None)

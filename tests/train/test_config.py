@@ -72,3 +72,15 @@ def test_tiny_stage_configs_and_the_demo_config_load():
     demo = load_pipeline(CONFIGS / "demo.yaml", base=demo_config())
     assert asdict(demo) == asdict(demo_config())  # the YAML documents exactly the built-in demo
     assert isinstance(load_pipeline(None), PipelineConfig)
+
+
+def test_the_served_samplers_dtype_defaults_to_what_the_machine_serves_fastest():
+    from longhorizon.serve.vllm import auto_dtype
+    from longhorizon.train.config import RLConfig
+
+    assert RLConfig().sampler_dtype == "auto"
+    assert auto_dtype("auto", cuda=False) == "float32"   # bfloat16 is emulated on a CPU without it
+    assert auto_dtype("auto", cuda=True) == "bfloat16"
+    assert auto_dtype("bfloat16", cuda=False) == "bfloat16"  # a dtype named is a dtype kept
+    with pytest.raises(UsageError, match="sampler_dtype"):
+        RLConfig(sampler="vllm", sampler_dtype="fp8").validate()

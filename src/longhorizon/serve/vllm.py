@@ -90,6 +90,15 @@ def has_cuda() -> bool:
         return False
 
 
+def auto_dtype(dtype: str, cuda: bool | None = None) -> str:
+    """``dtype``, or for ``auto`` the one that serves fastest where it runs: bfloat16 on a CUDA GPU,
+    float32 on CPU (a CPU without native bfloat16 emulates it, which made served multi-turn
+    rollouts 3.1x slower than float32 on this project's AVX2 machine; docs/training.md)."""
+    if dtype != "auto":
+        return dtype
+    return "bfloat16" if (has_cuda() if cuda is None else cuda) else "float32"
+
+
 def ensure_vllm(cuda: bool | None = None, *, quiet: bool = False) -> Path:
     """The python of the vLLM venv (``.venvs/vllm``, ``.venvs/vllm-cuda`` on a GPU), built on first use."""
     cuda = has_cuda() if cuda is None else cuda

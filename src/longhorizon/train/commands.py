@@ -254,8 +254,9 @@ def _rl_arguments(p, common, *, model: bool = True) -> None:
     p.add_argument("--sampler-url", metavar="URL",
                     help="vllm: use this running `longhorizon serve --weight-sync` server (same machine) instead "
                          "of starting one, e.g. http://127.0.0.1:8000/v1")
-    p.add_argument("--sampler-dtype", choices=["bfloat16", "float16", "float32"],
-                    help="vllm: the served weights' dtype (default bfloat16; float32 matches the trainer)")
+    p.add_argument("--sampler-dtype", choices=["auto", "bfloat16", "float16", "float32"],
+                    help="vllm: the served weights' dtype (default auto: bfloat16 on a CUDA GPU, float32 on CPU, "
+                         "where bfloat16 is emulated and slower; float32 matches the trainer)")
     for flag, kw in common:
         p.add_argument(flag, **kw)
 

@@ -281,9 +281,11 @@ class RLConfig:
     sampler_url: str | None = None
     """vllm: a running ``longhorizon serve --weight-sync`` server on this machine (its API root,
     e.g. http://127.0.0.1:8000/v1); None starts one for the run."""
-    sampler_dtype: str = "bfloat16"
-    """vllm: the weights' dtype on the server (float32 gives the trainer's log-probs, at about half
-    the decoding speed on CPU)."""
+    sampler_dtype: str = "auto"
+    """vllm: the weights' dtype on the server; ``auto``: bfloat16 on a CUDA GPU, float32 on CPU
+    (``serve.vllm.auto_dtype``). On a CPU without native bfloat16 (AVX2 only, like the 2-core
+    machine of docs/training.md) bfloat16 is emulated: a served GSPO rollout took 3.1x as long as
+    in float32, which also gives the trainer's own log-probs."""
     sampler_eager: bool = False
     """vllm: start the server without compiling (seconds instead of minutes; slower decoding)."""
     lora: LoraSettings = field(default_factory=LoraSettings)
@@ -353,8 +355,8 @@ class RLConfig:
             raise UsageError("concurrency must be at least 1")
         if self.sampler not in ("local", "vllm"):
             raise UsageError(f"sampler must be local or vllm, not {self.sampler!r}")
-        if self.sampler_dtype not in ("bfloat16", "float16", "float32"):
-            raise UsageError(f"sampler_dtype must be bfloat16, float16 or float32, not {self.sampler_dtype!r}")
+        if self.sampler_dtype not in ("auto", "bfloat16", "float16", "float32"):
+            raise UsageError(f"sampler_dtype must be auto, bfloat16, float16 or float32, not {self.sampler_dtype!r}")
         if self.opd.enabled:
             if not (self.opd.pre and self.opd.post):
                 raise UsageError("opd needs both pre and post (the teacher model before and after its RL)")

@@ -96,6 +96,10 @@ class ServedSampler:
         self.model_name: str | None = None
         self.work: Path | None = None
         """The servable folder (``model``) and the weights pushed after each step (``weights``)."""
+        from longhorizon.serve.vllm import auto_dtype
+
+        self.dtype = auto_dtype(cfg.sampler_dtype)
+        """The served weights' dtype (``rl.sampler_dtype``, ``auto`` resolved for this machine)."""
         self.max_context = cfg.max_context or 8192
         """The server's context (its max_model_len), which each turn's budget respects."""
         self._policy = None
@@ -113,7 +117,7 @@ class ServedSampler:
         from longhorizon.core.aio import run_sync
 
         c = self.cfg
-        size = 2 if c.sampler_dtype in ("bfloat16", "float16") else 4
+        size = 2 if self.dtype in ("bfloat16", "float16") else 4
         self.work = scratch_dir(2 * size * sum(p.numel() for p in model.parameters()))
         try:
             if self.base_url:
@@ -125,9 +129,9 @@ class ServedSampler:
                 from longhorizon.serve.vllm import VLLMServer, kv_cache_gib_for
                 from longhorizon.serve.weight_sync import servable_folder
 
-                folder = servable_folder(model, self.tokenizer, self.work / "model", c.sampler_dtype)
-                kv = kv_cache_gib_for(folder, c.sampler_dtype, c.concurrency, self.max_context)  # no preemption
-                self.server = VLLMServer(str(folder), dtype=c.sampler_dtype, max_model_len=self.max_context,
+                folder = servable_folder(model, self.tokenizer, self.work / "model", self.dtype)
+                kv = kv_cache_gib_for(folder, self.dtype, c.concurrency, self.max_context)  # no preemption
+                self.server = VLLMServer(str(folder), dtype=self.dtype, max_model_len=self.max_context,
                                          kv_cache_gib=kv, weight_sync=True, enforce_eager=c.sampler_eager,
                                          log_path=self.log_path)
                 if self.server.cuda:  # the trainer shares the GPU: vLLM takes 90% of it by default
@@ -167,7 +171,7 @@ class ServedSampler:
         from longhorizon.serve.weight_sync import push_weights, write_weights
 
         t0 = time.perf_counter()
-        write_weights(getattr(model, "module", model), self.work / "weights", self.cfg.sampler_dtype)
+        write_weights(getattr(model, "module", model), self.work / "weights", self.dtype)
         push_weights(self.base_url, self.work / "weights")
         seconds = time.perf_counter() - t0
         self.syncs += 1
