@@ -20,7 +20,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
-from longhorizon.tasks.kit import files as files_kit
+from longhorizon.tasks.kit import files as files_kit, perturb
 from longhorizon.tasks.common import (
     Files,
     blank,
@@ -233,12 +233,58 @@ class DepartmentSpendReview(TaskFamily):
         task = Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=files.build,
-            oracle=partial(_oracle, data, None, whole=level == 1), criteria=_criteria(data, files), data=data,
+            oracle=partial(_oracle, data, whole=level == 1), criteria=_criteria(data, files), data=data,
         )
         if len(depts) == 1:  # one department has no order to get wrong
             task.criteria = [c for c in task.criteria if c.id != "order"]
-        task.perturbations = {c.id: partial(_oracle, data, c.id, whole=level == 1) for c in task.criteria}
+        flawed = _perturbations(data, whole=level == 1)
+        task.perturbations = {c.id: flawed[c.id] for c in task.criteria}
         return task
+
+
+def _perturbations(d: dict, whole: bool) -> dict:
+    """One flawed oracle per criterion, each an edit of the oracle's calls: the summary it
+    writes with one mistake, or a stray write after its read-back."""
+    solve = partial(_oracle, d, whole=whole)
+    summary = perturb.on("sheets__write_rows", path=d["report"], sheet=d["sheet"])
+
+    def written(tweak=lambda rows: rows, **kw):
+        """The oracle's summary rebuilt from its (name, budget, spent) rows passed through ``tweak``."""
+        return perturb.change(solve, summary, edit=lambda a: {
+            **a, "rows": _summary(d["header"], tweak([list(r[:3]) for r in a["rows"][1:]]), **kw)})
+
+    def voided_counted(rows):
+        return [[n, b, float(_cents(a) + _cents(d["voided"][n]))] for n, b, a in rows]
+
+    def wrong_budget(rows):
+        """The first department's budget from last year (or off by 500 where it did not change)."""
+        name, budget, amount = rows[0]
+        old = d["last_budget"].get(name, budget + 1000)
+        return [[name, old + 500 if old == d["truth"][name]["budget"] else old, amount], *rows[1:]]
+
+    def stray(*calls: ToolCall):
+        return perturb.insert(solve, *calls)
+
+    some_file, budgets = d["dept_file"][d["order"][0]], d["budgets_path"]
+    return {
+        "spent": written(voided_counted),  # voided lines counted too
+        "order": written(lambda rows: rows[::-1]),
+        "departments": written(lambda rows: rows[:-1]),
+        "budgets": written(wrong_budget),
+        "remaining": written(flipped=True),
+        "over_budget": written(wrong_flag=True),
+        "report_sheet": written(amount_header="Amount"),
+        "sources_unchanged": stray(ToolCall("sheets__write_cells", {
+            "path": some_file, "sheet": "Expenses", "cells": {"G1": "reviewed"}}, "Mark the file as reviewed.")),
+        "no_source_writes": stray(
+            ToolCall("sheets__write_cells", {"path": budgets, "sheet": d["fy"], "cells": {"A1": "Dept"}},
+                     "Tweak the header."),
+            ToolCall("sheets__write_cells", {"path": budgets, "sheet": d["fy"], "cells": {"A1": "Department"}},
+                     "Put the header back.")),
+        "only_report_created": stray(ToolCall(
+            "sheets__create_workbook", {"path": f"finance/spend_review_{d['year']}_draft.xlsx"},
+            "Keep a scratch copy.")),
+    }
 
 
 def _expense_book(rows: list[list], total_row: bool) -> Workbook:
@@ -342,10 +388,27 @@ def _criteria(d: dict, files: Files) -> list[Criterion]:
 # -- reference solution ----------------------------------------------------------------------
 
 
-def _oracle(d: dict, flaw: str | None, whole: bool = False):
+def _summary(header, rows: list[list], *, flipped: bool = False, wrong_flag: bool = False,
+             amount_header: str | None = None) -> list[list]:
+    """The summary sheet's rows: the header, then per department (name, budget, spent) the
+    derived columns as formulas. The keywords make a perturbation's mistakes: remaining as
+    spent - budget, a hard-coded wrong flag in the first row, another name for the spent column."""
+    table = []
+    for i, (name, budget, amount) in enumerate(rows, start=2):
+        flag = f'=IF(C{i}>B{i},"Yes","No")'
+        if wrong_flag and i == 2:
+            flag = "No" if amount > budget else "Yes"
+        table.append([name, budget, amount, f"=C{i}-B{i}" if flipped else f"=B{i}-C{i}", flag])
+    head = list(header)
+    if amount_header:
+        head[2] = amount_header
+    return [head] + table
+
+
+def _oracle(d: dict, whole: bool = False):
     """Read the budget sheet, page through each department's workbook, write the summary with
-    formulas for the derived columns, and read it back. ``flaw`` names the criterion to break;
-    ``whole`` (one department) skips the survey and reads each workbook in one call."""
+    formulas for the derived columns, and read it back. ``whole`` (one department) skips the
+    survey and reads each workbook in one call."""
     report, sheet, header, fy = d["report"], d["sheet"], d["header"], d["fy"]
     budgets_path = d["budgets_path"]
 
@@ -381,8 +444,6 @@ def _oracle(d: dict, flaw: str | None, whole: bool = False):
                 _, vendor, _, amount, status = r["values"]
                 if isinstance(amount, (int, float)) and status == "Posted":
                     total += _cents(amount)
-                elif flaw == "spent" and isinstance(amount, (int, float)) and status:
-                    total += _cents(amount)  # flaw: counts voided lines too
         spent[name] = total
 
     rows = [[name, budget, float(spent[name])] for name, budget, _ in depts]
@@ -390,49 +451,15 @@ def _oracle(d: dict, flaw: str | None, whole: bool = False):
         rows.sort(key=lambda r: -r[2])
     else:
         rows.sort(key=lambda r: r[0].lower())
-    if flaw == "order":
-        rows.reverse()
-    if flaw == "departments":
-        rows = rows[:-1]
-    if flaw == "budgets":
-        first = rows[0][0]
-        rows[0][1] = d["last_budget"].get(first, rows[0][1] + 1000)
-        if rows[0][1] == d["truth"][first]["budget"]:
-            rows[0][1] += 500
-    table = []
-    for i, (name, budget, amount) in enumerate(rows, start=2):
-        remaining = f"=C{i}-B{i}" if flaw == "remaining" else f"=B{i}-C{i}"
-        flag = f'=IF(C{i}>B{i},"Yes","No")'
-        if flaw == "over_budget" and i == 2:
-            flag = "No" if amount > budget else "Yes"
-        table.append([name, budget, amount, remaining, flag])
-    head = list(header)
-    if flaw == "report_sheet":
-        head[2] = "Amount"
 
     yield ToolCall("sheets__create_workbook", {"path": report, "sheets": [sheet]}, f"Create {report}.")
-    yield ToolCall("sheets__write_rows", {"path": report, "sheet": sheet, "start_cell": "A1", "rows": [head] + table},
+    yield ToolCall("sheets__write_rows", {"path": report, "sheet": sheet, "start_cell": "A1",
+                                          "rows": _summary(header, rows)},
                    "Write the header and one row per department.")
     check = parse_json((yield ToolCall("sheets__read_range", {"path": report, "sheet": sheet},
                                        "Read the summary back to verify it.")))
     written = {r["values"][0]: r["values"] for r in check["rows"][1:]}
-    mismatched = [
-        n for n, _, amount in rows
-        if abs(float(written[n][2]) - amount) > 0.005
-    ]
-
-    some_file = depts[0][2]
-    if flaw == "sources_unchanged":
-        yield ToolCall("sheets__write_cells", {"path": some_file, "sheet": "Expenses", "cells": {"G1": "reviewed"}},
-                       "Mark the file as reviewed.")
-    if flaw == "no_source_writes":
-        yield ToolCall("sheets__write_cells", {"path": budgets_path, "sheet": fy, "cells": {"A1": "Dept"}},
-                       "Tweak the header.")
-        yield ToolCall("sheets__write_cells", {"path": budgets_path, "sheet": fy, "cells": {"A1": "Department"}},
-                       "Put the header back.")
-    if flaw == "only_report_created":
-        yield ToolCall("sheets__create_workbook", {"path": f"finance/spend_review_{d['year']}_draft.xlsx"},
-                       "Keep a scratch copy.")
+    mismatched = [n for n, _, amount in rows if n not in written or abs(float(written[n][2]) - amount) > 0.005]
 
     over = [r[0] for r in rows if r[2] > r[1]]
     return (
