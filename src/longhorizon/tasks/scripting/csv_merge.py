@@ -30,6 +30,7 @@ from pathlib import Path
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import norm_path, rng_and_faker, write_files, written_paths
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.scripting import ScratchRuns, run_sandboxed_sync, snapshot
@@ -540,8 +541,19 @@ class CsvMergeScript(TaskFamily):
         # -- oracle ------------------------------------------------------------------------------
         brief = level == 1  # one shop: no export opened one by one, no trial run on a copy
 
-        def solve(flaw: str | None = None):
-            body = script_text(any_csv=flaw == "script_generalises")
+        def trial(test_root: str) -> str:
+            return (f"rm -rf {test_root} && mkdir -p {test_root} && cp -r {in_dir[stores[0]]} {test_root}/in && "
+                    f"bash {SCRIPT} {test_root}/in {test_root}/out/new && head -n 5 {test_root}/out/new/{MERGED} && "
+                    f"cat {test_root}/out/new/{SUMMARY} && diff -r {in_dir[stores[0]]} {test_root}/in && "
+                    f"echo inputs unchanged")
+
+        syntax_check = (f"chmod +x {SCRIPT} && bash -n {SCRIPT} && echo syntax ok; "
+                        f"bash {SCRIPT}; echo \"rc=$?\"")
+
+        def merge(s: str) -> str:
+            return f"bash {SCRIPT} {in_dir[s]} {out_dir[s]}"
+
+        def solve():
             yield ToolCall("files__read_file", {"path": request}, "Read the request for the exact rules.")
             yield ToolCall("files__list_dir", {"path": "exports", "recursive": True},
                            "See every shop's exports and what else is in those folders.")
@@ -556,55 +568,15 @@ class CsvMergeScript(TaskFamily):
                     f"cd {in_dir[s]} && for f in orders_*.csv; do printf '%s crlf=%s headers=%s\\n' \"$f\" "
                     f"\"$(grep -c $'\\r' \"$f\")\" \"$(grep -ci 'order_id' \"$f\")\"; done")},
                     f"Which of {s}'s files have CRLF endings or repeated headers?")
-            if flaw == "inputs_unchanged":
-                crlf = next(f"{in_dir[s]}/{rel}" for s in stores for rel, data in folders[s].items()
-                            if b"\r\n" in data)
-                yield ToolCall("shell__run", {"command": f"sed -i 's/\\r$//' {crlf}"},
-                               "Normalise the CRLF export first.")
-            yield ToolCall("files__write_file", {"path": SCRIPT, "content": body}, f"Write {SCRIPT}.")
-            yield ToolCall("shell__run", {"command": f"chmod +x {SCRIPT} && bash -n {SCRIPT} && echo syntax ok; "
-                                                     f"bash {SCRIPT}; echo \"rc=$?\""},
+            yield ToolCall("files__write_file", {"path": SCRIPT, "content": script_text()}, f"Write {SCRIPT}.")
+            yield ToolCall("shell__run", {"command": syntax_check},
                            "Syntax check, and a call without arguments must fail with the usage line.")
-            test_root = "tmp_test" if flaw == "workspace_clean" else "/tmp/t"
-            if not brief or flaw == "workspace_clean":
-                yield ToolCall("shell__run", {"command": (
-                    f"rm -rf {test_root} && mkdir -p {test_root} && cp -r {in_dir[stores[0]]} {test_root}/in && "
-                    f"bash {SCRIPT} {test_root}/in {test_root}/out/new && head -n 5 {test_root}/out/new/{MERGED} && "
-                    f"cat {test_root}/out/new/{SUMMARY} && diff -r {in_dir[stores[0]]} {test_root}/in && "
-                    f"echo inputs unchanged")}, "Try it on a copy first, into a folder that does not exist yet.")
-            for n, s in enumerate(stores):
-                if flaw == "merged_by_script" and n == len(stores) - 1:
-                    merged, summary = expected[s]
-                    yield ToolCall("files__write_file", {"path": f"{out_dir[s]}/{MERGED}",
-                                                         "content": _merged_csv(merged)}, f"Write {s}'s merge.")
-                    yield ToolCall("files__write_file", {"path": f"{out_dir[s]}/{SUMMARY}",
-                                                         "content": json.dumps(summary, indent=2) + "\n"},
-                                   f"Write {s}'s summary.")
-                    continue
-                yield ToolCall("shell__run", {"command": f"bash {SCRIPT} {in_dir[s]} {out_dir[s]}"},
-                               f"Merge {s}'s exports.")
-            s0 = stores[0]
-            merged0, summary0 = expected[s0]
-            if flaw == "merged_ids":
-                yield ToolCall("shell__run", {"command": f"sed -i '$d' {out_dir[s0]}/{MERGED}"},
-                               "Drop what looks like a trailing line.")
-            if flaw == "latest_versions":
-                oid = sorted(dup_ids[s0])[0]
-                m = next(x for x in merged0 if x["order_id"] == oid)
-                first = _first_version(folders[s0], oid, m["updated_at"])
-                py = (f"p = {f'{out_dir[s0]}/{MERGED}'!r}; s = open(p).read(); "
-                      f"open(p, 'w').write(s.replace({_row_line(m)!r}, {_row_line(first)!r}))")
-                yield ToolCall("shell__run", {"command": f"python3 -c {_sh_quote(py)}"},
-                               "Keep the first version of a duplicated order instead.")
-            if flaw in ("summary_counts", "summary_totals"):
-                change = ("d['duplicates_removed'] = 0" if flaw == "summary_counts"
-                          else "d['total_amount'] = round(d['total_amount'] + 10, 2)")
-                py = (f"import json; p = {f'{out_dir[s0]}/{SUMMARY}'!r}; d = json.load(open(p)); {change}; "
-                      f"json.dump(d, open(p, 'w'), indent=2)")
-                yield ToolCall("shell__run", {"command": f"python3 -c {_sh_quote(py)}"}, "Adjust the summary.")
+            if not brief:
+                yield ToolCall("shell__run", {"command": trial("/tmp/t")},
+                               "Try it on a copy first, into a folder that does not exist yet.")
             for s in stores:
-                if flaw == "checked_output":
-                    break
+                yield ToolCall("shell__run", {"command": merge(s)}, f"Merge {s}'s exports.")
+            for s in stores:
                 yield ToolCall("shell__run", {"command": (
                     f"head -n 6 {out_dir[s]}/{MERGED}; echo ...; wc -l < {out_dir[s]}/{MERGED}; "
                     f"cat {out_dir[s]}/{SUMMARY}")}, f"Check {s}'s merged file and summary.")
@@ -618,6 +590,70 @@ class CsvMergeScript(TaskFamily):
             return (f"Wrote {SCRIPT} and ran it for {shop_list}: "
                     + "; ".join(f"{s}: {expected[s][1]['orders']} orders from {expected[s][1]['rows_read']} rows"
                                 for s in stores) + ". Outputs are in reports/<shop>/.")
+
+        # -- perturbations: edits of the oracle's calls ----------------------------------------------
+        def shell(command: str, note: str) -> ToolCall:
+            return ToolCall("shell__run", {"command": command}, note)
+
+        def python(code: str, note: str) -> ToolCall:
+            return shell(f"python3 -c {_sh_quote(code)}", note)
+
+        s0, last = stores[0], stores[-1]
+        merged0, summary0 = expected[s0]
+        after_merges = perturb.on("shell__run", command=merge(last))
+
+        def afterwards(*calls: ToolCall):
+            """``calls`` right after the last merge, before the checks."""
+            return perturb.insert(solve, *calls, after=after_merges)
+
+        def edited_summary(change: str):
+            return afterwards(python(f"import json; p = {f'{out_dir[s0]}/{SUMMARY}'!r}; d = json.load(open(p)); "
+                                     f"{change}; json.dump(d, open(p, 'w'), indent=2)", "Adjust the summary."))
+
+        def first_version_kept():
+            oid = sorted(dup_ids[s0])[0]
+            m = next(x for x in merged0 if x["order_id"] == oid)
+            first = _first_version(folders[s0], oid, m["updated_at"])
+            return afterwards(python(f"p = {f'{out_dir[s0]}/{MERGED}'!r}; s = open(p).read(); "
+                                     f"open(p, 'w').write(s.replace({_row_line(m)!r}, {_row_line(first)!r}))",
+                                     "Keep the first version of a duplicated order instead."))
+
+        def by_hand():
+            """The last shop's outputs written by hand instead of by the script."""
+            merged, summary = expected[last]
+            run_last = perturb.on("shell__run", command=merge(last))
+            return perturb.drop(perturb.insert(solve, ToolCall(
+                "files__write_file", {"path": f"{out_dir[last]}/{MERGED}", "content": _merged_csv(merged)},
+                f"Write {last}'s merge."), ToolCall(
+                "files__write_file", {"path": f"{out_dir[last]}/{SUMMARY}",
+                                      "content": json.dumps(summary, indent=2) + "\n"}, f"Write {last}'s summary."),
+                before=run_last), run_last)
+
+        def trial_in_workspace():
+            """The trial run's copy left in the workspace (tmp_test/ instead of /tmp/t)."""
+            if brief:
+                return perturb.insert(solve, shell(trial("tmp_test"), "Try it on a copy first."),
+                                      after=perturb.on("shell__run", command=syntax_check))
+            return perturb.change(solve, perturb.on("shell__run", command=trial("/tmp/t")), command=trial("tmp_test"))
+
+        crlf = next((f"{in_dir[s]}/{rel}" for s in stores for rel, data in folders[s].items() if b"\r\n" in data),
+                    None)
+        flawed = {  # built only for the criteria an instance has
+            "script_generalises": lambda: perturb.change(solve, perturb.on("files__write_file", path=SCRIPT),
+                                                         content=script_text(any_csv=True)),
+            "inputs_unchanged": lambda: perturb.insert(solve, shell(f"sed -i 's/\\r$//' {crlf}",
+                                                                    "Normalise the CRLF export first."),
+                                                       before=perturb.on("files__write_file", path=SCRIPT)),
+            "workspace_clean": trial_in_workspace,
+            "merged_by_script": by_hand,
+            "merged_ids": lambda: afterwards(shell(f"sed -i '$d' {out_dir[s0]}/{MERGED}",
+                                                   "Drop what looks like a trailing line.")),
+            "latest_versions": first_version_kept,
+            "summary_counts": lambda: edited_summary("d['duplicates_removed'] = 0"),
+            "summary_totals": lambda: edited_summary("d['total_amount'] = round(d['total_amount'] + 10, 2)"),
+            "checked_output": lambda: perturb.drop(solve, lambda c: c.name == "shell__run" and str(
+                c.arguments.get("command", "")).startswith(("head -n 6 ", "grep -h ")), count=None),
+        }
 
         # -- grading -----------------------------------------------------------------------------
         def outputs(w, s):
@@ -761,10 +797,10 @@ class CsvMergeScript(TaskFamily):
             Criterion("workspace_clean", "no test copies or other stray files were left in the workspace",
                       "final_state", clean, guard=True),
         ]
-        perturbations = {c.id: (lambda cid=c.id: solve(cid)) for c in criteria}
+        perturbations = {c.id: flawed[c.id]() for c in criteria}
         return Task(
             id=task_id, family=self.name, category=self.category, split=self.split_of(seed), seed=seed,
-            instruction=instruction, apps=self.apps, build=build, oracle=lambda: solve(), criteria=criteria,
+            instruction=instruction, apps=self.apps, build=build, oracle=solve, criteria=criteria,
             perturbations=perturbations,
             data={"stores": stores, "summaries": {s: expected[s][1] for s in stores},
                   "duplicated": {s: sorted(dup_ids[s]) for s in stores}, "hidden_store": h_store,
