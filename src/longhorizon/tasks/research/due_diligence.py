@@ -21,7 +21,7 @@ from longhorizon.apps.search.state import create_index
 from longhorizon.apps.sheets.state import workbook_bytes
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
-from longhorizon.tasks.kit import files as files_kit
+from longhorizon.tasks.kit import files as files_kit, perturb
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
@@ -420,30 +420,31 @@ class EntityDueDiligence(TaskFamily):
         money = [d for d in rows_expected if d.tags["amount"]]
         renamed_rows = [d for d in rows_expected if d.tags["named"] == former]
 
-        def table(flaw: str | None) -> list[list]:
+        def table(mistake: str | None = None) -> list[list]:
+            """The register's rows; ``mistake`` (a criterion id) makes the one a perturbation writes."""
             out = [list(HEADER)]
             for i, d in enumerate(rows_expected):
-                if flaw == "rows_complete" and i == len(rows_expected) - 1:
+                if mistake == "rows_complete" and i == len(rows_expected) - 1:
                     continue
                 ent, kind, amt, day = d.tags["entity"], d.tags["event"], d.tags["amount"], d.date
-                if flaw == "entities_right" and d.tags["named"] == former:
+                if mistake == "entities_right" and d.tags["named"] == former:
                     ent = former
-                if flaw == "entities_right" and not renamed_rows and i == 0:  # (no former-name row)
+                if mistake == "entities_right" and not renamed_rows and i == 0:  # (no former-name row)
                     ent = near
-                if flaw == "events_right" and d is (money[0] if money else rows_expected[0]):
+                if mistake == "events_right" and d is (money[0] if money else rows_expected[0]):
                     kind = {"lawsuit": "settlement", "settlement": "lawsuit", "fine": "lawsuit",
                             "data breach": "recall", "recall": "data breach"}[kind]
-                if flaw == "amounts_right" and d is (breach or money[0]):
+                if mistake == "amounts_right" and d is (breach or money[0]):
                     amt = d.tags["count"] if d is breach else amt * 2
-                if flaw == "dates_right" and i == 0:
+                if mistake == "dates_right" and i == 0:
                     day = day + timedelta(days=1)
                 out.append([d.id, day.isoformat(), ent, kind, amt])
-            if flaw == "rows_precise":
+            if mistake == "rows_precise":
                 d = near_docs[0]
                 out.append([d.id, d.date.isoformat(), near, d.tags["event"], d.tags["amount"]])
             return out
 
-        def solve(flaw: str | None = None):
+        def solve():
             hits = parse_json((yield ToolCall("mail__search_messages", {"query": "diligence"},
                                               "Find legal's request.")))
             for m in sorted(hits["messages"], key=lambda m: m["id"]):
@@ -469,22 +470,28 @@ class EntityDueDiligence(TaskFamily):
                 yield ToolCall("sheets__read_range", {"path": old_path, "sheet": SHEET}, "Copy its layout.")
             yield ToolCall("sheets__create_workbook", {"path": path, "sheets": [SHEET]}, "Create the register.")
             yield ToolCall("sheets__write_rows", {"path": path, "sheet": SHEET, "start_cell": "A1",
-                                                  "rows": table(flaw)}, "Write one row per document.")
+                                                  "rows": table()}, "Write one row per document.")
             if not brief:
                 yield ToolCall("sheets__read_range", {"path": path, "sheet": SHEET}, "Check the register.")
-            if flaw == "files_untouched":
-                yield ToolCall("sheets__write_cells", {"path": old_path, "sheet": SHEET, "cells": {"F1": "Checked"}})
             body = (f"Hi {counsel[0].split()[0]},\n\nAttached is the events register for {target} "
                     f"(incl. {former} and {', '.join(subs)}): {len(rows_expected)} documents.\n\nBest,\n{me[0]}"
                     if level == self.levels else f"Hi {counsel[0].split()[0]},\n\nAttached is the events register "
                     f"for {', '.join(names)}: {len(rows_expected)} documents.\n\nBest,\n{me[0]}")
             yield ToolCall("mail__reply", {"message_id": request_id, "body": body,
-                                           "attachments": [] if flaw == "replied_with_workbook" else [path]},
+                                           "attachments": [path]},
                            "Send it back to legal.")
-            if flaw == "mail_only_to_legal":
-                yield ToolCall("mail__send_message", {"to": [colleague[1]], "subject": f"{target}",
-                                                      "body": "FYI the register is done."})
             return f"Registered {len(rows_expected)} documents in {path} and replied to {counsel[0]}."
+
+        register, reply = perturb.on("sheets__write_rows", path=path), perturb.on("mail__reply")
+        flawed = {
+            **{cid: perturb.change(solve, register, rows=table(cid)) for cid in (
+                "rows_complete", "entities_right", "events_right", "amounts_right", "dates_right", "rows_precise")},
+            "files_untouched": perturb.insert(solve, ToolCall(
+                "sheets__write_cells", {"path": old_path, "sheet": SHEET, "cells": {"F1": "Checked"}}), before=reply),
+            "replied_with_workbook": perturb.change(solve, reply, attachments=[]),
+            "mail_only_to_legal": perturb.insert(solve, ToolCall("mail__send_message", {
+                "to": [colleague[1]], "subject": f"{target}", "body": "FYI the register is done."})),
+        }
 
         # -- criteria ------------------------------------------------------------------------------
         def events(w) -> dict[str, dict[str, Any]]:
@@ -586,10 +593,10 @@ class EntityDueDiligence(TaskFamily):
                       only_legal, guard=True),
             files_kit.unchanged(seeded, id="files_untouched", description="last year's register is unchanged"),
         ]
-        perturbations = {c.id: (lambda cid=c.id: solve(cid)) for c in criteria}
+        perturbations = {c.id: flawed[c.id] for c in criteria}
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=lambda: solve(),
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
             criteria=criteria, perturbations=perturbations,
             data={"target": target, "former": former, "subsidiaries": subs, "near_namesake": near, "path": path,
                   "rows": [{"id": d.id, "date": d.date.isoformat(), "entity": d.tags["entity"],
