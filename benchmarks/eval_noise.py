@@ -7,7 +7,8 @@ with and without ``--reproducible``, and what the flag costs in time.
 
 For each setting, one vLLM server on the model (default: the embedded SmolLM2-135M-Instruct):
 
-    default       `longhorizon serve` (bfloat16, batching, prefix cache); clients at their default
+    default       `longhorizon serve --dtype bfloat16` (batching, prefix cache; bfloat16 was serve's
+                  default until 2026-12-07, now `auto`: float32 on CPU); clients at their default
                   concurrency (bench bfcl --threads 4, run --concurrency 8); temperature 0, seed 0
     reproducible  `serve --reproducible` (float32, one sequence at a time, no prefix cache);
                   clients with --reproducible (one request in flight)

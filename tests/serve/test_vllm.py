@@ -244,6 +244,27 @@ def test_serve_reproducible_defaults_to_float32_and_passes_the_flag(tmp_path, mo
     assert (seen["reproducible"], seen["dtype"]) == (True, "float32")
 
 
+@pytest.mark.parametrize("cuda, expected", [(False, "float32"), (True, "bfloat16")])
+def test_serve_defaults_to_the_dtype_that_is_fast_where_it_runs(tmp_path, monkeypatch, cuda, expected):
+    import longhorizon.serve.vllm as vllm
+    from longhorizon.cli import main
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def server(model, **kw):
+        seen.update(kw)
+        raise Stop
+
+    monkeypatch.setattr(vllm, "VLLMServer", server)
+    monkeypatch.setattr(vllm, "has_cuda", lambda: cuda)
+    with pytest.raises(Stop):
+        main(["serve", "--model", str(_model_folder(tmp_path))])
+    assert seen["dtype"] == expected
+
+
 @pytest.fixture(scope="module")
 def reproducible_server(default_model):
     from longhorizon.serve.venvs import VenvError

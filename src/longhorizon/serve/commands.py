@@ -17,7 +17,7 @@ from longhorizon.core.errors import InfraError, UsageError
 
 
 def cmd_serve(args) -> int:
-    from longhorizon.serve.vllm import VLLMServer
+    from longhorizon.serve.vllm import VLLMServer, auto_dtype
 
     if args.weight_sync and args.lora:
         raise UsageError("--weight-sync replaces the model's weights: serve a merged model, not --lora")
@@ -27,7 +27,8 @@ def cmd_serve(args) -> int:
     if args.reproducible and args.weight_sync:
         raise UsageError("--reproducible serves evaluations one sequence at a time; --weight-sync serves RL's "
                          "batched sampling: choose one")
-    dtype = args.dtype or ("float32" if args.reproducible else "bfloat16")
+    dtype = args.dtype or ("float32" if args.reproducible else "auto")
+    dtype = auto_dtype(dtype)
     server = VLLMServer(args.model, host=args.host, port=args.port, lora=args.lora,
                         max_model_len=args.max_model_len, kv_cache_gib=args.kv_cache_gib,
                         default_max_tokens=args.default_max_tokens, log_path=args.log,
@@ -101,8 +102,9 @@ def add_commands(sub) -> None:
                    help="reply length cap for requests that set no max_tokens (BFCL's harness sets none; "
                         "default: none, up to the context length)")
     s.add_argument("--log", help="server log file (default: a temporary folder's server.log)")
-    s.add_argument("--dtype", choices=["bfloat16", "float16", "float32"],
-                   help="weights' dtype on the server (default bfloat16; float32 with --reproducible)")
+    s.add_argument("--dtype", choices=["auto", "bfloat16", "float16", "float32"],
+                   help="weights' dtype on the server (default auto: bfloat16 on a CUDA GPU, float32 on CPU, "
+                        "where emulated bfloat16 served 3x slower here; float32 with --reproducible)")
     s.add_argument("--reproducible", action="store_true",
                    help="for evaluations that must repeat exactly: one sequence at a time (--max-num-seqs 1), no "
                         "prefix cache, sampler seed 0, float32 unless --dtype; on CUDA also vLLM's batch-invariant "
