@@ -42,7 +42,7 @@ from longhorizon.tasks.commerce import (
     usd,
 )
 from longhorizon.tasks.common import People, loads, long_date, rng_and_faker, slug, write_files
-from longhorizon.tasks.kit import mail as mail_kit
+from longhorizon.tasks.kit import mail as mail_kit, perturb
 
 POLICY = "policies/customer_service_policy.md"
 CASE_TYPES = ("cancel_paid", "cancel_pending", "cancel_shipped", "damaged_ok", "damaged_late", "over_limit",
@@ -486,10 +486,12 @@ class CustomerComplaintResolution(TaskFamily):
         criteria = _criteria(ctx)
         kinds_here = {c.kind for c in cases}  # level 1 has one kind: the criteria about the others go
         criteria = [c for c in criteria if c.id not in NEEDS or kinds_here & set(NEEDS[c.id])]
+        solve = partial(_oracle, ctx)
+        perturbations = _perturbations(ctx, solve)
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=partial(_oracle, ctx, None),
-            criteria=criteria, perturbations={c.id: partial(_oracle, ctx, c.id) for c in criteria}, data=data,
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
+            criteria=criteria, perturbations={c.id: perturbations[c.id] for c in criteria}, data=data,
         )
 
 
@@ -563,9 +565,9 @@ def _first(cases: list[Case], *kinds: str) -> Case | None:
 # -- reference solution ----------------------------------------------------------------------
 
 
-def _oracle(ctx: _Ctx, flaw: str | None):
+def _oracle(ctx: _Ctx):
     """Read the policy and the inbox, then handle each complaint: find the order, check it,
-    act per policy, reply; finally check the refunds and sent mail. ``flaw`` breaks one criterion."""
+    act per policy, reply; finally check the refunds and sent mail."""
     cases = ctx.cases
     today = ctx.today.isoformat()
     if not ctx.short:
@@ -584,11 +586,6 @@ def _oracle(ctx: _Ctx, flaw: str | None):
             continue
         yield ToolCall("mail__read_message", {"message_id": m["id"]}, f"Read message {m['id']}: is it an open complaint?")
 
-    skip_check = _first(cases, "damaged_late", "in_transit", "cancel_shipped", "over_limit") or cases[0]
-    first_damaged = _first(cases, "damaged_ok")
-    first_paid_cancel = _first(cases, "cancel_paid")
-    first_cancel = first_paid_cancel
-    replied_twice = False
     for c in cases:
         if c.omit_id:
             hits = loads((yield ToolCall("store__search_customers", {"query": c.customer.email},
@@ -596,19 +593,16 @@ def _oracle(ctx: _Ctx, flaw: str | None):
             cust = loads((yield ToolCall("store__get_customer", {"customer_id": hits[0]["id"]},
                                          "See their orders to find the one with that item.")))
             assert any(o["id"] == c.order_id for o in cust["orders"])
-        if not (flaw == "checked_orders" and c is skip_check):
-            yield ToolCall("store__get_order", {"order_id": c.order_id},
-                           f"Open {c.order_id}: status, lines, payments, refunds and shipments.")
+        yield ToolCall("store__get_order", {"order_id": c.order_id},
+                       f"Open {c.order_id}: status, lines, payments, refunds and shipments.")
         body = f"Hi {c.customer.first},\n\nThank you for getting in touch about order {c.order_id}. "
         if c.kind in ("cancel_paid", "cancel_pending"):
-            if not (flaw == "cancellations" and c is first_cancel):
-                yield ToolCall("store__cancel_order", {"order_id": c.order_id, "reason": "customer request"},
-                               f"{c.order_id} has not shipped: cancel it as asked.")
+            yield ToolCall("store__cancel_order", {"order_id": c.order_id, "reason": "customer request"},
+                           f"{c.order_id} has not shipped: cancel it as asked.")
             if c.kind == "cancel_paid":
-                if not (flaw == "cancel_refunds" and c is first_paid_cancel):
-                    yield ToolCall("store__issue_refund", {"order_id": c.order_id, "amount": plain(c.total),
-                                                           "reason": "order cancelled at customer request"},
-                                   "Refund everything that was paid.")
+                yield ToolCall("store__issue_refund", {"order_id": c.order_id, "amount": plain(c.total),
+                                                       "reason": "order cancelled at customer request"},
+                               "Refund everything that was paid.")
                 body += f"It has been cancelled and the full {usd(c.total)} refunded to your original payment method."
             else:
                 body += "It has been cancelled; you were not charged for it."
@@ -617,17 +611,10 @@ def _oracle(ctx: _Ctx, flaw: str | None):
                      f"{c.carrier}, tracking number {c.tracking}. Once it arrives you can return it through our "
                      f"returns process.")
         elif c.kind == "damaged_ok":
-            amount = c.line_total - (100 if flaw == "damage_refunds" and c is first_damaged else 0)
-            yield ToolCall("store__issue_refund", {"order_id": c.order_id, "amount": plain(amount), "line_no": c.target + 1,
-                                                   "reason": f"damaged {c.item.name}"},
+            yield ToolCall("store__issue_refund", {"order_id": c.order_id, "amount": plain(c.line_total),
+                                                   "line_no": c.target + 1, "reason": f"damaged {c.item.name}"},
                            f"Delivered within {ctx.window} days and under {usd(ctx.limit)}: refund the item.")
-            if flaw == "orders_untouched" and c is first_damaged:
-                yield ToolCall("store__adjust_stock", {"sku": c.item.sku, "delta": -1, "reason": "damaged"},
-                               "Write off the damaged unit.")
-            if flaw == "reply_details" and c is first_damaged:
-                body = f"Hi {c.customer.first},\n\nSorry about the damaged item; we have refunded it."
-            else:
-                body += f"I'm sorry the {c.item.name} arrived damaged. We have refunded {usd(amount)} for it."
+            body += f"I'm sorry the {c.item.name} arrived damaged. We have refunded {usd(c.line_total)} for it."
         elif c.kind == "damaged_late":
             body += (f"I'm sorry to hear about the {c.item.name}. It was delivered on {c.delivered.isoformat()}, which "
                      f"is outside our {ctx.window}-day window for damage claims, so we can't offer a refund.")
@@ -635,49 +622,86 @@ def _oracle(ctx: _Ctx, flaw: str | None):
             body += (f"The {c.item.name} was already refunded: {usd(c.prior_refund)} went back to your payment method "
                      f"on {c.prior_refund_day.isoformat()}.")
         elif c.kind == "over_limit":
-            if flaw == "no_unwarranted_refunds":
-                yield ToolCall("store__issue_refund", {"order_id": c.order_id, "amount": plain(c.line_total),
-                                                       "line_no": c.target + 1, "reason": "damaged item"},
-                               "Refund the item.")
-            if flaw != "escalation":
-                yield ToolCall("mail__forward", {"message_id": c.msg_id, "to": [ctx.manager],
-                                                 "body": f"Damage claim on {c.order_id} for {usd(c.line_total)}, above "
-                                                         f"my {usd(ctx.limit)} limit. Could you approve?"},
-                               "Above the refund limit: escalate to the operations manager.")
+            yield ToolCall("mail__forward", {"message_id": c.msg_id, "to": [ctx.manager],
+                                             "body": f"Damage claim on {c.order_id} for {usd(c.line_total)}, above "
+                                                     f"my {usd(ctx.limit)} limit. Could you approve?"},
+                           "Above the refund limit: escalate to the operations manager.")
             body += ("I'm sorry about the damaged item. I have escalated your case to our operations manager; you will "
                      "hear back within two business days.")
         elif c.kind == "lost":
             ship = loads((yield ToolCall("store__get_shipment", {"shipment_id": c.shipment_id},
                                          "What does the carrier say about the parcel?")))
             assert ship["status"] == "lost"
-            if flaw == "replacement_shipments":
-                body += f"Your parcel is with {c.carrier}, tracking number {c.tracking}."
-            else:
-                made = (yield ToolCall("store__create_shipment", {"order_id": c.order_id, "carrier": ship["carrier"],
-                                                                  "replaces": c.shipment_id},
-                                       "Declared lost: send a replacement with the same carrier."))
-                new_tracking = made.rsplit("tracking number ", 1)[1].rstrip(".")
-                body += (f"The carrier has declared your parcel lost, so we have sent a replacement with {c.carrier}. "
-                         f"The new tracking number is {new_tracking}.")
+            made = (yield ToolCall("store__create_shipment", {"order_id": c.order_id, "carrier": ship["carrier"],
+                                                              "replaces": c.shipment_id},
+                                   "Declared lost: send a replacement with the same carrier."))
+            new_tracking = made.rsplit("tracking number ", 1)[1].rstrip(".")
+            body += (f"The carrier has declared your parcel lost, so we have sent a replacement with {c.carrier}. "
+                     f"The new tracking number is {new_tracking}.")
         elif c.kind == "in_transit":
             ship = loads((yield ToolCall("store__get_shipment", {"shipment_id": c.shipment_id},
                                          "Where is the parcel?")))
             body += (f"Your parcel is still in transit with {ship['carrier']}, tracking number {ship['tracking']}. "
                      f"Please allow a few more days for it to arrive.")
         body += f"\n\nBest regards,\n{ctx.me}"
-        for _ in range(2 if flaw == "replies" and not replied_twice else 1):
-            yield ToolCall("mail__reply", {"message_id": c.msg_id, "body": body}, f"Answer the customer about {c.order_id}.")
-        replied_twice = True
-    if flaw == "no_unwarranted_refunds" and not _first(cases, "over_limit"):
-        yield ToolCall("store__issue_refund", {"order_id": ctx.bystander, "amount": "1.00", "reason": "goodwill"},
-                       "A goodwill refund.")
-    if flaw == "no_stray_mail":
-        yield ToolCall("mail__send_message", {"to": [ctx.colleague], "subject": "Complaints done",
-                                              "body": "All complaints handled."}, "Let the team know.")
+        yield ToolCall("mail__reply", {"message_id": c.msg_id, "body": body},
+                       f"Answer the customer about {c.order_id}.")
     if not ctx.short:
         yield ToolCall("store__search_refunds", {"since": today}, "Check today's refunds.")
         yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 25}, "Check every reply went out.")
     return f"Handled {len(cases)} complaints per the current policy; every customer has an answer."
+
+
+def _perturbations(ctx: _Ctx, solve) -> dict[str, perturb.Oracle]:
+    """For each criterion, the oracle with its calls edited so that it fails that one (those about
+    a kind of complaint the instance lacks have none: the criteria go too)."""
+    cases = ctx.cases
+    damaged = _first(cases, "damaged_ok")
+    refund_damaged = perturb.on("store__issue_refund", order_id=damaged.order_id)
+    answer_damaged = perturb.on("mail__reply", message_id=damaged.msg_id)
+
+    def at_the_end(call: ToolCall) -> perturb.Oracle:
+        """``call`` once every complaint is handled, before the final checks (level 1 has none)."""
+        return perturb.insert(solve, call, before=None if ctx.short else perturb.on("store__search_refunds"))
+
+    edits = {
+        "checked_orders": perturb.drop(solve, perturb.on("store__get_order", order_id=(_first(
+            cases, "damaged_late", "in_transit", "cancel_shipped", "over_limit") or cases[0]).order_id)),
+        "damage_refunds": perturb.change(  # a dollar short, and the answer says so
+            perturb.change(solve, refund_damaged, amount=plain(damaged.line_total - 100)), answer_damaged,
+            lambda a: {**a, "body": a["body"].replace(usd(damaged.line_total), usd(damaged.line_total - 100))}),
+        "orders_untouched": perturb.insert(solve, ToolCall(
+            "store__adjust_stock", {"sku": damaged.item.sku, "delta": -1, "reason": "damaged"},
+            "Write off the damaged unit."), after=refund_damaged),
+        "reply_details": perturb.change(solve, answer_damaged, body=(
+            f"Hi {damaged.customer.first},\n\nSorry about the damaged item; we have refunded it."
+            f"\n\nBest regards,\n{ctx.me}")),
+        "replies": perturb.repeat(solve, perturb.on("mail__reply", message_id=cases[0].msg_id)),
+        "no_stray_mail": at_the_end(ToolCall("mail__send_message", {
+            "to": [ctx.colleague], "subject": "Complaints done", "body": "All complaints handled."},
+            "Let the team know.")),
+    }
+    over = _first(cases, "over_limit")
+    if over:
+        edits["escalation"] = perturb.drop(solve, perturb.on("mail__forward", message_id=over.msg_id))
+        edits["no_unwarranted_refunds"] = perturb.insert(solve, ToolCall(
+            "store__issue_refund", {"order_id": over.order_id, "amount": plain(over.line_total),
+                                    "line_no": over.target + 1, "reason": "damaged item"}, "Refund the item."),
+            before=perturb.on("mail__forward", message_id=over.msg_id))
+    else:
+        edits["no_unwarranted_refunds"] = at_the_end(ToolCall(
+            "store__issue_refund", {"order_id": ctx.bystander, "amount": "1.00", "reason": "goodwill"},
+            "A goodwill refund."))
+    cancel = _first(cases, "cancel_paid")
+    if cancel:
+        edits["cancellations"] = perturb.drop(solve, perturb.on("store__cancel_order", order_id=cancel.order_id))
+        edits["cancel_refunds"] = perturb.drop(solve, perturb.on("store__issue_refund", order_id=cancel.order_id))
+    lost = _first(cases, "lost")
+    if lost:  # the replacement goes with another carrier (the oracle reads its tracking number, so it stays)
+        edits["replacement_shipments"] = perturb.change(
+            solve, perturb.on("store__create_shipment", order_id=lost.order_id),
+            carrier=next(x for x in CARRIERS if x != lost.carrier))
+    return edits
 
 
 # -- grading ---------------------------------------------------------------------------------

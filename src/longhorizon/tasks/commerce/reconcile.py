@@ -38,6 +38,7 @@ from longhorizon.tasks.commerce import (
     mentions_id,
     money,
     pick_today,
+    plain,
 )
 from longhorizon.tasks.common import (
     MONTHS,
@@ -55,7 +56,7 @@ from longhorizon.tasks.common import (
     write_files,
 )
 from longhorizon.tasks.kit import mail as mail_kit
-from longhorizon.tasks.kit import process
+from longhorizon.tasks.kit import perturb, process
 
 WORKBOOK = "finance/ap_reconciliation.xlsx"
 RULES = "finance/ap_matching_rules.md"
@@ -394,10 +395,11 @@ When the month is done, send {ap} one summary: what was recorded, what is held a
         ctx = _Ctx(batch=batch, month=month, prev_month=prev_month, prev_rows=prev_rows, ap=ap, me=me.name,
                    seeded_invoices=seeded_invoices, n_seeded=len(msgs), short=level == 1)
         criteria = _criteria(ctx)
+        solve = partial(_oracle, ctx)
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=partial(_oracle, ctx, None),
-            criteria=criteria, perturbations={c.id: partial(_oracle, ctx, c.id) for c in criteria},
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
+            criteria=criteria, perturbations=_perturbations(ctx, solve),
             data={"month": month, "ap": ap, "invoices": [
                 {"number": inv.number, "supplier": inv.supplier.id, "po": inv.po, "total": inv.total,
                  "status": inv.status, "issue_sku": inv.issue_sku, "msg": inv.msg_id, "attached": inv.attach}
@@ -489,10 +491,10 @@ def _parse_document(text: str) -> dict[str, Any]:
     return out
 
 
-def _oracle(ctx: _Ctx, flaw: str | None):
+def _oracle(ctx: _Ctx):
     """Read the rules and last month's log, open every inbox message, match each invoice against
     its PO, receipts and recorded invoices, record the matches, write the month sheet, mail AP.
-    ``flaw`` breaks one criterion; ``ctx.short`` (level 1) skips what the request already says
+    ``ctx.short`` (level 1) skips what the request already says
     (the rules, the sheet's layout), the supplier list and the search for earlier records."""
     batch = ctx.batch
     sup_by_email: dict[str, Any] = {}
@@ -525,9 +527,7 @@ def _oracle(ctx: _Ctx, flaw: str | None):
         if sup_by_email:
             docs[m["id"]]["supplier"] = sup_by_email[parse_address(msg["from"])]["id"]
 
-    rows, recorded, held = [], [], []
-    broke_issue = broke_hold = False
-    skip_po_check = next(inv for inv in batch if inv.matches)
+    rows, held = [], []
     for inv in batch:
         doc = docs[inv.msg_id]
         assert doc["number"] == inv.number and doc.get("supplier", inv.supplier.id) == inv.supplier.id, doc
@@ -537,16 +537,13 @@ def _oracle(ctx: _Ctx, flaw: str | None):
             earlier = loads((yield ToolCall("store__search_supplier_invoices",
                                             {"supplier_id": doc["supplier"], "invoice_number": doc["number"]},
                                             f"Has {doc['number']} been recorded before?")))
-        po = None
-        if not (flaw == "po_checked" and inv is skip_po_check):
-            po = loads((yield ToolCall("store__get_purchase_order", {"po_id": po_id},
-                                       f"Compare {doc['number']} with {po_id} and what was received.")))
-            doc.setdefault("supplier", po["supplier_id"])
-        doc.setdefault("supplier", inv.supplier.id)  # the PO left unopened (a flaw): the sender's
+        po = loads((yield ToolCall("store__get_purchase_order", {"po_id": po_id},
+                                   f"Compare {doc['number']} with {po_id} and what was received.")))
+        doc.setdefault("supplier", po["supplier_id"])
         status, issue = "Matched", ""
         if earlier:
             status, issue = "Duplicate", f"already recorded as {earlier[0]['id']} on {earlier[0]['recorded_at']}"
-        elif po is not None:
+        else:
             price = {ln["sku"]: ln["unit_cost"] for ln in po["lines"]}
             got = {ln["sku"]: ln["received_qty"] or 0 for ln in po["lines"]}
             for ln in doc["lines"]:
@@ -561,29 +558,16 @@ def _oracle(ctx: _Ctx, flaw: str | None):
                 if status != "Matched":
                     break
         assert status == inv.status, (inv.number, status, inv.status)
-        if flaw == "log_status" and inv is batch[0]:
-            status = "Matched" if status != "Matched" else "Price mismatch"
-        if flaw == "log_issues" and inv.issue_sku and not broke_issue:
-            issue, broke_issue = "check with supplier", True
-        total = float(doc["total"].replace(",", ""))
-        if flaw == "log_totals" and inv is batch[-1]:
-            total += 10
-        ref = po_id if not (flaw == "log_refs" and inv is batch[0]) else ""
-        rows.append([doc["number"], inv.supplier.name, ref, total, status, issue or None])
-        record = inv.matches
-        if flaw == "held_not_recorded" and inv.kind in ("price", "quantity") and not broke_hold:
-            record = broke_hold = True
-        if record and not (flaw == "matches_recorded" and inv.matches and not recorded):
+        rows.append([doc["number"], inv.supplier.name, po_id, float(doc["total"].replace(",", "")), status,
+                     issue or None])
+        if inv.matches:
             yield ToolCall("store__record_supplier_invoice", {
                 "supplier_id": doc["supplier"], "invoice_number": doc["number"], "invoice_date": doc["date"],
                 "po_id": po_id, "total": doc["total"].replace(",", ""),
                 "lines": [{"sku": ln["sku"], "qty": ln["qty"], "unit_cost": ln["unit_cost"]} for ln in doc["lines"]],
             }, f"{doc['number']} matches {po_id}: record it for payment.")
-            recorded.append(inv)
-        elif not inv.matches:
+        else:
             held.append((inv, status, issue))
-    if flaw == "log_rows":
-        rows = rows[:-1]
 
     if ctx.short:  # the sheet is there, headed
         yield ToolCall("sheets__write_rows", {"path": WORKBOOK, "sheet": ctx.month, "start_cell": "A2", "rows": rows},
@@ -592,9 +576,6 @@ def _oracle(ctx: _Ctx, flaw: str | None):
         yield ToolCall("sheets__add_sheet", {"path": WORKBOOK, "name": ctx.month}, f"Add the {ctx.month} sheet.")
         yield ToolCall("sheets__write_rows", {"path": WORKBOOK, "sheet": ctx.month, "start_cell": "A1",
                                               "rows": [list(HEADER)] + rows}, "Log every invoice.")
-    if flaw == "previous_log_untouched":
-        yield ToolCall("sheets__write_cells", {"path": WORKBOOK, "sheet": ctx.prev_month, "cells": {"G1": "Reviewed"}},
-                       "Mark last month as reviewed.")
     if not ctx.short:
         yield ToolCall("sheets__read_range", {"path": WORKBOOK, "sheet": ctx.month}, "Check the log.")
     ok = [inv for inv in batch if inv.matches]
@@ -602,20 +583,68 @@ def _oracle(ctx: _Ctx, flaw: str | None):
             "", "Recorded for payment:"]
     body += [f"- {inv.number} ({inv.supplier.name}, {inv.po}): {money(inv.total)}" for inv in ok]
     body += ["", "Held:"]
-    held_lines = [f"- {inv.number} ({inv.supplier.name}, {inv.po}): {status}, {issue}" for inv, status, issue in held]
-    if flaw == "ap_summary":
-        held_lines = held_lines[1:]
-    body += held_lines + ["", f"Best,\n{ctx.me}"]
+    body += [f"- {inv.number} ({inv.supplier.name}, {inv.po}): {status}, {issue}" for inv, status, issue in held]
+    body += ["", f"Best,\n{ctx.me}"]
     yield ToolCall("mail__send_message", {"to": [ctx.ap], "subject": f"{ctx.month} invoice reconciliation",
                                           "body": "\n".join(body), "attachments": [WORKBOOK]}, "Send AP the summary.")
-    if flaw == "no_stray_mail":
-        inv = held[0][0]
-        yield ToolCall("mail__reply", {"message_id": inv.msg_id, "body": "We are holding this invoice."},
-                       "Tell the supplier.")
     if not ctx.short:
         yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 10}, "Check the summary went out.")
     return (f"Recorded {len(ok)} matching invoices, held {len(held)}; logged all {len(batch)} in the {ctx.month} "
             f"sheet and mailed {ctx.ap}.")
+
+
+def _record(inv: Invoice) -> ToolCall:
+    """Recording ``inv`` for payment, as the oracle does from the document, for the perturbations."""
+    return ToolCall("store__record_supplier_invoice", {
+        "supplier_id": inv.supplier.id, "invoice_number": inv.number, "invoice_date": inv.day.isoformat(),
+        "po_id": inv.po, "total": plain(inv.total),
+        "lines": [{"sku": p.sku, "qty": q, "unit_cost": plain(c)} for p, q, c in inv.lines],
+    }, f"Record {inv.number} for payment.")
+
+
+def _perturbations(ctx: _Ctx, solve) -> dict[str, perturb.Oracle]:
+    """For each criterion, the oracle with its calls edited so that it fails that one."""
+    batch = ctx.batch
+    matched = next(inv for inv in batch if inv.matches)
+    mismatched = next(inv for inv in batch if inv.kind in ("price", "quantity"))
+    held = next(inv for inv in batch if not inv.matches)
+    log = perturb.on("sheets__write_rows", sheet=ctx.month)
+    summary = perturb.on("mail__send_message", to=[ctx.ap])
+    record_matched = perturb.on("store__record_supplier_invoice", invoice_number=matched.number)
+
+    def logged(inv: Invoice, fix) -> perturb.Oracle:
+        """The month sheet written with ``inv``'s row (No, Supplier, PO, Total, Status, Issue) through ``fix``."""
+        return perturb.change(solve, log, lambda a: {**a, "rows": [fix(list(r)) if r[0] == inv.number else r
+                                                                   for r in a["rows"]]})
+
+    def cell(k: int, value):
+        return lambda r: r[:k] + [value(r[k])] + r[k + 1:]
+
+    def without_first_held(a: dict) -> dict:
+        lines = a["body"].split("\n")
+        k = lines.index("Held:") + 1
+        return {**a, "body": "\n".join(lines[:k] + lines[k + 1:])}
+
+    return {
+        "matches_recorded": perturb.drop(solve, record_matched),
+        "held_not_recorded": perturb.insert(solve, _record(mismatched),
+                                            after=perturb.on("store__get_purchase_order", po_id=mismatched.po)),
+        "log_rows": perturb.change(solve, log, lambda a: {**a, "rows": a["rows"][:-1]}),
+        "log_status": logged(batch[0], cell(4, lambda s: "Matched" if s != "Matched" else "Price mismatch")),
+        "log_totals": logged(batch[-1], cell(3, lambda t: t + 10)),
+        "log_refs": logged(batch[0], cell(2, lambda ref: "")),
+        "log_issues": logged(next(inv for inv in batch if inv.issue_sku), cell(5, lambda i: "check with supplier")),
+        "ap_summary": perturb.change(solve, summary, without_first_held),
+        # recorded before its PO was opened (the oracle reads the PO, so the lookup stays, after)
+        "po_checked": perturb.insert(perturb.drop(solve, record_matched), _record(matched),
+                                     before=perturb.on("store__get_purchase_order", po_id=matched.po)),
+        "previous_log_untouched": perturb.insert(solve, ToolCall(
+            "sheets__write_cells", {"path": WORKBOOK, "sheet": ctx.prev_month, "cells": {"G1": "Reviewed"}},
+            "Mark last month as reviewed."), after=log),
+        "no_stray_mail": perturb.insert(solve, ToolCall(
+            "mail__reply", {"message_id": held.msg_id, "body": "We are holding this invoice."},
+            "Tell the supplier."), after=summary),
+    }
 
 
 # -- grading ---------------------------------------------------------------------------------

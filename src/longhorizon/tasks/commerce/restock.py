@@ -25,6 +25,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.commerce import Product, make_products, make_suppliers, pick_today
 from longhorizon.tasks.common import loads, long_date, names_only, rng_and_faker, write_files
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 
@@ -318,11 +319,11 @@ Notes
                    initial_products=initial_products, covered=[p.sku for p in covered],
                    discontinued=[p.sku for p in discontinued], near_miss=[p.sku for p in near_miss])
         criteria = _criteria(ctx)
+        solve = partial(_oracle, ctx, short=level == 1)
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build,
-            oracle=partial(_oracle, ctx, None, short=level == 1), criteria=criteria,
-            perturbations={c.id: partial(_oracle, ctx, c.id, short=level == 1) for c in criteria},
+            oracle=solve, criteria=criteria, perturbations=_perturbations(ctx, solve),
             data={"today": today.isoformat(), "k": k, "arriving": arriving, "counted": ctx.counted,
                   "discrepancies": discrepancies, "expected": expected,
                   "suppliers": sorted({supplier_of[s] for s in expected}), "on_hold": on_hold},
@@ -332,12 +333,30 @@ Notes
 # -- reference solution ----------------------------------------------------------------------
 
 
-def _oracle(ctx: _Ctx, flaw: str | None, short: bool = False):
+def _receipt(ctx: _Ctx, ordered: dict[str, int]) -> ToolCall:
+    """Booking today's delivery against its purchase order's lines (SKU -> ordered): the counted
+    quantities, and every discrepancy in the note."""
+    lines = [{"sku": sku, "qty": ctx.counted.get(sku, 0)} for sku in ordered]
+    notes = []
+    for sku, q in ordered.items():
+        got = ctx.counted.get(sku, 0)
+        if got < q:
+            notes.append(f"{sku} short {q - got} (ordered {q}, counted {got})" if got
+                         else f"{sku} not delivered ({q} ordered)")
+        elif got > q:
+            notes.append(f"{sku} over-delivered by {got - q} (ordered {q}, counted {got})")
+    notes.append(f"{ctx.unexpected} delivered but not on the PO ({ctx.shipped[ctx.unexpected]} units), set aside")
+    return ToolCall("store__receive_purchase_order",
+                    {"po_id": ctx.arriving, "lines": lines, "note": "; ".join(notes)},
+                    "Book the counted quantities and note the discrepancies.")
+
+
+def _oracle(ctx: _Ctx, short: bool = False):
     """Read the rules and the packing list, receive what was counted, then size each reorder from
     live data (stock after receipt, open purchase orders, case sizes) and raise one sent purchase
-    order per supplier. ``flaw`` breaks one criterion; ``short`` (level 1: the packing list is
-    named, and no other order is open) goes straight to the packing list, skips the survey of
-    open orders and checks nothing at the end."""
+    order per supplier. ``short`` (level 1: the packing list is named, and no other order is
+    open) goes straight to the packing list, skips the survey of open orders and checks nothing
+    at the end."""
     if not short:
         yield ToolCall("files__list_dir", {"path": "purchasing"}, "Find the purchasing rules.")
         yield ToolCall("files__read_file", {"path": RULES}, "Read the reorder rules.")
@@ -345,42 +364,13 @@ def _oracle(ctx: _Ctx, flaw: str | None, short: bool = False):
     yield ToolCall("files__read_file", {"path": ctx.packing_list}, "Read what was shipped and counted.")
     po = loads((yield ToolCall("store__get_purchase_order", {"po_id": ctx.arriving},
                                "Compare the delivery with the purchase order.")))
-    ordered = {ln["sku"]: ln["qty"] for ln in po["lines"]}
-    received = ctx.shipped if flaw == "delivery_received" else ctx.counted
-    lines = [{"sku": sku, "qty": received.get(sku, 0)} for sku in ordered]
-    notes = []
-    for sku, q in ordered.items():
-        got = ctx.counted.get(sku, 0)
-        if got < q:
-            notes.append(f"{sku} short {q - got} (ordered {q}, counted {got})" if got else f"{sku} not delivered ({q} ordered)")
-        elif got > q:
-            notes.append(f"{sku} over-delivered by {got - q} (ordered {q}, counted {got})")
-    notes.append(f"{ctx.unexpected} delivered but not on the PO ({ctx.shipped[ctx.unexpected]} units), set aside")
-    note = "Delivery booked." if flaw == "receipt_note" else "; ".join(notes)
-
-    def receive():
-        return ToolCall("store__receive_purchase_order", {"po_id": ctx.arriving, "lines": lines, "note": note},
-                        "Book the counted quantities and note the discrepancies.")
-
-    order_now: dict[str, int] = dict(ctx.expected)
-    if flaw == "reorder_skus":
-        sku = (ctx.covered or ctx.near_miss)[0]  # an SKU already on order, else one just above its point
-        p = ctx.initial_products[sku]
-        order_now[sku] = _cases_needed(p["reorder_point"] * ctx.k - p["stock"], p["case_size"])
-    if flaw == "reorder_quantities":
-        sku = sorted(order_now)[0]
-        order_now[sku] += ctx.initial_products[sku]["case_size"]
-
-    if flaw != "received_first":
-        yield receive()
+    yield _receipt(ctx, {ln["sku"]: ln["qty"] for ln in po["lines"]})
     sent = {"purchase_orders": []}
     if not short:
         sent = loads((yield ToolCall("store__search_purchase_orders", {"status": "sent"},
                                      "Which purchase orders are still open?")))
     on_order: dict[str, int] = {}
     for p in sent["purchase_orders"]:
-        if flaw == "received_first" and p["id"] == ctx.arriving:
-            continue
         full = loads((yield ToolCall("store__get_purchase_order", {"po_id": p["id"]},
                                      f"What is still on order on {p['id']}?")))
         for ln in full["lines"]:
@@ -395,22 +385,13 @@ def _oracle(ctx: _Ctx, flaw: str | None, short: bool = False):
             continue
         prod = loads((yield ToolCall("store__get_product", {"sku": item["sku"]},
                                      f"Reorder point and case size of {item['sku']}.")))
-        stock = prod["stock"]
-        if flaw == "received_first" and item["sku"] in ctx.counted:
-            stock += ctx.counted[item["sku"]]
-        position = stock + on_order.get(item["sku"], 0)
+        position = prod["stock"] + on_order.get(item["sku"], 0)
         if position <= prod["reorder_point"]:
             qty = _cases_needed(prod["reorder_point"] * ctx.k - position, prod["case_size"])
             plan.setdefault(prod["supplier_id"], {})[item["sku"]] = qty
-    live = {s: q for sup in plan.values() for s, q in sup.items()}
-    if flaw is None:
-        assert live == ctx.expected, f"plan {live} disagrees with ground truth {ctx.expected}"
-    plan = {}  # flawed runs keep to their script whatever the live numbers say
-    for sku, qty in order_now.items():
-        plan.setdefault(ctx.supplier_of[sku], {})[sku] = qty
 
     made = []
-    for n, (sid, items) in enumerate(sorted(plan.items())):
+    for sid, items in sorted(plan.items()):
         text = (yield ToolCall("store__create_purchase_order", {"supplier_id": sid, "note": "weekly reorder run"},
                                f"One purchase order for {sid}."))
         pid = text.split("purchase order ", 1)[1].split()[0]
@@ -418,21 +399,47 @@ def _oracle(ctx: _Ctx, flaw: str | None, short: bool = False):
         for sku, qty in sorted(items.items()):
             yield ToolCall("store__add_po_line", {"po_id": pid, "sku": sku, "qty": qty},
                            f"{sku}: bring the position up to {ctx.k}x its reorder point, in whole cases.")
-        if not (flaw == "pos_sent" and n == len(plan) - 1):
-            yield ToolCall("store__send_purchase_order", {"po_id": pid}, f"Send {pid} to the supplier.")
-        if flaw == "one_po_per_supplier" and n == 0:
-            yield ToolCall("store__create_purchase_order", {"supplier_id": sid, "note": "spare"}, "A spare one.")
-    if flaw == "received_first":
-        yield receive()
-    if flaw == "other_pos_untouched":
-        yield ToolCall("store__send_purchase_order", {"po_id": ctx.on_hold}, "Send the waiting draft too.")
-    if flaw == "catalogue_untouched":
-        yield ToolCall("store__adjust_stock", {"sku": ctx.discontinued[0], "delta": 1, "reason": "recount"},
-                       "Fix a count.")
+        yield ToolCall("store__send_purchase_order", {"po_id": pid}, f"Send {pid} to the supplier.")
     for pid in [] if short else made:
         yield ToolCall("store__get_purchase_order", {"po_id": pid}, f"Check {pid} went out complete.")
     return (f"Received {ctx.arriving} as counted (discrepancies noted) and sent {len(made)} purchase orders: "
             + ", ".join(made) + ".")
+
+
+def _perturbations(ctx: _Ctx, solve) -> dict[str, perturb.Oracle]:
+    """For each criterion, the oracle with its calls edited so that it fails that one."""
+    receive = perturb.on("store__receive_purchase_order")
+    first = sorted(ctx.expected)[0]
+    products = ctx.initial_products
+    # an SKU that needs no order, on a purchase order the run raises: one already on order or just
+    # above its point where its supplier gets one, else that supplier's least stocked other active SKU
+    suppliers = {ctx.supplier_of[s] for s in ctx.expected}
+    others = sorted((p["stock"] - p["reorder_point"], s) for s, p in products.items() if p["status"] == "active"
+                    and s not in ctx.expected and s not in ctx.shipped)
+    extra = next(s for s in ctx.covered + ctx.near_miss + [s for _, s in others] if ctx.supplier_of[s] in suppliers)
+    beside = next(s for s in sorted(ctx.expected) if ctx.supplier_of[s] == ctx.supplier_of[extra])
+    p = products[extra]
+    extra_qty = max(p["case_size"], _cases_needed(p["reorder_point"] * ctx.k - p["stock"], p["case_size"]))
+    on_beside = perturb.on("store__add_po_line", sku=beside)
+    return {
+        "delivery_received": perturb.change(solve, receive, lambda a: {**a, "lines": [  # what the supplier says
+            {**ln, "qty": ctx.shipped.get(ln["sku"], 0)} for ln in a["lines"]]}),
+        "receipt_note": perturb.change(solve, receive, note="Delivery booked."),
+        # the extra line goes on the purchase order the oracle raises for that supplier, right before its own
+        "reorder_skus": perturb.change(perturb.repeat(solve, on_beside), on_beside, sku=extra, qty=extra_qty),
+        "reorder_quantities": perturb.change(solve, perturb.on("store__add_po_line", sku=first),
+                                             qty=ctx.expected[first] + products[first]["case_size"]),
+        "one_po_per_supplier": perturb.insert(solve, ToolCall(  # after the first one is sent
+            "store__create_purchase_order", {"supplier_id": ctx.supplier_of[first], "note": "spare"},
+            "A spare one."), after=perturb.on("store__send_purchase_order")),
+        "pos_sent": perturb.drop(solve, perturb.on("store__send_purchase_order")),
+        "received_first": perturb.insert(perturb.drop(solve, receive),
+                                         _receipt(ctx, dict(ctx.initial_pos[ctx.arriving]["lines"]))),
+        "other_pos_untouched": perturb.insert(solve, ToolCall(
+            "store__send_purchase_order", {"po_id": ctx.on_hold}, "Send the waiting draft too.")),
+        "catalogue_untouched": perturb.insert(solve, ToolCall(
+            "store__adjust_stock", {"sku": ctx.discontinued[0], "delta": 1, "reason": "recount"}, "Fix a count.")),
+    }
 
 
 # -- grading ---------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
@@ -337,22 +338,15 @@ class LegacyCatalogConversion(TaskFamily):
         n_south = sum(r["source"] == "south" for r in records)
         n_web = sum(r["source"] == "webshop" for r in records)
 
-        def solve(flaw: str | None = None):
+        def solve():
             if level == 1:
-                return (yield from solve_short(flaw))
-            res = _convert(records, flaw)
+                return (yield from solve_short())
             yield ToolCall("files__list_dir", {"path": "catalog", "recursive": True}, "See what there is.")
             yield ToolCall("files__read_file", {"path": SPEC}, "Read the target format and the reject rules.")
             yield ToolCall("files__read_file", {"path": f"{LEGACY}/README.txt"}, "Read how each export is laid out.")
             yield ToolCall("shell__run", {"command": f"file {LEGACY}/*.* && wc -l {LEGACY}/*.*"},
                            "Check encodings, line ends and sizes.")
-            if flaw == "legacy_untouched":
-                yield ToolCall("shell__run", {"command": f"iconv -f latin1 -t utf-8 {NORTH} > {WORK}/n.csv && "
-                                                         f"mv {WORK}/n.csv {NORTH}"}, "Convert north to UTF-8.")
             north_cmd = f"iconv -f latin1 -t utf-8 {NORTH} | tr -d '\\r'"
-            if flaw == "no_stray_files":
-                yield ToolCall("shell__run", {"command": f"{north_cmd} > {LEGACY}/north_utf8.csv"},
-                               "Keep a UTF-8 copy of the north export.")
             for start in range(1, n_north + 2, 25):
                 yield ToolCall("shell__run", {"command": f"{north_cmd} | sed -n '{start},{start + 24}p'"},
                                f"Read the north export (Latin-1) as UTF-8, lines {start}-{start + 24}.")
@@ -372,59 +366,45 @@ class LegacyCatalogConversion(TaskFamily):
                 f"echo south $(grep -cE '^[0-9]{{6}}' {SOUTH}); echo webshop $(grep -c . {WEB}); "
                 f"tail -n 2 {SOUTH}")},
                 "Count the records in each export, to check that kept plus rejected adds up.")
-            rows = res["rows"]
+            rows = truth["rows"]
             yield ToolCall("sheets__create_workbook", {"path": OUT, "sheets": ["Products"]}, "Create the workbook.")
-            head = ["SKU", "Name", "Category", "Weight", "Price (USD)", "Updated", "Source"] \
-                if flaw == "workbook_layout" else HEADER
             chunk = 40
             yield ToolCall("sheets__write_rows", {"path": OUT, "sheet": "Products", "start_cell": "A1",
-                                                  "rows": [head] + rows[:chunk]}, "Write the header and first rows.")
+                                                  "rows": [HEADER] + rows[:chunk]},
+                           "Write the header and first rows.")
             for i in range(chunk, len(rows), chunk):
                 yield ToolCall("sheets__write_rows", {"path": OUT, "sheet": "Products", "start_cell": f"A{i + 2}",
                                                       "rows": rows[i:i + chunk]}, f"Write rows {i + 2}-{i + 1 + len(rows[i:i + chunk])}.")
             yield ToolCall("sheets__list_sheets", {"path": OUT},
                            f"Check the sheet holds the header plus {len(rows)} product rows.")
-            buf = io.StringIO()
-            w = csv.writer(buf, lineterminator="\n")
-            w.writerow(["source", "record", "reason"])
-            w.writerows(res["rejects"])
-            yield ToolCall("files__write_file", {"path": REJECTS, "content": buf.getvalue()}, "Write the rejects.")
-            if flaw != "verified_output":
-                for start in range(1, len(rows) + 2, 60):
-                    yield ToolCall("sheets__read_range", {"path": OUT, "sheet": "Products",
-                                                          "range": f"A{start}:G{min(start + 59, len(rows) + 1)}"},
-                                   "Read the catalogue back to check it.")
+            yield ToolCall("files__write_file", {"path": REJECTS, "content": _rejects_csv(truth["rejects"])},
+                           "Write the rejects.")
+            for start in range(1, len(rows) + 2, 60):
+                yield ToolCall("sheets__read_range", {"path": OUT, "sheet": "Products",
+                                                      "range": f"A{start}:G{min(start + 59, len(rows) + 1)}"},
+                               "Read the catalogue back to check it.")
             yield ToolCall("files__read_file", {"path": REJECTS}, "Check the rejected-rows file.")
-            return (f"Built {OUT} with {len(rows)} products and {REJECTS} with {len(res['rejects'])} rejected "
+            return (f"Built {OUT} with {len(rows)} products and {REJECTS} with {len(truth['rejects'])} rejected "
                     f"records ({n_north} north + {n_south} south + {n_web} webshop records in all).")
 
-        def solve_short(flaw: str | None):
+        def solve_short():
             """Level 1: the exports are a few lines each: read them in one go, write both outputs,
             read the workbook back."""
-            res = _convert(records, flaw)
             yield ToolCall("files__read_file", {"path": SPEC}, "Read the target format and the reject rules.")
             yield ToolCall("files__read_file", {"path": f"{LEGACY}/README.txt"}, "Read how each export is laid out.")
-            if flaw == "legacy_untouched":
-                yield ToolCall("shell__run", {"command": f"iconv -f latin1 -t utf-8 {NORTH} > {WORK}/n.csv && "
-                                                         f"mv {WORK}/n.csv {NORTH}"}, "Convert north to UTF-8.")
-            if flaw == "no_stray_files":
-                yield ToolCall("shell__run", {"command": f"iconv -f latin1 -t utf-8 {NORTH} > {LEGACY}/north_utf8.csv"},
-                               "Keep a UTF-8 copy of the north export.")
             yield ToolCall("shell__run", {"command": f"iconv -f latin1 -t utf-8 {NORTH} | tr -d '\\r'; echo; "
                                                      f"cat {SOUTH}; echo; cat {WEB}"},
                            "Read the three exports (north as UTF-8).")
-            head = ["SKU", "Name", "Category", "Weight", "Price (USD)", "Updated", "Source"] \
-                if flaw == "workbook_layout" else HEADER
             yield ToolCall("sheets__create_workbook", {"path": OUT, "sheets": ["Products"]}, "Create the workbook.")
             yield ToolCall("sheets__write_rows", {"path": OUT, "sheet": "Products", "start_cell": "A1",
-                                                  "rows": [head] + res["rows"]}, "Write the header and the products.")
-            buf = io.StringIO()
-            csv.writer(buf, lineterminator="\n").writerows([["source", "record", "reason"], *res["rejects"]])
-            yield ToolCall("files__write_file", {"path": REJECTS, "content": buf.getvalue()}, "Write the rejects.")
-            if flaw != "verified_output":
-                yield ToolCall("sheets__read_range", {"path": OUT, "sheet": "Products"},
-                               "Read the catalogue back to check it.")
-            return f"Built {OUT} with {len(res['rows'])} products and {REJECTS} with {len(res['rejects'])} rejects."
+                                                  "rows": [HEADER] + truth["rows"]},
+                           "Write the header and the products.")
+            yield ToolCall("files__write_file", {"path": REJECTS, "content": _rejects_csv(truth["rejects"])},
+                           "Write the rejects.")
+            yield ToolCall("sheets__read_range", {"path": OUT, "sheet": "Products"},
+                           "Read the catalogue back to check it.")
+            return (f"Built {OUT} with {len(truth['rows'])} products and {REJECTS} with {len(truth['rejects'])} "
+                    f"rejects.")
 
         # -- grading -----------------------------------------------------------------------------
         want = {r[0]: r for r in truth["rows"]}
@@ -572,14 +552,42 @@ class LegacyCatalogConversion(TaskFamily):
             Criterion("verified_output", "the workbook was read back after it was last written", "process", verified,
                       requires=("products_set",)),
         ]
-        flaws = {"workbook_layout": "workbook_layout", "products_set": "sku_nodash", "names_categories": "mojibake",
-                 "weights": "lb_as_kg", "prices": "eur", "dates": "local_date", "duplicates_resolved": "dup_first",
-                 "sorted_by_sku": "unsorted", "rejected_file": "no_dup_rejects", "legacy_untouched": "legacy_untouched",
-                 "no_stray_files": "no_stray_files", "verified_output": "verified_output"}
+        # -- perturbations: a conversion rule broken (``_convert``'s variants) is the oracle writing
+        # that data in its own calls; the rest change what it does around them
+        write = perturb.on("sheets__write_rows", path=OUT)
+
+        def writing(mistake: str) -> perturb.Oracle:
+            res = _convert(records, mistake)
+
+            def rows(a: dict) -> dict:  # each write gets its slice of the wrong rows (the last one: the rest)
+                head = a["rows"][:1] if a["start_cell"] == "A1" else []
+                i, n = int(a["start_cell"][1:]) + len(head) - 2, len(a["rows"]) - len(head)
+                return {**a, "rows": head + res["rows"][i:None if i + n >= len(truth["rows"]) else i + n]}
+            rejects = perturb.on("files__write_file", path=REJECTS)
+            return perturb.change(perturb.change(solve, write, rows, count=None), rejects,
+                                  content=_rejects_csv(res["rejects"]))
+
+        readme = perturb.on("files__read_file", path=f"{LEGACY}/README.txt")
+        loose_head = ["SKU", "Name", "Category", "Weight", "Price (USD)", "Updated", "Source"]  # no unit on Weight
+        perturbations = {
+            "workbook_layout": perturb.change(solve, perturb.on("sheets__write_rows", path=OUT, start_cell="A1"),
+                                              lambda a: {**a, "rows": [loose_head] + a["rows"][1:]}),
+            **{c: writing(m) for c, m in (("products_set", "sku_nodash"), ("names_categories", "mojibake"),
+                                          ("weights", "lb_as_kg"), ("prices", "eur"), ("dates", "local_date"),
+                                          ("duplicates_resolved", "dup_first"), ("sorted_by_sku", "unsorted"),
+                                          ("rejected_file", "no_dup_rejects"))},
+            "legacy_untouched": perturb.insert(solve, ToolCall("shell__run", {
+                "command": f"iconv -f latin1 -t utf-8 {NORTH} > {WORK}/n.csv && mv {WORK}/n.csv {NORTH}"},
+                "Convert north to UTF-8."), after=readme),
+            "no_stray_files": perturb.insert(solve, ToolCall("shell__run", {
+                "command": f"iconv -f latin1 -t utf-8 {NORTH} | tr -d '\\r' > {LEGACY}/north_utf8.csv"},
+                "Keep a UTF-8 copy of the north export."), after=readme),
+            "verified_output": perturb.drop(solve, perturb.on("sheets__read_range", path=OUT), count=None),
+        }
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
-            criteria=criteria, perturbations={c: (lambda f=f: solve(f)) for c, f in flaws.items()},
+            criteria=criteria, perturbations=perturbations,
             data={"rate": rate, "products": len(truth["rows"]), "rejects": truth["rejects"],
                   "duplicate_skus": sorted(dup_skus)},
         )
@@ -620,6 +628,12 @@ def _fewer(rng, records: list[dict], level: int) -> list[dict]:
         r["id"] = str(n) if r["source"] == "north" else f"{n * 7 + 100:06d}" if r["source"] == "south" \
             else f"w-{n * 3 + 11:05d}"
     return out
+
+
+def _rejects_csv(rejects: list[tuple[str, str, str]]) -> str:
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows([["source", "record", "reason"], *rejects])
+    return buf.getvalue()
 
 
 # -- conversion rules (the ground truth and its flawed variants) ----------------------------------

@@ -21,6 +21,7 @@ from longhorizon.apps.tickets import state as tix
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import People, company, long_date, norm, rng_and_faker, slug
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.phrasing import phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.tickets import created_key, mentions_key
@@ -296,87 +297,69 @@ class SprintPlanning(TaskFamily):
                    "Workshops keep me busy all morning.")
         instruction = " ".join([plan, ask, away, say(w, "Thanks!", "Thank you!", "Cheers!")])
 
-        def script(flaw: str | None = None):
-            def run():
-                yield ToolCall("mail__search_messages", {"query": "planning", "sender": pm.email},
-                               "Find the planning mail.")
-                yield ToolCall("mail__read_message", {"message_id": plan_id}, f"Read the {nxt} plan.")
+        def fields(it) -> dict:
+            return {"estimate": it["estimate"], "labels": [it["skill"], it["area"]], "sprint": nxt,
+                    "parent": epic["key"]}
+
+        def create(it) -> ToolCall:
+            return ToolCall("tickets__create_ticket", {"project": pkey, "title": it["title"], "type": it["type"],
+                                                       "assignee": it["assignee"], **fields(it)},
+                            f"Create {it['title']!r} for {first_of[it['assignee']]}.")
+
+        def solve():
+            yield ToolCall("mail__search_messages", {"query": "planning", "sender": pm.email},
+                           "Find the planning mail.")
+            yield ToolCall("mail__read_message", {"message_id": plan_id}, f"Read the {nxt} plan.")
+            if not short:
+                yield ToolCall("tickets__list_sprints", {"project": pkey}, f"Find {cur} and {nxt} in {pkey}.")
+            yield ToolCall("tickets__list_users", {}, "Map first names to usernames and skills.")
+            cur_page = json.loads((yield ToolCall("tickets__search_tickets",
+                                                  {"project": pkey, "sprint": cur, "limit": 50},
+                                                  f"What is in {cur}?")))
+            todo = [t for t in cur_page["tickets"] if t["status"] not in ("Done", "Won't Do")]
+            assert {t["key"] for t in todo} == {t["key"] for t in carry}
+            for t in todo:
                 if not short:
-                    yield ToolCall("tickets__list_sprints", {"project": pkey}, f"Find {cur} and {nxt} in {pkey}.")
-                yield ToolCall("tickets__list_users", {}, "Map first names to usernames and skills.")
-                cur_page = json.loads((yield ToolCall("tickets__search_tickets",
-                                                      {"project": pkey, "sprint": cur, "limit": 50},
-                                                      f"What is in {cur}?")))
-                todo = [t for t in cur_page["tickets"] if t["status"] not in ("Done", "Won't Do")]
-                assert {t["key"] for t in todo} == {t["key"] for t in carry}
-                for i, t in enumerate(todo):
-                    if not short:
-                        yield ToolCall("tickets__get_ticket", {"key": t["key"]}, f"Check {t['key']} before moving it.")
-                    if not (flaw == "carried_over" and i == 0):
-                        yield ToolCall("tickets__update_ticket", {"key": t["key"], "sprint": nxt},
-                                       f"{t['key']} is unfinished: carry it over.")
-                if flaw == "finished_stay":
-                    yield ToolCall("tickets__update_ticket", {"key": finished[0]["key"], "sprint": nxt},
-                                   "Move this one too.")
-                if not short:
-                    yield ToolCall("tickets__get_ticket", {"key": epic["key"]}, "Check the epic.")
-                    yield ToolCall("tickets__search_tickets", {"project": pkey, "sprint": "backlog", "limit": 50},
-                                   "See what is already in the backlog.")
-                keys = {}
-                for x, it in enumerate(items):
-                    hits = json.loads((yield ToolCall("tickets__search_tickets",
-                                                      {"project": pkey, "query": it["title"]},
-                                                      f"Does {it['title']!r} exist already?")))
-                    who = it["runner_up"] if flaw == "assignees" and x == 0 else it["assignee"]
-                    labels = [it["skill"]] if flaw == "labels" and x == 0 else [it["skill"], it["area"]]
-                    fields = {"estimate": it["estimate"], "labels": labels, "sprint": nxt}
-                    if not (flaw == "under_epic" and x == 0):
-                        fields["parent"] = epic["key"]
-                    same = [h for h in hits["tickets"] if norm(h["title"]) == norm(it["title"])]
-                    if same and flaw != "new_items":
-                        key = same[0]["key"]
-                        yield ToolCall("tickets__update_ticket", {"key": key, "type": it["type"], **fields},
-                                       f"{key} is already in the backlog: pull it in.")
-                        yield ToolCall("tickets__assign_ticket", {"key": key, "assignee": who},
-                                       f"{first_of[who]} has the most {it['skill']} points left.")
-                    else:
-                        for _ in range(2 if flaw == "new_items" and reused is None and x == 0 else 1):
-                            res = yield ToolCall("tickets__create_ticket", {
-                                "project": pkey, "title": it["title"], "type": it["type"], "assignee": who,
-                                **fields}, f"Create {it['title']!r} for {first_of[who]}.")
-                        key = created_key(res)
-                    keys[x] = key
-                if flaw == "deferred_untouched":
-                    yield ToolCall("tickets__create_ticket", {"project": pkey, "title": deferred_new, "type": "story"},
-                                   "Create the deferred item anyway.")
-                skipped = False
-                for x, it in enumerate(items):
-                    for kind, ref in it["needs"]:
-                        if flaw == "dependencies" and not skipped:
-                            skipped = True
-                            continue
-                        blocker = keys[ref] if kind == "item" else ref["key"]
-                        yield ToolCall("tickets__link_tickets", {"key": blocker, "kind": "blocks", "other": keys[x]},
-                                       f"{blocker} blocks {keys[x]}.")
-                if short:  # the carried-over estimates were in the sprint listing, the new ones in the mail
-                    points = sum(t["estimate"] or 0 for t in todo) + sum(it["estimate"] for it in items)
+                    yield ToolCall("tickets__get_ticket", {"key": t["key"]}, f"Check {t['key']} before moving it.")
+                yield ToolCall("tickets__update_ticket", {"key": t["key"], "sprint": nxt},
+                               f"{t['key']} is unfinished: carry it over.")
+            if not short:
+                yield ToolCall("tickets__get_ticket", {"key": epic["key"]}, "Check the epic.")
+                yield ToolCall("tickets__search_tickets", {"project": pkey, "sprint": "backlog", "limit": 50},
+                               "See what is already in the backlog.")
+            keys = {}
+            for x, it in enumerate(items):
+                hits = json.loads((yield ToolCall("tickets__search_tickets",
+                                                  {"project": pkey, "query": it["title"]},
+                                                  f"Does {it['title']!r} exist already?")))
+                same = [h for h in hits["tickets"] if norm(h["title"]) == norm(it["title"])]
+                if same:
+                    key = same[0]["key"]
+                    yield ToolCall("tickets__update_ticket", {"key": key, "type": it["type"], **fields(it)},
+                                   f"{key} is already in the backlog: pull it in.")
+                    yield ToolCall("tickets__assign_ticket", {"key": key, "assignee": it["assignee"]},
+                                   f"{first_of[it['assignee']]} has the most {it['skill']} points left.")
                 else:
-                    check = json.loads((yield ToolCall("tickets__search_tickets", {"project": pkey, "sprint": nxt,
-                                                                                   "limit": 50},
-                                                       f"Verify {nxt} and add up the points.")))
-                    points = sum(t["estimate"] or 0 for t in check["tickets"])
-                assert flaw is not None or points == total, (points, total)
-                if flaw == "epic_summary":
-                    points = sum(it["estimate"] for it in items)
-                body = (f"{nxt} is planned. New items: " + ", ".join(keys[x] for x in range(len(items)))
-                        + f". Total committed to {nxt}: {points} story points (including carried-over work).")
-                for _ in range(2 if flaw == "one_summary" else 1):
-                    yield ToolCall("tickets__add_comment", {"key": epic["key"], "body": body},
-                                   "Post the summary on the epic.")
-                return (f"{nxt} is set up: {len(carry)} tickets carried over, {len(items)} new items "
-                        f"({', '.join(keys.values())}) assigned by capacity, dependencies linked, {total} points "
-                        f"committed; summary posted on {epic['key']}.")
-            return run
+                    key = created_key((yield create(it)))
+                keys[x] = key
+            for x, it in enumerate(items):
+                for kind, ref in it["needs"]:
+                    blocker = keys[ref] if kind == "item" else ref["key"]
+                    yield ToolCall("tickets__link_tickets", {"key": blocker, "kind": "blocks", "other": keys[x]},
+                                   f"{blocker} blocks {keys[x]}.")
+            if short:  # the carried-over estimates were in the sprint listing, the new ones in the mail
+                points = sum(t["estimate"] or 0 for t in todo) + sum(it["estimate"] for it in items)
+            else:
+                check = json.loads((yield ToolCall("tickets__search_tickets", {"project": pkey, "sprint": nxt,
+                                                                               "limit": 50},
+                                                   f"Verify {nxt} and add up the points.")))
+                points = sum(t["estimate"] or 0 for t in check["tickets"])
+            body = (f"{nxt} is planned. New items: " + ", ".join(keys[x] for x in range(len(items)))
+                    + f". Total committed to {nxt}: {points} story points (including carried-over work).")
+            yield ToolCall("tickets__add_comment", {"key": epic["key"], "body": body}, "Post the summary on the epic.")
+            return (f"{nxt} is set up: {len(carry)} tickets carried over, {len(items)} new items "
+                    f"({', '.join(keys.values())}) assigned by capacity, dependencies linked, {total} points "
+                    f"committed; summary posted on {epic['key']}.")
 
         # graders ------------------------------------------------------------------------------------------
         def sprint_of(w, key):
@@ -500,12 +483,49 @@ class SprintPlanning(TaskFamily):
             Criterion("one_summary", "Exactly one comment was posted on the epic.", "process", one_summary,
                       requires=("epic_summary",)),
         ]
+        # perturbations: the first item (or the backlog ticket) is the one done wrong
+        reuse = reused_ticket["key"] if reused_ticket else None
+
+        def writes(it) -> perturb.Match:
+            """The call that files item ``it``: its creation, or the update that pulls the backlog ticket in."""
+            if it is reused:
+                return perturb.on("tickets__update_ticket", key=reuse)
+            return perturb.on("tickets__create_ticket", title=it["title"])
+
+        first = items[0]
+        assigns = perturb.on("tickets__assign_ticket", key=reuse) if first is reused else writes(first)
+        summary = perturb.on("tickets__add_comment", key=epic["key"])
+        new_only = sum(it["estimate"] for it in items)
+        if reused is None:  # nothing to reuse: a duplicate ticket
+            duplicate = perturb.repeat(solve, writes(first))
+        else:  # a new ticket instead of the backlog one
+            duplicate = perturb.drop(perturb.drop(perturb.insert(solve, create(reused), before=writes(reused)),
+                                                  writes(reused)), perturb.on("tickets__assign_ticket", key=reuse))
+        perturbations = {
+            "carried_over": perturb.drop(solve, perturb.on("tickets__update_ticket", key=carry[0]["key"],
+                                                           sprint=nxt)),
+            "finished_stay": perturb.insert(solve, ToolCall("tickets__update_ticket", {
+                "key": finished[0]["key"], "sprint": nxt}, "Move this one too."),
+                before=perturb.on("tickets__search_tickets", query=first["title"])),
+            "new_items": duplicate,
+            "labels": perturb.change(solve, writes(first), labels=[first["skill"]]),
+            "assignees": perturb.change(solve, assigns, assignee=first["runner_up"]),
+            "under_epic": perturb.change(solve, writes(first), parent=None),
+            "dependencies": perturb.drop(solve, perturb.on("tickets__link_tickets")),
+            "epic_summary": perturb.change(solve, summary, lambda a: {  # only the new work counted
+                **a, "body": a["body"].replace(f": {total} story points", f": {new_only} story points")}),
+            "deferred_untouched": perturb.insert(solve, ToolCall("tickets__create_ticket", {
+                "project": pkey, "title": deferred_new, "type": "story"}, "Create the deferred item anyway."),
+                before=summary),
+            "one_summary": perturb.repeat(solve, summary),
+        }
         if not any(it["needs"] for it in items):  # level 1: no item needs another, so nothing to link
             criteria = [c for c in criteria if c.id != "dependencies"]
+            del perturbations["dependencies"]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
-            criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
+            criteria=criteria, perturbations=perturbations,
             data={"project": pkey, "sprint": nxt, "epic": epic["key"], "carry": [c["key"] for c in carry],
                   "items": [{"title": it["title"], "assignee": it["assignee"], "estimate": it["estimate"]}
                             for it in items],
