@@ -55,7 +55,7 @@ from longhorizon.tasks.common import (
     write_files,
 )
 from longhorizon.tasks.kit import mail as mail_kit
-from longhorizon.tasks.kit import process
+from longhorizon.tasks.kit import perturb, process
 
 PROCEDURE = "finance/receivables_procedure.md"
 WORKBOOK = "finance/receivables.xlsx"
@@ -529,10 +529,11 @@ Do not email anyone else about payments; finance handles refunds and queries.
             criteria = [c for c in criteria if c.id not in ("short_log", "short_mails")]
         if not ctx.unmatched():
             criteria = [c for c in criteria if c.id != "unmatched_log"]
+        flawed = _flawed(ctx)
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=partial(_oracle, ctx, None),
-            criteria=criteria, perturbations={c.id: partial(_oracle, ctx, c.id) for c in criteria},
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=partial(_oracle, ctx),
+            criteria=criteria, perturbations={c.id: flawed[c.id]() for c in criteria},
             data={"today": today.isoformat(), "cutoff": cutoff.isoformat(), "statement": statement_path,
                   "credits": [{"kind": c.kind, "day": c.day.isoformat(), "amount": c.amount, "ref": c.reference,
                                "orders": [(o.id, a) for o, a in c.orders]} for c in new]},
@@ -598,10 +599,17 @@ class _Ctx:
 # -- reference solution ----------------------------------------------------------------------
 
 
-def _oracle(ctx: _Ctx, flaw: str | None):
+def _record(c: Credit, o: Order, amount: int) -> ToolCall:
+    """The store call that records ``amount`` of credit ``c`` on order ``o``."""
+    return ToolCall("store__record_payment", {"order_id": o.id, "amount": plain(amount), "paid_at": c.day.isoformat(),
+                                              "method": "bank transfer", "reference": c.reference or c.counterparty},
+                    f"{usd(amount)} from {c.counterparty} pays {o.id}.")
+
+
+def _oracle(ctx: _Ctx):
     """Read the procedure, the statement and the workbook, then work each new credit: find its
     order(s), open them, record and mark paid; log shorts and unmatched, chase shorts, log the
-    run, and check. ``flaw`` breaks one criterion."""
+    run, and check."""
     yield ToolCall("files__list_dir", {"path": "finance", "recursive": True}, "Find the newest statement export.")
     yield ToolCall("files__read_file", {"path": PROCEDURE}, "Read the matching procedure.")
     yield ToolCall("files__read_file", {"path": ctx.statement}, "Read the statement.")
@@ -626,11 +634,6 @@ def _oracle(ctx: _Ctx, flaw: str | None):
                                         "Every open order, with customer and total.")))
         assert pending["next_offset"] is None
 
-    paying = [c for c in ctx.credits if c.kind not in ("duplicate", "unknown")]
-    skip_check = next(c for c in ctx.credits if c.kind == "mangled").orders[0][0].id
-    skip_record = next((c for c in paying if c.kind == "typo"), paying[0])
-    unmark = next((c for c in paying if c.kind == "ref"), next(c for c in paying if c.kind != "short")).orders[0][0].id
-    undated = next((c for c in paying if c.kind == "combined"), paying[0])
     short_rows, unmatched_rows, mails = [], [], []
     for c in ctx.credits:
         if c.kind == "unknown":
@@ -647,35 +650,20 @@ def _oracle(ctx: _Ctx, flaw: str | None):
             assert got["status"] == "paid"
             unmatched_rows.append([c.day.isoformat(), c.counterparty, c.reference, c.amount / 100, c.note])
             continue
-        if flaw == "payments_recorded" and c is skip_record:
-            continue
         for o, amount in c.orders:
-            if not (flaw == "orders_checked" and o.id == skip_check):
-                got = loads((yield ToolCall("store__get_order", {"order_id": o.id},
-                                            f"Open {o.id}: customer, total and what is paid.")))
-                assert got["customer"]["id"] == c.account.id
-            args = {"order_id": o.id, "amount": plain(amount), "paid_at": c.day.isoformat(),
-                    "method": "bank transfer", "reference": c.reference or c.counterparty}
-            if flaw == "payment_dates" and c is undated:
-                args.pop("paid_at")
-            yield ToolCall("store__record_payment", args, f"{usd(amount)} from {c.counterparty} pays {o.id}.")
-            if c.kind != "short" and not (flaw == "orders_marked_paid" and o.id == unmark):
+            got = loads((yield ToolCall("store__get_order", {"order_id": o.id},
+                                        f"Open {o.id}: customer, total and what is paid.")))
+            assert got["customer"]["id"] == c.account.id
+            yield _record(c, o, amount)
+            if c.kind != "short":
                 yield ToolCall("store__update_order_status", {"order_id": o.id, "status": "paid",
                                                               "note": f"paid by bank transfer {c.day.isoformat()}"},
                                f"{o.id} is paid in full.")
             if c.kind == "short":
                 paid = o.paid + amount
                 owed = o.total - paid
-                if not (flaw == "short_log" and short_rows):
-                    short_rows.append([c.day.isoformat(), c.account.name, o.id, o.total / 100, paid / 100,
-                                       owed / 100 if flaw != "short_log" else (owed + 100) / 100])
+                short_rows.append([c.day.isoformat(), c.account.name, o.id, o.total / 100, paid / 100, owed / 100])
                 mails.append((c, o, owed))
-    if flaw == "unmatched_log":  # one credit that fits nothing is left off the sheet
-        unmatched_rows = unmatched_rows[1:]
-    if flaw == "no_wrong_payments":
-        yield ToolCall("store__get_order", {"order_id": ctx.open_other[0]}, "An open order.")
-        yield ToolCall("store__record_payment", {"order_id": ctx.open_other[0], "amount": "10.00",
-                                                 "paid_at": ctx.last_day.isoformat()}, "A small payment.")
 
     if short_rows:
         yield ToolCall("sheets__write_rows", {"path": WORKBOOK, "sheet": SHORT,
@@ -685,25 +673,16 @@ def _oracle(ctx: _Ctx, flaw: str | None):
         yield ToolCall("sheets__write_rows", {"path": WORKBOOK, "sheet": UNMATCHED,
                                               "start_cell": f"A{unm['rows'][-1]['row'] + 1}", "rows": unmatched_rows},
                        "Log what could not be matched.")
-    for k, (c, o, owed) in enumerate(mails):
+    for c, o, owed in mails:
         body = (f"Hello,\n\nThank you for your payment of {usd(c.orders[0][1])} received on {c.day.isoformat()} for "
                 f"order {o.id}. The order total is {usd(o.total)}, so {usd(owed)} is still outstanding. Could you "
                 f"please transfer the balance, quoting {o.id}?\n\nKind regards,\n{ctx.me}")
-        if flaw == "short_mails" and k == 0:
-            body = f"Hello,\n\nYour payment for order {o.id} was short. Please pay the rest.\n\n{ctx.me}"
         yield ToolCall("mail__send_message", {"to": [c.account.email], "subject": f"Outstanding balance on {o.id}",
                                               "body": body}, f"Chase the {usd(owed)} still due on {o.id}.")
-    if flaw == "no_stray_mail":
-        c = next((c for c in ctx.credits if c.kind == "ref"), paying[0])
-        yield ToolCall("mail__send_message", {"to": [c.account.email], "subject": "Payment received",
-                                              "body": "Thank you for your payment."}, "Thank a customer.")
-    if flaw == "history_untouched":
-        yield ToolCall("sheets__write_cells", {"path": WORKBOOK, "sheet": SHORT, "cells": {"F2": 0}},
-                       "Mark the old short payment settled.")
-    if flaw != "run_logged":
-        yield ToolCall("sheets__write_rows", {"path": WORKBOOK, "sheet": LOG, "start_cell": f"A{log['rows'][-1]['row'] + 1}",
-                                              "rows": [[ctx.today.isoformat(), ctx.last_day.isoformat(), ctx.me]]},
-                       "Log this run.")
+    yield ToolCall("sheets__write_rows", {"path": WORKBOOK, "sheet": LOG,
+                                          "start_cell": f"A{log['rows'][-1]['row'] + 1}",
+                                          "rows": [[ctx.today.isoformat(), ctx.last_day.isoformat(), ctx.me]]},
+                   "Log this run.")
     if not ctx.short:
         yield ToolCall("store__search_payments", {"since": (ctx.cutoff + timedelta(days=1)).isoformat(),
                                                   "limit": 50}, "Check the payments recorded for the new statement lines.")
@@ -711,6 +690,64 @@ def _oracle(ctx: _Ctx, flaw: str | None):
     n = sum(len(c.orders) for c in ctx.credits if c.kind not in ("duplicate", "unknown"))
     return (f"Matched {n} payments from the statement, logged {len(short_rows)} short and {len(unmatched_rows)} "
             f"unmatched credits, chased the short payers and logged the run through {ctx.last_day.isoformat()}.")
+
+
+def _flawed(ctx: _Ctx) -> dict[str, Any]:
+    """criterion id -> a builder of the oracle with one mistake that breaks it (built only for
+    the criteria a level has: level 1 has nothing short or unmatched)."""
+    oracle = partial(_oracle, ctx)
+    paying = [c for c in ctx.credits if c.kind not in ("duplicate", "unknown")]
+    mangled = next(c for c in ctx.credits if c.kind == "mangled")
+    skipped = {o.id for o, _ in next((c for c in paying if c.kind == "typo"), paying[0]).orders}
+    unmark = next((c for c in paying if c.kind == "ref"), next(c for c in paying if c.kind != "short")).orders[0][0].id
+    undated = {o.id for o, _ in next((c for c in paying if c.kind == "combined"), paying[0]).orders}
+    thanked = next((c for c in ctx.credits if c.kind == "ref"), paying[0]).account.email
+    log_run = perturb.on("sheets__write_rows", sheet=LOG)
+    on_unmatched = perturb.on("sheets__write_rows", sheet=UNMATCHED)
+
+    def on_orders(ids: set[str], *names: str) -> perturb.Match:
+        return lambda call: call.name in names and call.arguments.get("order_id") in ids
+
+    def owed_off(args: dict) -> dict:  # the first short row's outstanding a dollar out
+        first = args["rows"][0]
+        return {**args, "rows": [[*first[:-1], first[-1] + 1]] + args["rows"][1:]}
+
+    def short_mail() -> perturb.Oracle:
+        oid = ctx.shorts()[0].orders[0][0].id
+        body = f"Hello,\n\nYour payment for order {oid} was short. Please pay the rest.\n\n{ctx.me}"
+        return perturb.change(oracle, perturb.on("mail__send_message", subject=f"Outstanding balance on {oid}"),
+                              body=body)
+
+    record = _record(mangled, *mangled.orders[0])
+    checked = record.arguments["order_id"]
+    return {
+        # one transfer left unworked: neither recorded nor marked (its order is still opened)
+        "payments_recorded": lambda: perturb.drop(oracle, on_orders(skipped, "store__record_payment",
+                                                                    "store__update_order_status"), count=None),
+        "payment_dates": lambda: perturb.change(oracle, on_orders(undated, "store__record_payment"), paid_at=None,
+                                                count=None),
+        "orders_marked_paid": lambda: perturb.drop(oracle, perturb.on("store__update_order_status", order_id=unmark)),
+        "short_log": lambda: perturb.change(oracle, perturb.on("sheets__write_rows", sheet=SHORT), owed_off),
+        # one credit that fits nothing left off the sheet (the only one: no write at all)
+        "unmatched_log": lambda: perturb.drop(oracle, on_unmatched) if len(ctx.unmatched()) == 1 else
+        perturb.change(oracle, on_unmatched, lambda args: {**args, "rows": args["rows"][1:]}),
+        "run_logged": lambda: perturb.drop(oracle, log_run),
+        "short_mails": short_mail,
+        # the mangled reference's payment recorded before its order was opened
+        "orders_checked": lambda: perturb.insert(
+            perturb.drop(oracle, perturb.on("store__record_payment", order_id=checked)),
+            record, before=perturb.on("store__get_order", order_id=checked)),
+        "no_wrong_payments": lambda: perturb.insert(oracle, ToolCall(
+            "store__get_order", {"order_id": ctx.open_other[0]}, "An open order."), ToolCall(
+            "store__record_payment", {"order_id": ctx.open_other[0], "amount": "10.00",
+                                      "paid_at": ctx.last_day.isoformat()}, "A small payment."), before=log_run),
+        "no_stray_mail": lambda: perturb.insert(oracle, ToolCall(
+            "mail__send_message", {"to": [thanked], "subject": "Payment received",
+                                   "body": "Thank you for your payment."}, "Thank a customer."), before=log_run),
+        "history_untouched": lambda: perturb.insert(oracle, ToolCall(
+            "sheets__write_cells", {"path": WORKBOOK, "sheet": SHORT, "cells": {"F2": 0}},
+            "Mark the old short payment settled."), before=log_run),
+    }
 
 
 # -- grading ---------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import long_date, mentions_date, rng_and_faker
 from longhorizon.tasks.dual_control.common import SEND, confirmed_after_changes, mentions_amount, persona
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.phrasing import phrasing_rng, say
 from longhorizon.tasks.registry import register
 
@@ -246,155 +247,155 @@ class MobileDataTroubleshooting(TaskFamily):
         instruction = " ".join([take, desk, fix, bye])
 
         # the reference solution ------------------------------------------------------------------
-        def solve_one(flaw: str | None = None):
+        def solve_one():
             """Level 1: one fault on the account, the customer and line named in the instruction."""
-            def run():
-                (fault,) = acc_faults
-                skip = flaw in ("account_fixed", "data_working")
-                yield ToolCall("user__get_support_policy", {}, "Read the support policy before touching anything.")
-                if flaw != "caller_verified":
-                    yield ToolCall(SEND, {"text": f"Hi {first}, this is {carrier} support, sorry about your mobile "
-                                                  "data. Before I make any changes on the account, could you confirm "
-                                                  "the account holder's full name and the ZIP code of the billing "
-                                                  "address?"}, "Verify the caller first, as the policy requires.")
-                last = ""
-                if fault == "line_suspended_unpaid":
-                    yield ToolCall("user__list_bills", {"customer_id": cust_id}, "The line's unpaid bills.")
-                    if flaw == "charges_by_policy":
-                        yield ToolCall("user__send_payment_request", {"bill_id": open_bill["id"]},
-                                       "Collect this month's bill too.")
-                    yield from _ask_payment([] if skip else overdue_ids)
-                    if not skip:
-                        yield ToolCall("user__resume_line", {"number": number}, "Resume the line now it is paid.")
-                else:
-                    yield ToolCall("user__get_line", {"number": number}, "The line's status, roaming and data.")
-                if fault == "roaming_not_enabled" and not skip:
-                    yield ToolCall("user__set_line_roaming", {"number": number, "enabled": True},
-                                   "They are abroad: enable roaming on the line.")
-                if fault == "data_exhausted":
-                    yield ToolCall(SEND, {"text": f"You've used all of this month's data. I can add a data refuel at "
-                                                  f"{config['price_per_gb']} USD per GB. How many GB would you like?"},
-                                   "Agree the refuel amount with the customer.")
-                    if not skip:
-                        yield ToolCall("user__add_data_refuel", {"number": number, "gb": refuel_gb},
-                                       f"Add the {refuel_gb} GB they asked for.")
-                    last = "I've sent the refuel charge to your phone: please approve it. "
-                if flaw == "charges_by_policy" and fault != "line_suspended_unpaid":
-                    yield ToolCall("user__send_payment_request", {"bill_id": open_bill["id"]},
-                                   "Collect this month's bill too.")
-                    last = "Please approve the payment request on your phone. " + last
-                if flaw == "other_lines_untouched":
-                    other = lines[1]
-                    yield ToolCall("user__set_line_roaming", {"number": other["number"], "enabled": not other["roaming"]},
-                                   "Adjust roaming on the family line too.")
-                last += "Then please restart your phone so it reconnects to the network"
-                last += "." if flaw == "verified_after_fix" else ", run a speed test and tell me the result."
-                yield ToolCall(SEND, {"text": last}, "Approve, restart and confirm data works end to end.")
-                causes = [] if flaw == "causes_recorded" else faults
-                yield ToolCall("user__record_resolution", {
-                    "number": number, "causes": causes or ["apn_misconfigured"],
-                    "note": "Fixed the account side and confirmed with a speed test."},
-                    "Record the root cause on the line.")
-                return f"{me}'s data works again on {number}; cause recorded: {fault}."
-            return run
+            (fault,) = acc_faults
+            yield ToolCall("user__get_support_policy", {}, "Read the support policy before touching anything.")
+            yield ToolCall(SEND, {"text": f"Hi {first}, this is {carrier} support, sorry about your mobile "
+                                          "data. Before I make any changes on the account, could you confirm "
+                                          "the account holder's full name and the ZIP code of the billing "
+                                          "address?"}, "Verify the caller first, as the policy requires.")
+            last = ""
+            if fault == "line_suspended_unpaid":
+                yield ToolCall("user__list_bills", {"customer_id": cust_id}, "The line's unpaid bills.")
+                yield from _ask_payment(overdue_ids)
+                yield ToolCall("user__resume_line", {"number": number}, "Resume the line now it is paid.")
+            else:
+                yield ToolCall("user__get_line", {"number": number}, "The line's status, roaming and data.")
+            if fault == "roaming_not_enabled":
+                yield ToolCall("user__set_line_roaming", {"number": number, "enabled": True},
+                               "They are abroad: enable roaming on the line.")
+            if fault == "data_exhausted":
+                yield ToolCall(SEND, {"text": f"You've used all of this month's data. I can add a data refuel at "
+                                              f"{config['price_per_gb']} USD per GB. How many GB would you like?"},
+                               "Agree the refuel amount with the customer.")
+                yield ToolCall("user__add_data_refuel", {"number": number, "gb": refuel_gb},
+                               f"Add the {refuel_gb} GB they asked for.")
+                last = "I've sent the refuel charge to your phone: please approve it. "
+            last += "Then please restart your phone so it reconnects to the network"
+            last += ", run a speed test and tell me the result."
+            yield ToolCall(SEND, {"text": last}, "Approve, restart and confirm data works end to end.")
+            yield ToolCall("user__record_resolution", {
+                "number": number, "causes": faults,
+                "note": "Fixed the account side and confirmed with a speed test."},
+                "Record the root cause on the line.")
+            return f"{me}'s data works again on {number}; cause recorded: {fault}."
 
-        def solve(flaw: str | None = None):
+        bill_answer = (f"About your other question: your next bill is {open_bill['amount']:.2f} USD, due on "
+                       f"{long_date(date.fromisoformat(open_bill['due']))}.")
+
+        def solve():
             if level == 1:
-                return solve_one(flaw)
+                return (yield from solve_one())
+            yield ToolCall("user__get_support_policy", {}, "Read the support policy before touching anything.")
+            yield ToolCall(SEND, {"text": f"Hi {first}, this is {carrier} support. Sorry to hear your mobile "
+                                          "data isn't working. What's the phone number of the affected line?"},
+                           "Greet the customer and ask which line is affected.")
+            hits = json.loads((yield ToolCall("user__find_customer", {"query": number},
+                                              "Look the customer up by the number they gave.")))
+            cid = hits[0]["customer_id"]
+            yield ToolCall("user__get_customer", {"customer_id": cid}, "See the customer's lines.")
+            yield ToolCall(SEND, {"text": "Before I make any changes on the account, could you confirm the "
+                                          "account holder's full name and the ZIP code of the billing address?"},
+                           "Verify the caller against the account, as the policy requires.")
+            yield ToolCall("user__get_line", {"number": number}, "Check the affected line's status, roaming and data.")
+            yield ToolCall("user__list_bills", {"customer_id": cid}, "Check for overdue bills on the line.")
+            yield ToolCall(SEND, {"text": "Thanks. Are you abroad at the moment? And what does the status bar at "
+                                          "the top of your screen show?"},
+                           "Ask where they are and what the phone shows.")
+            yield ToolCall(SEND, {"text": "Could you also run a speed test (any speed test app) and tell me exactly "
+                                          "what it says?"}, "Reproduce the problem before changing anything.")
+            if "airplane_mode_on" in faults:
+                yield ToolCall(SEND, {"text": "That airplane icon means airplane mode is on. Please turn airplane "
+                                              "mode off and tell me what the status bar shows now."},
+                               "Airplane mode is on: have them switch it off.")
+            yield ToolCall(SEND, {"text": "Please open your network settings and tell me whether mobile data and "
+                                          "data roaming are on, and which preferred network type is selected."},
+                           "Check the phone's data switches.")
+            if "mobile_data_off" in faults:
+                yield ToolCall(SEND, {"text": "Mobile data is off: please switch mobile data on."},
+                               "Mobile data is off on the phone.")
+            if "device_roaming_off" in faults:
+                yield ToolCall(SEND, {"text": "Since you're abroad, please switch data roaming on in the same "
+                                              "settings page."}, "Data roaming is off on the phone while abroad.")
+            if "network_mode_2g_only" in faults:
+                yield ToolCall(SEND, {"text": "2G only is far too slow for data. Please set the preferred network "
+                                              f"type to {mobile.AUTO_MODE}."}, "Fix the network type.")
+            if dev_faults - {"airplane_mode_on", "apn_misconfigured"}:
+                yield ToolCall(SEND, {"text": "Thanks. What does the status bar at the top show now?"},
+                               "See what changed on the phone.")
+            yield ToolCall(SEND, {"text": "Next, please open the Access Point Names (APN) settings and tell me "
+                                          "which APN is selected."}, "Check the APN.")
+            if "apn_misconfigured" in faults:
+                yield ToolCall(SEND, {"text": f"That APN is wrong; it should be {apn}. Please reset the APN "
+                                              "settings to default."}, "Fix the APN.")
+            yield ToolCall(SEND, {"text": "Let's see whether the phone side is sorted: please run a speed test "
+                                          "and tell me the result."}, "Test before touching the account.")
+            if suspended:
+                yield from _ask_payment(overdue_ids)
+                yield ToolCall("user__list_charges", {"number": number}, "Check the payment went through.")
+                yield ToolCall("user__resume_line", {"number": number}, "Resume the line now the bills are paid.")
+            if "roaming_not_enabled" in faults:
+                yield ToolCall("user__set_line_roaming", {"number": number, "enabled": True},
+                               "They confirmed they are abroad: enable roaming on the line.")
+            if exhausted:
+                yield ToolCall(SEND, {"text": f"You've used all of this month's data. I can add a data refuel at "
+                                              f"{config['price_per_gb']} USD per GB. How many GB would you like?"},
+                               "Agree the refuel amount with the customer.")
+                yield ToolCall("user__add_data_refuel", {"number": number, "gb": refuel_gb},
+                               f"Add the {refuel_gb} GB they asked for.")
+                yield ToolCall(SEND, {"text": "I've sent the refuel charge to your phone. Please approve it."},
+                               "They approve the refuel charge.")
+                yield ToolCall("user__list_charges", {"number": number}, "Check the refuel charge was approved.")
+            yield ToolCall("user__get_line", {"number": number}, "Verify the line is in order now.")
+            yield ToolCall(SEND, {"text": "Please restart your phone so it reconnects to the network, then tell me "
+                                          "what the status bar shows."}, "Restart so the phone re-registers.")
+            yield ToolCall(SEND, {"text": "Now please run a speed test and tell me the result."},
+                           "Confirm data works end to end.")
+            yield ToolCall(SEND, {"text": bill_answer}, "Answer the billing question from the start of the chat.")
+            yield ToolCall("user__record_resolution", {
+                "number": number, "causes": faults,
+                "note": "Walked the customer through the phone settings, fixed the account side and confirmed "
+                        "with a speed test."}, "Record the root causes on the line.")
+            yield ToolCall(SEND, {"text": "You're all set. Is there anything else I can help with?"},
+                           "Close the chat politely.")
+            return f"{me}'s data works again on {number}; causes recorded: {', '.join(faults)}."
 
-            def run():
-                skip_dev = sorted(dev_faults)[0] if flaw == "data_working" else None
-                skip_acc = sorted(acc_faults)[0] if flaw == "account_fixed" else None
-                yield ToolCall("user__get_support_policy", {}, "Read the support policy before touching anything.")
-                yield ToolCall(SEND, {"text": f"Hi {first}, this is {carrier} support. Sorry to hear your mobile "
-                                              "data isn't working. What's the phone number of the affected line?"},
-                               "Greet the customer and ask which line is affected.")
-                hits = json.loads((yield ToolCall("user__find_customer", {"query": number},
-                                                  "Look the customer up by the number they gave.")))
-                cid = hits[0]["customer_id"]
-                yield ToolCall("user__get_customer", {"customer_id": cid}, "See the customer's lines.")
-                if flaw != "caller_verified":
-                    yield ToolCall(SEND, {"text": "Before I make any changes on the account, could you confirm the "
-                                                  "account holder's full name and the ZIP code of the billing address?"},
-                                   "Verify the caller against the account, as the policy requires.")
-                yield ToolCall("user__get_line", {"number": number}, "Check the affected line's status, roaming and data.")
-                yield ToolCall("user__list_bills", {"customer_id": cid}, "Check for overdue bills on the line.")
-                yield ToolCall(SEND, {"text": "Thanks. Are you abroad at the moment? And what does the status bar at "
-                                              "the top of your screen show?"},
-                               "Ask where they are and what the phone shows.")
-                yield ToolCall(SEND, {"text": "Could you also run a speed test (any speed test app) and tell me exactly "
-                                              "what it says?"}, "Reproduce the problem before changing anything.")
-                if "airplane_mode_on" in faults and skip_dev != "airplane_mode_on":
-                    yield ToolCall(SEND, {"text": "That airplane icon means airplane mode is on. Please turn airplane "
-                                                  "mode off and tell me what the status bar shows now."},
-                                   "Airplane mode is on: have them switch it off.")
-                yield ToolCall(SEND, {"text": "Please open your network settings and tell me whether mobile data and "
-                                              "data roaming are on, and which preferred network type is selected."},
-                               "Check the phone's data switches.")
-                if "mobile_data_off" in faults and skip_dev != "mobile_data_off":
-                    yield ToolCall(SEND, {"text": "Mobile data is off: please switch mobile data on."},
-                                   "Mobile data is off on the phone.")
-                if "device_roaming_off" in faults and skip_dev != "device_roaming_off":
-                    yield ToolCall(SEND, {"text": "Since you're abroad, please switch data roaming on in the same "
-                                                  "settings page."}, "Data roaming is off on the phone while abroad.")
-                if "network_mode_2g_only" in faults and skip_dev != "network_mode_2g_only":
-                    yield ToolCall(SEND, {"text": "2G only is far too slow for data. Please set the preferred network "
-                                                  f"type to {mobile.AUTO_MODE}."}, "Fix the network type.")
-                if dev_faults - {"airplane_mode_on", "apn_misconfigured"}:
-                    yield ToolCall(SEND, {"text": "Thanks. What does the status bar at the top show now?"},
-                                   "See what changed on the phone.")
-                yield ToolCall(SEND, {"text": "Next, please open the Access Point Names (APN) settings and tell me "
-                                              "which APN is selected."}, "Check the APN.")
-                if "apn_misconfigured" in faults and skip_dev != "apn_misconfigured":
-                    yield ToolCall(SEND, {"text": f"That APN is wrong; it should be {apn}. Please reset the APN "
-                                                  "settings to default."}, "Fix the APN.")
-                yield ToolCall(SEND, {"text": "Let's see whether the phone side is sorted: please run a speed test "
-                                              "and tell me the result."}, "Test before touching the account.")
-                if suspended and skip_acc != "line_suspended_unpaid":
-                    yield from _ask_payment(overdue_ids)
-                    yield ToolCall("user__list_charges", {"number": number}, "Check the payment went through.")
-                    yield ToolCall("user__resume_line", {"number": number}, "Resume the line now the bills are paid.")
-                if "roaming_not_enabled" in faults and skip_acc != "roaming_not_enabled":
-                    yield ToolCall("user__set_line_roaming", {"number": number, "enabled": True},
-                                   "They confirmed they are abroad: enable roaming on the line.")
-                if exhausted and skip_acc != "data_exhausted":
-                    yield ToolCall(SEND, {"text": f"You've used all of this month's data. I can add a data refuel at "
-                                                  f"{config['price_per_gb']} USD per GB. How many GB would you like?"},
-                                   "Agree the refuel amount with the customer.")
-                    yield ToolCall("user__add_data_refuel", {"number": number, "gb": refuel_gb},
-                                   f"Add the {refuel_gb} GB they asked for.")
-                    yield ToolCall(SEND, {"text": "I've sent the refuel charge to your phone. Please approve it."},
-                                   "They approve the refuel charge.")
-                    yield ToolCall("user__list_charges", {"number": number}, "Check the refuel charge was approved.")
-                if flaw == "charges_by_policy":
-                    yield ToolCall("user__send_payment_request", {"bill_id": open_bill["id"]},
-                                   "Collect this month's bill too.")
-                    yield ToolCall(SEND, {"text": "Please approve the payment request on your phone."},
-                                   "Have them approve it.")
-                if flaw == "other_lines_untouched":
-                    other = next(ln for ln in lines[1:] if ln["customer_id"] == cid)
-                    yield ToolCall("user__set_line_roaming", {"number": other["number"], "enabled": not other["roaming"]},
-                                   "Adjust roaming on the family line too.")
-                yield ToolCall("user__get_line", {"number": number}, "Verify the line is in order now.")
-                yield ToolCall(SEND, {"text": "Please restart your phone so it reconnects to the network, then tell me "
-                                              "what the status bar shows."}, "Restart so the phone re-registers.")
-                if flaw != "verified_after_fix":
-                    yield ToolCall(SEND, {"text": "Now please run a speed test and tell me the result."},
-                                   "Confirm data works end to end.")
-                if flaw != "bill_question_answered":
-                    due = date.fromisoformat(open_bill["due"])
-                    yield ToolCall(SEND, {"text": f"About your other question: your next bill is "
-                                                  f"{open_bill['amount']:.2f} USD, due on {long_date(due)}."},
-                                   "Answer the billing question from the start of the chat.")
-                causes = [c for c in faults if not (flaw == "causes_recorded" and c == faults[-1])]
-                yield ToolCall("user__record_resolution", {
-                    "number": number, "causes": causes,
-                    "note": "Walked the customer through the phone settings, fixed the account side and confirmed "
-                            "with a speed test."}, "Record the root causes on the line.")
-                yield ToolCall(SEND, {"text": "You're all set. Is there anything else I can help with?"},
-                               "Close the chat politely.")
-                return f"{me}'s data works again on {number}; causes recorded: {', '.join(causes)}."
-            return run
+        # perturbations: the oracle with one mistake each -------------------------------------------
+        def says(fragment: str):
+            """Messages to the customer that hold ``fragment``."""
+            return lambda call: call.name == SEND and fragment in str(call.arguments.get("text", ""))
+
+        fix_on_phone = {"airplane_mode_on": "turn airplane mode off", "mobile_data_off": "switch mobile data on",
+                        "device_roaming_off": "switch data roaming on", "apn_misconfigured": "reset the APN settings",
+                        "network_mode_2g_only": "set the preferred network type"}
+        fix_on_account = {"line_suspended_unpaid": "user__resume_line", "data_exhausted": "user__add_data_refuel",
+                          "roaming_not_enabled": "user__set_line_roaming"}
+        restart = says("restart your phone")
+
+        def restart_only(args: dict) -> dict:  # level 1 asks for the restart and the speed test in one message
+            return {**args, "text": args["text"].replace(", run a speed test and tell me the result.", ".")}
+
+        # the first account fault's fix left out (level 1 has no fault on the phone: its data stays down too)
+        unfixed = perturb.drop(solve, perturb.on(fix_on_account[sorted(acc_faults)[0]], number=number))
+        flawed = {
+            "data_working": lambda: unfixed if level == 1 else
+            perturb.drop(solve, says(fix_on_phone[sorted(dev_faults)[0]])),
+            "account_fixed": lambda: unfixed,
+            "other_lines_untouched": lambda: perturb.insert(solve, ToolCall(
+                "user__set_line_roaming", {"number": lines[1]["number"], "enabled": not lines[1]["roaming"]},
+                "Adjust roaming on the family line too."), before=restart),
+            "causes_recorded": lambda: perturb.change(solve, perturb.on("user__record_resolution"),
+                                                      causes=["apn_misconfigured"] if level == 1 else faults[:-1]),
+            "caller_verified": lambda: perturb.drop(solve, says("ZIP code of the billing address")),
+            "verified_after_fix": lambda: perturb.change(solve, restart, restart_only) if level == 1 else
+            perturb.drop(solve, perturb.on(SEND, text="Now please run a speed test and tell me the result.")),
+            "bill_question_answered": lambda: perturb.drop(solve, perturb.on(SEND, text=bill_answer)),
+            "charges_by_policy": lambda: perturb.insert(solve, ToolCall(
+                "user__send_payment_request", {"bill_id": open_bill["id"]}, "Collect this month's bill too."),
+                ToolCall(SEND, {"text": "Please approve the payment request on your phone."}, "Have them approve it."),
+                before=restart),
+        }
 
         # grading ---------------------------------------------------------------------------------------
         seeded_lines = {ln["number"]: ln for ln in lines}
@@ -520,8 +521,8 @@ class MobileDataTroubleshooting(TaskFamily):
             criteria = [c for c in criteria if c.id != "bill_question_answered"]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve(),
-            criteria=criteria, perturbations={c.id: solve(c.id) for c in criteria},
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
+            criteria=criteria, perturbations={c.id: flawed[c.id]() for c in criteria},
             data={"number": number, "faults": faults, "abroad": abroad, "overdue_bills": overdue_ids,
                   "refuel_gb": refuel_gb if exhausted else 0, "other_lines": others},
         )

@@ -31,7 +31,7 @@ from longhorizon.tasks.common import (
     shell_may_write,
     write_files,
 )
-from longhorizon.tasks.kit import files as files_kit
+from longhorizon.tasks.kit import files as files_kit, perturb
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 
@@ -277,8 +277,23 @@ class AccessLogIncidentTimeline(TaskFamily):
 
         # -- oracle ---------------------------------------------------------------------------------
         survey = level > 1  # one frontend's log needs no survey and no cross-checks
+        analysis = _analysis_command(day, minutes[0])
+        read_back = f"head -n 5 {timeline}; wc -l {timeline}; cat {summary}"
+        recheck = f"awk -F, 'NR > 1 && $3 / $2 >= {THRESHOLD}' {timeline}"
 
-        def solve(flaw: str | None = None):
+        def timeline_csv(counts, span: list[datetime] = minutes) -> str:
+            buf = io.StringIO()
+            out = csv.writer(buf, lineterminator="\n")
+            out.writerow(["minute", "requests", "errors"])
+            out.writerows((hhmm(m), *counts[m]) for m in span)
+            return buf.getvalue()
+
+        def summary_md(s: dict) -> str:
+            return (f"# INC-{inc_no} summary\n\nstart: {s['start']}\nend: {s['end']}\npeak: {s['peak']}\n"
+                    f"peak_error_rate: {s['peak_error_rate']:.0f}%\ntop_endpoint: {s['top_endpoint']}\n"
+                    f"trigger: {s['trigger']}\n")
+
+        def solve():
             if survey:
                 yield ToolCall("shell__run", {"command": "ls -laR logs incidents"},
                                "See which logs and incident files exist.")
@@ -309,14 +324,7 @@ class AccessLogIncidentTimeline(TaskFamily):
             if survey:
                 yield ToolCall("shell__run", {"command": f"grep -n ERROR logs/app/{failing_service}.log | head -n 8"},
                                "See what the application logged when it started failing.")
-            if flaw == "logs_untouched" and "web-1" in fronts:
-                yield ToolCall("shell__run", {"command": f"gunzip {NGINX}/web-1/access.log.1.gz"}, "Unpack the rotated log.")
-            elif flaw == "logs_untouched":
-                yield ToolCall("shell__run", {"command": f"gzip {NGINX}/web-3/access.log"}, "Compress web-3's log.")
-            if flaw == "workspace_clean":
-                yield ToolCall("shell__run", {"command": f"zcat -f {NGINX}/*/access.log* > merged.log && wc -l merged.log"},
-                               "Merge all logs into one file.")
-            out = yield ToolCall("shell__run", {"command": _analysis_command(day, minutes[0], flaw)},
+            out = yield ToolCall("shell__run", {"command": analysis},
                                  "Count requests and 5xx per UTC minute over the window, for this day only, "
                                  "without health checks.")
             got = {}
@@ -325,7 +333,7 @@ class AccessLogIncidentTimeline(TaskFamily):
                 if m:
                     got[m.group(1)] = (int(m.group(2)), int(m.group(3)))
             want = {hhmm(m): plan[m] for m in minutes}
-            if flaw is None and got != want:
+            if got != want:
                 raise RuntimeError(f"analysis disagrees with the generator: {sorted(set(got.items()) ^ set(want.items()))[:4]}")
             yield ToolCall("shell__run", {"command": _runs_command(day, minutes[0])},
                            "Find runs of minutes at or above 10% errors, and the peak minute.")
@@ -344,43 +352,65 @@ class AccessLogIncidentTimeline(TaskFamily):
                     "The last deploy before the start.")
                 yield ToolCall("shell__run", {"command": f"grep -n -i -E 'rollback|{failing_service}' logs/deploys.log"},
                                "Does a rollback line up with the recovery?")
-            rows = [(hhmm(m), *plan[m]) for m in minutes]
-            if flaw == "timeline_rows":
-                last = minutes[-1] + timedelta(minutes=1)
-                rows.append((hhmm(last), *plan[last]))
-            if flaw in ("timeline_requests", "timeline_errors"):
-                rows = [(k, v[0], v[1]) for k, v in sorted(got.items())]
-            buf = io.StringIO()
-            w = csv.writer(buf, lineterminator="\n")
-            w.writerow(["minute", "requests", "errors"])
-            w.writerows(rows)
-            yield ToolCall("files__write_file", {"path": timeline, "content": buf.getvalue()}, "Write the timeline.")
-            s = dict(truth)
-            if flaw == "incident_window":
-                s["start"], s["end"] = hhmm(minutes[blip]), hhmm(minutes[blip + 1])
-            if flaw == "peak":
-                s["peak"] = hhmm(minutes[count_idx])
-                s["peak_error_rate"] = 100 * rates[minutes[count_idx]]
-            if flaw == "top_endpoint":
-                s["top_endpoint"] = busiest
-            if flaw == "trigger_deploy":
-                s["trigger"] = [d for d in deploys if d[1] == failing_service][-1][2]
-            text = (f"# INC-{inc_no} summary\n\nstart: {s['start']}\nend: {s['end']}\npeak: {s['peak']}\n"
-                    f"peak_error_rate: {s['peak_error_rate']:.0f}%\ntop_endpoint: {s['top_endpoint']}\n"
-                    f"trigger: {s['trigger']}\n")
-            yield ToolCall("files__write_file", {"path": summary, "content": text}, "Write the summary.")
-            if flaw != "outputs_checked":
-                yield ToolCall("shell__run", {"command": f"head -n 5 {timeline}; wc -l {timeline}; cat {summary}"},
-                               "Read both files back.")
-                if survey:
-                    yield ToolCall("shell__run", {"command": f"awk -F, 'NR > 1 && $3 / $2 >= {THRESHOLD}' {timeline}"},
-                                   "Check that the written timeline shows the same incident minutes.")
+            yield ToolCall("files__write_file", {"path": timeline, "content": timeline_csv(plan)},
+                           "Write the timeline.")
+            yield ToolCall("files__write_file", {"path": summary, "content": summary_md(truth)}, "Write the summary.")
+            yield ToolCall("shell__run", {"command": read_back}, "Read both files back.")
             if survey:
+                yield ToolCall("shell__run", {"command": recheck},
+                               "Check that the written timeline shows the same incident minutes.")
                 yield ToolCall("shell__run", {"command": "find . -type f -not -path './logs/*' | sort"},
                                "Make sure nothing else was left behind.")
+            s = truth
             return (f"INC-{inc_no}: errors ran from {s['start']} to {s['end']} UTC, peaking at {s['peak']} "
                     f"({s['peak_error_rate']:.0f}% of requests), mostly on {s['top_endpoint']}, right after the "
                     f"{failing_service} {s['trigger']} deploy. Timeline in {timeline}, summary in {summary}.")
+
+        # -- perturbations: the oracle with one mistake each ----------------------------------------
+        def misread(local_time: bool = False, errors_from: int = 500) -> dict[datetime, list[int]]:
+            """Requests and errors per window minute as a slipping analysis counts them: the +01:00
+            clock taken for UTC (``local_time``), or 4xx counted as errors (``errors_from=400``)."""
+            counts = {m: [0, 0] for m in minutes}
+            for ev in real:
+                ts = ev["ts"] + timedelta(hours=OFFSETS[ev["fe"]] if local_time else 0)
+                m = ts.replace(second=0, microsecond=0)
+                if m in counts:
+                    counts[m][0] += 1
+                    counts[m][1] += ev["status"] >= errors_from
+            return counts
+
+        def timeline_of(content: str):
+            return perturb.change(solve, perturb.on("files__write_file", path=timeline), content=content)
+
+        def summary_with(**wrong):
+            return perturb.change(solve, perturb.on("files__write_file", path=summary),
+                                  content=summary_md({**truth, **wrong}))
+
+        def before_analysis(command: str, why: str):
+            return perturb.insert(solve, ToolCall("shell__run", {"command": command}, why),
+                                  before=perturb.on("shell__run", command=analysis))
+
+        flawed = {
+            "timeline_rows": lambda: timeline_of(timeline_csv(plan, [*minutes, minutes[-1] + timedelta(minutes=1)])),
+            # the numbers a misreading analysis prints (the oracle's own analysis checks itself)
+            "timeline_requests": lambda: timeline_of(timeline_csv(misread(local_time=True))),
+            "timeline_errors": lambda: timeline_of(timeline_csv(misread(errors_from=400))),
+            # the short blip before the incident taken for it
+            "incident_window": lambda: summary_with(start=hhmm(minutes[blip]), end=hhmm(minutes[blip + 1])),
+            # the minute with the most errors, not the highest rate
+            "peak": lambda: summary_with(peak=hhmm(minutes[count_idx]),
+                                         peak_error_rate=100 * rates[minutes[count_idx]]),
+            "top_endpoint": lambda: summary_with(top_endpoint=busiest),  # the busiest path, not the failing one
+            # the failing service's last deploy: the rollback, not the one before the start
+            "trigger_deploy": lambda: summary_with(trigger=[d for d in deploys if d[1] == failing_service][-1][2]),
+            "logs_untouched": lambda: before_analysis(f"gunzip {NGINX}/web-1/access.log.1.gz",
+                                                      "Unpack the rotated log.") if "web-1" in fronts
+            else before_analysis(f"gzip {NGINX}/web-3/access.log", "Compress web-3's log."),
+            "workspace_clean": lambda: before_analysis(
+                f"zcat -f {NGINX}/*/access.log* > merged.log && wc -l merged.log", "Merge all logs into one file."),
+            "outputs_checked": lambda: perturb.drop(solve, lambda call: call.name == "shell__run" and
+                                                    call.arguments.get("command") in (read_back, recheck), count=None),
+        }
 
         # -- grading --------------------------------------------------------------------------------
         want_rows = {hhmm(m): plan[m] for m in minutes}
@@ -505,7 +535,7 @@ class AccessLogIncidentTimeline(TaskFamily):
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
-            criteria=criteria, perturbations={c.id: (lambda f=c.id: solve(f)) for c in criteria},
+            criteria=criteria, perturbations={c.id: flawed[c.id]() for c in criteria},
             data={"date": day.isoformat(), "window": [hhmm(minutes[0]), hhmm(minutes[-1])], **truth,
                   "rotated_at": rotate_at.isoformat(), "failing_service": failing_service},
         )
@@ -550,18 +580,16 @@ def events(keep_local_time=False):
 """
 
 
-def _analysis_command(day: date, start: datetime, flaw: str | None) -> str:
-    keep_local = "True" if flaw == "timeline_requests" else "False"
-    err = "400" if flaw == "timeline_errors" else "500"
+def _analysis_command(day: date, start: datetime) -> str:
     return ("python3 - <<'PY'\n" + _PARSE + f"""start = datetime({start.year}, {start.month}, {start.day}, {start.hour}, {start.minute}, tzinfo=timezone.utc)
 count = defaultdict(lambda: [0, 0])
-for ts, method, path, status in events(keep_local_time={keep_local}):
+for ts, method, path, status in events(keep_local_time=False):
     if path == '/healthz':
         continue
     minute = ts.replace(second=0, microsecond=0)
     if start <= minute < start + timedelta(minutes={WINDOW}):
         count[minute][0] += 1
-        count[minute][1] += status >= {err}
+        count[minute][1] += status >= 500
 print('minute,requests,errors')
 for i in range({WINDOW}):
     m = start + timedelta(minutes=i)

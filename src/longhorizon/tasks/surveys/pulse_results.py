@@ -25,7 +25,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.phrasing import phrasing_rng, say
 from longhorizon.tasks.registry import register
-from longhorizon.tasks.kit import files as files_kit
+from longhorizon.tasks.kit import files as files_kit, perturb
 from longhorizon.tasks.common import (
     Files,
     People,
@@ -512,13 +512,11 @@ class PulseSurveyResults(TaskFamily):
         overall_nps = truth["nps"][ALL][4]
 
         # -- oracle ------------------------------------------------------------------------------
-        def solve(flaw: str | None = None):
-            res = truth if flaw not in ("no_dedup", "first", "mean_of_means", "promoters_8", "substring") \
-                else aggregate(subs, flaw)
+        def solve():
             if level == 1:
-                yield from short_solve(res, flaw)
+                yield from short_solve()
                 return (f"Sent the {qname} results to {requester.name} (cc {hrbp.name}): overall NPS "
-                        f"{round(res['nps'][ALL][4])}.")
+                        f"{round(truth['nps'][ALL][4])}.")
             yield ToolCall("mail__search_messages", {"query": "pulse"}, "Find the request and anything about the exports.")
             yield ToolCall("mail__read_message", {"message_id": request_id}, "Read this quarter's request in full.")
             yield ToolCall("mail__read_message", {"message_id": redo_id}, f"Read the note about the {redo_team} export.")
@@ -542,51 +540,82 @@ class PulseSurveyResults(TaskFamily):
                     yield ToolCall("sheets__read_range", {"path": team_file[t], "sheet": sheet["name"],
                                                           "range": f"A{start}:{last_col}{end}"},
                                    f"Read {t} responses, rows {start}-{end}.")
-            yield from write_and_send(res, flaw)
+            yield from write_and_send()
             yield ToolCall("mail__list_messages", {"folder": "Sent"}, "Check that it went out.")
             return (f"Sent the {qname} results to {requester.name} (cc {hrbp.name}): overall NPS "
-                    f"{round(res['nps'][ALL][4])}, top themes {', '.join(t for t, _ in res['themes'][:3])}.")
+                    f"{round(truth['nps'][ALL][4])}, top themes {', '.join(top3)}.")
 
-        def short_solve(res: dict, flaw: str | None):
+        def short_solve():
             """One team's export: the request, the keyword list and the one file, read whole."""
             t = teams[0]
             yield ToolCall("mail__read_message", {"message_id": request_id}, "Read this quarter's request.")
             yield ToolCall("files__read_file", {"path": "surveys/themes.txt"}, "Read the theme keyword list.")
             yield ToolCall("sheets__read_range", {"path": team_file[t], "sheet": styles[t]["sheet"]},
                            f"Read {t}'s responses.")
-            yield from write_and_send(res, flaw)
+            yield from write_and_send()
 
-        def write_and_send(res: dict, flaw: str | None):
-            rows = _result_rows(res, teams)
-            if flaw == "scores_sheet":
-                rows["Scores"] = [r for r in rows["Scores"] if r[0] != teams[-1]]
-            if flaw == "stray_file":
-                yield ToolCall("sheets__create_workbook", {"path": f"{folder}/scratch.xlsx"}, "Scratch space.")
+        def mail_body(res: dict, themes: bool = True) -> str:
+            n_all = res["nps"][ALL]
+            body = (f"Hi {requester.first},\n\nAttached are the {qname} pulse results ({results}). "
+                    f"{n_all[0]} people answered the recommend question; the overall NPS is {round(n_all[4])}.")
+            if themes:
+                body += " The top three themes in the comments were " + ", ".join(
+                    f"{t} ({c})" for t, c in res["themes"][:3]) + "."
+            return body + f"\n\nBest,\n{me.first}"
+
+        subject = f"Pulse survey {qname} results"
+
+        def write_and_send():
+            rows = _result_rows(truth, teams)
             yield ToolCall("sheets__create_workbook", {"path": results, "sheets": ["Scores", "NPS", "Themes"]},
                            "Create the results workbook with last quarter's sheets.")
             for sheet in ("Scores", "NPS", "Themes"):
                 yield ToolCall("sheets__write_rows", {"path": results, "sheet": sheet, "start_cell": "A1",
                                                       "rows": rows[sheet]}, f"Write the {sheet} sheet.")
-            if flaw != "checked_before_sending" and level > 1:
+            if level > 1:
                 for sheet in ("Scores", "NPS", "Themes"):
                     yield ToolCall("sheets__read_range", {"path": results, "sheet": sheet}, f"Check the {sheet} sheet.")
-            if flaw == "touch_source":
-                t0 = teams[0]
-                yield ToolCall("sheets__write_cells", {"path": team_file[t0], "sheet": styles[t0]["sheet"],
-                                                       "cells": {"Z1": "processed"}}, "Mark as processed.")
-            n_all = res["nps"][ALL]
-            body = (f"Hi {requester.first},\n\nAttached are the {qname} pulse results ({results}). "
-                    f"{n_all[0]} people answered the recommend question; the overall NPS is {round(n_all[4])}.")
-            if flaw != "mail_content":
-                body += " The top three themes in the comments were " + ", ".join(
-                    f"{t} ({c})" for t, c in res["themes"][:3]) + "."
-            body += f"\n\nBest,\n{me.first}"
-            if flaw == "at_most_one_mail":
-                yield ToolCall("mail__send_message", {"to": [me.email], "subject": "draft", "body": body},
-                               "Send myself a draft first.")
-            args = {"to": [requester.email], "cc": [hrbp.email], "subject": f"Pulse survey {qname} results",
-                    "body": body, "attachments": [] if flaw == "summary_mail" else [results]}
+            args = {"to": [requester.email], "cc": [hrbp.email], "subject": subject,
+                    "body": mail_body(truth), "attachments": [results]}
             yield ToolCall("mail__send_message", args, "Send the results as asked.")
+
+        # -- perturbations: the oracle with one mistake each -------------------------------------
+        send = perturb.on("mail__send_message", subject=subject)
+
+        def on_results(tool: str) -> perturb.Match:
+            return lambda call: call.name == tool and call.arguments.get("path") == results
+
+        def results_of(res: dict):
+            """The oracle writing and mailing ``res``, numbers one rule of the request got wrong."""
+            rows = _result_rows(res, teams)
+            written = perturb.change(solve, on_results("sheets__write_rows"),
+                                     lambda args: {**args, "rows": rows[args["sheet"]]}, count=None)
+            return perturb.change(written, send, body=mail_body(res))
+
+        def scores_without_last_team(args: dict) -> dict:
+            return {**args, "rows": [r for r in args["rows"] if r[0] != teams[-1]]}
+
+        flawed = {
+            "scores_sheet": lambda: perturb.change(
+                solve, perturb.on("sheets__write_rows", path=results, sheet="Scores"), scores_without_last_team),
+            "response_counts": lambda: results_of(aggregate(subs, "no_dedup")),
+            "averages": lambda: results_of(aggregate(subs, "first")),
+            "all_teams_rows": lambda: results_of(aggregate(subs, "mean_of_means")),
+            "nps": lambda: results_of(aggregate(subs, "promoters_8")),
+            "themes": lambda: results_of(aggregate(subs, "substring")),
+            "summary_mail": lambda: perturb.change(solve, send, attachments=[]),
+            "mail_content": lambda: perturb.change(solve, send, body=mail_body(truth, themes=False)),
+            "checked_before_sending": lambda: perturb.drop(solve, on_results("sheets__read_range"), count=None),
+            "at_most_one_mail": lambda: perturb.insert(solve, ToolCall(
+                "mail__send_message", {"to": [me.email], "subject": "draft", "body": mail_body(truth)},
+                "Send myself a draft first."), before=send),
+            "sources_untouched": lambda: perturb.insert(solve, ToolCall(
+                "sheets__write_cells", {"path": team_file[teams[0]], "sheet": styles[teams[0]]["sheet"],
+                                        "cells": {"Z1": "processed"}}, "Mark as processed."), before=send),
+            "no_stray_files": lambda: perturb.insert(solve, ToolCall(
+                "sheets__create_workbook", {"path": f"{folder}/scratch.xlsx"}, "Scratch space."),
+                before=perturb.on("sheets__create_workbook", path=results)),
+        }
 
         # -- grading -----------------------------------------------------------------------------
         def sheet_rows(path: Path, sheet: str, ncols: int):
@@ -752,19 +781,12 @@ class PulseSurveyResults(TaskFamily):
             files_kit.untouched(files, text_files, description="no response file or reference file was written to"),
             files_kit.only_created(files, text_files, allowed=[results]),
         ]
-        flaws = {
-            "scores_sheet": "scores_sheet", "response_counts": "no_dedup", "averages": "first",
-            "all_teams_rows": "mean_of_means", "nps": "promoters_8", "themes": "substring",
-            "summary_mail": "summary_mail", "mail_content": "mail_content",
-            "checked_before_sending": "checked_before_sending", "at_most_one_mail": "at_most_one_mail",
-            "sources_untouched": "touch_source", "no_stray_files": "stray_file",
-        }
         if level == 1:  # one team pools nothing, and its short oracle writes and sends without a read-back
             criteria = [c for c in criteria if c.id not in ("all_teams_rows", "checked_before_sending")]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
-            criteria=criteria, perturbations={c.id: (lambda f=flaws[c.id]: solve(f)) for c in criteria},
+            criteria=criteria, perturbations={c.id: flawed[c.id]() for c in criteria},
             data={"quarter": qname, "teams": teams, "results": results, "redo_team": redo_team if redo else None,
                   "overall_nps": overall_nps, "top_themes": top3,
                   "team_files": team_file, "stale_file": stale_file},

@@ -27,7 +27,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
-from longhorizon.tasks.kit import files as files_kit
+from longhorizon.tasks.kit import files as files_kit, perturb
 from longhorizon.tasks.common import (
     Files,
     People,
@@ -440,15 +440,16 @@ class TrainingFeedbackRollup(TaskFamily):
             "redo_id": redo_id, "folder": folder, "me": me.email, "redo_course": redo["course"] if redo else None,
             "by_rating": by_rating,
         }
-        criteria, flaws = _criteria(data, files, text_files)
+        criteria = _criteria(data, files, text_files)
         if len(truth) == 1:  # one course is best, worst and in order all at once
             criteria = [c for c in criteria if c.id not in ("order", "mail_content")]
         short = level == 1
+        flawed = _flawed(data, [s for s in all_sessions if s["status"] == "Delivered"], short)
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build,
-            oracle=lambda: _oracle(data, None, short), criteria=criteria,
-            perturbations={c.id: (lambda f=flaws[c.id]: _oracle(data, f, short)) for c in criteria}, data=data,
+            oracle=lambda: _oracle(data, short), criteria=criteria,
+            perturbations={c.id: flawed[c.id]() for c in criteria}, data=data,
         )
 
 
@@ -480,7 +481,7 @@ def _fewer_sessions(sessions: list[dict], level: int) -> list[dict]:
 # -- grading ---------------------------------------------------------------------------------
 
 
-def _criteria(d: dict, files: Files, text_files: dict[str, str]) -> tuple[list[Criterion], dict[str, str]]:
+def _criteria(d: dict, files: Files, text_files: dict[str, str]) -> list[Criterion]:
     out, truth = d["out"], d["truth"]
     keys = {norm_text(c): c for c in truth}
 
@@ -615,18 +616,32 @@ def _criteria(d: dict, files: Files, text_files: dict[str, str]) -> tuple[list[C
                             "changed"),
         files_kit.only_created(files, text_files, allowed=[out]),
     ]
-    flaws = {c.id: c.id for c in criteria}
-    flaws.update({"responses": "no_attendance", "avg_rating": "halve", "nps": "promoters_8"})
-    return criteria, flaws
+    return criteria
 
 
 # -- reference solution ----------------------------------------------------------------------
 
 
-def _oracle(d: dict, flaw: str | None, short: bool = False):
+def _table(res: dict[str, dict], by_rating: bool) -> list[list]:
+    """The summary sheet's rows for per-course results ``res``: best average first, or by name."""
+    names = sorted(res, key=lambda c: -res[c]["avg"]) if by_rating else sorted(res, key=str.lower)
+    return [list(HEADER)] + [[c, res[c]["sessions"], res[c]["responses"], round(res[c]["avg"], 2),
+                              round(res[c]["nps"])] for c in names]
+
+
+def _mail_body(d: dict, res: dict[str, dict]) -> str:
+    rank = sorted(res, key=lambda c: -res[c]["avg"])
+    best, worst = rank[0], rank[-1]
+    return (f"Hi,\n\nThe {d['quarter']} training feedback summary is attached ({d['out']}): "
+            f"{sum(v['responses'] for v in res.values())} responses across {len(res)} courses. "
+            f"Best rated: {best} ({res[best]['avg']:.2f} out of 5). Lowest rated: {worst} ({res[worst]['avg']:.2f})."
+            "\n\nBest,\n")
+
+
+def _oracle(d: dict, short: bool = False):
     """Read the request and the trainer's note, the session list, then each delivered session's
-    export and attendance sheet; aggregate, write, check, send. ``flaw`` names the mistake;
-    ``short`` (one session, no re-export) goes straight to the request and the session list."""
+    export and attendance sheet; aggregate, write, check, send. ``short`` (one session, no
+    re-export) goes straight to the request and the session list."""
     out, folder = d["out"], d["folder"]
     if not short:
         yield ToolCall("mail__search_messages", {"query": "feedback"}, "Find the request and any notes about exports.")
@@ -654,47 +669,65 @@ def _oracle(d: dict, flaw: str | None, short: bool = False):
         sessions.append({"course": course, "status": "Delivered", "tool": tool, "attendance": attendance,
                          "responses": responses})
 
-    mistake = flaw if flaw in ("no_attendance", "halve", "promoters_8") else None
-    res = aggregate(sessions, mistake)
-    if flaw == "sessions":  # flaw: one session per export file, the stale re-export included
-        res[d["redo_course"] or next(iter(res))]["sessions"] += 1
+    res = aggregate(sessions)
     rank = sorted(res, key=lambda c: -res[c]["avg"])
-    names = list(rank) if d["by_rating"] else sorted(res, key=str.lower)
-    if flaw == "order":
-        names.reverse()
-    table = [list(HEADER)]
-    if flaw == "summary_sheet":
-        table[0][3] = "Avg Score"
-    for c in names:
-        v = res[c]
-        table.append([c, v["sessions"], v["responses"], round(v["avg"], 2), round(v["nps"])])
-    if flaw == "courses":
-        table.append([d["cancelled_course"], 0, 0, None, None])
-    if flaw == "no_stray_files":
-        yield ToolCall("files__write_file", {"path": f"{folder}/notes.txt", "content": "working notes"},
-                       "Jot down working notes.")
     yield ToolCall("sheets__create_workbook", {"path": out, "sheets": [SHEET]}, f"Create {out}.")
-    yield ToolCall("sheets__write_rows", {"path": out, "sheet": SHEET, "start_cell": "A1", "rows": table},
-                   "Write one row per course.")
-    if flaw != "checked_before_sending":
-        yield ToolCall("sheets__read_range", {"path": out, "sheet": SHEET}, "Read the summary back before sending.")
-    if flaw == "sources_untouched":
-        yield ToolCall("sheets__write_cells", {"path": d["attendance"], "sheet": "Sessions", "cells": {"H1": "done"}},
-                       "Mark the quarter as rolled up.")
-
-    best, worst = rank[0], rank[-1]
-    body = (f"Hi,\n\nThe {d['quarter']} training feedback summary is attached ({out}): "
-            f"{sum(v['responses'] for v in res.values())} responses across {len(res)} courses. "
-            f"Best rated: {best} ({res[best]['avg']:.2f} out of 5).")
-    if flaw != "mail_content":
-        body += f" Lowest rated: {worst} ({res[worst]['avg']:.2f})."
-    body += "\n\nBest,\n"
-    if flaw == "at_most_one_mail":
-        yield ToolCall("mail__send_message", {"to": [d["me"]], "subject": "draft", "body": body},
-                       "Send myself a draft.")
-    args = {"to": [d["lead"]], "subject": f"Training feedback roll-up {d['quarter']}", "body": body,
-            "attachments": [] if flaw == "summary_mail" else [out]}
+    yield ToolCall("sheets__write_rows", {"path": out, "sheet": SHEET, "start_cell": "A1",
+                                          "rows": _table(res, d["by_rating"])}, "Write one row per course.")
+    yield ToolCall("sheets__read_range", {"path": out, "sheet": SHEET}, "Read the summary back before sending.")
+    args = {"to": [d["lead"]], "subject": f"Training feedback roll-up {d['quarter']}", "body": _mail_body(d, res),
+            "attachments": [out]}
     yield ToolCall("mail__send_message", args, "Send the summary as asked.")
     if not short:
         yield ToolCall("mail__list_messages", {"folder": "Sent"}, "Check that it went out.")
-    return f"Sent the {d['quarter']} feedback summary: best {best}, lowest {worst}."
+    return f"Sent the {d['quarter']} feedback summary: best {rank[0]}, lowest {rank[-1]}."
+
+
+def _flawed(d: dict, delivered: list[dict], short: bool) -> dict:
+    """criterion id -> a builder of the oracle with one mistake that breaks it. ``delivered``:
+    the delivered sessions in the session list's order, the order the oracle aggregates them in."""
+    def oracle():
+        return _oracle(d, short)
+
+    out = d["out"]
+    write = perturb.on("sheets__write_rows", path=out)
+    send = perturb.on("mail__send_message", to=[d["lead"]])
+
+    def rows(edit):
+        return perturb.change(oracle, write, lambda args: {**args, "rows": edit(args["rows"])})
+
+    def results_of(mistake: str):
+        """The table and the mail from ``aggregate``'s planted mistake."""
+        res = aggregate(delivered, mistake)
+        return perturb.change(perturb.change(oracle, write, rows=_table(res, d["by_rating"])), send,
+                              body=_mail_body(d, res))
+
+    def one_more_session(table: list[list]) -> list[list]:
+        """One session per export file, the stale one too (level 1 has none: its one course)."""
+        course = d["redo_course"] or table[1][0]
+        return [[*r[:1], r[1] + 1, *r[2:]] if r[0] == course else r for r in table]
+
+    def no_lowest(args: dict) -> dict:
+        return {**args, "body": args["body"].partition(" Lowest rated: ")[0] + "\n\nBest,\n"}
+
+    return {
+        "sessions": lambda: rows(one_more_session),
+        "responses": lambda: results_of("no_attendance"),
+        "avg_rating": lambda: results_of("halve"),
+        "nps": lambda: results_of("promoters_8"),
+        "order": lambda: rows(lambda table: table[:1] + table[:0:-1]),
+        "summary_sheet": lambda: rows(lambda table: [[*table[0][:3], "Avg Score", *table[0][4:]], *table[1:]]),
+        "courses": lambda: rows(lambda table: [*table, [d["cancelled_course"], 0, 0, None, None]]),
+        "no_stray_files": lambda: perturb.insert(oracle, ToolCall(
+            "files__write_file", {"path": f"{d['folder']}/notes.txt", "content": "working notes"},
+            "Jot down working notes."), before=perturb.on("sheets__create_workbook", path=out)),
+        "checked_before_sending": lambda: perturb.drop(oracle, perturb.on("sheets__read_range", path=out)),
+        "sources_untouched": lambda: perturb.insert(oracle, ToolCall(
+            "sheets__write_cells", {"path": d["attendance"], "sheet": "Sessions", "cells": {"H1": "done"}},
+            "Mark the quarter as rolled up."), before=send),
+        "mail_content": lambda: perturb.change(oracle, send, no_lowest),
+        "at_most_one_mail": lambda: perturb.insert(oracle, ToolCall(
+            "mail__send_message", {"to": [d["me"]], "subject": "draft", "body": _mail_body(d, aggregate(delivered))},
+            "Send myself a draft."), before=send),
+        "summary_mail": lambda: perturb.change(oracle, send, attachments=[]),
+    }
