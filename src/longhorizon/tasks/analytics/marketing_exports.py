@@ -22,6 +22,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.analytics import add_months, mentions_number, month_end, month_key, month_label, pct_close
 from longhorizon.tasks.analytics.warehouse import make_warehouse, memory_db, ordered_rows, run
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.phrasing import phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
@@ -256,115 +257,118 @@ class MarketingCsvExports(TaskFamily):
         ]).strip()
 
         # ---- oracle ------------------------------------------------------------------------
-        header_flaw = "conversion" if "conversion" in questions else questions[0]
-        wrong_header = {"conversion": ["source", "sessions", "orders", "conversion"],
-                        "roas": ["campaign", "channel", "orders", "revenue", "budget", "return"]}
+        sqls = {
+            "roas": roas_sql(cutoff),
+            "conversion": conversion_sql(conv_month, conv_last),
+            "new_returning": new_returning_sql(q_start, q_end),
+            "aov": aov_sql(q_start, q_end),
+        }
 
-        def solve(flaw: str | None = None):
-            if level == 1:
-                return lambda: short_solve(flaw)
+        def solve():
+            yield ToolCall("files__list_dir", {"path": "notes"}, "Find the notes from yesterday's call.")
+            yield ToolCall("files__read_file", {"path": notes_path}, "Read the questions.")
+            yield ToolCall("mail__search_messages", {"query": "", "sender": lead.email},
+                           f"Find {lead.first}'s address and any extra context.")
+            yield ToolCall("mail__read_message", {"message_id": 1}, f"Read {lead.first}'s follow-up.")
+            yield ToolCall("sql__list_tables", {}, "See the warehouse tables.")
+            for t in ("campaigns", "web_sessions", "orders", "order_items", "customers"):
+                yield ToolCall("sql__describe_table", {"name": t}, f"Learn the {t} columns.")
+            yield ToolCall("sql__query", {"sql": "SELECT campaign_id, name, start_date, end_date, budget "
+                                                 "FROM campaigns ORDER BY start_date"},
+                           "Which campaigns have finished?")
+            yield ToolCall("sql__query", {"sql": "SELECT source, COUNT(*) AS n, SUM(customer_id IS NULL) AS "
+                                                 "anonymous FROM web_sessions GROUP BY source"},
+                           "Traffic sources, and how many sessions are anonymous.")
+            checks_sql = {
+                "roas": ("SELECT cp.name, cp.end_date, COUNT(o.order_id) AS credited FROM campaigns cp LEFT JOIN "
+                         "orders o ON o.campaign_id = cp.campaign_id GROUP BY cp.campaign_id ORDER BY cp.end_date",
+                         "Sanity check: orders credited per campaign, with end dates."),
+                "conversion": (f"SELECT COUNT(*) AS sessions, SUM(order_id IS NOT NULL) AS with_order FROM "
+                               f"web_sessions WHERE started_at BETWEEN '{conv_month} 00:00:00' AND "
+                               f"'{conv_last} 23:59:59'", "Sanity check: the month's session total."),
+                "new_returning": (f"SELECT COUNT(DISTINCT o.customer_id) AS buyers FROM orders o WHERE "
+                                  f"o.status = 'completed' AND {NOT_TEST} AND o.order_date BETWEEN '{q_start}' "
+                                  f"AND '{q_end}'", "Sanity check: distinct buyers in the quarter."),
+                "aov": (f"SELECT status, COUNT(*) AS n FROM orders WHERE order_date BETWEEN '{q_start}' AND "
+                        f"'{q_end}' GROUP BY status", "Sanity check: orders by status in the quarter."),
+            }
+            results = {}
+            for q in questions:
+                res = parse_json((yield ToolCall("sql__query", {"sql": sqls[q]}, f"Answer: {q}.")))
+                width = len(files[q][1])
+                results[q] = [r[:width] for r in res["rows"]]
+                yield ToolCall("sql__query", {"sql": checks_sql[q][0]}, checks_sql[q][1])
+            yield ToolCall("sql__query", {"sql": (
+                "SELECT COUNT(*) AS test_sessions FROM web_sessions s JOIN customers c "
+                "ON c.customer_id = s.customer_id WHERE c.is_test = 1")},
+                           "Check how many sessions belong to test accounts.")
+            for q in questions:
+                path, header = files[q]
+                yield ToolCall("files__write_file", {"path": path, "content": csv_text(header, results[q])},
+                               f"Write {path}.")
+            yield ToolCall("files__list_dir", {"path": "exports"}, "Check the exports are all there.")
+            for q in questions:
+                yield ToolCall("files__read_file", {"path": files[q][0]}, f"Check {files[q][0]}.")
+            yield from send(results)
+            return f"Wrote {len(questions)} CSVs to exports/ and mailed them to {lead.name}."
 
-            def go():
-                yield ToolCall("files__list_dir", {"path": "notes"}, "Find the notes from yesterday's call.")
-                yield ToolCall("files__read_file", {"path": notes_path}, "Read the questions.")
-                yield ToolCall("mail__search_messages", {"query": "", "sender": lead.email},
-                               f"Find {lead.first}'s address and any extra context.")
-                yield ToolCall("mail__read_message", {"message_id": 1}, f"Read {lead.first}'s follow-up.")
-                yield ToolCall("sql__list_tables", {}, "See the warehouse tables.")
-                for t in ("campaigns", "web_sessions", "orders", "order_items", "customers"):
-                    yield ToolCall("sql__describe_table", {"name": t}, f"Learn the {t} columns.")
-                yield ToolCall("sql__query", {"sql": "SELECT campaign_id, name, start_date, end_date, budget "
-                                                     "FROM campaigns ORDER BY start_date"},
-                               "Which campaigns have finished?")
-                yield ToolCall("sql__query", {"sql": "SELECT source, COUNT(*) AS n, SUM(customer_id IS NULL) AS "
-                                                     "anonymous FROM web_sessions GROUP BY source"},
-                               "Traffic sources, and how many sessions are anonymous.")
-                sqls = {
-                    "roas": roas_sql(cutoff, finished_only=flaw != "roas"),
-                    "conversion": conversion_sql(conv_month, conv_last, keep_anonymous=flaw != "conversion"),
-                    "new_returning": new_returning_sql(q_start, q_end, split=flaw != "new_returning"),
-                    "aov": aov_sql(q_start, q_end, statuses="('completed', 'cancelled')" if flaw == "aov"
-                                   else "('completed')"),
-                }
-                checks_sql = {
-                    "roas": ("SELECT cp.name, cp.end_date, COUNT(o.order_id) AS credited FROM campaigns cp LEFT JOIN "
-                             "orders o ON o.campaign_id = cp.campaign_id GROUP BY cp.campaign_id ORDER BY cp.end_date",
-                             "Sanity check: orders credited per campaign, with end dates."),
-                    "conversion": (f"SELECT COUNT(*) AS sessions, SUM(order_id IS NOT NULL) AS with_order FROM "
-                                   f"web_sessions WHERE started_at BETWEEN '{conv_month} 00:00:00' AND "
-                                   f"'{conv_last} 23:59:59'", "Sanity check: the month's session total."),
-                    "new_returning": (f"SELECT COUNT(DISTINCT o.customer_id) AS buyers FROM orders o WHERE "
-                                      f"o.status = 'completed' AND {NOT_TEST} AND o.order_date BETWEEN '{q_start}' "
-                                      f"AND '{q_end}'", "Sanity check: distinct buyers in the quarter."),
-                    "aov": (f"SELECT status, COUNT(*) AS n FROM orders WHERE order_date BETWEEN '{q_start}' AND "
-                            f"'{q_end}' GROUP BY status", "Sanity check: orders by status in the quarter."),
-                }
-                results = {}
-                for q in questions:
-                    res = parse_json((yield ToolCall("sql__query", {"sql": sqls[q]}, f"Answer: {q}.")))
-                    width = len(files[q][1])
-                    results[q] = [r[:width] for r in res["rows"]]
-                    yield ToolCall("sql__query", {"sql": checks_sql[q][0]}, checks_sql[q][1])
-                yield ToolCall("sql__query", {"sql": (
-                    "SELECT COUNT(*) AS test_sessions FROM web_sessions s JOIN customers c "
-                    "ON c.customer_id = s.customer_id WHERE c.is_test = 1")},
-                               "Check how many sessions belong to test accounts.")
-                for q in questions:
-                    path, header = files[q]
-                    if flaw == "csv_headers" and q == header_flaw:
-                        header = wrong_header[q]
-                    yield ToolCall("files__write_file", {"path": path, "content": csv_text(header, results[q])},
-                                   f"Write {path}.")
-                yield ToolCall("files__list_dir", {"path": "exports"}, "Check the exports are all there.")
-                for q in questions:
-                    yield ToolCall("files__read_file", {"path": files[q][0]}, f"Check {files[q][0]}.")
-                if flaw == "notes_untouched":
-                    yield ToolCall("files__write_file", {"path": notes_path,
-                                                         "content": notes + "\nDONE - sent.\n"}, "Tick off the notes.")
-                yield from send(results, flaw)
-                return f"Wrote {len(questions)} CSVs to exports/ and mailed them to {lead.name}."
-            return go
-
-        def short_solve(flaw: str | None):
+        def short_solve():
             """One question: the notes, the two tables it joins on, the finished campaigns, the answer."""
             yield ToolCall("files__list_dir", {"path": "notes"}, "Find the notes from yesterday's call.")
             yield ToolCall("files__read_file", {"path": notes_path}, "Read the question.")
             for t in ("campaigns", "orders"):
                 yield ToolCall("sql__describe_table", {"name": t}, f"Learn the {t} columns.")
             yield ToolCall("sql__query", {"sql": "SELECT campaign_id, name, start_date, end_date, budget "
-                                                 "FROM campaigns ORDER BY start_date"}, "Which campaigns have finished?")
-            res = parse_json((yield ToolCall("sql__query", {"sql": roas_sql(cutoff, finished_only=flaw != "roas")},
-                                             "Answer: roas.")))
+                                                 "FROM campaigns ORDER BY start_date"},
+                           "Which campaigns have finished?")
+            res = parse_json((yield ToolCall("sql__query", {"sql": sqls["roas"]}, "Answer: roas.")))
             path, header = files["roas"]
-            if flaw == "csv_headers":
-                header = wrong_header["roas"]
             results = {"roas": [r[:len(files["roas"][1])] for r in res["rows"]]}
             yield ToolCall("files__write_file", {"path": path, "content": csv_text(header, results["roas"])},
                            f"Write {path}.")
-            if flaw == "notes_untouched":
-                yield ToolCall("files__write_file", {"path": notes_path, "content": notes + "\nDONE - sent.\n"},
-                               "Tick off the notes.")
-            yield from send(results, flaw)
+            yield from send(results)
             return f"Wrote {path} and mailed it to {lead.name}."
 
-        def send(results: dict, flaw: str | None):
+        hello = f"Hi {lead.first},\n\nHere are the numbers from our call (CSVs attached)."
+        bye = f"\n\nBest,\n{me.first}"
+        attach = [files[q][0] for q in questions]
+
+        def send(results: dict):
             top_c = results["roas"][0]
-            body = f"Hi {lead.first},\n\nHere are the numbers from our call (CSVs attached)."
-            if flaw != "mail_summary":
-                body += f"\n- Best campaign by ROAS: {top_c[0]} at {top_c[5]}."
-                if "conversion" in results:
-                    top_s = max(results["conversion"], key=lambda r: r[3])
-                    body += f"\n- Best-converting source: {top_s[0]} at {top_s[3]}%."
-            body += f"\n\nBest,\n{me.first}"
-            attach = [files[q][0] for q in questions]
-            if flaw == "mail_attachments":
-                attach = attach[:1] if len(attach) > 1 else []
+            body = hello + f"\n- Best campaign by ROAS: {top_c[0]} at {top_c[5]}."
+            if "conversion" in results:
+                top_s = max(results["conversion"], key=lambda r: r[3])
+                body += f"\n- Best-converting source: {top_s[0]} at {top_s[3]}%."
             yield ToolCall("mail__send_message", {"to": [lead.email], "subject": f"{q_label} marketing numbers",
-                                                  "body": body, "attachments": attach}, "Send the exports.")
-            if flaw == "one_mail":
-                yield ToolCall("mail__send_message", {
-                    "to": [other.email], "subject": "Dashboard", "body": "Will look at it next week."},
-                    "Answer the other mail.")
+                                                  "body": body + bye, "attachments": attach}, "Send the exports.")
+
+        # ---- perturbations: the oracle with one small mistake in its calls ------------------
+        oracle = short_solve if level == 1 else solve
+        wrong_sql = {
+            "roas": roas_sql(cutoff, finished_only=False),  # still-running campaigns in
+            "conversion": conversion_sql(conv_month, conv_last, keep_anonymous=False),  # anonymous visitors out
+            "new_returning": new_returning_sql(q_start, q_end, split=False),  # every buyer "returning"
+            "aov": aov_sql(q_start, q_end, statuses="('completed', 'cancelled')"),
+        }
+        header_flaw = "conversion" if "conversion" in questions else questions[0]
+        wrong_header = {"conversion": ["source", "sessions", "orders", "conversion"],
+                        "roas": ["campaign", "channel", "orders", "revenue", "budget", "return"]}[header_flaw]
+        right_line, wrong_line = (",".join(files[header_flaw][1]) + "\n", ",".join(wrong_header) + "\n")
+        the_send = perturb.on("mail__send_message", to=[lead.email])
+        flawed = {q: perturb.change(oracle, perturb.on("sql__query", sql=sqls[q]), sql=wrong_sql[q])
+                  for q in questions}
+        flawed |= {
+            "csv_headers": perturb.change(oracle, perturb.on("files__write_file", path=files[header_flaw][0]),
+                                          lambda a: {**a, "content": a["content"].replace(right_line, wrong_line, 1)}),
+            "mail_summary": perturb.change(oracle, the_send, body=hello + bye),  # no figures
+            "mail_attachments": perturb.change(oracle, the_send, attachments=attach[:1] if len(attach) > 1 else []),
+            "one_mail": perturb.insert(oracle, ToolCall("mail__send_message", {
+                "to": [other.email], "subject": "Dashboard", "body": "Will look at it next week."},
+                "Answer the other mail."), after=the_send),
+            "notes_untouched": perturb.insert(oracle, ToolCall(
+                "files__write_file", {"path": notes_path, "content": notes + "\nDONE - sent.\n"},
+                "Tick off the notes."), before=the_send),
+        }
 
         # ---- grading -----------------------------------------------------------------------
         def recompute(world, q: str):
@@ -502,8 +506,8 @@ class MarketingCsvExports(TaskFamily):
         ]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve(),
-            criteria=criteria, perturbations={c.id: solve(c.id) for c in criteria},
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=oracle,
+            criteria=criteria, perturbations={c.id: flawed[c.id] for c in criteria},
             data={"questions": questions, "files": files, "cutoff": cutoff.isoformat(),
                   "truth": {q: [list(r) for r in truth[q]] for q in questions}},
         )

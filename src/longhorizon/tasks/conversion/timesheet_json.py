@@ -23,6 +23,7 @@ from openpyxl import Workbook
 
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.phrasing import phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
@@ -243,40 +244,44 @@ class TimesheetJsonExport(TaskFamily):
             entries.sort(key=lambda x: (x["date"], rng.random()))
 
         # -- the truth ---------------------------------------------------------------------------
-        def convert(flaw: str | None = None) -> dict:
+        def convert(merge: bool = True) -> dict:
+            """The export; ``merge=False`` keeps a project logged twice on a day as two entries."""
             out = []
             for p in sorted(staff, key=lambda s: s["id"]):
-                if flaw == "employees_set" and p["template"] == "C":
-                    continue
                 merged: dict[tuple[str, str], float] = defaultdict(float)
                 separate = []
                 for x in rows[p["id"]]:
-                    if not (first <= x["date"] <= last) and flaw != "period":
+                    if not (first <= x["date"] <= last):
                         continue
                     if x["code"] not in active:
                         continue
-                    h = x["hours"] if flaw == "no_rounding" else quarter(x["hours"])
+                    h = quarter(x["hours"])
                     merged[(x["date"].isoformat(), x["code"])] += h
                     separate.append({"date": x["date"].isoformat(), "project": x["code"], "hours": h})
-                days = [{"date": d, "project": c, "hours": h} for (d, c), h in merged.items()]
-                if flaw == "day_entries":
-                    days = separate
+                days = [{"date": d, "project": c, "hours": h} for (d, c), h in merged.items()] if merge else separate
                 days.sort(key=lambda x: (x["date"], x["project"]))
-                if flaw == "ordering":
-                    days.reverse()
                 per_day = defaultdict(float)
                 for x in days:
                     per_day[x["date"]] += x["hours"]
-                if flaw == "totals":
-                    overtime = sum(max(0.0, x["hours"] - 8) for x in days)
-                else:
-                    overtime = sum(max(0.0, h - 8) for h in per_day.values())
+                overtime = sum(max(0.0, h - 8) for h in per_day.values())
                 out.append({"employee_id": p["id"], "name": p["name"], "cost_centre": p["centre"],
                             "total_hours": sum(x["hours"] for x in days), "overtime_hours": overtime, "days": days})
             return {"period": period, "employees": out}
 
+        def edited(edit) -> dict:
+            """The true export with each employee's record passed through ``edit`` (None leaves it out)."""
+            return {"period": period, "employees": [e for e in (edit(e) for e in convert()["employees"]) if e]}
+
         truth = convert()
-        assert convert("totals") != truth and convert("day_entries") != truth
+        template = {p["id"]: p["template"] for p in staff}
+        wrong_docs = {  # the export as a converter makes it with one mistake
+            "employees_set": edited(lambda e: None if template[e["employee_id"]] == "C" else e),
+            "day_entries": convert(merge=False),  # a project logged twice on a day, not added up
+            "totals": edited(lambda e: {**e, "overtime_hours": sum(max(0.0, d["hours"] - 8) for d in e["days"])}),
+            "ordering": edited(lambda e: {**e, "days": e["days"][::-1]}),
+            "json_valid": edited(lambda e: {**e, "days": [{**d, "hours": f"{d['hours']:.2f}"} for d in e["days"]]}),
+        }
+        assert wrong_docs["totals"] != truth and wrong_docs["day_entries"] != truth
 
         # -- workbooks ---------------------------------------------------------------------------
         def book(p: dict) -> Workbook:
@@ -366,7 +371,10 @@ class TimesheetJsonExport(TaskFamily):
                                 say(w, f"Thanks, {requester}", f"Thank you! {requester}", f"Cheers, {requester}")])
 
         # -- oracle ------------------------------------------------------------------------------
-        def solve(flaw: str | None = None):
+        rej = [{"employee_id": e, "date": d, "project": c, "reason": r} for e, d, c, r in sorted(rejects)]
+        indent = None if level == 1 else 2  # level 1: one line, the episode stays short
+
+        def solve():
             if level == 1:  # one timesheet, named: the reference files in one call, the sheet whole
                 yield ToolCall("shell__run", {"command": f"cat {README} {SCHEMA} {PROJECTS} {EMPLOYEES}"},
                                "Read payroll's rules, the schema, the project codes and the employee register.")
@@ -391,36 +399,37 @@ class TimesheetJsonExport(TaskFamily):
                         yield ToolCall("sheets__read_range", {"path": path, "sheet": sh["name"],
                                                               "range": f"A{r0}:{last_col}{r1}"},
                                        f"Read {sh['name']} rows {r0}-{r1}.")
-            doc = convert(flaw if flaw in ("employees_set", "day_entries", "totals", "ordering", "period",
-                                           "no_rounding") else None)
-            if flaw == "json_valid":
-                for e in doc["employees"]:
-                    for d in e["days"]:
-                        d["hours"] = f"{d['hours']:.2f}"
-            rej = [{"employee_id": e, "date": d, "project": c, "reason": r} for e, d, c, r in sorted(rejects)]
-            if flaw == "rejected_file":  # the closed projects' left out (or, where there are none, the first)
-                kept = [x for x in rej if x["reason"] != "closed_project"]
-                rej = kept if len(kept) < len(rej) else rej[1:]
-            if flaw == "sources_untouched":
-                p0 = staff[0]
-                yield ToolCall("sheets__write_cells", {"path": file_of[p0["id"]], "sheet": book_sheet(p0),
-                                                       "cells": {"H1": "exported"}}, "Mark the timesheet as exported.")
-            if flaw == "no_stray_files":
-                yield ToolCall("files__write_file", {"path": f"{PAYROLL}/draft.json", "content": "{}"}, "Scratch.")
-            indent = None if level == 1 else 2  # level 1: one line, the episode stays short
+            doc = convert()
             yield ToolCall("files__write_file", {"path": export, "content": json.dumps(doc, indent=indent) + "\n"},
                            "Write the export.")
             yield ToolCall("files__write_file", {"path": REJECTED, "content": json.dumps(rej, indent=2) + "\n"},
                            "Write the rejected entries.")
-            if flaw != "verified":
-                yield ToolCall("shell__run", {"command": _check_command(export, REJECTED)},
-                               "Validate the export against the schema's rules and check the totals add up.")
+            yield ToolCall("shell__run", {"command": _check_command(export, REJECTED)},
+                           "Validate the export against the schema's rules and check the totals add up.")
             total = sum(e["total_hours"] for e in doc["employees"])
             return (f"Wrote {export} ({len(doc['employees'])} employees, {total:g} hours in {period}) and {REJECTED} "
                     f"({len(rej)} entries on unknown or closed projects).")
 
-        def book_sheet(p) -> str:
-            return {"A": "Timesheet", "B": "Info", "C": "Hours"}[p["template"]]
+        # -- perturbations: the oracle with one small mistake in its calls -----------------------
+        write_export = perturb.on("files__write_file", path=export)
+        kept = [x for x in rej if x["reason"] != "closed_project"]
+        p0 = staff[0]
+        sheet0 = {"A": "Timesheet", "B": "Info", "C": "Hours"}[p0["template"]]  # its first sheet
+        flawed = {cid: perturb.change(solve, write_export, content=json.dumps(doc, indent=indent) + "\n")
+                  for cid, doc in wrong_docs.items()}
+        flawed |= {
+            # the closed projects' entries left out (or, where there are none, the first)
+            "rejected_file": perturb.change(solve, perturb.on("files__write_file", path=REJECTED), content=json.dumps(
+                kept if len(kept) < len(rej) else rej[1:], indent=2) + "\n"),
+            "sources_untouched": perturb.insert(solve, ToolCall(
+                "sheets__write_cells", {"path": file_of[p0["id"]], "sheet": sheet0,
+                                        "cells": {"H1": "exported"}}, "Mark the timesheet as exported."),
+                before=write_export),
+            "no_stray_files": perturb.insert(solve, ToolCall(
+                "files__write_file", {"path": f"{PAYROLL}/draft.json", "content": "{}"}, "Scratch."),
+                before=write_export),
+            "verified": perturb.drop(solve, perturb.on("shell__run", command=_check_command(export, REJECTED))),
+        }
 
         # -- grading -----------------------------------------------------------------------------
         def load(w, rel):
@@ -553,9 +562,9 @@ class TimesheetJsonExport(TaskFamily):
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
-            criteria=criteria, perturbations={c.id: (lambda f=c.id: solve(f)) for c in criteria},
+            criteria=criteria, perturbations={c.id: flawed[c.id] for c in criteria},
             data={"period": period, "export": export, "rejects": rejects,
-                  "templates": {p["id"]: p["template"] for p in staff}},
+                  "templates": template},
         )
 
 

@@ -20,7 +20,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import day_month_year, parse_json, rng_and_faker
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
-from longhorizon.tasks.kit import files as files_kit
+from longhorizon.tasks.kit import files as files_kit, perturb
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.documents import (
     Sources,
@@ -330,11 +330,12 @@ class ContractReview(TaskFamily):
         task = Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=sources.build,
-            oracle=partial(_oracle, data, None, asked=todo, brief=brief),
+            oracle=partial(_oracle, data, asked=todo, brief=brief),
             criteria=_criteria(data, sources, draft_blocks, final_blocks), data=data,
         )
         task.criteria = [c for c in task.criteria if NEEDS.get(c.id, "name") in asked]
-        task.perturbations = {c.id: partial(_oracle, data, c.id, asked=todo, brief=brief) for c in task.criteria}
+        flawed = _perturbations(data, todo, brief)
+        task.perturbations = {c.id: flawed[c.id] for c in task.criteria}
         return task
 
 
@@ -541,51 +542,31 @@ def _criteria(d: dict, sources: Sources, draft_blocks: list, final_blocks: list)
 # -- reference solution ------------------------------------------------------------------------------
 
 
-def _oracle(d: dict, flaw: str | None, asked: frozenset[str] | set[str] = frozenset(FIXES) | {"comment"},
-            brief: bool = False):
+def _oracle(d: dict, asked: frozenset[str] | set[str] = frozenset(FIXES) | {"comment"}, brief: bool = False):
     """Read the checklist and the draft, copy it, make the global fixes with replace_text (checking
     each with find_text), strike the clause, then rewrite the paragraphs whose numbering or
     cross-references moved, comment on Governing Law, and read the result back. ``asked`` names
     the checklist's items; ``brief`` (level 1) skips the survey and the checks by search."""
     draft, v2 = d["draft"], d["v2"]
     fixes = set(FIXES) & set(asked)
-    skip = {"supplier_name": "name", "initial_term": "term", "liability_cap": "cap", "clause_deleted": "delete",
-            "headings_renumbered": "headings", "subclauses_renumbered": "subclauses",
-            "cross_references": "xrefs", "term_renamed": "rename"}.get(flaw)
-    if skip:
-        fixes.discard(skip)
-    if flaw == "clause_deleted":
-        fixes -= {"headings", "subclauses", "xrefs"}
 
     if not brief:
         yield ToolCall("files__list_dir", {"path": "legal", "recursive": True}, "See what Legal left in the folder.")
     yield ToolCall("files__read_file", {"path": d["checklist"]}, "Read the review checklist.")
     yield ToolCall("docs__read_document", {"path": draft}, "Read the whole draft.")
     yield ToolCall("files__copy", {"src": draft, "dst": v2}, "Work on a new version; the draft stays as it is.")
-    if flaw in ("draft_unchanged", "no_draft_writes"):
-        yield ToolCall("docs__add_comment", {"path": draft, "index": 0, "text": "Superseded by v2"}, "Mark the draft.")
 
     # 1. supplier name
     stem = d["vendor"].split()[0]
     yield ToolCall("docs__find_text", {"path": v2, "query": stem}, "Find every spelling of the supplier's name.")
-    wrong = d["wrong_names"] if "name" in fixes else []
-    if flaw == "supplier_name":
-        wrong = d["wrong_names"][:1]
-    for w in wrong:
+    for w in d["wrong_names"]:
         yield ToolCall("docs__replace_text", {"path": v2, "old": w, "new": d["vendor"]}, f"Correct {w!r}.")
-    if flaw == "affiliate_kept":
-        yield ToolCall("docs__replace_text", {"path": v2, "old": d["affiliate"], "new": d["vendor"]},
-                       "Use the supplier's registered name there too.")
 
     # 2. effective date, but not the rate card
     hits = [] if "eff" not in asked else parse_json((yield ToolCall(
         "docs__find_text", {"path": v2, "query": d["old_eff"], "match_case": True},
         "Find where the old date is stated.")))["hits"]
     targets = [k for k, h in enumerate(hits, start=1) if "Day rates below" not in h["text"]]
-    if flaw == "rate_card_kept":
-        targets = list(range(1, len(hits) + 1))
-    if flaw == "effective_date":
-        targets = targets[:1]
     for k in reversed(targets):  # from the last, so earlier occurrence numbers stay valid
         yield ToolCall("docs__replace_text", {"path": v2, "old": d["old_eff"], "new": d["new_eff"], "occurrence": k},
                        f"Effective date, occurrence {k}.")
@@ -607,11 +588,8 @@ def _oracle(d: dict, flaw: str | None, asked: frozenset[str] | set[str] = frozen
     if "delete" in fixes:
         excl = CLAUSES["exclusivity"]
         at = next(b["index"] for b in cur["blocks"] if b.get("style") == "Heading 1" and excl[0] in b.get("text", ""))
-        n = 1 + len(excl[1]) - (1 if flaw == "clause_deleted" else 0)
-        for _ in range(n):
+        for _ in range(1 + len(excl[1])):
             yield ToolCall("docs__delete_paragraph", {"path": v2, "index": at}, "Delete the struck clause.")
-        if flaw == "clause_deleted":
-            fixes.discard("delete")
     # 6. renumber clauses, sub-clauses and cross-references in what follows the struck clause
     cur = {"blocks": []}
     if "delete" in asked:
@@ -635,22 +613,83 @@ def _oracle(d: dict, flaw: str | None, asked: frozenset[str] | set[str] = frozen
             yield ToolCall("docs__set_paragraph", {"path": v2, "index": b["index"], "text": text},
                            f"Renumber block {b['index']}.")
     # 8. governing law comment
-    title = CLAUSES["governing_law"][0] if flaw != "governing_law_comment" else CLAUSES["liability"][0]
     if "comment" in asked:
-        found = parse_json((yield ToolCall("docs__find_text", {"path": v2, "query": title, "match_case": True},
+        found = parse_json((yield ToolCall("docs__find_text", {"path": v2, "query": CLAUSES["governing_law"][0],
+                                                               "match_case": True},
                                            "Find the Governing Law clause.")))["hits"]
         gl = int(next(h["location"] for h in found if h["style"] == "Heading 1"))
         yield ToolCall("docs__add_comment", {"path": v2, "index": gl + 1, "author": "Contracts team",
                                              "text": "Legal: please confirm the jurisdiction (England and Wales?)."},
                        "Ask Legal to confirm the jurisdiction.")
-    if flaw == "rest_intact":
-        yield ToolCall("docs__append_paragraph", {"path": v2, "text": "Reviewed against the Legal checklist."},
-                       "Note the review.")
-    if flaw == "only_v2_created":
-        yield ToolCall("files__write_file", {"path": "legal/review/changes.txt", "content": "done"}, "Log changes.")
     # verify
     for q in [] if brief else [*d["wrong_names"], "Customer"] if "rename" in asked else d["wrong_names"]:
         yield ToolCall("docs__find_text", {"path": v2, "query": q, "match_case": True}, f"Check no {q!r} is left.")
-    if flaw != "final_read_through":
-        yield ToolCall("docs__read_document", {"path": v2}, "Final read-through of the new version.")
+    yield ToolCall("docs__read_document", {"path": v2}, READ_THROUGH)
     return f"Applied the checklist to {v2}; the draft is unchanged."
+
+
+READ_THROUGH = "Final read-through of the new version."
+
+
+def _perturbations(d: dict, asked: frozenset[str] | set[str], brief: bool) -> dict:
+    """Each criterion's flawed oracle: the oracle with one small mistake in its calls. The
+    renumbering reads the document mid-run, so its mistakes put numbers back as they were."""
+    solve, draft, v2 = partial(_oracle, d, asked=asked, brief=brief), d["draft"], d["v2"]
+
+    def replace(old: str, **arguments):
+        return perturb.on("docs__replace_text", path=v2, old=old, **arguments)
+
+    def replacing(olds: list[str], but: dict | None = None):
+        """Every replace of one of ``olds``, but those whose arguments include ``but``."""
+        return lambda c: (c.name == "docs__replace_text" and c.arguments.get("old") in olds
+                          and not (but and but.items() <= c.arguments.items()))
+
+    def renumbered(call: ToolCall) -> bool:
+        return call.name == "docs__set_paragraph"
+
+    def read_through(call: ToolCall) -> bool:
+        return call.name == "docs__read_document" and call.note == READ_THROUGH
+
+    def back(n: str) -> str:
+        """A clause number as it was before the struck clause went (nothing refers to that one)."""
+        return str(int(n) + 1) if int(n) >= d["deleted"] else n
+
+    def unmoved(sub):
+        """The oracle with ``sub`` applied to the text of every paragraph it renumbers."""
+        return perturb.change(solve, renumbered, lambda a: {**a, "text": sub(a["text"])}, count=None)
+
+    # the oracle replaces the date from the last statement; the first (occurrence 1) is the "dated" line
+    first_date = replace(d["old_eff"], occurrence=1)
+    mark_draft = ToolCall("docs__add_comment", {"path": draft, "index": 0, "text": "Superseded by v2"},
+                          "Mark the draft.")
+    return {
+        "supplier_name": perturb.drop(solve, replacing(d["wrong_names"][1:]), count=None),
+        "effective_date": perturb.drop(solve, replacing([d["old_eff"]], but={"occurrence": 1}), count=None),
+        "initial_term": perturb.drop(solve, replace(f"initial term of {d['old_term']} months")),
+        "liability_cap": perturb.drop(solve, replace(f"preceding {d['old_cap']} months")),
+        # one sub-clause of the struck clause left, and nothing renumbered
+        "clause_deleted": perturb.drop(perturb.drop(solve, perturb.on("docs__delete_paragraph", path=v2)),
+                                       renumbered, count=None),
+        "headings_renumbered": perturb.drop(
+            solve, lambda c: renumbered(c) and re.match(r"\d+\. ", c.arguments["text"]) is not None, count=None),
+        "subclauses_renumbered": unmoved(lambda t: re.sub(r"^(\d+)\.(\d+) ", lambda m: f"{back(m[1])}.{m[2]} ", t)),
+        "cross_references": unmoved(lambda t: REF.sub(lambda m: f"Clause {back(m[1])}", t)),
+        "term_renamed": perturb.drop(solve, replace("Customer")),
+        "governing_law_comment": perturb.change(  # the comment on the Liability clause
+            solve, perturb.on("docs__find_text", query=CLAUSES["governing_law"][0]), query=CLAUSES["liability"][0]),
+        "final_read_through": perturb.drop(solve, read_through),
+        "affiliate_kept": perturb.insert(solve, ToolCall(
+            "docs__replace_text", {"path": v2, "old": d["affiliate"], "new": d["vendor"]},
+            "Use the supplier's registered name there too."), after=replace(d["wrong_names"][-1])),
+        "rate_card_kept": perturb.insert(solve, ToolCall(  # the one date left after the others: the rate card's
+            "docs__replace_text", {"path": v2, "old": d["old_eff"], "new": d["new_eff"]},
+            "The remaining date too."), after=first_date),
+        "rest_intact": perturb.insert(solve, ToolCall(
+            "docs__append_paragraph", {"path": v2, "text": "Reviewed against the Legal checklist."},
+            "Note the review."), before=read_through),
+        "draft_unchanged": perturb.insert(solve, mark_draft, after=perturb.on("files__copy", dst=v2)),
+        "no_draft_writes": perturb.insert(solve, mark_draft, after=perturb.on("files__copy", dst=v2)),
+        "only_v2_created": perturb.insert(solve, ToolCall(
+            "files__write_file", {"path": "legal/review/changes.txt", "content": "done"}, "Log changes."),
+            before=read_through),
+    }

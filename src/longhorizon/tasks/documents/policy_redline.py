@@ -20,7 +20,7 @@ from longhorizon.apps.docs.state import build_document, document_bytes, norm, re
 from longhorizon.apps.mail import state as mail
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
-from longhorizon.tasks.kit import files as files_kit
+from longhorizon.tasks.kit import files as files_kit, perturb
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     People,
@@ -298,12 +298,13 @@ class PolicyRedline(TaskFamily):
              "notes_id": notes_id}
         task = Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=_solver(d, None, asked, level == 1),
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=_solver(d, asked, level == 1),
             criteria=[], data=d,
         )
         task.criteria = [c for c in _criteria(d, sources, source_blocks, final_blocks, changed_tags, anchors,
                                               gone_tags, kept_opt, asked) if NEEDS.get(c.id, "meal") in asked]
-        task.perturbations = {c.id: _solver(d, c.id, asked, level == 1) for c in task.criteria}
+        flawed = _perturbations(d, asked, level == 1)
+        task.perturbations = {c.id: flawed[c.id] for c in task.criteria}
         return task
 
 
@@ -505,7 +506,21 @@ def _criteria(d, sources: Sources, source_blocks, final_blocks, changed_tags, an
 # -- reference solution ------------------------------------------------------------------------------------
 
 
-def _solver(d: dict, flaw: str | None, asked=ALL, brief: bool = False):
+def _log_entries(d: dict, asked=ALL) -> list[str]:
+    """The change log's entries, one per approved change (the solver appends them in this order)."""
+    old, new = d["old"], d["new"]
+    return [text for key, text in [
+        ("version", f"Version {new['version']}, effective {new['eff']} (was {old['version']}, {old['eff']})."),
+        ("meal", f"Daily meal allowance: ${old['meal']} to ${new['meal']}."),
+        ("hotel", f"Hotel cap in major cities: ${old['hotel']} to ${new['hotel']} per night."),
+        ("portal", f"Booking portal renamed from {old['portal']} to {new['portal']}."),
+        ("owner", f"Policy owner: {new['owner']}, {new['owner_role']} (was {old['owner']})."),
+        ("withdrawn", f"Section \"{d['wd_title']}\" withdrawn."),
+        *(("extra", EXTRA_LOG[key].format(old=old[key], new=new[key])) for key in d["extra_changes"]),
+    ] if key in asked]
+
+
+def _solver(d: dict, asked=ALL, brief: bool = False):
     """Find and read the approved notes, read the policy, copy it, make each change (checking the
     shared figures and names with find_text), rewrite the version line, drop the withdrawn
     section, append the change log, check, read back and mail it to Legal. ``asked`` names the
@@ -520,10 +535,6 @@ def _solver(d: dict, flaw: str | None, asked=ALL, brief: bool = False):
         doc = parse_json((yield ToolCall("docs__read_document", {"path": src}, "Read the current version in full.")))
         yield ToolCall("docs__copy_document", {"source": src, "path": dst},
                        "Start the new version; the current one stays as it is.")
-        if flaw == "reviewer_mail":
-            yield ToolCall("mail__send_message", {
-                "to": [d["reviewer"]], "subject": f"Travel and expense policy v{new['version']} for review",
-                "body": "Please review the attached new version.", "attachments": [dst]}, "Send it for review.")
         # 1. meal allowance, not the taxi limit with the same figure
         if brief:  # the paragraphs that carry the figure, from the read above
             hits = [b for b in doc["blocks"] if f"${old['meal']}" in b.get("text", "")]
@@ -531,18 +542,12 @@ def _solver(d: dict, flaw: str | None, asked=ALL, brief: bool = False):
             hits = parse_json((yield ToolCall("docs__find_text", {"path": dst, "query": f"${old['meal']}",
                                                                    "match_case": True},
                                               "Where does the old meal figure appear?")))["hits"]
-        if flaw == "figures_updated" and "hotel" not in asked:
-            pass  # flaw: the one figure left as it was
-        elif flaw == "rest_intact":
-            yield ToolCall("docs__replace_text", {"path": dst, "old": f"${old['meal']}", "new": f"${new['meal']}"},
-                           "Update the meal allowance.")
-        else:
-            k = 1 + sum(h["text"].count(f"${old['meal']}") for h in hits[:next(
-                i for i, h in enumerate(hits) if "meal allowance" in h["text"])])
-            yield ToolCall("docs__replace_text", {"path": dst, "old": f"${old['meal']}", "new": f"${new['meal']}",
-                                                  "occurrence": k}, "Only the meal allowance, not the taxi limit.")
+        k = 1 + sum(h["text"].count(f"${old['meal']}") for h in hits[:next(
+            i for i, h in enumerate(hits) if "meal allowance" in h["text"])])
+        yield ToolCall("docs__replace_text", {"path": dst, "old": f"${old['meal']}", "new": f"${new['meal']}",
+                                              "occurrence": k}, "Only the meal allowance, not the taxi limit.")
         # 2. hotel cap in major cities
-        if flaw != "figures_updated" and "hotel" in asked:
+        if "hotel" in asked:
             yield ToolCall("docs__replace_text", {"path": dst, "old": f"${old['hotel']} per night in major cities",
                                                   "new": f"${new['hotel']} per night in major cities"},
                            "Major-city hotel cap only.")
@@ -552,8 +557,7 @@ def _solver(d: dict, flaw: str | None, asked=ALL, brief: bool = False):
         # 3. portal
         if "portal" in asked:
             yield ToolCall("docs__find_text", {"path": dst, "query": old["portal"]}, "Every mention of the old portal.")
-            yield ToolCall("docs__replace_text", {"path": dst, "old": old["portal"], "new": new["portal"],
-                                                  **({"occurrence": 1} if flaw == "portal_renamed" else {})},
+            yield ToolCall("docs__replace_text", {"path": dst, "old": old["portal"], "new": new["portal"]},
                            "Rename the portal.")
         # 4. owner: name (owner line and contacts), role, address
         if "owner" in asked:
@@ -562,20 +566,18 @@ def _solver(d: dict, flaw: str | None, asked=ALL, brief: bool = False):
                            "New owner's name (full name only: the travel desk contact shares the surname).")
             yield ToolCall("docs__replace_text", {"path": dst, "old": old["owner_role"], "new": new["owner_role"]},
                            "New owner's role.")
-            if flaw != "owner_updated":
-                yield ToolCall("docs__replace_text", {"path": dst, "old": old["owner_email"],
-                                                      "new": new["owner_email"]}, "New owner's address.")
+            yield ToolCall("docs__replace_text", {"path": dst, "old": old["owner_email"],
+                                                  "new": new["owner_email"]}, "New owner's address.")
         # 6. version line (block indexes are the source's until a section is deleted)
         if not brief:
             doc = parse_json((yield ToolCall("docs__read_document", {"path": dst}, "Find the version line and the "
                                              "withdrawn section.")))
         vline = next(b for b in doc["blocks"] if b.get("text", "").startswith("Version"))
-        eff = new["eff"] if flaw != "version_line" else old["eff"]
         yield ToolCall("docs__set_paragraph", {"path": dst, "index": vline["index"],
-                                               "text": f"Version {new['version']} - effective {eff}"},
+                                               "text": f"Version {new['version']} - effective {new['eff']}"},
                        "New version and effective date.")
         # 5. withdrawn section: heading and its paragraphs
-        if flaw != "section_withdrawn" and "withdrawn" in asked:
+        if "withdrawn" in asked:
             at = next(b["index"] for b in doc["blocks"] if b.get("style") == "Heading 1" and b["text"] == d["wd_title"])
             n = 1
             for b in doc["blocks"][at + 1:]:
@@ -585,41 +587,64 @@ def _solver(d: dict, flaw: str | None, asked=ALL, brief: bool = False):
             for _ in range(n):
                 yield ToolCall("docs__delete_paragraph", {"path": dst, "index": at}, f"Delete '{d['wd_title']}'.")
         # change log
-        entries = [text for key, text in [
-            ("version", f"Version {new['version']}, effective {new['eff']} (was {old['version']}, {old['eff']})."),
-            ("meal", f"Daily meal allowance: ${old['meal']} to ${new['meal']}."),
-            ("hotel", f"Hotel cap in major cities: ${old['hotel']} to ${new['hotel']} per night."),
-            ("portal", f"Booking portal renamed from {old['portal']} to {new['portal']}."),
-            ("owner", f"Policy owner: {new['owner']}, {new['owner_role']} (was {old['owner']})."),
-            ("withdrawn", f"Section \"{d['wd_title']}\" withdrawn."),
-            *(("extra", EXTRA_LOG[key].format(old=old[key], new=new[key])) for key in d["extra_changes"]),
-        ] if key in asked]
-        if flaw == "change_log":
-            entries = entries[:3]
         if "log" in asked:
             yield ToolCall("docs__append_paragraph", {"path": dst, "text": "Change log", "style": "Heading 1"},
                            "Start the change log.")
-        for e in entries if "log" in asked else []:
-            yield ToolCall("docs__append_paragraph", {"path": dst, "text": e, "style": "List Bullet"},
-                           "Log the change.")
-        if flaw == "files_as_expected":
-            yield ToolCall("docs__copy_document", {"source": dst, "path": f"policies/archive/{dst.split('/')[-1]}"},
-                           "Keep a backup.")
+            for e in _log_entries(d, asked):
+                yield ToolCall("docs__append_paragraph", {"path": dst, "text": e, "style": "List Bullet"},
+                               "Log the change.")
         # verify
         checks = {"portal": old["portal"], "owner": old["owner"], "withdrawn": d["wd_title"]}
         for q in [] if brief else [q for key, q in checks.items() if key in asked]:
             yield ToolCall("docs__find_text", {"path": dst, "query": q}, f"Check no {q!r} is left.")
-        if flaw != "final_read_through":
-            yield ToolCall("docs__read_document", {"path": dst}, "Final read-through of the new version.")
-        if flaw != "reviewer_mail":
-            yield ToolCall("mail__send_message", {
-                "to": [d["reviewer"]], "cc": [d["secretary"]],
-                "subject": f"Travel and expense policy v{new['version']} for review",
-                "body": "Hi,\n\nAttached is the new version of the travel and expense policy with the committee's "
-                        "approved changes; the change log at the end lists them. Could you review it?\n\nThanks",
-                "attachments": [dst]}, "Send the new version to Legal.")
-        if flaw == "mail_only_reviewer":
-            yield ToolCall("mail__send_message", {"to": [d["new_owner_email"]], "subject": "You own the travel policy",
-                                                  "body": "FYI, the new version names you as owner."}, "FYI.")
+        yield ToolCall("docs__read_document", {"path": dst}, READ_THROUGH)
+        yield ToolCall("mail__send_message", {
+            "to": [d["reviewer"]], "cc": [d["secretary"]],
+            "subject": f"Travel and expense policy v{new['version']} for review",
+            "body": "Hi,\n\nAttached is the new version of the travel and expense policy with the committee's "
+                    "approved changes; the change log at the end lists them. Could you review it?\n\nThanks",
+            "attachments": [dst]}, "Send the new version to Legal.")
         return f"Saved {dst} with the approved changes and a change log, and sent it to Legal for review."
     return run
+
+
+READ_THROUGH = "Final read-through of the new version."
+
+
+def _perturbations(d: dict, asked=ALL, brief: bool = False) -> dict:
+    """Each criterion's flawed solver: the solver with one small mistake in its calls."""
+    solve, dst, old, new = _solver(d, asked, brief), d["dst"], d["old"], d["new"]
+
+    def replace(what: str):
+        return perturb.on("docs__replace_text", path=dst, old=what)
+
+    def read_through(call: ToolCall) -> bool:
+        return call.name == "docs__read_document" and call.note == READ_THROUGH
+
+    review = perturb.on("mail__send_message", to=[d["reviewer"]])
+    late = set(_log_entries(d, asked)[3:])
+    return {
+        # the one figure left as it was (the hotel cap, where the notes change it)
+        "figures_updated": perturb.drop(solve, replace(f"${old['hotel']} per night in major cities")
+                                        if "hotel" in asked else replace(f"${old['meal']}")),
+        "portal_renamed": perturb.change(solve, replace(old["portal"]), occurrence=1),
+        "owner_updated": perturb.drop(solve, replace(old["owner_email"])),
+        "version_line": perturb.change(solve, perturb.on("docs__set_paragraph", path=dst),
+                                       text=f"Version {new['version']} - effective {old['eff']}"),
+        "section_withdrawn": perturb.drop(solve, perturb.on("docs__delete_paragraph", path=dst), count=None),
+        "change_log": perturb.drop(solve, lambda c: c.name == "docs__append_paragraph"
+                                   and c.arguments["text"] in late, count=None),
+        # sent for review straight after the copy, before any change
+        "reviewer_mail": perturb.insert(perturb.drop(solve, review), ToolCall("mail__send_message", {
+            "to": [d["reviewer"]], "subject": f"Travel and expense policy v{new['version']} for review",
+            "body": "Please review the attached new version.", "attachments": [dst]}, "Send it for review."),
+            after=perturb.on("docs__copy_document", path=dst)),
+        "rest_intact": perturb.change(solve, replace(f"${old['meal']}"), occurrence=None),  # the taxi limit too
+        "files_as_expected": perturb.insert(solve, ToolCall(
+            "docs__copy_document", {"source": dst, "path": f"policies/archive/{dst.split('/')[-1]}"},
+            "Keep a backup."), before=read_through),
+        "mail_only_reviewer": perturb.insert(solve, ToolCall(
+            "mail__send_message", {"to": [d["new_owner_email"]], "subject": "You own the travel policy",
+                                   "body": "FYI, the new version names you as owner."}, "FYI."), after=review),
+        "final_read_through": perturb.drop(solve, read_through),
+    }

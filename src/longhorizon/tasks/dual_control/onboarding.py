@@ -24,6 +24,7 @@ from longhorizon.apps.user import state as user_state
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.calendar.slots import at, blocks, first_free, intersect_hours, iso, snapshot
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
@@ -304,115 +305,127 @@ class NewHireOnboarding(TaskFamily):
         team_emails = [p.email for p in team]
 
         # the reference solution ------------------------------------------------------------------
-        def solve(flaw: str | None = None):
-            def run():
-                yield ToolCall("user__get_onboarding_policy", {}, "Read the onboarding checklist first.")
-                if full:
-                    found = loads((yield ToolCall("mail__search_messages",
-                                                  {"query": "new starter", "sender": manager.email},
-                                                  "Find the manager's mail about the new starter.")))
-                    mid = found["messages"][0]["id"] if found["messages"] else request_id
-                    yield ToolCall("mail__read_message", {"message_id": mid},
-                                   "Read the details: team, buddy, start date.")
-                yield ToolCall("user__list_new_hires", {}, "Find the new hire's record.")
-                yield ToolCall("user__get_new_hire", {"hire_id": hire_id}, "Personal email, team, work mode.")
-                if flaw == "account_after_contract":
-                    yield ToolCall("user__create_account", {"hire_id": hire_id, "groups": expected_groups},
-                                   "Create the account straight away.")
-                yield ToolCall("user__send_contract", {"hire_id": hire_id}, "Contract first, per the checklist.")
-                if flaw == "other_hires_untouched":
-                    yield ToolCall("user__send_contract", {"hire_id": other_hires[0]["id"]}, "Send the other one too.")
-                ask = (f"Hi {hire_first}, welcome to {company_name}! I'm {me.first} from HR and I'll get you set up "
-                       f"for {long_date(start)}. ")
-                if flaw != "contract_signed":
-                    ask += f"I've just sent your employment contract to {personal}: could you sign it? "
-                if level > 1:
-                    ask += "Also, would you prefer a Mac or a Windows laptop?"
-                    if remote:
-                        ask += " And which home address should we ship your equipment to?"
-                yield ToolCall(SEND, {"text": ask.strip()}, "Contract signature and the hire's preferences.")
-                if level > 1:
-                    yield ToolCall("user__get_onboarding_status", {"hire_id": hire_id},
-                                   "Check the contract is signed.")
-                groups = [g for g in expected_groups if not (flaw == "account_groups" and g == team_groups_[-1])]
-                if flaw != "account_after_contract":
-                    res = yield ToolCall("user__create_account", {"hire_id": hire_id, "groups": groups},
-                                         "Create the account with the team's groups.")
-                    email = re.search(r"\(([^)]+@[^)]+)\)", res).group(1) if "@" in res else work_email
-                else:
-                    email = work_email
-                activate = (f"Thanks! Your work account is {email}. I've emailed you an activation link: please "
-                            f"activate your account and choose a password (keep it to yourself). The rules: {rules_msg}.")
-                if level == 1:  # one message: activation, then MFA
-                    if flaw != "account_activated":
-                        activate += (" Once it's activated, please set up multi-factor authentication: scan the QR "
-                                     "code with an authenticator app on your phone.")
-                    yield ToolCall(SEND, {"text": activate}, "They activate the account (with the rules the page "
-                                                             "won't show), then set up MFA.")
-                else:
-                    yield ToolCall(SEND, {"text": activate},
-                                   "They activate the account; tell them the rules the page won't show.")
-                if flaw != "account_activated" and level > 1:
-                    yield ToolCall(SEND, {"text": "Great. Next, please set up multi-factor authentication: scan the QR "
-                                                  "code with an authenticator app on your phone."},
-                                   "They set up MFA.")
-                if level > 1:
-                    yield ToolCall("user__list_catalog", {}, "Look up the SKUs.")
-                for sku in skus if level > 1 else []:
-                    chosen = wrong_laptop if flaw == "equipment_requested" and sku == laptop_sku else sku
-                    yield ToolCall("user__request_equipment", {"hire_id": hire_id, "sku": chosen, "ship_to": ship_to},
-                                   f"Order {chosen}.")
-                if not full:
-                    if flaw != "status_checked":
-                        yield ToolCall("user__get_onboarding_status", {"hire_id": hire_id},
-                                       "Final check: contract, account, MFA" + (", equipment." if level > 1 else "."))
-                    return f"{hire}: contract signed, {email} active with MFA" + (
-                        ", equipment ordered." if level > 1 else ".")
-                yield ToolCall("calendar__list_people", {}, "Match the team's names to addresses.")
-                yield ToolCall("calendar__create_event", {
-                    "title": f"Orientation: {hire}", "start": orientation[0], "end": orientation[1],
-                    "attendees": [email], "location": room}, "Orientation on the start day, 09:30-11:00.")
-                yield ToolCall("calendar__free_busy", {"emails": [manager.email], "start": start.isoformat(),
-                                                       "end": start.isoformat()}, "When is the manager free on day one?")
-                yield ToolCall("calendar__create_event", {
-                    "title": f"Welcome 1:1: {manager.first} / {hire_first}", "start": welcome_slot[0],
-                    "end": welcome_slot[1], "attendees": [email, manager.email]},
-                    "Welcome 1:1 after orientation, when the manager is free.")
-                yield ToolCall("calendar__free_busy", {"emails": [buddy.email], "start": week[0].isoformat(),
-                                                       "end": week[2].isoformat()}, "The buddy's first three days.")
-                yield ToolCall("calendar__create_event", {
-                    "title": f"Buddy coffee: {buddy.first} & {hire_first}", "start": buddy_slot[0],
-                    "end": buddy_slot[1], "attendees": [email, buddy.email]}, "Buddy coffee in the first three days.")
-                if flaw != "meetings_scheduled":
-                    yield ToolCall("calendar__free_busy", {"emails": [manager.email, *team_emails],
-                                                           "start": week[0].isoformat(), "end": week[-1].isoformat()},
-                                   "A common hour for the whole team this week.")
-                    yield ToolCall("calendar__create_event", {
-                        "title": f"Team intro: welcome {hire_first}", "start": team_slot[0], "end": team_slot[1],
-                        "attendees": [email, manager.email, *team_emails]}, "Team intro within the first week.")
-                yield ToolCall("calendar__list_events", {"start": week[0].isoformat(), "end": week[-1].isoformat(),
-                                                         "attendee": manager.email}, "Check the week's bookings.")
-                body = (f"Hi {hire_first},\n\nWelcome to {company_name}! Your first day is {long_date(start)}.\n\n"
-                        f"Your work email address is {email}; you've already activated it.\n"
-                        f"Orientation is at 09:30-11:00 on your first day in {room}"
-                        f"{' (you will join by video; the link is in the invite)' if remote else ''}.\n")
-                if flaw != "welcome_mail":
-                    body += f"Your onboarding buddy is {buddy.name}, who will meet you for coffee in your first days.\n"
-                body += f"\nSee you soon!\n{me.name}"
-                yield ToolCall("mail__send_message", {"to": [personal], "cc": [manager.email],
-                                                      "subject": f"Welcome to {company_name}, {hire_first}!",
-                                                      "body": body}, "Send the welcome mail.")
-                if flaw == "mail_only_as_asked":
-                    yield ToolCall("mail__send_message", {"to": [manager.email], "subject": f"{hire} onboarding",
-                                                          "body": "All set for Monday."}, "Let the manager know.")
-                if flaw != "status_checked":
-                    yield ToolCall("user__get_onboarding_status", {"hire_id": hire_id},
-                                   "Final check: contract, account, MFA, equipment.")
-                yield ToolCall(SEND, {"text": f"You're all set, {hire_first}! Your equipment is on its way and the "
-                                              "welcome email has the details for your first week. See you on "
-                                              f"{long_date(start)}!"}, "Wrap up with the new hire.")
-                return f"Onboarded {hire}: contract signed, {email} active with MFA, equipment ordered, first week booked."
-            return run
+        hello = (f"Hi {hire_first}, welcome to {company_name}! I'm {me.first} from HR and I'll get you set up "
+                 f"for {long_date(start)}. ")
+        sign = f"I've just sent your employment contract to {personal}: could you sign it? "
+        prefs = ("Also, would you prefer a Mac or a Windows laptop?" + (
+            " And which home address should we ship your equipment to?" if remote else "")) if level > 1 else ""
+        ask = (hello + sign + prefs).strip()
+        mfa = "please set up multi-factor authentication: scan the QR code with an authenticator app on your phone."
+        mfa_too = f" Once it's activated, {mfa}"  # level 1: in the activation message
+        mfa_next = f"Great. Next, {mfa}"  # above: a message of its own
+        buddy_line = f"Your onboarding buddy is {buddy.name}, who will meet you for coffee in your first days.\n"
+
+        def solve():
+            yield ToolCall("user__get_onboarding_policy", {}, "Read the onboarding checklist first.")
+            if full:
+                found = loads((yield ToolCall("mail__search_messages",
+                                              {"query": "new starter", "sender": manager.email},
+                                              "Find the manager's mail about the new starter.")))
+                mid = found["messages"][0]["id"] if found["messages"] else request_id
+                yield ToolCall("mail__read_message", {"message_id": mid},
+                               "Read the details: team, buddy, start date.")
+            yield ToolCall("user__list_new_hires", {}, "Find the new hire's record.")
+            yield ToolCall("user__get_new_hire", {"hire_id": hire_id}, "Personal email, team, work mode.")
+            yield ToolCall("user__send_contract", {"hire_id": hire_id}, "Contract first, per the checklist.")
+            yield ToolCall(SEND, {"text": ask}, "Contract signature and the hire's preferences.")
+            if level > 1:
+                yield ToolCall("user__get_onboarding_status", {"hire_id": hire_id},
+                               "Check the contract is signed.")
+            res = yield ToolCall("user__create_account", {"hire_id": hire_id, "groups": expected_groups},
+                                 "Create the account with the team's groups.")
+            email = re.search(r"\(([^)]+@[^)]+)\)", res).group(1) if "@" in res else work_email
+            activate = (f"Thanks! Your work account is {email}. I've emailed you an activation link: please "
+                        f"activate your account and choose a password (keep it to yourself). The rules: {rules_msg}.")
+            if level == 1:  # one message: activation, then MFA
+                yield ToolCall(SEND, {"text": activate + mfa_too}, "They activate the account (with the rules the "
+                                                                   "page won't show), then set up MFA.")
+            else:
+                yield ToolCall(SEND, {"text": activate},
+                               "They activate the account; tell them the rules the page won't show.")
+                yield ToolCall(SEND, {"text": mfa_next}, "They set up MFA.")
+                yield ToolCall("user__list_catalog", {}, "Look up the SKUs.")
+                for sku in skus:
+                    yield ToolCall("user__request_equipment", {"hire_id": hire_id, "sku": sku, "ship_to": ship_to},
+                                   f"Order {sku}.")
+            if not full:
+                yield ToolCall("user__get_onboarding_status", {"hire_id": hire_id},
+                               "Final check: contract, account, MFA" + (", equipment." if level > 1 else "."))
+                return f"{hire}: contract signed, {email} active with MFA" + (
+                    ", equipment ordered." if level > 1 else ".")
+            yield ToolCall("calendar__list_people", {}, "Match the team's names to addresses.")
+            yield ToolCall("calendar__create_event", {
+                "title": f"Orientation: {hire}", "start": orientation[0], "end": orientation[1],
+                "attendees": [email], "location": room}, "Orientation on the start day, 09:30-11:00.")
+            yield ToolCall("calendar__free_busy", {"emails": [manager.email], "start": start.isoformat(),
+                                                   "end": start.isoformat()}, "When is the manager free on day one?")
+            yield ToolCall("calendar__create_event", {
+                "title": f"Welcome 1:1: {manager.first} / {hire_first}", "start": welcome_slot[0],
+                "end": welcome_slot[1], "attendees": [email, manager.email]},
+                "Welcome 1:1 after orientation, when the manager is free.")
+            yield ToolCall("calendar__free_busy", {"emails": [buddy.email], "start": week[0].isoformat(),
+                                                   "end": week[2].isoformat()}, "The buddy's first three days.")
+            yield ToolCall("calendar__create_event", {
+                "title": f"Buddy coffee: {buddy.first} & {hire_first}", "start": buddy_slot[0],
+                "end": buddy_slot[1], "attendees": [email, buddy.email]}, "Buddy coffee in the first three days.")
+            yield ToolCall("calendar__free_busy", {"emails": [manager.email, *team_emails],
+                                                   "start": week[0].isoformat(), "end": week[-1].isoformat()},
+                           "A common hour for the whole team this week.")
+            yield ToolCall("calendar__create_event", {
+                "title": f"Team intro: welcome {hire_first}", "start": team_slot[0], "end": team_slot[1],
+                "attendees": [email, manager.email, *team_emails]}, "Team intro within the first week.")
+            yield ToolCall("calendar__list_events", {"start": week[0].isoformat(), "end": week[-1].isoformat(),
+                                                     "attendee": manager.email}, "Check the week's bookings.")
+            body = (f"Hi {hire_first},\n\nWelcome to {company_name}! Your first day is {long_date(start)}.\n\n"
+                    f"Your work email address is {email}; you've already activated it.\n"
+                    f"Orientation is at 09:30-11:00 on your first day in {room}"
+                    f"{' (you will join by video; the link is in the invite)' if remote else ''}.\n"
+                    f"{buddy_line}\nSee you soon!\n{me.name}")
+            yield ToolCall("mail__send_message", {"to": [personal], "cc": [manager.email],
+                                                  "subject": f"Welcome to {company_name}, {hire_first}!",
+                                                  "body": body}, "Send the welcome mail.")
+            yield ToolCall("user__get_onboarding_status", {"hire_id": hire_id},
+                           "Final check: contract, account, MFA, equipment.")
+            yield ToolCall(SEND, {"text": f"You're all set, {hire_first}! Your equipment is on its way and the "
+                                          "welcome email has the details for your first week. See you on "
+                                          f"{long_date(start)}!"}, "Wrap up with the new hire.")
+            return f"Onboarded {hire}: contract signed, {email} active with MFA, equipment ordered, first week booked."
+
+        # each perturbation: the oracle with one small mistake in its calls
+        create = perturb.on("user__create_account", hire_id=hire_id)
+        contract = perturb.on("user__send_contract", hire_id=hire_id)
+        welcome = perturb.on("mail__send_message", to=[personal])
+        team_intro = perturb.on("calendar__create_event", title=f"Team intro: welcome {hire_first}")
+
+        def final_check(call: ToolCall) -> bool:
+            """The last status check (at level 2 and above, an earlier one checks the contract)."""
+            return call.name == "user__get_onboarding_status" and call.note.startswith("Final check")
+
+        flawed = {
+            "contract_signed": lambda: perturb.change(solve, perturb.on(SEND, text=ask),
+                                                      text=(hello + prefs).strip()),  # the signature not asked for
+            "account_after_contract": lambda: perturb.insert(perturb.drop(solve, create), ToolCall(
+                "user__create_account", {"hire_id": hire_id, "groups": expected_groups},
+                "Create the account straight away."), before=contract),
+            "account_groups": lambda: perturb.change(solve, create,
+                                                     groups=[g for g in expected_groups if g != team_groups_[-1]]),
+            "account_activated": lambda: perturb.change(
+                solve, lambda c: c.name == SEND and c.arguments["text"].endswith(mfa_too),
+                lambda a: {**a, "text": a["text"].removesuffix(mfa_too)},
+            ) if level == 1 else perturb.drop(solve, perturb.on(SEND, text=mfa_next)),
+            "equipment_requested": lambda: perturb.change(
+                solve, perturb.on("user__request_equipment", sku=laptop_sku), sku=wrong_laptop),
+            "meetings_scheduled": lambda: perturb.drop(perturb.drop(solve, team_intro), perturb.on(
+                "calendar__free_busy", emails=[manager.email, *team_emails])),
+            "welcome_mail": lambda: perturb.change(solve, welcome,
+                                                   lambda a: {**a, "body": a["body"].replace(buddy_line, "")}),
+            "status_checked": lambda: perturb.drop(solve, final_check),
+            "other_hires_untouched": lambda: perturb.insert(solve, ToolCall(
+                "user__send_contract", {"hire_id": other_hires[0]["id"]}, "Send the other one too."), after=contract),
+            "mail_only_as_asked": lambda: perturb.insert(solve, ToolCall(
+                "mail__send_message", {"to": [manager.email], "subject": f"{hire} onboarding",
+                                       "body": "All set for Monday."}, "Let the manager know."), after=welcome),
+        }
 
         # grading ---------------------------------------------------------------------------------------
         def my_account(world) -> dict | None:
@@ -611,8 +624,8 @@ class NewHireOnboarding(TaskFamily):
             criteria = [c for c in criteria if c.id not in dropped]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps_at(level), build=build, oracle=solve(),
-            criteria=criteria, perturbations={c.id: solve(c.id) for c in criteria},
+            seed=seed, instruction=instruction, apps=self.apps_at(level), build=build, oracle=solve,
+            criteria=criteria, perturbations={c.id: flawed[c.id]() for c in criteria},
             data={"hire_id": hire_id, "work_email": work_email, "groups": expected_groups, "skus": skus,
                   "ship_to": ship_to, "remote": remote, "slots": {"welcome": welcome_slot, "buddy": buddy_slot,
                                                                    "team": team_slot}},

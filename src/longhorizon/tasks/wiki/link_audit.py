@@ -25,12 +25,15 @@ from longhorizon.apps.wiki import state as wiki
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import kebab, rng_and_faker
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.wiki import page_now, pages_by_id
 
 LOG = "docs-migration/moves.csv"
 INDEX, GUIDE = "eng-index", "eng-space-guidelines"
+AUDIT = "Link audit: point links at current slugs"  # the summary of each link fix
+RECHECK = "Nothing in the space links to"  # the note of each check at the end
 TOPICS = [
     ("Deploy checklist", "Production deploy checklist"), ("Local setup", "Development environment"),
     ("Code review guide", "Code review guidelines"), ("On-call handbook", "On-call guide"),
@@ -356,7 +359,20 @@ class WikiLinkAudit(TaskFamily):
         verify_slugs = sorted(stale)
 
         # -- oracle ------------------------------------------------------------------------------------
-        def solve(flaw: str | None = None):
+        section = f"\n\n## {extra_head}\n{extra_body}\n"
+
+        def fix(p: str, body: str, links: dict[str, str], merge: bool = True) -> str:
+            """``p``'s body with its links to the old slugs in ``links`` pointed at the new ones (and,
+            on the merge target, the section only the old copy has)."""
+            for old, new in links.items():
+                body = relink(body, old, new)
+            return body.rstrip("\n") + section if p == merge_to and merge else body
+
+        def index_body(entries: list[str]) -> str:
+            return ("# Engineering space index\n\nEvery page in this space, by title.\n\n"
+                    + "\n".join(f"- [[{s}|{cur_title[s]}]]" for s in entries) + "\n")
+
+        def solve():
             def read(slug: str, note: str):
                 return json.loads((yield ToolCall("wiki__get_page", {"slug": slug}, note)))
 
@@ -383,31 +399,14 @@ class WikiLinkAudit(TaskFamily):
                 bodies[eng(old)] = (yield from read(eng(old), "The left-behind copy."))["body"]
                 bodies[eng(new)] = (yield from read(eng(new), "The current page: anything missing from it?"))["body"]
             # 1. fix links on every page of the space that links to an old slug
-            pages_to_fix = fix_pages
-            if flaw == "reverted_left_alone":
-                pages_to_fix = sorted(set(fix_pages) | set(rev_linkers))
-            skip_r = renamed_map[0][0]
-            for i, p in enumerate(pages_to_fix):
+            for p in fix_pages:
                 body = bodies.get(p) or (yield from read(p, f"Read {p} before fixing its links."))["body"]
-                for old, new in todo.items():
-                    if flaw == "renamed_links_fixed" and old == skip_r and p == linkers[skip_r][0]:
-                        continue
-                    if flaw == "moved_links_fixed" and old in moved_old and p == linkers[old][0]:
-                        continue
-                    body = relink(body, old, new)
-                if flaw == "reverted_left_alone" and rev_slug in wiki.link_targets(body):
-                    body = relink(body, rev_slug, rev_gone)
-                if p == merge_to and flaw != "content_merged":
-                    body = body.rstrip("\n") + f"\n\n## {extra_head}\n{extra_body}\n"
-                if flaw == "eng_text_preserved" and i == 0:
-                    body = body.rstrip("\n") + "\n\nLinks checked during the link audit.\n"
-                yield ToolCall("wiki__update_page", {"slug": p, "body": body,
-                                                     "summary": "Link audit: point links at current slugs"},
+                body = fix(p, body, todo)
+                yield ToolCall("wiki__update_page", {"slug": p, "body": body, "summary": AUDIT},
                                f"Fix the links on {p}.")
                 bodies[p] = body
-            if copied and merge_to not in fix_pages and flaw != "content_merged":
-                body = bodies[merge_to].rstrip("\n") + f"\n\n## {extra_head}\n{extra_body}\n"
-                yield ToolCall("wiki__update_page", {"slug": merge_to, "body": body,
+            if copied and merge_to not in fix_pages:
+                yield ToolCall("wiki__update_page", {"slug": merge_to, "body": fix(merge_to, bodies[merge_to], {}),
                                                      "summary": f"Merge '{extra_head}' from {merge_from}"},
                                "Bring over the section only the old copy has.")
             # 2. archive the left-behind copies
@@ -415,33 +414,17 @@ class WikiLinkAudit(TaskFamily):
                 yield ToolCall("wiki__update_page", {"slug": eng(old), "body": f"Archived: see [[{eng(new)}]].\n",
                                                      "summary": f"Archived: superseded by {eng(new)}"},
                                f"Archive {eng(old)}: one-line pointer.")
-                if flaw != "stale_retitled":
-                    yield ToolCall("wiki__rename_page", {"slug": eng(old), "new_slug": eng(old),
-                                                         "new_title": f"[Archived] {old}"}, "Retitle it.")
-                if flaw != "stale_archived":
-                    yield ToolCall("wiki__add_tag", {"slug": eng(old), "tag": "archived"}, "Tag it archived.")
-                    yield ToolCall("wiki__remove_tag", {"slug": eng(old), "tag": "eng"}, "Take it out of the space.")
+                yield ToolCall("wiki__rename_page", {"slug": eng(old), "new_slug": eng(old),
+                                                     "new_title": f"[Archived] {old}"}, "Retitle it.")
+                yield ToolCall("wiki__add_tag", {"slug": eng(old), "tag": "archived"}, "Tag it archived.")
+                yield ToolCall("wiki__remove_tag", {"slug": eng(old), "tag": "eng"}, "Take it out of the space.")
             # 3. the index
-            entries = final_eng
-            if flaw == "index_updated":
-                entries = [s for s in final_eng if s not in {eng(n) for _, n in copied}] if copied else final_eng[:-1]
-            yield ToolCall("wiki__update_page", {"slug": INDEX, "body": (
-                "# Engineering space index\n\nEvery page in this space, by title.\n\n"
-                + "\n".join(f"- [[{s}|{cur_title[s]}]]" for s in entries) + "\n"),
-                "summary": "Link audit: current pages only, by title"}, "Rebuild the index.")
-            if flaw == "other_spaces_untouched":
-                p = sup(sup_linkers[0][0])
-                body = (yield from read(p, "A Support page with a broken link."))["body"]
-                yield ToolCall("wiki__update_page", {"slug": p, "body": relink(body, sup(s_old), sup(s_new)),
-                                                     "summary": "Fix link"}, "Fix it too.")
-            if flaw == "no_pages_added_or_renamed":
-                yield ToolCall("wiki__create_page", {"slug": "eng-link-audit", "title": "Link audit report",
-                                                     "body": "Fixed links and archived stale copies.\n"},
-                               "Write up the audit.")
+            yield ToolCall("wiki__update_page", {"slug": INDEX, "body": index_body(final_eng),
+                                                 "summary": "Link audit: current pages only, by title"},
+                           "Rebuild the index.")
             # 4. verify
-            if flaw != "verified_at_end":
-                for old in verify_slugs:
-                    yield ToolCall("wiki__backlinks", {"slug": old}, f"Nothing in the space links to {old} now?")
+            for old in verify_slugs:
+                yield ToolCall("wiki__backlinks", {"slug": old}, f"{RECHECK} {old} now?")
             if full:
                 yield ToolCall("wiki__list_pages", {"tag": "eng"}, "The space after the audit.")
                 yield from read(INDEX, "Re-read the index.")
@@ -452,6 +435,68 @@ class WikiLinkAudit(TaskFamily):
                     f"{rev_slug} kept (its rename was undone).")
 
         renamed_map = [(eng(o), eng(n)) for o, n in renamed] + ([(sup(s_old), sup(s_new))] if level > 1 else [])
+
+        # -- perturbations: the oracle with one small mistake in its calls -----------------------------
+        index = perturb.on("wiki__update_page", slug=INDEX)
+
+        def audit_update(call: ToolCall) -> bool:
+            return call.name == "wiki__update_page" and call.arguments.get("summary") == AUDIT
+
+        def left_linking(olds: list[str]):
+            """The oracle with the first page linking each of ``olds`` still linking it."""
+            keep: dict[str, set[str]] = {}
+            for old in olds:
+                keep.setdefault(linkers[old][0], set()).add(old)
+            return perturb.change(
+                solve, lambda c: audit_update(c) and c.arguments["slug"] in keep,
+                lambda a: {**a, "body": fix(a["slug"], original[a["slug"]]["body"],
+                                            {o: n for o, n in stale.items() if o not in keep[a["slug"]]})},
+                count=None)
+
+        def reverted_moved():
+            """The undone rename taken for a move: every link to it pointed at the slug it came back from."""
+            oracle, updated = solve, [p for p in rev_linkers if p in fix_pages or p == merge_to]
+            if updated:  # the oracle writes these pages: change what it writes
+                oracle = perturb.change(oracle, lambda c: c.name == "wiki__update_page"
+                                        and c.arguments["slug"] in updated,
+                                        lambda a: {**a, "body": relink(a["body"], rev_slug, rev_gone)}, count=None)
+            rest = [ToolCall("wiki__update_page", {"slug": p, "body": relink(original[p]["body"], rev_slug, rev_gone),
+                                                   "summary": AUDIT}, f"Fix the links on {p}.")
+                    for p in rev_linkers if p not in updated]
+            return perturb.insert(oracle, *rest, before=index) if rest else oracle
+
+        support = sup(sup_linkers[0][0])
+        flawed = {
+            "renamed_links_fixed": lambda: left_linking([renamed_map[0][0]]),
+            "moved_links_fixed": lambda: left_linking(moved_old),
+            "reverted_left_alone": reverted_moved,
+            "stale_archived": lambda: perturb.drop(solve, lambda c: c.name in ("wiki__add_tag", "wiki__remove_tag"),
+                                                   count=None),
+            "stale_retitled": lambda: perturb.drop(solve, lambda c: c.name == "wiki__rename_page", count=None),
+            "content_merged": lambda: (
+                perturb.change(solve, perturb.on("wiki__update_page", slug=merge_to),
+                               body=fix(merge_to, original[merge_to]["body"], stale, merge=False))
+                if merge_to in fix_pages else
+                perturb.drop(solve, perturb.on("wiki__update_page", slug=merge_to))),
+            # the new copies left out of the index (at level 1, the last page)
+            "index_updated": lambda: perturb.change(solve, index, body=index_body(
+                [s for s in final_eng if s not in {eng(n) for _, n in copied}] if copied else final_eng[:-1])),
+            # (not on the merge target, which gains a section anyway)
+            "eng_text_preserved": lambda: perturb.change(
+                solve, lambda c: audit_update(c) and c.arguments["slug"] != merge_to,
+                lambda a: {**a, "body": a["body"].rstrip("\n") + "\n\nLinks checked during the link audit.\n"}),
+            "other_spaces_untouched": lambda: perturb.insert(
+                solve, ToolCall("wiki__get_page", {"slug": support}, "A Support page with a broken link."),
+                ToolCall("wiki__update_page", {"slug": support, "summary": "Fix link",
+                                               "body": relink(original[support]["body"], sup(s_old), sup(s_new))},
+                         "Fix it too."), after=index),
+            "no_pages_added_or_renamed": lambda: perturb.insert(solve, ToolCall(
+                "wiki__create_page", {"slug": "eng-link-audit", "title": "Link audit report",
+                                      "body": "Fixed links and archived stale copies.\n"}, "Write up the audit."),
+                after=index),
+            "verified_at_end": lambda: perturb.drop(
+                solve, lambda c: c.name == "wiki__backlinks" and c.note.startswith(RECHECK), count=None),
+        }
 
         # -- grading -------------------------------------------------------------------------------------
         def links_fixed(olds: list[str]):
@@ -581,11 +626,10 @@ class WikiLinkAudit(TaskFamily):
         if not copied:  # level 1: nothing was copied, so nothing to archive, retitle or merge
             copies = {"moved_links_fixed", "stale_archived", "stale_retitled", "content_merged"}
             criteria = [c for c in criteria if c.id not in copies]
-        perturbations = {c.id: (lambda cid=c.id: solve(cid)) for c in criteria}
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=lambda: solve(),
-            criteria=criteria, perturbations=perturbations,
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
+            criteria=criteria, perturbations={c.id: flawed[c.id]() for c in criteria},
             data={"stale": stale, "moved": moved_old, "reverted": [rev_slug, rev_gone], "index": final_eng,
                   "fix_pages": fix_pages, "merge": [merge_from, merge_to, extra_head]},
         )
