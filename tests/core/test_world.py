@@ -166,14 +166,16 @@ def test_a_mount_whose_cache_folder_was_deleted_is_swept(tmp_path):
 def test_remove_tree_removes_folders_nested_deeper_than_python_recurses(tmp_path):
     """A shell can nest folders thousands deep; cleaning up after such an episode must not
     raise (shutil.rmtree recurses in Python and fails there)."""
-    import subprocess
-
     from longhorizon.core.world import remove_tree
 
     root = tmp_path / "world"
     root.mkdir()
-    subprocess.run(["bash", "-c", "cd \"$1\" && for i in $(seq 1500); do mkdir d && cd d || exit 1; done",
-                    "_", str(root)], check=True)
+    fd = os.open(root, os.O_RDONLY)
+    for _ in range(1500):  # relative to the parent's fd, as a shell's `mkdir d && cd d` (a bash loop: minutes)
+        os.mkdir("d", dir_fd=fd)
+        fd, parent = os.open("d", os.O_RDONLY, dir_fd=fd), fd
+        os.close(parent)
+    os.close(fd)
     remove_tree(root)
     assert not root.exists()
     remove_tree(root)  # already gone: nothing to do, no error
