@@ -225,7 +225,8 @@ def test_the_cpu_server_runs_without_chunked_prefill_unless_asked(tmp_path, cuda
         asked.stop()
 
 
-def test_serve_reproducible_defaults_to_float32_and_passes_the_flag(tmp_path, monkeypatch):
+def _server_options(tmp_path, monkeypatch, *flags) -> dict:
+    """The keyword options `longhorizon serve FLAGS` starts its VLLMServer with (none is started)."""
     import longhorizon.serve.vllm as vllm
     from longhorizon.cli import main
 
@@ -240,29 +241,21 @@ def test_serve_reproducible_defaults_to_float32_and_passes_the_flag(tmp_path, mo
 
     monkeypatch.setattr(vllm, "VLLMServer", server)
     with pytest.raises(Stop):
-        main(["serve", "--model", str(_model_folder(tmp_path)), "--reproducible"])
+        main(["serve", "--model", str(_model_folder(tmp_path)), *flags])
+    return seen
+
+
+def test_serve_reproducible_defaults_to_float32_and_passes_the_flag(tmp_path, monkeypatch):
+    seen = _server_options(tmp_path, monkeypatch, "--reproducible")
     assert (seen["reproducible"], seen["dtype"]) == (True, "float32")
 
 
 @pytest.mark.parametrize("cuda, expected", [(False, "float32"), (True, "bfloat16")])
 def test_serve_defaults_to_the_dtype_that_is_fast_where_it_runs(tmp_path, monkeypatch, cuda, expected):
     import longhorizon.serve.vllm as vllm
-    from longhorizon.cli import main
 
-    seen = {}
-
-    class Stop(Exception):
-        pass
-
-    def server(model, **kw):
-        seen.update(kw)
-        raise Stop
-
-    monkeypatch.setattr(vllm, "VLLMServer", server)
     monkeypatch.setattr(vllm, "has_cuda", lambda: cuda)
-    with pytest.raises(Stop):
-        main(["serve", "--model", str(_model_folder(tmp_path))])
-    assert seen["dtype"] == expected
+    assert _server_options(tmp_path, monkeypatch)["dtype"] == expected
 
 
 @pytest.fixture(scope="module")
