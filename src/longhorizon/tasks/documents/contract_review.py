@@ -647,8 +647,7 @@ def _perturbations(d: dict, asked: frozenset[str] | set[str], brief: bool) -> di
     def renumbered(call: ToolCall) -> bool:
         return call.name == "docs__set_paragraph"
 
-    def read_through(call: ToolCall) -> bool:
-        return call.name == "docs__read_document" and call.note == READ_THROUGH
+    read_through = perturb.noted("docs__read_document", READ_THROUGH)
 
     def back(n: str) -> str:
         """A clause number as it was before the struck clause went (nothing refers to that one)."""

@@ -618,8 +618,7 @@ def _perturbations(d: dict, asked=ALL, brief: bool = False) -> dict:
     def replace(what: str):
         return perturb.on("docs__replace_text", path=dst, old=what)
 
-    def read_through(call: ToolCall) -> bool:
-        return call.name == "docs__read_document" and call.note == READ_THROUGH
+    read_through = perturb.noted("docs__read_document", READ_THROUGH)
 
     review = perturb.on("mail__send_message", to=[d["reviewer"]])
     late = set(_log_entries(d, asked)[3:])

@@ -42,6 +42,15 @@ def on(name: str, **arguments: Any) -> Match:
     return match
 
 
+def noted(name: str, note: str) -> Match:
+    """Match calls to tool ``name`` whose note is ``note``: singles out a call whose arguments
+    repeat an earlier one's (a final read-through after reads the oracle parses)."""
+    def match(call: ToolCall) -> bool:
+        return call.name == name and call.note == note
+    match.__doc__ = f"{name}(...) noted {note!r}"
+    return match
+
+
 def _rewrite(oracle: Oracle, match: Match, replace: Callable[[ToolCall], list[ToolCall]], count: int | None,
              what: str, tail: tuple[ToolCall, ...] = ()) -> Oracle:
     """The oracle with its first ``count`` calls that ``match`` (None: all) replaced by
