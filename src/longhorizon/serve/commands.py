@@ -27,8 +27,7 @@ def cmd_serve(args) -> int:
     if args.reproducible and args.weight_sync:
         raise UsageError("--reproducible serves evaluations one sequence at a time; --weight-sync serves RL's "
                          "batched sampling: choose one")
-    dtype = args.dtype or ("float32" if args.reproducible else "auto")
-    dtype = auto_dtype(dtype)
+    dtype = auto_dtype(args.dtype or ("float32" if args.reproducible else "auto"))
     server = VLLMServer(args.model, host=args.host, port=args.port, lora=args.lora,
                         max_model_len=args.max_model_len, kv_cache_gib=args.kv_cache_gib,
                         default_max_tokens=args.default_max_tokens, log_path=args.log,
