@@ -268,3 +268,27 @@ def test_an_edit_whose_call_never_comes_is_a_family_bug_not_a_silent_oracle():
                    perturb.insert(_oracle, ToolCall("app__stray"), after=perturb.on("app__missing"))):
         with pytest.raises(LookupError, match="made no call"):
             play(flawed)
+
+
+def test_where_skip_and_replace_single_out_calls_equality_and_the_first_match_cannot():
+    calls, message = play(_oracle)
+    # a predicate over the arguments: what equality cannot say (a set of ids, a substring)
+    picked, _ = play(perturb.change(_oracle, perturb.on("app__act", where=lambda a: a["id"] in {"b", "c"}),
+                                    text="wrong", count=None))
+    assert [c[1]["text"] for c in picked[1:3]] == ["ok", "wrong"]
+    # skip passes over earlier matches: the second act, not the first
+    second, _ = play(perturb.drop(_oracle, perturb.on("app__act"), skip=1))
+    assert second == calls[:2] + calls[3:]
+    # replace plays other calls built from the matched one; the oracle reads its own call's result
+    swapped, msg = play(perturb.replace(_oracle, perturb.on("app__act", id="a"),
+                                        lambda c: ToolCall("app__undo", {"id": c.arguments["id"]})))
+    assert swapped[1] == ("app__undo", {"id": "a"}) and swapped[2:] == calls[2:]
+    assert msg == "acted on ['a', 'b'], saw ['done app__undo a', 'done app__act b']"
+    kept, msg = play(perturb.replace(_oracle, perturb.on("app__act", id="b"),
+                                     lambda c: [c, ToolCall("app__stray", {"id": "x"})]))
+    assert kept == calls[:3] + [("app__stray", {"id": "x"})] + calls[3:] and msg == message
+    # a skip past every match edits nothing: the family bug is reported, not a silent oracle
+    with pytest.raises(LookupError, match="made no call"):
+        play(perturb.drop(_oracle, perturb.on("app__act"), skip=2))
+    with pytest.raises(ValueError):
+        perturb.drop(_oracle, perturb.on("app__act"), skip=-1)

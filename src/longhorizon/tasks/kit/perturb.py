@@ -12,10 +12,15 @@ decides what to do next, so the edit happens on the live stream, not on a record
         "filed":      perturb.drop(oracle, perturb.on("mail__move_message", message_id=last)),
         "rest_kept":  perturb.insert(oracle, ToolCall("mail__move_message", {...}),
                                      before=perturb.on("mail__list_messages", folder=FOLDER)),
+        "routing":    perturb.change(oracle, perturb.on("mail__move_message",
+                                                        where=lambda a: a["message_id"] in auto),
+                                     folder="Inbox", count=None),
     }
 
 Each function takes the oracle (a zero-argument callable returning its generator) and returns
-another such callable. A dropped call's result, as the oracle sees it, is ``""``: drop only
+another such callable; ``skip=n`` passes over the first n matching calls (edit the third
+reply), ``count=None`` edits every match, and ``replace`` plays other calls built from the
+matched one (another tool, a wrong pick computed from the ground truth). A dropped call's result, as the oracle sees it, is ``""``: drop only
 calls whose result the oracle does not read (writes, verification reads). Calls added by
 ``insert`` go out with their own results, which the oracle never sees. An edit whose match
 never fires is a family bug (the perturbation would be the oracle itself): the stream raises
@@ -33,12 +38,16 @@ Oracle = Callable[[], OracleScript]
 Match = Callable[[ToolCall], bool]
 
 
-def on(name: str, **arguments: Any) -> Match:
-    """Match calls to tool ``name`` whose arguments include every ``arguments`` item (equal values)."""
+def on(name: str, where: Callable[[dict], bool] | None = None, **arguments: Any) -> Match:
+    """Match calls to tool ``name`` whose arguments include every ``arguments`` item (equal values)
+    and, with ``where``, for which ``where(arguments)`` is true (a substring, a set of ids: what
+    equality cannot say, e.g. ``where=lambda a: a["message_id"] in auto_replies``)."""
     def match(call: ToolCall) -> bool:
-        return call.name == name and all(k in call.arguments and call.arguments[k] == v
-                                         for k, v in arguments.items())
-    match.__doc__ = f"{name}({', '.join(f'{k}={v!r}' for k, v in arguments.items())})"
+        return (call.name == name and all(k in call.arguments and call.arguments[k] == v
+                                          for k, v in arguments.items())
+                and (where is None or bool(where(call.arguments))))
+    shown = [f"{k}={v!r}" for k, v in arguments.items()] + (["where=..."] if where else [])
+    match.__doc__ = f"{name}({', '.join(shown)})"
     return match
 
 
@@ -51,19 +60,24 @@ def noted(name: str, note: str) -> Match:
     return match
 
 
-def _rewrite(oracle: Oracle, match: Match, replace: Callable[[ToolCall], list[ToolCall]], count: int | None,
-             what: str, tail: tuple[ToolCall, ...] = ()) -> Oracle:
-    """The oracle with its first ``count`` calls that ``match`` (None: all) replaced by
-    ``replace(call)``'s calls (``core.task.rewrite_calls``); raises ``LookupError`` at the end
-    when no call matched."""
+def _rewrite(oracle: Oracle, match: Match, calls: Callable[[ToolCall], list[ToolCall]], count: int | None,
+             what: str, skip: int = 0) -> Oracle:
+    """The oracle with its matching calls after the first ``skip`` ones, ``count`` of them (None:
+    all), replaced by ``calls(call)`` (``core.task.rewrite_calls``); raises
+    ``LookupError`` at the end when no call was replaced."""
+    if skip < 0 or (count is not None and count < 1):
+        raise ValueError(f"{what}: need skip >= 0 and count >= 1 (or None)")
+
     def make() -> OracleScript:
-        hits = 0
+        seen = hits = 0
 
         def fn(call: ToolCall) -> list[ToolCall]:
-            nonlocal hits
-            if match(call) and (count is None or hits < count):
-                hits += 1
-                return replace(call)
+            nonlocal seen, hits
+            if match(call):
+                seen += 1
+                if seen > skip and (count is None or hits < count):
+                    hits += 1
+                    return calls(call)
             return [call]
 
         def final(answer: str) -> str:
@@ -71,25 +85,36 @@ def _rewrite(oracle: Oracle, match: Match, replace: Callable[[ToolCall], list[To
                 raise LookupError(f"{what}: the oracle made no call {match.__doc__ or match!r}")
             return answer
 
-        return rewrite_calls(oracle, fn, tail=tail, final=final)()
+        return rewrite_calls(oracle, fn, final=final)()
     return make
 
 
-def drop(oracle: Oracle, match: Match, *, count: int | None = 1) -> Oracle:
-    """Leave out the first ``count`` matching calls (None: every one)."""
-    return _rewrite(oracle, match, lambda call: [], count, "drop")
+def drop(oracle: Oracle, match: Match, *, count: int | None = 1, skip: int = 0) -> Oracle:
+    """Leave out the first ``count`` matching calls (None: every one) after the first ``skip``."""
+    return _rewrite(oracle, match, lambda call: [], count, "drop", skip)
 
 
-def repeat(oracle: Oracle, match: Match, *, times: int = 2, count: int | None = 1) -> Oracle:
+def repeat(oracle: Oracle, match: Match, *, times: int = 2, count: int | None = 1, skip: int = 0) -> Oracle:
     """Make the first ``count`` matching calls ``times`` times each (the oracle reads the last result)."""
-    return _rewrite(oracle, match, lambda call: [call] * times, count, "repeat")
+    return _rewrite(oracle, match, lambda call: [call] * times, count, "repeat", skip)
+
+
+def replace(oracle: Oracle, match: Match, calls: Callable[[ToolCall], ToolCall | list[ToolCall]], *,
+            count: int | None = 1, skip: int = 0) -> Oracle:
+    """Play ``calls(call)`` (a call or a list) in place of the first ``count`` matching calls after
+    ``skip``: another tool, or extra calls built from the matched one. The oracle is sent the
+    result of its own call when the list keeps it, else of the list's last call."""
+    def fn(call: ToolCall) -> list[ToolCall]:
+        out = calls(call)
+        return list(out) if isinstance(out, (list, tuple)) else [out]
+    return _rewrite(oracle, match, fn, count, "replace", skip)
 
 
 def change(oracle: Oracle, match: Match, edit: Callable[[dict], dict] | None = None, *, count: int | None = 1,
-           **arguments: Any) -> Oracle:
+           skip: int = 0, **arguments: Any) -> Oracle:
     """Send the first ``count`` matching calls with other arguments: ``edit(arguments)``'s result,
     or the arguments updated with ``arguments`` (a value of ``None`` removes the key)."""
-    def replace(call: ToolCall) -> list[ToolCall]:
+    def edited(call: ToolCall) -> list[ToolCall]:
         args = edit(dict(call.arguments)) if edit else dict(call.arguments)
         for k, v in arguments.items():
             if v is None:
@@ -97,7 +122,7 @@ def change(oracle: Oracle, match: Match, edit: Callable[[dict], dict] | None = N
             else:
                 args[k] = v
         return [ToolCall(call.name, args, call.note)]
-    return _rewrite(oracle, match, replace, count, "change")
+    return _rewrite(oracle, match, edited, count, "change", skip)
 
 
 def insert(oracle: Oracle, *calls: ToolCall, before: Match | None = None, after: Match | None = None) -> Oracle:
