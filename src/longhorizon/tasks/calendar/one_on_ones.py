@@ -18,6 +18,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.calendar.slots import at, blocks, first_free, intersect_hours, iso, snapshot
 from longhorizon.tasks.common import People, company, faker_for, loads, long_date, monday_of, norm, weekday
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 
@@ -88,8 +89,9 @@ class TeamOneOnOnes(TaskFamily):
         # existing events: retry until every member can be fitted (and every flaw is playable)
         for _attempt in range(50):
             events = self._events(rng, me, team, hours, my_hours, week, allowed, colleagues, lookalikes, today)
-            plan = self._simulate(events, me, team, hours, my_hours, allowed, blocked)
-            if plan is not None:
+            simulated = self._simulate(events, me, team, hours, my_hours, allowed, blocked)
+            if simulated is not None:
+                plan, wrong = simulated
                 break
         else:  # pragma: no cover - generation bug
             raise RuntimeError(f"{self.name}: could not generate a solvable week for seed {seed}")
@@ -137,38 +139,42 @@ class TeamOneOnOnes(TaskFamily):
         instruction = " ".join([hello, want, book, *rules, keep])
         week_args = {"start": monday.isoformat(), "end": week[-1].isoformat()}
 
-        def script(flaw: str | None = None):
-            def run():
-                yield ToolCall("calendar__list_people", {}, note="Look at the directory to match names to addresses.")
-                yield ToolCall("calendar__list_events", dict(week_args),
-                               note="See what my own week looks like before booking anything.")
-                for n, p in enumerate(team):
-                    last = n == len(team) - 1
-                    found = loads((yield ToolCall("calendar__list_people", {"query": p.name},
-                                                  note=f"Find {p.name}'s exact address.")))
-                    email = next(x["email"] for x in found if x["name"] == p.name)
-                    fb = loads((yield ToolCall("calendar__free_busy", {"emails": [email, me.email], **week_args},
-                                               note=f"Check {p.first}'s and my busy times and working hours.")))
-                    slot = self._choose(fb, allowed, blocked, flaw if last else None)
-                    title = "1:1" if flaw == "titles" and last else titles[p.email]
-                    yield ToolCall("calendar__create_event",
-                                   {"title": title, "start": slot[0], "end": slot[1], "attendees": [email]},
-                                   note=f"Book {p.first}'s 1:1 at {slot[0]}, a time free for both of us.")
-                    if flaw == "one_each" and last:  # books the same person twice
-                        fb = loads((yield ToolCall("calendar__free_busy", {"emails": [email, me.email], **week_args},
-                                                   note="Find another free slot.")))
-                        slot = self._choose(fb, allowed, blocked, None)
-                        yield ToolCall("calendar__create_event",
-                                       {"title": title, "start": slot[0], "end": slot[1], "attendees": [email]},
-                                       note=f"Book another 1:1 with {p.first}.")
-                if flaw == "existing_untouched":
-                    yield ToolCall("calendar__cancel_event", {"event_id": standup},
-                                   note="Friday's standup looks optional; cancel it.")
-                yield ToolCall("calendar__list_events", dict(week_args),
-                               note="Verify every 1:1 is booked once, with no clashes.")
-                return (f"Booked {len(team)} 30-minute 1:1s next week (none on {weekday(blocked)}), "
-                        f"each inside working hours and clear of existing meetings.")
-            return run
+        def solve():
+            yield ToolCall("calendar__list_people", {}, note="Look at the directory to match names to addresses.")
+            yield ToolCall("calendar__list_events", dict(week_args),
+                           note="See what my own week looks like before booking anything.")
+            for p in team:
+                found = loads((yield ToolCall("calendar__list_people", {"query": p.name},
+                                              note=f"Find {p.name}'s exact address.")))
+                email = next(x["email"] for x in found if x["name"] == p.name)
+                fb = loads((yield ToolCall("calendar__free_busy", {"emails": [email, me.email], **week_args},
+                                           note=f"Check {p.first}'s and my busy times and working hours.")))
+                slot = self._choose(fb, allowed, blocked)
+                yield ToolCall("calendar__create_event",
+                               {"title": titles[p.email], "start": slot[0], "end": slot[1], "attendees": [email]},
+                               note=f"Book {p.first}'s 1:1 at {slot[0]}, a time free for both of us.")
+            yield ToolCall("calendar__list_events", dict(week_args),
+                           note="Verify every 1:1 is booked once, with no clashes.")
+            return (f"Booked {len(team)} 30-minute 1:1s next week (none on {weekday(blocked)}), "
+                    f"each inside working hours and clear of existing meetings.")
+
+        # the last member's 1:1 goes wrong; its wrong slots are the ones _simulate proved exist
+        last = team[-1]
+        book_last = perturb.on("calendar__create_event", attendees=[last.email])
+
+        def booked_at(slot, note=None):
+            return lambda call: ToolCall(call.name, {**call.arguments, "start": slot[0], "end": slot[1]},
+                                         note or f"Book {last.first}'s 1:1 at {slot[0]}, a time free for both of us.")
+
+        flawed = {flaw: perturb.replace(solve, book_last, booked_at(wrong[flaw]))
+                  for flaw in ("timing", "blocked_day", "working_hours", "no_conflicts")}
+        flawed["one_each"] = perturb.replace(solve, book_last, lambda call: [call, ToolCall(
+            "calendar__free_busy", {"emails": [last.email, me.email], **week_args}, note="Find another free slot."),
+            booked_at(wrong["one_each"], f"Book another 1:1 with {last.first}.")(call)])
+        flawed["titles"] = perturb.change(solve, book_last, title="1:1")
+        flawed["existing_untouched"] = perturb.insert(solve, ToolCall(
+            "calendar__cancel_event", {"event_id": standup}, note="Friday's standup looks optional; cancel it."),
+            before=perturb.noted("calendar__list_events", "Verify every 1:1 is booked once, with no clashes."))
 
         # -- graders ------------------------------------------------------------------
         team_emails = [p.email for p in team]
@@ -260,16 +266,17 @@ class TeamOneOnOnes(TaskFamily):
         ]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
-            criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
+            criteria=criteria, perturbations=flawed,
             data={"today": today.isoformat(), "week": [d.isoformat() for d in week], "blocked": blocked.isoformat(),
                   "team": team_emails, "titles": titles, "plan": plan, "last_seed_id": last_seed_id},
         )
 
     # -- generation helpers -----------------------------------------------------------------
     @staticmethod
-    def _choose(fb: dict, allowed: list[date], blocked: date, flaw: str | None) -> tuple[str, str] | None:
-        """The oracle's pick from a free_busy answer for [member, manager] (flaws for perturbations)."""
+    def _choose(fb: dict, allowed: list[date], blocked: date, flaw: str | None = None) -> tuple[str, str] | None:
+        """The oracle's pick from a free_busy answer for [member, manager]; with ``flaw``, the wrong
+        pick that perturbation makes (``_simulate`` proves it exists in every draw)."""
         member, mgr = fb["people"]
         busy = [(b["start"], b["end"]) for p in (member, mgr) for b in p["busy"]]
         lo, hi = intersect_hours((member["working_hours"]["start"], member["working_hours"]["end"]),
@@ -293,7 +300,8 @@ class TeamOneOnOnes(TaskFamily):
         return first_free([(at(d, lo), at(d, hi)) for d in days], busy, minutes)
 
     def _simulate(self, events, me, team, hours, my_hours, allowed, blocked):
-        """Play the oracle's choices on ground truth; None if any member (or flaw) can't be placed."""
+        """Play the oracle's choices on ground truth: (plan, the last member's wrong slot per flaw), or
+        None if any member (or flaw) can't be placed."""
         def fb(email, extra):
             spans = []
             for who, wh in ((email, hours[email]), (me.email, my_hours)):
@@ -302,7 +310,7 @@ class TeamOneOnOnes(TaskFamily):
                               "busy": [{"start": s, "end": e} for s, e in sorted(busy)]})
             return {"people": spans}
         booked: list[dict] = []
-        plan = {}
+        plan, wrong = {}, {}
         for n, p in enumerate(team):
             slot = self._choose(fb(p.email, booked), allowed, blocked, None)
             if slot is None:
@@ -313,9 +321,11 @@ class TeamOneOnOnes(TaskFamily):
             if n == len(team) - 1:
                 for flaw in ("blocked_day", "timing", "working_hours", "no_conflicts", "one_each"):
                     extra = booked if flaw == "one_each" else booked[:-1]
-                    if self._choose(fb(p.email, extra), allowed, blocked, None if flaw == "one_each" else flaw) is None:
+                    wrong[flaw] = self._choose(fb(p.email, extra), allowed, blocked,
+                                               None if flaw == "one_each" else flaw)
+                    if wrong[flaw] is None:
                         return None
-        return plan
+        return plan, wrong
 
     @staticmethod
     def _events(rng, me, team, hours, my_hours, week, allowed, colleagues, lookalikes, today) -> list[dict]:
