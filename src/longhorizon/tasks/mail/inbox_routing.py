@@ -21,6 +21,7 @@ from longhorizon.apps.mail import state as mail
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import People, recipients, rng_and_faker, slug
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 
@@ -82,7 +83,7 @@ def _has(words: list[str], text: str) -> bool:
 
 def route(msg: dict, key_domains: set[str], *, substring: bool = False, suffix_domains: bool = False,
           subject_only_billing: bool = False, skip_auto: bool = False) -> str:
-    """The folder a message belongs in under the rules (flags plant the mistakes perturbations need)."""
+    """The folder a message belongs in under the rules (the flags are the mistakes perturbations make)."""
     subject, body = msg["subject"], msg["body"]
     if not skip_auto and subject.startswith(AUTO_PREFIXES):
         return F_AUTO
@@ -258,68 +259,89 @@ class SharedInboxRouting(TaskFamily):
         instruction = " ".join([ask, *in_some_order(wording, [rules, quiet]), thanks])
 
         # -- oracle ------------------------------------------------------------------------------
-        def solve(flaw: str | None = None):
-            kw = {"skip_auto": flaw == "auto_replies", "suffix_domains": flaw == "priority",
-                  "subject_only_billing": flaw == "billing", "substring": flaw == "technical"}
-            plan = {m["id"]: (route(m, key_domains, **kw) if (m["new"] or flaw == "inbox_rest") else INBOX) for m in msgs}
-            folder = {"auto_replies": F_AUTO, "priority": F_PRIO, "billing": F_BILL, "technical": F_TECH}.get(flaw)
-            if folder and level < self.levels and all((plan[i] == folder) == (f == folder) for i, f in expected.items()):
-                # this level may lack the message the flag trips on: misroute one of the folder's own
-                plan[min(i for i, f in expected.items() if f == folder)] = INBOX
+        def move(i: int, folder: str) -> ToolCall:
+            return ToolCall("mail__move_message", {"message_id": i, "folder": folder},
+                            f"Route message {i} to {folder}.")
+
+        def forward(i: int, am) -> ToolCall:
+            return ToolCall("mail__forward", {"message_id": i, "to": [am.email],
+                                              "body": f"Hi {am.first}, a message from one of your key accounts "
+                                                      f"came into the support inbox; over to you."},
+                            "Forward it to the account manager.")
+
+        def summary(c: dict[str, int]) -> ToolCall:
+            body = (f"Hi {lead.first},\n\nRouting run done for mail since {last_run:%Y-%m-%d %H:%M}:\n"
+                    + "".join(f"- {f}: {n}\n" for f, n in c.items())
+                    + f"- left in Inbox: {new_inbox}\n\nKey-account messages were forwarded to their managers.\n")
+            return ToolCall("mail__send_message", {"to": [lead.email],
+                                                   "subject": f"Support routing {today.isoformat()}", "body": body},
+                            "Send the summary to the team lead.")
+
+        def solve():
             yield ToolCall("files__read_file", {"path": RULES}, "Read the routing rules.")
             yield ToolCall("files__read_file", {"path": ACCOUNTS}, "Read the key accounts and their managers.")
             if level > 1:
                 yield ToolCall("mail__list_folders", {}, "See which folders exist already.")
-            total = len(msgs)
-            for off in range(0, total, 25):
+            for off in range(0, len(msgs), 25):
                 yield ToolCall("mail__list_messages", {"folder": INBOX, "limit": 25, "offset": off},
                                "List the inbox (newest first).")
-            if flaw == "summary_last":
-                yield from summary(plan, flaw)
             for m in sorted(msgs, key=lambda x: x["date"], reverse=True):
-                if m["new"] or flaw == "inbox_rest":
+                if m["new"]:
                     yield ToolCall("mail__read_message", {"message_id": m["id"]}, f"Read message {m['id']}.")
             for f in (F_AUTO, F_PRIO, F_BILL, F_TECH):
-                if f != existing and any(v == f for v in plan.values()):
+                if f != existing and f in expected.values():
                     yield ToolCall("mail__create_folder", {"name": f}, f"Create {f}.")
             for m in msgs:
-                if plan[m["id"]] != INBOX:
-                    yield ToolCall("mail__move_message", {"message_id": m["id"], "folder": plan[m["id"]]},
-                                   f"Route message {m['id']} to {plan[m['id']]}.")
-                if plan[m["id"]] == F_PRIO:
-                    dom = m["sender"].rsplit("@", 1)[1]
-                    am = am_of.get(dom) or am_of[lookalike_acc["domain"]]
-                    to = lead.email if flaw == "forwards" and m["id"] == prio[0] else am.email
-                    yield ToolCall("mail__forward", {"message_id": m["id"], "to": [to],
-                                                     "body": f"Hi {am.first}, a message from one of your key accounts "
-                                                             f"came into the support inbox; over to you."},
-                                   "Forward it to the account manager.")
-            if flaw == "no_customer_mail":
-                m = next((x for x in msgs if x["new"] and expected[x["id"]] == F_BILL), None) or next(
-                    x for x in msgs if x["new"])
-                yield ToolCall("mail__reply", {"message_id": m["id"], "body": "Thanks, we're looking into it."},
-                               "Let the customer know.")
-            if flaw != "summary_last":
-                yield from summary(plan, flaw)
+                if expected[m["id"]] != INBOX:
+                    yield move(m["id"], expected[m["id"]])
+                if expected[m["id"]] == F_PRIO:
+                    yield forward(m["id"], am_of[m["sender"].rsplit("@", 1)[1]])
+            yield summary(counts)
             if level > 1:
                 yield ToolCall("mail__list_folders", {}, "Check the folder counts.")
-            return (f"Routed {sum(v != INBOX for v in plan.values())} new messages ("
-                    + ", ".join(f"{f.split('/')[-1]} {sum(v == f for v in plan.values())}" for f in (F_PRIO, F_BILL, F_TECH, F_AUTO))
+            return (f"Routed {sum(v != INBOX for v in expected.values())} new messages ("
+                    + ", ".join(f"{f.split('/')[-1]} {n}" for f, n in counts.items())
                     + f"); {new_inbox} stay in the inbox. Key-account mail was forwarded to the managers.")
 
-        def summary(plan, flaw):
-            c = {f: sum(v == f for v in plan.values()) for f in (F_PRIO, F_BILL, F_TECH, F_AUTO)}
-            stay = sum(1 for m in msgs if m["new"] and plan[m["id"]] == INBOX)
-            if flaw == "summary":
-                c[F_TECH] += 1
-            body = (f"Hi {lead.first},\n\nRouting run done for mail since {last_run:%Y-%m-%d %H:%M}:\n"
-                    + "".join(f"- {f}: {n}\n" for f, n in c.items())
-                    + f"- left in Inbox: {stay}\n\nKey-account messages were forwarded to their managers.\n")
-            yield ToolCall("mail__send_message", {"to": [lead.email], "subject": f"Support routing {today.isoformat()}",
-                                                  "body": body}, "Send the summary to the team lead.")
+        def moving(i: int):
+            return perturb.on("mail__move_message", message_id=i)
 
-        def solve_wrapper(flaw: str | None):
-            return lambda: solve(flaw)
+        to_lead = perturb.on("mail__send_message", to=[lead.email])
+
+        def misrouted(folder: str, **mistake):
+            """The first new message that ``route`` with ``mistake`` sends into or out of ``folder``
+            goes where the mistake says (a level without one leaves the folder's first in the Inbox)."""
+            m = next((m for m in msgs if m["new"] and route(m, key_domains, **mistake) != expected[m["id"]]
+                      and folder in (expected[m["id"]], route(m, key_domains, **mistake))), None)
+            if m is None:
+                return perturb.drop(solve, moving(min(i for i, f in expected.items() if f == folder)))
+            i, to = m["id"], route(m, key_domains, **mistake)
+            dom = m["sender"].rsplit("@", 1)[1]
+            calls = ([move(i, to)] if to != INBOX else []) + ([forward(i, next(
+                a["am"] for a in accounts if dom.startswith(a["domain"].split(".")[0])))] if to == F_PRIO else [])
+            if expected[i] == INBOX:
+                return perturb.insert(solve, *calls, before=to_lead)
+            return perturb.replace(solve, moving(i), lambda call: calls)
+
+        old_key = next(m for m in msgs if m["kind"] == "old_key")
+        customer_msg = next((x for x in msgs if x["new"] and expected[x["id"]] == F_BILL), None) or next(
+            x for x in msgs if x["new"])
+        flawed = {
+            "auto_replies": lambda: misrouted(F_AUTO, skip_auto=True),
+            "priority": lambda: misrouted(F_PRIO, suffix_domains=True),
+            "billing": lambda: misrouted(F_BILL, subject_only_billing=True),
+            "technical": lambda: misrouted(F_TECH, substring=True),
+            "inbox_rest": lambda: perturb.insert(solve, move(old_key["id"], F_PRIO), before=to_lead),
+            "forwards": lambda: perturb.change(solve, perturb.on("mail__forward", message_id=prio[0]), to=[lead.email]),
+            "summary": lambda: perturb.change(solve, to_lead, body=summary(counts | {F_TECH: counts[F_TECH] + 1})
+                                              .arguments["body"]),
+            "no_customer_mail": lambda: perturb.insert(solve, ToolCall(
+                "mail__reply", {"message_id": customer_msg["id"], "body": "Thanks, we're looking into it."},
+                "Let the customer know."), before=to_lead),
+            "summary_last": lambda: perturb.insert(perturb.drop(solve, to_lead), summary(counts),
+                                                   after=perturb.on("mail__list_messages",
+                                                                    offset=(len(msgs) - 1) // 25 * 25)),
+        }
 
         # -- grading -----------------------------------------------------------------------------
         def in_folder(w, folder: str) -> set[int]:
@@ -399,8 +421,8 @@ class SharedInboxRouting(TaskFamily):
                             "technical": F_TECH}[c.id] in expected.values()]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve_wrapper(None),
-            criteria=criteria, perturbations={c.id: solve_wrapper(c.id) for c in criteria},
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
+            criteria=criteria, perturbations={c.id: flawed[c.id]() for c in criteria},
             data={"expected": {str(k): v for k, v in expected.items()}, "counts": counts, "new_in_inbox": new_inbox,
                   "key_domains": sorted(key_domains), "lookalike": lookalike, "last_run": last_run.isoformat(),
                   "lead": lead.email},
