@@ -20,6 +20,7 @@ from longhorizon.apps.wiki import state as wiki
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import affirms, kebab, rng_and_faker
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.research import CITIES, people
@@ -420,16 +421,32 @@ class WikiChatReconcile(TaskFamily):
         # -- the oracle ----------------------------------------------------------------------------
         new_freeze_line = (f"Production deploys are frozen from {day2} {t2.strftime('%H:%M')} until Monday 09:00.")
 
-        def solve(flaw: str | None = None):
+        def report(rota: bool = True) -> str:
+            """The summary for #docs (``rota=False``: one that leaves the rota changes out)."""
+            if level == 1:
+                return (f"on-call-rota updated: {c1s} {c1r} is now {c1n} ({rs} unchanged, that change was called "
+                        f"off; the {ps} proposal is not decided)." if rota else "Done, the wiki is updated.")
+            rota_txt = (f"on-call-rota: {c1s} {c1r} is now {c1n}, {c2s} {c2r} is now {c2n} ({rs} unchanged, that "
+                        f"change was called off). ") if rota else ""
+            return (f"Wiki caught up with recent decisions: {rota_txt}{office} and other pages: new {city} address "
+                    f"{new_addr}. deploy-process: {approvals2} approvals, freeze from {day2} {t2.strftime('%H:%M')}."
+                    + (f" Fixed links to {OLD_SLUG} (now {NEW_SLUG}). Renamed {TEAM_OLD} to {TEAM_NEW} "
+                       f"({TEAM_TITLE}) and fixed its links. Tagged all runbook pages with 'runbook'." if top else ""))
+
+        def rota_body(todo) -> str:
+            """The rota page with the changes in ``todo`` applied (how the oracle edits it)."""
+            body = original["on-call-rota"]["body"]
+            for s, role, _, new in todo:
+                body = set_rota(body, s, role, new)
+            return body
+
+        def solve():
             def read(slug: str, note: str):
                 res = yield ToolCall("wiki__get_page", {"slug": slug}, note)
                 return json.loads(res)["body"]
 
-            def touch_unrelated():  # flaw: act on the proposal nobody agreed to
-                body = yield from read("ops-review", "Read the ops review page.")
-                yield ToolCall("wiki__update_page", {"slug": "ops-review", "body": body.replace("Monday", "Tuesday"),
-                                                     "summary": "Moved to Tuesday"})
-
+            reported = ToolCall("chat__post_message", {"channel": "#docs", "thread_id": docs_req, "text": report()},
+                                "Report in #docs.")
             if level > 1:
                 yield ToolCall("chat__list_channels", {}, "Which channels carry the decisions?")
             for ch in ("announcements", "ops", "eng", "docs") if level > 1 else ("ops", "docs"):
@@ -443,75 +460,47 @@ class WikiChatReconcile(TaskFamily):
 
             # 1. rota
             body = yield from read("on-call-rota", "Read the rota.")
-            todo = changes[:-1] if flaw == "rota_updated" else list(changes)
-            if flaw == "rota_rest_unchanged":
-                todo.append(reversed_change)
-            for s, role, _, new in todo:
+            for s, role, _, new in changes:
                 body = set_rota(body, s, role, new)
             yield ToolCall("wiki__update_page", {"slug": "on-call-rota", "body": body,
                                                  "summary": "Rota changes agreed in #ops"}, "Apply the rota changes.")
             if level == 1:
-                if flaw == "unrelated_unchanged":
-                    yield from touch_unrelated()
-                yield ToolCall("chat__post_message", {"channel": "#docs", "thread_id": docs_req, "text": (
-                    "Done, the wiki is updated." if flaw == "summary_posted" else
-                    f"on-call-rota updated: {c1s} {c1r} is now {c1n} ({rs} unchanged, that change was called off; "
-                    f"the {ps} proposal is not decided).")}, "Report in #docs.")
-                if flaw == "chat_only_docs":
-                    yield ToolCall("chat__post_message", {"channel": "#ops", "text": "Rota page updated."})
+                yield reported
                 return "The rota page is up to date with #ops; summary posted in #docs."
             # 2. office move
             hits = json.loads((yield ToolCall("wiki__search_pages", {"query": f'"{old_key}"'},
                                               "Find every page with the old address.")))
-            target = planned_addr if flaw == "address_updated" else new_addr
             for hit in hits["pages"]:
                 body = yield from read(hit["slug"], f"Read {hit['slug']}.")
-                yield ToolCall("wiki__update_page", {"slug": hit["slug"], "body": body.replace(old_addr, target),
-                                                     "summary": f"{city} office moved to {target}"},
+                yield ToolCall("wiki__update_page", {"slug": hit["slug"], "body": body.replace(old_addr, new_addr),
+                                                     "summary": f"{city} office moved to {new_addr}"},
                                f"Update the address on {hit['slug']}.")
             # 3. deploy process
             body = yield from read("deploy-process", "Read the deploy process.")
             old_step = f"get {approvals} approval{'s' if approvals > 1 else ''} from"
             body = body.replace(old_step, f"get {approvals2} approvals from")
-            if flaw != "process_updated":
-                body = "\n".join(new_freeze_line if ln.startswith("Production deploys are frozen") else ln
-                                 for ln in body.splitlines()) + "\n"
+            body = "\n".join(new_freeze_line if ln.startswith("Production deploys are frozen") else ln
+                             for ln in body.splitlines()) + "\n"
             yield ToolCall("wiki__update_page", {"slug": "deploy-process", "body": body,
                                                  "summary": "Approvals and freeze window per eng sync"},
                            "Apply the eng decision.")
             if not top:
-                if flaw == "unrelated_unchanged":
-                    yield from touch_unrelated()
                 yield ToolCall("wiki__get_page", {"slug": "on-call-rota"}, "Re-read the rota.")
-                rota_txt = "" if flaw == "summary_posted" else (
-                    f"on-call-rota: {c1s} {c1r} is now {c1n}, {c2s} {c2r} is now {c2n} ({rs} unchanged, that change "
-                    f"was called off). ")
-                yield ToolCall("chat__post_message", {"channel": "#docs", "thread_id": docs_req, "text": (
-                    f"Wiki caught up with recent decisions: {rota_txt}{office} and other pages: new {city} address "
-                    f"{new_addr}. deploy-process: {approvals2} approvals, freeze from {day2} "
-                    f"{t2.strftime('%H:%M')}.")}, "Report in #docs.")
-                if flaw == "chat_only_docs":
-                    yield ToolCall("chat__post_message", {"channel": "#ops", "text": "Rota page updated."})
+                yield reported
                 return "The wiki is up to date with the decisions from chat; summary posted in #docs."
             # 4. broken links after the incident-handbook rename
             back = json.loads((yield ToolCall("wiki__backlinks", {"slug": OLD_SLUG}, "Who links to the old slug?")))
-            for i, ref in enumerate(back["pages"]):
-                if flaw == "incident_links_fixed" and i == 0:
-                    continue
+            for ref in back["pages"]:
                 body = yield from read(ref["slug"], f"Read {ref['slug']}.")
                 yield ToolCall("wiki__update_page", {"slug": ref["slug"], "body": body.replace(
                     f"[[{OLD_SLUG}", f"[[{NEW_SLUG}"), "summary": f"Fix link: {OLD_SLUG} is now {NEW_SLUG}"},
                                f"Point {ref['slug']} at {NEW_SLUG}.")
             # 5. team rename
             yield ToolCall("wiki__get_page", {"slug": TEAM_OLD}, "Read the team page before renaming.")
-            args = {"slug": TEAM_OLD, "new_slug": TEAM_NEW}
-            if flaw != "team_renamed":
-                args["new_title"] = TEAM_TITLE
-            yield ToolCall("wiki__rename_page", args, "Rename the team page.")
+            yield ToolCall("wiki__rename_page", {"slug": TEAM_OLD, "new_slug": TEAM_NEW, "new_title": TEAM_TITLE},
+                           "Rename the team page.")
             back = json.loads((yield ToolCall("wiki__backlinks", {"slug": TEAM_OLD}, "Links to fix after the rename.")))
-            for i, ref in enumerate(back["pages"]):
-                if flaw == "team_links_fixed" and i == 0:
-                    continue
+            for ref in back["pages"]:
                 body = yield from read(ref["slug"], f"Read {ref['slug']}.")
                 body = body.replace(f"[[{TEAM_OLD}|Platform team]]", f"[[{TEAM_NEW}|{TEAM_TITLE}]]")
                 yield ToolCall("wiki__update_page", {"slug": ref["slug"], "body": body.replace(
@@ -522,29 +511,44 @@ class WikiChatReconcile(TaskFamily):
             for hit in hits["pages"]:
                 if hit["title"].lower().startswith("runbook:") and "runbook" not in hit["tags"]:
                     yield ToolCall("wiki__add_tag", {"slug": hit["slug"], "tag": "runbook"}, f"Tag {hit['slug']}.")
-            if flaw == "runbooks_tagged":
-                yield ToolCall("wiki__add_tag", {"slug": "writing-runbooks", "tag": "runbook"})
-            if flaw == "unrelated_unchanged":
-                yield from touch_unrelated()
             # verify
             yield ToolCall("wiki__list_pages", {"tag": "runbook"}, "Check the runbook tags.")
             yield ToolCall("wiki__backlinks", {"slug": OLD_SLUG}, "No links to the old slug should be left.")
             yield ToolCall("wiki__backlinks", {"slug": TEAM_OLD}, "Nor to the old team slug.")
             yield ToolCall("wiki__get_page", {"slug": "on-call-rota"}, "Re-read the rota.")
-            rota_txt = "" if flaw == "summary_posted" else (
-                f"on-call-rota: {c1s} {c1r} is now {c1n}, {c2s} {c2r} is now {c2n} ({rs} unchanged, that change "
-                f"was called off). ")
-            summary = (
-                f"Wiki caught up with recent decisions: {rota_txt}{office} and other pages: new {city} address "
-                f"{new_addr}. deploy-process: {approvals2} approvals, freeze from {day2} {t2.strftime('%H:%M')}. "
-                f"Fixed links to {OLD_SLUG} (now {NEW_SLUG}). Renamed {TEAM_OLD} to {TEAM_NEW} "
-                f"({TEAM_TITLE}) and fixed its links. Tagged all runbook pages with 'runbook'."
-            )
-            yield ToolCall("chat__post_message", {"channel": "#docs", "text": summary, "thread_id": docs_req},
-                           "Report in #docs.")
-            if flaw == "chat_only_docs":
-                yield ToolCall("chat__post_message", {"channel": "#ops", "text": "Rota page updated."})
+            yield reported
             return "The wiki is up to date with the decisions from chat; summary posted in #docs."
+
+        rota_write = perturb.on("wiki__update_page", slug="on-call-rota")  # the first: the rota changes
+        to_docs = perturb.on("chat__post_message", channel="#docs")
+        old_freeze_line = f"Production deploys are frozen from {day1} {t1.strftime('%H:%M')} until Monday 09:00."
+        flawed = {
+            "rota_updated": lambda: perturb.change(solve, rota_write, body=rota_body(changes[:-1])),
+            "rota_rest_unchanged": lambda: perturb.change(solve, rota_write,
+                                                          body=rota_body([*changes, reversed_change])),
+            "address_updated": lambda: perturb.change(  # the address announced first, later abandoned
+                solve, perturb.on("wiki__update_page", where=lambda a: new_addr in a["summary"]), lambda a: {
+                    **a, "body": a["body"].replace(new_addr, planned_addr),
+                    "summary": f"{city} office moved to {planned_addr}"}, count=None),
+            "process_updated": lambda: perturb.change(  # the approvals only, not the freeze start
+                solve, perturb.on("wiki__update_page", slug="deploy-process"),
+                lambda a: {**a, "body": a["body"].replace(new_freeze_line, old_freeze_line)}),
+            "incident_links_fixed": lambda: perturb.drop(solve, perturb.on(
+                "wiki__update_page", summary=f"Fix link: {OLD_SLUG} is now {NEW_SLUG}")),
+            "team_renamed": lambda: perturb.change(solve, perturb.on("wiki__rename_page"), new_title=None),
+            "team_links_fixed": lambda: perturb.drop(solve, perturb.on(
+                "wiki__update_page", summary=f"Link to {TEAM_NEW}")),
+            "runbooks_tagged": lambda: perturb.insert(solve, ToolCall(
+                "wiki__add_tag", {"slug": "writing-runbooks", "tag": "runbook"}),
+                before=perturb.on("wiki__list_pages", tag="runbook")),
+            "summary_posted": lambda: perturb.change(solve, to_docs, text=report(rota=False)),
+            "unrelated_unchanged": lambda: perturb.insert(  # acts on the proposal nobody agreed to
+                solve, ToolCall("wiki__get_page", {"slug": "ops-review"}, "Read the ops review page."),
+                ToolCall("wiki__update_page", {"slug": "ops-review", "body": original["ops-review"]["body"].replace(
+                    "Monday", "Tuesday"), "summary": "Moved to Tuesday"}), before=to_docs),
+            "chat_only_docs": lambda: perturb.insert(solve, ToolCall(
+                "chat__post_message", {"channel": "#ops", "text": "Rota page updated."})),
+        }
 
         # -- criteria ------------------------------------------------------------------------------
         def rota_updated(w, t):
@@ -687,10 +691,10 @@ class WikiChatReconcile(TaskFamily):
         if not top:  # the decisions this level's chat holds, and the checks every level has
             criteria = [c for c in criteria if c.id in asked[level] or c.id in ("summary_posted", "unrelated_unchanged",
                                                                                   "chat_only_docs")]
-        perturbations = {c.id: (lambda cid=c.id: solve(cid)) for c in criteria}
+        perturbations = {c.id: flawed[c.id]() for c in criteria}
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=lambda: solve(),
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
             criteria=criteria, perturbations=perturbations,
             data={"changes": [list(c) for c in changes], "reversed": list(reversed_change),
                   "proposed": list(proposed), "address_pages": address_pages, "new_address": new_addr,
