@@ -26,6 +26,7 @@ from longhorizon.apps.tickets import state as trk
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.calendar.slots import snapshot
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
@@ -256,7 +257,7 @@ class LeaverOffboarding(TaskFamily):
                     f"end of their last day, {lv['last'].isoformat()}.\nSystems: {', '.join(systems)}.")
 
         def withdrawn_ticket() -> ToolCall:
-            """The slip both oracles' ``tickets_only_for_leavers`` perturbation makes."""
+            """The slip the ``tickets_only_for_leavers`` perturbation makes."""
             return ToolCall("tickets__create_ticket", {
                 "project": PROJECT, "title": f"Access removal: {withdrawn['person'].name} ({withdrawn['id']})",
                 "type": "task", "priority": "P2", "team": TEAM, "labels": [LABEL],
@@ -402,138 +403,135 @@ class LeaverOffboarding(TaskFamily):
                 f"to collect."])
 
         # -- the reference solution ------------------------------------------------------------------------
-        def solve_one(flaw: str | None = None):
+        def solve_one():
             """Level 1: the rules are in the task; one leaver's ticket and their manager's mail."""
-            def run():
-                lv = active[0]
-                p, mgr = lv["person"], lv["manager"]
-                yield ToolCall("sheets__list_sheets", {"path": list_path}, "Find the list's sheet.")
-                yield ToolCall("sheets__read_range", {"path": list_path, "sheet": "Leavers"}, "Read every row.")
-                if flaw != "checked_before_opening":
-                    yield ToolCall("tickets__search_tickets", {"query": p.name, "project": PROJECT},
-                                   f"Is there already an access-removal ticket for {p.name}?")
-                due = today if flaw == "ticket_priority_due" else lv["last"]
-                res = yield ToolCall("tickets__create_ticket", {
-                    "project": PROJECT, "title": f"Access removal: {p.name} ({lv['id']})", "type": "task",
-                    "priority": priority(lv), "team": TEAM, "labels": [] if flaw == "access_tickets" else [LABEL],
-                    "due_date": due.isoformat(),
-                    "description": ticket_desc(lv, lv["systems"][:-1] if flaw == "ticket_description" else None)},
-                    f"Open {p.first}'s access-removal ticket.")
-                key = re.search(r"Created (\S+-\d+)", res).group(1)
-                if flaw == "tickets_only_for_leavers":
-                    yield withdrawn_ticket()
+            lv = active[0]
+            p, mgr = lv["person"], lv["manager"]
+            yield ToolCall("sheets__list_sheets", {"path": list_path}, "Find the list's sheet.")
+            yield ToolCall("sheets__read_range", {"path": list_path, "sheet": "Leavers"}, "Read every row.")
+            yield ToolCall("tickets__search_tickets", {"query": p.name, "project": PROJECT},
+                           f"Is there already an access-removal ticket for {p.name}?")
+            res = yield ToolCall("tickets__create_ticket", {
+                "project": PROJECT, "title": f"Access removal: {p.name} ({lv['id']})", "type": "task",
+                "priority": priority(lv), "team": TEAM, "labels": [LABEL], "due_date": lv["last"].isoformat(),
+                "description": ticket_desc(lv)}, f"Open {p.first}'s access-removal ticket.")
+            key = re.search(r"Created (\S+-\d+)", res).group(1)
+            yield ToolCall("calendar__list_people", {"query": mgr.name}, f"{mgr.name}'s address.")
+            lines = [f"- Last day: {long_date(lv['last'])}.", f"- IT access removal: ticket {key}.",
+                     f"- Laptop to collect on the last day: asset {lv['asset']}."]
+            yield ToolCall("mail__send_message", {
+                "to": [mgr.email], "subject": f"Offboarding: {p.name}",
+                "body": (f"Hi {mgr.first},\n\nHere is the handover checklist for {p.name}:\n\n"
+                         + "\n".join(lines) + f"\n\nThanks,\n{me.first}")},
+                f"Send {mgr.first} the handover checklist.")
+            return f"Offboarded {p.name}: ticket {key}, {mgr.first} mailed."
+
+        def solve():
+            yield ToolCall("mail__search_messages", {"query": "offboarding checklist"},
+                           "Find the HR lead's checklist (the newest one).")
+            yield ToolCall("mail__read_message", {"message_id": checklist_id}, "Read this year's checklist.")
+            yield ToolCall("sheets__list_sheets", {"path": list_path}, "Size up the leavers list.")
+            yield ToolCall("sheets__read_range", {"path": list_path, "sheet": "Leavers"}, "Read every row.")
+            yield ToolCall("tickets__list_teams", {}, "Check the team name for access removals.")
+            for i, lv in enumerate(active):
+                p, succ, mgr = lv["person"], lv["successor"], lv["manager"]
                 yield ToolCall("calendar__list_people", {"query": mgr.name}, f"{mgr.name}'s address.")
-                lines = [f"- Last day: {long_date(lv['last'])}.", f"- IT access removal: ticket {key}."]
-                if flaw != "handover_mails":
-                    lines.append(f"- Laptop to collect on the last day: asset {lv['asset']}.")
-                to = [mgr.email, withdrawn["manager"].email] if flaw == "mail_only_managers" else [mgr.email]
-                yield ToolCall("mail__send_message", {
-                    "to": to, "subject": f"Offboarding: {p.name}",
-                    "body": (f"Hi {mgr.first},\n\nHere is the handover checklist for {p.name}:\n\n"
-                             + "\n".join(lines) + f"\n\nThanks,\n{me.first}")},
-                    f"Send {mgr.first} the handover checklist.")
-                return f"Offboarded {p.name}: ticket {key}, {mgr.first} mailed."
-            return run
-
-        def solve(flaw: str | None = None):
-            if level == 1:
-                return solve_one(flaw)
-
-            def run():
-                yield ToolCall("mail__search_messages", {"query": "offboarding checklist"},
-                               "Find the HR lead's checklist (the newest one).")
-                yield ToolCall("mail__read_message", {"message_id": checklist_id}, "Read this year's checklist.")
-                yield ToolCall("sheets__list_sheets", {"path": list_path}, "Size up the leavers list.")
-                yield ToolCall("sheets__read_range", {"path": list_path, "sheet": "Leavers"}, "Read every row.")
-                yield ToolCall("tickets__list_teams", {}, "Check the team name for access removals.")
-                first_new = True
-                for i, lv in enumerate(active):
-                    p, succ, mgr = lv["person"], lv["successor"], lv["manager"]
-                    yield ToolCall("calendar__list_people", {"query": mgr.name}, f"{mgr.name}'s address.")
-                    if succ:
-                        yield ToolCall("calendar__list_people", {"query": succ.name},
-                                       f"The handover person {succ.name}'s exact address.")
-                    if flaw != "checked_before_opening":
-                        yield ToolCall("tickets__search_tickets", {"query": p.name, "project": PROJECT},
-                                       f"Is there already an access-removal ticket for {p.name}?")
-                    if i == existing_i:
-                        key = ex_key
-                        yield ToolCall("tickets__get_ticket", {"key": key}, "Compare the old ticket with the list.")
-                        if flaw != "ticket_priority_due":
-                            yield ToolCall("tickets__update_ticket", {"key": key, "due_date": lv["last"].isoformat()},
-                                           "The last day moved: fix the due date.")
+                if succ:
+                    yield ToolCall("calendar__list_people", {"query": succ.name},
+                                   f"The handover person {succ.name}'s exact address.")
+                yield ToolCall("tickets__search_tickets", {"query": p.name, "project": PROJECT},
+                               f"Is there already an access-removal ticket for {p.name}?")
+                if i == existing_i:
+                    key = ex_key
+                    yield ToolCall("tickets__get_ticket", {"key": key}, "Compare the old ticket with the list.")
+                    yield ToolCall("tickets__update_ticket", {"key": key, "due_date": lv["last"].isoformat()},
+                                   "The last day moved: fix the due date.")
+                else:
+                    res = yield ToolCall("tickets__create_ticket", {
+                        "project": PROJECT, "title": f"Access removal: {p.name} ({lv['id']})", "type": "task",
+                        "priority": priority(lv), "team": TEAM, "labels": [LABEL],
+                        "due_date": lv["last"].isoformat(), "description": ticket_desc(lv)},
+                        f"Open {p.first}'s access-removal ticket.")
+                    key = re.search(r"Created (\S+-\d+)", res).group(1)
+                lo, hi = lv["last"] + timedelta(days=1), lv["last"] + timedelta(days=35)
+                evs = loads((yield ToolCall("calendar__list_events", {
+                    "start": lo.isoformat(), "end": hi.isoformat(), "attendee": p.email},
+                    f"{p.first}'s meetings after their last day.")))
+                moved, dropped = [], []
+                for e in evs:
+                    if e["organizer"] != me.email:
+                        continue
+                    full = loads((yield ToolCall("calendar__get_event", {"event_id": e["id"]},
+                                                 f"Who hosts '{e['title']}'?")))
+                    m = HOST.search(full["description"])
+                    if not m or m.group("email").lower() != p.email:
+                        continue
+                    guests = [a["email"] for a in full["attendees"]]
+                    if succ and len(guests) > 2:
+                        keep = [g for g in guests if g != p.email]
+                        new_guests = keep + ([succ.email] if succ.email not in keep else [])
+                        desc = HOST.sub(f"Host: {succ.name} <{succ.email}>", full["description"], count=1)
+                        yield ToolCall("calendar__update_event", {
+                            "event_id": e["id"], "attendees": new_guests, "description": desc},
+                            f"Hand '{e['title']}' over to {succ.first}.")
+                        moved.append(e["title"])
                     else:
-                        systems = lv["systems"][:-1] if flaw == "ticket_description" and first_new else lv["systems"]
-                        labels = [] if flaw == "access_tickets" and first_new else [LABEL]
-                        res = yield ToolCall("tickets__create_ticket", {
-                            "project": PROJECT, "title": f"Access removal: {p.name} ({lv['id']})", "type": "task",
-                            "priority": priority(lv), "team": TEAM, "labels": labels,
-                            "due_date": lv["last"].isoformat(), "description": ticket_desc(lv, systems)},
-                            f"Open {p.first}'s access-removal ticket.")
-                        key = re.search(r"Created (\S+-\d+)", res).group(1)
-                        first_new = False
-                    lo, hi = lv["last"] + timedelta(days=1), lv["last"] + timedelta(days=35)
-                    evs = loads((yield ToolCall("calendar__list_events", {
-                        "start": lo.isoformat(), "end": hi.isoformat(), "attendee": p.email},
-                        f"{p.first}'s meetings after their last day.")))
-                    moved, dropped = [], []
-                    for e in evs:
-                        if e["organizer"] != me.email:
-                            continue
-                        full = loads((yield ToolCall("calendar__get_event", {"event_id": e["id"]},
-                                                     f"Who hosts '{e['title']}'?")))
-                        m = HOST.search(full["description"])
-                        if not m or m.group("email").lower() != p.email:
-                            continue
-                        guests = [a["email"] for a in full["attendees"]]
-                        if succ and len(guests) > 2:
-                            keep = [g for g in guests if g != p.email or (flaw == "meetings_handed_over" and not moved)]
-                            new_guests = keep + ([succ.email] if succ.email not in keep else [])
-                            desc = HOST.sub(f"Host: {succ.name} <{succ.email}>", full["description"], count=1)
-                            yield ToolCall("calendar__update_event", {
-                                "event_id": e["id"], "attendees": new_guests, "description": desc},
-                                f"Hand '{e['title']}' over to {succ.first}.")
-                            moved.append(e["title"])
-                        else:
-                            if not (flaw == "meetings_cancelled" and i == nohand_i and not dropped):
-                                yield ToolCall("calendar__cancel_event", {"event_id": e["id"]},
-                                               f"Cancel '{e['title']}'.")
-                            dropped.append(e["title"])
-                    if flaw == "other_meetings_untouched" and i == 0:
-                        before = next(k for k, e in by_id.items() if plan[k] == ("keep",) and e["organizer"] == me.email
-                                      and e["attendees"][0] == p.email and e["start"][:10] <= lv["last"].isoformat())
-                        yield ToolCall("calendar__cancel_event", {"event_id": before}, "Cancel this one too.")
-                    lines = [f"- Last day: {long_date(lv['last'])}."]
-                    lines.append(f"- IT access removal: ticket {key} (due {lv['last'].isoformat()}).")
-                    if not (flaw == "handover_mails" and i == 0):
-                        lines.append(f"- Laptop to collect on the last day: asset {lv['asset']}.")
-                    if moved:
-                        lines.append(f"- Handed over to {succ.name}: {'; '.join(moved)}.")
-                    if dropped and not (flaw == "handover_mail_meetings" and i == 0):
-                        lines.append(f"- Cancelled: {'; '.join(dropped)}.")
-                    body = (f"Hi {mgr.first},\n\nHere is the handover checklist for {p.name}, who leaves us on "
-                            f"{long_date(lv['last'])}:\n\n" + "\n".join(lines) + f"\n\nThanks,\n{me.first}")
-                    yield ToolCall("mail__send_message", {"to": [mgr.email], "cc": [hr_lead.email],
-                                                          "subject": f"Offboarding: {p.name}", "body": body},
-                                   f"Send {mgr.first} the handover checklist.")
-                if flaw == "tickets_only_for_leavers":
-                    yield withdrawn_ticket()
-                if flaw == "mail_only_managers":
-                    wm = withdrawn["manager"]
-                    yield ToolCall("mail__send_message", {"to": [wm.email], "subject": f"Offboarding: "
-                                   f"{withdrawn['person'].name}", "body": "Handover checklist to follow."},
-                                   "Let the other manager know too.")
-                if flaw == "list_untouched":
-                    yield ToolCall("sheets__write_cells", {"path": list_path, "sheet": "Leavers",
-                                                           "cells": {"L1": "Notes (processed)"}}, "Mark as processed.")
-                yield ToolCall("tickets__search_tickets", {"query": "", "project": PROJECT, "label": LABEL,
-                                                           "open_only": True}, "Check one open ticket per leaver.")
-                yield ToolCall("calendar__list_events", {
-                    "start": today.isoformat(), "end": (month_end + timedelta(days=30)).isoformat()},
-                    "Check the calendar after the changes.")
-                return (f"Offboarded {len(active)} leavers: meetings handed over or cancelled, tickets in place, "
-                        "managers mailed.")
-            return run
+                        yield ToolCall("calendar__cancel_event", {"event_id": e["id"]}, f"Cancel '{e['title']}'.")
+                        dropped.append(e["title"])
+                lines = [f"- Last day: {long_date(lv['last'])}.",
+                         f"- IT access removal: ticket {key} (due {lv['last'].isoformat()}).",
+                         f"- Laptop to collect on the last day: asset {lv['asset']}."]
+                if moved:
+                    lines.append(f"- Handed over to {succ.name}: {'; '.join(moved)}.")
+                if dropped:
+                    lines.append(f"- Cancelled: {'; '.join(dropped)}.")
+                body = (f"Hi {mgr.first},\n\nHere is the handover checklist for {p.name}, who leaves us on "
+                        f"{long_date(lv['last'])}:\n\n" + "\n".join(lines) + f"\n\nThanks,\n{me.first}")
+                yield ToolCall("mail__send_message", {"to": [mgr.email], "cc": [hr_lead.email],
+                                                      "subject": f"Offboarding: {p.name}", "body": body},
+                               f"Send {mgr.first} the handover checklist.")
+            yield ToolCall("tickets__search_tickets", {"query": "", "project": PROJECT, "label": LABEL,
+                                                       "open_only": True}, "Check one open ticket per leaver.")
+            yield ToolCall("calendar__list_events", {
+                "start": today.isoformat(), "end": (month_end + timedelta(days=30)).isoformat()},
+                "Check the calendar after the changes.")
+            return (f"Offboarded {len(active)} leavers: meetings handed over or cancelled, tickets in place, "
+                    "managers mailed.")
+
+        oracle = solve_one if level == 1 else solve
+        opening = perturb.on("tickets__create_ticket")  # the first new ticket
+        first_new = next(lv for lv in active if lv is not ex)
+        first_mail = perturb.on("mail__send_message", subject=f"Offboarding: {active[0]['person'].name}")
+        flawed = {
+            "access_tickets": lambda: perturb.change(oracle, opening, labels=[]),
+            "ticket_priority_due": lambda: (  # level 1 has no ticket to fix: the new one's due date is today
+                perturb.change(oracle, opening, due_date=today.isoformat()) if level == 1
+                else perturb.drop(oracle, perturb.on("tickets__update_ticket", key=ex_key))),
+            "ticket_description": lambda: perturb.change(
+                oracle, opening, description=ticket_desc(first_new, first_new["systems"][:-1])),
+            "meetings_handed_over": lambda: perturb.change(  # the leaver stays on the first one handed over
+                oracle, perturb.on("calendar__update_event"),
+                lambda a: {**a, "attendees": [active[transfer[a["event_id"]]]["person"].email, *a["attendees"]]}),
+            "meetings_cancelled": lambda: perturb.drop(oracle, perturb.on(
+                "calendar__cancel_event", where=lambda a: cancel.get(a["event_id"]) == nohand_i)),
+            "other_meetings_untouched": lambda: perturb.insert(oracle, ToolCall("calendar__cancel_event", {
+                "event_id": next(k for k, e in by_id.items() if plan[k] == ("keep",) and e["organizer"] == me.email
+                                 and e["attendees"][0] == active[0]["person"].email
+                                 and e["start"][:10] <= active[0]["last"].isoformat())},
+                "Cancel this one too."), before=first_mail),
+            "handover_mails": lambda: perturb.change(oracle, first_mail, lambda a: {**a, "body": a["body"].replace(
+                f"\n- Laptop to collect on the last day: asset {active[0]['asset']}.", "")}),
+            "handover_mail_meetings": lambda: perturb.change(
+                oracle, first_mail, lambda a: {**a, "body": re.sub(r"\n- Cancelled: [^\n]*", "", a["body"])}),
+            "tickets_only_for_leavers": lambda: perturb.insert(oracle, withdrawn_ticket()),
+            "mail_only_managers": lambda: perturb.insert(oracle, ToolCall("mail__send_message", {
+                "to": [withdrawn["manager"].email], "subject": f"Offboarding: {withdrawn['person'].name}",
+                "body": "Handover checklist to follow."}, "Let the other manager know too.")),
+            "checked_before_opening": lambda: perturb.drop(oracle, perturb.on(
+                "tickets__search_tickets", where=lambda a: a["query"]), count=None),
+            "list_untouched": lambda: perturb.insert(oracle, ToolCall("sheets__write_cells", {
+                "path": list_path, "sheet": "Leavers", "cells": {"L1": "Notes (processed)"}}, "Mark as processed.")),
+        }
 
         # -- grading --------------------------------------------------------------------------------------------
         def mentions_leaver(t: dict, lv: dict) -> bool:
@@ -756,8 +754,8 @@ class LeaverOffboarding(TaskFamily):
                 "list_untouched")]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve(),
-            criteria=criteria, perturbations={c.id: solve(c.id) for c in criteria},
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=oracle,
+            criteria=criteria, perturbations={c.id: flawed[c.id]() for c in criteria},
             data={"leavers": [lv["id"] for lv in active], "withdrawn": withdrawn["id"], "existing_ticket": ex_key,
                   "transfer": sorted(transfer), "cancel": sorted(cancel)},
         )
