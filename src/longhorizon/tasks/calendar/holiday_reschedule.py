@@ -22,6 +22,7 @@ from longhorizon.apps.mail import state as mail
 from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.calendar.slots import at, blocks, iso, snapshot, unchanged_events
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
@@ -301,168 +302,186 @@ class HolidayWeekReschedule(TaskFamily):
 
         my_list_range = {"start": nxt[0].isoformat(), "end": nxt[-1].isoformat()}
 
-        def script_one(flaw: str | None = None):
+        order = sorted(movable, key=lambda e: (e["start"], e["id"]))  # the order the oracle moves them in
+
+        def line(e: dict, slot: tuple[str, str], time: bool = True) -> str:
+            """The summary's line for meeting ``e`` moved to ``slot`` (``time=False``: the day only)."""
+            s = datetime.strptime(slot[0], cal.TIME_FMT)
+            return f"- {e['title']}: now {day_month(s.date())}" + (f" at {s.strftime('%H:%M')}" if time else "")
+
+        def solve_one():
             """Level 1: one meeting; the confirmed mail tells the days, free/busy the new slot."""
-            def run():
-                (m,) = movable
-                yield ToolCall("mail__search_messages", {"query": "closure"}, note="Find the closure mails.")
-                if flaw != "mails_read":
-                    yield ToolCall("mail__read_message", {"message_id": confirm_id},
-                                   note="Read the confirmed closure dates (not the provisional ones).")
-                yield ToolCall("calendar__list_events", {"start": closure[0].isoformat(), "end": closure[-1].isoformat()},
-                               note="List everything on the confirmed closure days.")
-                if flaw != "weekly_skipped":
-                    yield ToolCall("calendar__cancel_event", {"event_id": weekly_w},
-                                   note=f"The {weekly['title']} recurs weekly: cancel this week's occurrence.")
-                guests_ = [a["email"] for a in m["attendees"]]
-                if flaw != "checked_availability":
-                    yield ToolCall("calendar__free_busy", {"emails": [me.email, *guests_], **my_list_range},
-                                   note=f"Check who is free the week after for {m['title']!r}.")
-                slot = plan[m["id"]]
-                if flaw == "working_rules":  # the same time, whoever is busy
-                    d = nxt[cal.parse_time(m["start"]).weekday()]
-                    slot = (iso(at(d, m["start"][11:])), iso(at(d, m["start"][11:]) + (
-                        cal.parse_time(m["end"]) - cal.parse_time(m["start"]))))
-                elif flaw == "new_slots":  # the farthest free slot that day, not the nearest
-                    g = [a["email"] for a in m["attendees"]]
-                    nxt_iso = {d.isoformat() for d in nxt}
-                    busy = [(x["start"], x["end"]) for x in events if x["start"][:10] in nxt_iso
-                            and any(blocks(x, p, me.email) for p in g)]
-                    slot = self._place(m, g, self._my_busy(events, me.email, nxt), busy, my_hours,
-                                       [hours[x] for x in g], nxt, ooo, "new_slots")
-                for hid in sorted(cancel_holds):
-                    if flaw != "holds_released":
-                        yield ToolCall("calendar__cancel_event", {"event_id": hid},
-                                       note=f"Hold {hid} sits where {m['title']!r} has to go: release it.")
-                if flaw == "holds_kept" and spare_hold is not None:
-                    yield ToolCall("calendar__cancel_event", {"event_id": spare_hold},
-                                   note="This hold looks stale; clear it too.")
-                if flaw == "others_untouched":
-                    yield ToolCall("calendar__update_event", {"event_id": other_mine, "location": "Cafe downstairs"},
-                                   note="Make this one a video call while I'm at it.")
-                if flaw != "closure_cleared":
-                    args = {"event_id": m["id"], "start": slot[0], "end": slot[1]}
-                    if flaw == "details_kept":
-                        args["title"] = f"{m['title']} (moved)"
-                    yield ToolCall("calendar__update_event", args, note=f"Move {m['title']!r} to {slot[0]}.")
-                s0 = datetime.strptime(slot[0], cal.TIME_FMT)
-                when = day_month(s0.date()) + ("" if flaw == "summary_mail" else f" at {s0.strftime('%H:%M')}")
-                body = (f"Hi all,\n\nThe office is closed from {day_month(closure[0])} to {day_month(closure[-1])}, "
-                        f"so I've moved my meeting from those days to the following week:\n\n- {m['title']}: now "
-                        f"{when}\n\nThe {weekly['title']} is skipped for the closure week; we'll pick it up again "
-                        f"as usual the week after.\n\n{me.first}")
-                rcpt = list(affected_people)[:-1 if flaw == "summary_recipients" else None]
-                yield ToolCall("mail__send_message", {
-                    "to": rcpt, "subject": "Meetings moved out of the office closure", "body": body},
-                    note="Tell everyone affected where the meeting went.")
-                if flaw == "no_other_mail":
-                    yield ToolCall("mail__reply", {"message_id": confirm_id, "body": "Thanks, all moved!"},
-                                   note="Let Facilities know.")
-                return f"Moved {m['title']} out of the closure and cancelled this week's {weekly['title']}."
-            return run
+            (m,) = movable
+            yield ToolCall("mail__search_messages", {"query": "closure"}, note="Find the closure mails.")
+            yield ToolCall("mail__read_message", {"message_id": confirm_id},
+                           note="Read the confirmed closure dates (not the provisional ones).")
+            yield ToolCall("calendar__list_events", {"start": closure[0].isoformat(), "end": closure[-1].isoformat()},
+                           note="List everything on the confirmed closure days.")
+            yield ToolCall("calendar__cancel_event", {"event_id": weekly_w},
+                           note=f"The {weekly['title']} recurs weekly: cancel this week's occurrence.")
+            guests_ = [a["email"] for a in m["attendees"]]
+            yield ToolCall("calendar__free_busy", {"emails": [me.email, *guests_], **my_list_range},
+                           note=f"Check who is free the week after for {m['title']!r}.")
+            slot = plan[m["id"]]
+            for hid in sorted(cancel_holds):
+                yield ToolCall("calendar__cancel_event", {"event_id": hid},
+                               note=f"Hold {hid} sits where {m['title']!r} has to go: release it.")
+            yield ToolCall("calendar__update_event", {"event_id": m["id"], "start": slot[0], "end": slot[1]},
+                           note=f"Move {m['title']!r} to {slot[0]}.")
+            body = (f"Hi all,\n\nThe office is closed from {day_month(closure[0])} to {day_month(closure[-1])}, "
+                    f"so I've moved my meeting from those days to the following week:\n\n{line(m, slot)}\n\n"
+                    f"The {weekly['title']} is skipped for the closure week; we'll pick it up again "
+                    f"as usual the week after.\n\n{me.first}")
+            yield ToolCall("mail__send_message", {
+                "to": list(affected_people), "subject": "Meetings moved out of the office closure", "body": body},
+                note="Tell everyone affected where the meeting went.")
+            return f"Moved {m['title']} out of the closure and cancelled this week's {weekly['title']}."
 
-        def script(flaw: str | None = None):
-            if level == 1:
-                return script_one(flaw)
-
-            def run():
-                listing = loads((yield ToolCall("mail__list_messages", {"folder": "Inbox"},
-                                                note="See what came in about the closure.")))
-                for m in sorted(listing["messages"], key=lambda m: m["id"]):
-                    if m["id"] not in to_read or (flaw == "mails_read" and m["id"] == ooo_id):
-                        continue
+        def solve():
+            listing = loads((yield ToolCall("mail__list_messages", {"folder": "Inbox"},
+                                            note="See what came in about the closure.")))
+            for m in sorted(listing["messages"], key=lambda m: m["id"]):
+                if m["id"] in to_read:
                     yield ToolCall("mail__read_message", {"message_id": m["id"]},
                                    note=f"Read message {m['id']}: closure dates, rules, people out.")
-                closure_evs = loads((yield ToolCall("calendar__list_events", {
-                    "start": closure[0].isoformat(), "end": closure[-1].isoformat()},
-                    note="List everything on the confirmed closure days.")))
-                mine = [e for e in closure_evs if e["organizer"] == me.email]
-                target = loads((yield ToolCall("calendar__list_events", dict(my_list_range),
-                                               note="See my calendar for the week after, holds included.")))
-                my_busy, holds = [], {}
-                for e in target:
-                    if e["organizer"] == me.email and _is_hold(e):
-                        holds[e["id"]] = (e["start"], e["end"])
-                    elif e["organizer"] == me.email or any(
-                            a["email"] == me.email and a["response"] != "declined" for a in e["attendees"]):
-                        my_busy.append((e["start"], e["end"]))
-                weekly_ev = next(e for e in mine if norm(e["title"]) == norm(weekly["title"]))
-                to_move = sorted((e for e in mine if e["id"] != weekly_ev["id"]), key=lambda e: (e["start"], e["id"]))
-                if flaw == "closure_cleared":
-                    to_move = to_move[:-1]
-                if flaw == "weekly_skipped":
-                    to_move = sorted(to_move + [weekly_ev], key=lambda e: (e["start"], e["id"]))
-                else:
-                    yield ToolCall("calendar__cancel_event", {"event_id": weekly_ev["id"]},
-                                   note=f"The {weekly['title']} recurs weekly: cancel this week's occurrence.")
-                cancelled: set[int] = set()
-                moved: dict[int, tuple[str, str]] = {}
-                for n, e in enumerate(to_move):
-                    guests = [a["email"] for a in e["attendees"]]
-                    if flaw == "checked_availability" and n == 0:
-                        att_busy = scen["busy_now"](guests, moved)
-                        my_hours_now = {"start": my_hours[0], "end": my_hours[1]}
-                        wh = [hours[g] for g in guests]
-                    else:
-                        fb = loads((yield ToolCall("calendar__free_busy", {
-                            "emails": [me.email, *guests], **my_list_range},
-                            note=f"Check who is free the week after for {e['title']!r}.")))
-                        mine_fb, others = fb["people"][0], fb["people"][1:]
-                        my_hours_now = mine_fb["working_hours"]
-                        att_busy = [(b["start"], b["end"]) for p in others for b in p["busy"]]
-                        wh = [(p["working_hours"]["start"], p["working_hours"]["end"]) for p in others]
-                    slot = self._place(e, guests, my_busy, att_busy, (my_hours_now["start"], my_hours_now["end"]),
-                                       wh, nxt, ooo, flaw if e["id"] == shifted else None)
-                    for hid, (hs, he) in sorted(holds.items()):
-                        if hid in cancelled or not cal.overlaps(slot[0], slot[1], hs, he):
-                            continue
-                        if flaw == "holds_released":
-                            continue
-                        yield ToolCall("calendar__cancel_event", {"event_id": hid},
-                                       note=f"Hold {hid} sits where {e['title']!r} has to go: release it.")
-                        cancelled.add(hid)
-                    args = {"event_id": e["id"], "start": slot[0], "end": slot[1]}
-                    if flaw == "details_kept" and n == 0:
-                        args["title"] = f"{e['title']} (moved)"
-                    yield ToolCall("calendar__update_event", args,
-                                   note=f"Move {e['title']!r} to {slot[0]}.")
-                    my_busy.append(slot)
-                    moved[e["id"]] = slot
-                if flaw == "holds_kept":
-                    yield ToolCall("calendar__cancel_event", {"event_id": spare_hold},
-                                   note="This hold looks stale; clear it too.")
-                if flaw == "others_untouched":
-                    yield ToolCall("calendar__update_event", {"event_id": other_mine, "location": "Cafe downstairs"},
-                                   note="Make this one a video call while I'm at it.")
-                yield ToolCall("calendar__list_events", dict(my_list_range),
-                               note="Verify the week after: every moved meeting in place, no clashes.")
-                yield ToolCall("calendar__list_events", {"start": closure[0].isoformat(),
-                                                         "end": closure[-1].isoformat()},
-                               note="Verify nothing of mine is left on the closure days.")
-                lines = []
-                for k, e in enumerate(to_move):
-                    s = datetime.strptime(moved[e["id"]][0], cal.TIME_FMT)
-                    when = f"{day_month(s.date())} at {s.strftime('%H:%M')}"
-                    if flaw == "summary_mail" and k == 0:
-                        when = day_month(s.date())
-                    lines.append(f"- {e['title']}: now {when}")
-                body = (f"Hi all,\n\nThe office is closed from {day_month(closure[0])} to {day_month(closure[-1])}, "
-                        f"so I've moved my meetings from those days to the following week:\n\n"
-                        + "\n".join(lines)
-                        + f"\n\nThe {weekly['title']} is skipped for the closure week; we'll pick it up again "
-                          f"as usual the week after. The updated invites are on your calendars.\n\n{me.first}")
-                rcpt = list(affected_people)
-                if flaw == "summary_recipients":
-                    rcpt = rcpt[:-1]
-                yield ToolCall("mail__send_message", {
-                    "to": rcpt, "subject": "Meetings moved out of the office closure", "body": body},
-                    note="Tell everyone affected where their meetings went.")
-                if flaw == "no_other_mail":
-                    yield ToolCall("mail__reply", {"message_id": confirm_id, "body": "Thanks, all moved!"},
-                                   note="Let Facilities know.")
-                return (f"Moved {len(to_move)} meetings out of the closure ({day_month(closure[0])} to "
-                        f"{day_month(closure[-1])}), cancelled this week's {weekly['title']} and sent a summary.")
-            return run
+            closure_evs = loads((yield ToolCall("calendar__list_events", {
+                "start": closure[0].isoformat(), "end": closure[-1].isoformat()},
+                note="List everything on the confirmed closure days.")))
+            mine = [e for e in closure_evs if e["organizer"] == me.email]
+            target = loads((yield ToolCall("calendar__list_events", dict(my_list_range),
+                                           note="See my calendar for the week after, holds included.")))
+            my_busy, holds = [], {}
+            for e in target:
+                if e["organizer"] == me.email and _is_hold(e):
+                    holds[e["id"]] = (e["start"], e["end"])
+                elif e["organizer"] == me.email or any(
+                        a["email"] == me.email and a["response"] != "declined" for a in e["attendees"]):
+                    my_busy.append((e["start"], e["end"]))
+            weekly_ev = next(e for e in mine if norm(e["title"]) == norm(weekly["title"]))
+            to_move = sorted((e for e in mine if e["id"] != weekly_ev["id"]), key=lambda e: (e["start"], e["id"]))
+            yield ToolCall("calendar__cancel_event", {"event_id": weekly_ev["id"]},
+                           note=f"The {weekly['title']} recurs weekly: cancel this week's occurrence.")
+            cancelled: set[int] = set()
+            moved: dict[int, tuple[str, str]] = {}
+            for e in to_move:
+                guests = [a["email"] for a in e["attendees"]]
+                fb = loads((yield ToolCall("calendar__free_busy", {
+                    "emails": [me.email, *guests], **my_list_range},
+                    note=f"Check who is free the week after for {e['title']!r}.")))
+                mine_fb, others = fb["people"][0], fb["people"][1:]
+                my_hours_now = mine_fb["working_hours"]
+                att_busy = [(b["start"], b["end"]) for p in others for b in p["busy"]]
+                wh = [(p["working_hours"]["start"], p["working_hours"]["end"]) for p in others]
+                slot = self._place(e, guests, my_busy, att_busy, (my_hours_now["start"], my_hours_now["end"]),
+                                   wh, nxt, ooo, None)
+                for hid, (hs, he) in sorted(holds.items()):
+                    if hid in cancelled or not cal.overlaps(slot[0], slot[1], hs, he):
+                        continue
+                    yield ToolCall("calendar__cancel_event", {"event_id": hid},
+                                   note=f"Hold {hid} sits where {e['title']!r} has to go: release it.")
+                    cancelled.add(hid)
+                yield ToolCall("calendar__update_event", {"event_id": e["id"], "start": slot[0], "end": slot[1]},
+                               note=f"Move {e['title']!r} to {slot[0]}.")
+                my_busy.append(slot)
+                moved[e["id"]] = slot
+            yield ToolCall("calendar__list_events", dict(my_list_range),
+                           note="Verify the week after: every moved meeting in place, no clashes.")
+            yield ToolCall("calendar__list_events", {"start": closure[0].isoformat(),
+                                                     "end": closure[-1].isoformat()},
+                           note="Verify nothing of mine is left on the closure days.")
+            body = (f"Hi all,\n\nThe office is closed from {day_month(closure[0])} to {day_month(closure[-1])}, "
+                    f"so I've moved my meetings from those days to the following week:\n\n"
+                    + "\n".join(line(e, moved[e["id"]]) for e in to_move)
+                    + f"\n\nThe {weekly['title']} is skipped for the closure week; we'll pick it up again "
+                      f"as usual the week after. The updated invites are on your calendars.\n\n{me.first}")
+            yield ToolCall("mail__send_message", {
+                "to": list(affected_people), "subject": "Meetings moved out of the office closure", "body": body},
+                note="Tell everyone affected where their meetings went.")
+            return (f"Moved {len(to_move)} meetings out of the closure ({day_month(closure[0])} to "
+                    f"{day_month(closure[-1])}), cancelled this week's {weekly['title']} and sent a summary.")
+
+        oracle = solve_one if level == 1 else solve
+
+        def place(e: dict, mistake: str | None = None, seen: list[str] | None = None) -> tuple[str, str]:
+            """Where the oracle puts meeting ``e`` in its turn (the ones before it at their planned
+            slots) from free/busy on ``seen`` (default: every attendee), with ``mistake``."""
+            g = [a["email"] for a in e["attendees"]]
+            seen = g if seen is None else seen
+            before = {x["id"]: plan[x["id"]] for x in order[:order.index(e)]}
+            return self._place(e, g, self._my_busy(events, me.email, nxt) + list(before.values()),
+                               scen["busy_now"](seen, before), my_hours, [hours[x] for x in seen], nxt, ooo, mistake)
+
+        summary_mail = perturb.on("mail__send_message")
+
+        def misplaced(mistake: str):
+            """The oracle with the last meeting that ``mistake`` moves elsewhere moved there (the
+            last, so no later move hinges on it), the holds released to match, and its summary
+            saying so."""
+            e = next((e for e in reversed(order) if place(e, mistake) != plan[e["id"]]), by_id[shifted])
+            slot = place(e, mistake)
+            freed = {h for h in hold_ids if any(cal.overlaps(by_id[h]["start"], by_id[h]["end"], *sl)
+                                                for sl in {**plan, e["id"]: slot}.values())}
+            flawed_ = perturb.replace(oracle, perturb.on("calendar__update_event", event_id=e["id"]), lambda c: [
+                *(ToolCall("calendar__cancel_event", {"event_id": h},
+                           note=f"Hold {h} sits where {e['title']!r} has to go: release it.")
+                  for h in sorted(freed - cancel_holds)),
+                ToolCall(c.name, {**c.arguments, "start": slot[0], "end": slot[1]},
+                         f"Move {e['title']!r} to {slot[0]}.")])
+            if cancel_holds - freed:
+                flawed_ = perturb.drop(flawed_, perturb.on(
+                    "calendar__cancel_event", where=lambda a: a["event_id"] in cancel_holds - freed), count=None)
+            return perturb.change(flawed_, summary_mail, lambda a: {
+                **a, "body": a["body"].replace(line(e, plan[e["id"]]), line(e, slot))})
+
+        def unchecked():
+            """Free/busy for one meeting leaves out an attendee whom no earlier free/busy covered and
+            whose slot does not hinge on them, where there is one (level 1's oracle reads no free/busy
+            answer: it skips the call)."""
+            if level == 1:
+                return perturb.drop(oracle, perturb.on("calendar__free_busy"))
+
+            def without(e: dict, x: str) -> list[str]:
+                return [a["email"] for a in e["attendees"] if a["email"] != x]
+            e, x = next(((e, a["email"]) for k, e in enumerate(order) for a in e["attendees"]
+                         if place(e, seen=without(e, a["email"])) == plan[e["id"]]
+                         and not any(a["email"] == b["email"] for o in order[:k] for b in o["attendees"])),
+                        (order[0], order[0]["attendees"][0]["email"]))
+            return perturb.change(oracle, perturb.noted(
+                "calendar__free_busy", f"Check who is free the week after for {e['title']!r}."),
+                emails=[me.email, *without(e, x)])
+
+        def uncleared():
+            """The last meeting stays where it is (and so do the holds only it needed)."""
+            flawed_ = perturb.drop(oracle, perturb.on("calendar__update_event", event_id=order[-1]["id"]))
+            own = {h for h in cancel_holds if not any(cal.overlaps(by_id[h]["start"], by_id[h]["end"], *plan[x["id"]])
+                                                      for x in order[:-1])}
+            return perturb.drop(flawed_, perturb.on("calendar__cancel_event", where=lambda a: a["event_id"] in own),
+                                count=None) if own else flawed_
+
+        flawed = {
+            "closure_cleared": uncleared,
+            "new_slots": lambda: misplaced("new_slots"),
+            "details_kept": lambda: perturb.change(oracle, perturb.on("calendar__update_event"),
+                                                   title=f"{order[0]['title']} (moved)"),
+            "working_rules": lambda: misplaced("working_rules"),
+            "holds_released": lambda: perturb.drop(oracle, perturb.on(
+                "calendar__cancel_event", where=lambda a: a["event_id"] in cancel_holds), count=None),
+            "holds_kept": lambda: perturb.insert(oracle, ToolCall(
+                "calendar__cancel_event", {"event_id": spare_hold}, note="This hold looks stale; clear it too."),
+                before=summary_mail),
+            "others_untouched": lambda: perturb.insert(oracle, ToolCall(
+                "calendar__update_event", {"event_id": other_mine, "location": "Cafe downstairs"},
+                note="Make this one a video call while I'm at it."), before=summary_mail),
+            "weekly_skipped": lambda: perturb.drop(oracle, perturb.on("calendar__cancel_event", event_id=weekly_w)),
+            "summary_mail": lambda: perturb.change(oracle, summary_mail, lambda a: {**a, "body": a["body"].replace(
+                line(order[0], plan[order[0]["id"]]), line(order[0], plan[order[0]["id"]], time=False))}),
+            "summary_recipients": lambda: perturb.change(oracle, summary_mail, to=list(affected_people)[:-1]),
+            "no_other_mail": lambda: perturb.insert(oracle, ToolCall(
+                "mail__reply", {"message_id": confirm_id, "body": "Thanks, all moved!"}, note="Let Facilities know.")),
+            "checked_availability": unchecked,
+            "mails_read": lambda: perturb.drop(oracle, perturb.on(
+                "mail__read_message", message_id=confirm_id if level == 1 else ooo_id)),
+        }
 
         # -- graders ------------------------------------------------------------------------------
         closure_iso = {d.isoformat() for d in closure}
@@ -716,8 +735,8 @@ class HolidayWeekReschedule(TaskFamily):
             criteria = [c for c in criteria if c.id != "holds_released"]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
-            criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=oracle,
+            criteria=criteria, perturbations={c.id: flawed[c.id]() for c in criteria},
             data={"today": today.isoformat(), "closure": sorted(closure_iso), "plan": {str(k): v for k, v in
                   plan.items()}, "weekly": weekly_w, "weekly_title": weekly["title"],
                   "cancel_holds": sorted(cancel_holds),
@@ -728,7 +747,8 @@ class HolidayWeekReschedule(TaskFamily):
     @staticmethod
     def _place(e: dict, guests: list[str], my_busy, att_busy, my_hours, att_hours, nxt: list[date],
                ooo: tuple[str, date], flaw: str | None) -> tuple[str, str]:
-        """The rules' slot for meeting ``e`` in the week ``nxt`` (flaws for perturbations)."""
+        """The rules' slot for meeting ``e`` in the week ``nxt``; with ``flaw``, the wrong one a
+        perturbation picks (``_scenario`` checks that the far one differs)."""
         s0 = cal.parse_time(e["start"])
         minutes = int((cal.parse_time(e["end"]) - s0).total_seconds() // 60)
         orig = s0.strftime("%H:%M")
