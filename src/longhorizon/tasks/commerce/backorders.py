@@ -54,7 +54,7 @@ from longhorizon.tasks.common import (
     write_files,
 )
 from longhorizon.tasks.kit import mail as mail_kit
-from longhorizon.tasks.kit import process
+from longhorizon.tasks.kit import perturb, process
 
 POLICY = "ops/backorder_policy.md"
 PRIORITY = "ops/priority_accounts.md"
@@ -431,8 +431,8 @@ When a delivery for backordered items arrives:
             criteria = [c for c in criteria if c.id != "partial_notes"]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=partial(_oracle, ctx, None),
-            criteria=criteria, perturbations={c.id: partial(_oracle, ctx, c.id) for c in criteria},
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=partial(_oracle, ctx),
+            criteria=criteria, perturbations=_perturbations(ctx, partial(_oracle, ctx), criteria),
             data={"today": today.isoformat(), "po": po_id, "counted": ctx.counted,
                   "backorders": [{"order": b.id, "customer": b.customer.id, "priority": b.priority,
                                   "partial_ok": b.partial_ok, "outcome": b.outcome, "ship_lines": b.ship_lines,
@@ -467,16 +467,15 @@ class _Ctx:
 # -- reference solution ----------------------------------------------------------------------
 
 
-def _oracle(ctx: _Ctx, flaw: str | None):
+def _oracle(ctx: _Ctx):
     """Read the policy, the priority list, the receiving note and the backorder list; book the
     delivery; open every listed order; ship by the allocation; note partials; write to every
-    customer; check. ``flaw`` breaks one criterion; ``ctx.short`` (level 1) skips the survey (the
-    folder, the inbox, the purchase order) and the checks at the end."""
+    customer; check. ``ctx.short`` (level 1) skips the survey (the folder, the inbox, the
+    purchase order) and the checks at the end."""
     if not ctx.short:
         yield ToolCall("files__list_dir", {"path": ".", "recursive": True}, "Find the policy, notes and the list.")
     yield ToolCall("files__read_file", {"path": POLICY}, "Read the backorder policy.")
-    if flaw != "rules_read":
-        yield ToolCall("files__read_file", {"path": PRIORITY}, "Who are the priority accounts (by id)?")
+    yield ToolCall("files__read_file", {"path": PRIORITY}, "Who are the priority accounts (by id)?")
     yield ToolCall("files__read_file", {"path": ctx.rec_path}, "What the warehouse counted.")
     yield ToolCall("files__read_file", {"path": ctx.bo_path}, "Last night's backorder list.")
     ordered = dict(ctx.ordered)
@@ -488,89 +487,103 @@ def _oracle(ctx: _Ctx, flaw: str | None):
         assert any(m["id"] == asker.msg_id for m in inbox["messages"])
         po = loads((yield ToolCall("store__get_purchase_order", {"po_id": ctx.po_id}, "The purchase order to book.")))
         ordered = {ln["sku"]: ln["qty"] for ln in po["lines"]}
-    counted = dict(ctx.counted)
-    if flaw == "delivery_received":
-        counted = dict(ordered)
     shorts = [f"{sku} short {q - ctx.counted[sku]}" for sku, q in ordered.items() if ctx.counted[sku] < q]
-
-    def receive():
-        return ToolCall("store__receive_purchase_order", {
-            "po_id": ctx.po_id, "lines": [{"sku": s, "qty": q} for s, q in counted.items()],
-            "note": "counted per receiving note; " + "; ".join(shorts)}, "Book the delivery in as counted.")
-
-    yield receive()
-    skip_check = next(b for b in ctx.backorders if b.outcome in ("full", "partial"))
+    yield ToolCall("store__receive_purchase_order", {
+        "po_id": ctx.po_id, "lines": [{"sku": s, "qty": q} for s, q in ctx.counted.items()],
+        "note": "counted per receiving note; " + "; ".join(shorts)}, "Book the delivery in as counted.")
     for b in ctx.backorders:
-        if flaw == "orders_checked" and b is skip_check:
-            continue
         o = loads((yield ToolCall("store__get_order", {"order_id": b.id},
                                   f"{b.id}: still waiting? lines, note, placed at.")))
         assert o["status"] == ("cancelled" if b.cancelled else "paid")
-    order = sorted(ctx.live(), key=lambda b: (not b.priority, b.placed))
     tracking: dict[str, str] = {}
-    first_full = next(b for b in order if b.outcome == "full")
-    first_partial = next((b for b in order if b.outcome == "partial"), first_full)
-    multi = next(b for b in order if len(b.ship_lines) >= 2)
-    for b in order:
+    for b in sorted(ctx.live(), key=lambda b: (not b.priority, b.placed)):
         if b.outcome == "held":
             continue
         args: dict[str, Any] = {"order_id": b.id, "carrier": b.carrier}
-        if flaw == "carriers" and b is first_full:
-            args["carrier"] = STANDARD if b.carrier == EXPRESS else EXPRESS
         if b.outcome == "partial":
             args["line_nos"] = b.ship_lines
-        if flaw == "shipped_lines" and b is multi:
-            args["line_nos"] = b.ship_lines[:-1]
-        if flaw == "shipped_orders" and b is first_full:
-            continue
         text = (yield ToolCall("store__create_shipment", args,
                                f"{b.id}: ship {'everything' if b.outcome == 'full' else 'the lines we can fill'} "
                                f"by {b.carrier}."))
-        tracking[b.id] = text.rsplit("tracking number ", 1)[1].rstrip(".")
-        if b.outcome == "partial" and not (flaw == "partial_notes" and b is first_partial):
+        tracking[b.id] = text.split("tracking number ")[-1].rstrip(".")
+        if b.outcome == "partial":
             yield ToolCall("store__add_order_note", {
                 "order_id": b.id, "note": "still on backorder: " + ", ".join(p.sku for p in b.awaited)},
                 "Record what is still owed.")
     for b in sorted(ctx.live(), key=lambda b: b.id):
-        first = b.customer.name.split()[0]
-        parts = [f"Hi {first},", ""]
         if b.outcome == "full":
-            parts.append(f"Good news: your order {b.id} is complete and has shipped today with {b.carrier}, tracking "
-                         f"number {tracking.get(b.id, '(to follow)')}.")
+            news = (f"Good news: your order {b.id} is complete and has shipped today with {b.carrier}, tracking "
+                    f"number {tracking[b.id]}.")
         elif b.outcome == "partial":
-            parts.append(f"Part of your order {b.id} has shipped today with {b.carrier}, tracking number "
-                         f"{tracking.get(b.id, '(to follow)')}. Still on backorder: "
-                         + ", ".join(f"{p.name} ({p.sku})" for p in b.awaited) + ". We'll send them as soon as they "
-                         "arrive.")
+            news = (f"Part of your order {b.id} has shipped today with {b.carrier}, tracking number "
+                    f"{tracking[b.id]}. Still on backorder: "
+                    + ", ".join(f"{p.name} ({p.sku})" for p in b.awaited) + ". We'll send them as soon as they "
+                    "arrive.")
         else:
-            parts.append(f"Your order {b.id} is still on backorder: we are waiting for "
-                         + ", ".join(f"{p.name} ({p.sku})" for p in b.awaited)
-                         + ". It will ship complete as soon as everything is in stock.")
-        if flaw == "notice_details" and b is first_partial:
-            parts[-1] = f"Part of your order {b.id} has shipped today; the rest will follow."
-        parts += ["", f"Best regards,\n{ctx.me}"]
-        body = "\n".join(parts)
-        if flaw == "customer_notices" and b is order[-1]:
-            continue
+            news = (f"Your order {b.id} is still on backorder: we are waiting for "
+                    + ", ".join(f"{p.name} ({p.sku})" for p in b.awaited)
+                    + ". It will ship complete as soon as everything is in stock.")
+        body = _notice(ctx, b, news)
         if b.msg_id:
             yield ToolCall("mail__reply", {"message_id": b.msg_id, "body": body}, f"Answer {b.customer.name} in "
                                                                                    "their thread.")
         else:
             yield ToolCall("mail__send_message", {"to": [b.customer.email], "subject": f"Your order {b.id}",
                                                   "body": body}, f"Update {b.customer.name} on {b.id}.")
-    if flaw == "no_stray_mail":
-        yield ToolCall("mail__send_message", {"to": [ctx.stray], "subject": "Your cancelled order",
-                                              "body": "Your order was cancelled as requested."}, "Confirm.")
-    if flaw == "others_untouched":
-        other = next(o for o, s in ctx.initial_status.items() if s == "paid"
-                     and all(o != b.id for b in ctx.backorders))
-        yield ToolCall("store__cancel_order", {"order_id": other, "reason": "duplicate order"}, "Tidy up.")
     if not ctx.short:
         yield ToolCall("store__search_shipments", {"limit": 20}, "Check today's shipments.")
         yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 20}, "Check every customer was written to.")
     n_ship = sum(1 for b in ctx.live() if b.outcome != "held")
     return (f"Booked {ctx.po_id} as counted, shipped {n_ship} backorders (priority first), kept "
             f"{sum(1 for b in ctx.live() if b.outcome == 'held')} waiting and updated every customer on the list.")
+
+
+def _notice(ctx: _Ctx, b: Backorder, news: str) -> str:
+    return "\n".join([f"Hi {b.customer.name.split()[0]},", "", news, "", f"Best regards,\n{ctx.me}"])
+
+
+def _perturbations(ctx: _Ctx, solve, criteria: list[Criterion]) -> dict[str, perturb.Oracle]:
+    """For each criterion, the oracle with its calls edited so that it fails that one."""
+    order = sorted(ctx.live(), key=lambda b: (not b.priority, b.placed))
+    first_full = next(b for b in order if b.outcome == "full")
+    first_partial = next((b for b in order if b.outcome == "partial"), first_full)
+    multi = next(b for b in order if len(b.ship_lines) >= 2)
+    other = next(o for o, s in ctx.initial_status.items() if s == "paid" and all(o != b.id for b in ctx.backorders))
+
+    def ship(b: Backorder):
+        return perturb.on("store__create_shipment", order_id=b.id)
+
+    def mail_to(b: Backorder):
+        return (perturb.on("mail__reply", message_id=b.msg_id) if b.msg_id
+                else perturb.on("mail__send_message", subject=f"Your order {b.id}"))
+
+    def at_the_end(call: ToolCall):
+        """``call`` once every customer is written to, before the final checks (level 1 has none)."""
+        return perturb.insert(solve, call, before=None if ctx.short else perturb.on("store__search_shipments"))
+
+    flawed = {
+        "delivery_received": lambda: perturb.change(  # what the purchase order says, not what was counted
+            solve, perturb.on("store__receive_purchase_order"),
+            lines=[{"sku": s, "qty": q} for s, q in ctx.ordered.items()]),
+        "shipped_orders": lambda: perturb.drop(solve, ship(first_full)),  # its mail then quotes no tracking
+        "shipped_lines": lambda: perturb.change(solve, ship(multi), line_nos=multi.ship_lines[:-1]),
+        "carriers": lambda: perturb.change(solve, ship(first_full),
+                                           carrier=STANDARD if first_full.carrier == EXPRESS else EXPRESS),
+        "partial_notes": lambda: perturb.drop(solve, perturb.on("store__add_order_note", order_id=first_partial.id)),
+        "customer_notices": lambda: perturb.drop(solve, mail_to(order[-1])),
+        "notice_details": lambda: perturb.change(solve, mail_to(first_partial), body=_notice(
+            ctx, first_partial, f"Part of your order {first_partial.id} has shipped today; the rest will follow.")),
+        "rules_read": lambda: perturb.drop(solve, perturb.on("files__read_file", path=PRIORITY)),
+        "orders_checked": lambda: perturb.change(  # another order opened in place of the first one shipped
+            solve, perturb.on("store__get_order", order_id=next(
+                b for b in ctx.backorders if b.outcome in ("full", "partial")).id), order_id=other),
+        "no_stray_mail": lambda: at_the_end(ToolCall("mail__send_message", {
+            "to": [ctx.stray], "subject": "Your cancelled order", "body": "Your order was cancelled as requested."},
+            "Confirm.")),
+        "others_untouched": lambda: at_the_end(ToolCall(
+            "store__cancel_order", {"order_id": other, "reason": "duplicate order"}, "Tidy up.")),
+    }
+    return {c.id: flawed[c.id]() for c in criteria}
 
 
 # -- grading ---------------------------------------------------------------------------------

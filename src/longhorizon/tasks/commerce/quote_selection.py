@@ -18,7 +18,8 @@ draft purchase order on hold.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from itertools import combinations
 from datetime import date, datetime, time, timedelta
 from functools import partial
@@ -54,7 +55,7 @@ from longhorizon.tasks.common import (
     slug,
     squash,
 )
-from longhorizon.tasks.kit import mail as mail_kit
+from longhorizon.tasks.kit import mail as mail_kit, perturb
 
 ROLES = ("expired", "inactive", "slow", "moq", "substitute", "revised", "tie", "pricier")
 SUFFIXES = ["Supply", "Wholesale", "Trading", "Distribution", "Goods"]
@@ -138,8 +139,8 @@ class SupplierQuoteSelection(TaskFamily):
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction(sc), apps=self.apps, build=partial(build, sc),
-            oracle=partial(_oracle, sc, None, short=short), criteria=criteria,
-            perturbations={c.id: partial(_oracle, sc, c.id, short=short) for c in criteria}, data=sc.data,
+            oracle=partial(_oracle, sc, short=short), criteria=criteria,
+            perturbations=_perturbations(sc, short, criteria), data=sc.data,
         )
 
 
@@ -670,12 +671,11 @@ class Scenario:
 # -- reference solution ----------------------------------------------------------------------
 
 
-def _oracle(ctx: Scenario, flaw: str | None, short: bool = False):
+def _oracle(ctx: Scenario, short: bool = False):
     """Read the rules, the RFQ and every answer to it, check the suppliers in the store, then award
     each item, switch its sourcing, raise and send one purchase order per winner, answer each
-    winning quote, and check the result. ``flaw`` breaks one criterion; ``short`` (level 1: one
-    item, two quotes, no closed account among them) reads the inbox and the two quotes, acts,
-    and checks nothing."""
+    winning quote, and check the result. ``short`` (level 1: one item, two quotes, no closed
+    account among them) reads the inbox and the two quotes, acts, and checks nothing."""
     inbox = loads((yield ToolCall("mail__list_messages", {"folder": "Inbox", "limit": 50},
                                   "See what came in for the RFQ.")))
     if not short:
@@ -685,11 +685,8 @@ def _oracle(ctx: Scenario, flaw: str | None, short: bool = False):
         sent = loads((yield ToolCall("mail__search_messages", {"query": ctx.rfq, "folder": "Sent"},
                                      "Find the RFQ we sent: quantities and needed-by dates.")))
         yield ToolCall("mail__read_message", {"message_id": sent["messages"][0]["id"]}, "Read the RFQ.")
-    skip = ctx.quotes[0].msg_id if flaw == "quotes_read" else None
     for q in sorted(ctx.quotes, key=lambda q: q.msg_id):
-        if q.msg_id != skip:
-            yield ToolCall("mail__read_message", {"message_id": q.msg_id},
-                           f"Read {q.supplier.name}'s answer ({q.number}).")
+        yield ToolCall("mail__read_message", {"message_id": q.msg_id}, f"Read {q.supplier.name}'s answer ({q.number}).")
     if not short:
         suppliers = loads((yield ToolCall("store__search_suppliers", {},
                                           "Which supplier accounts are still active?")))
@@ -697,93 +694,103 @@ def _oracle(ctx: Scenario, flaw: str | None, short: bool = False):
         assert set(ctx.winners) <= active
 
     items = ctx.items
-    award = {it.product.sku: (it.winner, it.price) for it in items}
-    qty = {it.product.sku: it.qty for it in items}
-    if flaw == "awarded_suppliers":  # the preferred supplier's near-namesake, else an active rival
-        closed = ctx.data["closed"]
-        it, rival = next(((it, sid) for it in items for sid, ln in it.lines.items() if ln.role == "tie"), (None, None))
-        if it is None:
-            it, rival = next((it, sid) for it in items for sid in it.lines if sid not in (it.winner, closed))
-        award[it.product.sku] = (rival, it.price)
     if not short:
         for it in items:
             yield ToolCall("store__get_product", {"sku": it.product.sku},
                            f"Current supplier and cost of {it.product.sku}.")
-    broke = False
     for it in items:
-        sid, price = award[it.product.sku]
-        args: dict[str, Any] = {"sku": it.product.sku, "supplier_id": sid, "cost": plain(price)}
-        if flaw == "catalogue_sourcing" and not broke and sid == it.product.supplier_id:
-            args.pop("cost")
-            broke = True
-        elif flaw == "catalogue_sourcing" and not broke and it is items[-1]:
-            args["cost"] = plain(price + 100)
-            broke = True
-        yield ToolCall("store__set_product_sourcing", args,
-                       f"Award {it.product.sku} to {sid} at {usd(price)}: switch its sourcing.")
+        yield ToolCall("store__set_product_sourcing",
+                       {"sku": it.product.sku, "supplier_id": it.winner, "cost": plain(it.price)},
+                       f"Award {it.product.sku} to {it.winner} at {usd(it.price)}: switch its sourcing.")
 
     plan: dict[str, list[Item]] = {}
     for it in items:
-        plan.setdefault(award[it.product.sku][0], []).append(it)
+        plan.setdefault(it.winner, []).append(it)
     made: dict[str, str] = {}
-    sent_ok: dict[str, bool] = {}
-    for n, (sid, its) in enumerate(sorted(plan.items())):
+    for sid, its in sorted(plan.items()):
         text = (yield ToolCall("store__create_purchase_order", {"supplier_id": sid, "note": f"{ctx.rfq} award"},
                                f"One purchase order for {sid}."))
-        pid = text.split("purchase order ", 1)[1].split()[0]
-        made[sid] = pid
-        for k, it in enumerate(its):
-            q = qty[it.product.sku]
-            price = award[it.product.sku][1]
-            if flaw == "order_quantities" and n == 0 and k == 0:
-                q += 12
-            if flaw == "unit_prices" and n == 0 and k == 0:
-                price = it.product.cost_cents
-            yield ToolCall("store__add_po_line", {"po_id": pid, "sku": it.product.sku, "qty": q,
-                                                  "unit_cost": plain(price)},
-                           f"{it.qty} x {it.product.sku} at the quoted {usd(price)}.")
-        if flaw == "one_po_per_supplier" and n == 0:
-            yield ToolCall("store__create_purchase_order", {"supplier_id": sid, "note": "spare"}, "A spare draft.")
-        if flaw == "replied_after_send" and n == 0:
-            yield from _reply(ctx, sid, pid, its, qty, None)
-        sent_ok[sid] = not (flaw == "pos_sent" and n == len(plan) - 1)
-        if sent_ok[sid]:
-            yield ToolCall("store__send_purchase_order", {"po_id": pid}, f"Send {pid} to the supplier.")
-        if not (flaw == "replied_after_send" and n == 0):
-            yield from _reply(ctx, sid, pid, its, qty, flaw if n == 0 else None)
-    if flaw == "no_stray_mail":
-        q = next(q for q in ctx.quotes if q.supplier.id not in ctx.winners)
-        yield ToolCall("mail__reply", {"message_id": q.msg_id, "body": "Thank you; we went with another supplier."},
-                       "Let a losing supplier know.")
-    if flaw == "other_pos_untouched":
-        yield ToolCall("store__send_purchase_order", {"po_id": ctx.on_hold}, "Send the waiting draft too.")
-    if flaw == "catalogue_untouched":
-        other = next(s for s in ctx.initial_products if s not in {it.product.sku for it in ctx.items})
-        yield ToolCall("store__update_product", {"sku": other, "reorder_point": 1}, "Tidy a reorder point.")
+        pid = made[sid] = text.split("purchase order ", 1)[1].split()[0]
+        for it in its:
+            yield ToolCall("store__add_po_line", {"po_id": pid, "sku": it.product.sku, "qty": it.qty,
+                                                  "unit_cost": plain(it.price)},
+                           f"{it.qty} x {it.product.sku} at the quoted {usd(it.price)}.")
+        yield ToolCall("store__send_purchase_order", {"po_id": pid}, f"Send {pid} to the supplier.")
+        yield _reply(ctx, sid, pid, its)
     if not short:
-        check = loads((yield ToolCall("store__search_purchase_orders", {"status": "sent", "limit": 20},
-                                      "Check the new purchase orders all went out.")))
-        out = {p["id"] for p in check["purchase_orders"]}
-        assert flaw or set(made.values()) <= out
+        yield ToolCall("store__search_purchase_orders", {"status": "sent", "limit": 20},
+                       "Check the new purchase orders all went out.")
         yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 10}, "Check the replies went out.")
     return (f"Closed {ctx.rfq}: awarded {len(items)} items to {len(made)} suppliers, sent "
             + ", ".join(made[s] for s in sorted(made)) + " and answered each winning quote.")
 
 
-def _reply(ctx: Scenario, sid: str, pid: str, its: list[Item], qty: dict[str, int], flaw: str | None):
+def _item_line(it: Item) -> str:
+    return f"- {it.product.sku} {it.product.name}: {it.qty} units at {usd(it.price)}"
+
+
+def _reply(ctx: Scenario, sid: str, pid: str, its: list[Item]) -> ToolCall:
     q = ctx.latest_quote(sid)
-    if flaw == "supplier_replies":
-        lines = [f"Thank you for your quote {q.number}. Our purchase order for these follows separately:"]
-    else:
-        lines = [f"Thank you for your quote {q.number}. We have placed purchase order {pid} with you for:"]
-    for k, it in enumerate(its):
-        if flaw == "reply_details" and k == 0:
-            continue
-        else:
-            lines.append(f"- {it.product.sku} {it.product.name}: {qty[it.product.sku]} units at {usd(it.price)}")
+    lines = [f"Thank you for your quote {q.number}. We have placed purchase order {pid} with you for:",
+             *map(_item_line, its)]
     body = f"Hello {q.supplier.contact.split()[0]},\n\n" + "\n".join(lines) + f"\n\nKind regards,\n{ctx.me}"
-    yield ToolCall("mail__reply", {"message_id": q.msg_id, "body": body},
-                   f"Tell {q.supplier.name} about {pid} in the thread of its quote.")
+    return ToolCall("mail__reply", {"message_id": q.msg_id, "body": body},
+                    f"Tell {q.supplier.name} about {pid} in the thread of its quote.")
+
+
+def _perturbations(sc: Scenario, short: bool, criteria: list[Criterion]) -> dict[str, perturb.Oracle]:
+    """For each criterion, the oracle with its calls edited so that it fails that one; the first
+    winner (by id) takes the edits about one purchase order and its reply."""
+    solve, items = partial(_oracle, sc, short=short), sc.items
+    sid = min(it.winner for it in items)
+    its = [it for it in items if it.winner == sid]
+    line = perturb.on("store__add_po_line", sku=its[0].product.sku)
+    reply = perturb.on("mail__reply", message_id=sc.latest_quote(sid).msg_id)
+    send = perturb.on("store__send_purchase_order")
+    sourcing = next((it for it in items if it.winner == it.product.supplier_id), None)
+
+    def misjudged() -> perturb.Oracle:
+        """The oracle on an award that went to a rival (the preferred supplier's near-namesake on a
+        tie, else an active rival): the sourcing, purchase orders and replies all follow it."""
+        it, rival = next(((it, s) for it in items for s, ln in it.lines.items() if ln.role == "tie"), (None, None))
+        if it is None:
+            it, rival = next((it, s) for it in items for s in it.lines if s not in (it.winner, sc.data["closed"]))
+        wrong = [replace(x, winner=rival) if x is it else x for x in items]
+        return partial(_oracle, replace(sc, items=wrong), short=short)
+
+    def at_the_end(call: ToolCall) -> perturb.Oracle:
+        """``call`` once every winner is answered, before the final checks (level 1 has none)."""
+        return perturb.insert(solve, call, before=None if short else perturb.on("store__search_purchase_orders"))
+
+    flawed = {
+        "awarded_suppliers": misjudged,
+        "order_quantities": lambda: perturb.change(solve, line, qty=its[0].qty + 12),
+        "unit_prices": lambda: perturb.change(solve, line, unit_cost=plain(its[0].product.cost_cents)),
+        "one_po_per_supplier": lambda: perturb.insert(solve, ToolCall(
+            "store__create_purchase_order", {"supplier_id": sid, "note": "spare"}, "A spare draft."), before=send),
+        "pos_sent": lambda: perturb.drop(solve, send, skip=len(sc.winners) - 1),
+        "catalogue_sourcing": lambda: (  # the cost left out where the supplier stays, else a dollar over
+            perturb.change(solve, perturb.on("store__set_product_sourcing", sku=sourcing.product.sku), cost=None)
+            if sourcing else perturb.change(solve, perturb.on("store__set_product_sourcing", sku=items[-1].product.sku),
+                                            cost=plain(items[-1].price + 100))),
+        "supplier_replies": lambda: perturb.change(solve, reply, lambda a: {**a, "body": re.sub(
+            r"We have placed purchase order \S+ with you for:", "Our purchase order for these follows separately:",
+            a["body"])}),
+        "reply_details": lambda: perturb.change(
+            solve, reply, lambda a: {**a, "body": a["body"].replace("\n" + _item_line(its[0]), "", 1)}),
+        "quotes_read": lambda: perturb.drop(solve, perturb.on("mail__read_message", message_id=sc.quotes[0].msg_id)),
+        "replied_after_send": lambda: perturb.replace(  # the reply goes out just before its order
+            perturb.drop(solve, reply), send, lambda call: [_reply(sc, sid, call.arguments["po_id"], its), call]),
+        "no_stray_mail": lambda: at_the_end(ToolCall("mail__reply", {
+            "message_id": next(q for q in sc.quotes if q.supplier.id not in sc.winners).msg_id,
+            "body": "Thank you; we went with another supplier."}, "Let a losing supplier know.")),
+        "other_pos_untouched": lambda: at_the_end(ToolCall(
+            "store__send_purchase_order", {"po_id": sc.on_hold}, "Send the waiting draft too.")),
+        "catalogue_untouched": lambda: at_the_end(ToolCall("store__update_product", {
+            "sku": next(s for s in sc.initial_products if s not in {it.product.sku for it in items}),
+            "reorder_point": 1}, "Tidy a reorder point.")),
+    }
+    return {c.id: flawed[c.id]() for c in criteria}
 
 
 # -- grading ---------------------------------------------------------------------------------

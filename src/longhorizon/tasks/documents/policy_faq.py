@@ -21,7 +21,7 @@ from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import at_most_one_mail, rng_and_faker
 from longhorizon.tasks.documents import Sources, find_numbers, mentions, person, strip_dates
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
-from longhorizon.tasks.kit import files as files_kit
+from longhorizon.tasks.kit import files as files_kit, perturb
 from longhorizon.tasks.registry import register
 
 
@@ -349,9 +349,9 @@ class NewJoinerFaq(TaskFamily):
         task = Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps_at(level), build=build,
-            oracle=partial(_oracle, data, None, level), criteria=_criteria(data, sources, level), data=data,
+            oracle=partial(_oracle, data, level), criteria=_criteria(data, sources, level), data=data,
         )
-        task.perturbations = {c.id: partial(_oracle, data, c.id, level) for c in task.criteria}
+        task.perturbations = _perturbations(data, level, task.criteria)
         return task
 
 
@@ -500,7 +500,11 @@ def _criteria(d: dict, sources: Sources, level: int) -> list[Criterion]:
 # -- reference solution ------------------------------------------------------------------------------
 
 
-def _oracle(d: dict, flaw: str | None, level: int = 3):
+def _answer(q: str, v: int) -> str:
+    return FACT[q].answer.format(v=v)
+
+
+def _oracle(d: dict, level: int = 3):
     """Read the request and the whole leadership thread, read the current policies, write the FAQ
     question by question, read it back, then reply in the request's thread. Level 1 (one
     question, no thread, no Sources) skips the thread, the Sources and the checks after writing."""
@@ -515,63 +519,75 @@ def _oracle(d: dict, flaw: str | None, level: int = 3):
     for path in d["used_docs"]:
         yield ToolCall("docs__read_document", {"path": path}, f"Read {path}.")
 
-    title = "FAQ" if flaw == "faq_title" and not full else d["title"]
-    yield ToolCall("docs__create_document", {"path": faq, "title": title}, "Create the FAQ with its title.")
-    questions = list(d["questions"])
-    if flaw == "question_order":
-        questions[0], questions[1] = questions[1], questions[0]
+    yield ToolCall("docs__create_document", {"path": faq, "title": d["title"]}, "Create the FAQ with its title.")
+    questions = d["questions"]
     for k, q in enumerate(questions):
-        f = FACT[q]
-        v = d["current"][q]
-        if flaw == "answers_from_policies" and q not in (d["accepted"], d["countered"], d["rejected"]):
-            v = next(x for x in d["stale"][q])
-        if flaw == "accepted_change" and q == d["accepted"]:
-            v = d["doc_value"][q]
-        if flaw == "counter_offer" and q == d["countered"]:
-            v = max(x for x in d["stale"][q] if x != d["doc_value"][q])
-        if flaw == "rejected_proposal" and q == d["rejected"]:
-            v = min(d["stale"][q])
-        heading = f.question
-        if flaw == "questions_as_headings" and k == len(questions) - 1:
-            style = "Normal"
-        else:
-            style = "Heading 2"
-        yield ToolCall("docs__append_paragraph", {"path": faq, "text": heading, "style": style}, f"Question {k + 1}.")
-        yield ToolCall("docs__append_paragraph", {"path": faq, "text": f.answer.format(v=v)}, "Its answer.")
-    listed = list(d["used_docs"])
-    if flaw == "sources_listed":
-        listed = listed[1:] + d["stale_docs"][:1]
+        yield ToolCall("docs__append_paragraph", {"path": faq, "text": FACT[q].question, "style": "Heading 2"},
+                       f"Question {k + 1}.")
+        yield ToolCall("docs__append_paragraph", {"path": faq, "text": _answer(q, d["current"][q])}, "Its answer.")
     if full:
         yield ToolCall("docs__append_paragraph", {"path": faq, "text": "Sources", "style": "Heading 2"},
                        "Sources section.")
-        for p in listed:
+        for p in d["used_docs"]:
             yield ToolCall("docs__append_paragraph", {"path": faq, "text": p, "style": "List Bullet"}, f"Cite {p}.")
-    if flaw == "faq_title" and full:
-        yield ToolCall("docs__set_paragraph", {"path": faq, "index": 0, "text": "FAQ"}, "Shorten the title.")
-    if flaw in ("sources_unchanged", "no_source_writes"):
-        if full:
-            yield ToolCall("docs__replace_text", {"path": d["used_docs"][0], "old": "Scope",
-                                                  "new": "Scope and purpose"}, "Tidy a heading in a policy.")
-        else:
-            yield ToolCall("docs__append_paragraph", {"path": d["used_docs"][0], "text": "See also the FAQ."},
-                           "Point the policy to the FAQ.")
-    if flaw == "only_faq_created":
-        if full:
-            yield ToolCall("files__write_file", {"path": "hr/faq/notes.txt", "content": "draft answers"},
-                           "Keep notes.")
-        else:
-            yield ToolCall("docs__create_document", {"path": "hr/faq/notes.docx", "title": "Draft answers"},
-                           "Keep notes.")
-    if full:
         yield ToolCall("docs__read_document", {"path": faq}, "Read the FAQ back to check it.")
     name = faq.rsplit("/", 1)[-1]
     body = f"Hi,\n\nThe new joiner FAQ is ready: {faq}. It covers all {len(questions)} questions and lists its sources."
-    if flaw == "replied_to_requester":
-        body = "Hi,\n\nThe FAQ is ready in the shared drive."
     yield ToolCall("mail__reply", {"message_id": d["request_id"], "body": body}, f"Tell the requester {name} is ready.")
-    if flaw == "at_most_one_mail":
-        yield ToolCall("mail__reply", {"message_id": d["request_id"], "body": "PS: shout if anything is missing."},
-                       "Add a PS.")
     if full:
         yield ToolCall("mail__list_messages", {"folder": "Sent"}, "Check the reply went out.")
     return f"Wrote {faq} ({len(questions)} questions) and replied to the request."
+
+
+def _perturbations(d: dict, level: int, criteria: list[Criterion]) -> dict:
+    """One flawed oracle per criterion, each an edit of the oracle's calls: a wrong figure, or the
+    first two questions swapped, rewrites the paragraphs' texts."""
+    solve, full, questions = partial(_oracle, d, level), level > 1, d["questions"]
+
+    def retext(texts: dict[str, str]):
+        return perturb.change(solve, perturb.on("docs__append_paragraph", where=lambda a: a["text"] in texts),
+                              lambda a: {**a, "text": texts[a["text"]]}, count=None)
+
+    def answers(values: dict[str, int]) -> dict[str, str]:
+        """Each question's answer to the same answer stating ``values[question]``."""
+        return {_answer(q, d["current"][q]): _answer(q, v) for q, v in values.items()}
+
+    def swapped(a: str, b: str) -> dict[str, str]:
+        """Question ``a``'s heading and answer in ``b``'s place, and ``b``'s in ``a``'s."""
+        one = {FACT[a].question: FACT[b].question, _answer(a, d["current"][a]): _answer(b, d["current"][b])}
+        return one | {v: k for k, v in one.items()}
+
+    def before_reply(call: ToolCall):
+        return perturb.insert(solve, call, before=perturb.on("mail__reply"))
+
+    changed = acc, cnt, rej = d["accepted"], d["countered"], d["rejected"]
+    policy = before_reply(
+        ToolCall("docs__replace_text", {"path": d["used_docs"][0], "old": "Scope", "new": "Scope and purpose"},
+                 "Tidy a heading in a policy.") if full else
+        ToolCall("docs__append_paragraph", {"path": d["used_docs"][0], "text": "See also the FAQ."},
+                 "Point the policy to the FAQ."))
+    flawed = {
+        "faq_title": lambda: perturb.change(solve, perturb.on("docs__create_document"), title="FAQ"),
+        "questions_as_headings": lambda: perturb.change(
+            solve, perturb.on("docs__append_paragraph", text=FACT[questions[-1]].question), style="Normal"),
+        "question_order": lambda: retext(swapped(*questions[:2])),
+        "answers_from_policies": lambda: retext(answers({q: d["stale"][q][0] for q in questions if q not in changed})),
+        "accepted_change": lambda: retext(answers({acc: d["doc_value"][acc]})),
+        "counter_offer": lambda: retext(answers({cnt: max(x for x in d["stale"][cnt] if x != d["doc_value"][cnt])})),
+        "rejected_proposal": lambda: retext(answers({rej: min(d["stale"][rej])})),
+        "sources_listed": lambda: perturb.change(
+            solve, perturb.on("docs__append_paragraph", text=d["used_docs"][0], style="List Bullet"),
+            text=d["stale_docs"][0]),
+        "replied_to_requester": lambda: perturb.change(solve, perturb.on("mail__reply"),
+                                                       body="Hi,\n\nThe FAQ is ready in the shared drive."),
+        "at_most_one_mail": lambda: perturb.insert(
+            solve, ToolCall("mail__reply", {"message_id": d["request_id"], "body": "PS: shout if anything is missing."},
+                            "Add a PS."), after=perturb.on("mail__reply")),
+        "sources_unchanged": lambda: policy,
+        "no_source_writes": lambda: policy,
+        "only_faq_created": lambda: before_reply(
+            ToolCall("files__write_file", {"path": "hr/faq/notes.txt", "content": "draft answers"}, "Keep notes.")
+            if full else
+            ToolCall("docs__create_document", {"path": "hr/faq/notes.docx", "title": "Draft answers"}, "Keep notes.")),
+    }
+    return {c.id: flawed[c.id]() for c in criteria}

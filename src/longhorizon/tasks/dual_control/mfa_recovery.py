@@ -21,6 +21,7 @@ from longhorizon.core.grade import Criterion
 from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import rng_and_faker, slug
 from longhorizon.tasks.dual_control.common import SEND, confirmed_after_changes, persona
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.phrasing import phrasing_rng, say
 from longhorizon.tasks.registry import register
 
@@ -242,129 +243,129 @@ class MfaAccountRecovery(TaskFamily):
         vague = "it must be different from your current password"
 
         # the reference solution ------------------------------------------------------------------
-        def solve_one(flaw: str | None = None):
+        sign_in = "Done on my side. Please sign in to your work account now."
+        scan = f" When it shows a QR code, scan it with the authenticator app on your new {new_device}."
+
+        def revoke(sid: str, note: str = "") -> ToolCall:
+            return ToolCall("user__revoke_session", {"session_id": sid},
+                            note or f"End session {sid} on the lost {lost}.")
+
+        def solve_one():
             """Level 1: the account is named; one lost-phone session; the password stays."""
-            def run():
-                dest = {"destination": extra} if flaw == "codes_on_file_only" else {}
-                yield ToolCall("user__send_verification_code", {"account_id": my_id, "channel": "email", **dest},
-                               "Send a one-time code to the recovery email on file (not the address they asked for).")
-                reply = (yield ToolCall(SEND, {"text": f"Hi {first}, IT helpdesk here. I can only send codes to "
-                                                       "the recovery email on file. What is your employee ID? I've "
-                                                       "sent a code there: please check your email and read me the "
-                                                       "code."},
-                                        "Their employee ID and the code only they can read."))
-                code = (re.findall(r"\b(\d{6})\b", reply) or ["000000"])[0]
-                if flaw != "identity_verified":
-                    yield ToolCall("user__verify_code", {"account_id": my_id, "code": code}, "Check the code.")
-                rows = json.loads((yield ToolCall("user__list_sessions", {"account_id": my_id},
-                                                  "Find the sessions on the lost phone.")))
-                lost_rows = [r["session_id"] for r in rows if r["active"] and r["device"].startswith(lost + " (")]
-                revoke = [] if flaw == "lost_device_sessions_revoked" else lost_rows
-                if flaw == "other_sessions_kept":
-                    revoke = [*revoke, kept[0]["id"]]
-                for sid in revoke if flaw != "sign_in_confirmed" else []:
-                    yield ToolCall("user__revoke_session", {"session_id": sid},
-                                   f"End session {sid} on the lost {lost}.")
-                yield ToolCall("user__reset_mfa", {"account_id": my_id}, "Remove the authenticator on the lost phone.")
-                if flaw == "namesake_untouched":
-                    yield ToolCall("user__reset_mfa", {"account_id": twin_id}, "Reset the other account as well.")
-                scan = "" if flaw == "mfa_reenrolled" else (
-                    f" When it shows a QR code, scan it with the authenticator app on your new {new_device}.")
-                yield ToolCall(SEND, {"text": "Done on my side. Please sign in to your work account now." + scan},
-                               "They sign in and enrol the new authenticator.")
-                for sid in revoke if flaw == "sign_in_confirmed" else []:
-                    yield ToolCall("user__revoke_session", {"session_id": sid},
-                                   f"End session {sid} on the lost {lost}.")
-                code_used = "password_reset" if flaw == "ticket_resolved" else "mfa_reset_lost_device"
-                yield ToolCall("user__resolve_ticket", {"ticket_id": ticket_id, "resolution_code": code_used,
-                                                        "note": f"Verified by employee ID and emailed code; revoked "
-                                                                f"the lost {lost}'s session; reset MFA; new "
-                                                                f"authenticator enrolled by the user."},
-                               "Close the ticket.")
-                return f"{me} is back in: verified, lost-phone session revoked, MFA re-enrolled, {ticket_id} resolved."
-            return run
+            yield ToolCall("user__send_verification_code", {"account_id": my_id, "channel": "email"},
+                           "Send a one-time code to the recovery email on file (not the address they asked for).")
+            reply = (yield ToolCall(SEND, {"text": f"Hi {first}, IT helpdesk here. I can only send codes to "
+                                                   "the recovery email on file. What is your employee ID? I've "
+                                                   "sent a code there: please check your email and read me the "
+                                                   "code."},
+                                    "Their employee ID and the code only they can read."))
+            code = (re.findall(r"\b(\d{6})\b", reply) or ["000000"])[0]
+            yield ToolCall("user__verify_code", {"account_id": my_id, "code": code}, "Check the code.")
+            rows = json.loads((yield ToolCall("user__list_sessions", {"account_id": my_id},
+                                              "Find the sessions on the lost phone.")))
+            for r in rows:
+                if r["active"] and r["device"].startswith(lost + " ("):
+                    yield revoke(r["session_id"])
+            yield ToolCall("user__reset_mfa", {"account_id": my_id}, "Remove the authenticator on the lost phone.")
+            yield ToolCall(SEND, {"text": sign_in + scan},
+                           "They sign in and enrol the new authenticator.")
+            yield ToolCall("user__resolve_ticket", {"ticket_id": ticket_id, "resolution_code": "mfa_reset_lost_device",
+                                                    "note": f"Verified by employee ID and emailed code; revoked "
+                                                            f"the lost {lost}'s session; reset MFA; new "
+                                                            f"authenticator enrolled by the user."},
+                           "Close the ticket.")
+            return f"{me} is back in: verified, lost-phone session revoked, MFA re-enrolled, {ticket_id} resolved."
 
-        def solve(flaw: str | None = None):
-            if level == 1:
-                return solve_one(flaw)
+        reset_link = ToolCall("user__send_password_reset_link", {"account_id": my_id},
+                              "Policy: the password must change after a lost device.")
+        tell_rules = ToolCall(SEND, {"text": "I've emailed a password reset link to your recovery address. Please "
+                                             "open it and set a new password yourself (don't tell me what it is). "
+                                             f"The rules: {rules_msg}."},
+                              "They choose a compliant password; tell them the rules the page won't show.")
 
-            def run():
-                yield ToolCall("user__get_helpdesk_policy", {}, "Read the recovery policy first.")
-                yield ToolCall("user__get_ticket", {"ticket_id": ticket_id}, "Read the ticket.")
-                yield ToolCall(SEND, {"text": f"Hi {first}, this is the IT helpdesk. I'm sorry about your phone; let's "
-                                              "get you back in. First I need to verify your identity: what is your "
-                                              "employee ID?"}, "Start identity verification.")
-                hits = (yield ToolCall("user__find_accounts", {"query": me}, "Find the accounts with this name."))
-                ids = re.findall(r'"account_id": "(U\d+)"', hits)
-                for aid in ids:
-                    yield ToolCall("user__get_account", {"account_id": aid},
-                                   f"Compare account {aid}'s employee ID with the one they gave.")
-                if flaw == "codes_on_file_only":
-                    yield ToolCall("user__send_verification_code",
-                                   {"account_id": my_id, "channel": "email", "destination": extra},
-                                   "Send the code where they asked.")
-                else:
-                    yield ToolCall("user__send_verification_code", {"account_id": my_id, "channel": "email"},
-                                   "Send a one-time code to the recovery email on file (not the address they asked "
-                                   "for: policy).")
-                reply = (yield ToolCall(SEND, {"text": "Thanks, that matches. For security I can only send codes to "
-                                                       "the recovery email we have on file, not to a new address. I've "
-                                                       "just sent a 6-digit code there: please check your email and "
-                                                       "read me the code."},
-                                        "Have them read back the code only they can see."))
-                code = (re.findall(r"\b(\d{6})\b", reply) or ["000000"])[0]
-                if flaw != "identity_verified":
-                    yield ToolCall("user__verify_code", {"account_id": my_id, "code": code}, "Check the code.")
-                yield ToolCall("user__list_sessions", {"account_id": my_id}, "See which devices are signed in.")
-                yield ToolCall(SEND, {"text": "Code verified, thank you. Before I sign anything out: which device did "
-                                              "you lose, and which devices do you still have?"},
-                               "Confirm which sessions belong to the lost device before revoking.")
-                revoke = lost_ids[:1] if flaw == "lost_device_sessions_revoked" else lost_ids
-                for sid in revoke:
-                    yield ToolCall("user__revoke_session", {"session_id": sid},
-                                   f"End session {sid} on the lost {lost}.")
-                if flaw == "other_sessions_kept":
-                    yield ToolCall("user__revoke_session", {"session_id": kept[0]["id"]}, "End the laptop session too.")
-                yield ToolCall("user__reset_mfa", {"account_id": my_id}, "Remove the authenticator on the lost phone.")
-                if flaw == "namesake_untouched":
-                    yield ToolCall("user__reset_mfa", {"account_id": twin_id}, "Reset the other account as well.")
-                if locked:
-                    yield ToolCall("user__unlock_account", {"account_id": my_id}, "Unlock the account.")
+        def solve_two():
+            yield ToolCall("user__get_helpdesk_policy", {}, "Read the recovery policy first.")
+            yield ToolCall("user__get_ticket", {"ticket_id": ticket_id}, "Read the ticket.")
+            yield ToolCall(SEND, {"text": f"Hi {first}, this is the IT helpdesk. I'm sorry about your phone; let's "
+                                          "get you back in. First I need to verify your identity: what is your "
+                                          "employee ID?"}, "Start identity verification.")
+            hits = (yield ToolCall("user__find_accounts", {"query": me}, "Find the accounts with this name."))
+            for aid in re.findall(r'"account_id": "(U\d+)"', hits):
+                yield ToolCall("user__get_account", {"account_id": aid},
+                               f"Compare account {aid}'s employee ID with the one they gave.")
+            yield ToolCall("user__send_verification_code", {"account_id": my_id, "channel": "email"},
+                           "Send a one-time code to the recovery email on file (not the address they asked "
+                           "for: policy).")
+            reply = (yield ToolCall(SEND, {"text": "Thanks, that matches. For security I can only send codes to "
+                                                   "the recovery email we have on file, not to a new address. I've "
+                                                   "just sent a 6-digit code there: please check your email and "
+                                                   "read me the code."},
+                                    "Have them read back the code only they can see."))
+            code = (re.findall(r"\b(\d{6})\b", reply) or ["000000"])[0]
+            yield ToolCall("user__verify_code", {"account_id": my_id, "code": code}, "Check the code.")
+            yield ToolCall("user__list_sessions", {"account_id": my_id}, "See which devices are signed in.")
+            yield ToolCall(SEND, {"text": "Code verified, thank you. Before I sign anything out: which device did "
+                                          "you lose, and which devices do you still have?"},
+                           "Confirm which sessions belong to the lost device before revoking.")
+            for sid in lost_ids:
+                yield revoke(sid)
+            yield ToolCall("user__reset_mfa", {"account_id": my_id}, "Remove the authenticator on the lost phone.")
+            if locked:
+                yield ToolCall("user__unlock_account", {"account_id": my_id}, "Unlock the account.")
+            yield reset_link
+            yield tell_rules
+            yield ToolCall(SEND, {"text": "Now please sign in to your work account and tell me what you see."},
+                           "They sign in; it should prompt for a new authenticator.")
+            yield ToolCall(SEND, {"text": f"Please scan the QR code with the authenticator app on your new "
+                                          f"{new_device} and enter the 6-digit code it shows."},
+                           "They enrol the new authenticator.")
+            yield ToolCall("user__get_account", {"account_id": my_id}, "Verify the account's state.")
+            yield ToolCall("user__list_sessions", {"account_id": my_id}, "Verify only the lost phone was signed out.")
+            yield ToolCall(SEND, {"text": "Everything looks good on my side. Could you sign out and sign in "
+                                          "once more to make sure it all works?"}, "Confirm they can get in.")
+            yield ToolCall("user__resolve_ticket", {"ticket_id": ticket_id, "resolution_code": "mfa_reset_lost_device",
+                                                    "note": f"Verified by employee ID and emailed code; revoked "
+                                                            f"{len(lost_ids)} sessions on the lost {lost}; reset MFA"
+                                                            f"{', unlocked' if locked else ''}; password changed "
+                                                            f"and new authenticator enrolled by the user."},
+                           "Close the ticket.")
+            yield ToolCall("user__get_ticket", {"ticket_id": ticket_id}, "Check the ticket is resolved.")
+            yield ToolCall(SEND, {"text": "You're all set. Have a good day!"}, "Wrap up.")
+            return (f"{me} is back in: verified, lost-phone sessions revoked, MFA reset and re-enrolled, "
+                    f"ticket {ticket_id} resolved.")
 
-                def password_steps():
-                    yield ToolCall("user__send_password_reset_link", {"account_id": my_id},
-                                   "Policy: the password must change after a lost device.")
-                    yield ToolCall(SEND, {"text": "I've emailed a password reset link to your recovery address. Please "
-                                                  "open it and set a new password yourself (don't tell me what it is). "
-                                                  f"The rules: {vague if flaw == 'password_changed' else rules_msg}."},
-                                   "They choose a compliant password; tell them the rules the page won't show.")
-                if flaw != "sign_in_confirmed":
-                    yield from password_steps()
-                yield ToolCall(SEND, {"text": "Now please sign in to your work account and tell me what you see."},
-                               "They sign in; it should prompt for a new authenticator.")
-                if flaw != "mfa_reenrolled":
-                    yield ToolCall(SEND, {"text": f"Please scan the QR code with the authenticator app on your new "
-                                                  f"{new_device} and enter the 6-digit code it shows."},
-                                   "They enrol the new authenticator.")
-                if flaw == "sign_in_confirmed":
-                    yield from password_steps()
-                yield ToolCall("user__get_account", {"account_id": my_id}, "Verify the account's state.")
-                yield ToolCall("user__list_sessions", {"account_id": my_id}, "Verify only the lost phone was signed out.")
-                if flaw != "sign_in_confirmed":
-                    yield ToolCall(SEND, {"text": "Everything looks good on my side. Could you sign out and sign in "
-                                                  "once more to make sure it all works?"}, "Confirm they can get in.")
-                code_used = "password_reset" if flaw == "ticket_resolved" else "mfa_reset_lost_device"
-                yield ToolCall("user__resolve_ticket", {"ticket_id": ticket_id, "resolution_code": code_used,
-                                                        "note": f"Verified by employee ID and emailed code; revoked "
-                                                                f"{len(revoke)} sessions on the lost {lost}; reset MFA"
-                                                                f"{', unlocked' if locked else ''}; password changed "
-                                                                f"and new authenticator enrolled by the user."},
-                               "Close the ticket.")
-                yield ToolCall("user__get_ticket", {"ticket_id": ticket_id}, "Check the ticket is resolved.")
-                yield ToolCall(SEND, {"text": "You're all set. Have a good day!"}, "Wrap up.")
-                return (f"{me} is back in: verified, lost-phone sessions revoked, MFA reset and re-enrolled, "
-                        f"ticket {ticket_id} resolved.")
-            return run
+        # each perturbation fails one criterion: an edit of the oracle's calls
+        solve = solve_one if level == 1 else solve_two
+
+        def said(words: str):
+            return perturb.on(SEND, where=lambda a: words in a["text"])
+
+        flawed = {
+            "identity_verified": perturb.drop(solve, perturb.on("user__verify_code")),
+            "codes_on_file_only": perturb.change(solve, perturb.on("user__send_verification_code"), destination=extra),
+            "lost_device_sessions_revoked": perturb.drop(solve, perturb.on("user__revoke_session"), count=None,
+                                                         skip=0 if level == 1 else 1),
+            "other_sessions_kept": perturb.insert(solve, revoke(kept[0]["id"], "End the laptop session too."),
+                                                  before=perturb.on("user__reset_mfa")),
+            "namesake_untouched": perturb.insert(solve, ToolCall("user__reset_mfa", {"account_id": twin_id},
+                                                                 "Reset the other account as well."),
+                                                 after=perturb.on("user__reset_mfa")),
+            "ticket_resolved": perturb.change(solve, perturb.on("user__resolve_ticket"),
+                                              resolution_code="password_reset"),
+        }
+        if level == 1:  # the QR code goes unmentioned; the lost phone is signed out after they sign in
+            flawed["mfa_reenrolled"] = perturb.change(solve, said(sign_in), text=sign_in)
+            flawed["sign_in_confirmed"] = perturb.insert(
+                perturb.drop(solve, perturb.on("user__revoke_session"), count=None),
+                *map(revoke, lost_ids), after=said(sign_in))
+        else:  # no QR code; the password is changed after they enrol, and no sign-in follows
+            flawed["mfa_reenrolled"] = perturb.drop(solve, said("scan the QR code"))
+            flawed["password_changed"] = perturb.change(solve, said(rules_msg),
+                                                        text=tell_rules.arguments["text"].replace(rules_msg, vague))
+            flawed["sign_in_confirmed"] = perturb.insert(
+                perturb.drop(perturb.drop(perturb.drop(solve, perturb.on(reset_link.name)), said(rules_msg)),
+                             said("sign out and sign in once more")),
+                reset_link, tell_rules, after=said("scan the QR code"))
 
         # grading ---------------------------------------------------------------------------------------
         seeded = {a["id"]: a for a in accounts}
@@ -493,8 +494,8 @@ class MfaAccountRecovery(TaskFamily):
             criteria = [c for c in criteria if c.id != "password_changed"]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve(),
-            criteria=criteria, perturbations={c.id: solve(c.id) for c in criteria},
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
+            criteria=criteria, perturbations={c.id: flawed[c.id] for c in criteria},
             data={"account_id": my_id, "namesake": twin_id, "employee_id": facts["employee_id"], "locked": locked,
                   "lost_sessions": lost_ids, "policy": cfg, "ticket": ticket_id},
         )

@@ -16,7 +16,9 @@ for someone else, and a harmless terminal-change notice.
 from __future__ import annotations
 
 import math
+import re
 from datetime import date, datetime, time, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,7 @@ from longhorizon.tasks.common import (
     rng_and_faker,
     squash,
 )
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.travel import AIRLINES, HOTEL_WORDS, base_minutes, km
 
 # name, code, airport, lat, lon, utc offset (hours)
@@ -335,170 +338,162 @@ class CancelledFlightRebooking(TaskFamily):
                 "now arrive on another day. The other travellers are being handled by a colleague.")])
 
         # -- oracle ----------------------------------------------------------------------------------
-        def solve_one(flaw: str | None = None):
+        def solve_one():
             """Level 1: one named traveller; the kickoff is in the task."""
-            def run():
-                t = solo
-                if flaw != "policy_read":
-                    yield ToolCall("travel__get_policy", {}, note="Read the disruption rules before rebooking.")
-                books = loads((yield ToolCall("travel__list_bookings", {"traveler": by_email[t].name},
-                                              note=f"{by_email[t].name}'s bookings.")))
-                old = next(b for b in books if b["status"] == "active" and b["kind"] == "flight"
-                           and squash(b["flight_no"]) == squash(X["flight_no"]))
-                stay = next(b for b in books if b["status"] == "active" and b["kind"] == "hotel")
-                cabin = old["cabin"]
-                found = []
-                for day in (D, D1):
-                    res = loads((yield ToolCall("travel__search_flights", {
-                        "origin": A[1], "destination": B[1], "date": day.isoformat(), "cabin": cabin},
-                        note=f"Options {A[1]}->{B[1]} on {day.isoformat()}.")))
-                    found += res["flights"]
-                cutoff = (datetime.combine(D1, kickoff) - timedelta(hours=2)).strftime(FMT)
-                pick = options(found, cabin, orig_airline, preferred, caps, cutoff, days_ok, {})[0][2]
-                if flaw == "flights_rebooked":
-                    pick = blind[0]
-                if flaw != "old_cancelled":
-                    yield ToolCall("travel__cancel_booking", {"booking_id": old["booking_id"]},
-                                   note=f"Cancel the dead booking on {X['flight_no']}.")
-                yield ToolCall("travel__book_flight", {"flight_id": pick, "traveler": t, "cabin": cabin},
-                               note="Book the policy pick.")
-                arrive_day = next(f for f in found if f["flight_id"] == pick)["arrive"][:10]
-                if arrive_day != stay["check_in"] and flaw != "hotels_adjusted":
+            t = solo
+            yield ToolCall("travel__get_policy", {}, note="Read the disruption rules before rebooking.")
+            books = loads((yield ToolCall("travel__list_bookings", {"traveler": by_email[t].name},
+                                          note=f"{by_email[t].name}'s bookings.")))
+            old = next(b for b in books if b["status"] == "active" and b["kind"] == "flight"
+                       and squash(b["flight_no"]) == squash(X["flight_no"]))
+            stay = next(b for b in books if b["status"] == "active" and b["kind"] == "hotel")
+            cabin = old["cabin"]
+            found = []
+            for day in (D, D1):
+                res = loads((yield ToolCall("travel__search_flights", {
+                    "origin": A[1], "destination": B[1], "date": day.isoformat(), "cabin": cabin},
+                    note=f"Options {A[1]}->{B[1]} on {day.isoformat()}.")))
+                found += res["flights"]
+            cutoff = (datetime.combine(D1, kickoff) - timedelta(hours=2)).strftime(FMT)
+            pick = options(found, cabin, orig_airline, preferred, caps, cutoff, days_ok, {})[0][2]
+            yield ToolCall("travel__cancel_booking", {"booking_id": old["booking_id"]},
+                           note=f"Cancel the dead booking on {X['flight_no']}.")
+            yield ToolCall("travel__book_flight", {"flight_id": pick, "traveler": t, "cabin": cabin},
+                           note="Book the policy pick.")
+            arrive_day = next(f for f in found if f["flight_id"] == pick)["arrive"][:10]
+            if arrive_day != stay["check_in"]:
+                yield ToolCall("travel__cancel_booking", {"booking_id": stay["booking_id"]},
+                               note=f"They now arrive {arrive_day}: drop the old stay.")
+                yield ToolCall("travel__book_hotel", {"hotel_id": stay["hotel_id"], "traveler": t,
+                                                      "check_in": arrive_day, "check_out": stay["check_out"]},
+                               note=f"Rebook {stay['hotel']} from {arrive_day}.")
+            return f"Rebooked {by_email[t].name} off {X['flight_no']}."
+
+        def solve_all(served: list[str] = order):
+            """``served``: the order travellers get seats in (the policy's: presenters first)."""
+            yield ToolCall("mail__list_messages", {"folder": "Inbox"}, note="Find the cancellation notice.")
+            for mid in sorted([notice_id, lead_id, dropout_id, terminal_id]):
+                yield ToolCall("mail__read_message", {"message_id": mid},
+                               note=f"Read message {mid}: what changed and who it affects.")
+            yield ToolCall("travel__get_policy", {}, note="Read the disruption rules before rebooking.")
+            books = loads((yield ToolCall("travel__list_bookings", {},
+                                          note="Find every booking on the cancelled flight.")))
+            hit = [b for b in books if b["status"] == "active" and b["kind"] == "flight"
+                   and squash(b["flight_no"]) == squash(X["flight_no"]) and b["depart"][:10] == D.isoformat()]
+            names = {b["traveler"]: b["traveler_name"] for b in hit}
+            old_cabin = {b["traveler"]: b["cabin"] for b in hit}
+            old_ref = {b["traveler"]: b["booking_id"] for b in hit}
+            stays = {b["traveler"]: b for b in books if b["status"] == "active" and b["kind"] == "hotel"
+                     and b["traveler"] in names}
+            backs = {b["traveler"]: b for b in books if b["status"] == "active" and b["kind"] == "flight"
+                     and b["traveler"] in names and b["from"] == B[1]}
+            evs = loads((yield ToolCall("calendar__list_events", {
+                "start": D.isoformat(), "end": D2.isoformat()}, note="Find the summit invite and the holds.")))
+            summit = loads((yield ToolCall("calendar__get_event", {"event_id": summit_id},
+                                           note="Read the invite: when the summit kicks off.")))
+            cutoff = (datetime.strptime(summit["start"], FMT) - timedelta(hours=2)).strftime(FMT)
+            holds = {e["attendees"][0]["email"]: e for e in evs
+                     if e["title"].startswith("Flight ") and e["organizer"] == me.email and e["attendees"]}
+            found = []
+            for day in (D, D1):
+                res = loads((yield ToolCall("travel__search_flights", {
+                    "origin": A[1], "destination": B[1], "date": day.isoformat()},
+                    note=f"Options {A[1]}->{B[1]} on {day.isoformat()}.")))
+                found += res["flights"]
+            yield ToolCall("travel__search_hotels", {"city": B[0], "check_in": D1.isoformat(),
+                                                     "check_out": D2.isoformat()},
+                           note=f"Check {H['name']} has rooms for late arrivals.")
+            seats: dict[tuple[str, str], int] = {}
+            for f in found:
+                for x in f["fares"]:
+                    seats[(f["flight_id"], x["cabin"])] = x["seats_left"]
+            fid_info = {f["flight_id"]: f for f in found}
+            for t in served:
+                cabin = old_cabin[t]
+                yield ToolCall("travel__cancel_booking", {"booking_id": old_ref[t]},
+                               note=f"Cancel {names[t]}'s dead booking on {X['flight_no']}.")
+                pick = options(found, cabin, orig_airline, preferred, caps, cutoff, days_ok, seats)[0][2]
+                f = fid_info[pick]
+                seats[(pick, cabin)] -= 1
+                booked = yield ToolCall("travel__book_flight", {"flight_id": pick, "traveler": t, "cabin": cabin},
+                                        note=f"Book {names[t]} on {f['flight_no']} ({cabin}), the policy pick.")
+                ref = booked.split()[1].rstrip(":")
+                hotel_line = ""
+                stay = stays[t]
+                arrive_day = f["arrive"][:10]
+                if arrive_day != stay["check_in"]:
                     yield ToolCall("travel__cancel_booking", {"booking_id": stay["booking_id"]},
-                                   note=f"They now arrive {arrive_day}: drop the old stay.")
-                    yield ToolCall("travel__book_hotel", {"hotel_id": stay["hotel_id"], "traveler": t,
-                                                          "check_in": arrive_day, "check_out": stay["check_out"]},
-                                   note=f"Rebook {stay['hotel']} from {arrive_day}.")
-                if flaw == "unrelated_untouched":
-                    yield ToolCall("travel__cancel_booking", {"booking_id": bid[("later", stranger.email)]},
-                                   note=f"This booking is on {X['flight_no']} too; cancel it.")
-                if flaw == "no_extra_bookings":
-                    yield ToolCall("travel__book_hotel", {"hotel_id": H["hotel_id"], "traveler": s["others"][0],
-                                                          "check_in": D2.isoformat(),
-                                                          "check_out": (D2 + timedelta(days=1)).isoformat()},
-                                   note="Add a spare night in case the return is disrupted too.")
-                return f"Rebooked {by_email[t].name} off {X['flight_no']}."
-            return run
+                                   note=f"{names[t]} now arrives {arrive_day}: drop the old stay.")
+                    made = yield ToolCall("travel__book_hotel", {
+                        "hotel_id": stay["hotel_id"], "traveler": t, "check_in": arrive_day,
+                        "check_out": stay["check_out"]}, note=f"Rebook {stay['hotel']} from {arrive_day}.")
+                    href = made.split()[1].rstrip(":")
+                    hotel_line = (f"\nHotel: {stay['hotel']}, now {day_month(date.fromisoformat(arrive_day))} to "
+                                  f"{day_month(date.fromisoformat(stay['check_out']))} (booking {href})")
+                yield ToolCall("calendar__update_event", {
+                    "event_id": holds[t]["id"], "title": f"Flight {f['flight_no']} {A[1]}\u2192{B[1]}",
+                    "start": f["depart"], "end": f["arrive"],
+                    "description": f"{names[t]}, booking {ref}"},
+                    note=f"Move {names[t]}'s hold to {f['flight_no']}.")
+                dep = datetime.strptime(f["depart"], FMT)
+                yield ToolCall("mail__send_message", {
+                    "to": [t], "subject": f"New flight to the {event_title}",
+                    "body": (f"Hi {names[t].split()[0]},\n\n{X['flight_no']} was cancelled, so I've rebooked you:"
+                             f"\nFlight: {f['airline']} {f['flight_no']} {A[1]}->{B[1]}, departs "
+                             f"{day_month(dep.date())} at {dep.strftime('%H:%M')}, lands {f['arrive'][11:]} "
+                             f"({cabin.replace('_', ' ')}) (booking {ref}){hotel_line}\n\nYour return flight "
+                             f"{backs[t]['flight_no']} is unchanged.\n\n{me.first}")},
+                    note=f"Send {names[t]} their new itinerary.")
+            d = dropout.email
+            for r in (x_refs[d], return_refs[d], hotel_refs[d]):
+                yield ToolCall("travel__cancel_booking", {"booking_id": r},
+                               note=f"{dropout.first} is not travelling: cancel {r}.")
+            yield ToolCall("calendar__cancel_event", {"event_id": holds[d]["id"]},
+                           note=f"{dropout.first}'s flight hold is no longer needed.")
+            yield ToolCall("travel__list_bookings", {}, note="Verify: new flights, stays, cancellations.")
+            yield ToolCall("calendar__list_events", {"start": D.isoformat(), "end": D2.isoformat()},
+                           note="Verify the holds match the new flights.")
+            return (f"Rebooked {len(rebook)} travellers off {X['flight_no']}, adjusted hotel stays for late "
+                    f"arrivals, cancelled {dropout.name}'s trip, updated the holds and mailed itineraries.")
 
-        def solve(flaw: str | None = None):
-            if level == 1:
-                return solve_one(flaw)
+        # each perturbation fails one criterion: an edit of the oracle's calls
+        solve = solve_one if level == 1 else solve_all
+        cancel = "travel__cancel_booking"
 
-            def run():
-                yield ToolCall("mail__list_messages", {"folder": "Inbox"}, note="Find the cancellation notice.")
-                for mid in sorted([notice_id, lead_id, dropout_id, terminal_id]):
-                    if flaw == "notice_read" and mid == notice_id:
-                        continue
-                    yield ToolCall("mail__read_message", {"message_id": mid},
-                                   note=f"Read message {mid}: what changed and who it affects.")
-                if flaw != "policy_read":
-                    yield ToolCall("travel__get_policy", {}, note="Read the disruption rules before rebooking.")
-                books = loads((yield ToolCall("travel__list_bookings", {},
-                                              note="Find every booking on the cancelled flight.")))
-                hit = [b for b in books if b["status"] == "active" and b["kind"] == "flight"
-                       and squash(b["flight_no"]) == squash(X["flight_no"]) and b["depart"][:10] == D.isoformat()]
-                names = {b["traveler"]: b["traveler_name"] for b in hit}
-                old_cabin = {b["traveler"]: b["cabin"] for b in hit}
-                old_ref = {b["traveler"]: b["booking_id"] for b in hit}
-                stays = {b["traveler"]: b for b in books if b["status"] == "active" and b["kind"] == "hotel"
-                         and b["traveler"] in names}
-                backs = {b["traveler"]: b for b in books if b["status"] == "active" and b["kind"] == "flight"
-                         and b["traveler"] in names and b["from"] == B[1]}
-                evs = loads((yield ToolCall("calendar__list_events", {
-                    "start": D.isoformat(), "end": D2.isoformat()}, note="Find the summit invite and the holds.")))
-                summit = loads((yield ToolCall("calendar__get_event", {"event_id": summit_id},
-                                               note="Read the invite: when the summit kicks off.")))
-                cutoff = (datetime.strptime(summit["start"], FMT) - timedelta(hours=2)).strftime(FMT)
-                holds = {e["attendees"][0]["email"]: e for e in evs
-                         if e["title"].startswith("Flight ") and e["organizer"] == me.email and e["attendees"]}
-                found = []
-                for day in (D, D1):
-                    res = loads((yield ToolCall("travel__search_flights", {
-                        "origin": A[1], "destination": B[1], "date": day.isoformat()},
-                        note=f"Options {A[1]}->{B[1]} on {day.isoformat()}.")))
-                    found += res["flights"]
-                yield ToolCall("travel__search_hotels", {"city": B[0], "check_in": D1.isoformat(),
-                                                         "check_out": D2.isoformat()},
-                               note=f"Check {H['name']} has rooms for late arrivals.")
-                seats: dict[tuple[str, str], int] = {}
-                for f in found:
-                    for x in f["fares"]:
-                        seats[(f["flight_id"], x["cabin"])] = x["seats_left"]
-                fid_info = {f["flight_id"]: f for f in found}
-                who_order = list(order)
-                if flaw == "flights_rebooked":
-                    who_order = sorted(rebook, key=lambda t: (t in presenters, by_email[t].name))
-                keep_old = next(t for t in order if expected[t]["day"] != D.isoformat()) \
-                    if flaw == "old_cancelled" else None
-                made_refs: dict[str, str] = {}
-                for n, t in enumerate(who_order):
-                    cabin = old_cabin[t]
-                    if t != keep_old:
-                        yield ToolCall("travel__cancel_booking", {"booking_id": old_ref[t]},
-                                       note=f"Cancel {names[t]}'s dead booking on {X['flight_no']}.")
-                    opts = options(found, cabin, orig_airline, preferred, caps, cutoff, days_ok, seats)
-                    pick = opts[0][2]
-                    f = fid_info[pick]
-                    seats[(pick, cabin)] -= 1
-                    booked = yield ToolCall("travel__book_flight", {"flight_id": pick, "traveler": t, "cabin": cabin},
-                                            note=f"Book {names[t]} on {f['flight_no']} ({cabin}), the policy pick.")
-                    ref = booked.split()[1].rstrip(":")
-                    made_refs[t] = ref
-                    hotel_line = ""
-                    stay = stays[t]
-                    arrive_day = f["arrive"][:10]
-                    if arrive_day != stay["check_in"] and flaw != "hotels_adjusted":
-                        yield ToolCall("travel__cancel_booking", {"booking_id": stay["booking_id"]},
-                                       note=f"{names[t]} now arrives {arrive_day}: drop the old stay.")
-                        made = yield ToolCall("travel__book_hotel", {
-                            "hotel_id": stay["hotel_id"], "traveler": t, "check_in": arrive_day,
-                            "check_out": stay["check_out"]}, note=f"Rebook {stay['hotel']} from {arrive_day}.")
-                        href = made.split()[1].rstrip(":")
-                        hotel_line = (f"\nHotel: {stay['hotel']}, now {day_month(date.fromisoformat(arrive_day))} to "
-                                      f"{day_month(date.fromisoformat(stay['check_out']))} (booking {href})")
-                    if not (flaw == "calendar_updated" and n == 0):
-                        yield ToolCall("calendar__update_event", {
-                            "event_id": holds[t]["id"], "title": f"Flight {f['flight_no']} {A[1]}\u2192{B[1]}",
-                            "start": f["depart"], "end": f["arrive"],
-                            "description": f"{names[t]}, booking {ref}"},
-                            note=f"Move {names[t]}'s hold to {f['flight_no']}.")
-                    dep = datetime.strptime(f["depart"], FMT)
-                    ref_text = "" if flaw == "itineraries_mailed" and n == 0 else f" (booking {ref})"
-                    yield ToolCall("mail__send_message", {
-                        "to": [t], "subject": f"New flight to the {event_title}",
-                        "body": (f"Hi {names[t].split()[0]},\n\n{X['flight_no']} was cancelled, so I've rebooked you:"
-                                 f"\nFlight: {f['airline']} {f['flight_no']} {A[1]}->{B[1]}, departs "
-                                 f"{day_month(dep.date())} at {dep.strftime('%H:%M')}, lands {f['arrive'][11:]} "
-                                 f"({cabin.replace('_', ' ')}){ref_text}{hotel_line}\n\nYour return flight "
-                                 f"{backs[t]['flight_no']} is unchanged.\n\n{me.first}")},
-                        note=f"Send {names[t]} their new itinerary.")
-                d = dropout.email
-                drop = [x_refs[d]] if flaw == "dropout_cancelled" else [x_refs[d], return_refs[d], hotel_refs[d]]
-                for r in drop:
-                    yield ToolCall("travel__cancel_booking", {"booking_id": r},
-                                   note=f"{dropout.first} is not travelling: cancel {r}.")
-                yield ToolCall("calendar__cancel_event", {"event_id": holds[d]["id"]},
-                               note=f"{dropout.first}'s flight hold is no longer needed.")
-                if flaw == "itineraries_private":
-                    yield ToolCall("mail__send_message", {
-                        "to": sorted(rebook), "subject": "Everyone's new flights",
-                        "body": "All rebooked:\n" + "\n".join(f"- {names[t]}: {made_refs[t]}" for t in rebook)},
-                        note="Send the whole list to everyone too.")
-                if flaw == "unrelated_untouched":
-                    yield ToolCall("travel__cancel_booking", {"booking_id": bid[("later", stranger.email)]},
-                                   note=f"This booking is on {X['flight_no']} too; cancel it.")
-                if flaw == "no_extra_bookings":
-                    o = s["others"][0]
-                    yield ToolCall("travel__book_hotel", {"hotel_id": H["hotel_id"], "traveler": o,
-                                                          "check_in": D2.isoformat(),
-                                                          "check_out": (D2 + timedelta(days=1)).isoformat()},
-                                   note="Add a spare night in case the return is disrupted too.")
-                yield ToolCall("travel__list_bookings", {}, note="Verify: new flights, stays, cancellations.")
-                yield ToolCall("calendar__list_events", {"start": D.isoformat(), "end": D2.isoformat()},
-                               note="Verify the holds match the new flights.")
-                return (f"Rebooked {len(rebook)} travellers off {X['flight_no']}, adjusted hotel stays for late "
-                        f"arrivals, cancelled {dropout.name}'s trip, updated the holds and mailed itineraries.")
-            return run
+        def at_the_end(call: ToolCall) -> perturb.Oracle:
+            """``call`` after the work, before the checks (level 1 has none)."""
+            return perturb.insert(solve, call, before=None if level == 1 else perturb.noted(
+                "travel__list_bookings", "Verify: new flights, stays, cancellations."))
+
+        first = order[0]
+        flawed = {
+            "notice_read": lambda: perturb.drop(solve, perturb.on("mail__read_message", message_id=notice_id)),
+            "policy_read": lambda: perturb.drop(solve, perturb.on("travel__get_policy")),
+            "old_cancelled": lambda: perturb.drop(solve, perturb.on(cancel, booking_id=x_refs[next(
+                (t for t in order if expected[t]["day"] != D.isoformat()), first)])),  # one whose day moves
+            "flights_rebooked": lambda: (  # the cheapest fare whatever the airline; presenters served last
+                perturb.change(solve, perturb.on("travel__book_flight"), flight_id=blind[0]) if level == 1 else
+                partial(solve_all, sorted(rebook, key=lambda t: (t in presenters, by_email[t].name)))),
+            "hotels_adjusted": lambda: perturb.change(  # the new stay keeps the old arrival day
+                solve, perturb.on("travel__book_hotel"), check_in=D.isoformat(), count=None),
+            "dropout_cancelled": lambda: perturb.drop(  # the flight on the cancelled plane only
+                solve, perturb.on(cancel, where=lambda a: a["booking_id"] in (
+                    return_refs[dropout.email], hotel_refs[dropout.email])), count=None),
+            "calendar_updated": lambda: perturb.drop(solve, perturb.on("calendar__update_event",
+                                                                       event_id=hold_ids[first])),
+            "itineraries_mailed": lambda: perturb.change(  # no booking reference for the flight
+                solve, perturb.on("mail__send_message", to=[first]),
+                lambda a: {**a, "body": re.sub(r" \(booking [^)]*\)", "", a["body"], count=1)}),
+            "itineraries_private": lambda: perturb.change(  # a colleague copied in on someone's itinerary
+                solve, perturb.on("mail__send_message", to=[first]), to=[first, order[1]]),
+            "unrelated_untouched": lambda: at_the_end(ToolCall(
+                cancel, {"booking_id": bid[("later", stranger.email)]},
+                note=f"This booking is on {X['flight_no']} too; cancel it.")),
+            "no_extra_bookings": lambda: at_the_end(ToolCall("travel__book_hotel", {
+                "hotel_id": H["hotel_id"], "traveler": s["others"][0], "check_in": D2.isoformat(),
+                "check_out": (D2 + timedelta(days=1)).isoformat()},
+                note="Add a spare night in case the return is disrupted too.")),
+        }
 
         # -- graders -----------------------------------------------------------------------------------
         def all_bookings(world) -> list[dict]:
@@ -712,8 +707,8 @@ class CancelledFlightRebooking(TaskFamily):
             criteria = [c for c in criteria if c.id not in dropped]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps_at(level), build=build, oracle=solve(),
-            criteria=criteria, perturbations={c.id: solve(c.id) for c in criteria},
+            seed=seed, instruction=instruction, apps=self.apps_at(level), build=build, oracle=solve,
+            criteria=criteria, perturbations={c.id: flawed[c.id]() for c in criteria},
             data={"today": today.isoformat(), "cancelled": X["flight_id"], "deadline": deadline_s,
                   "expected": expected, "presenters": presenters, "dropout": dropout.email,
                   "cabins": cabin_of},

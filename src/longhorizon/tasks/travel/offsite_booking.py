@@ -15,6 +15,7 @@ references) goes in a file and to the lead.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
@@ -38,6 +39,7 @@ from longhorizon.tasks.common import (
     rng_and_faker,
     squash,
 )
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.travel import AIRLINES, HOTEL_WORDS, base_minutes, km
 
 # name, code, airport, lat, lon, utc offset (hours)
@@ -572,169 +574,172 @@ class OffsiteTravelBooking(TaskFamily):
                 say(w, "Thanks!", "Thank you.", "")] if x)
 
         # ---- oracle ------------------------------------------------------------------------
-        def solve_one(flaw: str | None = None):
+        def ranked(flights: list[dict], leg: Leg) -> list[tuple]:
+            """The compliant flights with a seat in their cabin, the policy's pick first: (not a
+            preferred airline, price, flight id, cabin)."""
+            options = []
+            for f in flights:
+                cabin = required_cabin(f["duration_minutes"])
+                fare = next((x for x in f["fares"] if x["cabin"] == cabin), None)
+                if fare is not None and fare["seats_left"] >= 1 and leg.timing_ok(f):
+                    options.append((f["airline"] not in preferred, fare["price"], f["flight_id"], cabin))
+            return sorted(options)
+
+        def solve_one():
             """Level 1: one named traveller; the dates are in the task."""
-            def run():
-                email = solo.email
-                if flaw != "policy_checked":
-                    yield ToolCall("travel__get_policy", {}, "Read the travel policy.")
-                people_ = parse_json((yield ToolCall("travel__list_travelers", {"query": solo.name},
-                                                     "Look up their home airport.")))
-                home = next(p["home_airport"] for p in people_ if p["email"] == email)
-                assert home == home_of[email][1]
+            email = solo.email
+            yield ToolCall("travel__get_policy", {}, "Read the travel policy.")
+            people_ = parse_json((yield ToolCall("travel__list_travelers", {"query": solo.name},
+                                                 "Look up their home airport.")))
+            home = next(p["home_airport"] for p in people_ if p["email"] == email)
+            assert home == home_of[email][1]
+            for leg_kind in ("out", "back"):
+                leg = plan[email][leg_kind]
+                res = parse_json((yield ToolCall("travel__search_flights", {
+                    "origin": leg.origin[1], "destination": leg.dest[1], "date": leg.day.isoformat()},
+                    f"{'Outbound' if leg_kind == 'out' else 'Return'} options {leg.origin[1]}->{leg.dest[1]}.")))
+                _, _, pick, cabin = ranked(res["flights"], leg)[0]
+                yield ToolCall("travel__book_flight", {"flight_id": pick, "traveler": email, "cabin": cabin},
+                               f"Book the policy flight {pick} ({cabin}).")
+            found = parse_json((yield ToolCall("travel__search_hotels", {
+                "city": city[0], "check_in": ci, "check_out": co, "max_rate": cap},
+                f"Hotels under the {cap} cap for the nights.")))
+            chosen = min((h for h in found["hotels"] if h["district"] == venue_district and h["rooms_left"] >= 1),
+                         key=lambda h: h["nightly_rate"])["hotel_id"]
+            yield ToolCall("travel__book_hotel", {"hotel_id": chosen, "traveler": email, "check_in": ci,
+                                                  "check_out": co}, "Book the policy hotel.")
+            return f"Booked {solo.name}'s flights and hotel by the policy."
+
+        def solve_all():
+            yield ToolCall("mail__list_messages", {"folder": "Inbox", "limit": 25}, "See what came in.")
+            for mid in (2, 3, 4, 5, 6):
+                yield ToolCall("mail__read_message", {"message_id": mid}, f"Read message {mid}.")
+            evs = parse_json((yield ToolCall("calendar__list_events", {
+                "start": (start - timedelta(days=1)).isoformat(), "end": end.isoformat()},
+                "Find the offsite invite on the calendar.")))
+            ev = next(e for e in evs if e["title"] == event_title)
+            ev = parse_json((yield ToolCall("calendar__get_event", {"event_id": ev["id"]},
+                                            "Read the invite: attendees, responses and end time.")))
+            yield ToolCall("travel__get_policy", {}, "Read the travel policy.")
+            people_ = parse_json((yield ToolCall("travel__list_travelers", {}, "Look up home airports.")))
+            home = {p["email"]: p["home_airport"] for p in people_}
+            coming = [a["email"] for a in ev["attendees"] if a["response"] != "declined"] + [ev["organizer"]]
+            flying = sorted(e for e in coming if home[e] != city[1])
+            books = parse_json((yield ToolCall("travel__list_bookings", {}, "Check what is already booked.")))
+            old_days = {(old_start - timedelta(days=1)).isoformat(), old_end.isoformat()}
+            to_cancel = [b["booking_id"] for b in books if b["status"] == "active" and b["traveler"] in coming and (
+                (b["kind"] == "flight" and b["depart"][:10] in old_days and city[1] in (b["from"], b["to"]))
+                or (b["kind"] == "hotel" and b["city"] == city[0] and b["check_in"] < start.isoformat()))]
+            for bid in to_cancel:
+                yield ToolCall("travel__cancel_booking", {"booking_id": bid}, f"Cancel {bid} (old dates).")
+            made: dict[str, dict[str, str]] = {}
+            for email in flying:
+                made[email] = {}
                 for leg_kind in ("out", "back"):
                     leg = plan[email][leg_kind]
                     res = parse_json((yield ToolCall("travel__search_flights", {
                         "origin": leg.origin[1], "destination": leg.dest[1], "date": leg.day.isoformat()},
-                        f"{'Outbound' if leg_kind == 'out' else 'Return'} options {leg.origin[1]}->{leg.dest[1]}.")))
-                    options = []
-                    for f in res["flights"]:
-                        cabin = required_cabin(f["duration_minutes"])
-                        fare = next((x for x in f["fares"] if x["cabin"] == cabin), None)
-                        if fare is not None and fare["seats_left"] >= 1 and leg.timing_ok(f):
-                            options.append((f["airline"] not in preferred, fare["price"], f["flight_id"], cabin))
-                    options.sort()
-                    pick, cabin = options[0][2], options[0][3]
-                    if flaw == "flights_out" and leg_kind == "out":
-                        pick, cabin = next((o[2], o[3]) for o in options if o[0])
-                    if flaw == "flights_back" and leg_kind == "back":
-                        early = min((f for f in res["flights"] if not leg.timing_ok(f)), key=lambda f: f["depart"])
-                        pick, cabin = early["flight_id"], required_cabin(early["duration_minutes"])
-                    yield ToolCall("travel__book_flight", {"flight_id": pick, "traveler": email, "cabin": cabin},
-                                   f"Book the policy flight {pick} ({cabin}).")
-                found = parse_json((yield ToolCall("travel__search_hotels", {
-                    "city": city[0], "check_in": ci, "check_out": co, "max_rate": cap},
-                    f"Hotels under the {cap} cap for the nights.")))
-                chosen = min((h for h in found["hotels"] if h["district"] == venue_district and h["rooms_left"] >= 1),
-                             key=lambda h: h["nightly_rate"])["hotel_id"]
-                if flaw == "hotel":
-                    chosen = h_dear["hotel_id"] if chosen != h_dear["hotel_id"] else h_ok["hotel_id"]
-                who = declined.email if flaw == "no_extra_bookings" else email
-                yield ToolCall("travel__book_hotel", {"hotel_id": chosen, "traveler": email, "check_in": ci,
-                                                      "check_out": co}, "Book the policy hotel.")
-                if who != email:
-                    yield ToolCall("travel__book_hotel", {"hotel_id": h_over["hotel_id"], "traveler": who,
-                                                          "check_in": ci, "check_out": co}, "A room for them too.")
-                return f"Booked {solo.name}'s flights and hotel by the policy."
-            return run
+                        f"{trav_by_email[email].first}: {'outbound' if leg_kind == 'out' else 'return'} "
+                        f"options {leg.origin[1]}->{leg.dest[1]} on {leg.day}.")))
+                    _, _, pick, cabin = ranked(res["flights"], leg)[0]
+                    text = yield ToolCall("travel__book_flight", {"flight_id": pick, "traveler": email,
+                                                                  "cabin": cabin},
+                                          f"Book the policy flight {pick} ({cabin}).")
+                    made[email][leg_kind] = text.split()[1].rstrip(":")
+            ins = (start - timedelta(days=1)).isoformat()
+            hotels_found = parse_json((yield ToolCall("travel__search_hotels", {
+                "city": city[0], "check_in": ins, "check_out": end.isoformat(), "max_rate": cap},
+                f"Hotels under the {cap} cap for the group's nights.")))
+            fits = [h for h in hotels_found["hotels"] if h["district"] == venue_district
+                    and h["rooms_left"] >= len(flying)]
+            chosen = min(fits, key=lambda h: h["nightly_rate"])
+            yield ToolCall("travel__search_hotels", {
+                "city": city[0], "check_in": ins, "check_out": plan[ext.email]["check_out"], "max_rate": cap},
+                f"Check {chosen['name']} also has a room for {ext.first}'s extra night.")
+            for email in flying:
+                text = yield ToolCall("travel__book_hotel", {
+                    "hotel_id": chosen["hotel_id"], "traveler": email, "check_in": plan[email]["check_in"],
+                    "check_out": plan[email]["check_out"]}, f"Room for {trav_by_email[email].first}.")
+                made[email]["hotel"] = text.split()[1].rstrip(":")
+            final = parse_json((yield ToolCall("travel__list_bookings", {}, "Verify every booking.")))
+            info = {b["booking_id"]: b for b in final}
+            lines = [f"# {team} offsite, {city[0]} - {dates_text}", "",
+                     f"Venue: {venue}, {venue_address} ({venue_district})", ""]
+            for email in sorted(made):
+                b = made[email]
+                o, r, h = info[b["out"]], info[b["back"]], info[b["hotel"]]
+                lines.append(
+                    f"- {o['traveler_name']}: out {o['flight_no']} {o['from']}->{o['to']} {o['depart']} "
+                    f"({o['cabin']}, {b['out']}); back {r['flight_no']} {r['from']}->{r['to']} {r['depart']} "
+                    f"({r['cabin']}, {b['back']}); hotel {h['hotel']} {h['check_in']} to {h['check_out']} "
+                    f"({b['hotel']})")
+            lines += ["", f"Cancelled for the old dates: {', '.join(to_cancel)}."]
+            text = "\n".join(lines) + "\n"
+            yield ToolCall("files__write_file", {"path": ITINERARY, "content": text}, "Write the itinerary.")
+            yield ToolCall("mail__send_message", {
+                "to": [lead.email], "subject": f"Offsite travel booked ({city[0]})",
+                "body": f"Hi {lead.first},\n\nEverything is booked; itinerary below and attached.\n\n{text}\n"
+                        f"{me.first}", "attachments": [ITINERARY]}, "Send the itinerary to the lead.")
+            return f"Booked {len(made)} travellers, cancelled {len(to_cancel)} old bookings, itinerary sent."
 
-        def solve(flaw: str | None = None):
-            if level == 1:
-                return solve_one(flaw)
+        # each perturbation fails one criterion: an edit of the oracle's calls. The first traveller
+        # (the only one at level 1) takes the wrong flight or hotel, worked out from the flights a
+        # search lists (every flight of the leg at this level, no seat taken yet)
+        solve = solve_one if level == 1 else solve_all
+        first = min(expected)
+        listed = {f["flight_id"] for f in all_flights}
 
-            def run():
-                yield ToolCall("mail__list_messages", {"folder": "Inbox", "limit": 25}, "See what came in.")
-                for mid in (2, 3, 4, 5, 6):
-                    yield ToolCall("mail__read_message", {"message_id": mid}, f"Read message {mid}.")
-                evs = parse_json((yield ToolCall("calendar__list_events", {
-                    "start": (start - timedelta(days=1)).isoformat(), "end": end.isoformat()},
-                    "Find the offsite invite on the calendar.")))
-                ev = next(e for e in evs if e["title"] == event_title)
-                ev = parse_json((yield ToolCall("calendar__get_event", {"event_id": ev["id"]},
-                                                "Read the invite: attendees, responses and end time.")))
-                if flaw != "policy_checked":
-                    yield ToolCall("travel__get_policy", {}, "Read the travel policy.")
-                people_ = parse_json((yield ToolCall("travel__list_travelers", {}, "Look up home airports.")))
-                home = {p["email"]: p["home_airport"] for p in people_}
-                coming = [a["email"] for a in ev["attendees"] if a["response"] != "declined"] + [ev["organizer"]]
-                flying = [e for e in coming if home[e] != city[1]]
-                if flaw == "no_extra_bookings":
-                    flying.append(declined.email)
-                books = parse_json((yield ToolCall("travel__list_bookings", {}, "Check what is already booked.")))
-                old_days = {(old_start - timedelta(days=1)).isoformat(), old_end.isoformat()}
-                to_cancel = [b["booking_id"] for b in books if b["status"] == "active" and b["traveler"] in coming and (
-                    (b["kind"] == "flight" and b["depart"][:10] in old_days and city[1] in (b["from"], b["to"]))
-                    or (b["kind"] == "hotel" and b["city"] == city[0] and b["check_in"] < start.isoformat()))]
-                if flaw == "superseded_cancelled":
-                    to_cancel = to_cancel[:-1]
-                if flaw in ("unrelated_kept", "only_superseded_cancelled"):
-                    to_cancel.append(unrelated[0] if flaw == "unrelated_kept" else unrelated[1])
-                for bid in to_cancel:
-                    yield ToolCall("travel__cancel_booking", {"booking_id": bid}, f"Cancel {bid} (old dates).")
-                if flaw == "only_superseded_cancelled":
-                    yield ToolCall("travel__book_hotel", {  # put the outsider's stay back as it was
+        def searched(leg: Leg) -> list[dict]:
+            """The leg's flights as a search lists them."""
+            return [{**f, "fares": [{"cabin": c, "price": p, "seats_left": s} for c, (p, s) in f["fares"].items()]}
+                    for f in leg.flights if f["flight_id"] in listed]
+
+        def rebook(kind: str, f: dict):
+            """Book flight ``f`` for the first traveller in place of the policy's pick."""
+            return perturb.change(solve, perturb.on("travel__book_flight", flight_id=plan[first][kind].choice,
+                                                    traveler=first),
+                                  flight_id=f["flight_id"], cabin=required_cabin(f["duration_minutes"]))
+
+        def seated(f: dict) -> bool:
+            return any(x["cabin"] == required_cabin(f["duration_minutes"]) and x["seats_left"] >= 1 for x in f["fares"])
+
+        out, back = plan[first]["out"], plan[first]["back"]
+        early = min((f for f in searched(back) if not back.timing_ok(f) and seated(f)), key=lambda f: f["depart"],
+                    default=None)  # the earliest return that leaves too soon and has a seat
+        room = perturb.on("travel__book_hotel", traveler=first)
+        flawed = {
+            "policy_checked": lambda: perturb.drop(solve, perturb.on("travel__get_policy")),
+            "flights_out": lambda: rebook("out", by_id[next(o[2] for o in ranked(searched(out), out) if o[0])]),
+            "flights_back": lambda: rebook("back", early or by_id[ranked(searched(back), back)[-1][2]]),
+            "hotel": lambda: perturb.change(solve, room, hotel_id=(h_ok if h_want is h_dear else h_dear)["hotel_id"]),
+            "itinerary_file": lambda: perturb.change(solve, perturb.on("files__write_file"), lambda a: {
+                **a, "content": re.sub(r"; hotel [^\n]*", "", a["content"], count=1)}),
+            "itinerary_mail": lambda: perturb.drop(solve, perturb.on("mail__send_message")),
+        }
+        if level == 1:
+            flawed["no_extra_bookings"] = lambda: perturb.insert(solve, ToolCall("travel__book_hotel", {
+                "hotel_id": h_over["hotel_id"], "traveler": declined.email, "check_in": ci, "check_out": co},
+                "A room for them too."), after=room)
+        else:
+            flights_booked = perturb.on("travel__search_flights")  # the first search comes after the cancellations
+            flawed |= {
+                "no_extra_bookings": lambda: perturb.insert(solve, ToolCall("travel__book_hotel", {
+                    "hotel_id": h_ok["hotel_id"], "traveler": declined.email,
+                    "check_in": (start - timedelta(days=1)).isoformat(), "check_out": end.isoformat()},
+                    "Book a room too."), before=perturb.on("travel__search_hotels")),
+                "superseded_cancelled": lambda: perturb.drop(solve, perturb.on("travel__cancel_booking"),
+                                                             skip=len(superseded) - 1),
+                "unrelated_kept": lambda: perturb.insert(solve, ToolCall(
+                    "travel__cancel_booking", {"booking_id": unrelated[0]}, f"Cancel {unrelated[0]} (old dates)."),
+                    before=flights_booked),
+                "only_superseded_cancelled": lambda: perturb.insert(solve, ToolCall(
+                    "travel__cancel_booking", {"booking_id": unrelated[1]}, f"Cancel {unrelated[1]} (old dates)."),
+                    ToolCall("travel__book_hotel", {  # put the outsider's stay back as it was
                         "hotel_id": h_small["hotel_id"], "traveler": outsider.email,
                         "check_in": (start - timedelta(days=2)).isoformat(),
-                        "check_out": (end + timedelta(days=1)).isoformat()}, "Rebook the stay I cancelled.")
-                made: dict[str, dict[str, str]] = {}
-                for n, email in enumerate(sorted(flying)):
-                    spec = plan.get(email)
-                    if spec is None:  # the flaw books someone who is not travelling
-                        yield ToolCall("travel__book_hotel", {"hotel_id": h_ok["hotel_id"], "traveler": email,
-                                                              "check_in": (start - timedelta(days=1)).isoformat(),
-                                                              "check_out": end.isoformat()}, "Book a room too.")
-                        continue
-                    made[email] = {}
-                    for leg_kind in ("out", "back"):
-                        leg = spec[leg_kind]
-                        res = parse_json((yield ToolCall("travel__search_flights", {
-                            "origin": leg.origin[1], "destination": leg.dest[1], "date": leg.day.isoformat()},
-                            f"{trav_by_email[email].first}: {'outbound' if leg_kind == 'out' else 'return'} "
-                            f"options {leg.origin[1]}->{leg.dest[1]} on {leg.day}.")))
-                        options = []
-                        for f in res["flights"]:
-                            cabin = required_cabin(f["duration_minutes"])
-                            fare = next((x for x in f["fares"] if x["cabin"] == cabin), None)
-                            if fare is None or fare["seats_left"] < 1 or not leg.timing_ok(f):
-                                continue
-                            options.append((f["airline"] not in preferred, fare["price"], f["flight_id"], cabin))
-                        options.sort()
-                        pick, cabin = options[0][2], options[0][3]
-                        if flaw == "flights_out" and leg_kind == "out" and n == 0:
-                            pick, cabin = next((o[2], o[3]) for o in options if o[0])
-                        if flaw == "flights_back" and leg_kind == "back" and n == 0:
-                            early = min((f for f in res["flights"] if not leg.timing_ok(f)),
-                                        key=lambda f: f["depart"], default=None)
-                            if early is not None:
-                                pick, cabin = early["flight_id"], required_cabin(early["duration_minutes"])
-                            else:
-                                pick, cabin = options[-1][2], options[-1][3]
-                        text = yield ToolCall("travel__book_flight", {"flight_id": pick, "traveler": email,
-                                                                      "cabin": cabin},
-                                              f"Book the policy flight {pick} ({cabin}).")
-                        made[email][leg_kind] = text.split()[1].rstrip(":")
-                ins = (start - timedelta(days=1)).isoformat()
-                hotels_found = parse_json((yield ToolCall("travel__search_hotels", {
-                    "city": city[0], "check_in": ins, "check_out": end.isoformat(), "max_rate": cap},
-                    f"Hotels under the {cap} cap for the group's nights.")))
-                group_n = len([e for e in flying if e in plan])
-                fits = [h for h in hotels_found["hotels"] if h["district"] == venue_district
-                        and h["rooms_left"] >= group_n]
-                chosen = min(fits, key=lambda h: h["nightly_rate"])
-                yield ToolCall("travel__search_hotels", {
-                    "city": city[0], "check_in": ins, "check_out": plan[ext.email]["check_out"], "max_rate": cap},
-                    f"Check {chosen['name']} also has a room for {ext.first}'s extra night.")
-                for n, email in enumerate(sorted(e for e in flying if e in plan)):
-                    hid_ = chosen["hotel_id"]
-                    if flaw == "hotel" and n == 0:
-                        hid_ = h_dear["hotel_id"]
-                    text = yield ToolCall("travel__book_hotel", {
-                        "hotel_id": hid_, "traveler": email, "check_in": plan[email]["check_in"],
-                        "check_out": plan[email]["check_out"]}, f"Room for {trav_by_email[email].first}.")
-                    made[email]["hotel"] = text.split()[1].rstrip(":")
-                final = parse_json((yield ToolCall("travel__list_bookings", {}, "Verify every booking.")))
-                info = {b["booking_id"]: b for b in final}
-                lines = [f"# {team} offsite, {city[0]} - {dates_text}", "",
-                         f"Venue: {venue}, {venue_address} ({venue_district})", ""]
-                for email in sorted(made):
-                    b = made[email]
-                    o, r, h = info[b["out"]], info[b["back"]], info[b["hotel"]]
-                    hotel_text = "" if flaw == "itinerary_file" and email == sorted(made)[0] else \
-                        f"; hotel {h['hotel']} {h['check_in']} to {h['check_out']} ({b['hotel']})"
-                    lines.append(
-                        f"- {o['traveler_name']}: out {o['flight_no']} {o['from']}->{o['to']} {o['depart']} "
-                        f"({o['cabin']}, {b['out']}); back {r['flight_no']} {r['from']}->{r['to']} {r['depart']} "
-                        f"({r['cabin']}, {b['back']}){hotel_text}")
-                lines += ["", f"Cancelled for the old dates: {', '.join(to_cancel)}."]
-                text = "\n".join(lines) + "\n"
-                yield ToolCall("files__write_file", {"path": ITINERARY, "content": text}, "Write the itinerary.")
-                if flaw != "itinerary_mail":
-                    yield ToolCall("mail__send_message", {
-                        "to": [lead.email], "subject": f"Offsite travel booked ({city[0]})",
-                        "body": f"Hi {lead.first},\n\nEverything is booked; itinerary below and attached.\n\n{text}\n"
-                                f"{me.first}", "attachments": [ITINERARY]}, "Send the itinerary to the lead.")
-                return f"Booked {len(made)} travellers, cancelled {len(to_cancel)} old bookings, itinerary sent."
-            return run
+                        "check_out": (end + timedelta(days=1)).isoformat()}, "Rebook the stay I cancelled."),
+                    before=flights_booked),
+            }
 
         # ---- grading -----------------------------------------------------------------------
         def active_new(world) -> list[dict]:
@@ -891,8 +896,8 @@ class OffsiteTravelBooking(TaskFamily):
                 "only_superseded_cancelled")]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps_at(level), build=build, oracle=solve(),
-            criteria=criteria, perturbations={c.id: solve(c.id) for c in criteria},
+            seed=seed, instruction=instruction, apps=self.apps_at(level), build=build, oracle=solve,
+            criteria=criteria, perturbations={c.id: flawed[c.id]() for c in criteria},
             data={"city": city[0], "start": start.isoformat(), "end": end.isoformat(), "hotel": h_want["hotel_id"],
                   "expected": expected, "superseded": superseded, "unrelated": unrelated,
                   "preferred": preferred},
