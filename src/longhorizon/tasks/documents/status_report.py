@@ -24,6 +24,7 @@ from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import parse_json, rng_and_faker
 from longhorizon.tasks.documents import Sources, find_dates, mentions, person, words_in
 from longhorizon.tasks.kit import files as files_kit
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.phrasing import phrasing_rng, say
 from longhorizon.tasks.registry import register
 
@@ -400,14 +401,15 @@ class ProjectStatusReport(TaskFamily):
         task = Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=sources.build,
-            oracle=partial(_oracle, data, None, brief=brief), criteria=_criteria(data, sources), data=data,
+            oracle=partial(_oracle, data, brief=brief), criteria=_criteria(data, sources), data=data,
         )
         asked = {"risks_table": "risks", "risk_details": "risks", "next_steps": "next"}
         task.criteria = [c for c in task.criteria if asked.get(c.id, "summary") in head_order]
         if small:  # last week's summary can hold this week's count (0 or 1 of few): it pays only with the bullets
             task.criteria = [replace(c, requires=("milestone_bullets",)) if c.id.startswith("summary_") else c
                              for c in task.criteria]
-        task.perturbations = {c.id: partial(_oracle, data, c.id, brief=brief) for c in task.criteria}
+        flawed = _perturbations(data, brief)
+        task.perturbations = {c.id: flawed[c.id] for c in task.criteria}
         return task
 
 
@@ -596,7 +598,36 @@ def _criteria(d: dict, sources: Sources) -> list[Criterion]:
 # -- reference solution ------------------------------------------------------------------------------
 
 
-def _oracle(d: dict, flaw: str | None, brief: bool = False):
+PARAGRAPH_TOOLS = ("docs__set_paragraph", "docs__insert_paragraph")
+
+
+def _bullet(d: dict, m: str, status: str | None = None, due: str | None = None) -> str:
+    t = d["truth"][m]
+    return f"{m} {DASH} {status or t['status']} {DASH} due {due or t['due']}"
+
+
+def _risk_rows(risks: list[dict]) -> list[list[str]]:
+    return [["Risk", "Owner", "Mitigation"]] + [[r["risk"], r["owner"], r["mitigation"]] for r in risks]
+
+
+def _summary(d: dict, done: int, delays: bool = True) -> str:
+    """The count complete, then (with ``delays``) the delayed and at-risk milestones."""
+    text = f"{done} of {len(d['milestones'])} milestones are complete."
+    if not delays:
+        return text
+    text += f" Delayed: {', '.join(d['delayed'])}." if d["delayed"] else " None is delayed."
+    return text + (f" At risk: {', '.join(d['at_risk'])}." if d["at_risk"] else "")
+
+
+def _fill_list(report: str, index: int, items: list[str]) -> list[ToolCall]:
+    """A bulleted list in place of the guidance paragraph at ``index``."""
+    return [ToolCall("docs__set_paragraph", {"path": report, "index": index, "text": items[0], "style": "List Bullet"},
+                     "Replace the guidance with the first bullet.")] + [
+        ToolCall("docs__insert_paragraph", {"path": report, "index": index + k, "text": text, "style": "List Bullet"},
+                 "Add the next bullet.") for k, text in enumerate(items[1:], start=1)]
+
+
+def _oracle(d: dict, brief: bool = False):
     """Survey the folder, read the tracker, the project's sync notes and the template, copy the
     template and fill it bottom-up (so block indexes above stay put), then read it back.
     ``brief`` (one milestone) goes straight to the files the task names and skips the survey,
@@ -620,87 +651,86 @@ def _oracle(d: dict, flaw: str | None, brief: bool = False):
     heads = dict(zip(d["head_order"], d["headings"]))
 
     yield ToolCall("files__copy", {"src": template, "dst": report}, "Start the report from a copy of the template.")
-    if flaw == "no_source_writes":
-        yield ToolCall("docs__set_paragraph", {"path": template, "index": 0, "text": "[Project name] Status Report"},
-                       "Touch the template (same text).")
-
-    def status_of(m):
-        if flaw == "milestone_status" and truth[m]["mode"] == "note":
-            return truth[m]["tracker_status"]
-        return truth[m]["status"]
-
-    def due_of(m):
-        if flaw == "milestone_dates" and "tracker_due" in truth[m]:
-            return truth[m]["tracker_due"]
-        return truth[m]["due"]
-
-    bullets = [f"{m} {DASH} {status_of(m)} {DASH} due {due_of(m)}" for m in ours]
-    if flaw == "milestone_bullets":
-        bullets.append(f"{d['sister_milestones'][0]} {DASH} On track {DASH} due {d['report_day']}")
-    actions = d["previous_actions"] if flaw == "next_steps" else d["latest_actions"]
-    risks = list(d["open_risks"])
-    if flaw == "risks_table":
-        risks += [r for r in d["risks"] if r["closed"] is not None][:1]
-    rows = [["Risk", "Owner", "Mitigation"]] + [[r["risk"], r["owner"], r["mitigation"]] for r in risks]
-    if flaw == "risk_details" and len(rows) > 2:
-        rows[1][1], rows[2][1] = rows[2][1], rows[1][1]
-    done = d["done"] + (1 if flaw == "summary_counts" else 0)
-    summary = f"{done} of {len(ours)} milestones are complete."
-    if flaw != "summary_delays":
-        summary += f" Delayed: {', '.join(d['delayed'])}." if d["delayed"] else " None is delayed."
-        if d["at_risk"]:
-            summary += f" At risk: {', '.join(d['at_risk'])}."
-    elif not d["delayed"]:  # flaw: with nothing delayed, call the milestone delayed
-        summary += f" Delayed: {ours[0]}."
-
-    def fill_list(index: int, items: list[str], keep_placeholder: bool = False):
-        start = index
-        if keep_placeholder:
-            start = index + 1
-            for k, text in enumerate(items):
-                yield ToolCall("docs__insert_paragraph", {"path": report, "index": start + k, "text": text,
-                                                          "style": "List Bullet"}, "Add a bullet.")
-            return
-        yield ToolCall("docs__set_paragraph", {"path": report, "index": start, "text": items[0], "style": "List Bullet"},
-                       "Replace the guidance with the first bullet.")
-        for k, text in enumerate(items[1:], start=1):
-            yield ToolCall("docs__insert_paragraph", {"path": report, "index": start + k, "text": text,
-                                                      "style": "List Bullet"}, "Add the next bullet.")
-
     # bottom-up: each section's guidance paragraph sits right after its heading
-    last_list = "next" if "next" in d["head_order"] else "milestones"  # where the no_placeholders flaw keeps one
     for key in reversed(d["head_order"]):
         guide = heading_at[heads[key]] + 1
-        keep = flaw == "no_placeholders" and key == last_list
-        if key == "next":
-            yield from fill_list(guide, actions, keep_placeholder=keep)
-        elif key == "milestones":
-            yield from fill_list(guide, bullets, keep_placeholder=keep)
+        if key in ("next", "milestones"):
+            items = d["latest_actions"] if key == "next" else [_bullet(d, m) for m in ours]
+            for call in _fill_list(report, guide, items):
+                yield call
         elif key == "risks":
             yield ToolCall("docs__delete_paragraph", {"path": report, "index": guide}, "Drop the table guidance.")
-            yield ToolCall("docs__add_table", {"path": report, "rows": rows, "after_index": guide - 1},
-                           "Add the open-risks table under the heading.")
+            yield ToolCall("docs__add_table", {"path": report, "rows": _risk_rows(d["open_risks"]),
+                                               "after_index": guide - 1}, "Add the open-risks table under the heading.")
         else:
-            yield ToolCall("docs__set_paragraph", {"path": report, "index": guide, "text": summary},
+            yield ToolCall("docs__set_paragraph", {"path": report, "index": guide, "text": _summary(d, d["done"])},
                            "Write the summary.")
-    day = d["report_day"]
-    if flaw == "title_and_date":
-        day = (dt.date.fromisoformat(day) - dt.timedelta(weeks=1)).isoformat()
-    yield ToolCall("docs__set_paragraph", {"path": report, "index": 1, "text": f"Reporting date: {day}"},
+    yield ToolCall("docs__set_paragraph", {"path": report, "index": 1, "text": f"Reporting date: {d['report_day']}"},
                    "Fill in the reporting date.")
     yield ToolCall("docs__set_paragraph", {"path": report, "index": 0, "text": f"{project} Status Report"},
                    "Fill in the title.")
-    if flaw == "headings_in_order":
-        yield ToolCall("docs__set_paragraph", {"path": report, "index": heading_at[heads["summary"]],
-                                               "text": "Overview"}, "Rename a heading.")
-    if flaw == "sources_unchanged":
-        yield ToolCall("sheets__write_cells", {"path": d["tracker"], "sheet": "Tracker", "cells": {"H1": "reported"}},
-                       "Mark the tracker as reported.")
-    if flaw == "only_report_created":
-        yield ToolCall("docs__create_document", {"path": "pmo/reports/draft.docx", "title": "Draft"}, "Keep a draft.")
     if brief:
         return (f"Drafted {report}: {len(ours)} milestone ({d['done']} complete; "
                 f"delayed: {', '.join(d['delayed']) or 'none'}).")
     final = parse_json((yield ToolCall("docs__read_document", {"path": report}, "Read the report back to check it.")))
     return (f"Drafted {report}: {len(ours)} milestones ({d['done']} complete; delayed: {', '.join(d['delayed'])}), "
-            f"{len(d['open_risks'])} open risks, {len(actions)} next steps; {final['total_blocks']} blocks in all.")
+            f"{len(d['open_risks'])} open risks, {len(d['latest_actions'])} next steps; "
+            f"{final['total_blocks']} blocks in all.")
+
+
+def _perturbations(d: dict, brief: bool) -> dict:
+    """One flawed oracle per criterion, as edits of the report's paragraphs and table: the tracker
+    believed over a newer sync, a sister milestone, last week's actions, a closed risk, a wrong
+    count, guidance left in, last week's date, a renamed heading; or a stray write."""
+    solve = partial(_oracle, d, brief=brief)
+    report, truth = d["report"], d["truth"]
+    ours = sorted(d["milestones"], key=lambda m: (truth[m]["due"], m))
+    bullets, summary = [_bullet(d, m) for m in ours], _summary(d, d["done"])
+
+    def writing(texts) -> perturb.Match:
+        """A paragraph of the report written (set or inserted) with one of ``texts``."""
+        return lambda c: c.name in PARAGRAPH_TOOLS and c.arguments.get("text") in texts
+
+    def reworded(wrong: dict[str, str]):
+        return perturb.change(solve, writing(wrong), lambda a: {**a, "text": wrong[a["text"]]}, count=None)
+
+    last_list = d["latest_actions"] if "next" in d["head_order"] else bullets
+    swapped = _risk_rows(d["open_risks"])
+    if len(swapped) > 2:  # the first two owners swapped
+        swapped[1][1], swapped[2][1] = swapped[2][1], swapped[1][1]
+    table = perturb.on("docs__add_table", path=report)
+    day = dt.date.fromisoformat(d["report_day"])
+    return {
+        "title_and_date": perturb.change(solve, perturb.on("docs__set_paragraph", text=f"Reporting date: {day}"),
+                                         text=f"Reporting date: {day - dt.timedelta(weeks=1)}"),
+        "headings_in_order": perturb.replace(solve, writing({summary}), lambda c: [c, ToolCall(
+            "docs__set_paragraph", {"path": report, "index": c.arguments["index"] - 1, "text": "Overview"},
+            "Rename a heading.")]),
+        "milestone_bullets": perturb.replace(solve, writing({bullets[-1]}), lambda c: [c, ToolCall(
+            "docs__insert_paragraph", {"path": report, "index": c.arguments["index"] + 1, "style": "List Bullet",
+                                       "text": f"{d['sister_milestones'][0]} {DASH} On track {DASH} due {day}"},
+            "Add the next bullet.")]),
+        "milestone_status": reworded({_bullet(d, m): _bullet(d, m, status=truth[m]["tracker_status"])
+                                      for m in ours if truth[m]["mode"] == "note"}),
+        "milestone_dates": reworded({_bullet(d, m): _bullet(d, m, due=truth[m]["tracker_due"])
+                                     for m in ours if "tracker_due" in truth[m]}),
+        "risks_table": perturb.change(solve, table, rows=_risk_rows(
+            d["open_risks"] + [r for r in d["risks"] if r["closed"] is not None][:1])),
+        "risk_details": perturb.change(solve, table, rows=swapped),
+        "summary_counts": reworded({summary: _summary(d, d["done"] + 1)}),
+        "summary_delays": reworded({summary: _summary(d, d["done"], delays=False)
+                                    + ("" if d["delayed"] else f" Delayed: {ours[0]}.")}),  # an on-track one
+        "next_steps": perturb.replace(solve, writing(set(d["latest_actions"])), count=None, calls=lambda c: (
+            _fill_list(report, c.arguments["index"], d["previous_actions"]) if c.name == "docs__set_paragraph"
+            else [])),  # last week's actions in place of this week's
+        "no_placeholders": perturb.replace(solve, writing(set(last_list)), count=None, calls=lambda c: ToolCall(
+            "docs__insert_paragraph", {**c.arguments, "index": c.arguments["index"] + 1}, "Add a bullet.")),
+        "sources_unchanged": perturb.insert(solve, ToolCall(
+            "sheets__write_cells", {"path": d["tracker"], "sheet": "Tracker", "cells": {"H1": "reported"}},
+            "Mark the tracker as reported.")),
+        "no_source_writes": perturb.insert(solve, ToolCall(
+            "docs__set_paragraph", {"path": d["template"], "index": 0, "text": "[Project name] Status Report"},
+            "Touch the template (same text)."), after=perturb.on("files__copy", dst=report)),
+        "only_report_created": perturb.insert(solve, ToolCall(
+            "docs__create_document", {"path": "pmo/reports/draft.docx", "title": "Draft"}, "Keep a draft.")),
+    }

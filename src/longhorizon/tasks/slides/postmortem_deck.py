@@ -28,6 +28,7 @@ from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import day_month_year, kebab, parse_json, rng_and_faker
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.kit import files as files_kit
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.documents import (
     Sources,
@@ -478,9 +479,11 @@ class IncidentPostmortemDeck(TaskFamily):
         task = Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps_at(level), build=build,
-            oracle=partial(_oracle, data, None, level), criteria=_criteria(data, sources, level), data=data,
+            oracle=partial(_oracle, data, level), criteria=_criteria(data, sources, level), data=data,
         )
-        task.perturbations = {c.id: partial(_oracle, data, c.id, level) for c in task.criteria}
+        wont_do = next(f"{k} {title} - owner: {who}" for k, title, st, who in follow_ups if st == "Won't Do")
+        flawed = _perturbations(data, level, wont_do)
+        task.perturbations = {c.id: flawed[c.id] for c in task.criteria}
         return task
 
 
@@ -670,28 +673,27 @@ def _tickets_me(world) -> str:
 # -- reference solution ------------------------------------------------------------------------------
 
 
-def _announce(d: dict, flaw: str | None):
+def _announce(d: dict):
     """Both oracles' last calls: the deck linked on the ticket, and the team told in #incidents."""
     deck, key = d["deck"], d["key"]
-    if flaw != "ticket_comment":
-        yield ToolCall("tickets__add_comment", {"key": key, "body": f"Post-incident review deck: {deck}"},
-                       "Link the deck on the ticket.")
-    if flaw == "tickets_untouched":
-        yield ToolCall("tickets__update_ticket", {"key": key, "add_labels": ["pir-ready"]}, "Label the incident.")
-    if flaw != "channel_post":
-        yield ToolCall("chat__post_message", {"channel": "#incidents",
-                                              "text": f"The review deck for {key} is ready: {deck}"},
-                       "Tell the team.")
-    if flaw == "chat_only_incidents":
-        yield ToolCall("chat__post_message", {"channel": f"#{d['chan']}", "text": f"Review deck: {deck}"},
-                       "Also in the incident channel.")
+    yield ToolCall("tickets__add_comment", {"key": key, "body": f"Post-incident review deck: {deck}"},
+                   "Link the deck on the ticket.")
+    yield ToolCall("chat__post_message", {"channel": "#incidents",
+                                          "text": f"The review deck for {key} is ready: {deck}"}, "Tell the team.")
 
 
-def _oracle(d: dict, flaw: str | None, level: int = 3):
+def _timeline(d: dict, times: list[str]) -> list[str]:
+    """The Timeline slide's bullets: the five moments at ``times``."""
+    labels = ["first alert", "incident declared", f"mitigation started ({d['mitigation']})",
+              "errors back to baseline", "incident resolved"]
+    return [f"{_hm(datetime.fromisoformat(t))} UTC - {lab}" for t, lab in zip(times, labels)]
+
+
+def _oracle(d: dict, level: int = 3):
     """Read the template (slides and notes), the incident ticket, its follow-ups and the incident
     channel with its threads; build the deck slide by slide; read every slide back; then report."""
     if level == 1:
-        return (yield from _oracle_timeline(d, flaw))
+        return (yield from _oracle_timeline(d))
     deck, tpl, key = d["deck"], d["template"], d["key"]
     yield ToolCall("files__list_dir", {"path": "decks", "recursive": True}, "See the template and earlier decks.")
     listing = parse_json((yield ToolCall("slides__list_slides", {"path": tpl}, "The template's slides.")))
@@ -711,75 +713,84 @@ def _oracle(d: dict, flaw: str | None, level: int = 3):
         "tickets__list_users", {}, "Map usernames to names for the owners.")))} if level == 3 else {}
     n_sup = sum(1 for ln in inc["links"] if ln["key"].startswith("SUP-"))
 
-    times = [datetime.fromisoformat(t) for t in d["times"]]
-    if flaw == "timeline":
-        times[3] = datetime.fromisoformat(d["stale"])
-    labels = ["first alert", "incident declared", f"mitigation started ({d['mitigation']})",
-              "errors back to baseline", "incident resolved"]
-    ic = d["former_ic"] if flaw == "title_slide" else d["ic"]
     day = date.fromisoformat(d["date"])
     title = [{"title": f"{key}: {d['title']}", "layout": "title",
-              "bullets": [day_month_year(day), f"Severity: {d['severity']}", f"Incident commander: {ic}"]}]
-    final = d["prelim"] if flaw == "impact" else d["final"]
-    cause = [f"Working theory: {d['theory']}"] if flaw == "root_cause" else [d["cause"], f"Trigger: {d['trigger']}"]
-    items = []
-    for k in follow:
-        t_title, status, who = owners[k]
-        if status in ("Done", "Won't Do") and not (flaw == "action_items" and status == "Won't Do"):
-            continue
-        items.append(f"{k} {t_title} - owner: {people[who]}")
+              "bullets": [day_month_year(day), f"Severity: {d['severity']}", f"Incident commander: {d['ic']}"]}]
+    items = [f"{k} {t_title} - owner: {people[who]}" for k, (t_title, status, who) in owners.items()
+             if status not in ("Done", "Won't Do")]
     body = [
-        {"title": "Timeline", "bullets": [f"{_hm(t)} UTC - {lab}" for t, lab in zip(times, labels)]},
+        {"title": "Timeline", "bullets": _timeline(d, d["times"])},
         {"title": "Impact", "bullets": [f"Duration: {d['duration']} minutes",
-                                        f"{d['metric'].capitalize()}: {final:,}",
+                                        f"{d['metric'].capitalize()}: {d['final']:,}",
                                         f"Customers affected: {d['customers']:,}", f"Support tickets: {n_sup}"]},
-        {"title": "Root cause", "bullets": cause},
+        {"title": "Root cause", "bullets": [d["cause"], f"Trigger: {d['trigger']}"]},
         {"title": "Action items", "bullets": items},
     ]
     body = body[:2] if level == 2 else body
-    if flaw == "slide_order":
-        body[0], body[1] = body[1], body[0]
     yield ToolCall("slides__create_deck", {"path": deck}, "Create the deck.")
     for s in title + body:
         yield ToolCall("slides__add_slide", {"path": deck, "title": s["title"], "bullets": s["bullets"],
                                              "layout": s.get("layout", "title_and_content")}, f"Add '{s['title']}'.")
-    if flaw == "sources_unchanged":
-        yield ToolCall("slides__update_slide", {"path": tpl, "index": 0, "notes": f"Used for {key}."},
-                       "Note on the template which incident used it.")
-    if flaw == "only_deck_created":
-        yield ToolCall("slides__create_deck", {"path": "decks/postmortems/draft.pptx"}, "A scratch deck.")
     listing = parse_json((yield ToolCall("slides__list_slides", {"path": deck}, "Check the running order.")))
-    idx = [s["index"] for s in listing["slides"]]
-    if flaw == "checked_every_slide":
-        idx = idx[:-1]
-    for i in idx:
+    for i in [s["index"] for s in listing["slides"]]:
         yield ToolCall("slides__read_slide", {"path": deck, "index": i}, f"Check slide {i} against the sources.")
-    yield from _announce(d, flaw)
+    yield from _announce(d)
     return (f"Built {deck} ({len(title + body)} slides), checked every slide, commented on {key} and posted in "
             f"#incidents.")
 
 
-def _oracle_timeline(d: dict, flaw: str | None):
+def _oracle_timeline(d: dict):
     """Level 1: the template's one slide and its notes, the incident channel and the thread that
     corrects the recovery time; the Timeline slide, read back; then report."""
     deck, tpl, key = d["deck"], d["template"], d["key"]
     yield ToolCall("slides__read_slide", {"path": tpl, "index": 0}, "The template's slide and its notes.")
     yield ToolCall("chat__read_channel", {"channel": f"#{d['chan']}", "limit": 50}, "The incident channel.")
     yield ToolCall("chat__read_thread", {"thread_id": d["thread_recovered"]}, "A reply on the recovery time.")
-    times = [datetime.fromisoformat(t) for t in d["times"]]
-    if flaw == "timeline":
-        times[3] = datetime.fromisoformat(d["stale"])
-    labels = ["first alert", "incident declared", f"mitigation started ({d['mitigation']})",
-              "errors back to baseline", "incident resolved"]
     yield ToolCall("slides__create_deck", {"path": deck}, "Create the deck.")
     yield ToolCall("slides__add_slide", {"path": deck, "title": "Timeline", "layout": "title_and_content",
-                                         "bullets": [f"{_hm(t)} UTC - {lab}" for t, lab in zip(times, labels)]},
-                   "Add the Timeline slide.")
-    if flaw == "sources_unchanged":
-        yield ToolCall("slides__add_slide", {"path": tpl, "title": f"Used for {key}"}, "Mark the template as used.")
-    if flaw == "only_deck_created":
-        yield ToolCall("slides__create_deck", {"path": "decks/postmortems/draft.pptx"}, "A scratch deck.")
-    if flaw != "checked_every_slide":
-        yield ToolCall("slides__read_slide", {"path": deck, "index": 0}, "Check the slide against the channel.")
-    yield from _announce(d, flaw)
+                                         "bullets": _timeline(d, d["times"])}, "Add the Timeline slide.")
+    yield ToolCall("slides__read_slide", {"path": deck, "index": 0}, "Check the slide against the channel.")
+    yield from _announce(d)
     return f"Built {deck} (the Timeline slide), checked it, commented on {key} and posted in #incidents."
+
+
+def _perturbations(d: dict, level: int, wont_do: str) -> dict:
+    """One flawed oracle per criterion, as edits of the deck's slides (the stale recovery time, the
+    former commander, the preliminary count, the ruled-out theory, the Won't Do follow-up
+    ``wont_do`` listed, Impact before Timeline) and of the calls around them."""
+    solve = partial(_oracle, d, level)
+    deck, tpl, key = d["deck"], d["template"], d["key"]
+    slide = partial(perturb.on, "slides__add_slide", path=deck)
+
+    def bullet(title, i, text):  # slide ``title``'s bullet ``i`` reads ``text``
+        return perturb.change(solve, slide(title=title), lambda a: {**a, "bullets": [
+            text if k == i else b for k, b in enumerate(a["bullets"])]})
+
+    check = perturb.on("slides__read_slide", path=deck) if level == 1 else perturb.on("slides__list_slides", path=deck)
+    touch = (ToolCall("slides__add_slide", {"path": tpl, "title": f"Used for {key}"}, "Mark the template as used.")
+             if level == 1 else
+             ToolCall("slides__update_slide", {"path": tpl, "index": 0, "notes": f"Used for {key}."},
+                      "Note on the template which incident used it."))
+    comment = perturb.on("tickets__add_comment", key=key)
+    return {
+        "title_slide": bullet(f"{key}: {d['title']}", 2, f"Incident commander: {d['former_ic']}"),
+        "slide_order": perturb.change(solve, slide(title="Impact"), position=1),
+        "timeline": perturb.change(solve, slide(title="Timeline"),
+                                   bullets=_timeline(d, [*d["times"][:3], d["stale"], d["times"][4]])),
+        "impact": bullet("Impact", 1, f"{d['metric'].capitalize()}: {d['prelim']:,}"),
+        "root_cause": perturb.change(solve, slide(title="Root cause"), bullets=[f"Working theory: {d['theory']}"]),
+        "action_items": perturb.change(solve, slide(title="Action items"),
+                                       lambda a: {**a, "bullets": a["bullets"] + [wont_do]}),
+        "checked_every_slide": perturb.drop(solve, perturb.on("slides__read_slide", path=deck,
+                                                              index={1: 0, 2: 2}.get(level, 4))),
+        "ticket_comment": perturb.drop(solve, comment),
+        "channel_post": perturb.drop(solve, perturb.on("chat__post_message", channel="#incidents")),
+        "sources_unchanged": perturb.insert(solve, touch, before=check),
+        "only_deck_created": perturb.insert(solve, ToolCall(
+            "slides__create_deck", {"path": "decks/postmortems/draft.pptx"}, "A scratch deck."), before=check),
+        "tickets_untouched": perturb.insert(solve, ToolCall(
+            "tickets__update_ticket", {"key": key, "add_labels": ["pir-ready"]}, "Label the incident."), after=comment),
+        "chat_only_incidents": perturb.insert(solve, ToolCall(
+            "chat__post_message", {"channel": f"#{d['chan']}", "text": f"Review deck: {deck}"},
+            "Also in the incident channel.")),
+    }

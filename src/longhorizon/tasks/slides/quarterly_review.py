@@ -26,6 +26,7 @@ from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.common import parse_json, rng_and_faker
 from longhorizon.tasks.documents import Sources, find_numbers, last_write_index, mentions, person
 from longhorizon.tasks.kit import files as files_kit
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 
@@ -277,12 +278,13 @@ class QuarterlyReviewDeck(TaskFamily):
         task = Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=sources.build,
-            oracle=partial(_oracle, data, None, brief=brief), criteria=_criteria(data, sources, summary), data=data,
+            oracle=partial(_oracle, data, brief=brief), criteria=_criteria(data, sources, summary), data=data,
         )
         if not summary:  # one region: no order to get wrong, no summary slide
             task.criteria = [c for c in task.criteria
                              if c.id not in ("region_order", "summary_totals", "top_performer")]
-        task.perturbations = {c.id: partial(_oracle, data, c.id, brief=brief) for c in task.criteria}
+        flawed = _perturbations(data, brief, prev_slides[0]["title"])
+        task.perturbations = {c.id: flawed[c.id] for c in task.criteria}
         return task
 
 
@@ -443,13 +445,28 @@ def _criteria(d: dict, sources: Sources, has_summary: bool = True) -> list[Crite
 # -- reference solution ------------------------------------------------------------------------------
 
 
-def _oracle(d: dict, flaw: str | None, brief: bool = False):
+def _figures(rev: float, pct: int, new: int) -> list[str]:
+    """A region slide's figure bullets, worded as the request shows them."""
+    return [f"Revenue: {_money(rev)} ({pct}% of target)", f"New customers: {new}"]
+
+
+def _region_slide(d: dict, r: str) -> ToolCall:
+    f = d["figures"][r]
+    return ToolCall("slides__add_slide", {"path": d["deck"], "title": r,
+                                          "bullets": [*_figures(f["revenue"], f["pct"], f["new"]), d["headline"][r]],
+                                          "notes": f"Presenter: {d['leads'][r]}"}, f"Slide for {r}.")
+
+
+def _summary(d: dict, total: float, top: str) -> list[str]:
+    return [f"Total revenue: {_money(total)} ({d['total_pct']}% of target)",
+            f"Top performer: {top} ({d['figures'][top]['pct']}% of target)"]
+
+
+def _oracle(d: dict, brief: bool = False):
     """Look at last quarter's deck, read every region's sheet and update, build the deck slide by
     slide, then read every slide back. ``brief`` (one region) reads just its sheet and update,
     and has no summary slide."""
-    deck, wb, figs = d["deck"], d["workbook"], d["figures"]
-    regions = list(d["regions"])
-    prev = {"slides": [{"title": d["title"]}]}
+    deck, wb, regions = d["deck"], d["workbook"], d["regions"]
     if not brief:
         yield ToolCall("files__list_dir", {"path": ".", "recursive": True}, "See what is in the workspace.")
         prev = parse_json((yield ToolCall("slides__list_slides", {"path": d["prev_deck"]}, "Last quarter's layout.")))
@@ -461,53 +478,68 @@ def _oracle(d: dict, flaw: str | None, brief: bool = False):
         yield ToolCall("sheets__read_range", {"path": wb, "sheet": r}, f"Read {r}'s monthly figures.")
         yield ToolCall("files__read_file", {"path": d["notes"][r]}, f"Read {r}'s update.")
 
-    if flaw == "region_order":
-        regions = sorted(regions)
-        if regions == d["regions"]:
-            regions.reverse()
     yield ToolCall("slides__create_deck", {"path": deck}, "Create the deck.")
-    subtitle = d["company"] if flaw != "title_slide" else "Quarterly review"
-    yield ToolCall("slides__add_slide", {"path": deck, "title": d["title"], "bullets": [subtitle], "layout": "title"},
-                   "Title slide.")
-    for k, r in enumerate(regions):
-        f = figs[r]
-        rev, pct, new = f["revenue"], f["pct"], f["new"]
-        if flaw == "revenue" and k == 0:
-            rev = rev * 1.1
-        if flaw == "attainment" and k == 0:
-            pct = pct + 3
-        if flaw == "new_customers" and k == 0:
-            new = new + 2
-        bullets = [f"Revenue: {_money(rev)} ({pct}% of target)", f"New customers: {new}"]
-        if not (flaw == "headlines" and k == 0):
-            bullets.append(d["headline"][r])
-        lead = d["former"].get(r, d["leads"][r]) if flaw == "presenters" else d["leads"][r]
-        if flaw == "one_slide_per_region" and k == 0:
-            continue
-        yield ToolCall("slides__add_slide", {"path": deck, "title": r, "bullets": bullets,
-                                             "notes": f"Presenter: {lead}"}, f"Slide for {r}.")
-    total = d["total_revenue"] * (1.05 if flaw == "summary_totals" else 1)
-    top = d["top"] if flaw != "top_performer" else next((r for r in d["regions"] if r != d["top"]), d["top"])
-    top_pct = figs[top]["pct"]
-    if not brief:
-        yield ToolCall("slides__add_slide", {"path": deck, "title": "Summary", "bullets": [
-            f"Total revenue: {_money(total)} ({d['total_pct']}% of target)",
-            f"Top performer: {top} ({top_pct}% of target)"]}, "Summary slide.")
-    if flaw == "sources_unchanged":
-        yield ToolCall("sheets__write_cells", {"path": wb, "sheet": "Corporate", "cells": {"F1": "used in deck"}},
-                       "Note where the figures went.")
-    if flaw == "no_source_writes":
-        yield ToolCall("slides__update_slide", {"path": d["prev_deck"], "index": 0,
-                                                "title": prev["slides"][0]["title"]}, "Touch last quarter's deck.")
-    if flaw == "only_deck_created":
-        yield ToolCall("slides__create_deck", {"path": "decks/scratch.pptx"}, "Scratch deck.")
+    yield ToolCall("slides__add_slide", {"path": deck, "title": d["title"], "bullets": [d["company"]],
+                                         "layout": "title"}, "Title slide.")
+    for r in regions:
+        yield _region_slide(d, r)
     if brief:  # the two slides just added
-        indexes = list(range(1 + (flaw != "one_slide_per_region")))
+        indexes = [0, 1]
     else:
+        yield ToolCall("slides__add_slide", {"path": deck, "title": "Summary",
+                                             "bullets": _summary(d, d["total_revenue"], d["top"])}, "Summary slide.")
         listing = parse_json((yield ToolCall("slides__list_slides", {"path": deck}, "Check the running order.")))
         indexes = [s["index"] for s in listing["slides"]]
-    if flaw == "checked_every_slide":
-        indexes = indexes[:-1]
     for i in indexes:
         yield ToolCall("slides__read_slide", {"path": deck, "index": i}, f"Check slide {i} against the figures.")
     return f"Built {deck} with {len(regions) + 2} slides; top performer {d['top']}."
+
+
+def _perturbations(d: dict, brief: bool, prev_title: str) -> dict:
+    """One flawed oracle per criterion: a wrong figure, headline or presenter on the first region's
+    slide, a slide missing or out of order, a wrong summary, a slide left unread, a source touched."""
+    solve = partial(_oracle, d, brief=brief)
+    deck, regions, figs = d["deck"], d["regions"], d["figures"]
+    first, f = regions[0], figs[regions[0]]
+    slide = partial(perturb.on, "slides__add_slide", path=deck)
+    summary = slide(title="Summary")
+
+    def first_bullets(rev=1.0, pct=0, new=0, headline=True):
+        bullets = _figures(f["revenue"] * rev, f["pct"] + pct, f["new"] + new)
+        return perturb.change(solve, slide(title=first), bullets=bullets + [d["headline"][first]] * headline)
+
+    no_slide = perturb.drop(solve, slide(title=first))
+    checks = perturb.on("slides__read_slide", path=deck)
+    flawed = {
+        "title_slide": perturb.change(solve, slide(layout="title"), bullets=["Quarterly review"]),
+        "one_slide_per_region":  # brief reads back the two slides it added without listing them
+            perturb.drop(no_slide, perturb.on("slides__read_slide", path=deck, index=1)) if brief else no_slide,
+        "revenue": first_bullets(rev=1.1),
+        "attainment": first_bullets(pct=3),
+        "new_customers": first_bullets(new=2),
+        "headlines": first_bullets(headline=False),
+        "presenters": perturb.change(solve, slide(where=lambda a: a["title"] in d["former"]), count=None,
+                                     edit=lambda a: {**a, "notes": f"Presenter: {d['former'][a['title']]}"}),
+        "checked_every_slide": perturb.drop(solve, perturb.on("slides__read_slide", path=deck,
+                                                              index=len(regions) + (not brief))),
+        "sources_unchanged": perturb.insert(solve, ToolCall("sheets__write_cells", {
+            "path": d["workbook"], "sheet": "Corporate", "cells": {"F1": "used in deck"}},
+            "Note where the figures went."), before=checks),
+        "no_source_writes": perturb.insert(solve, ToolCall("slides__update_slide", {
+            "path": d["prev_deck"], "index": 0, "title": prev_title}, "Touch last quarter's deck."), before=checks),
+        "only_deck_created": perturb.insert(solve, ToolCall("slides__create_deck", {"path": "decks/scratch.pptx"},
+                                                            "Scratch deck."), before=checks),
+    }
+    if brief:  # one region: no order to get wrong, no summary slide
+        return flawed
+    wrong_order = sorted(regions)
+    if wrong_order == regions:
+        wrong_order.reverse()
+    return flawed | {
+        "region_order": perturb.replace(solve, slide(where=lambda a: a["title"] in regions),
+                                        lambda c: _region_slide(d, wrong_order[regions.index(c.arguments["title"])]),
+                                        count=None),
+        "summary_totals": perturb.change(solve, summary, bullets=_summary(d, d["total_revenue"] * 1.05, d["top"])),
+        "top_performer": perturb.change(solve, summary, bullets=_summary(
+            d, d["total_revenue"], next(r for r in regions if r != d["top"]))),
+    }

@@ -26,6 +26,7 @@ from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.kit import files as files_kit
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.common import (
     Files,
     People,
@@ -398,12 +399,15 @@ class SalesCommissionCalc(TaskFamily):
         task = Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build,
-            oracle=partial(_oracle, data, None, whole=level == 1),
+            oracle=partial(_oracle, data, whole=level == 1),
             criteria=_criteria(data, files, text_files), data=data,
         )
         if len(active) == 1:  # one rep has no order to get wrong
             task.criteria = [c for c in task.criteria if c.id != "order"]
-        task.perturbations = {c.id: partial(_oracle, data, c.id, whole=level == 1) for c in task.criteria}
+        flawed = _perturbations(data, level == 1, credit(sheets, active, refunds, start, end, "no_refunds"),
+                                credit(sheets, [*active, departed], refunds, start, end)[departed],
+                                text_files[refunds_path])
+        task.perturbations = {c.id: flawed[c.id] for c in task.criteria}
         return task
 
 
@@ -568,15 +572,33 @@ def _criteria(d: dict, files: Files, text_files: dict[str, str]) -> list[Criteri
 # -- reference solution ----------------------------------------------------------------------
 
 
-def _oracle(d: dict, flaw: str | None, whole: bool = False):
-    """Read the plan, refunds and quotas, page through every quota-carrying rep's deals, credit
-    bookings, write the summary with formulas for attainment, tiers and totals, read it back.
-    ``flaw`` names the criterion this run should break; ``whole`` (one rep) goes straight to
-    the files the task names and reads each rep's sheet in one call."""
-    q, year, out, sheet = d["q"], d["year"], d["out"], d["sheet"]
-    start, end = _quarter(year, q)
+def _ordered(d: dict, reps: list[tuple]) -> list[tuple]:
+    """Reps as (name, quota, bookings) in the order asked: by commission, highest first, or by name."""
+    if not d["by_commission"]:
+        return sorted(reps, key=lambda x: x[0].lower())
+    rates, top = tuple(Decimal(x) / 100 for x in d["rates_pct"]), Decimal(d["top_pct"]) / 100
+    return sorted(reps, key=lambda x: -commission(Decimal(str(x[2])), Decimal(x[1]), rates, top))
+
+
+def _table(d: dict, reps: list[tuple]) -> list[list]:
+    """The summary: the header, a row per rep with attainment and the tiers as formulas, the Total row."""
     r1, r2, r3 = (x / 100 for x in d["rates_pct"])
     top = d["top_pct"] / 100
+    table = [list(d["header"])]
+    for i, (rep, quota, booked) in enumerate(reps, start=2):
+        tiers = f"=ROUND({r1}*MIN(C{i},B{i})+{r2}*MAX(0,MIN(C{i},{top}*B{i})-B{i})+{r3}*MAX(0,C{i}-{top}*B{i}),2)"
+        table.append([rep, quota, float(booked), f"=ROUND(C{i}/B{i}*100,1)", tiers])
+    last = len(reps) + 1
+    return table + [["Total", f"=SUM(B2:B{last})", f"=SUM(C2:C{last})", None, f"=SUM(E2:E{last})"]]
+
+
+def _oracle(d: dict, whole: bool = False):
+    """Read the plan, refunds and quotas, page through every quota-carrying rep's deals, credit
+    bookings, write the summary with formulas for attainment, tiers and totals, read it back.
+    ``whole`` (one rep) goes straight to the files the task names and reads each rep's sheet in
+    one call."""
+    q, out, sheet = d["q"], d["out"], d["sheet"]
+    start, end = _quarter(d["year"], q)
 
     if not whole:
         yield ToolCall("files__list_dir", {"path": "sales", "recursive": True}, "Get the lay of the sales folder.")
@@ -588,21 +610,17 @@ def _oracle(d: dict, flaw: str | None, whole: bool = False):
 
     if not whole:
         yield ToolCall("sheets__list_sheets", {"path": d["quotas_path"]}, "See which quota sheets there are.")
-    quota_sheet = f"Q{q} draft" if flaw == "quotas" else f"Q{q}"
-    rows = parse_json((yield ToolCall("sheets__read_range", {"path": d["quotas_path"], "sheet": quota_sheet},
+    rows = parse_json((yield ToolCall("sheets__read_range", {"path": d["quotas_path"], "sheet": f"Q{q}"},
                                       f"Read the Q{q} quotas.")))["rows"]
     quotas = {r["values"][0]: r["values"][2] for r in rows[1:] if r["values"][0]}
-    if flaw == "quotas":  # flaw: the draft's numbers for the reps it has
-        quotas = {r: quotas.get(r, v) for r, v in d["quota"].items()}
 
     size = {}
     if not whole:
         info = parse_json((yield ToolCall("sheets__list_sheets", {"path": d["deals_path"]},
                                           "List the deals log's sheets and sizes.")))
         size = {s["name"]: s["rows"] for s in info}
-    owners = list(quotas) + ([d["departed"]] if flaw == "reps" else [])
-    book: dict[str, Decimal] = {r: Decimal(0) for r in owners}
-    for rep in owners:
+    book: dict[str, Decimal] = {r: Decimal(0) for r in quotas}
+    for rep in quotas:
         header_seen = False
         pages = [None] if whole else [(first, min(first + CHUNK - 1, size[rep]))
                                       for first in range(1, size[rep] + 1, CHUNK)]
@@ -620,57 +638,74 @@ def _oracle(d: dict, flaw: str | None, whole: bool = False):
                     continue
                 if not (start.isoformat() <= str(day) <= end.isoformat()):
                     continue
-                net = Decimal(str(amount)) - (Decimal(0) if flaw == "bookings" else refunded[deal_id])
+                net = Decimal(str(amount)) - refunded[deal_id]
                 share = net * Decimal(str(pct)) / 100 if split else Decimal(0)
                 if split in book:
                     book[split] += share
                 book[rep] += net - share
 
-    if flaw == "reps":
-        quotas[d["departed"]] = 50_000
-    names = list(quotas)
-    if d["by_commission"]:
-        rates = tuple(Decimal(x) / 100 for x in d["rates_pct"])
-        names.sort(key=lambda r: -commission(book[r], Decimal(quotas[r]), rates, Decimal(d["top_pct"]) / 100))
-    else:
-        names.sort(key=str.lower)
-    if flaw == "order":
-        names.reverse()
+    reps = _ordered(d, [(r, quotas[r], book[r]) for r in quotas])
+    yield ToolCall("sheets__create_workbook", {"path": out, "sheets": [sheet]}, f"Create {out}.")
+    yield ToolCall("sheets__write_rows", {"path": out, "sheet": sheet, "start_cell": "A1", "rows": _table(d, reps)},
+                   "Write the header, one row per rep and the totals row.")
+    check = parse_json((yield ToolCall("sheets__read_range", {"path": out, "sheet": sheet},
+                                       "Read the summary back to check the formulas computed.")))
+    total = check["rows"][-1]["values"][4]
+    total = total["value"] if isinstance(total, dict) else total
+    return f"Created {out} (sheet \"{sheet}\") with {len(reps)} reps and a Total row; total commission {total}."
+
+
+def _perturbations(d: dict, whole: bool, no_refunds: dict[str, Decimal], departed: Decimal, refunds_text: str):
+    """One flawed oracle per criterion, as edits of the summary's one write: the draft quotas, the
+    rep who left, refunds not taken off (``no_refunds``: that credit), a formula or the Total row
+    wrong, the order reversed; or a cell touched after the read-back (whose result the oracle
+    parses, so it stays), a stray write."""
+    solve = partial(_oracle, d, whole=whole)
+    q, out, sheet = d["q"], d["out"], d["sheet"]
+    r1 = d["rates_pct"][0] / 100
+    write = perturb.on("sheets__write_rows", path=out, sheet=sheet)
+    read_back = perturb.on("sheets__read_range", path=out, sheet=sheet)
+
+    def reps_as(edit):
+        """The summary laid out again from ``edit(reps)`` (name, quota, bookings per row)."""
+        return perturb.change(solve, write, lambda a: {**a, "rows": _table(d, edit([r[:3] for r in a["rows"][1:-1]]))})
+
+    def cells_as(edit):
+        """The summary with ``edit(i, row)`` in place of each rep's row ``i`` (a copy)."""
+        return perturb.change(solve, write, lambda a: {**a, "rows": [a["rows"][0]] + [
+            edit(i, list(r)) for i, r in enumerate(a["rows"][1:-1], start=2)] + [a["rows"][-1]]})
+
+    def total_row(a):  # the Total row stops one rep short
+        last = len(a["rows"]) - 2
+        total = ["Total", f"=SUM(B2:B{last})", f"=SUM(C2:C{last})", None, f"=SUM(E2:E{last})"]
+        return {**a, "rows": a["rows"][:-1] + [total if last >= 2 else ["Total", 0, 0, None, 0]]}
 
     head = list(d["header"])
-    if flaw == "summary_sheet":
-        head[2] = "Bookings Credit" if head[2] != "Bookings Credit" else "Credit"
-    table = [head]
-    for i, rep in enumerate(names, start=2):
-        att = f"=ROUND(B{i}/C{i}*100,1)" if flaw == "attainment" else f"=ROUND(C{i}/B{i}*100,1)"
-        tiers = (f"=ROUND({r1}*C{i},2)" if flaw == "commission" else
-                 f"=ROUND({r1}*MIN(C{i},B{i})+{r2}*MAX(0,MIN(C{i},{top}*B{i})-B{i})+{r3}*MAX(0,C{i}-{top}*B{i}),2)")
-        table.append([rep, quotas[rep], float(book[rep]), att, tiers])
-    last = len(names) + 1
-    sum_to = last - 1 if flaw == "totals_row" else last
-    table.append(["Total", f"=SUM(B2:B{sum_to})", f"=SUM(C2:C{sum_to})", None, f"=SUM(E2:E{sum_to})"]
-                 if sum_to >= 2 else ["Total", 0, 0, None, 0])  # (the flaw with one rep: nothing summed)
-
-    yield ToolCall("sheets__create_workbook", {"path": out, "sheets": [sheet]}, f"Create {out}.")
-    yield ToolCall("sheets__write_rows", {"path": out, "sheet": sheet, "start_cell": "A1", "rows": table},
-                   "Write the header, one row per rep and the totals row.")
-    if flaw != "verified":
-        check = parse_json((yield ToolCall("sheets__read_range", {"path": out, "sheet": sheet},
-                                           "Read the summary back to check the formulas computed.")))
-        total = check["rows"][-1]["values"][4]
-        total = total["value"] if isinstance(total, dict) else total
-    else:
-        total = None
-
-    if flaw == "sources_unchanged":
-        yield ToolCall("sheets__write_cells", {"path": d["quotas_path"], "sheet": f"Q{q}", "cells": {"E1": "paid"}},
-                       "Mark the quarter as paid.")
-    if flaw == "no_source_writes":
-        yield ToolCall("files__write_file", {"path": d["refunds_path"], "content": refunds_text},
-                       "Save the refund list back (unchanged).")
-    if flaw == "only_summary_created":
-        yield ToolCall("files__write_file", {"path": f"sales/commissions/notes_Q{q}.txt", "content": "draft"},
-                       "Keep some working notes.")
-
-    return (f"Created {out} (sheet \"{sheet}\") with {len(names)} reps and a Total row"
-            + (f"; total commission {total}." if total is not None else "."))
+    head[2] = "Bookings Credit" if head[2] != "Bookings Credit" else "Credit"
+    return {
+        "summary_sheet": perturb.change(solve, write, lambda a: {**a, "rows": [head] + a["rows"][1:]}),
+        "reps": perturb.insert(reps_as(lambda reps: _ordered(d, reps + [(d["departed"], 50_000, departed)])),
+                               ToolCall("sheets__read_range", {"path": d["deals_path"], "sheet": d["departed"]},
+                                        f"Read {d['departed']}'s deals."),
+                               before=perturb.on("sheets__create_workbook", path=out)),
+        "order": reps_as(lambda reps: reps[::-1]),
+        "quotas": perturb.insert(
+            reps_as(lambda reps: _ordered(d, [(r, d["draft"].get(r, quota), b) for r, quota, b in reps])),
+            ToolCall("sheets__read_range", {"path": d["quotas_path"], "sheet": f"Q{q} draft"}, f"Read the Q{q} draft."),
+            after=perturb.on("sheets__read_range", path=d["quotas_path"], sheet=f"Q{q}")),
+        "bookings": reps_as(lambda reps: _ordered(d, [(r, quota, no_refunds[r]) for r, quota, _ in reps])),
+        "attainment": cells_as(lambda i, row: [*row[:3], f"=ROUND(B{i}/C{i}*100,1)", row[4]]),
+        "commission": cells_as(lambda i, row: [*row[:4], f"=ROUND({r1}*C{i},2)"]),
+        "totals_row": perturb.change(solve, write, total_row),
+        "verified": perturb.insert(solve, ToolCall("sheets__write_cells", {
+            "path": out, "sheet": sheet, "cells": {"A1": d["header"][0]}}, "Retype the header."), after=read_back),
+        "sources_unchanged": perturb.insert(solve, ToolCall(
+            "sheets__write_cells", {"path": d["quotas_path"], "sheet": f"Q{q}", "cells": {"E1": "paid"}},
+            "Mark the quarter as paid.")),
+        "no_source_writes": perturb.insert(solve, ToolCall(
+            "files__write_file", {"path": d["refunds_path"], "content": refunds_text},
+            "Save the refund list back (unchanged).")),
+        "only_summary_created": perturb.insert(solve, ToolCall(
+            "files__write_file", {"path": f"sales/commissions/notes_Q{q}.txt", "content": "draft"},
+            "Keep some working notes.")),
+    }

@@ -20,6 +20,7 @@ from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.kit import files as files_kit
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.common import (
     Files,
     blank,
@@ -283,9 +284,9 @@ class ContactListCleanup(TaskFamily):
         task = Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=files.build,
-            oracle=partial(_oracle, data, None), criteria=_criteria(data, files, original), data=data,
+            oracle=partial(_oracle, data), criteria=_criteria(data, files, original), data=data,
+            perturbations=_perturbations(data, original),
         )
-        task.perturbations = {c.id: partial(_oracle, data, c.id) for c in task.criteria}
         return task
 
 
@@ -464,9 +465,15 @@ def _as_read(v):
 # -- reference solution ----------------------------------------------------------------------
 
 
-def _oracle(d: dict, flaw: str | None):
+def _clean_row(r: list, fmt) -> list:
+    """One export row under the rules: spaces tidied, email in lower case, the phone style, an ISO date."""
+    return [clean_spaces(r[0]), clean_email(r[1]), fmt(phone_digits(r[2])), clean_spaces(r[3]),
+            parse_date(r[4]).isoformat()]
+
+
+def _oracle(d: dict):
     """Read the export in pages, apply each rule to what was read, write the clean sheet, read it
-    back. ``flaw`` names the criterion this run should break."""
+    back."""
     export, sheet, clean = d["export"], d["sheet"], d["clean_sheet"]
     fmt = PHONE_STYLES[d["phone_style"]][1]
 
@@ -485,67 +492,75 @@ def _oracle(d: dict, flaw: str | None):
     for r in raw[1:]:
         if all(blank(v) for v in r):
             blank_rows += 1
-            continue
-        email = clean_email(r[1])
-        if email in people:
+        elif clean_email(r[1]) in people:
             dup_rows += 1
-            if flaw != "no_duplicates" or dup_rows > 1:
-                continue
-            email += "#dup"
-        day = parse_date(r[4])
-        people[email] = [
-            clean_spaces(r[0]), email.removesuffix("#dup"), fmt(phone_digits(r[2])), clean_spaces(r[3]),
-            day.isoformat(),
-        ]
+        else:
+            people[clean_email(r[1])] = _clean_row(r, fmt)
     rows = list(people.values())
     if d["by_date"]:
         rows.sort(key=lambda r: r[4])
-    if flaw == "order":
-        rows[0], rows[1] = rows[1], rows[0]
-    if flaw == "all_contacts":
-        rows.pop()
-    if flaw == "names_trimmed":
-        rows[0][0] = rows[0][0].replace(" ", "  ", 1)
-    if flaw == "emails_normalised":
-        rows[0][1] = rows[0][1].title()
-    if flaw == "phones_formatted":
-        rows[0][2] = phone_digits(rows[0][2])
-    if flaw == "dates_iso":
-        y, m, dd = rows[0][4].split("-")
-        rows[0][4] = f"{m}/{dd}/{y}"
-    if flaw == "no_blank_rows":
-        rows.insert(2, [None] * 5)
-    title = clean + " 2" if flaw == "clean_sheet" else clean
 
-    yield ToolCall("sheets__add_sheet", {"path": export, "name": title}, f"Add the {title} sheet.")
+    yield ToolCall("sheets__add_sheet", {"path": export, "name": clean}, f"Add the {clean} sheet.")
     table = [HEADER] + rows
     for start in range(0, len(table), CHUNK):
-        yield ToolCall("sheets__write_rows", {"path": export, "sheet": title, "start_cell": f"A{start + 1}",
+        yield ToolCall("sheets__write_rows", {"path": export, "sheet": clean, "start_cell": f"A{start + 1}",
                                               "rows": table[start:start + CHUNK]},
                        f"Write clean rows {start + 1}-{min(start + CHUNK, len(table))}.")
     written = 0
     for start in range(1, len(table) + 1, CHUNK):
         page = parse_json((yield ToolCall(
-            "sheets__read_range", {"path": export, "sheet": title, "range": f"A{start}:E{start + CHUNK - 1}"},
+            "sheets__read_range", {"path": export, "sheet": clean, "range": f"A{start}:E{start + CHUNK - 1}"},
             "Read the clean sheet back to check it.")))
         written += sum(1 for r in page["rows"] if r["row"] > 1 and any(v is not None for v in r["values"]))
 
-    if flaw == "export_unchanged":
-        seen: set[str] = set()
-        for i, r in enumerate(raw[1:], start=2):  # de-duplicate the export in place as well
-            key = clean_email(r[1])
-            if key and key in seen:
-                yield ToolCall("sheets__clear_range", {"path": export, "sheet": sheet, "range": f"A{i}:E{i}"},
-                               "Remove the duplicate from the export too.")
-                break
-            seen.add(key)
-    if flaw == "old_export_untouched":
-        yield ToolCall("sheets__add_sheet", {"path": d["old_export"], "name": "Notes"}, "Leave a note in the old export.")
-    if flaw == "no_extra_files":
-        yield ToolCall("sheets__create_workbook", {"path": "crm/contacts_backup.xlsx", "sheets": [sheet]},
-                       "Make a backup workbook.")
-
     return (
-        f"Added sheet \"{title}\" to {export}: {len(rows)} people (removed {dup_rows} duplicate rows and "
+        f"Added sheet \"{clean}\" to {export}: {len(rows)} people (removed {dup_rows} duplicate rows and "
         f"{blank_rows} blank rows); read back {written} rows."
     )
+
+
+def _perturbations(d: dict, original: list[list]) -> dict:
+    """One flawed oracle per criterion, as edits of the clean sheet's writes: a rule not applied to
+    the first person, the last one left out, a near-duplicate kept, a blank row; or a stray write."""
+    solve = partial(_oracle, d)
+    export, clean = d["export"], d["clean_sheet"]
+    emails = [clean_email(r[1]) for r in original]
+    dup = next(i for i, e in enumerate(emails) if e and e in emails[:i])  # the export's first near-duplicate
+    writes = partial(perturb.on, "sheets__write_rows", path=export, sheet=clean)
+    first, last = writes(start_cell="A1"), writes(start_cell=f"A{len(d['truth']) // CHUNK * CHUNK + 1}")
+
+    def edit(match, how):
+        """``match``'s rows as ``how(rows)`` leaves them (a copy: the oracle keeps its own)."""
+        return perturb.change(solve, match, lambda a: {**a, "rows": how([list(r) for r in a["rows"]])})
+
+    def first_person(col, wrong):
+        return edit(first, lambda rows: [rows[0], [*rows[1][:col], wrong(rows[1][col]), *rows[1][col + 1:]],
+                                         *rows[2:]])
+
+    def left_out(call):  # the last person forgotten (with the write, when they were all of it)
+        rows = call.arguments["rows"][:-1]
+        return [ToolCall(call.name, {**call.arguments, "rows": rows}, call.note)] if rows else []
+
+    renamed = perturb.change(solve, perturb.on("sheets__add_sheet", where=lambda a: a["name"] == clean),
+                             name=clean + " 2")  # on()'s own first parameter is called name
+    for tool in ("sheets__write_rows", "sheets__read_range"):
+        renamed = perturb.change(renamed, perturb.on(tool, path=export, sheet=clean), count=None, sheet=clean + " 2")
+    return {
+        "clean_sheet": renamed,
+        "all_contacts": perturb.replace(solve, last, left_out),
+        "no_duplicates": edit(last, lambda rows: rows + [_clean_row(original[dup], PHONE_STYLES[d["phone_style"]][1])]),
+        "no_blank_rows": edit(last, lambda rows: rows[:-1] + [[None] * 5] + rows[-1:]),
+        "names_trimmed": first_person(0, lambda v: v.replace(" ", "  ", 1)),
+        "emails_normalised": first_person(1, str.title),
+        "phones_formatted": first_person(2, phone_digits),
+        "dates_iso": first_person(4, lambda v: "{1}/{2}/{0}".format(*v.split("-"))),
+        "order": edit(first, lambda rows: [rows[0], rows[2], rows[1], *rows[3:]]),
+        "export_unchanged": perturb.insert(solve, ToolCall(
+            "sheets__clear_range", {"path": export, "sheet": d["sheet"], "range": f"A{dup + 1}:E{dup + 1}"},
+            "Remove the duplicate from the export too.")),
+        "old_export_untouched": perturb.insert(solve, ToolCall(
+            "sheets__add_sheet", {"path": d["old_export"], "name": "Notes"}, "Leave a note in the old export.")),
+        "no_extra_files": perturb.insert(solve, ToolCall(
+            "sheets__create_workbook", {"path": "crm/contacts_backup.xlsx", "sheets": [d["sheet"]]},
+            "Make a backup workbook.")),
+    }

@@ -27,6 +27,7 @@ from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.kit import files as files_kit
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.common import (
     Files,
     blank,
@@ -434,10 +435,10 @@ class InventorySheetCleanup(TaskFamily):
         task = Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build,
-            oracle=partial(_oracle, data, None, whole=level == 1),
+            oracle=partial(_oracle, data, whole=level == 1),
             criteria=_criteria(data, files, text_files, original), data=data,
         )
-        task.perturbations = {c.id: partial(_oracle, data, c.id, whole=level == 1) for c in task.criteria}
+        task.perturbations = _perturbations(data, level == 1, sites, catalog, readme)
         return task
 
 
@@ -625,10 +626,19 @@ def _criteria(d: dict, files: Files, text_files: dict[str, str], original: bytes
 # -- reference solution ----------------------------------------------------------------------
 
 
-def _oracle(d: dict, flaw: str | None, whole: bool = False):
+def _table(d: dict, result: dict[str, dict], catalog: dict[str, dict]) -> list[list]:
+    """The clean sheet: the header, then a row per SKU of ``result`` (``consolidate``'s) in its order."""
+    names = d["names"]
+    last_site = "ABCDEFGHIJ"[1 + len(names)]
+    return [list(d["header"])] + [[k, catalog[k]["desc"], *(item["qty"][s] for s in names),
+                                   f"=SUM(C{i}:{last_site}{i})", item["last"].isoformat()]
+                                  for i, (k, item) in enumerate(result.items(), start=2)]
+
+
+def _oracle(d: dict, whole: bool = False):
     """Read the README and the catalog, page through each site sheet, apply the rules to what was
-    read, add the clean sheet, read it back. ``flaw`` names the criterion this run should break;
-    ``whole`` (one site) skips the survey and reads each sheet in one call."""
+    read, add the clean sheet, read it back. ``whole`` (one site) skips the survey and reads each
+    sheet in one call."""
     stock, clean, names = d["stock"], d["clean"], d["names"]
 
     def spans(n: int):  # row ranges to read: the whole sheet at once, or pages
@@ -658,7 +668,7 @@ def _oracle(d: dict, flaw: str | None, whole: bool = False):
         for r in page["rows"]:
             sku, desc, case, status = r["values"]
             if sku and sku != "SKU":
-                catalog[sku] = {"desc": desc, "case": int(case), "status": status, "old_case": int(case)}
+                catalog[sku] = {"desc": desc, "case": int(case), "status": status}
 
     if not whole:
         info = parse_json((yield ToolCall("sheets__list_sheets", {"path": stock}, "List the site sheets.")))
@@ -683,48 +693,65 @@ def _oracle(d: dict, flaw: str | None, whole: bool = False):
         rows = [{k: r[i] for k, i in col.items()} for r in raw[1:] if not blank(r[col["sku"]])]
         sites.append({"name": name, "day_first": day_first[name], "rows": rows})
 
-    mistake = {"quantities": "sum_duplicates", "last_counted": "swap_dates",
-               "discontinued_dropped": "keep_discontinued"}.get(flaw)
-    result = consolidate(sites, catalog, mistake)
-    typed = {sku_key(r["sku"]): r["item"] for s in sites for r in s["rows"]}
-    table = [list(d["header"])]
-    if flaw == "clean_sheet":
-        table[0][-1] = "Last Count"
-    keys = sorted(result, key=lambda k: catalog[k]["desc"]) if flaw == "order" else list(result)
-    if flaw == "all_skus":
-        keys = keys[:-1]
-    last_site = "ABCDEFGHIJ"[1 + len(names) - (1 if flaw == "totals" else 0)]  # (one site: no sum at all)
-    misnamed = next((k for k in keys if norm_text(typed[k]) != norm_text(catalog[k]["desc"])), None)
-    for i, k in enumerate(keys, start=2):
-        item = result[k]
-        sku = k.replace("-", "").lower() if flaw == "sku_format" and i == 2 else k
-        desc = typed[k] if flaw == "descriptions" and k == misnamed else catalog[k]["desc"]
-        total = 0 if flaw == "totals" and len(names) == 1 else f"=SUM(C{i}:{last_site}{i})"
-        table.append([sku, desc, *(item["qty"][s] for s in names), total,
-                      item["last"].isoformat()])
-    if flaw == "one_row_per_sku":
-        table.append([None, "Aisle A subtotal", *([None] * len(names)), None, None])
-
-    if flaw == "site_sheets_intact":
-        yield ToolCall("sheets__write_cells",
-                       {"path": stock, "sheet": d["sheets"][names[0]], "cells": {"G1": "in clean sheet"}},
-                       "Note on the site sheet that it has been consolidated.")
+    result = consolidate(sites, catalog)
+    table = _table(d, result, catalog)
     yield ToolCall("sheets__add_sheet", {"path": stock, "name": clean}, f"Add the {clean} sheet.")
     yield ToolCall("sheets__write_rows", {"path": stock, "sheet": clean, "start_cell": "A1", "rows": table},
                    f"Write the header and {len(table) - 1} clean rows.")
     end_col = "ABCDEFGHIJ"[len(names) + 3]
-    if flaw != "verified":
-        for span in spans(len(table)):
-            where = {} if span is None else {"range": f"A{span[0]}:{end_col}{span[1]}"}
-            yield ToolCall("sheets__read_range", {"path": stock, "sheet": clean, **where},
-                           "Read the clean sheet back to check it.")
-
-    if flaw == "references_untouched":
-        yield ToolCall("files__write_file", {"path": d["readme"], "content": readme}, "Save the README (unchanged).")
-    if flaw == "no_extra_files":
-        yield ToolCall("files__copy", {"src": stock, "dst": stock.replace(".xlsx", "_backup.xlsx")},
-                       "Keep a backup of the workbook.")
+    for span in spans(len(table)):
+        where = {} if span is None else {"range": f"A{span[0]}:{end_col}{span[1]}"}
+        yield ToolCall("sheets__read_range", {"path": stock, "sheet": clean, **where},
+                       "Read the clean sheet back to check it.")
 
     dropped = sorted({k for s in sites for r in s["rows"] if (k := sku_key(r["sku"])) and k not in result})
-    return (f"Added \"{clean}\" to {stock}: {len(keys)} SKUs across {len(names)} sites"
+    return (f"Added \"{clean}\" to {stock}: {len(result)} SKUs across {len(names)} sites"
             f" (left out discontinued: {', '.join(dropped) or 'none'}).")
+
+
+def _perturbations(d: dict, whole: bool, sites: list[dict], catalog: dict[str, dict], readme: str) -> dict:
+    """One flawed oracle per criterion, as edits of the clean sheet's one write: a rule broken in
+    the consolidation (``consolidate``'s mistakes on the generated sites), a SKU, description or
+    Total written wrong, a row missing or added, the order; or no read-back, a stray write."""
+    solve = partial(_oracle, d, whole=whole)
+    stock, clean, names = d["stock"], d["clean"], d["names"]
+    write = perturb.on("sheets__write_rows", path=stock, sheet=clean)
+    truth = consolidate(sites, catalog)
+
+    def rows_as(edit):
+        """The clean sheet as ``edit(rows)`` leaves it (a copy)."""
+        return perturb.change(solve, write, lambda a: {**a, "rows": edit([list(r) for r in a["rows"]])})
+
+    def mistaken(mistake):
+        return perturb.change(solve, write, rows=_table(d, consolidate(sites, catalog, mistake), catalog))
+
+    def total(i):  # the Total formula stops a site short (with one site: no sum at all)
+        return f"=SUM(C{i}:{'ABCDEFGHIJ'[len(names)]}{i})" if len(names) > 1 else 0
+
+    typed = {sku_key(r["sku"]): r["item"] for s in sites for r in s["rows"]}
+    misnamed = next(k for k in truth if norm_text(typed[k]) != norm_text(catalog[k]["desc"]))
+    return {
+        "clean_sheet": rows_as(lambda rows: [[*rows[0][:-1], "Last Count"], *rows[1:]]),
+        "all_skus": rows_as(lambda rows: rows[:-1]),
+        "one_row_per_sku": rows_as(lambda rows: rows + [[None, "Aisle A subtotal", *[None] * (len(names) + 2)]]),
+        "discontinued_dropped": mistaken("keep_discontinued"),
+        "sku_format": rows_as(lambda rows: [rows[0], [rows[1][0].replace("-", "").lower(), *rows[1][1:]], *rows[2:]]),
+        "descriptions": rows_as(lambda rows: [[r[0], typed[misnamed], *r[2:]] if r[0] == misnamed else r
+                                              for r in rows]),
+        "quantities": mistaken("sum_duplicates"),
+        "totals": rows_as(lambda rows: [rows[0]] + [[*r[:-2], total(i), r[-1]]
+                                                    for i, r in enumerate(rows[1:], start=2)]),
+        "last_counted": mistaken("swap_dates"),
+        "order": perturb.change(solve, write, rows=_table(
+            d, {k: truth[k] for k in sorted(truth, key=lambda k: catalog[k]["desc"])}, catalog)),
+        "verified": perturb.drop(solve, perturb.on("sheets__read_range", path=stock, sheet=clean), count=None),
+        "site_sheets_intact": perturb.insert(solve, ToolCall(
+            "sheets__write_cells", {"path": stock, "sheet": d["sheets"][names[0]], "cells": {"G1": "in clean sheet"}},
+            "Note on the site sheet that it has been consolidated."),
+            before=perturb.on("sheets__add_sheet", path=stock)),
+        "references_untouched": perturb.insert(solve, ToolCall(
+            "files__write_file", {"path": d["readme"], "content": readme}, "Save the README (unchanged).")),
+        "no_extra_files": perturb.insert(solve, ToolCall(
+            "files__copy", {"src": stock, "dst": stock.replace(".xlsx", "_backup.xlsx")},
+            "Keep a backup of the workbook.")),
+    }
