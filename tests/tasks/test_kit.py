@@ -292,3 +292,24 @@ def test_where_skip_and_replace_single_out_calls_equality_and_the_first_match_ca
         play(perturb.drop(_oracle, perturb.on("app__act"), skip=2))
     with pytest.raises(ValueError):
         perturb.drop(_oracle, perturb.on("app__act"), skip=-1)
+
+
+def test_a_dropped_read_can_hand_the_oracle_the_answer_it_would_have_assumed():
+    calls, _ = play(_oracle)
+    # the list is never read: the oracle acts on the ids it was handed instead
+    assumed, msg = play(perturb.drop(_oracle, perturb.on("app__list"), answer="a,b,c"))
+    assert [c[1].get("id") for c in assumed] == ["a", "b", "c", None]
+    assert msg.startswith("acted on ['a', 'b', 'c']")
+    second, msg = play(perturb.drop(_oracle, perturb.on("app__act"), skip=1,
+                                    answer=lambda c: f"assumed {c.arguments['id']}"))
+    assert second == calls[:2] + calls[3:] and msg.endswith("saw ['done app__act a', 'assumed b']")
+    with pytest.raises(LookupError, match="made no call"):
+        play(perturb.drop(_oracle, perturb.on("app__missing"), answer="x"))
+
+
+def test_on_matches_any_of_several_tools_and_an_argument_called_name():
+    either, _ = play(perturb.drop(_oracle, perturb.on(("app__verify", "app__missing")), count=None))
+    assert [c[0] for c in either] == ["app__list", "app__act", "app__act"]
+    match = perturb.on("sheets__add_sheet", name="Q3")
+    assert match(ToolCall("sheets__add_sheet", {"name": "Q3"}))
+    assert not match(ToolCall("sheets__add_sheet", {"name": "Q4"}))

@@ -38,16 +38,19 @@ Oracle = Callable[[], OracleScript]
 Match = Callable[[ToolCall], bool]
 
 
-def on(name: str, where: Callable[[dict], bool] | None = None, **arguments: Any) -> Match:
-    """Match calls to tool ``name`` whose arguments include every ``arguments`` item (equal values)
-    and, with ``where``, for which ``where(arguments)`` is true (a substring, a set of ids: what
-    equality cannot say, e.g. ``where=lambda a: a["message_id"] in auto_replies``)."""
+def on(name: str | tuple[str, ...], /, where: Callable[[dict], bool] | None = None, **arguments: Any) -> Match:
+    """Match calls to tool ``name`` (or any of a tuple of names) whose arguments include every
+    ``arguments`` item (equal values; an argument called ``name`` is fine) and, with ``where``,
+    for which ``where(arguments)`` is true (a substring, a set of ids: what equality cannot say,
+    e.g. ``where=lambda a: a["message_id"] in auto_replies``)."""
+    names = (name,) if isinstance(name, str) else tuple(name)
+
     def match(call: ToolCall) -> bool:
-        return (call.name == name and all(k in call.arguments and call.arguments[k] == v
-                                          for k, v in arguments.items())
+        return (call.name in names and all(k in call.arguments and call.arguments[k] == v
+                                           for k, v in arguments.items())
                 and (where is None or bool(where(call.arguments))))
     shown = [f"{k}={v!r}" for k, v in arguments.items()] + (["where=..."] if where else [])
-    match.__doc__ = f"{name}({', '.join(shown)})"
+    match.__doc__ = f"{'|'.join(names)}({', '.join(shown)})"
     return match
 
 
@@ -89,9 +92,35 @@ def _rewrite(oracle: Oracle, match: Match, calls: Callable[[ToolCall], list[Tool
     return make
 
 
-def drop(oracle: Oracle, match: Match, *, count: int | None = 1, skip: int = 0) -> Oracle:
-    """Leave out the first ``count`` matching calls (None: every one) after the first ``skip``."""
-    return _rewrite(oracle, match, lambda call: [], count, "drop", skip)
+def drop(oracle: Oracle, match: Match, *, count: int | None = 1, skip: int = 0,
+         answer: str | Callable[[ToolCall], str] = "") -> Oracle:
+    """Leave out the first ``count`` matching calls (None: every one) after the first ``skip``.
+    The oracle is sent ``answer`` (or ``answer(call)``) as the result it did not get: a read it
+    parses can be skipped by handing it what it would have assumed (a free/busy built from what
+    it already knew, a made-up booking reference)."""
+    if answer == "":
+        return _rewrite(oracle, match, lambda call: [], count, "drop", skip)
+    if skip < 0 or (count is not None and count < 1):
+        raise ValueError("drop: need skip >= 0 and count >= 1 (or None)")
+    feed = answer if callable(answer) else (lambda call: answer)
+
+    def make() -> OracleScript:
+        gen, seen, hits = oracle(), 0, 0
+        try:
+            call = next(gen)
+            while True:
+                if match(call):
+                    seen += 1
+                    if seen > skip and (count is None or hits < count):
+                        hits += 1
+                        call = gen.send(feed(call))
+                        continue
+                call = gen.send((yield call))
+        except StopIteration as stop:
+            if not hits:
+                raise LookupError(f"drop: the oracle made no call {match.__doc__ or match!r}") from None
+            return stop.value
+    return make
 
 
 def repeat(oracle: Oracle, match: Match, *, times: int = 2, count: int | None = 1, skip: int = 0) -> Oracle:
