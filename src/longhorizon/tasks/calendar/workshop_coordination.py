@@ -13,6 +13,7 @@ cannot come get a note.
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import date, timedelta
 from pathlib import Path
@@ -25,6 +26,7 @@ from longhorizon.core.task import Task, TaskFamily, ToolCall
 from longhorizon.tasks.calendar.slots import at, blocks, iso, snapshot, unchanged_events
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.kit import mail as mail_kit
+from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.registry import register
 from longhorizon.tasks.common import (
     People,
@@ -162,7 +164,7 @@ class WorkshopCoordination(TaskFamily):
             raise RuntimeError(f"{self.name}: no workable fortnight for seed {seed}")
         events, out, closed, T = scen["events"], scen["out"], scen["closed"], scen["T"]
         coming, room = scen["coming"], scen["room"]
-        flaw_T, flaw_room = scen["flaw_T"], scen["flaw_room"]
+        wrong_pick, wrong_room = scen["wrong_pick"], scen["wrong_room"]
         conf_days, rb_part, rc_stale, rc_real = scen["conf_days"], scen["rb_part"], scen["rc_stale"], scen["rc_real"]
         oa_week, closure = scen["oa_week"], scen["closure"]
         for i, e in enumerate(events, start=1):
@@ -274,7 +276,7 @@ class WorkshopCoordination(TaskFamily):
             got = self._level_one(me, boss, ra, ob, hours, room_list, events, days, week1, cands)
             required_p, optional_p, rooms = [boss, ra], [ob], rooms[:3]
             required, optional = [boss.email, ra.email], [ob.email]
-            window_days, cands, out, T, room, flaw_T, flaw_room, conf_days = got
+            window_days, cands, out, T, room, wrong_pick, wrong_room, conf_days = got
             closed, coming = set(), []
             not_coming, attendees = [ob.email], list(required)
             t_day, t_part, t_start, t_end = T
@@ -352,154 +354,135 @@ class WorkshopCoordination(TaskFamily):
                 f"Send the agenda ({items}) with the date, time and room to everyone coming, and a short note "
                 f"with the date to a nice-to-have who can't make it.", *limits])
         window_args = {"start": window_days[0].isoformat(), "end": window_days[-1].isoformat()}
+        first_of = {p.email: p.first for p in optional_p}
 
-        def script_one(flaw: str | None = None):
-            """Level 1: the brief is in the task; two replies to read, one free/busy for all."""
-            def run():
-                listing = loads((yield ToolCall("mail__list_messages", {"folder": "Inbox"},
-                                                note="Find the poll replies.")))
-                for m in sorted(listing["messages"], key=lambda m: m["id"]):
-                    if not m["subject"].startswith("Re: Availability") or (
-                            flaw == "replies_read" and m["id"] == constraint_ids[0]):
-                        continue
-                    yield ToolCall("mail__read_message", {"message_id": m["id"]},
-                                   note=f"Read message {m['id']} for constraints.")
-                yield ToolCall("calendar__list_people", {}, note="Exact addresses, and the rooms with their sizes.")
-                who = [me.email, *required] if flaw != "availability_checked" else [me.email]
-                yield ToolCall("calendar__free_busy", {"emails": [*who, *(r[0] for r in rooms)], **window_args},
-                               note="Busy times of the must-haves and the rooms.")
-                (d, _part, s, e), rm = (flaw_T[0], flaw_T[2]) if flaw == "event_slot" else (T, room)
-                if flaw == "room_booked":
-                    rm = flaw_room
-                if flaw == "no_conflicts":
-                    s = f"{int(s[:2]) - 1:02d}{s[2:]}"
-                invite = required[:-1] if flaw == "required_invited" else list(required)
-                if flaw == "optional_invited":
-                    invite.append(ob.email)
-                items = agenda[:-1] if flaw == "agenda_mail" else agenda
-                agenda_text = "\n".join(f"{i}. {a}" for i, a in enumerate(items, start=1))
-                yield ToolCall("calendar__create_event", {
-                    "title": "Workshop" if flaw == "event_title" else title_topic, "start": iso(at(d, s)),
-                    "end": iso(at(d, e)), "attendees": [*invite, rm], "location": room_name[rm],
-                    "description": f"Agenda:\n{agenda_text}"},
-                    note=f"Book {long_date(d)} {s}-{e} in {room_name[rm]}.")
-                yield ToolCall("mail__send_message", {
-                    "to": [x for x in required if x != me.email], "subject": f"{title_topic}: {day_month(d)}, {s}-{e}",
-                    "body": (f"Hi all,\n\nThe {topic} workshop is on {long_date(d)}, {s}-{e}, in the "
-                             f"{room_name[rm]}.\n\nAgenda:\n{agenda_text}\n\n{me.first}")},
-                    note="Send the agenda to everyone attending.")
-                if flaw != "regrets":
-                    yield ToolCall("mail__send_message", {
-                        "to": [ob.email], "subject": f"{title_topic} on {day_month(d)}",
-                        "body": f"Hi {ob.first},\n\nThe {topic} workshop will be on {long_date(d)}, {s}-{e}; "
-                                f"we'll share the notes afterwards.\n\n{me.first}"},
-                        note=f"Let {ob.first} know when it is.")
-                if flaw == "no_stray_mail":
-                    yield ToolCall("mail__send_message", {"to": [lk.email], "subject": "Sales kickoff dry run",
-                                                          "body": "Sure, let's find another day."},
-                                   note="Answer this one too.")
-                return f"Booked the {topic} workshop for {long_date(d)} {s}-{e} in {room_name[rm]}."
-            return run
-
-        def script(flaw: str | None = None):
+        def booking(blk, coming_: list[str], rm: str, items: list[str] = agenda,
+                    must: list[str] = required) -> list[ToolCall]:
+            """The booking, the agenda mail and the notes to those who can't come, for a pick: the
+            oracle's, and a flawed run's from a wrong pick or a short agenda."""
+            d, _part, s, e = blk
+            agenda_text = "\n".join(f"{i}. {a}" for i, a in enumerate(items, start=1))
             if level == 1:
-                return script_one(flaw)
+                told = f"is on {long_date(d)}, {s}-{e}, in the {room_name[rm]}.\n\nAgenda:\n{agenda_text}\n\n{me.first}"
+            else:
+                told = (f"is booked for {long_date(d)}, {s}-{e}, in the {room_name[rm]}. The invitation is in your "
+                        f"calendar.\n\nAgenda:\n{agenda_text}\n\nSee you there,\n{me.first}")
+            sorry = "; " if level == 1 else ". I understand you can't make it; "
+            return [
+                ToolCall("calendar__create_event", {
+                    "title": title_topic, "start": iso(at(d, s)), "end": iso(at(d, e)),
+                    "attendees": [*must, *coming_, rm], "location": room_name[rm],
+                    "description": f"Agenda:\n{agenda_text}"},
+                    note=f"Book {long_date(d)} {s}-{e} in {room_name[rm]}."),
+                ToolCall("mail__send_message", {
+                    "to": [w for w in must if w != me.email] + list(coming_),
+                    "subject": f"{title_topic}: {day_month(d)}, {s}-{e}",
+                    "body": f"Hi all,\n\nThe {topic} workshop {told}"},
+                    note="Send the agenda to everyone attending."),
+                *(ToolCall("mail__send_message", {
+                    "to": [o], "subject": f"{title_topic} on {day_month(d)}",
+                    "body": (f"Hi {first_of[o]},\n\nThe {topic} workshop will be on {long_date(d)}, {s}-{e}{sorry}"
+                             f"we'll share the notes afterwards.\n\n{me.first}")},
+                    note=f"Let {first_of[o]} know when it is.") for o in optional if o not in coming_),
+            ]
 
-            def run():
-                listing = loads((yield ToolCall("mail__list_messages", {"folder": "Inbox"},
-                                                note="See the brief and the poll replies.")))
-                for m in sorted(listing["messages"], key=lambda m: m["id"]):
-                    if m["from"].startswith("LearnHub") or (flaw == "replies_read" and m["id"] == correction_id):
-                        continue
+        def solve_one():
+            """Level 1: the brief is in the task; two replies to read, one free/busy for all."""
+            listing = loads((yield ToolCall("mail__list_messages", {"folder": "Inbox"}, note="Find the poll replies.")))
+            for m in sorted(listing["messages"], key=lambda m: m["id"]):
+                if m["subject"].startswith("Re: Availability"):
                     yield ToolCall("mail__read_message", {"message_id": m["id"]},
                                    note=f"Read message {m['id']} for constraints.")
-                emails = {}
-                for p in required_p + optional_p:
-                    found = loads((yield ToolCall("calendar__list_people", {"query": p.name},
-                                                  note=f"Find {p.name}'s exact address.")))
-                    emails[p.email] = next(x["email"] for x in found if x["name"] == p.name)
-                found = loads((yield ToolCall("calendar__list_people", {"query": "room"},
-                                              note="List the bookable rooms and their sizes.")))
-                room_rows = sorted(((x["email"], int(re.search(r"\((\d+) seats\)", x["name"]).group(1)))
-                                    for x in found if x["email"].startswith("room.")), key=lambda r: r[1])
-                busy: dict[str, list[tuple[str, str]]] = {}
-                hrs: dict[str, tuple[str, str]] = {}
-                if flaw == "availability_checked":
-                    for w in [me.email, *required, *optional]:
-                        busy[w] = [(e["start"], e["end"]) for e in events if blocks(e, w, me.email)]
-                        hrs[w] = hours[w]
-                else:
-                    fb = loads((yield ToolCall("calendar__free_busy", {
-                        "emails": [me.email, *required, *optional], **window_args},
-                        note="Everyone's busy times and working hours over the two weeks.")))
-                    for p in fb["people"]:
-                        busy[p["email"]] = [(b["start"], b["end"]) for b in p["busy"]]
-                        hrs[p["email"]] = (p["working_hours"]["start"], p["working_hours"]["end"])
-                fb = loads((yield ToolCall("calendar__free_busy", {
-                    "emails": [r[0] for r in room_rows], **window_args}, note="When each room is booked.")))
+            yield ToolCall("calendar__list_people", {}, note="Exact addresses, and the rooms with their sizes.")
+            yield ToolCall("calendar__free_busy", {"emails": [me.email, *required, *(r[0] for r in rooms)],
+                                                   **window_args}, note="Busy times of the must-haves and the rooms.")
+            for call in booking(T, coming, room):
+                yield call
+            return f"Booked the {topic} workshop for {long_date(t_day)} {t_start}-{t_end} in {room_name[room]}."
+
+        def solve():
+            if level == 1:
+                return (yield from solve_one())
+            listing = loads((yield ToolCall("mail__list_messages", {"folder": "Inbox"},
+                                            note="See the brief and the poll replies.")))
+            for m in sorted(listing["messages"], key=lambda m: m["id"]):
+                if not m["from"].startswith("LearnHub"):
+                    yield ToolCall("mail__read_message", {"message_id": m["id"]},
+                                   note=f"Read message {m['id']} for constraints.")
+            emails = {}
+            for p in required_p + optional_p:
+                found = loads((yield ToolCall("calendar__list_people", {"query": p.name},
+                                              note=f"Find {p.name}'s exact address.")))
+                emails[p.email] = next(x["email"] for x in found if x["name"] == p.name)
+            found = loads((yield ToolCall("calendar__list_people", {"query": "room"},
+                                          note="List the bookable rooms and their sizes.")))
+            room_rows = sorted(((x["email"], int(re.search(r"\((\d+) seats\)", x["name"]).group(1)))
+                                for x in found if x["email"].startswith("room.")), key=lambda r: r[1])
+            busy: dict[str, list[tuple[str, str]]] = {}
+            hrs: dict[str, tuple[str, str]] = {}
+            for who, note in (([me.email, *required, *optional],
+                               "Everyone's busy times and working hours over the two weeks."),
+                              ([r[0] for r in room_rows], "When each room is booked.")):
+                fb = loads((yield ToolCall("calendar__free_busy", {"emails": who, **window_args}, note=note)))
                 for p in fb["people"]:
                     busy[p["email"]] = [(b["start"], b["end"]) for b in p["busy"]]
                     hrs[p["email"]] = (p["working_hours"]["start"], p["working_hours"]["end"])
-                pick = None
-                for b in cands:
-                    got = evaluate(b, me.email, required, optional, busy, hrs, out, room_rows, closed)
-                    if got:
-                        pick = (b, *got)
-                        break
-                blk, guests_opt, rm = pick
-                if flaw == "event_slot":
-                    blk, guests_opt, rm = flaw_T
-                if flaw == "room_booked":
-                    rm = flaw_room
-                invite = list(required)
-                if flaw == "required_invited":
-                    invite = invite[:-1]
-                invite += guests_opt
-                if flaw == "optional_invited":
-                    invite.append(ob.email)
-                if flaw == "no_conflicts":
-                    invite.append(oc.email)
-                d, _part, s, e = blk
-                title = "Workshop" if flaw == "event_title" else title_topic
-                items = agenda[:-1] if flaw == "agenda_mail" else agenda
-                agenda_text = "\n".join(f"{i}. {a}" for i, a in enumerate(items, start=1))
-                created = yield ToolCall("calendar__create_event", {
-                    "title": title, "start": iso(at(d, s)), "end": iso(at(d, e)), "attendees": [*invite, rm],
-                    "location": room_name[rm], "description": f"Agenda:\n{agenda_text}"},
-                    note=f"Book {long_date(d)} {s}-{e} in {room_name[rm]}.")
-                eid = parse_id(created)
-                yield ToolCall("mail__send_message", {
-                    "to": [emails[w] for w in required if w != me.email] + list(guests_opt),
-                    "subject": f"{title_topic}: {day_month(d)}, {s}-{e}",
-                    "body": (f"Hi all,\n\nThe {topic} workshop is booked for {long_date(d)}, {s}-{e}, in the "
-                             f"{room_name[rm]}. The invitation is in your calendar.\n\nAgenda:\n{agenda_text}\n\n"
-                             f"See you there,\n{me.first}")},
-                    note="Send the agenda to everyone attending.")
-                absent = [o for o in optional if o not in guests_opt]
-                if flaw == "regrets":
-                    absent = absent[:-1]
-                first_of = {p.email: p.first for p in optional_p}
-                for o in absent:
-                    yield ToolCall("mail__send_message", {
-                        "to": [o], "subject": f"{title_topic} on {day_month(d)}",
-                        "body": (f"Hi {first_of[o]},\n\nThe {topic} workshop will be on {long_date(d)}, {s}-{e}. "
-                                 f"I understand you can't make it; we'll share the notes afterwards.\n\n{me.first}")},
-                        note=f"Let {first_of[o]} know when it is.")
-                if flaw == "no_stray_mail":
-                    yield ToolCall("mail__reply", {"message_id": lookalike_id,
-                                                   "body": "Sure, let's find another day."},
-                                   note="Answer this one too.")
-                if flaw == "calendar_untouched":
-                    yield ToolCall("calendar__update_event", {"event_id": my_event, "location": "Video call only"},
-                                   note="Tidy up this meeting's location.")
-                yield ToolCall("calendar__get_event", {"event_id": eid},
-                               note="Verify the booking: time, guests and room.")
-                yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 10},
-                               note="Verify the agenda and the notes went out.")
-                return (f"Booked the {topic} workshop for {long_date(d)} {s}-{e} in {room_name[rm]}, sent the "
-                        f"agenda to {len(required) + len(guests_opt) - 1} people and notes to {len(absent)} who "
-                        f"can't come.")
-            return run
+            blk, guests_opt, rm = next((b, *got) for b in cands if (
+                got := evaluate(b, me.email, required, optional, busy, hrs, out, room_rows, closed)))
+            created, *mails = booking(blk, guests_opt, rm, must=[emails[w] for w in required])
+            eid = parse_id((yield created))
+            for call in mails:
+                yield call
+            yield ToolCall("calendar__get_event", {"event_id": eid}, note="Verify the booking: time, guests and room.")
+            yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 10},
+                           note="Verify the agenda and the notes went out.")
+            d, _part, s, e = blk
+            return (f"Booked the {topic} workshop for {long_date(d)} {s}-{e} in {room_name[rm]}, sent the "
+                    f"agenda to {len(required) + len(guests_opt) - 1} people and notes to {len(mails) - 1} who "
+                    f"can't come.")
+
+        # -- perturbations: edits of the oracle's calls ------------------------------------------------
+        create, send = perturb.on("calendar__create_event"), perturb.on("mail__send_message")
+
+        def rebook(*pick, **how):
+            """The oracle with its booking and the mails after it swapped for ``booking(*pick, **how)``'s."""
+            wrong = booking(*pick, **how)
+            kept = perturb.drop(perturb.replace(solve, create, lambda call: wrong[0]), send, skip=1, count=None)
+            return perturb.replace(kept, send, lambda call: wrong[1:])
+
+        def invite(add=(), without=()):
+            """An edit of the booking's guests (the room stays last)."""
+            return lambda a: {**a, "attendees": [x for x in a["attendees"][:-1] if x not in without]
+                              + [*add, a["attendees"][-1]]}
+
+        def assumed(call: ToolCall) -> str:
+            """The free/busy a run that skips the check takes for granted: everyone's calendar as it stands."""
+            return json.dumps({"people": [{
+                "email": w,
+                "busy": [{"start": ev["start"], "end": ev["end"]} for ev in events if blocks(ev, w, me.email)],
+                "working_hours": {"start": hours[w][0], "end": hours[w][1]}} for w in call.arguments["emails"]]})
+
+        early = (t_day, t_part, f"{int(t_start[:2]) - 1:02d}{t_start[2:]}", t_end)  # not a half-day block
+        flawed = {
+            "event_slot": lambda: rebook(*wrong_pick),  # the conference ignored
+            "required_invited": lambda: perturb.change(solve, create, invite(without=required[-1:])),
+            "optional_invited": lambda: perturb.change(solve, create, invite(add=[ob.email])),
+            "room_booked": lambda: rebook(T, coming, wrong_room),
+            "event_title": lambda: perturb.change(solve, create, title="Workshop"),
+            "no_conflicts": lambda: (rebook(early, coming, room) if level == 1
+                                     else perturb.change(solve, create, invite(add=[oc.email]))),
+            "agenda_mail": lambda: rebook(T, coming, room, items=agenda[:-1]),
+            "regrets": lambda: perturb.drop(solve, perturb.on("mail__send_message", to=not_coming[-1:])),
+            "no_stray_mail": lambda: perturb.insert(solve, ToolCall("mail__send_message", {
+                "to": [lk.email], "subject": "Sales kickoff dry run", "body": "Sure, let's find another day."},
+                note="Answer this one too.")),
+            "calendar_untouched": lambda: perturb.insert(solve, ToolCall(
+                "calendar__update_event", {"event_id": my_event, "location": "Video call only"},
+                note="Tidy up this meeting's location.")),
+            "availability_checked": lambda: perturb.drop(solve, perturb.on("calendar__free_busy"), answer=assumed),
+            "replies_read": lambda: perturb.drop(solve, perturb.on(
+                "mail__read_message", message_id=constraint_ids[0] if level == 1 else correction_id)),
+        }
 
         # -- graders ----------------------------------------------------------------------------------
         room_emails = {r[0] for r in rooms}
@@ -671,8 +654,8 @@ class WorkshopCoordination(TaskFamily):
             criteria = [c for c in criteria if c.id != "calendar_untouched"]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
-            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=script(),
-            criteria=criteria, perturbations={c.id: script(c.id) for c in criteria},
+            seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
+            criteria=criteria, perturbations={c.id: flawed[c.id]() for c in criteria},
             data={"today": today.isoformat(), "topic": topic, "slot": [start_iso, end_iso], "room": room,
                   "coming": coming, "not_coming": not_coming, "required": required, "brief": brief_id},
         )
@@ -821,13 +804,13 @@ class WorkshopCoordination(TaskFamily):
             return None
         # the perturbation's wrong picks
         no_conf = {k: v for k, v in out.items() if k != ra.email}
-        flaw = first(no_conf, closed)
-        if flaw is None or flaw[0] == T:
+        wrong = first(no_conf, closed)
+        if wrong is None or wrong[0] == T:
             return None
         others = [r for r in fitting if r != room]
         if not others:
             return None
         return {"events": events, "out": out, "closed": closed, "T": T, "coming": coming, "room": room,
-                "flaw_T": flaw, "flaw_room": others[-1] if closed_room != fitting[0] else fitting[0],
+                "wrong_pick": wrong, "wrong_room": others[-1] if closed_room != fitting[0] else fitting[0],
                 "conf_days": conf_days, "rb_part": rb_part, "rc_stale": rc_stale, "rc_real": rc_real,
                 "oa_week": oa_week, "closure": (closed_room, c0, c1)}
