@@ -505,7 +505,7 @@ def _oracle(ctx: _Ctx):
         text = (yield ToolCall("store__create_shipment", args,
                                f"{b.id}: ship {'everything' if b.outcome == 'full' else 'the lines we can fill'} "
                                f"by {b.carrier}."))
-        tracking[b.id] = text.split("tracking number ")[-1].rstrip(".")
+        tracking[b.id] = text.rsplit("tracking number ", 1)[1].rstrip(".")
         if b.outcome == "partial":
             yield ToolCall("store__add_order_note", {
                 "order_id": b.id, "note": "still on backorder: " + ", ".join(p.sku for p in b.awaited)},
@@ -565,7 +565,8 @@ def _perturbations(ctx: _Ctx, solve, criteria: list[Criterion]) -> dict[str, per
         "delivery_received": lambda: perturb.change(  # what the purchase order says, not what was counted
             solve, perturb.on("store__receive_purchase_order"),
             lines=[{"sku": s, "qty": q} for s, q in ctx.ordered.items()]),
-        "shipped_orders": lambda: perturb.drop(solve, ship(first_full)),  # its mail then quotes no tracking
+        "shipped_orders": lambda: perturb.drop(  # its mail then says the tracking number is to follow
+            solve, ship(first_full), answer="tracking number (to follow)"),
         "shipped_lines": lambda: perturb.change(solve, ship(multi), line_nos=multi.ship_lines[:-1]),
         "carriers": lambda: perturb.change(solve, ship(first_full),
                                            carrier=STANDARD if first_full.carrier == EXPRESS else EXPRESS),
