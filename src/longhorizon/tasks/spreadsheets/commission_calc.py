@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from collections import defaultdict
 from datetime import date, timedelta
 from decimal import ROUND_HALF_UP, Decimal
@@ -658,13 +659,12 @@ def _oracle(d: dict, whole: bool = False):
 def _perturbations(d: dict, whole: bool, no_refunds: dict[str, Decimal], departed: Decimal, refunds_text: str):
     """One flawed oracle per criterion, as edits of the summary's one write: the draft quotas, the
     rep who left, refunds not taken off (``no_refunds``: that credit), a formula or the Total row
-    wrong, the order reversed; or a cell touched after the read-back (whose result the oracle
-    parses, so it stays), a stray write."""
+    wrong, the order reversed; or the read-back skipped (the oracle takes its own total on trust),
+    a stray write."""
     solve = partial(_oracle, d, whole=whole)
     q, out, sheet = d["q"], d["out"], d["sheet"]
     r1 = d["rates_pct"][0] / 100
     write = perturb.on("sheets__write_rows", path=out, sheet=sheet)
-    read_back = perturb.on("sheets__read_range", path=out, sheet=sheet)
 
     def reps_as(edit):
         """The summary laid out again from ``edit(reps)`` (name, quota, bookings per row)."""
@@ -697,8 +697,8 @@ def _perturbations(d: dict, whole: bool, no_refunds: dict[str, Decimal], departe
         "attainment": cells_as(lambda i, row: [*row[:3], f"=ROUND(B{i}/C{i}*100,1)", row[4]]),
         "commission": cells_as(lambda i, row: [*row[:4], f"=ROUND({r1}*C{i},2)"]),
         "totals_row": perturb.change(solve, write, total_row),
-        "verified": perturb.insert(solve, ToolCall("sheets__write_cells", {
-            "path": out, "sheet": sheet, "cells": {"A1": d["header"][0]}}, "Retype the header."), after=read_back),
+        "verified": perturb.drop(solve, perturb.on("sheets__read_range", path=out, sheet=sheet), answer=json.dumps(
+            {"rows": [{"values": ["Total", None, None, None, round(sum(d["commission"].values()), 2)]}]})),
         "sources_unchanged": perturb.insert(solve, ToolCall(
             "sheets__write_cells", {"path": d["quotas_path"], "sheet": f"Q{q}", "cells": {"E1": "paid"}},
             "Mark the quarter as paid.")),
