@@ -86,6 +86,30 @@ def test_batched_greedy_gives_the_tokens_and_logprobs_of_one_at_a_time(tiny):
         assert_same(a[1], b[1])
 
 
+def test_prompts_fed_in_slices_give_the_tokens_and_logprobs_of_one_forward(tiny, monkeypatch):
+    """Long prompts are prefilled PREFILL_TOKENS at a time (summed over a batch's rows), so a batch
+    of long prompts costs its KV cache in memory, not one giant forward; the output is the same."""
+    from longhorizon.policies import local_model
+
+    one, _ = policies(tiny, max_new_tokens=12)
+    whole = asyncio.run(two_turns(one, [ctx(s) for s in range(4)], together=False))
+    monkeypatch.setattr(local_model, "PREFILL_TOKENS", 6)
+    widths = []
+    hook = tiny[0].register_forward_pre_hook(
+        lambda mod, args, kw: widths.append(kw["input_ids"].numel()), with_kwargs=True)
+    try:
+        one, many = policies(tiny, max_new_tokens=12)
+        sliced = asyncio.run(two_turns(one, [ctx(s) for s in range(4)], together=False))
+        batched = asyncio.run(two_turns(many, [ctx(s) for s in range(4)], together=True))
+    finally:
+        hook.remove()
+    assert max(many.batch_sizes) > 1 and max(widths) <= 6  # really batched, and really sliced
+    for a, b, c in zip(whole, sliced, batched):
+        for turn in range(2):
+            assert_same(a[turn], b[turn])
+            assert_same(a[turn], c[turn])
+
+
 def test_batched_logprobs_are_the_models_own_under_a_full_forward_pass(tiny):
     _, many = policies(tiny, max_new_tokens=12)
     together = asyncio.run(two_turns(many, [ctx(s) for s in range(4)], together=True))

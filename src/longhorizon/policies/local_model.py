@@ -73,6 +73,10 @@ _NAME = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
 _ARGS = re.compile(r'"arguments"\s*:\s*(.*?)\s*\}\s*\Z', re.S)
 
 
+PREFILL_TOKENS = 2048
+"""The most new ids one forward of a batch takes (summed over its rows): longer prompts are fed in
+slices, so a batch of long prompts needs the memory of its KV cache, not of one giant forward."""
+
 _INVALID = object()
 
 
@@ -331,9 +335,11 @@ class LocalModelPolicy:
         with self._thread_lock, torch.inference_mode(), _eval_mode(self.model):
             cache, held = self._take_cache(prompt_ids, state)
             start = len(held)
-            kw = {self._cache_kw: cache} if cache is not None else {}
-            out = self.model(input_ids=torch.tensor([prompt_ids[start:]], device=self.device), use_cache=True,
-                             **kw, **self._forward_kw)
+            for lo in range(start, len(prompt_ids), PREFILL_TOKENS):  # in slices, as in _decode_batch
+                kw = {self._cache_kw: cache} if cache is not None else {}
+                out = self.model(input_ids=torch.tensor([prompt_ids[lo:lo + PREFILL_TOKENS]], device=self.device),
+                                 use_cache=True, **kw, **self._forward_kw)
+                cache = getattr(out, self._cache_kw)
             fed = list(prompt_ids)
             for _ in range(budget):
                 token, lp = self._pick(out.logits[0, -1].float(), rng)
@@ -400,19 +406,8 @@ class LocalModelPolicy:
             taken, starts = [(None, [])] * n, [0] * n
         width = max(starts)
         tail = max(len(p) - s for p, s in zip(prompts, starts))
-        cache = None
-        if width:  # the kept caches, left-padded to one width (the padding is masked below)
-            ref = next(c for c, _ in taken if c is not None)
-            layers = []
-            for k, like in enumerate(ref.layers):
-                keys, values = [], []
-                for (c, _), s in zip(taken, starts):
-                    pk = like.keys.new_zeros((1, like.keys.shape[1], width - s, like.keys.shape[3]))
-                    pv = like.values.new_zeros((1, like.values.shape[1], width - s, like.values.shape[3]))
-                    keys.append(torch.cat([pk, c.layers[k].keys], 2) if c is not None else pk)
-                    values.append(torch.cat([pv, c.layers[k].values], 2) if c is not None else pv)
-                layers.append((torch.cat(keys), torch.cat(values)))
-            cache = DynamicCache(ddp_cache_data=layers)
+        cache = _merge_caches(taken, starts, width) if width else None
+        taken = None  # the rows' own caches are merged: free them now, not after the decode
         input_ids = torch.full((n, tail), self.pad_id, dtype=torch.long)
         mask = torch.zeros((n, width + tail), dtype=torch.long)
         positions = torch.zeros((n, tail), dtype=torch.long)
@@ -427,30 +422,36 @@ class LocalModelPolicy:
         lps: list[list[float]] = [[] for _ in range(n)]
         live = list(range(n))  # batch row -> request index
         with torch.inference_mode(), _eval_mode(self.model):
-            mask, positions = mask.to(dev), positions.to(dev)
-            kw = {self._cache_kw: cache} if cache is not None else {}
-            out = self.model(input_ids=input_ids.to(dev), attention_mask=mask, position_ids=positions,
-                             use_cache=True, **kw, **self._forward_kw)
-            cache = getattr(out, self._cache_kw)
+            mask, positions, input_ids = mask.to(dev), positions.to(dev), input_ids.to(dev)
+            # the new ids in slices of at most PREFILL_TOKENS across the batch: a forward's
+            # activations grow with the tokens it is given, the cache only with the tokens kept
+            step = max(1, PREFILL_TOKENS // n)
+            for lo in range(0, tail, step):
+                hi = min(tail, lo + step)
+                kw = {self._cache_kw: cache} if cache is not None else {}
+                out = self.model(input_ids=input_ids[:, lo:hi], attention_mask=mask[:, :width + hi],
+                                 position_ids=positions[:, lo:hi], use_cache=True, **kw, **self._forward_kw)
+                cache = getattr(out, self._cache_kw)
             nxt = positions[:, -1] + 1
             while live:
                 logits = out.logits[:, -1].float()
-                keep, tokens = [], []
+                keep, tokens, done = [], [], []
                 for r, i in enumerate(live):
                     token, lp = self._pick(logits[r], rngs[i])
                     ids[i].append(token)
                     lps[i].append(lp)
                     if token in self.eos_ids or len(ids[i]) == budgets[i]:
-                        if states[i] is not None:  # the row's own cache: its unpadded columns
-                            cols = mask[r].bool()
-                            states[i]["cache"] = DynamicCache(ddp_cache_data=[
-                                (layer.keys[r:r + 1, :, cols], layer.values[r:r + 1, :, cols])
-                                for layer in cache.layers])
+                        if states[i] is not None:
+                            done.append(r)
                             states[i]["cache_ids"] = prompts[i] + ids[i][:-1]
                         results[i] = (ids[i], lps[i])
                     else:
                         keep.append(r)
                         tokens.append(token)
+                if done:  # the finished rows' own caches (the batch's layers freed as copied when none is left)
+                    for r, own in _split_cache(cache, mask, done, free=not keep).items():
+                        states[live[r]]["cache"] = own
+                    done.clear()
                 if not keep:
                     break
                 if len(keep) < len(live):
@@ -621,6 +622,45 @@ def _eval_mode(model):
         yield
     finally:
         model.train(was_training)
+
+
+def _merge_caches(taken, starts, width):
+    """The rows' kept caches (batch 1 each) as one batch cache, each left-padded to ``width``
+    columns with zeros (masked out by the caller); each row's layer is released once merged, so
+    the rows' caches and the batch are never both whole in memory."""
+    import torch
+    from transformers.cache_utils import DynamicCache
+
+    ref = next(c for c, _ in taken if c is not None)
+    layers = []
+    for k, like in enumerate(ref.layers):
+        keys, values = [], []
+        for (c, _), s in zip(taken, starts):
+            pk = like.keys.new_zeros((1, like.keys.shape[1], width - s, like.keys.shape[3]))
+            pv = like.values.new_zeros((1, like.values.shape[1], width - s, like.values.shape[3]))
+            keys.append(torch.cat([pk, c.layers[k].keys], 2) if c is not None else pk)
+            values.append(torch.cat([pv, c.layers[k].values], 2) if c is not None else pv)
+        layers.append((torch.cat(keys), torch.cat(values)))
+        for c, _ in taken:  # the rows' layer is in the batch now: release it (theirs are taken out of the states)
+            if c is not None:
+                c.layers[k].keys = c.layers[k].values = None
+    return DynamicCache(ddp_cache_data=layers)
+
+
+def _split_cache(cache, mask, rows: list[int], *, free: bool) -> dict:
+    """Batch row -> that row's own cache (its unmasked columns), copied layer by layer; with
+    ``free`` each batch layer is released once copied, so the batch cache and the rows' copies
+    are never both whole in memory."""
+    from transformers.cache_utils import DynamicCache
+
+    cols = {r: mask[r].bool() for r in rows}
+    own: dict[int, list] = {r: [] for r in rows}
+    for layer in cache.layers:
+        for r in rows:
+            own[r].append((layer.keys[r:r + 1, :, cols[r]], layer.values[r:r + 1, :, cols[r]]))
+        if free:
+            layer.keys = layer.values = None
+    return {r: DynamicCache(ddp_cache_data=layers) for r, layers in own.items()}
 
 
 def _plain_cache(cache) -> bool:
