@@ -4,6 +4,7 @@ a step (every process trains, one writes the log, the summary and the model)."""
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -39,7 +40,12 @@ def test_two_process_cpu_launch_of_train_sft_takes_a_step(tmp_path):
     assert main(["data", "sft", str(teacher), "--out", str(data)]) == 0
     # the FSDP config as it is, on this machine's CPUs: two processes, no bf16
     cfg = yaml.safe_load((CONFIGS / "fsdp.yaml").read_text())
-    cfg.update(use_cpu=True, mixed_precision="no", num_processes=2)
+    # a free port, not torchrun's default 29500: another launch on the machine (a parallel test
+    # run) may hold that one
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cfg.update(use_cpu=True, mixed_precision="no", num_processes=2, main_process_port=port)
     cpu_cfg = tmp_path / "fsdp_cpu.yaml"
     cpu_cfg.write_text(yaml.safe_dump(cfg))
     done = subprocess.run(
@@ -47,7 +53,8 @@ def test_two_process_cpu_launch_of_train_sft_takes_a_step(tmp_path):
          "-m", "longhorizon.cli", "train", "sft", "--data", str(data), "--model", str(model), "--out", str(out),
          "--max-steps", "1", "--max-length", "2048", "--batch-size", "1", "--threads", "1", "--quiet"],
         capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    rank0 = "\n".join(line for line in done.stderr.splitlines() if "[rank0]" in line)
+    assert done.returncode == 0, f"rank 0:\n{rank0[-4000:]}\n\nlast lines:\n{done.stderr[-3000:]}"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["processes"] == 2 and summary["steps"] == 1
     assert summary["distributed"] == "MULTI_CPU", "accelerate runs FSDP configs as plain data parallel on CPU"
