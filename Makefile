@@ -87,11 +87,13 @@ $(VENVS)/verifiers/.installed: pyproject.toml
 serve-venvs: setup
 	$(PY) -c "from longhorizon.serve.vllm import ensure_vllm; from longhorizon.serve.tau2_bench import ensure_tau2; ensure_vllm(); ensure_tau2()"
 
-# TEST_WORKERS pytest processes (pytest-xdist): one test file per worker at a time, and the files that
-# start a vLLM server on one worker (tests/conftest.py); TEST_WORKERS=0 runs them in this process.
+# TEST_WORKERS pytest processes (pytest-xdist), each test file on one worker (its module and session
+# fixtures built once); TEST_WORKERS=0 runs them all in this process. (`--dist loadgroup` would keep
+# the two vLLM files on one worker, but with pytest 9.2 xdist 3.8 ignores its groups: tests of one
+# group were seen on both workers.)
 TEST_WORKERS ?= 2
 test: setup bfcl-venv verl-venv venv-openenv venv-verifiers serve-venvs
-	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile
 	$(VERL)/bin/pytest tests/adapters/test_verl_agent_loop.py  # skipped above (no verl there): here in verl's own environment
 	$(VENVS)/openenv/bin/pytest tests/adapters/test_openenv.py
 	$(VENVS)/verifiers/bin/pytest tests/adapters/test_verifiers.py
