@@ -313,3 +313,18 @@ def test_on_matches_any_of_several_tools_and_an_argument_called_name():
     match = perturb.on("sheets__add_sheet", name="Q3")
     assert match(ToolCall("sheets__add_sheet", {"name": "Q3"}))
     assert not match(ToolCall("sheets__add_sheet", {"name": "Q4"}))
+
+
+def test_a_deferred_call_is_played_right_after_the_call_it_waits_for():
+    calls, _ = play(_oracle)
+    late, msg = play(perturb.defer(_oracle, perturb.on("app__act", id="a"), perturb.on("app__verify")))
+    assert late == [calls[0], calls[2], calls[3], calls[1]]  # act a after the verify, not before it
+    assert msg == "acted on ['a', 'b'], saw ['', 'done app__act b']"  # its result went nowhere
+    fed, msg = play(perturb.defer(_oracle, perturb.on("app__act", id="a"), perturb.on("app__act", id="b"),
+                                  answer="assumed"))
+    assert fed == [calls[0], calls[2], calls[1], calls[3]] and "saw ['assumed', 'done app__act b']" in msg
+    # the call it waits for must come after it: an earlier one does not count
+    for flawed in (perturb.defer(_oracle, perturb.on("app__act", id="b"), perturb.on("app__list")),
+                   perturb.defer(_oracle, perturb.on("app__missing"), perturb.on("app__verify"))):
+        with pytest.raises(LookupError, match="made no call"):
+            play(flawed)

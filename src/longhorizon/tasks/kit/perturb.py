@@ -19,8 +19,9 @@ decides what to do next, so the edit happens on the live stream, not on a record
 
 Each function takes the oracle (a zero-argument callable returning its generator) and returns
 another such callable; ``skip=n`` passes over the first n matching calls (edit the third
-reply), ``count=None`` edits every match, and ``replace`` plays other calls built from the
-matched one (another tool, a wrong pick computed from the ground truth). A dropped call's result, as the oracle sees it, is ``""``: drop only
+reply), ``count=None`` edits every match, ``replace`` plays other calls built from the
+matched one (another tool, a wrong pick computed from the ground truth), and ``defer`` plays a
+call later than the oracle did. A dropped call's result, as the oracle sees it, is ``""``: drop only
 calls whose result the oracle does not read (writes, verification reads). Calls added by
 ``insert`` go out with their own results, which the oracle never sees. An edit whose match
 never fires is a family bug (the perturbation would be the oracle itself): the stream raises
@@ -119,6 +120,36 @@ def drop(oracle: Oracle, match: Match, *, count: int | None = 1, skip: int = 0,
         except StopIteration as stop:
             if not hits:
                 raise LookupError(f"drop: the oracle made no call {match.__doc__ or match!r}") from None
+            return stop.value
+    return make
+
+
+def defer(oracle: Oracle, match: Match, until: Match, *, answer: str | Callable[[ToolCall], str] = "") -> Oracle:
+    """Play the first matching call late: right after the first ``until`` call that follows it
+    ("verified before the change", "told them before checking"). The oracle is sent ``answer``
+    (or ``answer(call)``) in its place, as with ``drop``; raises ``LookupError`` at the end when
+    either call never came."""
+    feed = answer if callable(answer) else (lambda call: answer)
+
+    def make() -> OracleScript:
+        gen, held, played = oracle(), None, False
+        try:
+            call = next(gen)
+            while True:
+                if held is None and match(call):
+                    held = call
+                    call = gen.send(feed(call))
+                    continue
+                result = yield call
+                if held is not None and not played and until(call):
+                    yield held
+                    played = True
+                call = gen.send(result)
+        except StopIteration as stop:
+            if not played:
+                missing = match if held is None else until
+                raise LookupError(f"defer: the oracle made no call {missing.__doc__ or missing!r}"
+                                  + ("" if held is None else " after the deferred one")) from None
             return stop.value
     return make
 
