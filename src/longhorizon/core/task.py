@@ -47,17 +47,20 @@ returns its final message to the user. Interactive, so it can read state before 
 
 
 def rewrite_calls(oracle: Callable[[], OracleScript],
-                  fn: Callable[[ToolCall], ToolCall | list[ToolCall]] | None = None, *,
+                  fn: Callable[[ToolCall], ToolCall | list[ToolCall] | str] | None = None, *,
                   tail: tuple[ToolCall, ...] | list[ToolCall] = (),
                   final: Callable[[str], str] | None = None) -> Callable[[], OracleScript]:
     """Another oracle: ``oracle``'s calls passed through ``fn`` as they are made, then ``tail``.
 
     ``fn`` gives a ToolCall or a list played in order; the oracle is sent the result of its own
     call when the list holds it (the last time it does), else of the list's last call, and ``""``
-    for an empty list (the call skipped). ``final`` rewrites its final message. The one way to
+    for an empty list (the call skipped). A string instead plays nothing and is sent to the
+    oracle as its call's result (a read skipped, its answer assumed). ``final`` rewrites its final message. The one way to
     derive a solution from another: flawed ones (``tasks.kit.perturb``) and correct ones worked
     another way (``policies.scripted.rewritten_oracle``)."""
-    def play(own: ToolCall, calls: ToolCall | list[ToolCall]):
+    def play(own: ToolCall, calls: ToolCall | list[ToolCall] | str):
+        if isinstance(calls, str):
+            return calls
         calls = calls if isinstance(calls, list) else [calls]
         result = mine = ""
         found = False

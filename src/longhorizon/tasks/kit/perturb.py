@@ -64,10 +64,11 @@ def noted(name: str, note: str) -> Match:
     return match
 
 
-def _rewrite(oracle: Oracle, match: Match, calls: Callable[[ToolCall], list[ToolCall]], count: int | None,
+def _rewrite(oracle: Oracle, match: Match, calls: Callable[[ToolCall], list[ToolCall] | str], count: int | None,
              what: str, skip: int = 0) -> Oracle:
     """The oracle with its matching calls after the first ``skip`` ones, ``count`` of them (None:
-    all), replaced by ``calls(call)`` (``core.task.rewrite_calls``); raises
+    all), replaced by ``calls(call)`` (``core.task.rewrite_calls``: a string is sent to the
+    oracle as the result, nothing played); raises
     ``LookupError`` at the end when no call was replaced."""
     if skip < 0 or (count is not None and count < 1):
         raise ValueError(f"{what}: need skip >= 0 and count >= 1 (or None)")
@@ -99,29 +100,7 @@ def drop(oracle: Oracle, match: Match, *, count: int | None = 1, skip: int = 0,
     The oracle is sent ``answer`` (or ``answer(call)``) as the result it did not get: a read it
     parses can be skipped by handing it what it would have assumed (a free/busy built from what
     it already knew, a made-up booking reference)."""
-    if answer == "":
-        return _rewrite(oracle, match, lambda call: [], count, "drop", skip)
-    if skip < 0 or (count is not None and count < 1):
-        raise ValueError("drop: need skip >= 0 and count >= 1 (or None)")
-    feed = answer if callable(answer) else (lambda call: answer)
-
-    def make() -> OracleScript:
-        gen, seen, hits = oracle(), 0, 0
-        try:
-            call = next(gen)
-            while True:
-                if match(call):
-                    seen += 1
-                    if seen > skip and (count is None or hits < count):
-                        hits += 1
-                        call = gen.send(feed(call))
-                        continue
-                call = gen.send((yield call))
-        except StopIteration as stop:
-            if not hits:
-                raise LookupError(f"drop: the oracle made no call {match.__doc__ or match!r}") from None
-            return stop.value
-    return make
+    return _rewrite(oracle, match, answer if callable(answer) else (lambda call: answer), count, "drop", skip)
 
 
 def defer(oracle: Oracle, match: Match, until: Match, *, answer: str | Callable[[ToolCall], str] = "") -> Oracle:
