@@ -31,11 +31,25 @@ def spread(xs: list[int]) -> str:
     return f"{min(xs):,} / {statistics.median(xs):,.0f} / {max(xs):,}"
 
 
+def print_detail(renderer, msgs: list[dict], tools, title: str) -> None:
+    """Each message's share of the episode's tokens: the rendering of the first k messages minus
+    that of the first k-1 (the system turn carries the tool schemas)."""
+    print(f"  {title}: tokens added by each message")
+    before = 0
+    for k, m in enumerate(msgs, start=1):
+        n = len(renderer.prompt_ids(msgs[:k], tools))
+        what = ", ".join(c["function"]["name"] for c in m.get("tool_calls") or []) or m.get("name") or ""
+        print(f"    {k:>3} {m['role']:<9} {n - before:>6,}  {what}")
+        before = n
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=3, help="train seeds per level (default 3)")
     ap.add_argument("--level1", action="store_true", help="level 1 only")
     ap.add_argument("--family", action="append", default=[], help="only this family (repeatable; default: every leveled one)")
+    ap.add_argument("--detail", action="store_true",
+                    help="also print, per episode, the tokens each message adds (where a budget goes)")
     args = ap.parse_args(argv)
     leveled = {f.name: f for f in families() if f.levels > 1}
     if unknown := sorted(set(args.family) - set(leveled)):
@@ -56,6 +70,8 @@ def main(argv=None) -> int:
                 msgs = [clean_message(m) for m in traj.messages]
                 tokens.append(len(renderer.prompt_ids(msgs, traj.tools)))
                 first.append(len(renderer.prompt_ids(msgs[:2], traj.tools)))
+                if args.detail:
+                    print_detail(renderer, msgs, traj.tools, f"{fam.name}@L{level} seed {seed}")
             top = " (default)" if level == fam.levels else ""
             print(f"{fam.name:<28} {level:>5}  {spread(calls):<20} {spread(first):<24} {spread(tokens)}{top}")
     print(f"({len(seeds)} train seeds per level; {time.perf_counter() - t0:.0f} s)")

@@ -56,6 +56,7 @@ from longhorizon.core.policy import EpisodeContext
 from longhorizon.core.task import SUITE_VERSION, Task
 from longhorizon.core.trajectory import ToolCallRecord, Trajectory, clean_text, dumps, json_safe
 from longhorizon.core.world import World
+from longhorizon.env.tool_spec import SEP, openai_tool
 
 # The SDK logs every rejected tool call at WARNING; the agent already sees the error.
 logging.getLogger("mcp").setLevel(logging.ERROR)
@@ -67,7 +68,6 @@ SYSTEM_PROMPT = (
     "check the result, and when you are finished reply with a short summary and no tool calls."
 )
 
-SEP = "__"
 TOKEN_KEYS = ("token_ids", "prompt_ids", "logprobs")
 TURN_KEYS = TOKEN_KEYS + ("finish_reason", "completion_tokens", "elided")
 """What a policy may add to its reply about the turn (core/policy.py): moved into the turn record."""
@@ -91,19 +91,6 @@ class Limits:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _openai_tool(app: str, tool) -> dict:
-    schema = dict(tool.input_schema or {"type": "object", "properties": {}})
-    schema.pop("title", None)
-    return {
-        "type": "function",
-        "function": {
-            "name": f"{app}{SEP}{tool.name}",
-            "description": (tool.description or "").strip(),
-            "parameters": schema,
-        },
-    }
 
 
 MCP_PATHS = ("lean", "sdk")
@@ -140,7 +127,7 @@ class Episode:
                     client = await self._stack.enter_async_context(Client(server))
                 self._clients[app] = client
                 listed = await client.list_tools()
-                self.tools.extend(_openai_tool(app, t) for t in listed.tools)
+                self.tools.extend(openai_tool(app, t) for t in listed.tools)
             self._names = set(self.tool_names)
         except BaseException:
             await self._stack.aclose()

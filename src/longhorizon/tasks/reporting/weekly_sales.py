@@ -236,7 +236,10 @@ class WeeklySalesReport(TaskFamily):
             ws = find_sheet(wb, "Summary")
             if ws is None:
                 return False, "no Summary sheet"
-            head = [norm_text(v) for v in sheet_values(wb, ws.title)[0][:3]]
+            rows = sheet_values(wb, ws.title)
+            if not rows:
+                return False, "the Summary sheet is empty"
+            head = [norm_text(v) for v in rows[0][:3]]
             return head == [h.lower() for h in HEADER], f"header {head}"
 
         def figures(w, t):
