@@ -123,10 +123,10 @@ class BackorderFulfilment(TaskFamily):
     3 (default): eight or nine among a namesake, a priority account jumping the queue and a
     customer who wrote in."""
     toolsets = {1: (
-        "files__list_dir", "files__read_file", "mail__send_message", "store__create_shipment", "store__get_order",
-        "store__receive_purchase_order",
+        "files__read_file", "mail__send_message", "store__create_shipment", "store__receive_purchase_order",
     )}
-    """Level 1 names its files and orders (the order gives the customer's address): no search."""
+    """Level 1 names its files and gives the rules in the task; the list gives the customer's
+    address: no search, no policy to read, no order to open."""
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)
@@ -319,10 +319,12 @@ class BackorderFulfilment(TaskFamily):
         export_day = today - timedelta(days=1)
         out = io.StringIO()
         w = csv.writer(out, lineterminator="\n")
-        w.writerow(["order", "customer_id", "customer", "placed", "waiting_for"])
+        w.writerow(["order", "customer_id", "customer", "placed", "waiting_for"] if level > 1 else
+                   ["order", "customer_id", "customer", "email", "placed", "waiting_for"])
         for b in sorted(backorders, key=lambda b: b.id):
             waiting = [p.sku for p, _ in b.lines if p in delivered or p is missing]
-            w.writerow([b.id, b.customer.id, b.customer.name, b.placed.strftime("%Y-%m-%d %H:%M"), " ".join(waiting)])
+            w.writerow([b.id, b.customer.id, b.customer.name, *([b.customer.email] if level == 1 else []),
+                        b.placed.strftime("%Y-%m-%d %H:%M"), " ".join(waiting)])
         bo_path = f"warehouse/backorders_{export_day.isoformat()}.csv"
         prio_text = ("# Priority accounts\n\nThese trade and loyalty accounts are served first whenever stock is "
                      "short. Match on the customer id: some names are shared by other customers.\n\n"
@@ -415,9 +417,14 @@ When a delivery for backordered items arrives:
                 "Leave the rest of today's orders alone: the afternoon pick run takes care of them.",
                 "Don't touch the other orders from today; they go out with the afternoon pick run."),
         ])
-        if level == 1:
-            sources += f" Today's receiving note is {rec_path}; the list is {bo_path}."
         instruction = " ".join([hello, arrived, ask, sources, *limits])
+        if level == 1:  # the policy's rules that apply, in the task
+            instruction = " ".join([hello, arrived, ask, (
+                f"Book it in with the quantities counted on today's receiving note, {rec_path} (not what the "
+                f"supplier says it sent). Then ship each order on last night's list, {bo_path}, whose lines can "
+                f"all be filled: {EXPRESS} for priority accounts ({PRIORITY}; match on the customer id), "
+                f"{STANDARD} for everyone else. Email each customer the tracking number. Leave today's other "
+                f"orders alone: the afternoon pick run takes care of them.")])
         live_addrs = {b.customer.email for b in backorders if not b.cancelled}
         stray = next((b.customer.email for b in backorders if b.cancelled), None) or next(
             c.email for c in customers if c.email not in live_addrs)
@@ -427,8 +434,8 @@ When a delivery for backordered items arrives:
                    delivered=[p.sku for p in delivered], stock_after=stock_after, short=level == 1,
                    ordered={p.sku: ordered[p.sku] for p in delivered}, stray=stray)
         criteria = _criteria(ctx)
-        if level == 1:  # one order, shipped whole: nothing stays owed
-            criteria = [c for c in criteria if c.id != "partial_notes"]
+        if level == 1:  # one order, shipped whole: nothing stays owed; the rules are in the task, no order to open
+            criteria = [c for c in criteria if c.id not in ("partial_notes", "orders_checked")]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=partial(_oracle, ctx),
@@ -474,7 +481,7 @@ def _oracle(ctx: _Ctx):
     purchase order) and the checks at the end."""
     if not ctx.short:
         yield ToolCall("files__list_dir", {"path": ".", "recursive": True}, "Find the policy, notes and the list.")
-    yield ToolCall("files__read_file", {"path": POLICY}, "Read the backorder policy.")
+        yield ToolCall("files__read_file", {"path": POLICY}, "Read the backorder policy.")
     yield ToolCall("files__read_file", {"path": PRIORITY}, "Who are the priority accounts (by id)?")
     yield ToolCall("files__read_file", {"path": ctx.rec_path}, "What the warehouse counted.")
     yield ToolCall("files__read_file", {"path": ctx.bo_path}, "Last night's backorder list.")
@@ -488,10 +495,11 @@ def _oracle(ctx: _Ctx):
         po = loads((yield ToolCall("store__get_purchase_order", {"po_id": ctx.po_id}, "The purchase order to book.")))
         ordered = {ln["sku"]: ln["qty"] for ln in po["lines"]}
     shorts = [f"{sku} short {q - ctx.counted[sku]}" for sku, q in ordered.items() if ctx.counted[sku] < q]
-    yield ToolCall("store__receive_purchase_order", {
-        "po_id": ctx.po_id, "lines": [{"sku": s, "qty": q} for s, q in ctx.counted.items()],
-        "note": "counted per receiving note; " + "; ".join(shorts)}, "Book the delivery in as counted.")
-    for b in ctx.backorders:
+    receipt = {"po_id": ctx.po_id, "lines": [{"sku": s, "qty": q} for s, q in ctx.counted.items()]}
+    if not ctx.short:
+        receipt["note"] = "counted per receiving note; " + "; ".join(shorts)
+    yield ToolCall("store__receive_purchase_order", receipt, "Book the delivery in as counted.")
+    for b in ([] if ctx.short else ctx.backorders):  # level 1: the list says all it needs
         o = loads((yield ToolCall("store__get_order", {"order_id": b.id},
                                   f"{b.id}: still waiting? lines, note, placed at.")))
         assert o["status"] == ("cancelled" if b.cancelled else "paid")
@@ -534,6 +542,8 @@ def _oracle(ctx: _Ctx):
         yield ToolCall("store__search_shipments", {"limit": 20}, "Check today's shipments.")
         yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 20}, "Check every customer was written to.")
     n_ship = sum(1 for b in ctx.live() if b.outcome != "held")
+    if ctx.short:
+        return f"Booked {ctx.po_id} as counted, shipped {ctx.backorders[0].id} and mailed the customer."
     return (f"Booked {ctx.po_id} as counted, shipped {n_ship} backorders (priority first), kept "
             f"{sum(1 for b in ctx.live() if b.outcome == 'held')} waiting and updated every customer on the list.")
 
@@ -694,7 +704,7 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
             return False, "nothing shipped"
         read = {norm_path(t.arguments.get("path")) for t in calls[:k]
                 if t.name == "files__read_file" and not t.is_error and isinstance(t.arguments, dict)}
-        missing = [f for f in (POLICY, PRIORITY) if f not in read]
+        missing = [f for f in ((PRIORITY,) if ctx.short else (POLICY, PRIORITY)) if f not in read]
         return not missing, f"not read before shipping: {missing}" if missing else ""
 
     def others_untouched(world, traj):

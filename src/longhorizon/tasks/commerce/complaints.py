@@ -112,15 +112,14 @@ class CustomerComplaintResolution(TaskFamily):
     )
 
     levels = 3
-    """1: one damage claim inside the window and the limit, next to a complaint already answered
-    and a thank-you; 2: four complaints (a cancellation, a damage claim, a lost parcel, a claim
+    """1: one damage claim (quoting its order) inside the window and the limit, next to a complaint
+    already answered and a thank-you, under a policy of damage claims and replies only; 2: four complaints (a cancellation, a damage claim, a lost parcel, a claim
     over the limit); 3 (default): seven to nine among chatter, a pre-sales question and newsletters."""
     toolsets = {1: (
-        "files__list_dir", "files__read_file", "mail__list_messages", "mail__read_message", "mail__reply",
-        "store__get_customer", "store__get_order", "store__issue_refund", "store__search_customers",
+        "files__read_file", "mail__list_messages", "mail__read_message", "mail__reply", "store__get_order",
+        "store__issue_refund",
     )}
-    """Level 1's finders: the policy folder, the inbox, and the customer's record for a claim that
-    gives no order number."""
+    """Level 1's finder is the inbox: the task names the policy, and the claim quotes its order."""
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)
@@ -202,6 +201,7 @@ class CustomerComplaintResolution(TaskFamily):
             cases = [next(c for c in cases if c.kind == k) for k in ALWAYS]
         elif level == 1:  # ... then the first damage claim inside the window and the limit
             cases = [next(c for c in cases if c.kind == "damaged_ok")]
+            cases[0].omit_id = False
 
         # -- orders: the complaints' own, complainants' older orders, and background ------------
         specs: list[dict[str, Any]] = []
@@ -416,7 +416,7 @@ class CustomerComplaintResolution(TaskFamily):
         lost_ids = {c.shipment_id for c in cases if c.kind == "lost"}
 
         # -- policy files ------------------------------------------------------------------------
-        policy = _policy_text(store_name, window, limit, manager, today.year, current=True)
+        policy = _policy_text(store_name, window, limit, manager, today.year, current=True, damage_only=level == 1)
         old_policy = _policy_text(store_name, old_window, old_limit, old_manager, today.year - 1, current=False)
         files = {POLICY: policy, f"policies/archive/customer_service_policy_{today.year - 1}.md": old_policy,
                  "policies/shipping_rates.md": "# Shipping rates\n\nStandard $5.99, free over $75. Express $9.99.\n"}
@@ -495,11 +495,13 @@ class CustomerComplaintResolution(TaskFamily):
         )
 
 
-def _policy_text(store_name: str, window: int, limit: int, manager, year: int, current: bool) -> str:
+def _policy_text(store_name: str, window: int, limit: int, manager, year: int, current: bool,
+                 damage_only: bool = False) -> str:
+    """The policy; ``damage_only`` (level 1's current one) keeps the damage and reply sections."""
     head = (f"# {store_name}: customer service policy ({year})\n\n"
             + ("This is the policy in force. It replaces every earlier version.\n\n" if current else
                "**SUPERSEDED.** Kept for reference only; see the current policy.\n\n"))
-    return head + f"""## Cancellations
+    text = head + f"""## Cancellations
 
 - An order that has not shipped yet (status pending or paid) may be cancelled at the customer's
   request. Cancel it in the store system and refund everything the customer paid (a pending order
@@ -531,6 +533,10 @@ def _policy_text(store_name: str, window: int, limit: int, manager, year: int, c
 - Answer every complaint once, in its thread, and always quote the order number.
 - Whenever you issue a refund, state the amount.
 """
+    if damage_only:
+        parts = text.split("\n## ")
+        text = "\n## ".join([parts[0]] + [p for p in parts[1:] if p.startswith(("Damaged", "Replies"))])
+    return text
 
 
 @dataclass

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from functools import partial
@@ -154,12 +155,13 @@ class CustomerPaymentMatching(TaskFamily):
     )
 
     levels = 3
-    """1: one new credit, with a mangled reference, among the last run's lines and the debits;
+    """1: one new credit, with a mangled reference, next to the last run's latest credit, a debit
+    and the statement's last line;
     2: four (mangled, a swapped-digit reference, a short payment, an order paid twice); 3
     (default): ten to twelve of every kind."""
     toolsets = {1: (
-        "files__list_dir", "files__read_file", "sheets__list_sheets", "sheets__read_range", "sheets__write_rows",
-        "store__get_order", "store__record_payment", "store__search_orders", "store__update_order_status",
+        "files__list_dir", "files__read_file", "sheets__read_range", "sheets__write_rows", "store__get_order",
+        "store__record_payment", "store__update_order_status",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
@@ -353,6 +355,13 @@ class CustomerPaymentMatching(TaskFamily):
                                -rng.randint(30, 60) * 10000))
         rows = [(c.day, c.counterparty, c.reference, c.amount) for c in credits] + debits
         rows.sort(key=lambda r: (r[0], -r[3]))
+        if level == 1:  # the new credit, the last run's latest credit, one debit and the statement's last line
+            olds = [r for r in rows if r[3] > 0 and not any(c.new and c.day == r[0] and c.reference == r[2]
+                                                            for c in new)]
+            keep = {id(r) for c in new for r in rows if r[3] > 0 and (r[0], r[2]) == (c.day, c.reference)}
+            keep |= {id(olds[-1])} if olds else set()
+            keep |= {id(next(r for r in rows if r[3] < 0)), id(max(rows, key=lambda r: r[0]))}
+            rows = [r for r in rows if id(r) in keep]
         balance = rng.randint(15000, 60000) * 100
         out = io.StringIO()
         w = csv.writer(out, lineterminator="\n")
@@ -435,6 +444,13 @@ paid); it needs no new row.
 
 Do not email anyone else about payments; finance handles refunds and queries.
 """
+        if level == 1:  # one credit to match: no remittance advices, short payments or balances to explain
+            procedure = re.sub(r"\n   - One transfer can pay several orders.*?one payment per order\.", "", procedure,
+                               flags=re.S)
+            procedure = re.sub(r"\n5\. Short payments:.*?(?=\n6\. )", "", procedure, flags=re.S)
+            procedure = procedure.replace("\n6. ", "\n5. ").replace("\n7. ", "\n6. ")
+            procedure = re.sub(r" When a\ncustomer pays the balance.*?no new row\.", "", procedure, flags=re.S)
+            procedure = procedure.replace("Do not email anyone else about", "Do not email anyone about")
         files = {PROCEDURE: procedure, statement_path: statement_text, old_stmt: old_text}
 
         # -- mailbox ---------------------------------------------------------------------------

@@ -124,7 +124,8 @@ class SupplierQuoteSelection(TaskFamily):
 
     levels = 3
     """1: one RFQ item, quoted by its winner and one rival that fails a rule (expired, too slow,
-    too large a minimum, or a substitute); 2: three items with all their quotes; 3 (default): six
+    too large a minimum, or a substitute), next to the rules and an old round's quote (no no-bid,
+    no everyday mail); 2: three items with all their quotes; 3 (default): six
     or seven items with every trap."""
     toolsets = {1: (
         "mail__list_messages", "mail__read_message", "mail__reply", "store__add_po_line",
@@ -489,6 +490,9 @@ Thanks,
                  "date": at(today - timedelta(days=1)).isoformat(),
                  "body": f"Hi {me.first}, heads up: dock 3 is closed on Thursday for repairs; deliveries go to "
                          f"dock 1.\n\n{colleague.first}"})
+    if level == 1:  # the RFQ, the rules, the two quotes and the old round's quote: no no-bid or everyday mail
+        msgs = [m for m in msgs if "quote" in m or m["folder"] == "Sent"
+                or m["subject"] in ("How we evaluate quotes", f"Quote for {old_rfq}")]
     msgs.sort(key=lambda m: m["date"])
     for i, m in enumerate(msgs, start=1):
         m["id"] = i

@@ -41,7 +41,7 @@ class _Ctx:
     counted: dict[str, int]
     shipped: dict[str, int]
     discrepancies: list[str]
-    unexpected: str
+    unexpected: str | None
     packing_list: str
     on_hold: str
     expected: dict[str, int]
@@ -70,13 +70,13 @@ class RestockPurchaseOrders(TaskFamily):
     )
 
     levels = 3
-    """1: the delivery, then one SKU to reorder (the one it left short), with a discontinued SKU
-    and stock just above the point around it; 2: two more SKUs, one at the point exactly, and
+    """1: the delivery (a short line and one not shipped), then one SKU to reorder (the one it
+    left short), with a discontinued SKU and stock just above the point around it; 2: two more SKUs, one at the point exactly, and
     open orders that cover some; 3 (default): five to seven more."""
     toolsets = {1: (
-        "files__list_dir", "files__read_file", "store__add_po_line", "store__create_purchase_order",
-        "store__get_product", "store__get_purchase_order", "store__receive_purchase_order", "store__search_products",
-        "store__search_purchase_orders", "store__send_purchase_order",
+        "files__read_file", "store__add_po_line", "store__create_purchase_order", "store__get_product",
+        "store__get_purchase_order", "store__receive_purchase_order", "store__search_products",
+        "store__send_purchase_order",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
@@ -237,6 +237,15 @@ class RestockPurchaseOrders(TaskFamily):
                 remark = "carton(s) missing from pallet"
             rows.append((p.sku, p.name, shipped[p.sku], counted[p.sku], remark))
         rng.shuffle(rows)
+        if level == 1:  # the same draws, then only the short line and the one not shipped: the others came last week
+            for p in (ok_p, over_p):
+                p.stock += counted[p.sku]
+            keep = {short_p.sku, missing_p.sku}
+            rows = [r for r in rows if r[0] in keep]
+            arriving_lines = [p for p in arriving_lines if p.sku in keep]
+            ordered, shipped, counted = ({s: q for s, q in d.items() if s in keep} for d in (ordered, shipped, counted))
+            po = next(po for po in pos if po["id"] == arriving)
+            po["lines"] = [ln for ln in po["lines"] if ln["sku"] in keep]
         packing_text = (
             f"PACKING LIST - {arriving_sup.name}\n"
             f"Delivered to: {store_name} warehouse\nDelivery date: {today.isoformat()}\n"
@@ -312,9 +321,10 @@ Notes
         initial_products = {p.sku: p.row() for p in products}
         initial_pos = {po["id"]: {"status": po["status"], "lines": [(ln["sku"], ln["qty"]) for ln in po["lines"]]}
                        for po in pos}
-        discrepancies = [short_p.sku, over_p.sku, missing_p.sku, unexpected_p.sku]
+        discrepancies = [short_p.sku, over_p.sku, missing_p.sku, unexpected_p.sku] if level > 1 else \
+            [short_p.sku, missing_p.sku]
         ctx = _Ctx(today=today, k=k, arriving=arriving, counted={p.sku: counted[p.sku] for p in arriving_lines},
-                   shipped=shipped, discrepancies=discrepancies, unexpected=unexpected_p.sku, packing_list=packing_list,
+                   shipped=shipped, discrepancies=discrepancies, unexpected=unexpected_p.sku if level > 1 else None, packing_list=packing_list,
                    on_hold=on_hold, expected=expected, supplier_of=supplier_of, initial_pos=initial_pos,
                    initial_products=initial_products, covered=[p.sku for p in covered],
                    discontinued=[p.sku for p in discontinued], near_miss=[p.sku for p in near_miss])
@@ -345,7 +355,8 @@ def _receipt(ctx: _Ctx, ordered: dict[str, int]) -> ToolCall:
                          else f"{sku} not delivered ({q} ordered)")
         elif got > q:
             notes.append(f"{sku} over-delivered by {got - q} (ordered {q}, counted {got})")
-    notes.append(f"{ctx.unexpected} delivered but not on the PO ({ctx.shipped[ctx.unexpected]} units), set aside")
+    if ctx.unexpected:
+        notes.append(f"{ctx.unexpected} delivered but not on the PO ({ctx.shipped[ctx.unexpected]} units), set aside")
     return ToolCall("store__receive_purchase_order",
                     {"po_id": ctx.arriving, "lines": lines, "note": "; ".join(notes)},
                     "Book the counted quantities and note the discrepancies.")

@@ -56,7 +56,7 @@ class PipelineHygiene(TaskFamily):
 
     levels = 3
     """1: one overdue idle deal to close lost, and no signed order or duplicate contact (the agent
-    still looks for both); 2: one deal to push, one to close lost, one signed order (the corrected,
+    still looks for both) among a few contacts (those on the deals, and the namesakes); 2: one deal to push, one to close lost, one signed order (the corrected,
     overdue one) and one duplicate contact; 3 (default): three or four of each kind of deal, three
     orders and three duplicates."""
     toolsets = {1: (
@@ -196,6 +196,9 @@ class PipelineHygiene(TaskFamily):
             contacts[:] = [c for c in contacts if c["id"] not in stay]
             for x in deals + activities:
                 x["contact_id"] = stay.get(x["contact_id"], x["contact_id"])
+            if level == 1:  # fewer contacts to look through: those on a deal or an activity, and the namesakes
+                used = {x.get("contact_id") for x in deals + activities} | {twin["id"], twin_of["id"]}
+                contacts[:] = [c for c in contacts if c["id"] in used]
         rng.shuffle(deals)
         for i, d in enumerate(deals, start=1):
             d["id"] = i

@@ -85,7 +85,7 @@ class TradeShowLeads(TaskFamily):
 
     levels = 3
     """1: one known contact to update (title and phone; the scanner shortened the first name),
-    scanned twice, next to the two do-not-contact scans; 2: also the namesake of a contact at
+    scanned once, next to the do-not-contact contact's scan (a short list, no checklist); 2: also the namesake of a contact at
     another account and the brand-new company's two people; 3 (default): also the other known
     contacts and two to four new people at existing accounts. Every level keeps last year's scans."""
     toolsets = {1: (
@@ -205,7 +205,7 @@ class TradeShowLeads(TaskFamily):
                 break
         blocked = people.make(blocked_dom)
         row = scan(blocked.name, blocked_co, rng.choice(TITLES), blocked.email, new_phone(rng, phones))
-        row.update(kind="dnc")
+        row.update(kind="dnc", blocked=True)
 
         rng.shuffle(rows)
         # a double scan: the same badge again a minute later (address in other case)
@@ -221,11 +221,16 @@ class TradeShowLeads(TaskFamily):
             keep = [first_row]
             if level == 2:
                 keep += [namesake_row, *(r for r in rows if r["kind"] == "new" and r["account_id"] is None)]
-            rows = [r for r in rows if r["kind"] == "dnc" or any(r is k for k in keep)]
+            rows = [r for r in rows if (r["kind"] == "dnc" and not (level == 1 and r.get("blocked")))
+                    or any(r is k for k in keep)]
             twice = twice if any(twice is k for k in keep) else first_row
-            rows.append(dict(twice, when=twice["when"] + timedelta(minutes=1),
-                             email=twice["email"].upper() if twice["email"].islower() else twice["email"].lower(),
-                             kind="again"))
+            if level == 1:  # no double scan, shorter notes (the first clause and the reference)
+                for r in rows:
+                    r["notes"] = re.sub(r";[^.]*\.", ".", r["notes"])
+            else:
+                rows.append(dict(twice, when=twice["when"] + timedelta(minutes=1),
+                                 email=twice["email"].upper() if twice["email"].islower() else twice["email"].lower(),
+                                 kind="again"))
             rows.sort(key=lambda r: r["when"])
             expected_updates = {both: expected_updates[both]}
 
@@ -272,6 +277,10 @@ class TradeShowLeads(TaskFamily):
         files = {csv_path: to_csv(rows), old_path: to_csv(last_year), dnc_path: dnc_text.encode(),
                  "events/booth_checklist.md": (f"# {show} booth checklist\n\n- Banner\n- Brochures\n- Badge scanner "
                                                "(charge it!)\n- Demo laptop\n").encode()}
+        if level == 1:  # no checklist, a short list (the known contact and the blocked domain stay on it)
+            del files["events/booth_checklist.md"]
+            files[dnc_path] = ("# Do-not-contact list: an email address, or @domain for a whole company\n"
+                               + "\n".join(sorted([dnc_known["email"], f"@{blocked_dom}"])) + "\n").encode()
 
         def build(root: Path) -> None:
             write_files(root / "workspace", files)
@@ -334,14 +343,19 @@ class TradeShowLeads(TaskFamily):
         if w.random() < 0.5:  # the do-not-contact rule may come up front
             body = [dnc, *body[:-1]]
         if level == 1:  # nobody new to add
-            body = [b for b in body if b not in (others, new_co)]
+            body = [b for b in body if b not in (others, new_co, once)]
+            body[body.index(matching)] = "Match people by email address, not by name (the scanner mangles names)."
         instruction = " ".join([say(w, "Hi!", "Hello!", "Hi there,"), situation, ask, *body,
                                 f"{say(w, 'Thanks!', 'Thank you!', 'Many thanks!')} {me.first}"])
 
         def solve():
-            yield ToolCall("files__list_dir", {"path": "events"}, "Find this year's scan file for the show.")
+            if level == 1:
+                yield ToolCall("files__list_dir", {"path": ".", "recursive": True}, "Find the scans and the DNC list.")
+            else:
+                yield ToolCall("files__list_dir", {"path": "events"}, "Find this year's scan file for the show.")
             yield ToolCall("files__read_file", {"path": csv_path}, "Read every badge scan.")
-            yield ToolCall("files__list_dir", {"path": "compliance"}, "Find the do-not-contact list.")
+            if level > 1:
+                yield ToolCall("files__list_dir", {"path": "compliance"}, "Find the do-not-contact list.")
             yield ToolCall("files__read_file", {"path": dnc_path}, "Read who must not be contacted.")
             if new_rows:
                 yield ToolCall("crm__list_users", {}, f"Look up {rep.name}'s CRM user for new accounts.")
@@ -392,6 +406,9 @@ class TradeShowLeads(TaskFamily):
             if level > 1:
                 yield ToolCall("crm__list_activities", {"since": show_days[0].isoformat(), "limit": 50},
                                "Check one meeting per person was logged.")
+            if level == 1:
+                return (f"Updated {work[0]['name']} from the {show} scans and logged the meeting; skipped the "
+                        "do-not-contact person.")
             added = f"added {len(new_rows)} new ones (creating {new_co} for {rep.name})" if new_rows else \
                 "added nobody new"
             return (f"Processed {len(work)} people from the {show} scans: updated "

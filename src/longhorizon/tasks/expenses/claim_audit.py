@@ -107,9 +107,10 @@ class ExpenseClaimAudit(TaskFamily):
     four employees and a few more claims. Every level keeps last month's decided rows (one of them
     the look-alike's) and the superseded policy."""
     toolsets = {1: (
-        "files__list_dir", "files__read_file", "mail__read_message", "mail__search_messages", "mail__send_message",
-        "sheets__list_sheets", "sheets__read_range", "sheets__write_cells", "wiki__get_page", "wiki__search_pages",
+        "files__read_file", "mail__send_message", "sheets__read_range", "sheets__write_cells", "wiki__get_page",
     )}
+    """Level 1 gives the request (the sheet, the receipts folder, the policy's page) in the task: no
+    mail to find or read, no page to search; the sheet names each receipt file."""
 
     def generate(self, seed: int, level: int | None = None) -> Task:  # noqa: C901 - one readable generator
         level = self.level_of(level)
@@ -437,6 +438,15 @@ elsewhere. Reason codes: DUP, NO-RCPT, LIMIT.
         today_is = say(w, f"Today is {long_date(today)}.", f"For reference, today is {long_date(today)}.",
                        f"(Today's date: {long_date(today)}.)")
         instruction = " ".join([ask, *in_some_order(w, [details, today_is])])
+        if level == 1:  # the controller's request in the task
+            instruction = " ".join([ask, today_is, (
+                f"The batch is in {book_path} (sheet Claims; receipts in {rdir}/). Audit every open claim against "
+                f"the expense policy on the wiki (page expense-policy): set Decision to Approved or Rejected and, "
+                f"for rejected claims, Reason to the policy's reason code (leave Reason empty for approved ones). "
+                f"The first rows were decided in last month's run: leave them alone, and don't change any other "
+                f"column. Then email each employee who has rejected claims (one mail per person) listing their "
+                f"rejected claim IDs with the reason codes; no need to write to people whose claims were all "
+                f"approved.")])
 
         rejected = [c for c in open_claims if c.code]
         by_emp: dict[str, list[Claim]] = {}
@@ -475,7 +485,8 @@ elsewhere. Reason codes: DUP, NO-RCPT, LIMIT.
             if survey:
                 yield ToolCall("mail__search_messages", {"query": "claims batch", "folder": "Inbox"},
                                "Find finance's request.")
-            yield ToolCall("mail__read_message", {"message_id": request_id}, "Read what they want.")
+            if level > 1:
+                yield ToolCall("mail__read_message", {"message_id": request_id}, "Read what they want.")
             if survey:
                 yield ToolCall("wiki__search_pages", {"query": "expense policy"}, "Find the current policy.")
             yield ToolCall("wiki__get_page", {"slug": "expense-policy"}, "Read the current policy.")

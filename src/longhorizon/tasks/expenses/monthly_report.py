@@ -165,9 +165,10 @@ class MonthlyExpenseReport(TaskFamily):
     orders (one office, one personal); 3 (default): the month's whole statement. Every level keeps the card payment, the duplicate receipt file, last month's
     receipts and the superseded policy."""
     toolsets = {1: (
-        "files__list_dir", "files__read_file", "mail__read_message", "mail__search_messages", "mail__send_message",
-        "sheets__create_workbook", "sheets__list_sheets", "sheets__read_range", "sheets__write_rows",
+        "files__list_dir", "files__read_file", "mail__send_message", "sheets__create_workbook", "sheets__read_range",
+        "sheets__write_rows",
     )}
+    """Level 1 gives finance's format (and the statement's sheet) in the task: no mail to find or read."""
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)
@@ -444,6 +445,16 @@ class MonthlyExpenseReport(TaskFamily):
                    "The statement, the receipts and the policy files must stay unedited.",
                    "Leave the statement, the receipts and the policy files as they are.")
         instruction = " ".join([chased, ask, *in_some_order(w, [fmt, keep])])
+        if level == 1:  # finance's request in the task
+            instruction = " ".join([chased, (
+                f"Please send it to {finance_box} as a workbook saved at {report} with two sheets. \"Report\": header "
+                f"row {' | '.join(REPORT_HEADER)}, then one row per line on my card statement ({statement}, sheet "
+                f"Transactions), oldest first; Date is the transaction date. Leave out the card payment itself but "
+                f"keep refunds (as negative amounts). Receipt is the file name of the matching receipt from "
+                f"receipts/, or None when there isn't one. Category and Status exactly as defined in the current "
+                f"expense policy. \"Summary\": header row {' | '.join(SUMMARY_HEADER)}, one row per category with "
+                f"the total of its OK lines, then a Total row. Put the total reimbursable amount in the mail's body, "
+                f"and copy my manager, {manager.name} ({manager.email}), if anything is flagged."), keep])
 
         reimbursable: dict[str, float] = {}
         for ln in lines:
@@ -483,7 +494,8 @@ class MonthlyExpenseReport(TaskFamily):
             if survey:
                 yield ToolCall("mail__search_messages", {"query": "expense", "folder": "Inbox"},
                                "Find finance's request.")
-            yield ToolCall("mail__read_message", {"message_id": 3}, "Read this month's request.")
+            if level > 1:
+                yield ToolCall("mail__read_message", {"message_id": 3}, "Read this month's request.")
             if survey:
                 yield ToolCall("mail__read_message", {"message_id": 2}, "Read the note about the policy.")
                 yield ToolCall("files__list_dir", {"path": ".", "recursive": True},

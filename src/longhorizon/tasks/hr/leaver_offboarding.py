@@ -97,13 +97,12 @@ class LeaverOffboarding(TaskFamily):
 
     levels = 2
     """1: one confirmed leaver (and the withdrawn one) on the list, the checklist's ticket and mail
-    rules in the task, the calendar left as it is: search the tracker, open the access-removal
-    ticket, mail the manager the handover checklist; 2 (default): three leavers from the HR lead's
+    rules, the sheet's name and "no ticket exists yet" in the task, the calendar left as it is: read
+    the list, open the access-removal ticket, mail the manager the handover checklist; 2 (default): three leavers from the HR lead's
     checklist mail, their meetings handed over or cancelled, an existing ticket to fix. Every level
     keeps the withdrawn leaver, the termination priority and the ticket and mail fields."""
     toolsets = {1: (
-        "calendar__list_people", "mail__send_message", "sheets__list_sheets", "sheets__read_range",
-        "tickets__create_ticket", "tickets__search_tickets",
+        "calendar__list_people", "mail__send_message", "sheets__read_range", "tickets__create_ticket",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:  # noqa: C901 - one readable generator
@@ -304,7 +303,7 @@ class LeaverOffboarding(TaskFamily):
             for lv in rows:
                 ws.append([lv["id"], lv["person"].name, lv["person"].email, lv["dept"], lv["manager"].name,
                            lv["last"], lv["reason"], lv["status"], lv["successor"].name if lv["successor"] else "",
-                           lv["asset"], "; ".join(lv["systems"]), lv["notes"]])
+                           lv["asset"], "; ".join(lv["systems"]), lv["notes"] if level > 1 else None])
             old = Workbook()
             ws2 = old.active
             ws2.title = "Leavers"
@@ -390,13 +389,14 @@ class LeaverOffboarding(TaskFamily):
         ])
         instruction = " ".join([say(w, "Morning!", "Good morning!", "Hi!", "Hello,"), list_at, ask, *notes])
         if level == 1:
-            instruction = " ".join([say(w, "Morning!", "Good morning!", "Hi!", "Hello,"), list_at, say(
+            instruction = " ".join([say(w, "Morning!", "Good morning!", "Hi!", "Hello,"),
+                                    list_at[:-1] + " (sheet Leavers).", say(
                 w, "Could you do the IT and manager side of offboarding for its confirmed leavers (ignore any other "
                    "status)? Their meetings are being handled separately.",
                 "Please do the IT and manager part of offboarding for the confirmed leavers on it (skip any other "
                 "status); their meetings are being handled separately."),
-                f"For each: one access-removal ticket in the {PROJECT} project (check the tracker for an existing "
-                f"one first), type task, team {TEAM}, label {LABEL}, title \"Access removal: <full name> "
+                f"For each: one access-removal ticket in the {PROJECT} project (none exists yet), type task, "
+                f"team {TEAM}, label {LABEL}, title \"Access removal: <full name> "
                 f"(<employee ID>)\", due date = their last day, priority P2 (P1 for terminations), and a "
                 f"description with their work email and every system in the Systems column. Then mail their "
                 f"manager a handover checklist: the last day, the ticket number and the asset tag of the laptop "
@@ -407,10 +407,7 @@ class LeaverOffboarding(TaskFamily):
             """Level 1: the rules are in the task; one leaver's ticket and their manager's mail."""
             lv = active[0]
             p, mgr = lv["person"], lv["manager"]
-            yield ToolCall("sheets__list_sheets", {"path": list_path}, "Find the list's sheet.")
             yield ToolCall("sheets__read_range", {"path": list_path, "sheet": "Leavers"}, "Read every row.")
-            yield ToolCall("tickets__search_tickets", {"query": p.name, "project": PROJECT},
-                           f"Is there already an access-removal ticket for {p.name}?")
             res = yield ToolCall("tickets__create_ticket", {
                 "project": PROJECT, "title": f"Access removal: {p.name} ({lv['id']})", "type": "task",
                 "priority": priority(lv), "team": TEAM, "labels": [LABEL], "due_date": lv["last"].isoformat(),
@@ -748,10 +745,10 @@ class LeaverOffboarding(TaskFamily):
             Criterion("list_untouched", "the leavers workbooks were not written", "process", list_untouched, 1.0,
                       guard=True),
         ]
-        if level == 1:  # no meetings to hand over, and no tool that edits the calendar or the list
+        if level == 1:  # no meetings to hand over, no tool that edits the calendar or the list, no ticket to find
             criteria = [c for c in criteria if c.id not in (
                 "meetings_handed_over", "meetings_cancelled", "handover_mail_meetings", "other_meetings_untouched",
-                "list_untouched")]
+                "list_untouched", "checked_before_opening")]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=oracle,
