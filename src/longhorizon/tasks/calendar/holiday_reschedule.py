@@ -299,6 +299,27 @@ class HolidayWeekReschedule(TaskFamily):
                     f"moved or cancelled; it should list every moved meeting with its new day and time and say "
                     f"that this {wt} is skipped.")
         instruction = " ".join([hello, news, ask, slot, free, *rules, order, mail_])
+        if level == 1:  # the same rules, said briefly (one meeting to move)
+            slot = say(w, "Same weekday and time if everyone can; else the free slot nearest in time that day "
+                          "(on the hour or half past; the earlier of two equally close); else the next working "
+                          "day, as close to the original time as possible.",
+                       "First the same weekday and time; if that doesn't suit everyone, the closest free slot that "
+                       "day (on the hour or half past, the earlier on a tie); if that day is full, the next "
+                       "working day, again as close in time as possible.")
+            free = say(w, "Everyone must be free and within working hours.",
+                       "All attendees must be free and inside their working hours.")
+            rules = [say(w, "Keep title, length, attendees and room.", "Change only the time."),
+                     say(w, "Treat my \"Hold\" blocks as free: cancel one only if a moved meeting needs its time.",
+                         "My \"Hold\" blocks count as free; cancel a hold only when a moved meeting needs it."),
+                     say(w, f"Cancel the {wt} for the closure week instead of moving it (it's weekly).",
+                         f"The {wt} is weekly: cancel it for the closure week, don't move it."),
+                     say(w, "Leave other people's meetings and mine outside the closure alone.",
+                         "Don't touch others' meetings or mine outside the closure.")]
+            mail_ = say(w, f"Then email everyone affected (attendees of what you moved or cancelled) once, with "
+                           f"each moved meeting's new day and time and that this {wt} is skipped.",
+                        f"Then send one email to the attendees of what you moved or cancelled: each moved "
+                        f"meeting's new day and time, and that this {wt} is skipped.")
+            instruction = " ".join([hello, news, ask, slot, free, *rules, mail_])
 
         my_list_range = {"start": nxt[0].isoformat(), "end": nxt[-1].isoformat()}
 
@@ -320,9 +341,11 @@ class HolidayWeekReschedule(TaskFamily):
             yield ToolCall("calendar__cancel_event", {"event_id": weekly_w},
                            note=f"The {weekly['title']} recurs weekly: cancel this week's occurrence.")
             guests_ = [a["email"] for a in m["attendees"]]
-            yield ToolCall("calendar__free_busy", {"emails": [me.email, *guests_], **my_list_range},
-                           note=f"Check who is free the week after for {m['title']!r}.")
             slot = plan[m["id"]]
+            same_day = (datetime.strptime(m["start"], cal.TIME_FMT).date() + timedelta(days=7)).isoformat()
+            yield ToolCall("calendar__free_busy", {"emails": [me.email, *guests_], "start": same_day,
+                                                   "end": max(same_day, slot[0][:10])},
+                           note=f"Check who is free on the same weekday the week after for {m['title']!r}.")
             for hid in sorted(cancel_holds):
                 yield ToolCall("calendar__cancel_event", {"event_id": hid},
                                note=f"Hold {hid} sits where {m['title']!r} has to go: release it.")

@@ -220,6 +220,20 @@ class MeetingRequests(TaskFamily):
                 "Don't change anything already on my calendar."),
         ])
         instruction = " ".join([hello, ask, book, shape, reply, focus, *limits])
+        if short:  # the same requests, said briefly
+            book = say(w, "Book each request from my inbox on my calendar at the asked time (or, for a window, a slot "
+                          "in it when everyone invited is free), with the asked length, the topic as its name, and "
+                          "the person who asked (plus anyone they name) invited.",
+                       "Put each request from my inbox on my calendar: the asked time, or a slot inside their window "
+                       "when everyone invited is free; the asked length; the topic as the name; the requester and "
+                       "anyone they name invited.")
+            reply = say(w, "Reply to confirm the day and time.", "Then confirm the day and time by reply.")
+            focus = say(w, "But a request on my Focus time gets no booking: reply declining and ask for another "
+                           "time.",
+                        "My Focus time is protected: decline a request on it by reply and ask for another time.")
+            limits = [say(w, "No other emails, and leave my existing entries alone.",
+                          "Send nothing else and change nothing already on my calendar.")]
+            instruction = " ".join([hello, book, reply, focus, *limits])
 
         def booked_for(r) -> str:
             return f"Requested by {r['requester'].name} by email."
@@ -230,8 +244,13 @@ class MeetingRequests(TaskFamily):
             for m in sorted(unread["messages"], key=lambda m: m["id"]):
                 yield ToolCall("mail__read_message", {"message_id": m["id"]},
                                note=f"Read message {m['id']} to see whether it is a meeting request.")
-            yield ToolCall("calendar__list_events", {"start": monday.isoformat(), "end": week[-1].isoformat()},
-                           note="Look at my week, including the protected Focus time blocks.")
+            if not short:
+                yield ToolCall("calendar__list_events", {"start": monday.isoformat(), "end": week[-1].isoformat()},
+                               note="Look at my week, including the protected Focus time blocks.")
+            else:  # the window's day is checked by free/busy; a fixed time needs my own calendar that day
+                for d in sorted({r["day"] for r in requests if r["kind"] != "window"}):
+                    yield ToolCall("calendar__list_events", {"start": d.isoformat(), "end": d.isoformat()},
+                                   note=f"What is on my calendar on {d.isoformat()}, the day of a fixed-time request?")
             for r in requests:
                 if r["kind"] == "conflict":
                     yield ToolCall("mail__reply", {"message_id": r["mail_id"], "body": (

@@ -51,10 +51,9 @@ class TeamOneOnOnes(TaskFamily):
     )
 
     levels = 4
-    """The team's size: 1 (one new report), 2-3, 4-5, and 6-9 (the default)."""
-    toolsets = {1: (
-        "calendar__create_event", "calendar__free_busy", "calendar__list_events", "calendar__list_people",
-    )}
+    """The team's size: 1 (one new report), 2-3, 4-5, and 6-9 (the default). Level 1 skips the
+    surveys (the whole directory, my week before and after) and checks free/busy a day at a time."""
+    toolsets = {1: ("calendar__create_event", "calendar__free_busy", "calendar__list_people")}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)
@@ -139,22 +138,35 @@ class TeamOneOnOnes(TaskFamily):
         instruction = " ".join([hello, want, book, *rules, keep])
         week_args = {"start": monday.isoformat(), "end": week[-1].isoformat()}
 
+        survey = level > 1  # one person: look them up, check free/busy, book
+
         def solve():
-            yield ToolCall("calendar__list_people", {}, note="Look at the directory to match names to addresses.")
-            yield ToolCall("calendar__list_events", dict(week_args),
-                           note="See what my own week looks like before booking anything.")
+            if survey:
+                yield ToolCall("calendar__list_people", {}, note="Look at the directory to match names to addresses.")
+                yield ToolCall("calendar__list_events", dict(week_args),
+                               note="See what my own week looks like before booking anything.")
             for p in team:
                 found = loads((yield ToolCall("calendar__list_people", {"query": p.name},
                                               note=f"Find {p.name}'s exact address.")))
                 email = next(x["email"] for x in found if x["name"] == p.name)
-                fb = loads((yield ToolCall("calendar__free_busy", {"emails": [email, me.email], **week_args},
-                                           note=f"Check {p.first}'s and my busy times and working hours.")))
-                slot = self._choose(fb, allowed, blocked)
+                if survey:
+                    fb = loads((yield ToolCall("calendar__free_busy", {"emails": [email, me.email], **week_args},
+                                               note=f"Check {p.first}'s and my busy times and working hours.")))
+                    slot = self._choose(fb, allowed, blocked)
+                else:  # one person: try the allowed days one at a time
+                    for d in allowed:
+                        fb = loads((yield ToolCall(
+                            "calendar__free_busy", {"emails": [email, me.email], "start": d.isoformat(),
+                                                    "end": d.isoformat()},
+                            note=f"Is there a free half hour for {p.first} and me on {weekday(d)}?")))
+                        if slot := self._choose(fb, [d], blocked):
+                            break
                 yield ToolCall("calendar__create_event",
                                {"title": titles[p.email], "start": slot[0], "end": slot[1], "attendees": [email]},
                                note=f"Book {p.first}'s 1:1 at {slot[0]}, a time free for both of us.")
-            yield ToolCall("calendar__list_events", dict(week_args),
-                           note="Verify every 1:1 is booked once, with no clashes.")
+            if survey:
+                yield ToolCall("calendar__list_events", dict(week_args),
+                               note="Verify every 1:1 is booked once, with no clashes.")
             return (f"Booked {len(team)} 30-minute 1:1s next week (none on {weekday(blocked)}), "
                     f"each inside working hours and clear of existing meetings.")
 
@@ -174,7 +186,8 @@ class TeamOneOnOnes(TaskFamily):
         flawed["titles"] = perturb.change(solve, book_last, title="1:1")
         flawed["existing_untouched"] = perturb.insert(solve, ToolCall(
             "calendar__cancel_event", {"event_id": standup}, note="Friday's standup looks optional; cancel it."),
-            before=perturb.noted("calendar__list_events", "Verify every 1:1 is booked once, with no clashes."))
+            before=perturb.noted("calendar__list_events", "Verify every 1:1 is booked once, with no clashes.")
+            if survey else book_last)
 
         # -- graders ------------------------------------------------------------------
         team_emails = [p.email for p in team]

@@ -111,13 +111,14 @@ class SharedInboxRouting(TaskFamily):
 
     levels = 3
     """1: one new message, a key account writing about an invoice (priority before billing,
-    forwarded to its manager), next to one from before the last run; 2: six or seven new ones,
+    forwarded to its manager; its folder exists, and the sender alone decides), next to one from
+    before the last run, with the rules said briefly; 2: six or seven new ones,
     one per trap (the auto-reply quoting an invoice, both key-account precedences, the
     look-alike domain, body-only billing words, "debug" is not "bug"), all older mail kept;
     3 (default): twenty-odd. Every level ends with the summary to the team lead."""
-    toolsets = {1: (
-        "files__list_dir", "files__read_file", "mail__create_folder", "mail__forward", "mail__list_messages",
-        "mail__move_message", "mail__read_message", "mail__send_message",
+    toolsets = {1: (  # level 1 routes its one key-account message by the sender alone (nothing to open)
+        "files__read_file", "mail__forward", "mail__list_messages", "mail__move_message",  # into a folder there
+        "mail__send_message",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
@@ -211,6 +212,8 @@ class SharedInboxRouting(TaskFamily):
             m["is_read"] = m["date"] < last_run.isoformat() or rng.random() < 0.15
             m["new"] = m["date"] > last_run.isoformat()
         existing = rng.choice([F_BILL, F_TECH])
+        if level == 1:  # the folder its one message goes to is the one already there
+            existing = F_PRIO
         folders = ["Inbox", "Sent", "Archive", existing]
         am_of = {a["domain"]: a["am"] for a in accounts}
         expected = {m["id"]: (route(m, key_domains) if m["new"] else INBOX) for m in msgs}
@@ -223,12 +226,18 @@ class SharedInboxRouting(TaskFamily):
         counts = {f: sum(1 for v in expected.values() if v == f) for f in (F_PRIO, F_BILL, F_TECH, F_AUTO)}
         new_inbox = sum(1 for m in msgs if m["new"] and expected[m["id"]] == INBOX)
 
-        rules_text = _rules(lead, last_run)
+        rules_text = _rules_brief(lead, last_run) if level == 1 else _rules(lead, last_run)
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
-        w.writerow(["company", "domain", "account_manager", "manager_email", "tier"])
-        for a in sorted(accounts, key=lambda a: a["company"]):
-            w.writerow([a["company"], a["domain"], a["am"].name, a["am"].email, a["tier"]])
+        listed = accounts
+        if level == 1:  # only the accounts its two messages come from, without the tier
+            senders = {m["sender"].rsplit("@", 1)[1] for m in msgs}
+            listed = [a for a in accounts if a["domain"] in senders]
+            w.writerow(["company", "domain", "account_manager", "manager_email"])
+        else:
+            w.writerow(["company", "domain", "account_manager", "manager_email", "tier"])
+        for a in sorted(listed, key=lambda a: a["company"]):
+            w.writerow([a["company"], a["domain"], a["am"].name, a["am"].email, a["tier"]][:5 if level > 1 else 4])
         accounts_csv = buf.getvalue()
 
         def build(root: Path) -> None:
@@ -270,7 +279,9 @@ class SharedInboxRouting(TaskFamily):
                             "Forward it to the account manager.")
 
         def summary(c: dict[str, int]) -> ToolCall:
-            body = (f"Hi {lead.first},\n\nRouting run done for mail since {last_run:%Y-%m-%d %H:%M}:\n"
+            body = (f"Hi {lead.first},\n\nRouting run since {last_run:%Y-%m-%d %H:%M}:\n"
+                    + "".join(f"- {f.split('/')[-1]}: {n}\n" for f, n in c.items())
+                    + f"- left in Inbox: {new_inbox}\n") if level == 1 else (f"Hi {lead.first},\n\nRouting run done for mail since {last_run:%Y-%m-%d %H:%M}:\n"
                     + "".join(f"- {f}: {n}\n" for f, n in c.items())
                     + f"- left in Inbox: {new_inbox}\n\nKey-account messages were forwarded to their managers.\n")
             return ToolCall("mail__send_message", {"to": [lead.email],
@@ -286,7 +297,7 @@ class SharedInboxRouting(TaskFamily):
                 yield ToolCall("mail__list_messages", {"folder": INBOX, "limit": 25, "offset": off},
                                "List the inbox (newest first).")
             for m in sorted(msgs, key=lambda x: x["date"], reverse=True):
-                if m["new"]:
+                if m["new"] and level > 1:  # level 1's one new message is a key account's: its sender decides
                     yield ToolCall("mail__read_message", {"message_id": m["id"]}, f"Read message {m['id']}.")
             for f in (F_AUTO, F_PRIO, F_BILL, F_TECH):
                 if f != existing and f in expected.values():
@@ -538,6 +549,27 @@ def counts_in(body: str) -> dict[str, set[int]]:
         prose.append(line)
     _prose_counts("\n".join(prose), found)
     return found
+
+
+def _rules_brief(lead, last_run: datetime) -> str:
+    """The same rules, said briefly (level 1)."""
+    return f"""# Support inbox routing rules
+
+Team lead: {lead.name} <{lead.email}>
+
+Route the Inbox mail that arrived after the last run; the first rule that matches decides:
+
+1. Subject starts with "Automatic reply:", "Auto-Reply:", "Out of Office" or "Undeliverable:" -> {F_AUTO}.
+2. Sender at a domain in key-accounts.csv (exactly) -> {F_PRIO}; forward it to that account's manager.
+3. Subject or body has one of {", ".join(BILLING_WORDS)} -> {F_BILL}.
+4. Body has one of {", ".join(TECH_WORDS)} -> {F_TECH}.
+5. Anything else stays in the Inbox.
+
+Keywords are whole words, any case. Create missing folders. Never reply to customers. Then mail the
+team lead how many went to each of the four folders and how many new ones stayed in the Inbox.
+
+Last run: {last_run:%Y-%m-%d %H:%M}. Leave older mail where it is.
+"""
 
 
 def _rules(lead, last_run: datetime) -> str:

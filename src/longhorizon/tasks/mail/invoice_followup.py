@@ -84,12 +84,12 @@ class InvoiceFollowup(TaskFamily):
     )
 
     levels = 3
-    """1: one past-due and one not-yet-due invoice, no look-alikes; 2: two or three past-due,
+    """1: one past-due and one not-yet-due invoice, no look-alikes, a brief request, and the move
+    confirms the filing (no final listing); 2: two or three past-due,
     one or two not yet due, plus payment receipts; 3 (default): four to six past-due among every
     look-alike, and the survey of the whole inbox first."""
-    toolsets = {1: (
-        "mail__create_folder", "mail__list_messages", "mail__move_message", "mail__read_message", "mail__reply",
-        "mail__search_messages",
+    toolsets = {1: (  # level 1 searches at once and needs no listing
+        "mail__create_folder", "mail__move_message", "mail__read_message", "mail__reply", "mail__search_messages",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
@@ -159,7 +159,7 @@ class InvoiceFollowup(TaskFamily):
             body = (
                 f"Dear {me.first},\n\nPlease find attached invoice {number} for {service}.\n\n"
                 f"Amount due: {amount}\n{_due_phrase(rng, due)}\n\n"
-                f"Kind regards,\n{contact.name}\nAccounts Receivable, {vendor['name']}"
+                f"Kind regards,\n{contact.name}" + ("" if level == 1 else f"\nAccounts Receivable, {vendor['name']}")
             )
             pdf = (f"%PDF-1.4\n% {vendor['name']}\nInvoice {number}\nAmount {amount}\n"
                    f"Due {due.isoformat()}\n%%EOF\n").encode()
@@ -271,10 +271,25 @@ class InvoiceFollowup(TaskFamily):
         ])
         today_is = f"Today is {long_date(today)}."
         instruction = " ".join([hello, today_is, find, reply, file, *leave])
+        if level == 1:  # the same requests, said briefly
+            hello = say(w, f"Hi, it's {me.first}.", f"{me.first} here.", f"Hello, {me.first} here.")
+            find = say(w, "Find the vendor invoices in my inbox whose due date has passed (due today is not overdue).",
+                       "Which vendor invoices in my inbox are overdue? One due today or later isn't yet.")
+            reply = say(w, f"Reply to each overdue one: apologise, quote its invoice number and say payment is "
+                           f"scheduled for {pay_text}.",
+                        f"Reply to each overdue vendor with an apology, the invoice number and that payment is "
+                        f"scheduled for {pay_text}.")
+            file = say(w, f"Then move each to a new folder \"{FOLDER}\".",
+                       f"Then file it in a new folder called \"{FOLDER}\".")
+            leave = say(w, "Leave other mail where it is, unanswered, and email no one else.",
+                        "Don't reply to or move anything else, and email no one else.")
+            instruction = " ".join([hello, today_is, find, reply, file, leave])
 
         def reply_body(inv: dict, with_date: bool = True) -> str:
             ref = f" {inv['number']}"
             when = f" Payment is scheduled for {pay_text}." if with_date else " Payment will follow shortly."
+            if level == 1:
+                return f"Hello {inv['contact']},\n\nApologies for the delay on invoice{ref}.{when}\n\n{me.first}"
             return (f"Hello {inv['contact']},\n\nApologies for the delay on invoice{ref} ({inv['amount']})."
                     f"{when}\n\nBest regards,\n{me.name}\n{our_company}")
 
@@ -301,6 +316,9 @@ class InvoiceFollowup(TaskFamily):
                                note=f"{inv['number']} was due {inv['due']}, so it is overdue: reply to {inv['vendor']}.")
                 yield ToolCall("mail__move_message", {"message_id": inv["id"], "folder": FOLDER},
                                note=f"File {inv['number']} as processed.")
+            if level == 1:  # one invoice: the move's confirmation is the check
+                filed = ", ".join(inv["number"] for inv in over)
+                return f"Replied to {filed} (payment on {pay_text}) and filed it in {FOLDER}; nothing else touched."
             done = loads((yield ToolCall("mail__list_messages", {"folder": FOLDER, "limit": 25},
                                          note="Verify the processed folder holds exactly the overdue invoices.")))
             if survey:
@@ -313,6 +331,8 @@ class InvoiceFollowup(TaskFamily):
 
         last, spare = over[-1], not_due[0]
         verify = perturb.on("mail__list_messages", folder=FOLDER)
+        if level == 1:  # no final listing: the stray action goes before the last move
+            verify = perturb.on("mail__move_message", message_id=last["id"])
         perturbations = {
             "overdue_replied": perturb.repeat(solve, perturb.on("mail__reply", message_id=last["id"])),
             "reply_content": perturb.change(solve, perturb.on("mail__reply", message_id=last["id"]),

@@ -90,12 +90,10 @@ class WeeklySalesReport(TaskFamily):
     description = "Follow a manager's mailed request: summarise the week's orders per region and mail the workbook."
 
     levels = 3
-    """1: one region, at most one page of orders; 2: two regions, at most two pages; 3 (default):
-    four or five regions, 55-85 orders."""
-    toolsets = {1: (
-        "mail__read_message", "mail__search_messages", "mail__send_message", "sheets__create_workbook",
-        "sheets__list_sheets", "sheets__read_range", "sheets__write_rows",
-    )}
+    """1: one region, five orders (one of them not Completed), and the request told in the task
+    itself, so no mail to look up; 2: two regions, at most two pages; 3 (default): four or five
+    regions, 55-85 orders."""
+    toolsets = {1: ("mail__send_message", "sheets__create_workbook", "sheets__read_range", "sheets__write_rows")}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)
@@ -115,6 +113,9 @@ class WeeklySalesReport(TaskFamily):
             regions = regions[:level]
             rows = [r for r in rows if r[2] in regions][:level * PAGE]
             last_rows = [r for r in last_rows if r[2] in regions]
+            if short:  # five orders, one of them left out (not Completed)
+                out = next((r for r in rows if r[6] != "Completed"), None)
+                rows = rows[:5] if out is None or out in rows[:5] else rows[:4] + [out]
         fig, last_fig = _figures(rows, regions), _figures(last_rows, regions)
         total = round(sum(v for _, v in fig.values()), 2)
         orders_path = f"sales/orders_2026-W{week:02d}.xlsx"
@@ -169,13 +170,27 @@ class WeeklySalesReport(TaskFamily):
                    "Don't touch the exports themselves.")
         instruction = " ".join([say(w, "", "Hi!", "Hello!", "Hey!"), sent, ask, *in_some_order(w, [where, keep])])
         instruction = instruction.strip()
+        if short:  # the request itself, told briefly: no mail to find
+            sent = say(w, f"{boss} asked me this morning for the W{week:02d} sales summary.",
+                       f"This morning {boss} asked for the weekly sales summary for W{week:02d}.")
+            what = say(w, f"Build it from the orders export in sales/ in last week's layout (one row per region with "
+                          f"the number of orders and the revenue, then a Total row), counting Completed orders only, "
+                          f"and save it as {report}.",
+                       f"Please save it as {report}: last week's layout (a row per region with the number of orders "
+                       f"and the revenue, then a Total row), from the orders export in sales/, Completed orders "
+                       f"only.")
+            mail_it = say(w, f"Then mail it to {boss} ({manager[1]}) as an attachment, cc {finance[0]} ({finance[1]}), "
+                             f"with the total revenue in the mail.",
+                          f"Send it to {boss} ({manager[1]}) with the workbook attached and the total revenue in the "
+                          f"text, cc {finance[0]} ({finance[1]}).")
+            instruction = " ".join([sent, what, mail_it, keep])
 
         def solve(*, header=HEADER, wrong_region=False, total_row=True, attach=True, cc=True,
                   mention_total=True, extra_mail=False, edit_source=False):
-            yield ToolCall("mail__search_messages", {"query": "weekly sales", "sender": manager[1]},
-                           "Find the manager's request.")
-            yield ToolCall("mail__read_message", {"message_id": request_id}, "Read the newest request in full.")
-            if not short:
+            if not short:  # level 1's task tells the request
+                yield ToolCall("mail__search_messages", {"query": "weekly sales", "sender": manager[1]},
+                               "Find the manager's request.")
+                yield ToolCall("mail__read_message", {"message_id": request_id}, "Read the newest request in full.")
                 yield ToolCall("files__list_dir", {"path": "sales"}, "See which exports exist.")
                 yield ToolCall("files__list_dir", {"path": "reports"}, "Find last week's report for the layout.")
             yield ToolCall("sheets__read_range", {"path": last_report, "sheet": "Summary"},

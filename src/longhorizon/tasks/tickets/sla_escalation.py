@@ -83,6 +83,39 @@ A ticket with no public reply is **breached** once its deadline (created + limit
 [[sla-escalation]].
 """
 
+BRIEF_SLA_PAGE = """# Support SLA: first response
+
+Version 4, since {since}. Replaces [[support-sla-2025]].
+
+Every open SUP ticket needs our first **public** reply within the limit for its priority and the
+customer's tier ([[customer-tiers]]), in calendar hours from creation (Enterprise / Business / Standard):
+
+- P1: 1 / 2 / 4 hours
+- P2: 4 / 8 / 12 hours
+- P3: 8 / 24 / 48 hours
+- P4: 24 / 48 / 72 hours
+
+Internal notes don't stop the clock; a ticket with a public reply is done for good (even a late
+one); Waiting on Customer, Resolved and Closed are out of scope. No public reply and the deadline
+(created + limit) passed: **breached**; deadline within the next 2 hours: **at risk**. Escalate
+both: [[sla-escalation]].
+"""
+"""The current SLA said briefly (level 1)."""
+
+BRIEF_ESCALATION_PAGE = """# SLA escalation procedure
+
+The owning team is the ticket's team; its on-call engineer for the day is on the [[on-call-rota]]
+(mind the swaps).
+
+- Breached: raise the priority one step (P1 stays P1); assign it to the on-call engineer; add an
+  **internal** note starting "SLA breach" with when the first response was due; reply publicly with
+  an apology naming the engineer (first name) now on it.
+- At risk: assign it to the on-call engineer; add an **internal** note starting "SLA at risk" with
+  when the first response is due. No priority change, no reply.
+
+Never change a status, and leave every other ticket as it is.
+"""
+
 OLD_SLA_PAGE = """# Support SLA (2025)
 
 **Superseded** by [[support-sla]] on {since}; kept for the record.
@@ -146,9 +179,9 @@ class SlaBreachEscalation(TaskFamily):
     (one with only an internal note), one at risk, and one of each look-alike (the twin customer,
     just outside the window, a late reply, waiting on the customer); 3 (default): four or five
     breached, two or three at risk, among every look-alike."""
-    toolsets = {1: (
+    toolsets = {1: (  # level 1 reads the four pages the request names: no wiki search
         "tickets__add_comment", "tickets__assign_ticket", "tickets__get_ticket", "tickets__search_tickets",
-        "wiki__get_page", "wiki__search_pages",
+        "wiki__get_page",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
@@ -339,7 +372,9 @@ class SlaBreachEscalation(TaskFamily):
         def stamp(d, hm="10:00"):
             return f"{d.isoformat()}T{hm}:00"
 
-        tier_rows = "\n".join(f"| {c} | {customers[c]} | {fake.name()} |" for c in names)
+        listed = {t["customer"] for t in tickets}  # level 1: only the customers with tickets
+        tier_rows = [f"| {c} | {customers[c]} | {fake.name()} |" for c in names]
+        tier_rows = "\n".join(r for r, c in zip(tier_rows, names) if level > 1 or c in listed)
         misc = [
             ("support-macros", "Support reply macros", "Greeting, apology and closing lines we reuse.\n\n- Hello, "
              "thanks for getting in touch.\n- Sorry for the wait.\n", ["support"]),
@@ -350,14 +385,15 @@ class SlaBreachEscalation(TaskFamily):
         pages = [
             {"slug": "support-sla", "title": "Support SLA: first response", "author": head["username"],
              "updated": stamp(since), "tags": ["support", "policy"],
-             "body": SLA_PAGE.format(since=since.isoformat(), owner=head["name"]),
+             "body": (SLA_PAGE if level > 1 else BRIEF_SLA_PAGE).format(since=since.isoformat(), owner=head["name"]),
              "history": [{"body": "# Support SLA: first response\n\nDraft.", "author": head["username"],
                           "date": stamp(since - timedelta(days=20))}]},
             {"slug": "support-sla-2025", "title": "Support SLA (2025)", "author": head["username"],
              "updated": stamp(since), "tags": ["support", "archive"],
              "body": OLD_SLA_PAGE.format(since=since.isoformat())},
             {"slug": "sla-escalation", "title": "SLA escalation procedure", "author": head["username"],
-             "updated": stamp(since + timedelta(days=2)), "tags": ["support", "runbook"], "body": ESCALATION_PAGE},
+             "updated": stamp(since + timedelta(days=2)), "tags": ["support", "runbook"],
+             "body": ESCALATION_PAGE if level > 1 else BRIEF_ESCALATION_PAGE},
             {"slug": "customer-tiers", "title": "Customer tiers", "author": support[1]["username"],
              "updated": stamp(today - timedelta(days=rng.randint(5, 30))), "tags": ["support", "customers"],
              "body": ("# Customer tiers\n\nTier per customer account, from the contracts. Ask the account "

@@ -106,6 +106,22 @@ comment. If the customer's earlier ticket is already Resolved or Closed, the new
 issue: triage it normally.
 """
 
+BRIEF_POLICY = """# SLA policy v3
+
+Impact: Outage = down for everyone at the customer; Degraded = broken or wrong, but they can work;
+Question = how-to or feature request; Security = data or access open to the wrong people.
+
+Priority by the customer's tier in customers.csv (Enterprise / Business / Standard):
+- Outage: P1 / P2 / P2
+- Degraded: P2 / P3 / P3
+- Question: P3 / P4 / P4
+- Security: always P1
+
+Acknowledge it in a public comment with the first-response time: P1 1 hour, P2 4 hours, P3 1
+business day, P4 3 business days. Route it (below) and set it to Triaged.
+"""
+"""The current policy said briefly, for level 1 (one question, no duplicates)."""
+
 OLD_POLICY = """# Customer Support SLA Policy
 
 Version 2, effective 2024-03-01. SUPERSEDED by version 3 on 2026-01-01; kept for reference.
@@ -135,6 +151,13 @@ def _routing(products: list[str]) -> str:
             f"| Component       | Team          |\n|-----------------|---------------|\n{rows}\n\n"
             "Front-line Support only triages: always hand the ticket to the owning team and leave the assignee "
             "empty; the team lead picks someone.\n")
+
+
+def _brief_routing(products: list[str]) -> str:
+    """Level 1's routing: a section of its brief policy."""
+    rows = "\n".join(f"- {p}: {PRODUCTS[p][0]}" for p in products)
+    return ("\n## Routing\n\nTo the team owning the component (if empty, the product described), unassigned.\n\n"
+            f"{rows}\n")
 
 
 def _text(rng, impact: str, product: str, code: str | None, customer: str) -> tuple[str, str]:
@@ -195,12 +218,14 @@ class SupportTriage(TaskFamily):
                    "Triaged; close duplicates by error code with a link and a pointer to the original.")
 
     levels = 3
-    """1: one New ticket (a question, so no error code to check) and no duplicates; 2: four or five
+    """1: one New ticket, named in the request (a question, so no error code to check), no
+    duplicates, the policy said briefly with (four rows of) the routing in it, and only the tiers of the asker and
+    one more customer; 2: four or five
     New tickets (the twin customers, the two look-alikes, the original of a duplicate) and two
     duplicates; 3 (default): nine New tickets and three duplicates."""
-    toolsets = {1: (
-        "files__list_dir", "files__read_file", "tickets__add_comment", "tickets__assign_ticket",
-        "tickets__get_ticket", "tickets__search_tickets", "tickets__update_ticket",
+    toolsets = {1: (  # level 1 names its one ticket: no listing, no search
+        "files__read_file", "tickets__add_comment", "tickets__assign_ticket", "tickets__get_ticket",
+        "tickets__update_ticket",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
@@ -306,6 +331,8 @@ class SupportTriage(TaskFamily):
                 if customers[q["customer"]] == "Enterprise":
                     q["customer"] = next(c for c in names if customers[c] != "Enterprise")
                     q["title"], q["description"] = _text(rng, "question", q["product"], None, q["customer"])
+                for opener in REPEAT_OPENERS:  # brief: no "reported already?" line
+                    q["description"] = q["description"].removeprefix(opener + " ")
                 queue, dups = [q], []
             else:
                 queue, dups = [t for t in queue if any(t is k for k in (queue[0], queue[1], qorig, look1, look2))], \
@@ -352,13 +379,16 @@ class SupportTriage(TaskFamily):
         def customers_csv() -> bytes:
             out = io.StringIO()
             w = csv.writer(out, lineterminator="\n")
-            w.writerow(["Customer", "Tier", "Account manager", "Renewal"])
+            w.writerow(["Customer", "Tier", "Account manager", "Renewal"][:2 if short else 4])
+            listed = {t["customer"] for t in regular} | {base}  # level 1: the asker and one more, tiers only
             for n in names:
-                w.writerow([n, customers[n], fake.name(), (today + timedelta(days=rng.randint(30, 360))).isoformat()])
+                row = [n, customers[n], fake.name(), (today + timedelta(days=rng.randint(30, 360))).isoformat()]
+                if not short or n in listed:
+                    w.writerow(row[:2 if short else 4])
             return out.getvalue().encode()
 
         files = {
-            "support/sla_policy.md": POLICY.encode(),
+            "support/sla_policy.md": (BRIEF_POLICY + _brief_routing(sorted(set(products[:3]) | {regular[0]["product"]})) if short else POLICY).encode(),
             "support/routing.md": _routing(products).encode(),
             "support/customers.csv": customers_csv(),
             "support/archive/sla_policy_2024.md": OLD_POLICY.encode(),
@@ -401,9 +431,20 @@ class SupportTriage(TaskFamily):
         hello = say(w, "Morning!", "Hi,", "Hello!", "Good morning,")
         bye = say(w, "Thanks,", "Cheers,", "Thank you!", "Many thanks,")
         instruction = " ".join([hello, ask, how, *rest, f"{bye} {me.first}"])
+        if short:  # one ticket, named; no duplicates to handle
+            key = regular[0]["key"]
+            ask = say(w, f"Could you triage {key}, the new support ticket?",
+                      f"A new support ticket, {key}, needs triage.", f"Please triage the New ticket {key}.")
+            how = say(w, "Per support/sla_policy.md: priority, team, an acknowledgement with the response time, "
+                         "then Triaged.",
+                      "support/sla_policy.md says how: priority, team, acknowledgement with the response time, "
+                      "status Triaged.")
+            instruction = " ".join([hello, ask, how, "Leave other tickets alone.", f"{bye} {me.first}"])
 
         def ack(t, target=None) -> str:
             target = target or TARGETS[t["want_priority"]]
+            if short:
+                return f"Logged as {t['want_priority']} for {t['want_team']}; first response within {target}."
             return (f"Hello, thanks for reporting this. We've logged it as {t['want_priority']} and passed it to our "
                     f"{t['want_team']} team; you can expect our first response within {target}.")
 
@@ -412,14 +453,17 @@ class SupportTriage(TaskFamily):
                 yield ToolCall("files__list_dir", {"path": "support"},
                                "Find the policy, routing table and customers.")
             yield ToolCall("files__read_file", {"path": "support/sla_policy.md"}, "Read the current SLA policy.")
-            yield ToolCall("files__read_file", {"path": "support/routing.md"}, "Read the routing table.")
+            if not short:  # level 1's policy holds its routing
+                yield ToolCall("files__read_file", {"path": "support/routing.md"}, "Read the routing table.")
             yield ToolCall("files__read_file", {"path": "support/customers.csv"}, "Read the customers' tiers.")
             if not short:
                 yield ToolCall("tickets__list_teams", {}, "Check the team names.")
-            page = json.loads((yield ToolCall("tickets__search_tickets",
-                                              {"project": "SUP", "status": "New", "limit": 50},
-                                              "List the New queue.")))
-            assert {t["key"] for t in page["tickets"]} == queue_keys
+                page = json.loads((yield ToolCall("tickets__search_tickets",
+                                                  {"project": "SUP", "status": "New", "limit": 50},
+                                                  "List the New queue.")))
+                assert {t["key"] for t in page["tickets"]} == queue_keys
+            else:  # the one ticket the request names
+                page = {"tickets": [{"key": t["key"]} for t in regular]}
             for t in page["tickets"]:
                 yield ToolCall("tickets__get_ticket", {"key": t["key"]}, f"Read {t['key']} in full.")
             for c in sorted({t["code"] for t in queue + dups if t["code"]}):
@@ -447,6 +491,9 @@ class SupportTriage(TaskFamily):
             if not short:
                 yield ToolCall("tickets__search_tickets", {"project": "SUP", "status": "New"},
                                "Check nothing is left in New.")
+            if short:
+                t = regular[0]
+                return f"Triaged {t['key']}: {t['want_priority']}, {t['want_team']}."
             return (f"Triaged {len(regular)} new tickets (priority, team, acknowledgement with the response "
                     f"target) and closed {len(dups)} duplicates: "
                     + ", ".join(f"{d['key']} -> {d['original']['key']}" for d in dups) + ".")
