@@ -142,14 +142,14 @@ class QuarterlyKpiReview(TaskFamily):
 
     levels = 3
     """1: one question (refund rates, the QA accounts and non-completed orders left out) next to
-    last quarter's stale request; 2: also month-over-month growth (its first month needs the
+    last quarter's stale request, the sheet not read back; 2: also month-over-month growth (its first month needs the
     month before), with the note about the frozen snapshot table; 3 (default): also the signup
     cohorts and the top products per region (ties listed). The warehouse is the same at every level."""
     level_apps = {1: ("mail", "sql", "sheets")}
     """Level 1 reads last quarter's report by name only (no files tools)."""
     toolsets = {1: (
         "mail__list_messages", "mail__read_message", "mail__send_message", "sheets__create_workbook",
-        "sheets__read_range", "sheets__write_rows", "sql__describe_table", "sql__query",
+        "sheets__write_rows", "sql__query",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
@@ -458,7 +458,7 @@ class QuarterlyKpiReview(TaskFamily):
                 name, header = sheets[key]
                 yield ToolCall("sheets__write_rows", {"path": report, "sheet": name, "start_cell": "A1",
                                                       "rows": [header] + tables[key]}, f"Write the {name} sheet.")
-            for key in asked:
+            for key in asked if level > 1 else ():  # level 1: one sheet, written as its query returned it
                 yield ToolCall("sheets__read_range", {"path": report, "sheet": sheets[key][0]},
                                f"Verify the {sheets[key][0]} sheet.")
             topr = refunds_rows[0]

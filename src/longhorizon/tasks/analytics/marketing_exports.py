@@ -124,12 +124,12 @@ class MarketingCsvExports(TaskFamily):
     )
 
     levels = 3
-    """1: one question (campaign ROAS, still-running campaigns left out); 2: ROAS and conversion by
+    """1: one question (campaign ROAS, still-running campaigns left out; the notes name the columns,
+    so no table is described or surveyed first); 2: ROAS and conversion by
     source (anonymous visitors in, test accounts out); 3 (default): those and one or two more. Every
     level keeps the stale notes from an earlier call."""
     toolsets = {1: (
-        "files__list_dir", "files__read_file", "files__write_file", "mail__send_message", "sql__describe_table",
-        "sql__query",
+        "files__list_dir", "files__read_file", "files__write_file", "mail__send_message", "sql__query",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
@@ -313,14 +313,9 @@ class MarketingCsvExports(TaskFamily):
             return f"Wrote {len(questions)} CSVs to exports/ and mailed them to {lead.name}."
 
         def short_solve():
-            """One question: the notes, the two tables it joins on, the finished campaigns, the answer."""
+            """One question: the notes, then the answer (its query leaves the running campaigns out)."""
             yield ToolCall("files__list_dir", {"path": "notes"}, "Find the notes from yesterday's call.")
             yield ToolCall("files__read_file", {"path": notes_path}, "Read the question.")
-            for t in ("campaigns", "orders"):
-                yield ToolCall("sql__describe_table", {"name": t}, f"Learn the {t} columns.")
-            yield ToolCall("sql__query", {"sql": "SELECT campaign_id, name, start_date, end_date, budget "
-                                                 "FROM campaigns ORDER BY start_date"},
-                           "Which campaigns have finished?")
             res = parse_json((yield ToolCall("sql__query", {"sql": sqls["roas"]}, "Answer: roas.")))
             path, header = files["roas"]
             results = {"roas": [r[:len(files["roas"][1])] for r in res["rows"]]}

@@ -137,7 +137,8 @@ class NewJoinerFaq(TaskFamily):
 
     levels = 3
     """1: one question the policies answer (the archive, the draft and an old note in the mail
-    give stale figures), no leadership thread and no Sources section; 2: the three questions the
+    give stale figures), no leadership thread and no Sources section, and a smaller World: the one
+    current policy it needs among the stale copies, without boilerplate, and no newsletter; 2: the three questions the
     leadership thread changed (accepted, counter-offered, rejected) and one more, with Sources;
     3 (default): four to six more questions."""
     level_apps = {1: ("mail", "docs")}
@@ -208,8 +209,8 @@ class NewJoinerFaq(TaskFamily):
                 sentences = [f.doc_sentence.format(v=facts_value(f)) for f in FACTS
                              if f.doc == doc_key and SECTION_OF[f.key] == i]
                 if i == 0:
-                    sentences = [fill[0], fill[1]]
-                else:
+                    sentences = [fill[0], fill[1]] if level > 1 else [fill[0]]
+                elif level > 1:  # level 1: no boilerplate after the facts
                     sentences.append(fill[(i + 1) % len(fill)])
                 blocks += sentences
             return blocks
@@ -236,8 +237,11 @@ class NewJoinerFaq(TaskFamily):
         files[draft_path] = document_bytes(build_document(
             policy_blocks(draft_doc, lambda f: value[f.key + ":archive"],
                           f"DRAFT {chr(8212)} not approved, do not circulate"), title=f"{title} (draft)"))
-        sources = Sources(lambda: files)
         used_docs = sorted({current_docs[f.doc] for f in asked})
+        if level == 1:  # the current policy it needs, among the archive and the draft
+            files = {p: b for p, b in files.items() if p in used_docs or p in stale_docs}
+            current_docs = {k: p for k, p in current_docs.items() if p in used_docs}
+        sources = Sources(lambda: files)
 
         # -- mail ---------------------------------------------------------------------------------------
         faq_title = f"{company} New Joiner FAQ"
@@ -301,7 +305,7 @@ class NewJoinerFaq(TaskFamily):
              "body": (f"Found this old note: {FACTS[3].label} used to be {FACTS[3].amount(value['allowance:archive'])} "
                       f"and {FACTS[10].label} {FACTS[10].amount(value['annual_leave:archive'])}. Probably outdated.")},
         ]
-        messages = [noise[1], *(thread if level > 1 else []), noise[0]]
+        messages = [noise[1], *(thread if level > 1 else []), *(noise[:1] if level > 1 else [])]
         request = {"folder": "Inbox", "sender": requester[1], "sender_name": requester[0], "to": [me[1]],
                    "subject": "New joiner FAQ", "date": stamp(today, "08:45"), "body": request_body}
         messages.append(request)

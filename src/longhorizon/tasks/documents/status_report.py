@@ -148,10 +148,10 @@ class ProjectStatusReport(TaskFamily):
     """1: one milestone (its newest status and date in the one sync after the tracker row), a
     template with a summary and the milestones; 2: three milestones, two syncs, risks and next
     steps too; 3 (default): eight to eleven milestones over three to five syncs. Every level keeps
-    the sister project's rows and a tracker row the sync overrides."""
+    the sister project's rows and a tracker row the sync overrides (level 1: two of them, and sync
+    notes without the risk log it does not ask about)."""
     toolsets = {1: (
-        "docs__read_document", "docs__set_paragraph", "files__copy", "files__list_dir", "files__read_file",
-        "sheets__list_sheets", "sheets__read_range",
+        "docs__read_document", "docs__set_paragraph", "files__copy", "files__read_file", "sheets__read_range",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
@@ -287,7 +287,8 @@ class ProjectStatusReport(TaskFamily):
             body = [f"# {proj} weekly sync {DASH} {day.isoformat()}", "", f"Attendees: {people}", "",
                     "## Progress"]
             body += [p if p.startswith("- ") else f"- {p}" for p in progress] or ["- No milestone changes."]
-            body += ["", "## Risks"] + (risk_lines or ["- No changes to the risk log."])
+            if level > 1:  # level 1 asks for no risks: its notes keep no risk log
+                body += ["", "## Risks"] + (risk_lines or ["- No changes to the risk log."])
             body += ["", "## Actions"] + [f"- {a}" for a in acts]
             return "\n".join(body) + "\n"
 
@@ -329,7 +330,8 @@ class ProjectStatusReport(TaskFamily):
 
         def make() -> dict[str, bytes]:
             files = {
-                tracker_path: workbook_bytes(_tracker([r for _, r in tracker_rows])),
+                tracker_path: workbook_bytes(_tracker([r for _, r in tracker_rows if level > 1 or r[0] == project
+                                                       or r[1] in theirs[:2]])),
                 archive_path: workbook_bytes(_tracker(stale_rows)),
                 template_path: document_bytes(build_document(template_blocks, title="Status report template")),
                 last_report: document_bytes(build_document(last_blocks, title=f"{project} Status Report")),

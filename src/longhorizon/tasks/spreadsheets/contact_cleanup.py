@@ -116,9 +116,10 @@ class ContactListCleanup(TaskFamily):
     )
 
     levels = 3
-    """1: six people (at least one near-duplicate); 2: eighteen (at least three); 3 (default):
+    """1: three people (one near-duplicate, one blank row; the oracle reads the sheet whole, without
+    sizing it first, and reads back just the rows it wrote); 2: eighteen (at least three); 3 (default):
     35 to 55 people with five to nine near-duplicates."""
-    toolsets = {1: ("sheets__add_sheet", "sheets__list_sheets", "sheets__read_range", "sheets__write_rows")}
+    toolsets = {1: ("sheets__add_sheet", "sheets__read_range", "sheets__write_rows")}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)
@@ -188,7 +189,7 @@ class ContactListCleanup(TaskFamily):
 
         old_people = rng.sample(people, n // 2)
         if level < self.levels:  # the same draws as the default, then fewer people
-            kept = _fewer_people(*{1: (6, 1), 2: (18, 3)}[level], people, dups)
+            kept = _fewer_people(*{1: (3, 1), 2: (18, 3)}[level], people, dups)
             rows = _rows_of(rows, kept, max_blanks=level)
             people = [p for p in people if p["email"] in kept]
             old_people = [p for p in old_people if p["email"] in kept]
@@ -284,8 +285,8 @@ class ContactListCleanup(TaskFamily):
         task = Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=files.build,
-            oracle=partial(_oracle, data), criteria=_criteria(data, files, original), data=data,
-            perturbations=_perturbations(data, original),
+            oracle=partial(_oracle, data, small=level == 1), criteria=_criteria(data, files, original), data=data,
+            perturbations=_perturbations(data, original, small=level == 1),
         )
         return task
 
@@ -471,15 +472,22 @@ def _clean_row(r: list, fmt) -> list:
             parse_date(r[4]).isoformat()]
 
 
-def _oracle(d: dict):
+def _oracle(d: dict, small: bool = False):
     """Read the export in pages, apply each rule to what was read, write the clean sheet, read it
-    back."""
+    back. ``small`` (level 1): the export is a handful of rows, read whole without sizing it first,
+    and only the rows written are read back."""
     export, sheet, clean = d["export"], d["sheet"], d["clean_sheet"]
     fmt = PHONE_STYLES[d["phone_style"]][1]
 
-    info = parse_json((yield ToolCall("sheets__list_sheets", {"path": export}, "See how big the export is.")))
-    n_rows = next(s for s in info if s["name"] == sheet)["rows"]
     raw: list[list] = []
+    if small:
+        page = parse_json((yield ToolCall("sheets__read_range", {"path": export, "sheet": sheet},
+                                          "Read the whole export.")))
+        raw.extend(r["values"] for r in page["rows"])
+        n_rows = 0
+    else:
+        info = parse_json((yield ToolCall("sheets__list_sheets", {"path": export}, "See how big the export is.")))
+        n_rows = next(s for s in info if s["name"] == sheet)["rows"]
     for start in range(1, n_rows + 1, CHUNK):
         end = min(start + CHUNK - 1, n_rows)
         page = parse_json((yield ToolCall(
@@ -508,8 +516,9 @@ def _oracle(d: dict):
                        f"Write clean rows {start + 1}-{min(start + CHUNK, len(table))}.")
     written = 0
     for start in range(1, len(table) + 1, CHUNK):
+        end = min(start + CHUNK - 1, len(table)) if small else start + CHUNK - 1
         page = parse_json((yield ToolCall(
-            "sheets__read_range", {"path": export, "sheet": clean, "range": f"A{start}:E{start + CHUNK - 1}"},
+            "sheets__read_range", {"path": export, "sheet": clean, "range": f"A{start}:E{end}"},
             "Read the clean sheet back to check it.")))
         written += sum(1 for r in page["rows"] if r["row"] > 1 and any(v is not None for v in r["values"]))
 
@@ -519,10 +528,10 @@ def _oracle(d: dict):
     )
 
 
-def _perturbations(d: dict, original: list[list]) -> dict:
+def _perturbations(d: dict, original: list[list], small: bool = False) -> dict:
     """One flawed oracle per criterion, as edits of the clean sheet's writes: a rule not applied to
     the first person, the last one left out, a near-duplicate kept, a blank row; or a stray write."""
-    solve = partial(_oracle, d)
+    solve = partial(_oracle, d, small=small)
     export, clean = d["export"], d["clean_sheet"]
     emails = [clean_email(r[1]) for r in original]
     dup = next(i for i, e in enumerate(emails) if e and e in emails[:i])  # the export's first near-duplicate

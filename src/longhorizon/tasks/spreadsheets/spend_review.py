@@ -67,9 +67,10 @@ class DepartmentSpendReview(TaskFamily):
     )
 
     levels = 3
-    """1: one department (one with a hand-made Total row when there is one); 2: three; 3
-    (default): seven to nine. Every level keeps last year's sheet and workbooks."""
-    toolsets = {1: ("sheets__create_workbook", "sheets__list_sheets", "sheets__read_range", "sheets__write_rows")}
+    """1: one department (one with a hand-made Total row when there is one) with five of its
+    transactions, one voided, and its budget scaled to match; 2: three; 3 (default): seven to
+    nine. Every level keeps last year's sheet and workbooks."""
+    toolsets = {1: ("sheets__create_workbook", "sheets__read_range", "sheets__write_rows")}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)
@@ -138,6 +139,15 @@ class DepartmentSpendReview(TaskFamily):
             last_depts = [d for d in last_depts if d in depts or d not in dept_file]
             last_order = [d for d in last_order if d in last_depts]
             over &= set(depts)
+        if level == 1:  # five of its transactions (one voided), the budget over or under as before
+            d = depts[0]
+            keep = [r for r in tx[d] if r[4] != "Posted"][:1] + [r for r in tx[d] if r[4] == "Posted"][:4]
+            tx[d] = [r for r in tx[d] if any(r is k for k in keep)]
+            ratio, spent[d] = budget[d] / spent[d], float(sum(_cents(r[3]) for r in tx[d] if r[4] == "Posted"))
+            voided[d] = float(sum(_cents(r[3]) for r in tx[d] if r[4] != "Posted"))
+            rounded = math.floor if d in over else math.ceil
+            budget[d] = float(max(rounded(spent[d] * ratio / 500) * 500, 500))
+            over = {x for x in depts if spent[x] > budget[x]}
 
         def make_files() -> dict[str, Workbook]:
             files: dict[str, Workbook] = {}
