@@ -120,7 +120,7 @@ class SupplierInvoiceReconciliation(TaskFamily):
     )
 
     levels = 3
-    """1: two invoices, one that matches and one that does not, pasted in their mails (the rules
+    """1: two invoices of two lines, one that matches and one that does not, pasted in their mails (the rules
     in the request, the month's sheet already headed, no other mail); 2: five, one of each kind
     (matched, short-delivered and billed for it, price creep, billed for what was ordered, resent);
     3 (default): six to eight among a statement, a remittance advice and other mail."""
@@ -249,6 +249,12 @@ class SupplierInvoiceReconciliation(TaskFamily):
             rng.shuffle(batch)
             for inv in batch:
                 inv.attach = False
+            for inv in batch:  # (no draw) two lines each, the one that is off among them
+                po = next(po for po in pos if po["id"] == inv.po)
+                keep = [ln["sku"] for ln in po["lines"] if ln["sku"] == inv.issue_sku]
+                keep += [ln["sku"] for ln in po["lines"] if ln["sku"] not in keep][:2 - len(keep)]
+                po["lines"] = [ln for ln in po["lines"] if ln["sku"] in keep]
+                inv.lines = [ln for ln in inv.lines if ln[0].sku in keep]
 
         # other purchase orders: open ones and a draft, nothing to do with the batch
         for _ in range(rng.randint(2, 3)):

@@ -99,11 +99,12 @@ class CancelledFlightRebooking(TaskFamily):
 
     levels = 2
     """1: one traveller off the cancelled flight (the kickoff time in the task; the others are left
-    to a colleague), preferably one whose arrival day moves: read the policy and their bookings,
-    search both days, cancel and rebook (and move the hotel stay); 2 (default): five or six
-    travellers from the airline's notice, presenters first on scarce seats, one who drops out,
-    the calendar holds and an itinerary mail each. Every level keeps the policy decoys (over the
-    cap, too late, the day before, a non-preferred airline) and the same flight a week later."""
+    to a colleague), preferably one whose arrival day moves: read the policy (without the seat
+    order and cancelled trips) and their bookings, search both days, cancel and rebook (and move
+    the hotel stay); 2 (default): five or six travellers from the airline's notice, presenters
+    first on scarce seats, one who drops out, the calendar holds and an itinerary mail each. Every
+    level keeps the policy decoys (over the cap, too late, the day before, a non-preferred airline)
+    and the same flight a week later."""
     level_apps = {1: ("travel",)}
     """Level 1 names the traveller and the kickoff: no mail or calendar."""
     toolsets = {1: (
@@ -306,6 +307,8 @@ class CancelledFlightRebooking(TaskFamily):
                 if b["kind"] == "flight":
                     taken[(b["flight_id"], b["cabin"])] = taken.get((b["flight_id"], b["cabin"]), 0) + 1
             flights = [f for f in flights if f["flight_id"] not in s["noise"]]  # fewer rows to read at level 1
+            policy["disruptions"] = {k: v for k, v in policy["disruptions"].items()  # one traveller, still going
+                                     if k not in ("seats", "cancelled_trips")}
             view = [{"flight_id": f["flight_id"], "airline": f["airline"], "depart": f["depart"], "arrive": f["arrive"],
                      "fares": [{"cabin": c, "price": float(v[0]),
                                 "seats_left": v[1] - taken.get((f["flight_id"], c), 0)} for c, v in f["fares"].items()]}

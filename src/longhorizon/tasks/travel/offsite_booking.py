@@ -134,7 +134,8 @@ class OffsiteTravelBooking(TaskFamily):
     offsite's dates and end time in the task: read the policy, find their home airport, book
     both flights and a hotel; 2 (default): four or five travellers from the lead's mail and the
     invite, an extension, old bookings to cancel, the group hotel, the itinerary file and mail.
-    Every level keeps the flight decoys (non-preferred, sold out, wrong time) and the hotel ones."""
+    Every level keeps the flight decoys (non-preferred, sold out, wrong time) and the hotel ones;
+    level 1 leaves out the compliant but dearer flight of each leg."""
     level_apps = {1: ("travel",)}
     """Level 1 names the traveller and the dates: no mail, calendar or itinerary file."""
     toolsets = {1: (
@@ -281,6 +282,7 @@ class OffsiteTravelBooking(TaskFamily):
             m = dur(rng.choice([0, 0, 95, 120]))
             flights.append(flight(o, d, leg.day, dep_in(m), pref(), m, price + rng.randint(20, 120),
                                   rng.randint(2, 9), stops=int(m > base + 30)))  # compliant, dearer
+            dearer.add(flights[-1]["flight_id"])
             if leg.kind in ("out", "back"):  # cheaper preferred flight at the wrong time
                 m = dur()
                 if leg.kind == "out":
@@ -300,6 +302,7 @@ class OffsiteTravelBooking(TaskFamily):
 
         legs: dict[tuple, Leg] = {}
         decoys: set[str] = set()  # each leg's policy pick and the decoys made for it (not the noise)
+        dearer: set[str] = set()  # the compliant but dearer decoys (level 1 leaves them out)
 
         def need(o, d, day, kind, not_before=None) -> Leg:
             key = (o[1], d[1], day)
@@ -555,7 +558,7 @@ class OffsiteTravelBooking(TaskFamily):
                        key=lambda p: (base_minutes(home_of[p.email], city), p.email))
             expected = {solo.email: expected[solo.email]}
             booked = {b["flight_id"] for b in seeded if b["kind"] == "flight"}
-            all_flights = [f for f in all_flights if f["flight_id"] in decoys | booked]  # fewer rows to read
+            all_flights = [f for f in all_flights if f["flight_id"] in (decoys - dearer) | booked]  # fewer rows
             ci, co = expected[solo.email]["check_in"], expected[solo.email]["check_out"]
 
             def rooms_left(h: dict) -> int:
