@@ -170,7 +170,8 @@ class TeamBacklogDigest(TaskFamily):
 
     levels = 3
     """1: one team's digest (the team whose lead did not change) with one ticket closed this
-    week; 2: the two teams whose leads changed (one now, one next week); 3 (default): three
+    week, the top holder's open tickets and one more, and two finished before Monday (the team's
+    first, and one commented on this week); 2: the two teams whose leads changed (one now, one next week); 3 (default): three
     teams."""
     toolsets = {1: (
         "mail__read_message", "mail__search_messages", "mail__send_message", "tickets__get_history",
@@ -359,9 +360,20 @@ class TeamBacklogDigest(TaskFamily):
                 tr = truth[digest_teams[0]]
                 gone = tr["this_week"][1:]
                 tr["this_week"] = tr["this_week"][:1]
+                # fewer tickets to read: the top holder's open ones, one more open ticket, and of the
+                # finished ones only the team's first and the one commented on this week
+                counts = {c: sum(1 for t in tr["open"] if t["assignee"] == c) for c in tr["crew"]}
+                top = max(tr["crew"], key=lambda c: counts[c])
+                spare = next((t for t in tr["open"] if t["assignee"] != top), None) if counts[top] > 1 else None
+                keep_open = [t for t in tr["open"] if t["assignee"] == top or t is spare]
+                old = [t for t in tr["done"] if all(t is not x for x in tr["this_week"] + gone)]
+                keep_old = [t for k, t in enumerate(old) if k == 0 or t.get("late_comment")]
+                gone += [t for t in tr["open"] + old if all(t is not k for k in keep_open + keep_old)]
+                tr["open"] = keep_open
                 tr["done"] = [t for t in tr["done"] if all(t is not g for g in gone)]
                 tickets[:] = [t for t in tickets if all(t is not g for g in gone)]
                 history[:] = [h for h in history if all(h["ticket"] is not g for g in gone)]
+                comments[:] = [c for c in comments if all(c["ticket"] is not g for g in gone)]
             else:
                 digest_teams = sorted([team_a, team_b])
 

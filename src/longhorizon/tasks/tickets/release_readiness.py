@@ -69,12 +69,12 @@ class ReleaseReadinessReview(TaskFamily):
 
     levels = 3
     """1: three release tickets (one goes Done today, one is corrected back to In Progress and
-    moves on, one open P1 blocker not started yet); 2: six of the release's kinds (one Done already,
+    moves on, one open P1 blocker not started yet), today's stand-up only; 2: six of the release's kinds (one Done already,
     two that change today, the corrected one, one only older stand-ups mention, the absent
     engineer's) and every P1; 3 (default): twelve to fourteen."""
-    toolsets = {1: (
-        "chat__list_channels", "chat__post_message", "chat__read_channel", "chat__read_thread",
-        "tickets__search_tickets", "tickets__update_ticket",
+    toolsets = {1: (  # level 1 is told both channels: no listing
+        "chat__post_message", "chat__read_channel", "chat__read_thread", "tickets__search_tickets",
+        "tickets__update_ticket",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
@@ -277,6 +277,11 @@ class ReleaseReadinessReview(TaskFamily):
         post("eng", web_dev["handle"], f"Web {cur} is on track, deploying Thursday.",
              datetime.combine(days[1], time(15, 0)))
         chat_msgs = _with_ids(msgs)
+        if short:  # only today's stand-up (no earlier ones, no filler) and no reminder in the release channel
+            chat_msgs = _renumbered([m for m in chat_msgs if not (
+                m["channel"] == "standup" and not m["ts"].startswith(today.isoformat())
+                or m["text"] == "pairing with QA on regression tests."
+                or m["channel"] == chan_cur and m["text"].startswith("Reminder:"))])
         seeded_msgs = len(chat_msgs)
 
         def build(root: Path) -> None:
@@ -490,6 +495,13 @@ class ReleaseReadinessReview(TaskFamily):
             data={"release": cur, "statuses": {x["key"]: x["final"] for x in rel},
                   "moved": [x["key"] for x in moved], "blockers": sorted(blocker_keys), "done": len(done_final)},
         )
+
+
+def _renumbered(msgs: list[dict]) -> list[dict]:
+    """``msgs`` (with ids, some left out) numbered 1, 2, ... again, thread references included."""
+    new_id = {m["id"]: n for n, m in enumerate(msgs, start=1)}
+    return [dict(m, id=new_id[m["id"]], **({"thread_id": new_id[m["thread_id"]]} if "thread_id" in m else {}))
+            for m in msgs]
 
 
 def _with_ids(msgs: list[dict]) -> list[dict]:

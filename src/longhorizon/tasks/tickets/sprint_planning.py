@@ -67,7 +67,8 @@ class SprintPlanning(TaskFamily):
                    "remaining capacity, link dependencies, and post a summary on the epic.")
 
     levels = 3
-    """1: one ticket to carry over and one new item, no reuse and no dependencies; 2: two to carry
+    """1: one ticket to carry over (next to one Done and one Won't Do) and one new item, no reuse
+    and no dependencies; 2: two to carry
     over and the new items that the reused backlog ticket and both dependencies involve (two to
     four); 3 (default): three or four to carry over, five or six new items."""
     toolsets = {1: (
@@ -187,6 +188,9 @@ class SprintPlanning(TaskFamily):
                 it["needs"] = [] if level == 1 else [(kind, renum[ref] if kind == "item" else ref)
                                                      for kind, ref in it["needs"] if kind != "item" or ref in renum]
             gone = [t for t in sprint_work if t["status"] not in ("Done", "Won't Do") and t not in carry]
+            if level == 1:  # one Done ticket is enough next to the Won't Do one
+                gone += [t for t in sprint_work if t["status"] == "Done"][1:]
+                finished = [t for t in finished if all(t is not g for g in gone)]
             if reused not in items:
                 gone.append(reused_ticket)
                 reused = reused_ticket = None
