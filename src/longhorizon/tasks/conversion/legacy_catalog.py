@@ -166,11 +166,11 @@ class LegacyCatalogConversion(TaskFamily):
 
     levels = 3
     """1: a clean record from each export, a SKU in two records and one broken record, read in one
-    go; 2: ten clean records per export besides every duplicate and broken one; 3 (default): 38-46
+    go, the spec's category table cut to the categories they use; 2: ten clean records per export besides every duplicate and broken one; 3 (default): 38-46
     per export."""
     toolsets = {1: (
-        "files__list_dir", "files__read_file", "files__write_file", "shell__run", "sheets__create_workbook",
-        "sheets__read_range", "sheets__write_rows",
+        "files__read_file", "files__write_file", "shell__run", "sheets__create_workbook", "sheets__read_range",
+        "sheets__write_rows",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
@@ -289,7 +289,7 @@ class LegacyCatalogConversion(TaskFamily):
         old_north = _render_north(rng, [dict(r, eur=round(r["eur"] * 0.93, 2), updated=r["updated"] - timedelta(days=400))
                                         for r in records if r["source"] == "north"][:15])
         readme = _readme()
-        spec = _spec(rate)
+        spec = _spec(rate, {r["cat"] for r in records} if level == 1 else None)
         legacy = {NORTH: north_bytes, SOUTH: south_text.encode(), WEB: web_text.encode(),
                   f"{LEGACY}/README.txt": readme.encode(), f"{LEGACY}/old/north_export_2023.csv": old_north}
         legacy_hash = {p: sha256(b) for p, b in legacy.items()}
@@ -796,8 +796,10 @@ def _readme() -> str:
     )
 
 
-def _spec(rate: float) -> str:
-    table = "".join(f"| {new} | {n} | {s} | {w} |\n" for new, (n, s, w) in CATEGORIES.items())
+def _spec(rate: float, cats: set[str] | None = None) -> str:
+    """The spec; ``cats`` (level 1) keeps only those rows of the category table."""
+    table = "".join(f"| {new} | {n} | {s} | {w} |\n" for new, (n, s, w) in CATEGORIES.items()
+                    if cats is None or new in cats)
     return f"""# Catalogue migration: target format
 
 ## Output
