@@ -120,9 +120,9 @@ HEAD = re.compile(r"^\s*(\d+)\s*[.)]?\s+(.*)$")
 SUB = re.compile(r"^\s*(\d+)\.(\d+)\s+")
 ASKED = {1: {"name", "term"}, 2: {"name", "eff", "term", "cap", "rename", "comment"}}
 """The checklist's items below the top level (the default asks for all of them)."""
-SHORT_DRAFT = {"services", "term", "subcontracting", "confidentiality", "data_protection", "liability",
-               "termination", "governing_law"}
-"""Level 1's clauses: the term, the affiliate's clause and what their cross-references name."""
+SHORT_DRAFT = {"services", "term", "subcontracting", "confidentiality", "governing_law"}
+"""Level 1's clauses, each with its first sub-clause only (no cross-references), and no rate card:
+the term, the affiliate's clause and a few the checklist leaves alone."""
 
 
 NEEDS = {"effective_date": "eff", "rate_card_kept": "eff", "initial_term": "term", "liability_cap": "cap",
@@ -149,12 +149,12 @@ class ContractReview(TaskFamily):
     )
 
     levels = 3
-    """1: fix the supplier's name (not the affiliate's) and the term in a short draft; 2: also the
+    """1: fix the supplier's name (not the affiliate's) and the term in a short draft (five
+    one-paragraph clauses, no rate card); 2: also the
     effective date (not the rate card's), the cap, the renamed defined term and the Governing Law
     comment; 3 (default): also strike a clause and renumber clauses, sub-clauses and references."""
     toolsets = {1: (
-        "docs__find_text", "docs__read_document", "docs__replace_text", "files__copy", "files__list_dir",
-        "files__read_file",
+        "docs__read_document", "docs__replace_text", "files__copy", "files__read_file",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
@@ -180,7 +180,9 @@ class ContractReview(TaskFamily):
             keys = [k for k in keys if k in SHORT_DRAFT]
 
         # which {vendor} slots carry a wrong spelling (at least one of each wrong spelling)
-        vendor_slots = sum(t.count("{vendor}") for k in keys for t in CLAUSES[k][1]) + 2  # + preamble, signature
+        short = level == 1  # each clause's first sub-clause only, no rate card
+        vendor_slots = sum(t.count("{vendor}") for k in keys
+                           for t in CLAUSES[k][1][:1 if short else None]) + 2  # + preamble, signature
         wrong_at = rng.sample(range(vendor_slots), min(vendor_slots, rng.randint(2, 3)))
         slot_name = {i: wrong_names[j % 2] for j, i in enumerate(wrong_at)}
         rates = [[role, f"${rng.randint(6, 18) * 100:,}"] for role in rng.sample(ROLES, rng.randint(3, 5))]
@@ -226,12 +228,14 @@ class ContractReview(TaskFamily):
             for k in kept:
                 title, bodies = CLAUSES[k]
                 blocks.append(("Heading 1", f"{num(k, 'headings')}. {title}", f"head:{k}"))
-                for j, body in enumerate(bodies, start=1):
+                for j, body in enumerate(bodies[:1] if short else bodies, start=1):
                     blocks.append(("Normal", f"{num(k, 'subclauses')}.{j} {fill(body, k)}", f"body:{k}:{j}"))
-            blocks += [
+            blocks += [] if short else [
                 ("Heading 1", "Schedule 1 - Rate card", "schedule"),
                 ("Normal", f"Day rates below are as at {day_month_year(old_eff)} and exclude VAT.", "ratecard"),
                 {"table": [["Role", "Day rate"]] + rates},
+            ]
+            blocks += [
                 ("Heading 1", "Signatures", "signatures"),
                 ("Normal", fill("Signed for and on behalf of {client}: ____________ Date: {eff}"), "sign:client"),
                 ("Normal", fill("Signed for and on behalf of {vendor}: ____________ Date: {eff}"), "sign:vendor"),
@@ -546,7 +550,7 @@ def _oracle(d: dict, asked: frozenset[str] | set[str] = frozenset(FIXES) | {"com
     """Read the checklist and the draft, copy it, make the global fixes with replace_text (checking
     each with find_text), strike the clause, then rewrite the paragraphs whose numbering or
     cross-references moved, comment on Governing Law, and read the result back. ``asked`` names
-    the checklist's items; ``brief`` (level 1) skips the survey and the checks by search."""
+    the checklist's items; ``brief`` (level 1) skips the survey and every search."""
     draft, v2 = d["draft"], d["v2"]
     fixes = set(FIXES) & set(asked)
 
@@ -558,7 +562,8 @@ def _oracle(d: dict, asked: frozenset[str] | set[str] = frozenset(FIXES) | {"com
 
     # 1. supplier name
     stem = d["vendor"].split()[0]
-    yield ToolCall("docs__find_text", {"path": v2, "query": stem}, "Find every spelling of the supplier's name.")
+    if not brief:  # (level 1: the one read of the short draft showed every spelling)
+        yield ToolCall("docs__find_text", {"path": v2, "query": stem}, "Find every spelling of the supplier's name.")
     for w in d["wrong_names"]:
         yield ToolCall("docs__replace_text", {"path": v2, "old": w, "new": d["vendor"]}, f"Correct {w!r}.")
 
