@@ -190,12 +190,13 @@ class TrainingFeedbackRollup(TaskFamily):
     )
 
     levels = 3
-    """1: one course's one session (no re-export); 2: three courses, one session re-exported;
+    """1: one course's one session (no re-export), cut to the fewest attendees who answered (those
+    who answered twice first) that still show every planted mistake, with every stray answer; 2: three courses, one session re-exported;
     3 (default): six courses, 15-19 sessions. Every level keeps the cancelled session's test file,
     the non-attendees, the trainer's own answers and the second submissions."""
     toolsets = {1: (
-        "files__list_dir", "files__read_file", "mail__read_message", "mail__search_messages", "mail__send_message",
-        "sheets__create_workbook", "sheets__list_sheets", "sheets__read_range", "sheets__write_rows",
+        "files__read_file", "mail__read_message", "mail__send_message", "sheets__create_workbook",
+        "sheets__read_range", "sheets__write_rows",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
@@ -467,7 +468,7 @@ def _fewer_sessions(sessions: list[dict], level: int) -> list[dict]:
         return ok and any(len(s["responses"]) >= 6 for s in group)
 
     if level == 1:
-        return [next(s for s in sessions if telling([s]))]
+        return [_trimmed(next(s for s in sessions if telling([s])), telling)]
     courses = list(dict.fromkeys(s["course"] for s in sessions))
     for k in range(len(courses) - 2):
         for chosen in ([courses[k], courses[j], courses[m]] for j in range(k + 1, len(courses))
@@ -476,6 +477,25 @@ def _fewer_sessions(sessions: list[dict], level: int) -> list[dict]:
             if telling(group):
                 return group
     raise RuntimeError("no three courses tell the mistakes apart")  # pragma: no cover
+
+
+def _trimmed(s: dict, telling) -> dict:
+    """Level 1's session cut down: the first k attendees who answered (those who answered twice
+    first), every answer from outside the attendees, one no-show at least; the smallest k for
+    which ``telling`` still holds (no draws: the World below level 1 does not move)."""
+    here = [e for e, yes in s["attendance"] if yes]
+    tries = {e: sum(r["email"] == e for r in s["responses"]) for e in here}
+    answered = sorted((e for e in here if tries[e]), key=lambda e: -tries[e])
+    strays = {r["email"] for r in s["responses"] if r["email"] not in here}
+    noshow = [e for e, yes in s["attendance"] if not yes]
+    for k in range(2, len(answered) + 1):
+        keep = set(answered[:k]) | strays | set(noshow[:1])
+        cut = dict(s, roster=[x for x in s["roster"] if x[1] in keep],
+                   attendance=[x for x in s["attendance"] if x[0] in keep],
+                   responses=[r for r in s["responses"] if r["email"] in keep])
+        if telling([cut]):
+            return cut
+    return s
 
 
 # -- grading ---------------------------------------------------------------------------------
