@@ -288,8 +288,8 @@ class PulseSurveyResults(TaskFamily):
     teams, one of them re-exported; 3 (default): five or six teams. Every level keeps the duplicate
     submissions, the off-scale answers and the keyword look-alikes in the comments."""
     toolsets = {1: (
-        "files__list_dir", "files__read_file", "mail__read_message", "mail__search_messages", "mail__send_message",
-        "sheets__create_workbook", "sheets__list_sheets", "sheets__read_range", "sheets__write_rows",
+        "files__read_file", "mail__read_message", "mail__send_message", "sheets__create_workbook",
+        "sheets__read_range", "sheets__write_rows",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
