@@ -77,7 +77,7 @@ def _hh(h: float) -> str:
     return f"{m // 60}h" if m % 60 == 0 else f"{m // 60}h{m % 60:02d}"
 
 
-def _schema(period: str) -> str:
+def _schema(period: str, indent: int | None = 2) -> str:
     day = {"type": "object", "additionalProperties": False, "required": ["date", "project", "hours"],
            "properties": {"date": {"type": "string", "format": "date", "description": f"YYYY-MM-DD, within {period}"},
                           "project": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{3}$"},
@@ -93,7 +93,7 @@ def _schema(period: str) -> str:
            "type": "object", "additionalProperties": False, "required": ["period", "employees"],
            "properties": {"period": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}$"},
                           "employees": {"type": "array", "items": emp}}}
-    return json.dumps(doc, indent=2) + "\n"
+    return json.dumps(doc, indent=indent) + "\n"
 
 
 def schema_problems(doc, period: str) -> list[str]:
@@ -151,10 +151,11 @@ class TimesheetJsonExport(TaskFamily):
 
     levels = 3
     """1: one timesheet (the third template's, named in the request), read in one go after the
-    reference files in one; 2: three, one per template; 3 (default): six to eight."""
+    reference files in one, its days cut to those of the traps (a project twice on a day, a day
+    over 8 hours on two projects, the reject), a day of each neighbouring month and two more, and
+    the schema written on one line; 2: three, one per template; 3 (default): six to eight."""
     toolsets = {1: (
-        "files__list_dir", "files__read_file", "files__write_file", "shell__run", "sheets__list_sheets",
-        "sheets__read_range",
+        "files__write_file", "shell__run", "sheets__list_sheets", "sheets__read_range",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
@@ -240,6 +241,8 @@ class TimesheetJsonExport(TaskFamily):
             for p in staff:
                 if not any(r[0] == p["id"] for r in rejects):
                     add_reject(p)
+        if level == 1:
+            _fewer_days(staff[0], rows, first, last, active, rejects)
         for entries in rows.values():
             entries.sort(key=lambda x: (x["date"], rng.random()))
 
@@ -339,7 +342,7 @@ class TimesheetJsonExport(TaskFamily):
         employees_csv = "employee_id,name,cost_centre\n" + "".join(
             f"{p['id']},{p['name']},{p['centre']}\n" for p in sorted(staff + [on_leave], key=lambda s: s["id"]))
         notes = _notes(period, export)
-        texts = {README: notes, SCHEMA: _schema(period), PROJECTS: projects_csv, EMPLOYEES: employees_csv}
+        texts = {README: notes, SCHEMA: _schema(period, 2 if level > 1 else None), PROJECTS: projects_csv, EMPLOYEES: employees_csv}
 
         def build(root: Path) -> None:
             files.build(root)
@@ -566,6 +569,27 @@ class TimesheetJsonExport(TaskFamily):
             data={"period": period, "export": export, "rejects": rejects,
                   "templates": template},
         )
+
+
+def _fewer_days(p: dict, rows: dict[str, list[dict]], first: date, last: date, active: list[str],
+                rejects: list[tuple]) -> None:
+    """Level 1: ``p``'s timesheet cut to the days that hold a trap (a project logged twice, the
+    first day over 8 hours on two projects, a rejected entry), the first and last day outside the
+    month and two ordinary days of it. No draws."""
+    entries = rows[p["id"]]
+    twice = defaultdict(int)
+    day = defaultdict(list)
+    for x in entries:
+        twice[(x["date"], x["code"])] += 1
+        if x["code"] in active:
+            day[x["date"]].append(x)
+    traps = {d for (d, _), k in twice.items() if k > 1} | {date.fromisoformat(r[1]) for r in rejects if r[0] == p["id"]}
+    traps |= set(sorted(d for d, xs in day.items() if first <= d <= last and len({x["code"] for x in xs}) > 1
+                        and sum(quarter(x["hours"]) for x in xs) > 8)[:1])
+    outside = sorted({x["date"] for x in entries if not first <= x["date"] <= last})
+    plain = sorted({x["date"] for x in entries if first <= x["date"] <= last} - traps)
+    keep = traps | set(outside[:1]) | set(outside[-1:]) | set(plain[:2])
+    rows[p["id"]] = [x for x in entries if x["date"] in keep]
 
 
 def _split_over_eight(rng, p: dict, rows: dict[str, list[dict]], first: date, last: date,
