@@ -124,12 +124,13 @@ class MarketingCsvExports(TaskFamily):
     )
 
     levels = 3
-    """1: one question (campaign ROAS, still-running campaigns left out; the notes name the columns,
-    so no table is described or surveyed first); 2: ROAS and conversion by
+    """1: one question (campaign ROAS, still-running campaigns left out; the request names the notes
+    file and the notes name the columns, so no folder is listed and no table described or surveyed
+    first); 2: ROAS and conversion by
     source (anonymous visitors in, test accounts out); 3 (default): those and one or two more. Every
     level keeps the stale notes from an earlier call."""
     toolsets = {1: (
-        "files__list_dir", "files__read_file", "files__write_file", "mail__send_message", "sql__query",
+        "files__read_file", "files__write_file", "mail__send_message", "sql__query",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
@@ -214,7 +215,7 @@ class MarketingCsvExports(TaskFamily):
             f"plain numbers (no currency signs or % in the cells).\n\n{bullet}\n\n"
             f"Then mail {lead.first} the CSV{'s' * (len(questions) > 1)} with a short summary: best campaign by roas "
             f"(and its roas){wanted_source}.\n\n"
-            f"Other: {other.first} asked about the dashboard refresh - not urgent.\n"
+            + (f"Other: {other.first} asked about the dashboard refresh - not urgent.\n" if level > 1 else "")
         )
         old_notes_text = (
             f"# Call with {lead.name} - {today - timedelta(days=40):%b} {(today - timedelta(days=40)).day}\n\n"
@@ -245,6 +246,9 @@ class MarketingCsvExports(TaskFamily):
                       f"{lead.first} and I had a call yesterday, and I promised some numbers")
         notes_at = say(w, "my notes from it are in the notes folder", "the notes folder has my notes from it",
                        "my notes from the call are in the notes folder")
+        if level == 1:  # the one file named: no folder to look through
+            notes_at = notes_at.replace("the notes folder has my notes from it", "my notes from it are in the notes "
+                                        "folder").replace("the notes folder", notes_path)
         ask = say(w, "Could you pull them from the warehouse, save the exports and send them over?",
                   "Can you pull them from the warehouse, save the exports and send them over?",
                   "Please pull them from the warehouse, save the exports and send them over.",
@@ -314,7 +318,6 @@ class MarketingCsvExports(TaskFamily):
 
         def short_solve():
             """One question: the notes, then the answer (its query leaves the running campaigns out)."""
-            yield ToolCall("files__list_dir", {"path": "notes"}, "Find the notes from yesterday's call.")
             yield ToolCall("files__read_file", {"path": notes_path}, "Read the question.")
             res = parse_json((yield ToolCall("sql__query", {"sql": sqls["roas"]}, "Answer: roas.")))
             path, header = files["roas"]

@@ -94,12 +94,12 @@ class PolicyRedline(TaskFamily):
 
     levels = 3
     """1: the meal allowance (the taxi limit has the same figure) and the version line, read back,
-    mailed; 2: also the major-city hotel cap, the renamed portal and a change log; 3 (default):
+    mailed, in a short policy (its header, Purpose and Allowances only); 2: also the major-city hotel cap, the renamed portal and a change log; 3 (default):
     also the new owner (the travel desk shares the old one's surname), a withdrawn section (a
     similar one stays) and any other changed figures."""
     toolsets = {1: (
-        "docs__copy_document", "docs__list_documents", "docs__read_document", "docs__replace_text",
-        "docs__set_paragraph", "mail__read_message", "mail__search_messages", "mail__send_message",
+        "docs__copy_document", "docs__read_document", "docs__replace_text", "docs__set_paragraph",
+        "mail__read_message", "mail__search_messages", "mail__send_message",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
@@ -181,6 +181,8 @@ class PolicyRedline(TaskFamily):
             ("Normal", "The travel desk is run by {desk} ({desk_email}); call them for urgent changes while "
              "travelling.", "p:contacts:2"),
         ]
+        if level == 1:  # the header, Purpose and Allowances: the meal allowance next to the taxi limit
+            template = [x for x in template if x[2].split(":")[1:2] in ([], ["purpose"], ["allow"])]
 
         def render(vals: dict, drop: str | None) -> list[tuple[str, str, str]]:
             out = []

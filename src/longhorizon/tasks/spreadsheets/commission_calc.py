@@ -107,11 +107,12 @@ class SalesCommissionCalc(TaskFamily):
     )
 
     levels = 3
-    """1: one quota-carrying rep; 2: three; 3 (default): all eight to ten. Every level keeps the
-    house accounts, the rep who left, the draft quotas, the refunds and last year's plan."""
+    """1: one quota-carrying rep, whose sheet keeps the quarter's deals and two from before it, and
+    only the refunds of the quarter's deals and two more; 2: three; 3 (default): all eight to ten.
+    Every level keeps the house accounts, the rep who left, the draft quotas, the refunds and last
+    year's plan."""
     toolsets = {1: (
-        "files__list_dir", "files__read_file", "sheets__create_workbook", "sheets__list_sheets",
-        "sheets__read_range", "sheets__write_rows",
+        "files__read_file", "sheets__create_workbook", "sheets__read_range", "sheets__write_rows",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
@@ -258,6 +259,13 @@ class SalesCommissionCalc(TaskFamily):
                                        tuple(Decimal(x) / 100 for x in (old_rates[0], old_rates[1], old_rates[1])),
                                        Decimal(10)))]
                      for r in active]
+        if level == 1:  # the rep's quarter and two deals before it; the refunds of the quarter and two more
+            for r in active:
+                keep = [d for d in sheets[r] if d["date"] < start][-2:] + [d for d in sheets[r] if d["date"] >= start]
+                sheets[r] = [d for d in sheets[r] if any(d is k for k in keep)]
+            ids = {d["id"] for rows in sheets.values() for d in rows if start <= d["date"] <= end}
+            others = [x for x in refunds if x["id"] not in ids][:2]
+            refunds = [x for x in refunds if x["id"] in ids or any(x is o for o in others)]
 
         def make_files() -> dict[str, Workbook]:
             wb = Workbook()

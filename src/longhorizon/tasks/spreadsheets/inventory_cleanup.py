@@ -207,13 +207,11 @@ class InventorySheetCleanup(TaskFamily):
     )
 
     levels = 3
-    """1: one warehouse (the day/month/year one); 2: three; 3 (default): five or six. Below the
-    default the catalog lists what the kept sites stock; every level keeps its stale sheet, last
-    month's file and the README's rules."""
-    toolsets = {1: (
-        "files__list_dir", "files__read_file", "sheets__add_sheet", "sheets__list_sheets", "sheets__read_range",
-        "sheets__write_rows",
-    )}
+    """1: one warehouse (the day/month/year one), cut to the fewest of its SKUs that still tell every
+    mistake apart (a discontinued one, a recount, a case on a changed pack size, a slashed date
+    first); 2: three; 3 (default): five or six. Below the default the catalog lists what the kept
+    sites stock; every level keeps its stale sheet, last month's file and the README's rules."""
+    toolsets = {1: ("files__read_file", "sheets__add_sheet", "sheets__read_range", "sheets__write_rows")}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)
@@ -290,6 +288,8 @@ class InventorySheetCleanup(TaskFamily):
             raise RuntimeError("could not generate a stock count")
         if level < self.levels:  # the same draws as the default, then fewer sites
             sites = _fewer_sites({1: 1, 2: 3}[level], sites, catalog)
+            if level == 1:
+                sites = [_fewer_skus(sites[0], catalog)]
             names = [s["name"] for s in sites]
             truth = consolidate(sites, catalog)
             skus = sorted({sku_key(r["sku"]) for s in sites for r in s["rows"]})  # the catalog of what they stock
@@ -442,18 +442,45 @@ class InventorySheetCleanup(TaskFamily):
         return task
 
 
+def _tells(kept: list[dict], catalog: dict[str, dict]) -> bool:
+    """Whether these sites still tell every common mistake apart: a discontinued item in stock, a
+    day/month/year date, a stale case size, a recount, a description typed differently."""
+    truth = consolidate(kept, catalog)
+    ok = any(catalog[key]["status"] != "Active" for s in kept for r in s["rows"] if (key := sku_key(r["sku"])))
+    ok = ok and all(consolidate(kept, catalog, flaw) != truth for flaw in ("swap_dates", "old_case", "sum_duplicates"))
+    typed = {sku_key(r["sku"]): r["item"] for s in kept for r in s["rows"]}
+    return ok and any(norm_text(typed[key]) != norm_text(catalog[key]["desc"]) for key in truth)
+
+
 def _fewer_sites(k: int, sites: list[dict], catalog: dict[str, dict]) -> list[dict]:
-    """The first ``k`` sites (in the sheet order) that still tell every common mistake apart:
-    a discontinued item in stock, a day/month/year date, a stale case size, a recount."""
+    """The first ``k`` sites (in the sheet order) that still tell every common mistake apart."""
     for kept in combinations(sites, k):
-        truth = consolidate(list(kept), catalog)
-        ok = any(catalog[key]["status"] != "Active" for s in kept for r in s["rows"] if (key := sku_key(r["sku"])))
-        ok = ok and all(consolidate(list(kept), catalog, flaw) != truth
-                        for flaw in ("swap_dates", "old_case", "sum_duplicates"))
-        typed = {sku_key(r["sku"]): r["item"] for s in kept for r in s["rows"]}
-        if ok and any(norm_text(typed[key]) != norm_text(catalog[key]["desc"]) for key in truth):
+        if _tells(list(kept), catalog):
             return list(kept)
     raise RuntimeError("no sites tell the mistakes apart")  # pragma: no cover
+
+
+def _fewer_skus(site: dict, catalog: dict[str, dict], at_least: int = 6) -> dict:
+    """Level 1's one site cut to the rows of its fewest SKUs that still tell the mistakes apart:
+    first one of each trap (a discontinued SKU, a recounted one, a case whose pack size changed,
+    a slashed date that reads both ways, a dozen, a description typed otherwise), then the others
+    in sheet order. No draws."""
+    rows = site["rows"]
+    seen = [sku_key(r["sku"]) for r in rows]
+    active = [lambda r, k: seen.count(k) > 1,  # (a trap on a discontinued SKU shows nothing)
+              lambda r, k: r["unit"] in CASE_UNITS and catalog[k]["old_case"] != catalog[k]["case"],
+              lambda r, k: isinstance(r["date"], str) and "/" in r["date"] and r["day"].day <= 12,
+              lambda r, k: r["unit"] in DOZEN_UNITS, lambda r, k: norm_text(r["item"]) != norm_text(catalog[k]["desc"])]
+    traps = [lambda r, k: catalog[k]["status"] != "Active",
+             *(lambda r, k, t=t: catalog[k]["status"] == "Active" and t(r, k) for t in active)]
+    first = list(dict.fromkeys(next((k for r, k in zip(rows, seen) if trap(r, k)), None) for trap in traps))
+    order = [k for k in first if k] + [k for k in dict.fromkeys(seen) if k not in first]
+    for n in range(at_least, len(order) + 1):
+        kept = set(order[:n])
+        cut = dict(site, rows=[r for r, k in zip(rows, seen) if k in kept])
+        if _tells([cut], catalog):
+            return cut
+    return site
 
 
 # -- grading ---------------------------------------------------------------------------------
