@@ -156,3 +156,13 @@ async def test_cleanup_pays_nothing_for_a_single_clean_row():
     passed = {r.id for r in traj.grade.results if r.passed}
     assert {"no_duplicates", "no_blank_rows"} <= passed  # met, but they pay only with the whole list
     assert traj.grade.reward == 0.0, passed
+
+
+@pytest.mark.parametrize("seed", [13, 25])
+async def test_inventory_level_1_exists_where_no_single_site_of_the_default_draw_shows_every_mistake(seed):
+    """Seeds 13 and 25: no one site of the default's draw tells every mistake apart, so level 1
+    draws again instead of failing; its oracle still earns 1.0."""
+    fam = get_family("inventory_sheet_cleanup")
+    task = fam.instance(seed, 1)
+    traj = await play_task(task, OraclePolicy())
+    assert task.level == 1 and traj.grade.reward == 1.0
