@@ -94,10 +94,10 @@ class WikiLinkAudit(TaskFamily):
 
     levels = 3
     """1: one renamed page linked from one page, and the index (the undone rename, the already
-    archived page and Support's own broken links stay as they are), in a space of seven pages;
+    archived page and Support's own broken links stay as they are), in a space of five short pages;
     2: three renamed pages, the renamed Support page an Engineering page links to, and one
     left-behind copy to archive (with a section to merge first); 3 (default): two copies."""
-    toolsets = {1: ("files__read_file", "wiki__backlinks", "wiki__get_page", "wiki__list_pages", "wiki__update_page")}
+    toolsets = {1: ("files__read_file", "wiki__backlinks", "wiki__get_page", "wiki__update_page")}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)
@@ -114,13 +114,16 @@ class WikiLinkAudit(TaskFamily):
             return fake.paragraph(nb_sentences=n)
 
         def section_text() -> str:
+            if level == 1:  # short pages at level 1
+                return fake.sentence(nb_words=rng.randint(6, 10))
             if rng.random() < 0.5:
                 return para(rng.randint(2, 3))
             return "\n".join(f"- {fake.sentence(nb_words=rng.randint(6, 10))}" for _ in range(rng.randint(2, 4)))
 
         def content(title: str, n_sections: int = 2) -> str:
+            n_sections = 0 if level == 1 else n_sections
             secs = rng.sample(SECTIONS, n_sections)
-            parts = [f"# {title}", "", para(2)]
+            parts = [f"# {title}", "", para(1 if level == 1 else 2)]
             for s in secs:
                 parts += ["", f"## {s}", section_text()]
             return "\n".join(parts) + "\n"
@@ -131,7 +134,7 @@ class WikiLinkAudit(TaskFamily):
         if level < self.levels:  # the default's topics, then fewer pages to fix (the later draws differ)
             copied = copied[:1]
             if level == 1:
-                renamed, copied, normal = renamed[:1], [], normal[:4]
+                renamed, copied, normal = renamed[:1], [], normal[:2]
         eng = lambda t: f"eng-{kebab(t)}"  # noqa: E731
         sup = lambda t: f"sup-{kebab(t)}"  # noqa: E731
         sup_picks = rng.sample(SUP_TOPICS, 6)
@@ -160,7 +163,7 @@ class WikiLinkAudit(TaskFamily):
 
         # -- links to fix (and to leave) -------------------------------------------------------------
         linkable = [s for s in cur_title if s != GUIDE]
-        hubs = rng.sample(linkable, 6)
+        hubs = rng.sample(linkable, min(6, len(linkable)))  # (level 1 has only five)
         links_in: dict[str, list[tuple[str, str]]] = {s: [] for s in cur_title}  # page -> [(target slug, title)]
         stale: dict[str, str] = {}  # old slug -> new slug, for links that must be fixed in the space
         for old, new in renamed:
@@ -294,7 +297,8 @@ class WikiLinkAudit(TaskFamily):
                              "old page kept with a moved note until it is archived"))
         log_rows.append(("engineering", rev_slug, rev_gone, "rename", "reverted",
                          f"rename undone the next day; {rev_slug} stays"))
-        log_rows.append(("engineering", eng(done_arch[0]), succ, "copy", "archived", ""))
+        if level > 1:  # (level 1's log leaves out the page archived long ago)
+            log_rows.append(("engineering", eng(done_arch[0]), succ, "copy", "archived", ""))
         log_rows.append(("support", sup(s_old), sup(s_new), "rename", "done", "support team fixes its own links"))
         rng.shuffle(log_rows)
         buf = io.StringIO()
@@ -343,11 +347,12 @@ class WikiLinkAudit(TaskFamily):
                      "Once you're finished, check that no page in the space still links to an old slug.",
                      "At the end, please check that nothing in the space links to an old slug any more.")
         if level == 1:  # one rename, no copies
-            state = ("The docs migration renamed a page in the Engineering space of the wiki, and links to it and "
-                     "the index still use its old slug.")
+            state = ("The docs migration renamed a page in the wiki's Engineering space; links to it still use its "
+                     "old slug.")
             work = f"Fix every link on Engineering pages that points to an old slug, and bring {INDEX} up to date."
-        instruction = " ".join([say(w, "Hi!", "Hello,", "Hi there,"), state, ask, work, log, *limits, verify,
-                                say(w, "Thanks!", "Thank you!", "Cheers!")])
+            ask = ""
+        instruction = " ".join(x for x in [say(w, "Hi!", "Hello,", "Hi there,"), state, ask, work, log, *limits, verify,
+                                say(w, "Thanks!", "Thank you!", "Cheers!")] if x)
 
         # expected end state
         moved_old = [eng(o) for o, _ in copied]
@@ -431,8 +436,7 @@ class WikiLinkAudit(TaskFamily):
                 return (f"Fixed links on {len(fix_pages)} pages, archived {', '.join(moved_old)}, merged "
                         f"'{extra_head}' into {merge_to}, and rebuilt {INDEX}. Support pages untouched; "
                         f"{rev_slug} kept (its rename was undone).")
-            return (f"Fixed links on {len(fix_pages)} pages and rebuilt {INDEX}. Support pages untouched; "
-                    f"{rev_slug} kept (its rename was undone).")
+            return f"Fixed the links on {', '.join(fix_pages)} and rebuilt {INDEX}; {rev_slug} kept (rename undone)."
 
         renamed_map = [(eng(o), eng(n)) for o, n in renamed] + ([(sup(s_old), sup(s_new))] if level > 1 else [])
 
