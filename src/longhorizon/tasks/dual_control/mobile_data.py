@@ -45,7 +45,7 @@ DEVICE_CHANGES = {"set_airplane_mode", "set_mobile_data", "set_data_roaming", "r
 
 def _ask_payment(bill_ids):
     """The oracle's payment requests for ``bill_ids``, then the message asking the customer to
-    approve them on the phone (both the default's and level 1's)."""
+    approve them on the phone."""
     for bid in bill_ids:
         yield ToolCall("user__send_payment_request", {"bill_id": bid}, f"Request payment of overdue bill {bid}.")
     yield ToolCall(SEND, {"text": "Your line was suspended because of an overdue bill. I've sent a "
@@ -69,17 +69,14 @@ class MobileDataTroubleshooting(TaskFamily):
     )
 
     levels = 3
-    """1: one fault on the account (roaming not enabled abroad, the allowance used up, or a line
-    suspended for one unpaid bill), no question about the bill, the customer named with their
-    number; 2: that fault and one on the phone, found from the chat; 3 (default): two or three on the phone
-    and one or two on the account, found from the chat. Every level keeps the caller check before
-    the first account change, the charges only the customer approves, the restart after a
-    provisioning change and the other lines."""
-    toolsets = {1: (
-        "user__add_data_refuel", "user__get_line", "user__get_support_policy", "user__list_bills",
-        "user__record_resolution", "user__resume_line", "user__send_message", "user__send_payment_request",
-        "user__set_line_roaming",
-    )}
+    """1: one fault on the account (roaming not enabled abroad, or the allowance used up: a suspended
+    line's fault becomes a used-up allowance), no question about the bill, the customer named with
+    their number; 2: that fault and one on the phone, found from the chat; 3 (default): two or three
+    on the phone and one or two on the account, found from the chat. Every level keeps the caller
+    check before the first account change, the charges only the customer approves, the restart after
+    a provisioning change and the other lines."""
+    toolsets = {1: ("user__add_data_refuel", "user__get_line", "user__get_support_policy", "user__record_resolution",
+                    "user__send_message", "user__set_line_roaming")}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)
@@ -99,6 +96,8 @@ class MobileDataTroubleshooting(TaskFamily):
         if level < self.levels:  # the same draws as the default, then fewer faults
             order = ["roaming_not_enabled", "data_exhausted", "line_suspended_unpaid"]  # the shortest fix first
             acc_faults = {min(acc_faults, key=order.index)}
+            if level == 1 and acc_faults == {"line_suspended_unpaid"}:  # level 1 has no bills to pay
+                acc_faults = {"data_exhausted"}
             dev_faults = {sorted(dev_faults)[0]} if level == 2 else set()
         faults = sorted(dev_faults | acc_faults)
 
@@ -244,42 +243,37 @@ class MobileDataTroubleshooting(TaskFamily):
                   "Please get them back online; anything on the phone you'll have to walk them through, since "
                   "they're waiting in the chat. Record the resolution on their line before you wrap up.")
         bye = say(w, "Thanks!", "Thank you!", "Cheers!")
+        if level == 1:  # nothing to find on the phone
+            fix = "Get them back online (only they can touch their phone) and record the resolution on their line."
         instruction = " ".join([take, desk, fix, bye])
 
         # the reference solution ------------------------------------------------------------------
         def solve_one():
             """Level 1: one fault on the account, the customer and line named in the instruction."""
             (fault,) = acc_faults
-            yield ToolCall("user__get_support_policy", {}, "Read the support policy before touching anything.")
-            yield ToolCall(SEND, {"text": f"Hi {first}, this is {carrier} support, sorry about your mobile "
-                                          "data. Before I make any changes on the account, could you confirm "
-                                          "the account holder's full name and the ZIP code of the billing "
-                                          "address?"}, "Verify the caller first, as the policy requires.")
+            yield ToolCall("user__get_support_policy", {}, "The rules first.")
+            yield ToolCall("user__get_line", {"number": number}, "The line's status, roaming and data.")
+            ask = (f"Hi {first}, {carrier} support here. Before I change anything, please confirm the account "
+                   "holder's full name and the billing ZIP code.")
+            if fault == "data_exhausted":  # (an offer changes nothing yet)
+                ask += (f" You've used all this month's data: a refuel is {config['price_per_gb']} USD per GB. How "
+                        "many GB would you like?")
+            yield ToolCall(SEND, {"text": ask}, "Verify the caller first, as the policy requires.")
             last = ""
-            if fault == "line_suspended_unpaid":
-                yield ToolCall("user__list_bills", {"customer_id": cust_id}, "The line's unpaid bills.")
-                yield from _ask_payment(overdue_ids)
-                yield ToolCall("user__resume_line", {"number": number}, "Resume the line now it is paid.")
-            else:
-                yield ToolCall("user__get_line", {"number": number}, "The line's status, roaming and data.")
             if fault == "roaming_not_enabled":
                 yield ToolCall("user__set_line_roaming", {"number": number, "enabled": True},
-                               "They are abroad: enable roaming on the line.")
+                               "They are abroad: enable roaming.")
             if fault == "data_exhausted":
-                yield ToolCall(SEND, {"text": f"You've used all of this month's data. I can add a data refuel at "
-                                              f"{config['price_per_gb']} USD per GB. How many GB would you like?"},
-                               "Agree the refuel amount with the customer.")
                 yield ToolCall("user__add_data_refuel", {"number": number, "gb": refuel_gb},
-                               f"Add the {refuel_gb} GB they asked for.")
+                               f"The {refuel_gb} GB they asked for.")
                 last = "I've sent the refuel charge to your phone: please approve it. "
             last += "Then please restart your phone so it reconnects to the network"
             last += ", run a speed test and tell me the result."
-            yield ToolCall(SEND, {"text": last}, "Approve, restart and confirm data works end to end.")
+            yield ToolCall(SEND, {"text": last}, "Approve, restart, test.")
             yield ToolCall("user__record_resolution", {
                 "number": number, "causes": faults,
-                "note": "Fixed the account side and confirmed with a speed test."},
-                "Record the root cause on the line.")
-            return f"{me}'s data works again on {number}; cause recorded: {fault}."
+                "note": "Fixed on the account; speed test OK."}, "Record the cause.")
+            return f"Data works again; cause recorded: {fault}."
 
         bill_answer = (f"About your other question: your next bill is {open_bill['amount']:.2f} USD, due on "
                        f"{long_date(date.fromisoformat(open_bill['due']))}.")
@@ -387,7 +381,7 @@ class MobileDataTroubleshooting(TaskFamily):
                 "Adjust roaming on the family line too."), before=restart),
             "causes_recorded": lambda: perturb.change(solve, perturb.on("user__record_resolution"),
                                                       causes=["apn_misconfigured"] if level == 1 else faults[:-1]),
-            "caller_verified": lambda: perturb.drop(solve, says("ZIP code of the billing address")),
+            "caller_verified": lambda: perturb.drop(solve, says("ZIP code")),
             "verified_after_fix": lambda: perturb.change(solve, restart, restart_only) if level == 1 else
             perturb.drop(solve, perturb.on(SEND, text="Now please run a speed test and tell me the result.")),
             "bill_question_answered": lambda: perturb.drop(solve, perturb.on(SEND, text=bill_answer)),
