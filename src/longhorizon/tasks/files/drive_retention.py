@@ -109,8 +109,8 @@ class SharedDriveRetention(TaskFamily):
                    "by type and age (contracts from expiry), honour legal holds, log every action in a CSV.")
 
     levels = 3
-    """1: five documents (an expired draft, old meeting notes, a held document, an invoice exactly
-    at its limit, a recent draft named like an old invoice); 2: the first two departments' folders
+    """1: four documents (an expired draft, old meeting notes, a held document, an invoice exactly
+    at its limit) and a brief policy; no read-back; 2: the first two departments' folders
     and every special case; 3 (default): four departments."""
     toolsets = {1: ("files__delete", "files__move", "files__read_file", "files__search", "files__write_file")}
 
@@ -218,14 +218,19 @@ class SharedDriveRetention(TaskFamily):
                                             "(scratch list, no document header)\n",
             f"shared/{depts[2]}/links.md": "\n".join(f"- https://{fake.domain_name()}/" for _ in range(3)) + "\n",
         }
+        if level == 1:  # (the scratch list's Date line would cost a search hit)
+            del no_header[f"shared/{depts[1]}/todo.txt"]
         archived_before = {
             f"archive/sales/meeting-notes/notes_{years_before(today, 4).isoformat()}_0001.md":
                 f"Doc-ID: MTG-0001\nType: meeting-notes\nDate: {years_before(today, 4).isoformat()}\n\nArchived last year.\n",
         }
-        policy_text = _policy(today)
+        policy_text = _policy(today) if level > 1 else _brief_policy({d["type"] for d in docs})
+        listed = held | set(hold_noise)
+        if level == 1:  # the held document on the drive and one other id
+            listed = {d["doc_id"] for d in docs if d["doc_id"] in held} | set(hold_noise[:1])
         holds_text = (f"# Legal holds - do not delete, move or edit these documents (Doc-ID per line)\n"
-                      f"# maintained by {fake.name()}, Legal\n"
-                      + "".join(f"{i}\n" for i in sorted(held | set(hold_noise))))
+                      + (f"# maintained by {fake.name()}, Legal\n" if level > 1 else "")
+                      + "".join(f"{i}\n" for i in sorted(listed)))
         all_files = {**files, **no_header, **archived_before, POLICY: policy_text, HOLDS: holds_text}
         order = sorted(all_files)
 
@@ -262,6 +267,11 @@ class SharedDriveRetention(TaskFamily):
                       "Don't trust the file names: check each document's header.",
                       "File names can mislead, so check each document's header instead of going by them.")
         thanks = say(wording, "Thanks!", "Thank you!", "Many thanks!")
+        if level == 1:
+            sources = f"Policy: {POLICY}; legal holds: {HOLDS}; the review date is today ({review})."
+            headers = "Go by each document's header."
+            apply = (f"Delete what has expired, move what should be archived into archive/ (same folder structure), "
+                     f"leave the rest as it is, and log each deletion and move in {log_path}.")
         instruction = " ".join([hello, ask, sources, apply, headers, thanks])
 
         # -- oracle ------------------------------------------------------------------------------
@@ -313,9 +323,10 @@ class SharedDriveRetention(TaskFamily):
                 if act:
                     yield act_on(d, act)
             yield ToolCall("files__write_file", {"path": log_path, "content": log_text(entries)}, "Write the log.")
+            if brief:
+                return f"Done: {len(entries)} documents deleted or archived, held ones kept; see the log."
             yield ToolCall("files__read_file", {"path": log_path}, "Read the log back.")
-            if not brief:
-                yield ToolCall("files__list_dir", {"path": "archive", "recursive": True}, "Check the archive.")
+            yield ToolCall("files__list_dir", {"path": "archive", "recursive": True}, "Check the archive.")
             return (f"Retention run for {today.isoformat()}: deleted {sum(e[2] == 'deleted' for e in entries)} "
                     f"expired documents, archived {sum(e[2] == 'archived' for e in entries)}, left {len(held)} "
                     f"held documents alone; every action is in {log_path}.")
@@ -440,8 +451,8 @@ class SharedDriveRetention(TaskFamily):
 
 def _fewer_docs(level: int, docs: list[dict], held: set[str], depts: list[str], invoice_limit: date) -> list[dict]:
     """Level 1: an expired draft, old meeting notes (no contract: its header needs one more
-    search), a held document, the invoice exactly at its limit and the recent draft named like
-    an old invoice. Level 2: those, the first two departments' folders, and every special case
+    search), a held document and the invoice exactly at its limit. Level 2: those, the recent
+    draft named like an old invoice, the first two departments' folders, and every special case
     (the old HR record, the bland-named old invoice, every held document)."""
     free = [d for d in docs if d["doc_id"] not in held]
     first = [
@@ -452,11 +463,37 @@ def _fewer_docs(level: int, docs: list[dict], held: set[str], depts: list[str], 
         next(d for d in docs if d["type"] == "invoice" and d["date"] == invoice_limit),
         next(d for d in docs if d["name"].startswith("invoice_") and d["type"] == "draft"),
     ]
-    keep = {id(d) for d in first}
+    keep = {id(d) for d in (first[:4] if level == 1 else first)}
     if level == 2:
         keep |= {id(d) for d in docs if d["doc_id"] in held or d["dir"].split("/")[1] in depts[:2]
                  or d["dir"] in ("shared/finance/payroll", "shared/finance/misc")}
     return [d for d in docs if id(d) in keep]
+
+
+def _brief_policy(kinds: set[str]) -> str:
+    """Level 1's policy: the same rules, for the types on its drive, in fewer words (and no sample
+    header that a search for 'Type:' would find)."""
+    rules = {"invoice": "delete once older than 7 years", "purchase-order": "delete once older than 7 years",
+             "draft": "delete once older than 1 year", "meeting-notes": "archive once older than 2 years",
+             "contract": "archive once more than 1 year has passed since its `Expires:` date (none: it stays)",
+             "hr-record": "kept", "policy": "kept"}
+    rows = "".join(f"| {k} | {rules[k]} |\n" for k in RULES if k in kinds and RULES[k][0])
+    return f"""# Shared drive retention policy (rev. 4)
+
+Applies to documents under shared/ with a header of Doc-ID, Type and Date lines (any order, the type
+in any letter case); files without a Doc-ID header are out of scope.
+
+| Type | What happens |
+|---|---|
+{rows}| any other type | kept |
+
+"Older than N years": the Date is before the review date minus N years; a document dated exactly N
+years before it is kept. Archiving moves a document unedited to archive/ with the path it had below
+shared/. A document whose Doc-ID is in {HOLDS} is never deleted or moved.
+
+Log: {ADMIN}/retention-log-<review date>.csv with the header `path,doc_id,action`, one line per
+deleted or archived document: its path before the run (shared/...), its Doc-ID, `deleted` or `archived`.
+"""
 
 
 def _policy(today: date) -> str:
