@@ -104,7 +104,8 @@ class NewHireOnboarding(TaskFamily):
     )
 
     levels = 3
-    """1: the contract and the account (signed, created in the policy's groups, activated with MFA);
+    """1: the contract and the account (signed, created in the policy's groups, activated with MFA),
+    the hire named with their record's id and the checklist listing only their teams;
     2: also the equipment (the hire's laptop choice, shipped to the right place); 3 (default): also
     the four first-week meetings and the welcome mail, starting from the manager's mail. Every level
     keeps the contract-first order, the unshown password rules and the other hires (one shares the
@@ -113,7 +114,7 @@ class NewHireOnboarding(TaskFamily):
     """Below the default, the hire is named in the instruction: no mail, no meetings."""
     toolsets = {1: (
         "user__create_account", "user__get_new_hire", "user__get_onboarding_policy", "user__get_onboarding_status",
-        "user__list_new_hires", "user__send_contract", "user__send_message",
+        "user__send_contract", "user__send_message",
     )}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
@@ -195,6 +196,8 @@ class NewHireOnboarding(TaskFamily):
                "team_groups": {t: g for t, (g, _, _) in TEAMS.items()},
                "power_teams": [t for t, (_, _, p) in TEAMS.items() if p], "laptops": LAPTOPS,
                "monitor": "MON-27", "headset": "HS-200", "orientation_room": room}
+        if level == 1:  # the checklist lists only the teams of the hires in the system
+            cfg["team_groups"] = {t: g for t, g in cfg["team_groups"].items() if any(h["team"] == t for h in hires)}
         year = str(rng.randint(1985, 2003))
         for _ in range(100):
             words = rng.sample(WORDS, 4)
@@ -286,9 +289,10 @@ class NewHireOnboarding(TaskFamily):
                           "equipment ordered")
             skipped = ("Equipment, the first-week meetings and the welcome mail" if level == 1
                        else "The first-week meetings and the welcome mail")
-            joins = say(w, f"{hire} joins {boss}'s team on {long_date(start)}.",
-                        f"{boss}'s team has a new starter, {hire}, joining on {long_date(start)}.",
-                        f"On {long_date(start)}, {hire} joins {boss}'s team.")
+            named = f"{hire} ({hire_id} in the HR system)" if level == 1 else hire
+            joins = say(w, f"{named} joins {boss}'s team on {long_date(start)}.",
+                        f"{boss}'s team has a new starter, {named}, joining on {long_date(start)}.",
+                        f"On {long_date(start)}, {named} joins {boss}'s team.")
             ask = say(w, f"Could you {asked}?", f"Please {asked}.", f"I need you to {asked}.")
             rest = say(w, f"{skipped} are handled separately.", f"{skipped} are handled separately, not by you.",
                        f"{skipped} are handled separately, so leave those out.")
@@ -306,7 +310,7 @@ class NewHireOnboarding(TaskFamily):
 
         # the reference solution ------------------------------------------------------------------
         hello = (f"Hi {hire_first}, welcome to {company_name}! I'm {me.first} from HR and I'll get you set up "
-                 f"for {long_date(start)}. ")
+                 f"for {long_date(start)}. ") if level > 1 else f"Hi {hire_first}, welcome to {company_name}! "
         sign = f"I've just sent your employment contract to {personal}: could you sign it? "
         prefs = ("Also, would you prefer a Mac or a Windows laptop?" + (
             " And which home address should we ship your equipment to?" if remote else "")) if level > 1 else ""
@@ -317,7 +321,8 @@ class NewHireOnboarding(TaskFamily):
         buddy_line = f"Your onboarding buddy is {buddy.name}, who will meet you for coffee in your first days.\n"
 
         def solve():
-            yield ToolCall("user__get_onboarding_policy", {}, "Read the onboarding checklist first.")
+            yield ToolCall("user__get_onboarding_policy", {}, "Read the onboarding checklist first." if level > 1 else
+                           "The checklist.")
             if full:
                 found = loads((yield ToolCall("mail__search_messages",
                                               {"query": "new starter", "sender": manager.email},
@@ -325,7 +330,8 @@ class NewHireOnboarding(TaskFamily):
                 mid = found["messages"][0]["id"] if found["messages"] else request_id
                 yield ToolCall("mail__read_message", {"message_id": mid},
                                "Read the details: team, buddy, start date.")
-            yield ToolCall("user__list_new_hires", {}, "Find the new hire's record.")
+            if level > 1:  # (level 1 names the hire's record)
+                yield ToolCall("user__list_new_hires", {}, "Find the new hire's record.")
             yield ToolCall("user__get_new_hire", {"hire_id": hire_id}, "Personal email, team, work mode.")
             yield ToolCall("user__send_contract", {"hire_id": hire_id}, "Contract first, per the checklist.")
             yield ToolCall(SEND, {"text": ask}, "Contract signature and the hire's preferences.")
@@ -338,8 +344,7 @@ class NewHireOnboarding(TaskFamily):
             activate = (f"Thanks! Your work account is {email}. I've emailed you an activation link: please "
                         f"activate your account and choose a password (keep it to yourself). The rules: {rules_msg}.")
             if level == 1:  # one message: activation, then MFA
-                yield ToolCall(SEND, {"text": activate + mfa_too}, "They activate the account (with the rules the "
-                                                                   "page won't show), then set up MFA.")
+                yield ToolCall(SEND, {"text": activate + mfa_too}, "Activation (the rules), then MFA.")
             else:
                 yield ToolCall(SEND, {"text": activate},
                                "They activate the account; tell them the rules the page won't show.")
@@ -351,8 +356,9 @@ class NewHireOnboarding(TaskFamily):
             if not full:
                 yield ToolCall("user__get_onboarding_status", {"hire_id": hire_id},
                                "Final check: contract, account, MFA" + (", equipment." if level > 1 else "."))
-                return f"{hire}: contract signed, {email} active with MFA" + (
-                    ", equipment ordered." if level > 1 else ".")
+                if level == 1:
+                    return "Contract signed, account active with MFA."
+                return f"{hire}: contract signed, {email} active with MFA, equipment ordered."
             yield ToolCall("calendar__list_people", {}, "Match the team's names to addresses.")
             yield ToolCall("calendar__create_event", {
                 "title": f"Orientation: {hire}", "start": orientation[0], "end": orientation[1],
