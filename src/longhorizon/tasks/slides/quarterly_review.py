@@ -84,13 +84,12 @@ class QuarterlyReviewDeck(TaskFamily):
 
     levels = 3
     """1: one region (its lead handed over, its sheet has a Total row), a title and the region's
-    slide, both checked; 2: three regions in revenue order and the summary slide with the top
+    slide, both checked (only the tools for that: no listing of the workspace, the workbook or
+    last quarter's deck); 2: three regions in revenue order and the summary slide with the top
     performer; 3 (default): seven to nine regions. Every level has last quarter's months and
     the Corporate sheet in the workbook."""
-    toolsets = {1: (
-        "files__list_dir", "files__read_file", "sheets__list_sheets", "sheets__read_range", "slides__add_slide",
-        "slides__create_deck", "slides__list_slides", "slides__read_slide",
-    )}
+    toolsets = {1: ("files__read_file", "sheets__read_range", "slides__add_slide", "slides__create_deck",
+                    "slides__read_slide")}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)
@@ -263,6 +262,8 @@ class QuarterlyReviewDeck(TaskFamily):
         keep = say(w, "Don't change the workbook, the notes or last quarter's deck.",
                    "The workbook, the notes and last quarter's deck stay unchanged.",
                    "Leave the workbook, the notes and last quarter's deck as they are.")
+        if level == 1:  # (last quarter's deck is there, but one region needs no layout beyond the request)
+            save = f"Save it as {deck}."
         instruction = (
             f"{ask} {save}\n\n{slide1}{regions_}{bullets}{speaker}{last}\n"
             + " ".join([numbers, *in_some_order(w, [quarter_only, corporate]), check, keep])
@@ -492,6 +493,8 @@ def _oracle(d: dict, brief: bool = False):
         indexes = [s["index"] for s in listing["slides"]]
     for i in indexes:
         yield ToolCall("slides__read_slide", {"path": deck, "index": i}, f"Check slide {i} against the figures.")
+    if brief:
+        return f"Built {deck}: the title and {regions[0]}'s slide."
     return f"Built {deck} with {len(regions) + 2} slides; top performer {d['top']}."
 
 
