@@ -147,13 +147,12 @@ class WikiChatReconcile(TaskFamily):
                    "leave other pages alone, and post a summary.")
 
     levels = 3
-    """1: one agreed rota change (another called off in a thread, a proposal left open); 2: both
+    """1: one agreed rota change (another called off in a thread, a proposal left open) in a rota
+    of four services (the proposal unanswered), the summary posted to #docs without reading it; 2: both
     rota changes, the office move (its address changed once) and the deploy-process decision;
     3 (default): also the broken links after a rename, the team rename and the runbook tags."""
-    toolsets = {1: (
-        "chat__list_channels", "chat__post_message", "chat__read_channel", "chat__read_thread", "wiki__get_page",
-        "wiki__search_pages", "wiki__update_page",
-    )}
+    toolsets = {1: ("chat__post_message", "chat__read_channel", "chat__read_thread", "wiki__get_page",
+                    "wiki__update_page")}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)
@@ -248,11 +247,14 @@ class WikiChatReconcile(TaskFamily):
                 out.append(f"Tooling questions go to the [[{TEAM_OLD}|Platform team]].")
             return ("\n\n" + "\n".join(out)) if out else ""
 
+        if level == 1:  # the rota's four services that chat talks about
+            services = [x for x in services if x in svc_changes]
         table = "\n".join(["| Service | Primary | Secondary |", "|---|---|---|"]
                           + [f"| {s} | {rota[s]['primary']} | {rota[s]['secondary']} |" for s in services])
         page("on-call-rota", "On-call rota",
-             f"# On-call rota\n\nWho carries the pager for each service this quarter. Changes are agreed in #ops.\n\n"
-             f"{table}\n\nHandover is on Mondays at 10:00.{extras('on-call-rota')}\n", ["oncall"], H[ops_lead], 30)
+             "# On-call rota\n\n" + ("Who carries the pager for each service this quarter. Changes are agreed in "
+                                     "#ops.\n\n" if level > 1 else "")
+             + f"{table}\n\nHandover is on Mondays at 10:00.{extras('on-call-rota')}\n", ["oncall"], H[ops_lead], 30)
         office = address_pages[0]
         page(office, f"{city} office",
              f"# {city} office\n\n**Address:** {old_addr}\n\nReception is on the ground floor; ask for a visitor "
@@ -365,7 +367,8 @@ class WikiChatReconcile(TaskFamily):
         prop = post("ops", crew[3], 5, "10:00",
                     f"Thinking about moving the weekly ops review from Monday to Tuesday, and maybe {pn} could "
                     f"take {ps} secondary from {po}? Thoughts?")
-        post("ops", ops_lead, 5, "10:30", "Not decided yet, let's revisit next month.", prop)
+        if level > 1:  # (level 1's proposal simply got no answer)
+            post("ops", ops_lead, 5, "10:30", "Not decided yet, let's revisit next month.", prop)
         if level > 1:
             post("ops", ops_lead, 4, "09:20",
                  f"One more rota change, effective now: {c2n} is the new {c2r} for {c2s}, replacing {c2o}.")
@@ -424,8 +427,8 @@ class WikiChatReconcile(TaskFamily):
         def report(rota: bool = True) -> str:
             """The summary for #docs (``rota=False``: one that leaves the rota changes out)."""
             if level == 1:
-                return (f"on-call-rota updated: {c1s} {c1r} is now {c1n} ({rs} unchanged, that change was called "
-                        f"off; the {ps} proposal is not decided)." if rota else "Done, the wiki is updated.")
+                return (f"on-call-rota: {c1s} {c1r} is now {c1n} ({rs} change called off, {ps} proposal undecided)."
+                        if rota else "Done, the wiki is updated.")
             rota_txt = (f"on-call-rota: {c1s} {c1r} is now {c1n}, {c2s} {c2r} is now {c2n} ({rs} unchanged, that "
                         f"change was called off). ") if rota else ""
             return (f"Wiki caught up with recent decisions: {rota_txt}{office} and other pages: new {city} address "
@@ -445,13 +448,14 @@ class WikiChatReconcile(TaskFamily):
                 res = yield ToolCall("wiki__get_page", {"slug": slug}, note)
                 return json.loads(res)["body"]
 
-            reported = ToolCall("chat__post_message", {"channel": "#docs", "thread_id": docs_req, "text": report()},
-                                "Report in #docs.")
+            reported = ToolCall("chat__post_message", {"channel": "#docs", "text": report()}
+                                | ({"thread_id": docs_req} if level > 1 else {}), "Report in #docs.")
             if level > 1:
                 yield ToolCall("chat__list_channels", {}, "Which channels carry the decisions?")
-            for ch in ("announcements", "ops", "eng", "docs") if level > 1 else ("ops", "docs"):
+            for ch in ("announcements", "ops", "eng", "docs") if level > 1 else ("ops",):
                 yield ToolCall("chat__read_channel", {"channel": f"#{ch}", "limit": 50}, f"Read #{ch}.")
-            for tid, why in ((rev, "Was the rota change kept?"), (prop, "Was the proposal agreed?"),
+            for tid, why in ((rev, "Was the rota change kept?"),
+                             (prop if level > 1 else None, "Was the proposal agreed?"),
                              (prop_soak, "Was the soak-time proposal agreed?")):
                 if tid is not None:
                     yield ToolCall("chat__read_thread", {"thread_id": tid}, why)
@@ -466,7 +470,7 @@ class WikiChatReconcile(TaskFamily):
                                                  "summary": "Rota changes agreed in #ops"}, "Apply the rota changes.")
             if level == 1:
                 yield reported
-                return "The rota page is up to date with #ops; summary posted in #docs."
+                return "Rota updated, summary posted."
             # 2. office move
             hits = json.loads((yield ToolCall("wiki__search_pages", {"query": f'"{old_key}"'},
                                               "Find every page with the old address.")))
