@@ -164,16 +164,15 @@ class IncidentPostmortemDeck(TaskFamily):
 
     levels = 3
     """1: a one-slide deck, the Timeline (the recovery time corrected in a thread, the second
-    incident's channel next to it), checked and reported; 2: the template's first three slides
+    incident's channel next to it), checked and reported, the incident channel named in the
+    request; 2: the template's first three slides
     (title with the commander after the hand-over, timeline, impact with the final figures);
     3 (default): all five, root cause and action items too. The World is the same at every level
     but the template, which has the level's slides."""
     level_apps = {1: ("slides", "tickets", "chat")}
     """Level 1 finds the template by its path in the instruction (no files tools)."""
-    toolsets = {1: (
-        "chat__list_channels", "chat__post_message", "chat__read_channel", "chat__read_thread", "slides__add_slide",
-        "slides__create_deck", "slides__read_slide", "tickets__add_comment",
-    )}
+    toolsets = {1: ("chat__post_message", "chat__read_channel", "chat__read_thread", "slides__add_slide",
+                    "slides__create_deck", "slides__read_slide", "tickets__add_comment")}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)
@@ -355,8 +354,8 @@ class IncidentPostmortemDeck(TaskFamily):
              "here when yours is ready.")
         post("general", H[crew[3]], t0 - timedelta(hours=2), rng.choice(GENERAL))
         post("general", H[crew[0]], t4 + timedelta(hours=1), rng.choice(GENERAL))
-        if level == 1:  # the incident channel's first 14 posts less the theory, the hand-over, the
-            drop = (3, 4, 5, 6, 8, 11, 13)  # estimates and the chatter: the timeline's moments and its correction
+        if level == 1:  # the incident channel's first 14 posts less the first look, the theory, the hand-over,
+            drop = (1, 3, 4, 5, 6, 8, 11, 13)  # the estimates and the chatter: the timeline's moments, its correction
             raw = [m for i, m in enumerate(raw) if i not in drop]
         raw.sort(key=lambda m: m["ts"])
         ids = {m["tag"]: i for i, m in enumerate(raw, start=1) if m["tag"]}
@@ -460,6 +459,8 @@ class IncidentPostmortemDeck(TaskFamily):
         keep = say(w, "Please don't change any tickets, the template or the old decks.",
                    "Leave the tickets, the template and the old decks unchanged, please.",
                    "No changes to any tickets, the template or the old decks, please.")
+        if level == 1:  # the channel named: no channel listing
+            sources_ = f"Everything you need is in the incident's chat channel, #{chan}."
         instruction = " ".join([ask, *in_some_order(w, [template_, sources_]), careful, after, keep]) + (
             f"\n\n{say(w, 'Thanks,', 'Thank you,', 'Cheers,', 'Many thanks,')} {first[requester]}")
         data = {
@@ -751,7 +752,7 @@ def _oracle_timeline(d: dict):
                                          "bullets": _timeline(d, d["times"])}, "Add the Timeline slide.")
     yield ToolCall("slides__read_slide", {"path": deck, "index": 0}, "Check the slide against the channel.")
     yield from _announce(d)
-    return f"Built {deck} (the Timeline slide), checked it, commented on {key} and posted in #incidents."
+    return "Built and checked the Timeline deck; commented on the ticket and posted in #incidents."
 
 
 def _perturbations(d: dict, level: int, wont_do: str) -> dict:
