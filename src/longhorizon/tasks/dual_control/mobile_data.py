@@ -69,12 +69,12 @@ class MobileDataTroubleshooting(TaskFamily):
     )
 
     levels = 3
-    """1: one fault on the account (roaming not enabled abroad, or the allowance used up: a
-    suspended line's fault becomes a used-up allowance), no question about the bill, the customer
-    named with their number; 2: that fault and one on the phone, found from the chat; 3 (default): two or three on the phone
-    and one or two on the account, found from the chat. Every level keeps the caller check before
-    the first account change, the charges only the customer approves, the restart after a
-    provisioning change and the other lines."""
+    """1: one fault on the account (roaming not enabled abroad, or the allowance used up: a suspended
+    line's fault becomes a used-up allowance), no question about the bill, the customer named with
+    their number; 2: that fault and one on the phone, found from the chat; 3 (default): two or three
+    on the phone and one or two on the account, found from the chat. Every level keeps the caller
+    check before the first account change, the charges only the customer approves, the restart after
+    a provisioning change and the other lines."""
     toolsets = {1: ("user__add_data_refuel", "user__get_line", "user__get_support_policy", "user__record_resolution",
                     "user__send_message", "user__set_line_roaming")}
 

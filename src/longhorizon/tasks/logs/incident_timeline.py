@@ -64,10 +64,12 @@ class AccessLogIncidentTimeline(TaskFamily):
                    "failing endpoint and triggering deploy.")
 
     levels = 3
-    """1: every request on web-3, the frontend on a +01:00 clock; 2: web-2 and web-3; 3 (default):
+    """1: every request on web-3, the frontend on a +01:00 clock, in a window from just before
+    the blip to just after the incident, analysed in one pass; 2: web-2 and web-3; 3 (default):
     all three, web-1's log rotated in the window next to yesterday's. The same requests reach the
-    frontends at every level, so the timeline and the incident are the same."""
-    toolsets = {1: ("files__list_dir", "files__read_file", "files__write_file", "shell__run")}
+    frontends at every level, so the incident is the same (level 1's timeline is its part of the
+    window)."""
+    toolsets = {1: ("files__read_file", "files__write_file", "shell__run")}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)
@@ -234,13 +236,21 @@ class AccessLogIncidentTimeline(TaskFamily):
         peak_rate = 100 * rates[minutes[peak_idx]]
         truth = {"start": hhmm(start_dt), "end": hhmm(end_dt), "peak": hhmm(minutes[peak_idx]),
                  "peak_error_rate": peak_rate, "top_endpoint": top_path, "trigger": trigger}
+        if level == 1:  # a shorter window: from just before the blip to just after the incident
+            lo, hi = blip - 3, e_idx + 4
+            minutes = minutes[lo:hi]
+            s_idx, e_idx, blip, peak_idx, count_idx = (i - lo for i in (s_idx, e_idx, blip, peak_idx, count_idx))
+            rates = {m: rates[m] for m in minutes}
+            busiest = next(p for p, _ in Counter(  # the busiest path that is not the failing one
+                ev["path"].split("?")[0] for ev in real
+                if minutes[0] <= ev["ts"] < minutes[-1] + timedelta(minutes=1)).most_common() if p != top_path)
 
         inc_no = rng.randint(210, 480)
         inc_dir = f"incidents/INC-{inc_no}"
         timeline, summary = f"{inc_dir}/timeline.csv", f"{inc_dir}/summary.md"
         prev_dir = f"incidents/INC-{inc_no - rng.randint(3, 20)}"
         reporter = fake.name()
-        ticket = _ticket(inc_no, day, minutes[0], minutes[-1], reporter, timeline, summary, prev_dir,
+        ticket = _ticket(inc_no, day, minutes[0], minutes[-1], len(minutes), reporter, timeline, summary, prev_dir,
                          {1: "the frontend", 2: "either of the two frontends", 3: "any of the three frontends"}[level])
         prev_summary = (f"# INC-{prev_dir.rsplit('-', 1)[1]} summary\n\nstart: 09:41\nend: 09:58\npeak: 09:47\n"
                         f"peak_error_rate: 38%\ntop_endpoint: /api/search\ntrigger: v1.22.0\n")
@@ -277,7 +287,8 @@ class AccessLogIncidentTimeline(TaskFamily):
 
         # -- oracle ---------------------------------------------------------------------------------
         survey = level > 1  # one frontend's log needs no survey and no cross-checks
-        analysis = _analysis_command(day, minutes[0])
+        # level 1: one script prints the timeline, the runs and the incident's failing endpoints
+        analysis = _analysis_command(day, minutes[0]) if survey else _brief_command(minutes[0], len(minutes))
         read_back = f"head -n 5 {timeline}; wc -l {timeline}; cat {summary}"
         recheck = f"awk -F, 'NR > 1 && $3 / $2 >= {THRESHOLD}' {timeline}"
 
@@ -335,8 +346,9 @@ class AccessLogIncidentTimeline(TaskFamily):
             want = {hhmm(m): plan[m] for m in minutes}
             if got != want:
                 raise RuntimeError(f"analysis disagrees with the generator: {sorted(set(got.items()) ^ set(want.items()))[:4]}")
-            yield ToolCall("shell__run", {"command": _runs_command(day, minutes[0])},
-                           "Find runs of minutes at or above 10% errors, and the peak minute.")
+            if survey:
+                yield ToolCall("shell__run", {"command": _runs_command(day, minutes[0])},
+                               "Find runs of minutes at or above 10% errors, and the peak minute.")
             if survey:
                 for m, why in ((minutes[s_idx - 1], "the minute before the start"),
                                (minutes[peak_idx], "the peak minute")):
@@ -344,8 +356,9 @@ class AccessLogIncidentTimeline(TaskFamily):
                                    f"Cross-check {why} ({hhmm(m)} UTC) by hand in the raw logs.")
                 yield ToolCall("shell__run", {"command": _frontends_command(start_dt, end_dt)},
                                "Did every frontend fail, or just one? And what else (4xx) was going on?")
-            yield ToolCall("shell__run", {"command": _endpoints_command(day, start_dt, end_dt)},
-                           "Which endpoints failed most during the incident?")
+            if survey:
+                yield ToolCall("shell__run", {"command": _endpoints_command(day, start_dt, end_dt)},
+                               "Which endpoints failed most during the incident?")
             if survey:
                 yield ToolCall("shell__run", {"command": (
                     f"grep -E '^{day.isoformat()}T' logs/deploys.log | awk '$1 < \"{start_dt:%Y-%m-%dT%H:%M}\"' | tail -n 1")},
@@ -362,6 +375,8 @@ class AccessLogIncidentTimeline(TaskFamily):
                 yield ToolCall("shell__run", {"command": "find . -type f -not -path './logs/*' | sort"},
                                "Make sure nothing else was left behind.")
             s = truth
+            if not survey:
+                return f"INC-{inc_no}: {s['start']}-{s['end']} UTC, after {s['trigger']}; both files written."
             return (f"INC-{inc_no}: errors ran from {s['start']} to {s['end']} UTC, peaking at {s['peak']} "
                     f"({s['peak_error_rate']:.0f}% of requests), mostly on {s['top_endpoint']}, right after the "
                     f"{failing_service} {s['trigger']} deploy. Timeline in {timeline}, summary in {summary}.")
@@ -434,8 +449,8 @@ class AccessLogIncidentTimeline(TaskFamily):
             keys = [k for k, _ in rows]
             if len(keys) != len(set(keys)):
                 return False, "a minute appears twice"
-            return set(keys) == set(want_rows) and len(keys) == WINDOW, \
-                f"{len(keys)} rows; expected the {WINDOW} minutes {hhmm(minutes[0])}-{hhmm(minutes[-1])}"
+            return set(keys) == set(want_rows) and len(keys) == len(minutes), \
+                f"{len(keys)} rows; expected the {len(minutes)} minutes {hhmm(minutes[0])}-{hhmm(minutes[-1])}"
 
         def col_ok(idx: int, label: str):
             def check(w, t):
@@ -597,6 +612,39 @@ for i in range({WINDOW}):
 PY""")
 
 
+def _brief_command(start: datetime, n: int) -> str:
+    """Level 1's one pass: the per-minute counts of the ``n``-minute window, its runs at or above
+    the threshold with the longest one's peak, and the paths with the most 5xx in that run."""
+    return ("python3 - <<'PY'\n" + _PARSE + f"""start = datetime({start.year}, {start.month}, {start.day}, {start.hour}, {start.minute}, tzinfo=timezone.utc)
+count, fails = defaultdict(lambda: [0, 0]), defaultdict(Counter)
+for ts, method, path, status in events():
+    minute = ts.replace(second=0, microsecond=0)
+    if path != '/healthz' and start <= minute < start + timedelta(minutes={n}):
+        count[minute][0] += 1
+        count[minute][1] += status >= 500
+        if status >= 500:
+            fails[minute][path.split('?')[0]] += 1
+print('minute,requests,errors')
+runs, cur = [], []
+for i in range({n}):
+    m = start + timedelta(minutes=i)
+    req, err = count[m]
+    print(f"{{m:%H:%M}},{{req}},{{err}}")
+    if req and err / req >= {THRESHOLD}:
+        cur.append(m)
+    elif cur:
+        runs.append(cur)
+        cur = []
+runs += [cur] if cur else []
+longest = max(runs, key=len)
+peak = max(longest, key=lambda m: count[m][1] / count[m][0])
+print('runs:', ', '.join(f"{{r[0]:%H:%M}}-{{r[-1]:%H:%M}}" for r in runs))
+print(f"longest {{longest[0]:%H:%M}}-{{longest[-1]:%H:%M}}; peak {{peak:%H:%M}} "
+      f"{{100 * count[peak][1] / count[peak][0]:.1f}}%; top 5xx paths:",
+      sum((fails[m] for m in longest), Counter()).most_common(3))
+PY""")
+
+
 def _runs_command(day: date, start: datetime) -> str:
     return ("python3 - <<'PY'\n" + _PARSE + f"""start = datetime({start.year}, {start.month}, {start.day}, {start.hour}, {start.minute}, tzinfo=timezone.utc)
 count = defaultdict(lambda: [0, 0])
@@ -670,8 +718,8 @@ for path, n in c.most_common(5):
 PY""")
 
 
-def _ticket(no: int, day: date, first: datetime, last: datetime, reporter: str, timeline: str, summary: str,
-            prev_dir: str, reached: str) -> str:
+def _ticket(no: int, day: date, first: datetime, last: datetime, rows: int, reporter: str, timeline: str,
+            summary: str, prev_dir: str, reached: str) -> str:
     return f"""# INC-{no}: checkout errors on {day.isoformat()}
 
 Reported by: {reporter}
@@ -680,7 +728,7 @@ Severity: SEV-2
 Customers saw errors at checkout in the afternoon (UTC). For the postmortem we need:
 
 1. {timeline}: header `minute,requests,errors`, one row per minute from {hhmm(first)} to
-   {hhmm(last)} UTC on {day.isoformat()} ({WINDOW} rows, minute as HH:MM). requests = user requests
+   {hhmm(last)} UTC on {day.isoformat()} ({rows} rows, minute as HH:MM). requests = user requests
    that reached {reached} in that minute; errors = those answered with a 5xx
    status. Load balancer health checks (GET /healthz) are not user requests: leave them out.
    All times in UTC (check each frontend's offset).

@@ -191,13 +191,12 @@ class EntityDueDiligence(TaskFamily):
                    "target (and its former name and subsidiaries) in a workbook, and mail it back to legal.")
 
     levels = 3
-    """1: the target alone, one event (and perhaps legal's memo on it) among its non-event
-    mentions and the near-namesake's events; 2: also its former name and two subsidiaries (one
-    added by a follow-up mail), five events; 3 (default): three subsidiaries, nine to twelve events."""
-    toolsets = {1: (
-        "mail__read_message", "mail__reply", "mail__search_messages", "search__get_document", "search__search",
-        "sheets__create_workbook", "sheets__write_rows",
-    )}
+    """1: the target alone, one event (and perhaps legal's memo on it) among its non-event mentions (no
+    filler ones) and the near-namesake's events, registered from the search hits; 2: also its former
+    name and two subsidiaries (one added by a follow-up mail), five events; 3 (default): three
+    subsidiaries, nine to twelve events."""
+    toolsets = {1: ("mail__read_message", "mail__reply", "mail__search_messages", "search__search",
+                    "sheets__create_workbook", "sheets__write_rows")}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)
@@ -328,7 +327,7 @@ class EntityDueDiligence(TaskFamily):
         for co in rng.sample(companies, 5):
             event_doc(co, rng.choice(kinds), pick_day(rng, lo, hi), expected_entity=None)
         add_filler(corpus, rng, fake, rng.randint(165, 180), lo, hi, staff, companies + [other],
-                   mention=[target, subs[0], subs[1], near])
+                   mention=[target, subs[0], subs[1], near] if level > 1 else [subs[0], subs[1], near])
         documents = corpus.finish()
         expected = {d.id: d for d in expected_docs}
         rows_expected = sorted(expected.values(), key=lambda d: (d.date, d.id))
@@ -351,8 +350,9 @@ class EntityDueDiligence(TaskFamily):
             f"{renaming}{near} is an unrelated company.\n\nPlease put it in {path}, sheet \"{SHEET}\", "
             f"one row per document, with the columns Doc ID, Date (the document's date), Entity, Event (lawsuit, "
             f"fine, settlement, data breach or recall) and Amount (USD): the dollar figure the document gives "
-            f"(damages sought, fine or settlement amount), left empty when there is none. Same layout as last "
-            f"year's {other} register in diligence/. Documents that mention the companies without one of those "
+            f"(damages sought, fine or settlement amount), left empty when there is none. "
+            + (f"Same layout as last year's {other} register in diligence/. " if level > 1 else "")
+            + f"Documents that mention the companies without one of those "
             f"events (launches, hires and so on) stay out.\n\nReply to this mail with the workbook attached.\n\n"
             f"Thanks,\n{counsel[0]}"
         )
@@ -415,7 +415,7 @@ class EntityDueDiligence(TaskFamily):
         # -- the oracle ----------------------------------------------------------------------------
         names = [target, former, subs[0], subs[1], subs[2]] if level == self.levels else [
             target, *([former] if level > 1 else []), *covered]
-        brief = level == 1  # no survey, no layout to copy, and only the hits that report an event opened
+        brief = level == 1  # no survey, no layout to copy, and no document opened (the hits say it all)
         breach = next((d for d in rows_expected if d.tags["event"] in ("data breach", "recall")), None)
         money = [d for d in rows_expected if d.tags["amount"]]
         renamed_rows = [d for d in rows_expected if d.tags["named"] == former]
@@ -458,6 +458,9 @@ class EntityDueDiligence(TaskFamily):
                 for h in res["hits"]:
                     if brief and h["id"] not in expected:  # its title reports no event (a launch, a hire ...)
                         continue
+                    if brief:  # the hit's title, date and snippet (the lead, with the figure) are the row
+                        opened.add(h["id"])
+                        continue
                     if h["id"] not in opened:
                         opened.add(h["id"])
                         yield ToolCall("search__get_document", {"doc_id": h["id"]},
@@ -480,7 +483,8 @@ class EntityDueDiligence(TaskFamily):
             yield ToolCall("mail__reply", {"message_id": request_id, "body": body,
                                            "attachments": [path]},
                            "Send it back to legal.")
-            return f"Registered {len(rows_expected)} documents in {path} and replied to {counsel[0]}."
+            return (f"Registered {len(rows_expected)} documents in {path} and replied to {counsel[0]}." if not brief
+                    else "Register written and sent to legal.")
 
         register, reply = perturb.on("sheets__write_rows", path=path), perturb.on("mail__reply")
         flawed = {

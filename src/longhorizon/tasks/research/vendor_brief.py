@@ -106,13 +106,12 @@ class VendorResearchBrief(TaskFamily):
                    "(newest official source wins), cite document ids in a brief, and reply in her chat thread.")
 
     levels = 3
-    """1: one question (its archive has a stale, unofficial or namesake candidate), no amendment
-    in the thread; 2: two questions and one more added in the thread; 3 (default): six to eight
-    and the one added. Every level has the rumour in the thread."""
-    toolsets = {1: (
-        "chat__list_channels", "chat__post_message", "chat__read_channel", "chat__read_thread", "files__write_file",
-        "search__get_document", "search__search",
-    )}
+    """1: one question (its archive has a stale, unofficial or namesake candidate), answered from the
+    search hits (their snippets hold the values), no amendment in the thread; 2: two questions and
+    one more added in the thread; 3 (default): six to eight and the one added. Every level has the
+    rumour: at level 1 a post in the channel right after the request (no thread to read), above it a
+    reply in the request's thread."""
+    toolsets = {1: ("chat__post_message", "chat__read_channel", "files__write_file", "search__search")}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)
@@ -405,8 +404,9 @@ class VendorResearchBrief(TaskFamily):
         request = (
             f"@{H[me]} could you put together a research brief on {V} (the {product} people) for our vendor review? "
             f"Questions:\n{qlines}\n\nPlease go by official documents only: press releases, our contracts and "
-            f"amendments, and procurement memos. Meeting notes, news pieces and tickets are often stale or just "
-            f"rumours. Where official documents disagree, the most recent one wins. Careful, {V2} is a different "
+            f"amendments, and procurement memos. "
+            + ("Meeting notes, news pieces and tickets are often stale or just rumours. " if level > 1 else "")
+            + f"Where official documents disagree, the most recent one wins. Careful, {V2} is a different "
             f"company. Write it up in {brief}, one line per question like last quarter's brief "
             f"(Q1: answer (source: DOC-1234)), and reply here in the thread when it's in."
         )
@@ -422,7 +422,8 @@ class VendorResearchBrief(TaskFamily):
         ]
         root = len(messages)
         messages += [
-            {"channel": "vendor-review", "user": H[rumour], "ts": ts(base, "09:51"), "thread_id": root,
+            {"channel": "vendor-review", "user": H[rumour], "ts": ts(base, "09:51"),
+             **({"thread_id": root} if level > 1 else {}),
              "text": (f"FYI I heard {_possessive(V)} {plan} plan is "
                       f"{_render('money', 'price', facts['price']['v2'])} per user now, and their CEO is "
                       f"{facts['ceo']['v3']}.")},
@@ -434,6 +435,8 @@ class VendorResearchBrief(TaskFamily):
             {"channel": "vendor-review", "user": H[others[2]], "ts": ts(base, "14:20"),
              "text": f"Is the {OTHER} renewal still on the agenda for the review?"},
         ]
+        if level == 1:  # the rumour stands alone: no answer to it, no later question in the channel
+            messages = [m for m in messages if m["ts"] not in (ts(base, "10:05"), ts(base, "14:20"))]
         channels = [{"name": "general", "topic": "Company-wide"},
                     {"name": "vendor-review", "topic": "Vendor evaluations and briefs",
                      "members": [H[me], H[asker], H[rumour], H[others[2]]]},
@@ -474,7 +477,7 @@ class VendorResearchBrief(TaskFamily):
         def line(q: dict, value: Any, doc_id: str) -> str:
             return f"Q{q['n']}: {_render(q['kind'], q['key'], value)} (source: {doc_id})"
 
-        brief_run = level == 1  # no survey, and only the newest official hit opened (by source and date)
+        brief_run = level == 1  # no survey, and no document opened: the hits show source, date and the value
 
         def brief_text(wrong: int | None = None, miscite: bool = False) -> str:
             """The brief: every right answer with its source (for a perturbation: question ``wrong``
@@ -491,15 +494,16 @@ class VendorResearchBrief(TaskFamily):
             if not brief_run:
                 yield ToolCall("chat__list_channels", {}, "Find the channel with the request.")
             yield ToolCall("chat__read_channel", {"channel": "#vendor-review"}, "Read the request.")
-            yield ToolCall("chat__read_thread", {"thread_id": root}, "Read the replies: amendments and rumours.")
+            if not brief_run:
+                yield ToolCall("chat__read_thread", {"thread_id": root}, "Read the replies: amendments and rumours.")
             if not brief_run:
                 yield ToolCall("search__list_sources", {}, "See which sources are official.")
             for q in questions:
                 yield ToolCall("search__search", {"query": f'"{V}" {q["kw"]}'},
                                f"Q{q['n']}: find every document about this.")
                 for d in q["docs"]:
-                    if brief_run and d.id != q["accept"][0]:
-                        continue
+                    if brief_run:  # the hits' source, date and snippet (with the value) settle it
+                        break
                     yield ToolCall("search__get_document", {"doc_id": d.id},
                                    f"Q{q['n']}: read {d.id} ({d.source}, {d.date}) to compare.")
             if not brief_run:
@@ -509,8 +513,12 @@ class VendorResearchBrief(TaskFamily):
             if not brief_run:
                 yield ToolCall("files__read_file", {"path": brief}, "Check the brief reads right.")
             reply = f"@{H[asker]} the {V} brief is in {brief}: {len(questions)} answers, each with its source document."
+            if brief_run:
+                reply = f"@{H[asker]} the {V} brief is in {brief}, with its source."
             yield ToolCall("chat__post_message", {"channel": "#vendor-review", "text": reply, "thread_id": root},
                            "Tell her in the thread.")
+            if brief_run:
+                return f"Wrote {brief} and replied in the thread."
             return f"Wrote {brief} with {len(questions)} sourced answers and replied in the thread."
 
         # -- criteria ------------------------------------------------------------------------------

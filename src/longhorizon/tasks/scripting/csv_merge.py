@@ -462,8 +462,9 @@ class CsvMergeScript(TaskFamily):
 
     levels = 3
     """How many shops the script is run for: 1, 2 or 3 (default). The grader's hidden folder is
-    the same at every level."""
-    toolsets = {1: ("files__list_dir", "files__read_file", "files__write_file", "shell__run")}
+    the same at every level. Level 1 writes the script from the request alone (no listing, no
+    syntax check or trial run) and checks the merged head and the summary."""
+    toolsets = {1: ("files__read_file", "files__write_file", "shell__run")}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)
@@ -555,9 +556,9 @@ class CsvMergeScript(TaskFamily):
 
         def solve():
             yield ToolCall("files__read_file", {"path": request}, "Read the request for the exact rules.")
-            yield ToolCall("files__list_dir", {"path": "exports", "recursive": True},
-                           "See every shop's exports and what else is in those folders.")
-            if not brief:
+            if not brief:  # (level 1 writes the script from the request alone)
+                yield ToolCall("files__list_dir", {"path": "exports", "recursive": True},
+                               "See every shop's exports and what else is in those folders.")
                 yield ToolCall("files__list_dir", {"path": "scripts"}, "What is already in scripts/.")
             for s in [] if brief else stores:
                 for rel in folders[s]:
@@ -569,9 +570,9 @@ class CsvMergeScript(TaskFamily):
                     f"\"$(grep -c $'\\r' \"$f\")\" \"$(grep -ci 'order_id' \"$f\")\"; done")},
                     f"Which of {s}'s files have CRLF endings or repeated headers?")
             yield ToolCall("files__write_file", {"path": SCRIPT, "content": script_text()}, f"Write {SCRIPT}.")
-            yield ToolCall("shell__run", {"command": syntax_check},
-                           "Syntax check, and a call without arguments must fail with the usage line.")
             if not brief:
+                yield ToolCall("shell__run", {"command": syntax_check},
+                               "Syntax check, and a call without arguments must fail with the usage line.")
                 yield ToolCall("shell__run", {"command": trial("/tmp/t")},
                                "Try it on a copy first, into a folder that does not exist yet.")
             for s in stores:
@@ -581,6 +582,8 @@ class CsvMergeScript(TaskFamily):
                     f"head -n 6 {out_dir[s]}/{MERGED}; echo ...; wc -l < {out_dir[s]}/{MERGED}; "
                     f"cat {out_dir[s]}/{SUMMARY}")}, f"Check {s}'s merged file and summary.")
                 dup = sorted(dup_ids[s])[0]
+                if brief:  # the merged head and the summary are the check
+                    continue
                 yield ToolCall("shell__run", {"command": (
                     f"grep -h '{dup}' {in_dir[s]}/orders_*.csv; echo '--- merged:'; grep '^{dup},' "
                     f"{out_dir[s]}/{MERGED}")}, f"Spot-check a duplicated order in {s}: the latest version won?")
@@ -633,7 +636,7 @@ class CsvMergeScript(TaskFamily):
             """The trial run's copy left in the workspace (tmp_test/ instead of /tmp/t)."""
             if brief:
                 return perturb.insert(solve, shell(trial("tmp_test"), "Try it on a copy first."),
-                                      after=perturb.on("shell__run", command=syntax_check))
+                                      after=perturb.on("files__write_file", path=SCRIPT))
             return perturb.change(solve, perturb.on("shell__run", command=trial("/tmp/t")), command=trial("tmp_test"))
 
         crlf = next((f"{in_dir[s]}/{rel}" for s in stores for rel, data in folders[s].items() if b"\r\n" in data),

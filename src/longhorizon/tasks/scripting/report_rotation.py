@@ -341,6 +341,24 @@ def _fewer_teams(level: int, teams: list[str], never_team: str, folders: dict[st
     return kept, {t: folders[t] for t in kept}
 
 
+def _thin(files: dict[str, bytes], today: date, n: int, m: int) -> dict[str, bytes]:
+    """Level 1's folder: the reports at the edges (ages N, N+1, M, M+1 and a future date), one
+    more to keep, to archive and to delete, one surviving and one expired archive copy, and every
+    file that is not a report (broken date, notes, backup, draft, latest, README, settings, log)."""
+    def age(rel: str) -> int:
+        return (today - report_date(rel.rsplit("/", 1)[-1].removesuffix(".gz"))).days
+
+    top = sorted((age(r), r) for r in files if "/" not in r and report_date(r))
+    copies = sorted((age(r), r) for r in files if r.startswith("archive/"))
+    keep = {r for r in files if not r.startswith("archive/") and not ("/" not in r and report_date(r))}
+    keep |= {r for a, r in top if a in (n, n + 1, m, m + 1) or a < 0}
+    for pick in ([r for a, r in top if 0 <= a < n][:1], [r for a, r in top if n + 1 < a < m][:1],
+                 [r for a, r in top if a > m + 1][-1:], [r for a, r in copies if a <= m][:1],
+                 [r for a, r in copies if a > m][-1:]):
+        keep |= set(pick)
+    return {r: b for r, b in files.items() if r in keep}
+
+
 # -- the reference script and its flawed variants ------------------------------------------------
 
 
@@ -473,7 +491,7 @@ class ReportRotationScript(TaskFamily):
     """How many team folders the script is run on: 1 (one with both ages and a log), 2 (plus
     the team whose reports are never deleted), 3 (default: all three or four). The grader's
     hidden folders are the same at every level."""
-    toolsets = {1: ("files__list_dir", "files__read_file", "files__write_file", "shell__run")}
+    toolsets = {1: ("files__read_file", "files__write_file", "shell__run")}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)
@@ -507,6 +525,8 @@ class ReportRotationScript(TaskFamily):
         ticket_text = _ticket(ticket_no, reporter, fake)
         if level < self.levels:  # the same draws as the default, then fewer teams
             teams, folders = _fewer_teams(level, teams, never_team, folders, settings)
+            if level == 1:  # a small folder with every edge case
+                folders = {t: _thin(folders[t], today, *settings[t]) for t in teams}
             plans = {t: plan(folders[t], *settings[t], today) for t in teams}
         folder_of = {t: f"shared/{t}/reports" for t in teams}
         other_files = {
@@ -562,9 +582,9 @@ class ReportRotationScript(TaskFamily):
         def solve(*, script: str | None = None, manual_last: bool = False, scratch: bool = False):
             body = script or script_text()
             yield ToolCall("files__read_file", {"path": ticket}, "Read the ticket to get the exact rules.")
-            yield ToolCall("files__list_dir", {"path": "shared", "recursive": True},
-                           "See every team folder, its reports and what is already archived.")
-            if not brief:
+            if not brief:  # (level 1 sees its one folder after the run)
+                yield ToolCall("files__list_dir", {"path": "shared", "recursive": True},
+                               "See every team folder, its reports and what is already archived.")
                 yield ToolCall("files__list_dir", {"path": "scripts"}, "Check what is already in scripts/.")
             for t in teams:
                 yield ToolCall("files__read_file", {"path": f"{folder_of[t]}/{CONF}"},
@@ -586,9 +606,9 @@ class ReportRotationScript(TaskFamily):
                     "&& echo \"date=${BASH_REMATCH[1]}\"")},
                     "Confirm GNU date rejects impossible dates and the name pattern picks the date out.")
             yield ToolCall("files__write_file", {"path": SCRIPT, "content": body}, f"Write {SCRIPT}.")
-            yield ToolCall("shell__run", {"command": f"bash -n {SCRIPT} && chmod +x {SCRIPT} && echo syntax ok"},
-                           "Syntax-check the script and make it executable.")
             if not brief:
+                yield ToolCall("shell__run", {"command": f"bash -n {SCRIPT} && chmod +x {SCRIPT} && echo syntax ok"},
+                               "Syntax-check the script and make it executable.")
                 yield ToolCall("shell__run", {"command": f"bash {SCRIPT}; echo \"rc=$?\""},
                                "Check that a call without arguments fails with the usage line and changes nothing.")
             for t in dict.fromkeys([teams[0], never_team] if not brief else [teams[0]] if scratch else []):
@@ -611,13 +631,15 @@ class ReportRotationScript(TaskFamily):
                     f"cd {folder_of[t]} && find . | sort && echo '--- new log lines:' && "
                     f"grep -c '^{today.isoformat()} ' {LOG}; tail -n 8 {LOG}")},
                     f"Check the {t} folder and its log after the run.")
-                if plans[t].archived:
+                if plans[t].archived and not brief:
                     dest = sorted(plans[t].archived.values())[0]
                     yield ToolCall("shell__run", {"command": f"zcat {folder_of[t]}/{dest} | head -n 3"},
                                    "Spot-check that an archived report decompresses to the original.")
             if not brief:
                 yield ToolCall("shell__run", {"command": "find . -type f -not -path './shared/*' | sort"},
                                "Make sure nothing else was left in the workspace.")
+            if brief:
+                return f"Wrote {SCRIPT} and ran it on {team_list} for {today.isoformat()}; every action is logged."
             n_arch = sum(len(p.archived) for p in plans.values())
             n_del = sum(len(p.deleted) for p in plans.values())
             return (f"Wrote {SCRIPT} and ran it on {team_list} for {today.isoformat()}: {n_arch} reports "

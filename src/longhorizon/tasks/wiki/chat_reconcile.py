@@ -253,7 +253,8 @@ class WikiChatReconcile(TaskFamily):
                           + [f"| {s} | {rota[s]['primary']} | {rota[s]['secondary']} |" for s in services])
         page("on-call-rota", "On-call rota",
              "# On-call rota\n\n" + ("Who carries the pager for each service this quarter. Changes are agreed in "
-                                     "#ops.\n\n" if level > 1 else "") + f"{table}\n\nHandover is on Mondays at 10:00.{extras('on-call-rota')}\n", ["oncall"], H[ops_lead], 30)
+                                     "#ops.\n\n" if level > 1 else "")
+             + f"{table}\n\nHandover is on Mondays at 10:00.{extras('on-call-rota')}\n", ["oncall"], H[ops_lead], 30)
         office = address_pages[0]
         page(office, f"{city} office",
              f"# {city} office\n\n**Address:** {old_addr}\n\nReception is on the ground floor; ask for a visitor "

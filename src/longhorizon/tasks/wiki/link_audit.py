@@ -347,7 +347,8 @@ class WikiLinkAudit(TaskFamily):
                      "Once you're finished, check that no page in the space still links to an old slug.",
                      "At the end, please check that nothing in the space links to an old slug any more.")
         if level == 1:  # one rename, no copies
-            state = "The docs migration renamed a page in the wiki's Engineering space; links to it still use its old slug."
+            state = ("The docs migration renamed a page in the wiki's Engineering space; links to it still use its "
+                     "old slug.")
             work = f"Fix every link on Engineering pages that points to an old slug, and bring {INDEX} up to date."
             ask = ""
         instruction = " ".join(x for x in [say(w, "Hi!", "Hello,", "Hi there,"), state, ask, work, log, *limits, verify,
