@@ -123,3 +123,14 @@ def test_instance_refuses_a_generate_that_ignores_the_level():
 
     with pytest.raises(ValueError, match="expected"):
         Careless().instance(1, 1)
+
+
+@pytest.mark.parametrize("family, level, seed", [("sales_commission_calc", 1, 35),
+                                                 ("shared_drive_retention", 1, HOLDOUT_SEED_BASE + 2),
+                                                 ("shared_drive_retention", 2, HOLDOUT_SEED_BASE + 2)])
+def test_a_lower_level_exists_where_the_default_draw_cannot_be_cut_down_as_planned(family, level, seed):
+    """Seeds whose default World lacks what the lower level keeps (no one rep who shows every
+    mistake; every expired draft on hold) once raised instead of generating; they generate now, and
+    their oracle still earns 1.0."""
+    task = get_family(family).instance(seed, level)
+    assert asyncio.run(play_task(task, OraclePolicy())).grade.reward == 1.0

@@ -455,15 +455,21 @@ def _fewer_docs(level: int, docs: list[dict], held: set[str], depts: list[str], 
     draft named like an old invoice, the first two departments' folders, and every special case
     (the old HR record, the bland-named old invoice, every held document)."""
     free = [d for d in docs if d["doc_id"] not in held]
+
+    def pick(pool: list[dict], *tests) -> dict | None:
+        """The first document of ``pool`` that passes the first test any of them passes (where a
+        seed's drive lacks the preferred kind, e.g. every expired draft is on hold)."""
+        return next((d for test in tests for d in pool if test(d)), None)
+
     first = [
-        next(d for d in free if d["type"] == "draft" and d["action"] == "delete"),
-        next((d for d in free if d["type"] == "meeting-notes" and d["action"] == "archive"),
-             next(d for d in free if d["action"] == "archive")),
-        next(d for d in docs if d["doc_id"] in held),
-        next(d for d in docs if d["type"] == "invoice" and d["date"] == invoice_limit),
-        next(d for d in docs if d["name"].startswith("invoice_") and d["type"] == "draft"),
+        pick(free, lambda d: d["type"] == "draft" and d["action"] == "delete", lambda d: d["action"] == "delete"),
+        pick(free, lambda d: d["type"] == "meeting-notes" and d["action"] == "archive",
+             lambda d: d["action"] == "archive"),
+        pick(docs, lambda d: d["doc_id"] in held),
+        pick(docs, lambda d: d["type"] == "invoice" and d["date"] == invoice_limit),
+        pick(docs, lambda d: d["name"].startswith("invoice_") and d["type"] == "draft"),
     ]
-    keep = {id(d) for d in (first[:4] if level == 1 else first)}
+    keep = {id(d) for d in (first[:4] if level == 1 else first) if d is not None}
     if level == 2:
         keep |= {id(d) for d in docs if d["doc_id"] in held or d["dir"].split("/")[1] in depts[:2]
                  or d["dir"] in ("shared/finance/payroll", "shared/finance/misc")}

@@ -226,7 +226,11 @@ class SalesCommissionCalc(TaskFamily):
             ok = ok and credit(sheets, active, refunds, start, end, "no_refunds") != book
             ok = ok and credit(sheets, active, refunds, start, end, "split_reversed") != book
             ok = ok and len(set(truth.values())) == len(active)
-            if ok:
+            # a lower level keeps fewer reps, who must still tell the mistakes apart: when no choice of
+            # them does (seed 35 at level 1), that level draws again; the default is unchanged
+            kept = (_reps_to_keep({1: 1, 2: 3}[level], active, sheets, refunds, start, end, quota, rates, top)
+                    if ok and level < self.levels else active)
+            if ok and kept is not None:
                 break
         else:  # pragma: no cover - a few tries always suffice
             raise RuntimeError("could not generate a commission world")
@@ -249,7 +253,7 @@ class SalesCommissionCalc(TaskFamily):
         sheet_order = sorted(sheets, key=lambda n: (n == "House Accounts", rng.random()))
         if level < self.levels:  # the same draws as the default, then fewer reps
             active, sheets, book, quota, draft, quarter_quotas = _fewer_reps(
-                {1: 1, 2: 3}[level], active, sheets, refunds, start, end, quota, draft, quarter_quotas, rates, top)
+                kept, active, sheets, refunds, start, end, quota, draft, quarter_quotas)
             truth = {r: commission(book[r], Decimal(quota[r]), rates, top) for r in active}
             sheet_order = [n for n in sheet_order if n in sheets]
 
@@ -420,11 +424,16 @@ class SalesCommissionCalc(TaskFamily):
         return task
 
 
-def _fewer_reps(k: int, active: list[str], sheets: dict[str, list[dict]], refunds: list[dict], start: date,
-                end: date, quota: dict, draft: dict, quarter_quotas: dict, rates: tuple, top: Decimal):
-    """Keep ``k`` of the quota-carrying reps (their sheets, quotas and the split deals between
-    them; a split with a rep who is gone becomes the owner's alone), chosen so that the refunds,
-    the tiers above quota and the draft quotas still change somebody's numbers."""
+def _cut_sheets(kept: list[str], active: list[str], sheets: dict[str, list[dict]]) -> dict[str, list[dict]]:
+    """The sheets of ``kept`` (and the non-quota ones); a split with a rep who is gone becomes the owner's alone."""
+    return {n: [d if d["split"] is None or d["split"] in kept else dict(d, split=None, pct=None) for d in rows]
+            for n, rows in sheets.items() if n in kept or n not in active}
+
+
+def _reps_to_keep(k: int, active: list[str], sheets: dict[str, list[dict]], refunds: list[dict], start: date,
+                  end: date, quota: dict, rates: tuple, top: Decimal) -> list[str] | None:
+    """``k`` of the quota-carrying reps chosen so that the refunds, the tiers above quota and the
+    draft quotas still change somebody's numbers (None: no ``k`` of them do)."""
     def refunded(r):
         ids = {x["id"] for x in refunds}
         return any(d["id"] in ids and d["status"] == WON and start <= d["date"] <= end for d in sheets[r])
@@ -432,15 +441,20 @@ def _fewer_reps(k: int, active: list[str], sheets: dict[str, list[dict]], refund
     ranked = sorted(active, key=lambda r: (not refunded(r), r))
     for at in range(len(ranked)):
         kept = sorted((ranked[at:] + ranked[:at])[:k])
-        cut = {n: [d if d["split"] is None or d["split"] in kept else dict(d, split=None, pct=None) for d in rows]
-               for n, rows in sheets.items() if n in kept or n not in active}
+        cut = _cut_sheets(kept, active, sheets)
         book = credit(cut, kept, refunds, start, end)
         ok = min(book.values()) > 0 and any(book[r] > quota[r] for r in kept)
         ok = ok and credit(cut, kept, refunds, start, end, "no_refunds") != book
         if ok and len({commission(book[r], Decimal(quota[r]), rates, top) for r in kept}) == k:
-            break
-    else:  # pragma: no cover - some rep always qualifies
-        raise RuntimeError("no reps to keep")
+            return kept
+    return None
+
+
+def _fewer_reps(kept: list[str], active: list[str], sheets: dict[str, list[dict]], refunds: list[dict], start: date,
+                end: date, quota: dict, draft: dict, quarter_quotas: dict):
+    """Keep the reps ``kept`` (``_reps_to_keep``): their sheets, quotas and the split deals between them."""
+    cut = _cut_sheets(kept, active, sheets)
+    book = credit(cut, kept, refunds, start, end)
     draft = {r: draft[r] for r in kept}
     if all(draft[r] == quota[r] for r in kept):  # the draft must still differ where it matters
         draft[kept[0]] += 5000
