@@ -121,19 +121,18 @@ def measure(setting: str, model: str | None, out: Path, args) -> list[dict]:
             evaluations.append(("bfcl", lambda d: ["bench", "bfcl", "--base-url", server.base_url, "--model",
                                                    server.model_name, "--categories", *BFCL_CATEGORIES, "--limit",
                                                    str(args.bfcl_limit), "--quiet", "--out", str(d), *flag],
-                                bfcl_rows))
+                                bfcl_rows, bfcl_answers))
         if not args.skip_suite:
             evaluations.append(("suite", lambda d: ["run", "--policy", "openai", "--base-url", server.base_url,
                                                     "--model", server.model_name, "--split", "holdout", "--seeds",
                                                     str(args.holdout_seeds), "--max-turns", "12", "--max-tokens",
                                                     "384", "--quiet", "--out", str(d), *flag, *suite_picks],
-                                 suite_rows))
-        for name, command, read in evaluations:
+                                 suite_rows, suite_answers))
+        for name, command, read, answers in evaluations:
             dirs = [out / setting / f"{name}-{i}" for i in (1, 2)]
             times = [timed(out / setting, d.name, lambda d=d: lh(*command(d))) for d in dirs]
             f = noise_floor(read(dirs[0]), read(dirs[1]))
-            a, b = (bfcl_answers if name == "bfcl" else suite_answers)(dirs[0]), \
-                (bfcl_answers if name == "bfcl" else suite_answers)(dirs[1])
+            a, b = answers(dirs[0]), answers(dirs[1])
             differ = sum(a[k] != b[k] for k in a.keys() & b.keys())
             rows.append({"setting": setting, "evaluation": name, "entries": f["paired_tasks"], "outputs_differ": differ,
                          "flips": f["disagreements"], "flip_rate": f["self_disagreement"],

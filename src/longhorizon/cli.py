@@ -126,17 +126,15 @@ def suite_stats(rows: list[dict]) -> dict:
     }
 
 
-def token_stats(chosen, *, progress: bool) -> dict:
-    """Per family, [min, median, max] tokens of the oracle episodes of ``chosen`` under the embedded
-    model's tokenizer: the first prompt (system turn with the tools, the task) and the whole episode."""
+def token_stats(chosen, played: dict[str, tuple[int, int, int]]) -> dict:
+    """Per family, [min, median, max] tokens of the oracle episodes of ``chosen`` (``played``: by
+    task id, ``evaluate.oracle_stats.instance_tokens``) under the embedded model's tokenizer: the
+    first prompt (system turn with the tools, the task) and the whole episode."""
     import statistics
 
-    from longhorizon.evaluate.oracle_stats import instance_tokens
-
-    tokens = instance_tokens(chosen, progress=progress)
     by_family: dict[str, list[tuple[int, int]]] = {}
     for f, seed, level in chosen:
-        by_family.setdefault(f.name, []).append(tokens[f.task_id(seed, level)])
+        by_family.setdefault(f.name, []).append(played[f.task_id(seed, level)][1:])
 
     def spread(xs: list[int]) -> list:
         return [min(xs), statistics.median(xs), max(xs)]
@@ -158,10 +156,16 @@ def cmd_tasks_stats(args) -> int:
     if args.format != "json":
         raise UsageError("--format table goes with --diversity")
     chosen = [i for s in SPLITS for i in listed_instances(s, args.seeds, args.family, args.level)]
-    counts = _oracle_calls(chosen, progress=True)
+    if args.tokens:  # one play of each oracle episode gives its calls and its tokens
+        from longhorizon.evaluate.oracle_stats import instance_tokens
+
+        played = instance_tokens(chosen, progress=show_progress())
+        counts = {tid: calls for tid, (calls, _, _) in played.items()}
+    else:
+        counts = _oracle_calls(chosen, progress=True)
     stats = {"level": args.level or "default"} | suite_stats(_rows(chosen, counts))
     if args.tokens:
-        stats |= token_stats(chosen, progress=show_progress())
+        stats |= token_stats(chosen, played)
     print(json.dumps(stats, indent=2))
     return 0
 

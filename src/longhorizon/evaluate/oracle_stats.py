@@ -4,7 +4,9 @@ Running an oracle is the only honest way to count its calls (oracles read before
 so counts are computed by playing oracle episodes and cached under the user's cache folder,
 keyed by a hash of the task and app sources: editing a family invalidates the cache. With the
 cache present nothing is generated or played (`tasks list` answers at once); a cold cache costs
-one oracle episode per task, once.
+one oracle episode per task, once. The same episodes measured in the embedded model's tokens
+(``instance_tokens``, for `tasks stats --tokens`) are played afresh: tokens depend on more than
+the sources.
 """
 
 from __future__ import annotations
@@ -94,15 +96,15 @@ def episode_tokens(traj, renderer) -> tuple[int, int]:
 
 
 def instance_tokens(instances: list[tuple[TaskFamily, int, int]], *, progress: bool = False,
-                    concurrency: int = 8) -> dict[str, tuple[int, int]]:
-    """``episode_tokens`` of each (family, seed, level) instance's oracle episode under the embedded
-    model's tokenizer. Not cached: the count depends on the tokenizer and on how tools are offered
-    (env/tool_spec.py), not only on the suite's sources."""
+                    concurrency: int = 8) -> dict[str, tuple[int, int, int]]:
+    """(oracle tool calls, ``episode_tokens``) of each (family, seed, level) instance's oracle episode
+    under the embedded model's tokenizer: one play gives both. Not cached: the tokens depend on the
+    tokenizer and on how tools are offered (env/tool_spec.py), not only on the suite's sources."""
     from longhorizon.env.episode import play_task
     from longhorizon.policies.scripted import OraclePolicy
 
     renderer = embedded_renderer()
-    out: dict[str, tuple[int, int]] = {}
+    out: dict[str, tuple[int, int, int]] = {}
 
     async def all_() -> None:
         sem = asyncio.Semaphore(concurrency)
@@ -111,7 +113,7 @@ def instance_tokens(instances: list[tuple[TaskFamily, int, int]], *, progress: b
         async def one(f: TaskFamily, seed: int, level: int) -> None:
             async with sem:
                 traj = await play_task(f.instance(seed, level), OraclePolicy())
-            out[f.task_id(seed, level)] = episode_tokens(traj, renderer)
+            out[f.task_id(seed, level)] = (len(traj.tool_calls), *episode_tokens(traj, renderer))
             bar.update(1)
 
         await asyncio.gather(*(one(*i) for i in instances))
