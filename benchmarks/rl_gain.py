@@ -7,16 +7,19 @@ The demo's family and settings (configs/demo.yaml: log_first_error, the embedded
 fine-tune), in stages that each persist under OUT and are skipped when done:
 
 1. teacher + data: the oracle plays train seeds 0..N-1; episodes at reward >= 0.9 are the SFT data.
-2. sft: the demo's SFT, saving a checkpoint after every step.
-3. dev: the checkpoints in order, greedy on a *train-split* dev set (seeds from 90,000: neither the
-   teacher's nor RL's, never the holdout), up to the first that passes >= 0.25; the checkpoint is
-   the earliest whose dev pass rate lies in [0.25, 0.60] (else, when one jumped past the band, the
-   evaluated one closest to 0.425 strictly between 0 and 1).
+2. sft: the demo's SFT (``--sft-batch-size``, ``--sft-lr`` change its step), keeping the model
+   after every step.
+3. dev: greedy on a *train-split* dev set (seeds from 90,000: neither the teacher's nor RL's, never
+   the holdout), the steps searched by bisection for the earliest that passes >= 0.25
+   (``train.headroom.search``, as the pipeline's start stage); the checkpoint is the earliest
+   played one whose dev pass rate lies in [0.25, 0.60] (else, when SFT jumped past the band, the
+   played one closest to 0.425 strictly between 0 and 1).
 4. temperature: the chosen checkpoint samples the dev set at 1.0, 0.7, 0.5 in turn; RL uses the first
    whose pass rate lies in [0.3, 0.7] (else the one whose dense rewards vary most: GSPO's signal).
 5. rl, then control: GSPO from the checkpoint (``--steps`` on-policy steps of ``--groups`` groups of 8,
    rollouts from vLLM in float32, the weights pushed after each step); the control is the same run
    with each group's rewards shuffled among its episodes (``rl.permute_rewards``).
+   ``--repetition-penalty`` sets ``rl.repetition_penalty`` for every arm.
 6. holdout (after each of them): the checkpoint, the RL model and the control, greedy in float32 on ``--holdout`` holdout
    instances, paired: Δ pass@1 and Δ mean reward with paired-bootstrap intervals, McNemar's p;
    then the checkpoint a second time (``holdout/sft-repeat``): the noise floor of every Δ
@@ -171,9 +174,22 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=6, help="GSPO optimizer steps (default 6)")
     ap.add_argument("--groups", type=int, default=2, help="groups of 8 per step (default 2)")
     ap.add_argument("--holdout", type=int, default=100, help="holdout instances per model (default 100)")
+    ap.add_argument("--sft-batch-size", type=int, default=None,
+                    help="SFT episodes per step (default: configs/demo.yaml's, 2): 1 doubles the checkpoints "
+                         "the dev search can choose among")
+    ap.add_argument("--sft-lr", type=float, default=None, help="SFT learning rate (default: configs/demo.yaml's, 2e-4)")
+    ap.add_argument("--repetition-penalty", type=float, default=None,
+                    help="rl.repetition_penalty for every RL arm (default: configs/demo.yaml's, 0): the reward "
+                         "loses this x the share of calls that repeat an earlier one")
     ap.add_argument("--skip-control", action="store_true", help="no permuted-reward run (not a finished experiment)")
     ap.add_argument("--variants", default="", help="comma-separated extra arms run last: seed, opd (default none)")
     args = ap.parse_args(argv)
+    if args.sft_batch_size is not None and args.sft_batch_size < 1:
+        ap.error("--sft-batch-size must be at least 1")
+    if args.sft_lr is not None and not args.sft_lr > 0:
+        ap.error("--sft-lr must be above 0")
+    if args.repetition_penalty is not None and not 0 <= args.repetition_penalty <= 1:
+        ap.error("--repetition-penalty must be in [0, 1]")
     variants = [v for v in args.variants.split(",") if v]
     if unknown := sorted(set(variants) - set(VARIANTS)):
         ap.error(f"unknown variants {unknown}: choose from {', '.join(VARIANTS)}")
@@ -191,7 +207,7 @@ def main(argv=None) -> int:
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    from longhorizon.train.headroom import DEV_OFFSET
+    from longhorizon.train.headroom import DEV_OFFSET, search, step_models
 
     settings = {k: v for k, v in vars(args).items() if k != "variants"} | {"family": FAMILY, "dev_offset": DEV_OFFSET}
     if (old := load_json(out / "settings.json")) is not None and old != settings:
@@ -220,23 +236,26 @@ def main(argv=None) -> int:
     # 2 SFT, a checkpoint per step
     s = cfg.sft
     s.data, s.model, s.out = str(out / "sft_data"), str(base), str(out / "sft")
-    s.save_steps, s.save_total_limit = 1, None
+    s.batch_size = args.sft_batch_size or s.batch_size
+    s.learning_rate = args.sft_lr or s.learning_rate
+    # the model after every step (OUT/sft/steps/step-N, no optimizer state), and the last checkpoint to resume from
+    s.keep_steps, s.save_steps, s.save_total_limit = True, 1, 1
     if not (out / "sft" / "summary.json").exists():
-        log("sft: the demo's SFT, a checkpoint after every step")
+        log(f"sft: the demo's SFT (batch {s.batch_size}, lr {s.learning_rate:g}), the model kept after every step")
         timed("sft", lambda: run_sft(s, resume=any((out / "sft").glob("checkpoint-*")), progress=False))
-    ckpts = {int(p.name.split("-")[1]): p for p in (out / "sft").glob("checkpoint-*")}
+    ckpts = step_models(out / "sft")
 
     e = cfg.eval
     with Evaluator(base, e, out) as ev:
         # 3 dev pass of every checkpoint
         dev = dev_tasks(args.dev_seeds)
-        rates = {}
-        for k in sorted(ckpts):  # in order, up to the first checkpoint at or past the band
-            summary = timed("dev", lambda: ev.run(ckpts[k], dev, out / "dev" / f"checkpoint-{k}",
-                                                  label=f"sft-{k}"))
-            rates[k] = summary["overall"]["pass@1"]
-            if rates[k] >= DEV_BAND[0]:
-                break
+
+        def pass_rate(k: int) -> float:
+            summary = timed("dev", lambda: ev.run(ckpts[k], dev, out / "dev" / f"checkpoint-{k}", label=f"sft-{k}"))
+            return summary["overall"]["pass@1"]
+
+        # bisection for the earliest step at or past the band's low end (train.headroom.search, as the pipeline)
+        rates = search(sorted(ckpts), pass_rate, DEV_BAND)
         chosen, why = choose_checkpoint(rates)
         save_json(out / "chosen.json", {"dev_pass": rates, "checkpoint": chosen, "why": why})
         log(f"dev pass per checkpoint {rates}: checkpoint-{chosen} ({why})")
@@ -267,6 +286,8 @@ def main(argv=None) -> int:
         r.model, r.out = str(ckpts[chosen]), str(out / name)
         r.max_steps, r.tasks_per_step, r.seeds = args.steps, args.groups, 8 * args.steps * args.groups
         r.temperature, r.permute_rewards = temperature, permute
+        if args.repetition_penalty is not None:
+            r.repetition_penalty = args.repetition_penalty
         r.sampler, r.sampler_dtype = "vllm", "float32"
         r.resample_flat_groups, r.concurrency = 2, 8 * args.groups
         r.save_steps, r.save_total_limit = 1, 1  # a stopped run resumes at its last step
@@ -310,7 +331,8 @@ def write_report(out: Path, names: list[str], times: dict) -> str:
 
     chosen = load_json(out / "chosen.json")
     lines = ["# GSPO vs SFT from a headroom checkpoint (benchmarks/rl_gain.py)", "",
-             f"Family `{FAMILY}`, the embedded SmolLM2-135M-Instruct, configs/demo.yaml's settings. "
+             f"Family `{FAMILY}`, the embedded SmolLM2-135M-Instruct, configs/demo.yaml's settings but "
+             f"these (null: the config's): {json.dumps(load_json(out / 'settings.json'))}. "
              f"Stage seconds: {json.dumps(times)}.", "",
              "## Dev pass rate of each SFT checkpoint (train split, greedy, float32)", "",
              "| checkpoint | dev pass@1 |", "|---:|---:|"]
