@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from longhorizon.core.trajectory import Trajectory
     from longhorizon.core.world import World
 
-SUITE_VERSION = "0.11.0"
+SUITE_VERSION = "0.12.0"
 """Bumped whenever a family's World, instruction, criteria, tools offered, split or simulated user changes
 (at any level): recorded in every Trajectory."""
 

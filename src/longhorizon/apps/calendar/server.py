@@ -150,8 +150,8 @@ def make_app(world):
             end: range end; a bare date includes that whole day.
             attendee: whose events (organised or invited) to list; default is the owner's own calendar.
 
-        Returns JSON: [{"id", "title", "start", "end", "location", "organizer",
-        "attendees": [{"email", "response"}]}]."""
+        Returns JSON [{id, title, start, end, location, organizer,
+        attendees: [{email, response}]}]."""
         s, e = _range(start, end)
         with closing(connect()) as conn:
             who = _emails([attendee], "attendee")[0] if attendee else owner(conn)
@@ -162,8 +162,8 @@ def make_app(world):
     def get_event(event_id: int) -> str:
         """Full details of one event, including its description and status (active/cancelled).
 
-        Returns JSON: {"id", "title", "start", "end", "location", "description", "organizer",
-        "status", "attendees": [{"email", "response"}]}."""
+        Returns JSON {id, title, start, end, location, description, organizer,
+        status, attendees: [{email, response}]}."""
         with closing(connect()) as conn:
             return _dumps(get(conn, event_id))
 
@@ -260,8 +260,8 @@ def make_app(world):
             start: range start, YYYY-MM-DD or YYYY-MM-DDTHH:MM.
             end: range end; a bare date includes that whole day.
 
-        Returns JSON: {"start", "end", "people": [{"email", "name", "timezone",
-        "working_hours": {"start", "end", "days"}, "busy": [{"start", "end"}]}]}.
+        Returns JSON {start, end, people: [{email, name, timezone,
+        working_hours: {start, end, days}, busy: [{start, end}]}]}.
         Busy intervals are merged; cancelled events and declined invitations are not busy."""
         s, e = _range(start, end)
         wanted = _emails(emails, "emails")
@@ -287,7 +287,7 @@ def make_app(world):
         """Find people in the company directory by name or email (case-insensitive substring);
         no query lists everyone.
 
-        Returns JSON: [{"email", "name", "timezone", "working_hours": {"start", "end", "days"}}]."""
+        Returns JSON [{email, name, timezone, working_hours: {start, end, days}}]."""
         with closing(connect()) as conn:
             rows = [dict(r) for r in conn.execute("SELECT * FROM people ORDER BY name, email")]
         q = (query or "").strip().lower()

@@ -132,8 +132,8 @@ def make_app(world):
     def list_channels() -> str:
         """List channels and your direct-message conversations.
 
-        Returns JSON: [{"name" ("#ops", or "@handle" for direct messages), "kind" ("channel"
-        or "dm"), "topic", "members", "messages", "last_activity"}]."""
+        Returns JSON [{name ("#ops", or "@handle" for direct messages), kind ("channel"
+        or "dm"), topic, members, messages, last_activity}]."""
         with closing(connect()) as conn:
             rows = conn.execute(
                 "SELECT c.name, c.kind, c.topic, (SELECT COUNT(*) FROM members m WHERE m.channel = c.name) AS mem, "
@@ -154,8 +154,8 @@ def make_app(world):
             limit: how many messages (1-100).
             before: only messages with an id lower than this, to page back in time (use next_before).
 
-        Returns JSON: {"channel", "topic", "messages": [{"id", "user", "name", "ts", "text",
-        "reply_count", "mentions"?, "reactions"?}], "next_before"} (next_before is null when
+        Returns JSON {channel, topic, messages: [{id, user, name, ts, text,
+        reply_count, mentions?, reactions?}], next_before} (next_before is null when
         there is nothing older)."""
         if not 1 <= limit <= MAX_LIMIT:
             raise ToolError(f"limit must be 1-{MAX_LIMIT}")
@@ -182,7 +182,7 @@ def make_app(world):
         Args:
             thread_id: the id of the thread's first message (an id of a reply also works).
 
-        Returns JSON: {"channel", "thread_id", "messages": [{"id", "user", "name", "ts", "text", ...}]}."""
+        Returns JSON {channel, thread_id, messages: [{id, user, name, ts, text, ...}]}."""
         with closing(connect()) as conn:
             row = conn.execute("SELECT * FROM messages WHERE id = ?", (thread_id,)).fetchone()
             if row is None:
@@ -205,8 +205,8 @@ def make_app(world):
             user: only messages written by this user (handle or name).
             limit: at most this many results (1-100).
 
-        Returns JSON: {"total", "messages": [{"id", "channel", "user", "name", "ts", "text",
-        "thread_id"?}]} (thread_id is set on replies: read the thread with read_thread)."""
+        Returns JSON {total, messages: [{id, channel, user, name, ts, text,
+        thread_id?}]} (thread_id is set on replies: read the thread with read_thread)."""
         if not 1 <= limit <= MAX_LIMIT:
             raise ToolError(f"limit must be 1-{MAX_LIMIT}")
         phrases = [p.lower() for p in re.findall(r'"([^"]+)"', query or "")]
@@ -296,7 +296,7 @@ def make_app(world):
     def list_users() -> str:
         """List the people in the workspace.
 
-        Returns JSON: [{"handle", "name", "title", "email", "me"}] (me is true for you)."""
+        Returns JSON [{handle, name, title, email, me}] (me is true for you)."""
         with closing(connect()) as conn:
             me = meta(conn)["me"]
             rows = conn.execute("SELECT * FROM users ORDER BY position").fetchall()

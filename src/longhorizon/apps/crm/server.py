@@ -176,7 +176,7 @@ def make_app(world):
     def list_users() -> str:
         """List the CRM users (sales reps and managers) who can own accounts and deals.
 
-        Returns JSON: [{"email", "name", "role"}]; the current user is marked "you": true."""
+        Returns JSON [{email, name, role}]; the current user is marked "you": true."""
         with closing(connect()) as conn:
             me = meta(conn)["user"]
             rows = [dict(r) for r in conn.execute("SELECT * FROM users ORDER BY name")]
@@ -195,8 +195,8 @@ def make_app(world):
             owner: only accounts owned by this user (email or name).
             limit: page size (1-100). offset: how many to skip (use next_offset).
 
-        Returns JSON: {"total", "offset", "accounts": [{"id", "name", "domain", "industry", "tier",
-        "owner"}], "next_offset"} (next_offset is null on the last page)."""
+        Returns JSON {total, offset, accounts: [{id, name, domain, industry, tier,
+        owner}], next_offset} (next_offset is null on the last page)."""
         _page(limit, offset)
         with closing(connect()) as conn:
             rows = [dict(r) for r in conn.execute("SELECT * FROM accounts ORDER BY name, id")]
@@ -218,8 +218,8 @@ def make_app(world):
     def get_account(account_id: int) -> str:
         """One account with its active contacts and its deals.
 
-        Returns JSON: {"id", "name", "domain", "industry", "tier", "owner", "created", "updated",
-        "contacts": [contact...], "deals": [deal...]}."""
+        Returns JSON {id, name, domain, industry, tier, owner, created, updated,
+        contacts: [contact...], deals: [deal...]}."""
         with closing(connect()) as conn:
             a = get_account_row(conn, account_id)
             names = account_names(conn)
@@ -308,8 +308,8 @@ def make_app(world):
             include_merged: also show records merged into another contact (marked "status": "merged").
             limit: page size (1-100). offset: how many to skip (use next_offset).
 
-        Returns JSON: {"total", "offset", "contacts": [{"id", "name", "first_name", "last_name", "email",
-        "phone", "title", "account_id", "account"}], "next_offset"}."""
+        Returns JSON {total, offset, contacts: [{id, name, first_name, last_name, email,
+        phone, title, account_id, account}], next_offset}."""
         _page(limit, offset)
         with closing(connect()) as conn:
             if account_id is not None:
@@ -331,9 +331,9 @@ def make_app(world):
     def get_contact(contact_id: int) -> str:
         """One contact with its account, its deals and every activity logged on it (newest first).
 
-        Returns JSON: {"id", "name", "first_name", "last_name", "email", "phone", "title", "account_id",
-        "account", "status", "merged_into", "created", "updated", "deals": [...], "activities": [{"id",
-        "kind", "date", "subject", "body", "contact_id", "deal_id", "account_id", "author"}]}."""
+        Returns JSON {id, name, first_name, last_name, email, phone, title, account_id,
+        account, status, merged_into, created, updated, deals: [...], activities: [{id,
+        kind, date, subject, body, contact_id, deal_id, account_id, author}]}."""
         with closing(connect()) as conn:
             c = get_contact_row(conn, contact_id)
             names = account_names(conn)
@@ -470,8 +470,8 @@ def make_app(world):
             close_from, close_to: only deals whose close date is within these dates (YYYY-MM-DD, inclusive).
             limit: page size (1-100). offset: how many to skip (use next_offset).
 
-        Returns JSON: {"total", "offset", "deals": [{"id", "name", "account_id", "account", "stage",
-        "amount", "close_date", "owner", "contact_id"}], "next_offset"}."""
+        Returns JSON {total, offset, deals: [{id, name, account_id, account, stage,
+        amount, close_date, owner, contact_id}], next_offset}."""
         _page(limit, offset)
         st = None
         if stage:
@@ -501,8 +501,8 @@ def make_app(world):
     def get_deal(deal_id: int) -> str:
         """One deal with every activity logged on it (newest first).
 
-        Returns JSON: {"id", "name", "account_id", "account", "stage", "amount", "close_date", "owner",
-        "contact_id", "created", "updated", "activities": [{"id", "kind", "date", "subject", "body", ...}]}."""
+        Returns JSON {id, name, account_id, account, stage, amount, close_date, owner,
+        contact_id, created, updated, activities: [{id, kind, date, subject, body, ...}]}."""
         with closing(connect()) as conn:
             d = get_deal_row(conn, deal_id)
             names = account_names(conn)
@@ -638,8 +638,8 @@ def make_app(world):
         """List activities, newest first, optionally only those on a contact, deal or account and
         within dates (YYYY-MM-DD, inclusive).
 
-        Returns JSON: {"total", "offset", "activities": [{"id", "kind", "date", "subject", "body",
-        "contact_id", "deal_id", "account_id", "author"}], "next_offset"}."""
+        Returns JSON {total, offset, activities: [{id, kind, date, subject, body,
+        contact_id, deal_id, account_id, author}], next_offset}."""
         _page(limit, offset)
         sql, args = ["SELECT * FROM activities WHERE 1 = 1"], []
         for col, val in (("contact_id", contact_id), ("deal_id", deal_id), ("account_id", account_id)):

@@ -159,7 +159,7 @@ def make_app(world):
         Args:
             folder: folder relative to the workspace root (default: the whole workspace).
 
-        Returns JSON: [{"path", "title", "blocks" (number of paragraphs and tables), "bytes"}]."""
+        Returns JSON [{path, title, blocks (number of paragraphs and tables), bytes}]."""
         root = files.workspace.path(folder)
         kind = root.kind()
         if kind is None:
@@ -208,10 +208,10 @@ def make_app(world):
             path: the .docx file, relative to the workspace root.
             start: first block index to show (for long documents, use next_start from the previous call).
 
-        Returns JSON {"path", "title", "total_blocks", "blocks": [...], "comments": [...], "next_start"}.
-        A paragraph block is {"index", "style" (e.g. "Heading 1", "List Bullet", "Normal"), "text"};
-        a table block is {"index", "table": [[cell text, ...], ...]} (first row first).
-        comments are review notes: {"id", "index" (the block they are attached to), "author", "text"}.
+        Returns JSON {path, title, total_blocks, blocks: [...], comments: [...], next_start}.
+        A paragraph block is {index, style (e.g. "Heading 1", "List Bullet", "Normal"), text};
+        a table block is {index, table: [[cell text, ...], ...]} (first row first).
+        comments are review notes: {id, index (the block they are attached to), author, text}.
         next_start is null when the whole rest of the document was shown."""
         with lock:
             p, doc = open_doc(path, for_read=True)
@@ -242,7 +242,7 @@ def make_app(world):
             query: the text to look for (not empty).
             match_case: only exact-case matches (default: case-insensitive).
 
-        Returns JSON {"query", "matches" (total occurrences), "hits": [{"location", "style", "text"}]}:
+        Returns JSON {query, matches (total occurrences), hits: [{location, style, text}]}:
         location is the block index ("7"), or "block:row,column" for a table cell ("12:3,1",
         rows and columns from 0). At most 100 hits."""
         if not isinstance(query, str) or not query:

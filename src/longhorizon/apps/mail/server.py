@@ -205,7 +205,7 @@ def make_app(world):
     def list_folders() -> str:
         """List the mailbox folders with their message and unread counts.
 
-        Returns JSON: [{"name", "messages", "unread"}]."""
+        Returns JSON [{name, messages, unread}]."""
         with closing(connect()) as conn:
             out = []
             for name in folder_names(conn):
@@ -225,8 +225,8 @@ def make_app(world):
             limit: how many to return (1-100).
             offset: how many to skip, for paging (use next_offset from the previous page).
 
-        Returns JSON: {"folder", "total", "offset", "messages": [{"id", "from", "to", "subject",
-        "date", "unread", "has_attachments"}], "next_offset"} (next_offset is null on the last page)."""
+        Returns JSON {folder, total, offset, messages: [{id, from, to, subject,
+        date, unread, has_attachments}], next_offset} (next_offset is null on the last page)."""
         if not 1 <= limit <= MAX_LIMIT or offset < 0:
             raise ToolError(f"limit must be 1-{MAX_LIMIT} and offset >= 0")
         with closing(connect()) as conn:
@@ -257,7 +257,7 @@ def make_app(world):
             until: only messages on/before this date (a bare date includes that whole day).
             limit: at most this many results (1-100).
 
-        Returns JSON: {"total", "messages": [summary...]} with the same summary fields as list_messages."""
+        Returns JSON {total, messages: [summary...]} with the same summary fields as list_messages."""
         if not 1 <= limit <= MAX_LIMIT:
             raise ToolError(f"limit must be 1-{MAX_LIMIT}")
         words = query.lower().split()
@@ -292,8 +292,8 @@ def make_app(world):
     def read_message(message_id: int) -> str:
         """Open a message: full headers, body and attachment names. Marks it as read.
 
-        Returns JSON: {"id", "folder", "from", "to", "cc", "subject", "date", "in_reply_to",
-        "body", "attachments": [{"name", "size"}]}."""
+        Returns JSON {id, folder, from, to, cc, subject, date, in_reply_to,
+        body, attachments: [{name, size}]}."""
         with closing(connect()) as conn:
             m = get(conn, message_id)
             if not m["is_read"]:

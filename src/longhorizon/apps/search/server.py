@@ -82,8 +82,8 @@ def make_app(world):
             source: only documents from this source (see list_sources), e.g. "press".
             since: only documents dated on or after this day (YYYY-MM-DD).
 
-        Returns JSON: {"query", "total", "offset", "hits": [{"id", "title", "date", "source",
-        "author", "snippet"}], "next_offset"} (next_offset is null on the last page). Matched
+        Returns JSON {query, total, offset, hits: [{id, title, date, source,
+        author, snippet}], next_offset} (next_offset is null on the last page). Matched
         words are shown in [brackets] in the snippet. If no document contains every word,
         documents containing any of them are returned instead and "note" says so."""
         if not 1 <= limit <= MAX_LIMIT or offset < 0:
@@ -134,8 +134,8 @@ def make_app(world):
             doc_id: the document id from a search hit, e.g. "DOC-0042" (case does not matter).
             offset: character offset into the body, for long documents (use next_offset).
 
-        Returns JSON: {"id", "title", "date", "source", "author", "body", "offset",
-        "total_chars", "next_offset"}; the body comes in pieces of up to 8000 characters and
+        Returns JSON {id, title, date, source, author, body, offset,
+        total_chars, next_offset}; the body comes in pieces of up to 8000 characters and
         next_offset is null once the end is reached."""
         if offset < 0:
             raise ToolError("offset must be >= 0")
@@ -160,7 +160,7 @@ def make_app(world):
     def list_sources() -> str:
         """List the archive's sources (collections of documents) with what each holds.
 
-        Returns JSON: [{"name", "description", "documents", "oldest", "newest"}] (dates YYYY-MM-DD)."""
+        Returns JSON [{name, description, documents, oldest, newest}] (dates YYYY-MM-DD)."""
         with closing(connect()) as conn:
             rows = conn.execute(
                 "SELECT s.name, s.description, COUNT(d.n) AS n, MIN(d.date) AS oldest, MAX(d.date) AS newest "

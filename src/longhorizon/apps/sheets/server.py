@@ -272,7 +272,7 @@ def make_app(world):
 
         Args:
             path: the .xlsx file, relative to the workspace root.
-        Returns JSON: [{"name", "used_range" (e.g. "A1:E120", null if empty), "rows", "columns"}].
+        Returns JSON [{name, used_range (e.g. "A1:E120", null if empty), rows, columns}].
         """
         with lock:  # held while reading: an edit takes the cached workbook out to change it
             p, wb = open_wb(path, for_read=True)
@@ -296,9 +296,9 @@ def make_app(world):
             sheet: sheet name (exact).
             range: A1 range like "A1:E40", one cell "B3", or whole columns "A:C";
                 omit to read the sheet's whole used range.
-        Returns JSON {"sheet", "range", "columns": ["A", ...], "rows": [{"row": 1, "values": [...]}]}.
+        Returns JSON {sheet, range, columns: ["A", ...], rows: [{row: 1, values: [...]}]}.
         values line up with columns; empty cells are null; dates are "YYYY-MM-DD" text. A formula
-        cell is {"formula": "=SUM(B2:B9)", "value": <computed value, or null if it cannot be
+        cell is {formula: "=SUM(B2:B9)", value: <computed value, or null if it cannot be
         computed here>}. At most 2000 cells (about 16,000 characters) come back per call; a
         "truncated" note then names the range to read next.
         """

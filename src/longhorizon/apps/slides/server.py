@@ -130,7 +130,7 @@ def make_app(world):
         Args:
             path: the .pptx file, relative to the workspace root.
 
-        Returns JSON {"path", "slides": [{"index", "layout", "title", "bullets", "has_notes"}]}.
+        Returns JSON {path, slides: [{index, layout, title, bullets, has_notes}]}.
         Use read_slide for a slide's full text."""
         with lock:
             p, prs = open_deck(path, for_read=True)
@@ -149,7 +149,7 @@ def make_app(world):
             path: the .pptx file, relative to the workspace root.
             index: the slide's index (from 0).
 
-        Returns JSON {"index", "layout", "title", "bullets": [...], "notes"} (plus "other_text"
+        Returns JSON {index, layout, title, bullets: [...], notes} (plus other_text
         for text boxes outside the title and body)."""
         with lock:
             _, prs = open_deck(path, for_read=True)

@@ -144,7 +144,7 @@ def make_app(world):
     def list_tables() -> str:
         """List the database's tables and views with their row counts and a short description.
 
-        Returns JSON: [{"name", "kind" ("table" or "view"), "rows", "description"}]."""
+        Returns JSON [{name, kind (table or view), rows, description}]."""
         with closing(connect()) as conn:
             docs = notes(conn)
             out = []
@@ -161,8 +161,8 @@ def make_app(world):
         Args:
             name: table or view name as shown by list_tables (case-insensitive).
 
-        Returns JSON: {"name", "kind", "description", "rows", "columns": [{"name", "type",
-        "nullable", "primary_key", "references", "note"}], "sample": {"columns": [...], "rows": [[...]]}}."""
+        Returns JSON {name, kind, description, rows, columns: [{name, type,
+        nullable, primary_key, references, note}], sample: {columns: [...], rows: [[...]]}}."""
         with closing(connect()) as conn:
             t, kind = table_name(conn, name)
             docs = notes(conn)
@@ -190,7 +190,7 @@ def make_app(world):
             limit: at most this many rows come back (1-1000, default 200); use ORDER BY and
                 aggregation rather than paging through raw rows.
 
-        Returns JSON: {"columns": [...], "rows": [[...], ...], "row_count", "truncated"}; when
+        Returns JSON {columns: [...], rows: [[...], ...], row_count, truncated}; when
         truncated is true more rows exist than were returned. On a mistake the error carries
         SQLite's message (e.g. "no such column: x") so the query can be fixed. Queries running
         longer than a few seconds are stopped."""
@@ -215,7 +215,7 @@ def make_app(world):
         """Show SQLite's query plan for a SELECT without running it (EXPLAIN QUERY PLAN), to spot
         full scans before running a heavy query.
 
-        Returns JSON: [{"id", "parent", "detail"}]."""
+        Returns JSON [{id, parent, detail}]."""
         sql = check_sql(sql)
         with closing(connect()) as conn, closing(QueryGuard(conn, _authorize)) as guard:
             cur = run(guard, "EXPLAIN QUERY PLAN " + sql)

@@ -227,8 +227,8 @@ def make_app(world):
         """The store's name, today's date, currency, shipping carriers, the largest refund this
         account may issue (null: no limit) and the status workflows.
 
-        Returns JSON: {"store", "today", "currency", "carriers", "refund_limit", "order_transitions",
-        "purchase_order_statuses"}."""
+        Returns JSON {store, today, currency, carriers, refund_limit, order_transitions,
+        purchase_order_statuses}."""
         with closing(connect()) as conn:
             m = meta(conn)
         return _dumps({
@@ -253,8 +253,8 @@ def make_app(world):
             below_reorder_point: only products whose stock is at or below their reorder point.
             limit: page size (1-100); offset: rows to skip (use next_offset).
 
-        Returns JSON: {"total", "offset", "products": [{"sku", "name", "category", "price", "stock",
-        "reorder_point", "supplier_id", "status"}], "next_offset"} (null on the last page)."""
+        Returns JSON {total, offset, products: [{sku, name, category, price, stock,
+        reorder_point, supplier_id, status}], next_offset} (null on the last page)."""
         _page(limit, offset)
         if status is not None and status not in PRODUCT_STATUSES:
             raise ToolError(f"status must be one of {', '.join(PRODUCT_STATUSES)}")
@@ -283,8 +283,8 @@ def make_app(world):
         """Everything about one product, including its cost, reorder settings, case size
         (purchase quantities should be whole cases) and supplier.
 
-        Returns JSON: {"sku", "name", "category", "price", "cost", "stock", "reorder_point",
-        "reorder_qty", "case_size", "supplier_id", "supplier", "status"}."""
+        Returns JSON {sku, name, category, price, cost, stock, reorder_point,
+        reorder_qty, case_size, supplier_id, supplier, status}."""
         with closing(connect()) as conn:
             r = product_row(conn, sku)
             sup = conn.execute("SELECT name FROM suppliers WHERE id = ?", (r["supplier_id"],)).fetchone()
@@ -388,7 +388,7 @@ def make_app(world):
     def stock_history(sku: str, limit: int = 50) -> str:
         """A product's recorded stock movements, newest first: receipts, shipments, adjustments.
 
-        Returns JSON: [{"at", "delta", "reason", "ref"}]."""
+        Returns JSON [{at, delta, reason, ref}]."""
         _page(limit)
         with closing(connect()) as conn:
             r = product_row(conn, sku)
@@ -402,7 +402,7 @@ def make_app(world):
     def search_customers(query: str, limit: int = 25) -> str:
         """Find customers whose id, name, email or phone contains ``query`` (case-insensitive).
 
-        Returns JSON: [{"id", "name", "email", "city"}]."""
+        Returns JSON [{id, name, email, city}]."""
         _page(limit)
         q = (query or "").strip().lower()
         if not q:
@@ -417,8 +417,8 @@ def make_app(world):
     def get_customer(customer_id: str) -> str:
         """One customer with their orders (newest first).
 
-        Returns JSON: {"id", "name", "email", "phone", "city", "since", "orders": [{"id", "status",
-        "placed_at", "total"}]}."""
+        Returns JSON {id, name, email, phone, city, since, orders: [{id, status,
+        placed_at, total}]}."""
         with closing(connect()) as conn:
             r = conn.execute("SELECT * FROM customers WHERE upper(id) = upper(?)", ((customer_id or "").strip(),)).fetchone()
             if r is None:
@@ -450,8 +450,8 @@ def make_app(world):
             since / until: placed on or after / on or before this day (YYYY-MM-DD).
             limit: page size (1-100); offset: rows to skip (use next_offset).
 
-        Returns JSON: {"total", "offset", "orders": [{"id", "customer_id", "customer", "status",
-        "placed_at", "total", "paid", "refunded"}], "next_offset"}."""
+        Returns JSON {total, offset, orders: [{id, customer_id, customer, status,
+        placed_at, total, paid, refunded}], next_offset}."""
         _page(limit, offset)
         if status is not None and status not in ORDER_STATUSES:
             raise ToolError(f"status must be one of {', '.join(ORDER_STATUSES)}")
@@ -488,10 +488,10 @@ def make_app(world):
         """One order in full: customer, lines (with line numbers and what was refunded per line),
         totals, payments, refunds, what can still be refunded, shipments and history.
 
-        Returns JSON: {"id", "status", "placed_at", "customer": {"id", "name", "email"}, "lines": [{"line_no",
-        "sku", "name", "qty", "unit_price", "line_total", "refunded"}], "subtotal", "shipping", "total",
-        "payments", "paid", "refunds", "refunded", "refundable", "shipments": [{"id", "carrier",
-        "tracking", "status", "shipped_at", "delivered_at", "replaces"}], "note", "history"}."""
+        Returns JSON {id, status, placed_at, customer: {id, name, email}, lines: [{line_no,
+        sku, name, qty, unit_price, line_total, refunded}], subtotal, shipping, total,
+        payments, paid, refunds, refunded, refundable, shipments: [{id, carrier,
+        tracking, status, shipped_at, delivered_at, replaces}], note, history}."""
         with closing(connect()) as conn:
             return _dumps(_show_order(get_order_or_fail(conn, order_id)))
 
@@ -570,7 +570,7 @@ def make_app(world):
                         limit: int = 50) -> str:
         """Payments received, newest first, optionally for one order or a date range (YYYY-MM-DD).
 
-        Returns JSON: [{"id", "order_id", "amount", "method", "paid_at"}]."""
+        Returns JSON [{id, order_id, amount, method, paid_at}]."""
         _page(limit)
         sql, args = ["SELECT * FROM payments WHERE 1 = 1"], []
         if order_id:
@@ -636,7 +636,7 @@ def make_app(world):
                        limit: int = 50) -> str:
         """Refunds issued, newest first, optionally for one order or a date range (YYYY-MM-DD).
 
-        Returns JSON: [{"id", "order_id", "amount", "reason", "line_no", "created_at"}]."""
+        Returns JSON [{id, order_id, amount, reason, line_no, created_at}]."""
         _page(limit)
         sql, args = ["SELECT * FROM refunds WHERE 1 = 1"], []
         if order_id:
@@ -708,8 +708,8 @@ def make_app(world):
         """Shipments, newest first, filtered by order, tracking number, status (label_created,
         in_transit, delivered, lost, returned) or carrier.
 
-        Returns JSON: [{"id", "order_id", "carrier", "tracking", "status", "shipped_at", "delivered_at",
-        "replaces"}]."""
+        Returns JSON [{id, order_id, carrier, tracking, status, shipped_at, delivered_at,
+        replaces}]."""
         _page(limit)
         if status is not None and status not in SHIPMENT_STATUSES:
             raise ToolError(f"status must be one of {', '.join(SHIPMENT_STATUSES)}")
@@ -732,8 +732,8 @@ def make_app(world):
         """One shipment by id (e.g. "SHP-00012") or tracking number, with the carrier's latest status
         and the order it belongs to.
 
-        Returns JSON: {"id", "order_id", "carrier", "tracking", "status", "shipped_at", "delivered_at",
-        "replaces", "note"}."""
+        Returns JSON {id, order_id, carrier, tracking, status, shipped_at, delivered_at,
+        replaces, note}."""
         key = (shipment_id or "").strip()
         with closing(connect()) as conn:
             r = conn.execute("SELECT * FROM shipments WHERE upper(id) = upper(?) OR upper(tracking) = upper(?)",
@@ -807,7 +807,7 @@ def make_app(world):
     def search_suppliers(query: str = "") -> str:
         """Suppliers whose id, name or email contains ``query`` (case-insensitive); "" for all.
 
-        Returns JSON: [{"id", "name", "email", "lead_time_days", "active"}]."""
+        Returns JSON [{id, name, email, lead_time_days, active}]."""
         q = (query or "").strip().lower()
         with closing(connect()) as conn:
             rows = conn.execute("SELECT * FROM suppliers ORDER BY id").fetchall()
@@ -819,8 +819,8 @@ def make_app(world):
     def get_supplier(supplier_id: str) -> str:
         """One supplier: contact, lead time, payment terms and how many products we buy from them.
 
-        Returns JSON: {"id", "name", "email", "phone", "lead_time_days", "payment_terms", "active",
-        "products"}."""
+        Returns JSON {id, name, email, phone, lead_time_days, payment_terms, active,
+        products}."""
         with closing(connect()) as conn:
             r = supplier_row(conn, supplier_id)
             n = conn.execute("SELECT COUNT(*) FROM products WHERE supplier_id = ?", (r["id"],)).fetchone()[0]
@@ -834,8 +834,8 @@ def make_app(world):
                                limit: int = 50, offset: int = 0) -> str:
         """Purchase orders, newest first, by supplier, status (draft, sent, received, cancelled) or SKU.
 
-        Returns JSON: {"total", "offset", "purchase_orders": [{"id", "supplier_id", "status",
-        "created_at", "sent_at", "received_at", "lines", "total"}], "next_offset"}."""
+        Returns JSON {total, offset, purchase_orders: [{id, supplier_id, status,
+        created_at, sent_at, received_at, lines, total}], next_offset}."""
         _page(limit, offset)
         if status is not None and status not in PO_STATUSES:
             raise ToolError(f"status must be one of {', '.join(PO_STATUSES)}")
@@ -863,9 +863,9 @@ def make_app(world):
     def get_purchase_order(po_id: str) -> str:
         """One purchase order with its lines (ordered and, once received, received quantities).
 
-        Returns JSON: {"id", "supplier_id", "supplier", "status", "created_at", "sent_at", "received_at",
-        "note", "receipt_note", "lines": [{"line_no", "sku", "qty", "unit_cost", "line_total",
-        "received_qty"}], "total"}."""
+        Returns JSON {id, supplier_id, supplier, status, created_at, sent_at, received_at,
+        note, receipt_note, lines: [{line_no, sku, qty, unit_cost, line_total,
+        received_qty}], total}."""
         with closing(connect()) as conn:
             po = get_po_or_fail(conn, po_id)
             sup = conn.execute("SELECT name FROM suppliers WHERE id = ?", (po["supplier_id"],)).fetchone()
@@ -1018,8 +1018,8 @@ def make_app(world):
         """Supplier invoices already recorded, newest first. ``invoice_number`` matches ignoring case,
         spaces and dashes.
 
-        Returns JSON: [{"id", "supplier_id", "invoice_number", "po_id", "invoice_date", "total",
-        "recorded_at"}]."""
+        Returns JSON [{id, supplier_id, invoice_number, po_id, invoice_date, total,
+        recorded_at}]."""
         _page(limit)
         with closing(connect()) as conn:
             rows = conn.execute("SELECT * FROM supplier_invoices ORDER BY invoice_date DESC, rowid DESC").fetchall()
@@ -1040,8 +1040,8 @@ def make_app(world):
     def get_supplier_invoice(invoice_id: str) -> str:
         """One recorded supplier invoice (by our id, e.g. "SI-00004") with its lines.
 
-        Returns JSON: {"id", "supplier_id", "invoice_number", "po_id", "invoice_date", "total",
-        "recorded_at", "note", "lines": [{"line_no", "sku", "qty", "unit_cost"}]}."""
+        Returns JSON {id, supplier_id, invoice_number, po_id, invoice_date, total,
+        recorded_at, note, lines: [{line_no, sku, qty, unit_cost}]}."""
         with closing(connect()) as conn:
             inv = load_invoice(conn, (invoice_id or "").strip().upper())
         if inv is None:

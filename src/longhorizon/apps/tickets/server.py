@@ -180,7 +180,7 @@ def make_app(world):
     def list_projects() -> str:
         """List projects with their kind (support queue or project board) and workflow.
 
-        Returns JSON: [{"key", "name", "kind", "statuses": [...], "open_tickets"}]."""
+        Returns JSON [{key, name, kind, statuses: [...], open_tickets}]."""
         with closing(connect()) as conn:
             out = []
             for p in conn.execute("SELECT * FROM projects ORDER BY key").fetchall():
@@ -196,7 +196,7 @@ def make_app(world):
     def list_teams() -> str:
         """List teams with what they look after and their members.
 
-        Returns JSON: [{"name", "description", "members": [username...]}]."""
+        Returns JSON [{name, description, members: [username...]}]."""
         with closing(connect()) as conn:
             teams = [dict(r) for r in conn.execute("SELECT * FROM teams ORDER BY name")]
             for t in teams:
@@ -209,7 +209,7 @@ def make_app(world):
         """List people in the tracker, optionally only one team's or those whose name, username or
         email contains ``query`` (case-insensitive).
 
-        Returns JSON: [{"username", "name", "email", "team"}]; you are marked "you": true."""
+        Returns JSON [{username, name, email, team}]; you are marked "you": true."""
         with closing(connect()) as conn:
             me = meta(conn)["me"]
             t = team_of(conn, team) if team else None
@@ -227,7 +227,7 @@ def make_app(world):
             project: only this project's sprints (e.g. "PRJ").
             state: only sprints in this state: closed, active or planned.
 
-        Returns JSON: [{"id", "project", "name", "start", "end", "state", "goal", "tickets", "points"}]."""
+        Returns JSON [{id, project, name, start, end, state, goal, tickets, points}]."""
         if state and state.strip().lower() not in SPRINT_STATES:
             raise ToolError(f"state must be one of: {', '.join(SPRINT_STATES)}")
         with closing(connect()) as conn:
@@ -273,9 +273,9 @@ def make_app(world):
             parent: the parent epic's key.
             limit: page size (1-100). offset: how many to skip (use next_offset).
 
-        Returns JSON: {"total", "offset", "tickets": [{"key", "type", "title", "status", "priority",
-        "assignee", "team", "customer", "component", "labels", "estimate", "sprint", "parent",
-        "updated"}], "next_offset"}."""
+        Returns JSON {total, offset, tickets: [{key, type, title, status, priority,
+        assignee, team, customer, component, labels, estimate, sprint, parent,
+        updated}], next_offset}."""
         if not 1 <= limit <= MAX_LIMIT or offset < 0:
             raise ToolError(f"limit must be 1-{MAX_LIMIT} and offset >= 0")
         with closing(connect()) as conn:
@@ -356,11 +356,11 @@ def make_app(world):
     def get_ticket(key: str) -> str:
         """One ticket in full: description, comments (oldest first) and links to other tickets.
 
-        Returns JSON: {"key", "project", "type", "title", "description", "status", "resolution",
-        "priority", "assignee", "team", "reporter", "customer", "component", "labels", "due_date",
-        "estimate", "sprint", "parent", "created", "updated", "allowed_transitions": [...],
-        "comments": [{"id", "author", "body", "internal", "created"}],
-        "links": [{"kind", "key", "title", "status"}]}. Link kinds read from this ticket's side:
+        Returns JSON {key, project, type, title, description, status, resolution,
+        priority, assignee, team, reporter, customer, component, labels, due_date,
+        estimate, sprint, parent, created, updated, allowed_transitions: [...],
+        comments: [{id, author, body, internal, created}],
+        links: [{kind, key, title, status}]}. Link kinds read from this ticket's side:
         "duplicates" / "is duplicated by", "blocks" / "is blocked by", "relates to"."""
         with closing(connect()) as conn:
             t = get(conn, key)
@@ -393,8 +393,8 @@ def make_app(world):
             key: the ticket, e.g. "SUP-12".
             field: only changes of this field, e.g. "status" or "assignee".
 
-        Returns JSON: {"key", "created", "reporter", "changes": [{"at", "author", "field", "old",
-        "new"}]} (times are YYYY-MM-DDTHH:MM:SS)."""
+        Returns JSON {key, created, reporter, changes: [{at, author, field, old,
+        new}]} (times are YYYY-MM-DDTHH:MM:SS)."""
         with closing(connect()) as conn:
             t = get(conn, key)
             rows = conn.execute("SELECT * FROM history WHERE ticket = ? ORDER BY at, id", (t["key"],)).fetchall()

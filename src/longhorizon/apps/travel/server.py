@@ -137,7 +137,7 @@ def make_app(world):
         """Find people in the travel directory by name, email or department (case-insensitive
         substring); no query lists everyone.
 
-        Returns JSON: [{"email", "name", "department", "home_airport", "home_city"}]."""
+        Returns JSON [{email, name, department, home_airport, home_city}]."""
         with closing(connect()) as conn:
             rows = conn.execute(
                 "SELECT t.*, a.city FROM travelers t LEFT JOIN airports a ON a.code = t.home_airport "
@@ -159,9 +159,9 @@ def make_app(world):
             date: departure day, YYYY-MM-DD (local time at the origin).
             cabin: only show fares of this cabin (economy, premium_economy, business, first).
 
-        Returns JSON: {"date", "origin", "destination", "flights": [{"flight_id", "airline",
-        "flight_no", "from", "to", "depart", "arrive", "duration", "duration_minutes", "stops",
-        "fares": [{"cabin", "price", "seats_left"}]}]}. Times are local; duration is the
+        Returns JSON {date, origin, destination, flights: [{flight_id, airline,
+        flight_no, from, to, depart, arrive, duration, duration_minutes, stops,
+        fares: [{cabin, price, seats_left}]}]}. Times are local; duration is the
         scheduled flight time. A fare with seats_left 0 is sold out."""
         day = _day(date, "date")
         want = _cabin(cabin)
@@ -186,8 +186,8 @@ def make_app(world):
             check_out: departure day, YYYY-MM-DD (after check_in).
             max_rate: only hotels whose nightly rate is at most this.
 
-        Returns JSON: {"city", "check_in", "check_out", "nights", "hotels": [{"hotel_id", "name",
-        "district", "address", "rating", "nightly_rate", "total", "rooms_left"}]} (rooms_left 0
+        Returns JSON {city, check_in, check_out, nights, hotels: [{hotel_id, name,
+        district, address, rating, nightly_rate, total, rooms_left}]} (rooms_left 0
         means sold out for those dates)."""
         ci, co = _day(check_in, "check_in"), _day(check_out, "check_out")
         n = nights(ci, co)
@@ -303,10 +303,10 @@ def make_app(world):
         Args:
             traveler: email address or exact full name; omit for everyone's bookings.
 
-        Returns JSON: [{"booking_id", "kind" ("flight"|"hotel"), "status" ("active"|"cancelled"),
-        "traveler", "traveler_name", "price", "booked_on", plus for flights "flight_id", "airline",
-        "flight_no", "from", "to", "depart", "arrive", "cabin", and for hotels "hotel_id", "hotel",
-        "city", "district", "check_in", "check_out", "nights"}]."""
+        Returns JSON [{booking_id, kind (flight|hotel), status (active|cancelled),
+        traveler, traveler_name, price, booked_on, plus for flights flight_id, airline,
+        flight_no, from, to, depart, arrive, cabin, and for hotels hotel_id, hotel,
+        city, district, check_in, check_out, nights}]."""
         with closing(connect()) as conn:
             who = find_traveler(conn, traveler)["email"] if traveler else None
             return _dumps(booking_dicts(conn, who))

@@ -162,8 +162,8 @@ def register_agent_tools(srv, desk: Desk) -> None:
 
     @srv.tool(READ)
     def get_ticket(ticket_id: str) -> str:
-        """A helpdesk ticket. Returns JSON: {"ticket_id", "requester", "subject", "body", "status",
-        "resolution_code", "note"}."""
+        """A helpdesk ticket. Returns JSON {ticket_id, requester, subject, body, status,
+        resolution_code, note}."""
         with desk.read() as conn:
             t = conn.execute("SELECT * FROM tickets WHERE id = ?", ((ticket_id or "").strip().upper(),)).fetchone()
         if t is None:
@@ -175,7 +175,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
     def find_accounts(query: str) -> str:
         """Search the directory by (part of) a name, a username or an employee ID.
 
-        Returns JSON: [{"account_id", "name", "username", "department", "title"}]."""
+        Returns JSON [{account_id, name, username, department, title}]."""
         q = normalize(query)
         if not q:
             raise ToolError("query must not be empty")
@@ -189,9 +189,9 @@ def register_agent_tools(srv, desk: Desk) -> None:
     def get_account(account_id: str) -> str:
         """One account's full record.
 
-        Returns JSON: {"account_id", "name", "employee_id", "username", "department", "title",
-        "recovery_email", "mobile", "status" (active/locked), "mfa" (enrolled/none),
-        "mfa_device", "password_changed_since_ticket"}."""
+        Returns JSON {account_id, name, employee_id, username, department, title,
+        recovery_email, mobile, status (active/locked), mfa (enrolled/none),
+        mfa_device, password_changed_since_ticket}."""
         with desk.read() as conn:
             a = account(conn, account_id)
         return dumps({"account_id": a["id"], "name": a["name"], "employee_id": a["employee_id"],
@@ -204,7 +204,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
     def list_sessions(account_id: str) -> str:
         """An account's sign-in sessions, active and ended.
 
-        Returns JSON: [{"session_id", "device", "app", "location", "last_seen", "active"}]."""
+        Returns JSON [{session_id, device, app, location, last_seen, active}]."""
         with desk.read() as conn:
             a = account(conn, account_id)
             rows = conn.execute("SELECT * FROM sessions WHERE account_id = ? ORDER BY last_seen DESC, id",

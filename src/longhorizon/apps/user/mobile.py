@@ -197,7 +197,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
         Args:
             query: a name ("Dana Reyes", "reyes") or a phone number in any format ("+1 555 010 2233").
 
-        Returns JSON: [{"customer_id", "name", "lines": [phone numbers]}]."""
+        Returns JSON [{customer_id, name, lines: [phone numbers]}]."""
         q = normalize(query)
         if not q:
             raise ToolError("query must not be empty: give a name or a phone number")
@@ -217,8 +217,8 @@ def register_agent_tools(srv, desk: Desk) -> None:
     def get_customer(customer_id: str) -> str:
         """A customer's record and a summary of their lines.
 
-        Returns JSON: {"customer_id", "name", "email", "address", "customer_since",
-        "lines": [{"number", "label", "plan", "status"}]}."""
+        Returns JSON {customer_id, name, email, address, customer_since,
+        lines: [{number, label, plan, status}]}."""
         with desk.read() as conn:
             c = conn.execute("SELECT * FROM customers WHERE id = ?", (customer_id.strip(),)).fetchone()
             if c is None:
@@ -236,9 +236,9 @@ def register_agent_tools(srv, desk: Desk) -> None:
         Args:
             number: the line's phone number, in any format.
 
-        Returns JSON: {"number", "customer_id", "label", "plan", "status", "suspend_reason",
-        "roaming_enabled", "data_used_gb", "data_limit_gb", "refuel_gb", "data_remaining_gb",
-        "last_network"}."""
+        Returns JSON {number, customer_id, label, plan, status, suspend_reason,
+        roaming_enabled, data_used_gb, data_limit_gb, refuel_gb, data_remaining_gb,
+        last_network}."""
         with desk.read() as conn:
             return dumps(line_view(conn, line_or_error(conn, number)))
 
@@ -246,7 +246,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
     def list_bills(customer_id: str) -> str:
         """Every bill of every line of a customer, newest first.
 
-        Returns JSON: [{"bill_id", "number", "period", "amount", "due", "status"}] where status
+        Returns JSON [{bill_id, number, period, amount, due, status}] where status
         is paid, overdue (past due and unpaid) or open (not yet due)."""
         with desk.read() as conn:
             if conn.execute("SELECT 1 FROM customers WHERE id = ?", (customer_id.strip(),)).fetchone() is None:
@@ -347,7 +347,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
         """Payment requests and refuel charges sent for a line, with their status (pending,
         approved, declined).
 
-        Returns JSON: [{"charge_id", "kind", "bill_id", "gb", "amount", "status"}]."""
+        Returns JSON [{charge_id, kind, bill_id, gb, amount, status}]."""
         with desk.read() as conn:
             line = line_or_error(conn, number)
             rows = conn.execute("SELECT * FROM charges WHERE number = ? ORDER BY id", (line["number"],)).fetchall()

@@ -169,7 +169,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
     def list_new_hires() -> str:
         """New hires who have not started yet.
 
-        Returns JSON: [{"hire_id", "name", "role", "team", "start_date"}]."""
+        Returns JSON [{hire_id, name, role, team, start_date}]."""
         with desk.read() as conn:
             rows = conn.execute("SELECT * FROM hires ORDER BY start_date, id").fetchall()
         return dumps([{"hire_id": r["id"], "name": r["name"], "role": r["role"], "team": r["team"],
@@ -179,8 +179,8 @@ def register_agent_tools(srv, desk: Desk) -> None:
     def get_new_hire(hire_id: str) -> str:
         """A new hire's HR record.
 
-        Returns JSON: {"hire_id", "name", "personal_email", "role", "team", "manager",
-        "manager_email", "start_date", "work_mode" (remote/office), "office"}."""
+        Returns JSON {hire_id, name, personal_email, role, team, manager,
+        manager_email, start_date, work_mode (remote/office), office}."""
         with desk.read() as conn:
             h = hire(conn, hire_id)
         return dumps({"hire_id": h["id"], **{k: h[k] for k in ("name", "personal_email", "role", "team", "manager",
@@ -190,9 +190,9 @@ def register_agent_tools(srv, desk: Desk) -> None:
     def get_onboarding_status(hire_id: str) -> str:
         """Where a new hire's onboarding stands.
 
-        Returns JSON: {"hire_id", "name", "contract" (not_sent/sent/signed), "account": null or
-        {"username", "email", "groups", "status", "password_set", "mfa_enrolled"},
-        "equipment": [{"request_id", "sku", "item", "ship_to", "status"}]}."""
+        Returns JSON {hire_id, name, contract (not_sent/sent/signed), account: null or
+        {username, email, groups, status, password_set, mfa_enrolled},
+        equipment: [{request_id, sku, item, ship_to, status}]}."""
         with desk.read() as conn:
             return dumps(status_of(conn, hire(conn, hire_id)))
 
@@ -259,7 +259,7 @@ def register_agent_tools(srv, desk: Desk) -> None:
 
     @srv.tool(READ)
     def list_catalog() -> str:
-        """The equipment catalog. Returns JSON: [{"sku", "name", "kind", "notes"}]."""
+        """The equipment catalog. Returns JSON [{sku, name, kind, notes}]."""
         with desk.read() as conn:
             rows = conn.execute("SELECT * FROM catalog ORDER BY kind, sku").fetchall()
         return dumps([dict(r) for r in rows])

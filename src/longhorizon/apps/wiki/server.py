@@ -132,7 +132,7 @@ def make_app(world):
             tag: only pages with this tag.
             limit: at most this many results (1-100).
 
-        Returns JSON: {"total", "pages": [{"slug", "title", "tags", "updated", "snippet"}]}."""
+        Returns JSON {total, pages: [{slug, title, tags, updated, snippet}]}."""
         if not 1 <= limit <= MAX_LIMIT:
             raise ToolError(f"limit must be 1-{MAX_LIMIT}")
         phrases = [p.lower() for p in re.findall(r'"([^"]+)"', query or "")]
@@ -166,8 +166,8 @@ def make_app(world):
             revision: an older revision number to read instead of the current text (see list_revisions).
             offset: character offset into the body, for very long pages (use next_offset).
 
-        Returns JSON: {"slug", "title", "body", "tags", "author", "updated", "revision",
-        "links": [{"slug", "exists"}], "offset", "next_offset"}. A link with exists=false is broken."""
+        Returns JSON {slug, title, body, tags, author, updated, revision,
+        links: [{slug, exists}], offset, next_offset}. A link with exists=false is broken."""
         if offset < 0:
             raise ToolError("offset must be >= 0")
         with closing(connect()) as conn:
@@ -192,7 +192,7 @@ def make_app(world):
     def list_pages(tag: str | None = None) -> str:
         """List every page (or those with ``tag``), in slug order.
 
-        Returns JSON: {"total", "pages": [{"slug", "title", "tags", "updated"}]}."""
+        Returns JSON {total, pages: [{slug, title, tags, updated}]}."""
         with closing(connect()) as conn:
             want = check_tag(tag) if tag else None
             rows = conn.execute("SELECT * FROM pages ORDER BY slug").fetchall()
@@ -311,7 +311,7 @@ def make_app(world):
     def list_revisions(slug: str) -> str:
         """A page's edit history, newest first.
 
-        Returns JSON: [{"revision", "date", "author", "summary", "slug", "title"}]; read an old
+        Returns JSON [{revision, date, author, summary, slug, title}]; read an old
         text with get_page(slug, revision=N)."""
         with closing(connect()) as conn:
             row = get(conn, slug)
@@ -324,7 +324,7 @@ def make_app(world):
         """Pages that link to ``slug`` with [[slug]]. Works for slugs that no longer exist too,
         which is how to find broken links (e.g. after a rename).
 
-        Returns JSON: {"slug", "exists", "renamed_to" (or null), "pages": [{"slug", "title"}]}."""
+        Returns JSON {slug, exists, renamed_to (or null), pages: [{slug, title}]}."""
         wanted = (slug or "").strip().lower()
         with closing(connect()) as conn:
             exists = conn.execute("SELECT 1 FROM pages WHERE slug = ?", (wanted,)).fetchone() is not None
