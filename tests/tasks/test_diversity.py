@@ -5,6 +5,7 @@ seven times. The floor: at least ``MIN_SKELETONS`` distinct instruction skeleton
 0..19, with mean pairwise word overlap at most ``MAX_OVERLAP`` (differences of a word or two
 do not count). Families below it today are listed in ``KNOWN_TEMPLATED``; the test checks the
 list is exactly the failing set, so a family that gets its phrasing pools must leave the list.
+The same holds for trap sets (``MIN_TRAP_SETS``, ``KNOWN_FIXED_TRAPS``).
 """
 
 from functools import cache
@@ -28,6 +29,70 @@ KNOWN_TEMPLATED = {
 }
 
 
+MIN_TRAP_SETS = 3
+"""Distinct trap sets (criterion ids and non-empty ``Task.data`` keys: ``diversity.trap_set``) over
+seeds 0..19 at the default level: instances that differ in what must be noticed, not only in names."""
+
+KNOWN_FIXED_TRAPS = {
+    # Every instance carries the same traps (docs/diversity.md). Draw a family's trap mix per seed
+    # (each trap present or not, recorded in Task.data, criteria only for traps present), then
+    # remove it here: the test fails until you do.
+    "access_log_incident_timeline",
+    "backorder_fulfilment",
+    "cancelled_flight_rebooking",
+    "contact_list_cleanup",
+    "contract_checklist_review",
+    "csv_merge_script",
+    "customer_complaint_resolution",
+    "customer_payment_matching",
+    "department_spend_review",
+    "downloads_cleanup",
+    "entity_due_diligence",
+    "expense_claim_audit",
+    "holiday_week_reschedule",
+    "incident_postmortem_deck",
+    "inventory_sheet_cleanup",
+    "invoice_followup",
+    "leaver_offboarding",
+    "legacy_catalog_conversion",
+    "log_error_summary",
+    "log_first_error",
+    "log_last_warning",
+    "meeting_requests",
+    "mfa_account_recovery",
+    "monthly_expense_report",
+    "new_hire_onboarding",
+    "new_joiner_faq",
+    "offsite_travel_booking",
+    "pipeline_hygiene",
+    "policy_document_redline",
+    "project_status_report",
+    "pulse_survey_results",
+    "quarterly_kpi_review",
+    "quarterly_review_deck",
+    "release_readiness_review",
+    "report_rotation_script",
+    "restock_purchase_orders",
+    "sales_commission_calc",
+    "shared_drive_retention",
+    "shared_inbox_routing",
+    "sla_breach_escalation",
+    "sprint_planning",
+    "supplier_invoice_reconciliation",
+    "supplier_quote_selection",
+    "support_triage",
+    "team_backlog_digest",
+    "team_one_on_ones",
+    "timesheet_json_export",
+    "trade_show_leads",
+    "training_feedback_rollup",
+    "weekly_sales_report",
+    "wiki_chat_reconcile",
+    "wiki_link_audit",
+    "workshop_coordination",
+}
+
+
 @cache
 def measured(name: str):
     return diversity_of(name, [get_family(name).generate(s) for s in DIVERSITY_SEEDS])
@@ -43,8 +108,18 @@ def test_family_is_diverse_across_seeds_unless_known_templated(family):
         assert meets, f"{family} is below the diversity floor: {d.row()}"
 
 
-def test_known_templated_names_only_families():
-    assert KNOWN_TEMPLATED <= {f.name for f in families()}
+@pytest.mark.parametrize("family", [f.name for f in families()])
+def test_family_draws_its_traps_per_seed_unless_known_fixed(family):
+    d = measured(family)
+    if family in KNOWN_FIXED_TRAPS:
+        assert d.trap_sets < MIN_TRAP_SETS, f"{family} now draws its traps ({d.row()}): remove it from KNOWN_FIXED_TRAPS"
+    else:
+        assert d.trap_sets >= MIN_TRAP_SETS, f"{family} carries too few trap sets over its seeds: {d.row()}"
+
+
+def test_known_lists_name_only_families():
+    names = {f.name for f in families()}
+    assert KNOWN_TEMPLATED <= names and KNOWN_FIXED_TRAPS <= names
 
 
 def test_mask_hides_names_numbers_dates_emails_ids_and_quotes():
