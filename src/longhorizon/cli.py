@@ -557,6 +557,8 @@ def _run_arguments(p: argparse.ArgumentParser, *, policy_required: bool = True, 
                         "reads), null (does nothing), openai (any OpenAI-compatible "
                         "server: --base-url, --model), served (a vLLM server token in / token out, as RL samples: "
                         "--base-url, optional --model and --tokenizer), local (a transformers model: --model PATH), "
+                        "adversary:NAME (a junk policy the graders must score 0: claims_done, random_tools, shotgun, "
+                        "read_only, empty_artefact, instruction_echo, reply_to_everything, copy_inputs), "
                         "or MODULE:FACTORY, your own agent: FACTORY(**options) returns a Policy (docs/own-agent.md)")
     p.add_argument("--split", choices=SPLITS, help="the split to play (default train)")
     p.add_argument("--seeds", type=positive_int, help="instances per family (default: the suite's own split)")

@@ -3,6 +3,7 @@ plausible junk, and five policies that game one kind of criterion each (read-onl
 artefacts, instruction echo, reply-to-everything, copy inputs to outputs) pass no task and
 earn a mean dense reward of at most 0.05 on every split, at every level of every family."""
 
+import json
 import statistics
 from collections import defaultdict
 
@@ -65,3 +66,24 @@ async def test_read_only_reads_every_input_and_writes_nothing():
     reads = {c.arguments.get("path") for c in traj.tool_calls if c.tool == "read_file" and not c.is_error}
     assert reads >= {"logs/inventory.log", "logs/orders.log"}
     assert all(c.tool in ("list_dir", "read_file") for c in traj.tool_calls)
+
+
+def test_every_adversary_is_a_policy_the_cli_can_name(tmp_path, capsys):
+    """`--policy adversary:NAME` (run, calibrate): the help lists each, an unknown name is one line."""
+    from longhorizon.cli import main
+    from longhorizon.core.errors import UsageError
+    from longhorizon.policies.factory import check_spec, make_policy
+
+    for name, cls in ADVERSARIES.items():
+        assert type(make_policy(f"adversary:{name}")) is cls
+    with pytest.raises(UsageError, match="unknown adversary 'nope'"):
+        check_spec("adversary:nope")
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    helptext = " ".join(capsys.readouterr().out.split())
+    assert all(name in helptext for name in ADVERSARIES)
+    assert main(["run", "--policy", "adversary:shotgun", "--task", "downloads_cleanup-000001",
+                 "--out", str(tmp_path / "run"), "--quiet"]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "run" / "trajectories.jsonl").read_text().splitlines()]
+    assert len(rows) == 1 and rows[0]["grade"]["passed"] is False and len(rows[0]["tool_calls"]) > 3
+    assert rows[0]["provenance"]["policy"]["policy"] == "shotgun"

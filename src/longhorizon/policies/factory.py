@@ -13,7 +13,9 @@ from pathlib import Path
 from longhorizon.core.errors import UsageError
 
 BUILT_IN = ("oracle", "hasty", "null", "openai", "served", "local")
-"""Policies named by a word; anything else is a ``module:factory`` spec (``load_policy``)."""
+"""Policies named by a word; ``adversary:NAME`` is one of the suite's junk policies
+(policies/adversaries.py); anything else is a ``module:factory`` spec (``load_policy``)."""
+ADVERSARY = "adversary:"
 FACTORY_OPTIONS = ("model", "base_url", "api_key", "temperature", "top_p", "max_tokens", "seed", "extra_body")
 """Keyword arguments a ``module:factory`` is called with (None where the run was not given them)."""
 _SPEC = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
@@ -38,6 +40,13 @@ def make_policy(name: str, *, model=None, base_url=None, temperature=0.0, top_p=
     by default ``model`` when that is a folder. ``served`` (token in / token out over
     /v1/completions) renders with ``tokenizer`` and keeps prompts within ``server_context``."""
     context = context_policy not in (None, "none")
+    if name.startswith(ADVERSARY):
+        if context:
+            raise UsageError(f"--context-policy applies to the openai and local policies, not {name!r}")
+        from longhorizon.policies.adversaries import ADVERSARIES
+
+        cls = ADVERSARIES[check_spec(name).removeprefix(ADVERSARY)]
+        return cls(seed=seed) if "seed" in inspect.signature(cls).parameters else cls()
     if name not in BUILT_IN:
         if context:
             raise UsageError(f"--context-policy applies to the openai and local policies, not {name!r}")
@@ -98,10 +107,16 @@ def make_policy(name: str, *, model=None, base_url=None, temperature=0.0, top_p=
 
 
 def check_spec(name: str) -> str:
-    """``name`` if it is a built-in policy or has the shape ``package.module:factory``."""
+    """``name`` if it is a built-in policy, ``adversary:NAME`` or has the shape ``package.module:factory``."""
+    if name.startswith(ADVERSARY):
+        from longhorizon.policies.adversaries import ADVERSARIES
+
+        if name.removeprefix(ADVERSARY) in ADVERSARIES:
+            return name
+        raise UsageError(f"unknown adversary {name.removeprefix(ADVERSARY)!r}: one of {', '.join(ADVERSARIES)}")
     if name in BUILT_IN or _SPEC.match(name):
         return name
-    raise UsageError(f"unknown policy {name!r}: one of {', '.join(BUILT_IN)}, or MODULE:FACTORY "
+    raise UsageError(f"unknown policy {name!r}: one of {', '.join(BUILT_IN)}, adversary:NAME, or MODULE:FACTORY "
                      "(e.g. examples.first_agent:make) for your own")
 
 
