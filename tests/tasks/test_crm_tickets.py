@@ -188,3 +188,31 @@ async def test_support_queue_duplicate_goes_to_the_oldest_open_ticket(tmp_path):
 
     traj = await play_task(rewritten_oracle(t, to_the_later), OraclePolicy())
     assert "duplicates_closed" in {r.id for r in traj.grade.results if not r.passed}
+
+
+def test_sla_sweep_draws_its_trap_mix_per_seed():
+    """The note-only breach, the late reply, the waiting tickets, the twin customers and the
+    deadline just outside the window are each there or not; the swap covers today or ended."""
+    from longhorizon.tasks.diversity import trap_set
+
+    tasks = [get_family("sla_breach_escalation").generate(seed) for seed in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("internal_note_only", "late_reply", "waiting", "twin_customers", "just_outside", "swap_ended"):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+    for t in tasks:
+        assert bool(t.data["swap_today"]) != bool(t.data["swap_ended"])
+
+
+@pytest.mark.parametrize("variant", ["swap_today", "swap_ended"])
+async def test_sla_sweep_swap_that_ended_yesterday_leaves_the_rota_engineer_on_call(variant):
+    """A swap covering today puts its cover on call; one that ended yesterday does not: the oracle
+    follows each, and handing the swap team's tickets to the other engineer fails on_call_assigned."""
+    fam = get_family("sla_breach_escalation")
+    t = next(t for t in (fam.generate(s) for s in range(20)) if t.data[variant])
+    team, cover = t.data[variant]
+    on_call = t.data["swap"][1]
+    assert (on_call == cover) == (variant == "swap_today")
+    traj = await play_task(t, OraclePolicy())
+    assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+    traj = await play_task(t, OraclePolicy(perturb="on_call_assigned"))
+    assert "on_call_assigned" in {r.id for r in traj.grade.results if not r.passed}
