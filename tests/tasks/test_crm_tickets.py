@@ -216,3 +216,32 @@ async def test_sla_sweep_swap_that_ended_yesterday_leaves_the_rota_engineer_on_c
     assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
     traj = await play_task(t, OraclePolicy(perturb="on_call_assigned"))
     assert "on_call_assigned" in {r.id for r in traj.grade.results if not r.passed}
+
+
+def test_release_review_draws_its_trap_mix_per_seed():
+    """Today's correction goes back to In Progress or on to Done; the stale ticket, the absent
+    engineer's, the web look-alikes and the blocker Done today are each there or not."""
+    from longhorizon.tasks.diversity import trap_set
+
+    tasks = [get_family("release_readiness_review").generate(seed) for seed in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("correction_done", "stale", "absent", "web_lookalikes", "blocker_done_today"):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+    for t in tasks:
+        assert bool(t.data["correction_back"]) != bool(t.data["correction_done"])
+        assert ("unmentioned_kept" in {c.id for c in t.criteria}) == bool(t.data["stale"] or t.data["absent"])
+    assert not any(get_family("release_readiness_review").generate(s, 1).data["correction_done"] for s in range(20))
+
+
+@pytest.mark.parametrize("variant", ["correction_back", "correction_done"])
+async def test_release_review_applies_the_correction_either_way(variant, tmp_path):
+    """The oracle ends the corrected ticket where the correction says (In Progress, moved to the next
+    release; or Done, staying), and keeping the first message's 'in review' fails statuses."""
+    t = next(t for t in (get_family("release_readiness_review").generate(s) for s in range(20)) if t.data[variant])
+    key = t.data[variant]
+    assert t.data["statuses"][key] == ("Done" if variant == "correction_done" else "In Progress")
+    assert (key in t.data["moved"]) == (variant == "correction_back")
+    traj = await play_task(t, OraclePolicy())
+    assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+    traj = await play_task(t, OraclePolicy(perturb="statuses"))
+    assert "statuses" in {r.id for r in traj.grade.results if not r.passed}
