@@ -13,7 +13,7 @@ from longhorizon.apps.tickets import state as tix
 from longhorizon.core.task import ToolCall
 from longhorizon.core.world import World
 from longhorizon.env.episode import play_task
-from longhorizon.policies.scripted import OraclePolicy
+from longhorizon.policies.scripted import OraclePolicy, rewritten_oracle
 from longhorizon.tasks.registry import get_family
 
 CATEGORIES = {"trade_show_leads": "CRM updates", "pipeline_hygiene": "CRM updates",
@@ -151,3 +151,97 @@ def test_support_queue_repeat_cues_do_not_give_duplicates_away(tmp_path):
             cued_dups += cue and key in t.data["duplicates"]
             quiet_dups += not cue and key in t.data["duplicates"]
     assert quiet_dups > 0 and cued_dups <= cued / 2, (cued, cued_dups, quiet_dups)
+
+
+def test_support_queue_draws_its_trap_mix_per_seed():
+    """Look-alikes, twin customers, mailed-in tickets, a security report and a second open
+    report of a duplicate's code are each there or not: instances differ in what must be noticed."""
+    from longhorizon.tasks.diversity import trap_set
+
+    tasks = [task("support_triage", seed) for seed in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("lookalike_other_customer", "lookalike_closed", "twin_customers", "no_component", "security",
+                "second_open"):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+    for t in tasks:  # a guard about look-alikes only where there are some
+        assert ("no_false_duplicates" in {c.id for c in t.criteria}) == bool(t.data["lookalikes"])
+        assert t.data["duplicates"] and "duplicates_closed" in {c.id for c in t.criteria}
+
+
+async def test_support_queue_duplicate_goes_to_the_oldest_open_ticket(tmp_path):
+    """Where the customer has two open tickets on the duplicate's code, linking to the later one fails."""
+    t = next(task("support_triage", s) for s in range(20) if task("support_triage", s).data["second_open"]
+             and not task("support_triage", s).data["lookalikes"])
+    assert "no_false_duplicates" not in {c.id for c in t.criteria}
+    traj = await play_task(t, OraclePolicy())
+    assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+    w = World.build(tmp_path / "w", t.build)
+    (dup, later), = t.data["second_open"].items()
+    orig = t.data["duplicates"][dup]
+    a, b = tix.ticket(w, orig), tix.ticket(w, later)
+    assert a["customer"] == b["customer"] and a["number"] < b["number"] and b["status"] not in ("Resolved", "Closed")
+
+    def to_the_later(call):
+        if call.name == "tickets__link_tickets" and call.arguments["key"] == dup:
+            return ToolCall(call.name, {**call.arguments, "other": later}, call.note)
+        return call
+
+    traj = await play_task(rewritten_oracle(t, to_the_later), OraclePolicy())
+    assert "duplicates_closed" in {r.id for r in traj.grade.results if not r.passed}
+
+
+def test_sla_sweep_draws_its_trap_mix_per_seed():
+    """The note-only breach, the late reply, the waiting tickets, the twin customers and the
+    deadline just outside the window are each there or not; the swap covers today or ended."""
+    from longhorizon.tasks.diversity import trap_set
+
+    tasks = [get_family("sla_breach_escalation").generate(seed) for seed in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("internal_note_only", "late_reply", "waiting", "twin_customers", "just_outside", "swap_ended"):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+    for t in tasks:
+        assert bool(t.data["swap_today"]) != bool(t.data["swap_ended"])
+
+
+@pytest.mark.parametrize("variant", ["swap_today", "swap_ended"])
+async def test_sla_sweep_swap_that_ended_yesterday_leaves_the_rota_engineer_on_call(variant):
+    """A swap covering today puts its cover on call; one that ended yesterday does not: the oracle
+    follows each, and handing the swap team's tickets to the other engineer fails on_call_assigned."""
+    fam = get_family("sla_breach_escalation")
+    t = next(t for t in (fam.generate(s) for s in range(20)) if t.data[variant])
+    team, cover = t.data[variant]
+    on_call = t.data["swap"][1]
+    assert (on_call == cover) == (variant == "swap_today")
+    traj = await play_task(t, OraclePolicy())
+    assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+    traj = await play_task(t, OraclePolicy(perturb="on_call_assigned"))
+    assert "on_call_assigned" in {r.id for r in traj.grade.results if not r.passed}
+
+
+def test_release_review_draws_its_trap_mix_per_seed():
+    """Today's correction goes back to In Progress or on to Done; the stale ticket, the absent
+    engineer's, the web look-alikes and the blocker Done today are each there or not."""
+    from longhorizon.tasks.diversity import trap_set
+
+    tasks = [get_family("release_readiness_review").generate(seed) for seed in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("correction_done", "stale", "absent", "web_lookalikes", "blocker_done_today"):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+    for t in tasks:
+        assert bool(t.data["correction_back"]) != bool(t.data["correction_done"])
+        assert ("unmentioned_kept" in {c.id for c in t.criteria}) == bool(t.data["stale"] or t.data["absent"])
+    assert not any(get_family("release_readiness_review").generate(s, 1).data["correction_done"] for s in range(20))
+
+
+@pytest.mark.parametrize("variant", ["correction_back", "correction_done"])
+async def test_release_review_applies_the_correction_either_way(variant, tmp_path):
+    """The oracle ends the corrected ticket where the correction says (In Progress, moved to the next
+    release; or Done, staying), and keeping the first message's 'in review' fails statuses."""
+    t = next(t for t in (get_family("release_readiness_review").generate(s) for s in range(20)) if t.data[variant])
+    key = t.data[variant]
+    assert t.data["statuses"][key] == ("Done" if variant == "correction_done" else "In Progress")
+    assert (key in t.data["moved"]) == (variant == "correction_back")
+    traj = await play_task(t, OraclePolicy())
+    assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+    traj = await play_task(t, OraclePolicy(perturb="statuses"))
+    assert "statuses" in {r.id for r in traj.grade.results if not r.passed}

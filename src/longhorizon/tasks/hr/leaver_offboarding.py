@@ -10,6 +10,12 @@ the leaver's manager. All team meetings are booked from the HR scheduling calend
 owns; the host is on each invite's "Host:" line, so every candidate meeting has to be opened.
 Near-duplicate names (a colleague who shares a leaver's surname and almost their first name, a
 namesake of each handover person) punish matching by name instead of by address.
+
+The trap mix is drawn per seed (``Task.data`` records it, empty where a trap is absent): the
+withdrawn resignation, the existing ticket of the leaver whose last day moved, the leaver with no
+handover person, the termination (P1) and the leaver's near-namesake are each there or not (at
+least one of them; level 1 always keeps the withdrawn leaver). Last year's checklist is always in
+the inbox. ``checked_before_opening`` is a criterion only where a ticket already exists.
 """
 
 from __future__ import annotations
@@ -99,8 +105,9 @@ class LeaverOffboarding(TaskFamily):
     """1: one confirmed leaver (and the withdrawn one) on the list, the checklist's ticket and mail
     rules, the sheet's name and "no ticket exists yet" in the task, the calendar left as it is: read
     the list, open the access-removal ticket, mail the manager the handover checklist; 2 (default): three leavers from the HR lead's
-    checklist mail, their meetings handed over or cancelled, an existing ticket to fix. Every level
-    keeps the withdrawn leaver, the termination priority and the ticket and mail fields."""
+    checklist mail, their meetings handed over or cancelled, an existing ticket to fix (where drawn).
+    Level 1 always keeps the withdrawn leaver; every level keeps the termination rule and the ticket
+    and mail fields."""
     toolsets = {1: (
         "calendar__list_people", "mail__send_message", "sheets__read_range", "tickets__create_ticket",
     )}
@@ -127,14 +134,25 @@ class LeaverOffboarding(TaskFamily):
         people.used_first.add(pair[1])  # kept for the look-alike
         depts = rng.sample(list(DEPARTMENTS), 4)
 
-        # the leavers: three confirmed, one withdrawn -------------------------------------------------
+        # the trap mix: each there or not, at least one (level 1 keeps the withdrawn leaver)
+        while True:
+            has_withdrawn, has_existing, has_nohand, has_term, has_namesake = (
+                rng.random() < 0.6 for _ in range(5))
+            if any((has_withdrawn, has_existing, has_nohand, has_term, has_namesake)):
+                break
+        has_withdrawn = has_withdrawn or level == 1
+
+        # the leavers: three confirmed, one withdrawn (where drawn) -----------------------------------
         leavers: list[dict] = []
         days = rng.sample(_business_days(today + timedelta(days=7), month_end), 4)
         existing_i = rng.randrange(3)
         nohand_i = rng.choice([i for i in range(3) if i != existing_i])
         term_i = rng.randrange(3)
+        existing_i = existing_i if has_existing else None
+        nohand_i = nohand_i if has_nohand else None
+        term_i = term_i if has_term else None
         used_ids: set[str] = set()
-        for i in range(4):
+        for i in range(4 if has_withdrawn else 3):
             person = people.make(domain, first=pair[0]) if i == 0 else people.make(domain)
             emp = f"E{rng.randint(10000, 99999)}"
             while emp in used_ids:
@@ -158,11 +176,11 @@ class LeaverOffboarding(TaskFamily):
                 lv["notes"] = f"Resignation withdrawn on {(today - timedelta(days=2)).isoformat()}; staying."
             leavers.append(lv)
         active = leavers[:3]
-        withdrawn = leavers[3]
-        namesake = people.make(domain, first=pair[1], last=active[0]["person"].last)
+        withdrawn = leavers[3] if has_withdrawn else None
+        namesake = people.make(domain, first=pair[1], last=active[0]["person"].last) if has_namesake else None
         succ_lookalikes = [people.make(domain, first=lv["successor"].first) for lv in leavers if lv["successor"]]
         colleagues = [people.make(domain) for _ in range(8)]
-        dir_people = [me, hr_lead, *it_staff, namesake, *colleagues, *succ_lookalikes]
+        dir_people = [me, hr_lead, *it_staff, *([namesake] if namesake else []), *colleagues, *succ_lookalikes]
         for lv in leavers:
             dir_people += [lv["person"], lv["manager"]] + ([lv["successor"]] if lv["successor"] else [])
         dir_people.sort(key=lambda p: p.email)
@@ -220,8 +238,9 @@ class LeaverOffboarding(TaskFamily):
                            "start": start, "end": end, "organizer": lv["manager"].email,
                            "attendees": [p.email, *(c.email for c in rng.sample(colleagues, 2))], "_tag": ("keep",)})
         # the namesake hosts a meeting after the first leaver's last day: not theirs to touch
-        hosted(namesake, rng.sample(colleagues, 3), active[0]["last"] + timedelta(days=1),
-               active[0]["last"] + timedelta(days=20), dept=active[0]["dept"])
+        if namesake:
+            hosted(namesake, rng.sample(colleagues, 3), active[0]["last"] + timedelta(days=1),
+                   active[0]["last"] + timedelta(days=20), dept=active[0]["dept"])
         for _ in range(4):
             h = rng.choice(colleagues)
             hosted(h, rng.sample([c for c in colleagues if c != h], 2), today, month_end + timedelta(days=14),
@@ -245,7 +264,7 @@ class LeaverOffboarding(TaskFamily):
                  {"name": "IT Hardware", "description": "Laptops, monitors, phones and their returns"},
                  {"name": "Service Desk", "description": "First-line IT support"},
                  {"name": "People Ops", "description": "HR operations"}]
-        ex = active[existing_i]
+        ex = active[existing_i] if existing_i is not None else None
 
         def priority(lv) -> str:
             return "P1" if lv["reason"] == "Termination" else "P2"
@@ -255,16 +274,25 @@ class LeaverOffboarding(TaskFamily):
             return (f"Please remove all access for {lv['person'].name} ({lv['id']}, {lv['person'].email}) at the "
                     f"end of their last day, {lv['last'].isoformat()}.\nSystems: {', '.join(systems)}.")
 
+        prev_leaver = people.make(domain)
+        prev_id = f"E{rng.randint(10000, 99999)}"
+
         def withdrawn_ticket() -> ToolCall:
-            """The slip the ``tickets_only_for_leavers`` perturbation makes."""
+            """The slip the ``tickets_only_for_leavers`` perturbation makes (without a withdrawn leaver:
+            last month's leaver, again)."""
+            if withdrawn is None:
+                return ToolCall("tickets__create_ticket", {
+                    "project": PROJECT, "title": f"Access removal: {prev_leaver.name} ({prev_id})", "type": "task",
+                    "priority": "P2", "team": TEAM, "labels": [LABEL], "due_date": today.isoformat(),
+                    "description": f"Please remove all access for {prev_leaver.name} ({prev_leaver.email})."},
+                    "Open last month's leaver's ticket again.")
             return ToolCall("tickets__create_ticket", {
                 "project": PROJECT, "title": f"Access removal: {withdrawn['person'].name} ({withdrawn['id']})",
                 "type": "task", "priority": "P2", "team": TEAM, "labels": [LABEL],
                 "due_date": withdrawn["last"].isoformat(), "description": ticket_desc(withdrawn)},
                 "Open the withdrawn leaver's ticket too.")
 
-        prev_leaver = people.make(domain)
-        prev_id = f"E{rng.randint(10000, 99999)}"
+        vpn_user = namesake or colleagues[2]
         seeded_tickets = [
             {"project": PROJECT, "number": 201, "title": "Laptop battery swelling", "type": "incident",
              "priority": "P2", "team": "IT Hardware", "status": "In Progress", "reporter": me_user,
@@ -273,20 +301,22 @@ class LeaverOffboarding(TaskFamily):
              "type": "task", "priority": "P2", "team": TEAM, "labels": [LABEL], "status": "Closed",
              "resolution": "Done", "due_date": (first - timedelta(days=3)).isoformat(),
              "description": f"Leaver from the {prev_ym} list. Systems: Google Workspace, Slack."},
-            {"project": PROJECT, "number": 203, "title": f"VPN drops every hour for {namesake.name}",
+            {"project": PROJECT, "number": 203, "title": f"VPN drops every hour for {vpn_user.name}",
              "type": "incident", "priority": "P3", "team": "Service Desk", "status": "New",
-             "description": f"{namesake.name} ({namesake.email}) loses the VPN connection hourly."},
-            {"project": PROJECT, "number": 204, "title": f"Access removal: {ex['person'].name} ({ex['id']})",
-             "type": "task", "priority": priority(ex), "team": TEAM, "labels": [LABEL], "status": "New",
-             "due_date": ex["old_last"].isoformat(), "description": ticket_desc(ex).replace(
-                 ex["last"].isoformat(), ex["old_last"].isoformat())},
+             "description": f"{vpn_user.name} ({vpn_user.email}) loses the VPN connection hourly."},
+            *([{"project": PROJECT, "number": 204, "title": f"Access removal: {ex['person'].name} ({ex['id']})",
+                "type": "task", "priority": priority(ex), "team": TEAM, "labels": [LABEL], "status": "New",
+                "due_date": ex["old_last"].isoformat(), "description": ticket_desc(ex).replace(
+                    ex["last"].isoformat(), ex["old_last"].isoformat())}] if ex else []),
             {"project": PROJECT, "number": 205, "title": f"New starter accounts: {fake.name()}",
              "type": "task", "priority": "P3", "team": TEAM, "labels": ["onboarding"], "status": "Triaged",
              "description": "Accounts for a new joiner in Finance."},
             {"project": PROJECT, "number": 206, "title": "Monitor for hot desk 4B", "type": "task",
              "priority": "P4", "team": "IT Hardware", "status": "New", "description": "Second screen missing."},
         ]
-        ex_key = f"{PROJECT}-204"
+        for n, t in enumerate(seeded_tickets, start=201):  # numbered in order, with or without the old ticket
+            t["number"] = n
+        ex_key = f"{PROJECT}-204" if ex else None
         seeded_keys = [f"{PROJECT}-{t['number']}" for t in seeded_tickets]
         tracker_now = f"{today.isoformat()}T09:00:00"
 
@@ -347,16 +377,16 @@ class LeaverOffboarding(TaskFamily):
             {"folder": "Inbox", "sender": hr_lead.email, "sender_name": hr_lead.name, "to": [me.email],
              "subject": f"Offboarding checklist ({year}) + {month_name} leavers", "body": checklist,
              "date": f"{(today - timedelta(days=1)).isoformat()}T16:45:00"},
-            {"folder": "Inbox", "sender": withdrawn["manager"].email, "sender_name": withdrawn["manager"].name,
-             "to": [me.email], "subject": f"{withdrawn['person'].first} is staying!",
-             "body": f"Good news: {withdrawn['person'].name} has withdrawn their resignation. "
-                     f"HR has updated the list.\n\n{withdrawn['manager'].first}",
-             "date": f"{(today - timedelta(days=2)).isoformat()}T11:05:00"},
+            *([{"folder": "Inbox", "sender": withdrawn["manager"].email, "sender_name": withdrawn["manager"].name,
+                "to": [me.email], "subject": f"{withdrawn['person'].first} is staying!",
+                "body": f"Good news: {withdrawn['person'].name} has withdrawn their resignation. "
+                        f"HR has updated the list.\n\n{withdrawn['manager'].first}",
+                "date": f"{(today - timedelta(days=2)).isoformat()}T11:05:00"}] if withdrawn else []),
         ]
         checklist_id = 3
         if level == 1:  # the same draws as the default, then one confirmed leaver (not the one with a ticket)
             active = [next(lv for lv in active if lv is not ex)]
-            leavers = [*active, withdrawn]
+            leavers = [*active, withdrawn]  # level 1 always has the withdrawn leaver
             rows = sorted(leavers, key=lambda lv: lv["id"])
             transfer, cancel = {}, {}
 
@@ -501,16 +531,17 @@ class LeaverOffboarding(TaskFamily):
         first_mail = perturb.on("mail__send_message", subject=f"Offboarding: {active[0]['person'].name}")
         flawed = {
             "access_tickets": lambda: perturb.change(oracle, opening, labels=[]),
-            "ticket_priority_due": lambda: (  # level 1 has no ticket to fix: the new one's due date is today
-                perturb.change(oracle, opening, due_date=today.isoformat()) if level == 1
+            "ticket_priority_due": lambda: (  # without a ticket to fix: the new one's due date is today
+                perturb.change(oracle, opening, due_date=today.isoformat()) if ex not in active
                 else perturb.drop(oracle, perturb.on("tickets__update_ticket", key=ex_key))),
             "ticket_description": lambda: perturb.change(
                 oracle, opening, description=ticket_desc(first_new, first_new["systems"][:-1])),
             "meetings_handed_over": lambda: perturb.change(  # the leaver stays on the first one handed over
                 oracle, perturb.on("calendar__update_event"),
                 lambda a: {**a, "attendees": [active[transfer[a["event_id"]]]["person"].email, *a["attendees"]]}),
-            "meetings_cancelled": lambda: perturb.drop(oracle, perturb.on(
-                "calendar__cancel_event", where=lambda a: cancel.get(a["event_id"]) == nohand_i)),
+            "meetings_cancelled": lambda: perturb.drop(oracle, perturb.on(  # the no-handover leaver's, or a 1:1
+                "calendar__cancel_event", where=lambda a: cancel.get(a["event_id"]) == (
+                    nohand_i if nohand_i is not None else next(iter(cancel.values()))))),
             "other_meetings_untouched": lambda: perturb.insert(oracle, ToolCall("calendar__cancel_event", {
                 "event_id": next(k for k, e in by_id.items() if plan[k] == ("keep",) and e["organizer"] == me.email
                                  and e["attendees"][0] == active[0]["person"].email
@@ -522,7 +553,8 @@ class LeaverOffboarding(TaskFamily):
                 oracle, first_mail, lambda a: {**a, "body": re.sub(r"\n- Cancelled: [^\n]*", "", a["body"])}),
             "tickets_only_for_leavers": lambda: perturb.insert(oracle, withdrawn_ticket()),
             "mail_only_managers": lambda: perturb.insert(oracle, ToolCall("mail__send_message", {
-                "to": [withdrawn["manager"].email], "subject": f"Offboarding: {withdrawn['person'].name}",
+                "to": [(withdrawn["manager"] if withdrawn else colleagues[3]).email],
+                "subject": f"Offboarding: {(withdrawn or active[0])['person'].name}",
                 "body": "Handover checklist to follow."}, "Let the other manager know too.")),
             "checked_before_opening": lambda: perturb.drop(oracle, perturb.on(
                 "tickets__search_tickets", where=lambda a: a["query"]), count=None),
@@ -601,7 +633,7 @@ class LeaverOffboarding(TaskFamily):
                 if k in seeded_keys:
                     continue
                 hits = [lv for lv in active if mentions_leaver(t, lv)]
-                if len(hits) != 1 or any(mentions_leaver(t, o) for o in (withdrawn,)):
+                if len(hits) != 1 or any(mentions_leaver(t, o) for o in (withdrawn,) if o):
                     return False, f"{k} ({t['title']!r}) is not one leaver's ticket"
             return True
 
@@ -749,10 +781,17 @@ class LeaverOffboarding(TaskFamily):
             criteria = [c for c in criteria if c.id not in (
                 "meetings_handed_over", "meetings_cancelled", "handover_mail_meetings", "other_meetings_untouched",
                 "list_untouched", "checked_before_opening")]
+        if ex is None:  # no ticket exists to be found before opening new ones
+            criteria = [c for c in criteria if c.id != "checked_before_opening"]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=oracle,
             criteria=criteria, perturbations={c.id: flawed[c.id]() for c in criteria},
-            data={"leavers": [lv["id"] for lv in active], "withdrawn": withdrawn["id"], "existing_ticket": ex_key,
-                  "transfer": sorted(transfer), "cancel": sorted(cancel)},
+            data={"leavers": [lv["id"] for lv in active], "withdrawn": withdrawn["id"] if withdrawn else "",
+                  "existing_ticket": ex_key if ex in active else "",
+                  "transfer": sorted(transfer), "cancel": sorted(cancel),
+                  # the trap mix drawn (empty: not in this instance)
+                  "no_handover": active[nohand_i]["id"] if nohand_i is not None and level > 1 else "",
+                  "termination": next((lv["id"] for lv in active if lv["reason"] == "Termination"), ""),
+                  "namesake": namesake.email if namesake and leavers[0] in active else ""},
         )

@@ -8,6 +8,13 @@ Distractors: the stand-up threads of the two previous days (one of them says a t
 review, the next day it went back), a correction later in today's thread, an engineer who is
 out today, the web project's tickets carrying a release label with the same number, the last
 release's channel, and tickets of the previous and next releases.
+
+The trap mix is drawn per seed (``Task.data`` records it, empty where a trap is absent): today's
+correction either sends a ticket back from review to In Progress or says a ticket still "in
+review" is Done after all (level 1 keeps the first); the ticket only older stand-ups mention, the
+absent engineer's ticket, the web project's look-alike tickets and the blocker that is Done today
+are each there or not. ``unmentioned_kept`` is a criterion only where a release ticket goes
+unmentioned today (the stale one or the absent engineer's).
 """
 
 from __future__ import annotations
@@ -70,8 +77,8 @@ class ReleaseReadinessReview(TaskFamily):
     levels = 3
     """1: three release tickets (one goes Done today, one is corrected back to In Progress and
     moves on, one open P1 blocker not started yet), today's stand-up only; 2: six of the release's kinds (one Done already,
-    two that change today, the corrected one, one only older stand-ups mention, the absent
-    engineer's) and every P1; 3 (default): twelve to fourteen."""
+    two that change today, the corrected one, one only older stand-ups mention and the absent
+    engineer's where drawn, and one to move at least) and every P1; 3 (default): ten to fourteen."""
     toolsets = {1: (  # level 1 is told both channels: no listing
         "chat__post_message", "chat__read_channel", "chat__read_thread", "tickets__search_tickets",
         "tickets__update_ticket",
@@ -104,8 +111,14 @@ class ReleaseReadinessReview(TaskFamily):
         me, rm, pm = person("Engineering manager"), person("Release manager"), person("Product manager")
         engs = [person(rng.choice(["Mobile engineer", "Software engineer", "QA engineer"])) for _ in range(5)]
         web_dev = person("Web developer")
+        # the trap mix: the correction's direction; each other trap there or not
+        correction_done = rng.random() < 0.4 and not short  # "actually Done" rather than "back in progress"
+        has_stale = rng.random() < 0.6  # only the older stand-ups mention it (in review, then back)
+        has_absent = rng.random() < 0.6  # its engineer is out today: not in today's thread
+        has_web = rng.random() < 0.6  # the web project's tickets carry a release label with the same number
+        has_p1_done = rng.random() < 0.6  # a blocker (P1) that goes Done today: no flag, stays
         absent = engs[4]
-        present = engs[:4]
+        present = engs[:4] if has_absent else engs
 
         pool = rng.sample(WORK, len(WORK))
         tickets: list[dict] = []
@@ -121,23 +134,26 @@ class ReleaseReadinessReview(TaskFamily):
         # the release: (initial status, status after today's stand-up or None when not mentioned)
         plan = [("Done", None), ("Done", None), ("In Review", "Done"), ("In Review", "Done"),
                 ("In Progress", "Done"), ("To Do", "In Progress"), ("In Progress", "In Review"),
-                ("To Do", "In Review"), ("In Progress", "correction"), ("In Progress", "stale"),
+                ("To Do", "In Review"), ("In Review", "correction") if correction_done else
+                ("In Progress", "correction"), ("In Progress", "stale"),
                 ("To Do", "To Do"), ("In Review", "absent")]
         if rng.random() < 0.5:
             plan.append(("To Do", "In Progress"))
         if rng.random() < 0.5:
             plan.append(("In Progress", "Done"))
         rel = []
-        for init, after in plan:
+        for row, (init, after) in enumerate(plan):
+            if after == "stale" and not has_stale or after == "absent" and not has_absent:
+                continue
             who = absent if after == "absent" else rng.choice(present)
             t = ticket(init, labels=[lab_cur, rng.choice(["ios", "android", "backend", "ux"])], assignee=who)
-            t["after"] = after
+            t["after"], t["row"] = after, row
             rel.append(t)
-        # blockers: one that finishes today, one or two that will not
+        # blockers: one that finishes today (where drawn), one or two that will not
         finishing = [t for t in rel if t["after"] == "Done"]
-        unfinished_cands = [t for t in rel if t["after"] in ("In Progress", "In Review", "correction", "stale",
-                                                             "To Do", "absent")]
-        for t in [rng.choice(finishing)] + rng.sample(unfinished_cands, rng.randint(1, 2)):
+        unfinished_cands = [t for t in rel if t["after"] in ("In Progress", "In Review", "stale", "To Do", "absent")
+                            or t["after"] == "correction" and not correction_done]
+        for t in [rng.choice(finishing)] * has_p1_done + rng.sample(unfinished_cands, rng.randint(1, 2)):
             t["priority"] = "P1"
         for t in rel:
             if t["priority"] == "P1":
@@ -145,16 +161,19 @@ class ReleaseReadinessReview(TaskFamily):
         # final statuses
         for t in rel:
             a = t["after"]
-            t["final"] = {None: t["status"], "correction": "In Progress", "stale": t["status"],
-                          "absent": t["status"]}.get(a, a)
+            t["final"] = {None: t["status"], "correction": "Done" if correction_done else "In Progress",
+                          "stale": t["status"], "absent": t["status"]}.get(a, a)
+        at_row = {t["row"]: t for t in rel}
         if level < self.levels:  # the same draws, then fewer tickets (the default stays byte for byte)
             if level == 1:  # plan rows: In Review -> Done, the correction, To Do and still To Do
-                kept = [rel[2], rel[8], rel[10]]
-                if rel[8]["priority"] == "P1":
-                    rel[8]["priority"] = "P2"
-                rel[10]["priority"], rel[10]["type"] = "P1", "bug"
+                kept = [at_row[2], at_row[8], at_row[10]]
+                if at_row[8]["priority"] == "P1":
+                    at_row[8]["priority"] = "P2"
+                at_row[10]["priority"], at_row[10]["type"] = "P1", "bug"
             else:  # plan rows: Done, In Review -> Done, To Do -> In Progress, correction, stale, absent
-                kept = [t for n, t in enumerate(rel) if n in (0, 2, 5, 8, 9, 11) or t["priority"] == "P1"]
+                kept = [t for t in rel if t["row"] in (0, 2, 5, 8, 9, 11) or t["priority"] == "P1"]
+                if all(t["final"] == "Done" or t["priority"] == "P1" for t in kept):  # one to move, at least
+                    kept.append(next(t for t in rel if t["final"] != "Done" and t["priority"] != "P1"))
             tickets[:] = [t for t in tickets if t not in rel or any(t is k for k in kept)]
             rel = kept
         done_final = [t for t in rel if t["final"] == "Done"]
@@ -170,7 +189,7 @@ class ReleaseReadinessReview(TaskFamily):
             others.append(ticket("To Do", labels=[lab_nxt]))
         for _ in range(2):
             others.append(ticket(rng.choice(["To Do", "In Progress"])))
-        web_titles = rng.sample(WEB_WORK, 2)
+        web_titles = rng.sample(WEB_WORK, 2) if has_web else []
         for title in web_titles:
             others.append(ticket(rng.choice(["In Progress", "In Review"]), project="WEB", labels=[lab_cur],
                                  assignee=web_dev, title=title))
@@ -253,10 +272,13 @@ class ReleaseReadinessReview(TaskFamily):
             if e["username"] == correction["assignee"]:
                 corr_at = at
         post("standup", handle_of[correction["assignee"]],
+             f"Correction on {correction['key']}: QA signed it off and it's merged, so it's done, not in review."
+             if correction_done else
              f"Correction on {correction['key']}: QA bounced it, so it's back in progress, not in review.",
              corr_at + timedelta(minutes=rng.randint(40, 70)), root)
-        post("random", absent["handle"], "Out sick today, back tomorrow. Nothing urgent from me.",
-             datetime.combine(today, time(8, 5)))
+        if has_absent:
+            post("random", absent["handle"], "Out sick today, back tomorrow. Nothing urgent from me.",
+                 datetime.combine(today, time(8, 5)))
         post("random", pm["handle"], "Cake in the kitchen for anyone who wants some.",
              datetime.combine(today, time(10, 2)))
         # the release channel
@@ -265,7 +287,7 @@ class ReleaseReadinessReview(TaskFamily):
         rules_at = datetime.combine(today, time(10, 20))
         rules = post(chan_cur, rm["handle"], (
             f"@{me['handle']} could you run the {cur} readiness review this morning? Everything labelled {lab_cur} in "
-            f"{pkey[0]} (the web team's {cur} is theirs, not ours):\n"
+            f"{pkey[0]}" + (f" (the web team's {cur} is theirs, not ours)" if has_web else "") + ":\n"
             f"1. Bring each ticket's status up to date from today's stand-up thread.\n"
             f"2. Anything that still won't be Done moves to {nxt}: swap the label to {lab_nxt}.\n"
             f"3. Except blockers, i.e. any P1 in the release: those stay in {cur}, get the {BLOCKER_LABEL} label, "
@@ -274,8 +296,8 @@ class ReleaseReadinessReview(TaskFamily):
             f"blockers."), rules_at)
         post(chan_cur, pm["handle"], f"Thanks! If {cur} has open blockers I'll tell the customers it's late.",
              rules_at + timedelta(minutes=4), rules)
-        post("eng", web_dev["handle"], f"Web {cur} is on track, deploying Thursday.",
-             datetime.combine(days[1], time(15, 0)))
+        post("eng", web_dev["handle"], f"Web {cur} is on track, deploying Thursday." if has_web else
+             "Website deploys move to Thursdays from next week.", datetime.combine(days[1], time(15, 0)))
         chat_msgs = _with_ids(msgs)
         if short:  # only today's stand-up (no earlier ones, no filler) and no reminder in the release channel
             chat_msgs = _renumbered([m for m in chat_msgs if not (
@@ -375,16 +397,24 @@ class ReleaseReadinessReview(TaskFamily):
 
         # mistakes made after the oracle has checked the release, just before its summary; built
         # only for the criteria a level has (level 1 has no stale ticket, no correction, ...)
+        unmentioned = stale or next((t for t in rel if t["after"] == "absent"), None)
         flawed = {
-            "statuses": lambda: perturb.insert(solve, update(
-                correction["key"], "Its PR is up (the first message).", status="In Review"), before=post),
+            "statuses": lambda: (  # the first message's "in review" kept, the correction missed
+                perturb.insert(perturb.insert(solve, update(correction["key"], "Reopen it.", status="In Progress"),
+                                              before=post), update(
+                    correction["key"], "Its PR is in review (the first message).", status="In Review"), before=post)
+                if correction_done else perturb.insert(solve, update(
+                    correction["key"], "Its PR is up (the first message).", status="In Review"), before=post)),
             "unmentioned_kept": lambda: perturb.insert(solve, update(
-                stale["key"], "It was in review two days ago.", status="In Review"), before=post),
+                unmentioned["key"], "It was in review two days ago." if unmentioned is stale
+                else "Probably done by now.", status="In Review" if unmentioned is stale else "Done"), before=post),
             "stay_in_release": lambda: perturb.insert(solve, update(
                 done_final[0]["key"], "Move this one too.", remove_labels=[lab_cur], add_labels=[lab_nxt]), before=post),
             "others_untouched": lambda: perturb.insert(solve, update(
                 next(t for t in others if t["project"] == "WEB")["key"], "Also labelled for the release.",
-                remove_labels=[lab_cur], add_labels=[lab_nxt]), before=post),
+                remove_labels=[lab_cur], add_labels=[lab_nxt]) if web_titles else update(
+                next(t for t in others if not t["labels"])["key"], "Belongs in the release too.",
+                add_labels=[lab_cur]), before=post),
             "no_tickets_created": lambda: perturb.insert(solve, ToolCall("tickets__create_ticket", {
                 "project": pkey[0], "title": f"{cur} readiness review", "type": "task"}, "Track the review."),
                 before=post),
@@ -486,14 +516,22 @@ class ReleaseReadinessReview(TaskFamily):
                       others_untouched, guard=True),
             Criterion("no_tickets_created", "No ticket was created.", "process", no_tickets_created, guard=True),
         ]
-        if stale is None:  # level 1: every release ticket is mentioned today
+        if unmentioned is None:  # every release ticket not yet Done is mentioned today
             criteria = [c for c in criteria if c.id != "unmentioned_kept"]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
             criteria=criteria, perturbations={c.id: flawed[c.id]() for c in criteria},
             data={"release": cur, "statuses": {x["key"]: x["final"] for x in rel},
-                  "moved": [x["key"] for x in moved], "blockers": sorted(blocker_keys), "done": len(done_final)},
+                  "moved": [x["key"] for x in moved], "blockers": sorted(blocker_keys), "done": len(done_final),
+                  # the trap mix drawn (empty: not in this instance)
+                  "correction_back": correction["key"] if correction["final"] != "Done" else "",
+                  "correction_done": correction["key"] if correction["final"] == "Done" else "",
+                  "stale": stale["key"] if stale else "",
+                  "absent": next((x["key"] for x in rel if x["after"] == "absent"), ""),
+                  "web_lookalikes": [x["key"] for x in others if x["project"] == "WEB"],
+                  "blocker_done_today": next((x["key"] for x in done_final if x["priority"] == "P1"
+                                              and x["status"] != "Done"), "")},
         )
 
 

@@ -10,6 +10,12 @@ engineer and an internal note only. Traps: internal notes are not replies, a lat
 reply still counts as answered, Waiting on Customer is out of scope, two customers share a
 first word but not a tier, last year's SLA page has other limits, a rota swap covers today,
 and one deadline falls just outside the two-hour window.
+
+The trap mix is drawn per seed (``Task.data`` records it, empty where a trap is absent): the
+internal-note-only breach, the late reply, the tickets waiting on the customer, the twin
+customers and the deadline just outside the window are each there or not, and the rota's swap
+for the breached team either covers today (its cover is on call) or ended yesterday (the rota's
+engineer is back: the swap is the trap). Last year's SLA page is always there.
 """
 
 from __future__ import annotations
@@ -176,9 +182,9 @@ class SlaBreachEscalation(TaskFamily):
 
     levels = 3
     """1: one at-risk ticket (in the swapped team) and nothing else open; 2: two breached tickets
-    (one with only an internal note), one at risk, and one of each look-alike (the twin customer,
-    just outside the window, a late reply, waiting on the customer); 3 (default): four or five
-    breached, two or three at risk, among every look-alike."""
+    (one with only an internal note, where drawn), one at risk, and one of each look-alike drawn (the
+    twin customer, just outside the window, a late reply, waiting on the customer); 3 (default):
+    four or five breached, one to three at risk, among every look-alike drawn."""
     toolsets = {1: (  # level 1 reads the four pages the request names: no wiki search
         "tickets__add_comment", "tickets__assign_ticket", "tickets__get_ticket", "tickets__search_tickets",
         "wiki__get_page",
@@ -196,6 +202,13 @@ class SlaBreachEscalation(TaskFamily):
         now = datetime.combine(today, time(14, 0))
         monday = today - timedelta(days=today.weekday())
         teams = sorted(rng.sample(sorted(TEAMS), 3))
+        # the trap mix: each look-alike there or not; the swap covers today or ended yesterday
+        has_note_only = rng.random() < 0.6  # a breached ticket with only an internal note
+        has_late = rng.random() < 0.6  # a public reply after the deadline: answered for good
+        n_waiting = rng.choice((0, 1, 2))  # past the deadline, but Waiting on Customer
+        has_twins = rng.random() < 0.6  # an Enterprise customer at risk, its Standard near-namesake safe
+        has_edge = rng.random() < 0.6  # a deadline just outside the two-hour window
+        swap_ended = rng.random() < 0.35  # the swap for the breached team ended yesterday
 
         def user(p, team):
             return {"username": slug(p.first) + slug(p.last)[:1], "name": p.name, "email": p.email, "team": team,
@@ -217,8 +230,12 @@ class SlaBreachEscalation(TaskFamily):
         swap_team = rng.choice(teams)
         rostered = rota[(monday, swap_team)]
         cover = next(u["name"] for u in engineers[swap_team] if u["name"] != rostered)
-        start = max(monday, today - timedelta(days=rng.randint(0, 1)))
-        swaps = [(start, today + timedelta(days=rng.randint(0, 1)), swap_team, cover, rostered)]
+        if swap_ended:  # Monday up to yesterday (today is Tuesday to Friday): the rota's engineer is back
+            end = today - timedelta(days=1)
+            swaps = [(max(monday, end - timedelta(days=rng.randint(0, 1))), end, swap_team, cover, rostered)]
+        else:
+            start = max(monday, today - timedelta(days=rng.randint(0, 1)))
+            swaps = [(start, today + timedelta(days=rng.randint(0, 1)), swap_team, cover, rostered)]
         other_team = rng.choice([t for t in teams if t != swap_team])
         nxt = monday + timedelta(days=7 + rng.randint(1, 3))
         other_whom = rota[(weeks[2], other_team)]
@@ -226,8 +243,9 @@ class SlaBreachEscalation(TaskFamily):
                       other_whom))
         swaps.sort()
         on_call = {t: by_name[rota[(monday, t)]] for t in teams}
-        on_call[swap_team] = by_name[cover]
-        rota_only = {t: by_name[rota[(monday, t)]] for t in teams}
+        if not swap_ended:
+            on_call[swap_team] = by_name[cover]
+        swap_wrong = by_name[rostered if not swap_ended else cover]  # who the swap misleads to
 
         # customers: one pair shares its first word, with different tiers
         customers: dict[str, str] = {}
@@ -240,9 +258,10 @@ class SlaBreachEscalation(TaskFamily):
         base = ent[0] if ent else sorted(customers)[0]
         customers[base] = "Enterprise"
         twin = f"{base.split()[0].strip(',')} {rng.choice(SUFFIXES)}"
-        customers[twin] = "Standard"
+        if has_twins:
+            customers[twin] = "Standard"
         names = sorted(customers)
-        others = [c for c in names if c not in (base, twin)]
+        others = [c for c in names if c not in (base, twin)] if has_twins else names
 
         titles = {t: rng.sample(TEAMS[t], len(TEAMS[t])) for t in teams}
 
@@ -280,18 +299,24 @@ class SlaBreachEscalation(TaskFamily):
             prio = "P1" if i == 1 and rng.random() < 0.4 else rng.choice(["P2", "P3", "P4"])
             t = make("breached", team, priority=prio, deadline=now - mins(15, 20 * 60))
             breached.append(t)
-        note_only = breached[-1]
-        note_only["comments"].append({"author": note_only["assignee"] or engineers[note_only["team"]][1]["username"],
-                                      "body": "Checked the logs, looks like the same root cause as last week.",
-                                      "internal": True, "at": min(now, note_only["deadline"]) - mins(5, 60)})
+        note_only = breached[-1] if has_note_only else None
+        if note_only:
+            note_only["comments"].append({
+                "author": note_only["assignee"] or engineers[note_only["team"]][1]["username"],
+                "body": "Checked the logs, looks like the same root cause as last week.",
+                "internal": True, "at": min(now, note_only["deadline"]) - mins(5, 60)})
         # the twin customer's look-alike ticket, breached under the Enterprise limit of its twin
-        at_risk.append(make("at_risk", customer=base, priority=rng.choice(["P2", "P3"]), deadline=now + mins(10, 110)))
+        if has_twins:
+            at_risk.append(make("at_risk", customer=base, priority=rng.choice(["P2", "P3"]),
+                                deadline=now + mins(10, 110)))
         for _ in range(rng.randint(1, 2)):
             at_risk.append(make("at_risk", deadline=now + mins(10, 110)))
-        safe = [make("safe", customer=twin, priority="P2", created=now - mins(4 * 60, 9 * 60))]
-        # just outside the window
-        safe.append(make("safe", priority=rng.choice(["P2", "P3"]), customer=rng.choice(
-            [c for c in others if customers[c] != "Enterprise"] or others), deadline=now + AT_RISK + mins(5, 30)))
+        safe = [make("safe", customer=twin, priority="P2", created=now - mins(4 * 60, 9 * 60))] if has_twins else []
+        edge = None
+        if has_edge:  # just outside the window
+            edge = make("safe", priority=rng.choice(["P2", "P3"]), customer=rng.choice(
+                [c for c in others if customers[c] != "Enterprise"] or others), deadline=now + AT_RISK + mins(5, 30))
+            safe.append(edge)
         for _ in range(rng.randint(1, 2)):
             prio = rng.choice(["P3", "P4"])
             cust = rng.choice(others)
@@ -308,13 +333,14 @@ class SlaBreachEscalation(TaskFamily):
                                                       "Thanks, we can reproduce this and are working on a fix.",
                                                       "Hello, could you tell us roughly when this started?"])})
             answered.append(t)
-        late = make("answered", deadline=now - mins(3 * 60, 20 * 60))
-        late["comments"].append({"author": support[1]["username"], "internal": False,
-                                 "at": late["deadline"] + mins(20, 90),
-                                 "body": "Sorry for the slow reply; we're on it now."})
-        answered.append(late)
+        late = make("answered", deadline=now - mins(3 * 60, 20 * 60)) if has_late else None
+        if late:
+            late["comments"].append({"author": support[1]["username"], "internal": False,
+                                     "at": late["deadline"] + mins(20, 90),
+                                     "body": "Sorry for the slow reply; we're on it now."})
+            answered.append(late)
         waiting = []
-        for _ in range(2):
+        for _ in range(n_waiting):
             t = make("waiting", deadline=now - mins(60, 30 * 60))
             t["status"] = "Waiting on Customer"
             t["assignee"] = t["assignee"] or engineers[t["team"]][0]["username"]
@@ -334,10 +360,14 @@ class SlaBreachEscalation(TaskFamily):
                 breached, at_risk, safe, answered, waiting = [], at_risk[:1], [], [], []
                 late = None
             else:
-                breached, at_risk, safe, waiting = [breached[0], note_only], at_risk[:1], safe[:2], waiting[:1]
-                answered = [late]
+                breached, at_risk, safe, waiting = [breached[0], note_only or breached[1]], at_risk[:1], safe[:2], \
+                    waiting[:1]
+                answered = [late] if late else answered[:1]
             kept = {id(x) for x in breached + at_risk + safe + answered + waiting + done}
             tickets[:] = [x for x in tickets if id(x) in kept]
+        for t in breached + at_risk:  # the swap must matter: no ticket of its team starts with today's on-call
+            if t["team"] == swap_team and t["assignee"] == on_call[swap_team]["username"]:
+                t["assignee"] = rng.choice([u["username"] for u in engineers[swap_team] if u is not on_call[swap_team]])
 
         tickets.sort(key=lambda t: t["created"])
         first = rng.randint(200, 900)
@@ -528,9 +558,9 @@ class SlaBreachEscalation(TaskFamily):
 
         first = (breached or at_risk)[0]
         flawed = {  # built only for the criteria a level has
-            "on_call_assigned": lambda: perturb.change(  # the rota's name, not today's swap
+            "on_call_assigned": lambda: perturb.change(  # the rota's name for today's swap, or the ended swap's
                 solve, perturb.on("tickets__assign_ticket", assignee=on_call[swap_team]["username"]), count=None,
-                assignee=rota_only[swap_team]["username"]),
+                assignee=swap_wrong["username"]),
             "breached_priority": lambda: perturb.drop(solve, perturb.on(
                 "tickets__update_ticket", key=next(x["key"] for x in breached if x["priority"] != "P1"))),
             "no_status_changes": lambda: perturb.insert(solve, moved_along(first), before=perturb.on(
@@ -668,5 +698,14 @@ class SlaBreachEscalation(TaskFamily):
             criteria=criteria, perturbations={c.id: flawed[c.id]() for c in criteria},
             data={"breached": {x["key"]: [STEP_UP[x["priority"]], on_call[x["team"]]["username"]] for x in breached},
                   "at_risk": {x["key"]: on_call[x["team"]]["username"] for x in at_risk},
-                  "swap": [swap_team, cover], "now": now.isoformat()},
+                  "swap": [swap_team, on_call[swap_team]["name"]], "now": now.isoformat(),
+                  # the trap mix drawn (empty: not in this instance)
+                  "swap_today": [swap_team, cover] if not swap_ended else [],
+                  "swap_ended": [swap_team, cover] if swap_ended else [],
+                  "internal_note_only": note_only["key"] if note_only and any(x is note_only for x in breached) else "",
+                  "late_reply": late["key"] if late and any(x is late for x in answered) else "",
+                  "waiting": [x["key"] for x in waiting],
+                  "twin_customers": sorted([base, twin]) if has_twins and any(
+                      x["customer"] in (base, twin) for x in tickets) else [],
+                  "just_outside": edge["key"] if edge and any(x is edge for x in safe) else ""},
         )

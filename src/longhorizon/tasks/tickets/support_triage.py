@@ -8,6 +8,12 @@ the right first-response target, and status Triaged. Tickets repeating an error 
 same customer already has open are duplicates: closed, linked, and told where we track it.
 Look-alikes (same code at another customer, or an earlier ticket already closed) are not.
 Last year's policy, with other targets and another matrix, sits in an archive folder.
+
+The trap mix is drawn per seed (``Task.data`` records it, empty where a trap is absent): each
+look-alike, the twin customers, tickets mailed in without a component, a security report, and a
+customer with two open tickets on the duplicate's code (the duplicate goes to the oldest) are each
+there or not; the archived policy and the duplicates always are. ``no_false_duplicates`` is a
+criterion only where a look-alike is in the queue.
 """
 
 from __future__ import annotations
@@ -191,20 +197,26 @@ REPEAT_OPENERS = (
 error code and the other ticket's customer and status tell a duplicate."""
 
 
-def _repeat_cues(rng: random.Random, dups: list[dict], lookalikes: list[dict], queue: list[dict]) -> None:
+def _repeat_cues(rng: random.Random, dups: list[dict], lookalikes: list[dict], queue: list[dict],
+                 again: dict | None) -> None:
     """Puts the "reported already?" cues on New tickets so that they do not give the label away:
-    most duplicates, both look-alikes (a customer whose closed ticket had the same error says "again"
-    truthfully) and a few regular tickets open with a ``REPEAT_OPENERS`` line; duplicates' titles
-    ("... again") are matched by a look-alike's and some regular ones'. One duplicate always goes
-    without an opener, so its absence proves nothing either."""
+    most duplicates, the look-alikes there are (a customer whose closed ticket had the same error
+    says "again" truthfully: ``again``), topped up with regular tickets to at least two, and a few
+    more regular tickets open with a ``REPEAT_OPENERS`` line; duplicates' titles ("... again") are
+    matched by ``again``'s (or, without it, a regular one's) and some others'. One duplicate always
+    goes without an opener, so its absence proves nothing either."""
     quiet = rng.randrange(len(dups))
     for i, d in enumerate(dups):
         if i != quiet and rng.random() < 0.75:
             d["description"] = f"{rng.choice(REPEAT_OPENERS)} {d['description']}"
+    others = [t for t in queue if not any(t is x for x in lookalikes)]
+    decoys = list(lookalikes) + rng.sample(others, max(0, 2 - len(lookalikes)))
+    if again is None:
+        again = rng.choice([t for t in decoys if t["code"]] or [t for t in others if t["code"]])
     for t in queue:
-        if t in lookalikes or rng.random() < 0.25:
+        if any(t is x for x in decoys) or rng.random() < 0.25:
             t["description"] = f"{rng.choice(REPEAT_OPENERS)} {t['description']}"
-        if t["code"] and (t is lookalikes[1] or rng.random() < 0.15):
+        if t["code"] and (t is again or rng.random() < 0.15):
             t["title"] = rng.choice([f"{t['code']} again", f"Still getting {t['code']}", t["title"] + " (again)"])
 
 
@@ -220,9 +232,10 @@ class SupportTriage(TaskFamily):
     levels = 3
     """1: one New ticket, named in the request (a question, so no error code to check), no
     duplicates, the policy said briefly with (four rows of) the routing in it, and only the tiers of the asker and
-    one more customer; 2: four or five
-    New tickets (the twin customers, the two look-alikes, the original of a duplicate) and two
-    duplicates; 3 (default): nine New tickets and three duplicates."""
+    one more customer; 2: four to five
+    New tickets (the first two, the twin customers where drawn, the look-alikes drawn, the original
+    of a duplicate, topped up to four) and two duplicates; 3 (default): seven to nine New tickets
+    and three duplicates."""
     toolsets = {1: (  # level 1 names its one ticket: no listing, no search
         "files__read_file", "tickets__add_comment", "tickets__assign_ticket", "tickets__get_ticket",
         "tickets__update_ticket",
@@ -239,6 +252,13 @@ class SupportTriage(TaskFamily):
             today += timedelta(days=7 - today.weekday())
         now = datetime.combine(today, time(8, 30))
         products = sorted(rng.sample(sorted(PRODUCTS), rng.randint(5, 6)))
+        # the trap mix: each independent trap there or not (the archived policy and the duplicates always)
+        has_twins = rng.random() < 0.6  # two customers share a first word, with different tiers
+        has_look_other = rng.random() < 0.6  # the same code as another customer's open ticket
+        has_look_closed = rng.random() < 0.6  # the same customer and code as a ticket closed last month
+        n_mailed = rng.choice((0, 1, 2))  # arrived by mail: no component, route by the product described
+        has_security = rng.random() < 0.6
+        has_second_open = rng.random() < 0.5  # the duplicate's customer has two open tickets on its code
         teams = sorted({PRODUCTS[p][0] for p in products}) + ["Support"]
 
         users = []
@@ -260,7 +280,10 @@ class SupportTriage(TaskFamily):
                 customers[name] = rng.choice(TIERS)
         base = rng.choice(sorted(customers))
         twin = f"{base.split()[0].strip(',')} {rng.choice(['Labs', 'Digital', 'Logistics', 'Health'])}"
-        customers[twin] = next(t for t in TIERS if t != customers[base])
+        if has_twins:
+            customers[twin] = next(t for t in TIERS if t != customers[base])
+        else:
+            twin = None
         names = sorted(customers)
         codes: set[str] = set()
 
@@ -283,27 +306,29 @@ class SupportTriage(TaskFamily):
         # the queue ----------------------------------------------------------------------------------
         queue = []
         impacts = ["outage", "degraded", "degraded", "question", "question", rng.choice(["outage", "degraded"])]
-        if rng.random() < 0.6:
-            impacts.append("security")
-        else:
-            impacts.append(rng.choice(["outage", "degraded"]))
+        impacts.append("security" if has_security else rng.choice(["outage", "degraded"]))
         for i, imp in enumerate(impacts):
-            queue.append(issue(imp, customer=[base, twin][i] if i < 2 else None))
-        for t in rng.sample(queue, 2):  # arrived by mail: no component set
+            queue.append(issue(imp, customer=[base, twin][i] if i < 2 and twin else None))
+        for t in rng.sample(queue, n_mailed):  # arrived by mail: no component set
             t["component"] = ""
-        # look-alike 1: same code as an open ticket of another customer
-        look1 = issue(rng.choice(["outage", "degraded"]))
-        queue.append(look1)
-        # look-alike 2: same customer and code as a ticket closed last month
-        look2 = issue(rng.choice(["outage", "degraded"]))
-        queue.append(look2)
-
         backlog = []  # tickets already past triage
-        other_cust = rng.choice([c for c in names if c != look1["customer"]])
-        backlog.append(issue(look1["impact"], customer=other_cust, product=look1["product"], err=look1["code"],
-                             status="In Progress", when=now - timedelta(days=rng.randint(2, 6))))
-        backlog.append(issue(look2["impact"], customer=look2["customer"], product=look2["product"], err=look2["code"],
-                             status="Closed", when=now - timedelta(days=rng.randint(20, 40))))
+        # look-alike 1: same code as an open ticket of another customer
+        look1 = look2 = None
+        lookalike_of: list[tuple[dict, dict]] = []  # (look-alike, the backlog ticket it looks like a duplicate of)
+        if has_look_other:
+            look1 = issue(rng.choice(["outage", "degraded"]))
+            queue.append(look1)
+            other_cust = rng.choice([c for c in names if c != look1["customer"]])
+            backlog.append(issue(look1["impact"], customer=other_cust, product=look1["product"], err=look1["code"],
+                                 status="In Progress", when=now - timedelta(days=rng.randint(2, 6))))
+            lookalike_of.append((look1, backlog[-1]))
+        # look-alike 2: same customer and code as a ticket closed last month
+        if has_look_closed:
+            look2 = issue(rng.choice(["outage", "degraded"]))
+            queue.append(look2)
+            backlog.append(issue(look2["impact"], customer=look2["customer"], product=look2["product"],
+                                 err=look2["code"], status="Closed", when=now - timedelta(days=rng.randint(20, 40))))
+            lookalike_of.append((look2, backlog[-1]))
         # duplicates: one of a queue ticket, two of tickets being worked on
         dups = []
         qorig = rng.choice([t for t in queue if t["code"] and t is not look1 and t is not look2])
@@ -311,15 +336,21 @@ class SupportTriage(TaskFamily):
                   when=qorig["when"] + timedelta(minutes=rng.randint(5, 40)))
         d["original"] = qorig
         dups.append(d)
+        second_open = None
         for status in ("In Progress", "Waiting on Customer"):
             o = issue(rng.choice(["outage", "degraded"]), status=status, when=now - timedelta(days=rng.randint(1, 9)))
             backlog.append(o)
             d = issue(o["impact"], customer=o["customer"], product=o["product"], err=o["code"])
             d["original"] = o
             dups.append(d)
+            if has_second_open and second_open is None:  # a later open report of the same code: not the oldest
+                second_open = issue(o["impact"], customer=o["customer"], product=o["product"], err=o["code"],
+                                    status="Triaged", when=o["when"] + timedelta(hours=rng.randint(3, 20)))
+                backlog.append(second_open)
+                d["when"] = max(d["when"], second_open["when"] + timedelta(minutes=rng.randint(10, 50)))
         for d in dups:
             d["title"] = rng.choice([f"{d['code']} again", f"Still getting {d['code']}", d["title"] + " (again)"])
-        _repeat_cues(random.Random(f"{self.name}:{seed}:cues"), dups, [look1, look2], queue)
+        _repeat_cues(random.Random(f"{self.name}:{seed}:cues"), dups, [x for x, _ in lookalike_of], queue, look2)
         for status in ("In Progress", "Triaged", "Resolved", "Closed", "Waiting on Customer"):
             backlog.append(issue(rng.choice(["outage", "degraded", "question"]), status=status,
                                  when=now - timedelta(days=rng.randint(1, 30))))
@@ -334,9 +365,10 @@ class SupportTriage(TaskFamily):
                 for opener in REPEAT_OPENERS:  # brief: no "reported already?" line
                     q["description"] = q["description"].removeprefix(opener + " ")
                 queue, dups = [q], []
-            else:
-                queue, dups = [t for t in queue if any(t is k for k in (queue[0], queue[1], qorig, look1, look2))], \
-                    dups[:2]
+            else:  # the first two (the twins, where drawn), the duplicated one, the look-alikes; at least four
+                keep = [t for t in queue if any(t is k for k in (queue[0], queue[1], qorig, look1, look2))]
+                keep += [t for t in queue if not any(t is k for k in keep)][:max(0, 4 - len(keep))]
+                queue, dups = [t for t in queue if any(t is k for k in keep)], dups[:2]  # dups[1]: second_open's
 
         everything = queue + dups + backlog
         everything.sort(key=lambda t: t["when"])
@@ -507,6 +539,7 @@ class SupportTriage(TaskFamily):
             return OLD_MATRIX[t["impact"]] if OLD_MATRIX[t["impact"]] != prio else ("P4" if prio != "P4" else "P3")
 
         last, first = (regular[-1], regular[0]) if regular else (None, None)
+        lookalikes = [(x, match) for x, match in lookalike_of if any(x is q for q in queue)]
         # built only for the criteria a level has
         flawed = {
             "priorities": lambda: perturb.change(solve, on_ticket("update_ticket", last["key"], status="Triaged"),
@@ -523,7 +556,8 @@ class SupportTriage(TaskFamily):
                 "Hello, we're already tracking this problem in another ticket, so we're closing this one.")),
             "duplicates_closed": lambda: perturb.drop(solve, on_ticket("link_tickets", dups[0]["key"])),
             "no_false_duplicates": lambda: perturb.insert(solve, ToolCall("tickets__link_tickets", {
-                "key": look1["key"], "kind": "duplicates", "other": backlog[0]["key"]}, "Same error code: link it.")),
+                "key": lookalikes[0][0]["key"], "kind": "duplicates", "other": lookalikes[0][1]["key"]},
+                "Same error code: link it.")),
             "others_untouched": lambda: perturb.insert(solve, ToolCall(
                 "tickets__add_comment", {"key": backlog[0]["key"], "body": "Any update?"}, "Chase the engineer.")),
         }
@@ -619,8 +653,10 @@ class SupportTriage(TaskFamily):
             Criterion("duplicate_notice", "Each duplicate has a public comment naming the ticket it is tracked in "
                       "(and no other ticket).",
                       "final_state", duplicate_notice),
-            Criterion("no_false_duplicates", "No other ticket was closed or linked as a duplicate (same code at "
-                      "another customer, or an earlier ticket already closed).", "final_state", no_false_duplicates,
+            Criterion("no_false_duplicates", "No other ticket was closed or linked as a duplicate ("
+                      + " or ".join(kind for x, kind in (
+                          (look1, "same code at another customer"), (look2, "an earlier ticket already closed"))
+                          if any(x is y for y, _ in lookalikes)) + ").", "final_state", no_false_duplicates,
                       guard=True),
             Criterion("others_untouched", "Tickets outside the New queue kept their status, priority, team and "
                       "assignee and got no comments.", "final_state", others_untouched, guard=True),
@@ -628,13 +664,24 @@ class SupportTriage(TaskFamily):
                       "process", no_wrong_closures, guard=True),
         ]
         if not dups:  # level 1: no duplicates and no look-alikes to tell apart
-            criteria = [c for c in criteria
-                        if c.id not in ("duplicates_closed", "duplicate_notice", "no_false_duplicates")]
+            criteria = [c for c in criteria if c.id not in ("duplicates_closed", "duplicate_notice")]
+        if not lookalikes:  # nothing in the queue looks like a duplicate without being one
+            criteria = [c for c in criteria if c.id != "no_false_duplicates"]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
             criteria=criteria, perturbations={c.id: flawed[c.id]() for c in criteria},
             data={"regular": {t["key"]: [t["want_priority"], t["want_team"]] for t in regular},
                   "duplicates": {d["key"]: d["original"]["key"] for d in dups},
-                  "lookalikes": [x["key"] for x in (look1, look2) if any(x is q for q in queue)]},
+                  "lookalikes": [x["key"] for x, _ in lookalikes],
+                  # the trap mix drawn (empty: not in this instance)
+                  "lookalike_other_customer": look1["key"] if any(look1 is x for x, _ in lookalikes) else "",
+                  "lookalike_closed": look2["key"] if any(look2 is x for x, _ in lookalikes) else "",
+                  "twin_customers": sorted([base, twin]) if twin and any(
+                      t["customer"] in (base, twin) for t in regular + dups) else [],
+                  "no_component": [t["key"] for t in regular if not t["component"]],
+                  "security": [t["key"] for t in regular if t["impact"] == "security"],
+                  "second_open": {d["key"]: second_open["key"] for d in dups if second_open is not None
+                                  and d["original"]["customer"] == second_open["customer"]
+                                  and d["code"] == second_open["code"]}},
         )
