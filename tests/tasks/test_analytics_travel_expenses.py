@@ -142,3 +142,26 @@ async def test_rebooking_pays_nothing_for_cancelling_every_booking():
 
     reward, met = await _junk_reward(t, cancel_all)
     assert reward == 0.0 and not met & {"old_cancelled", "dropout_cancelled"}, met
+
+
+async def test_claim_audit_draws_its_traps_per_seed():
+    """The batch's traps vary over seeds (at least 3 trap sets); a batch without alcohol has no
+    alcohol criterion and an alcohol-free drink the oracle approves, one with it has the criterion
+    and the oracle rejects that claim as ALCOHOL."""
+    from longhorizon.tasks.diversity import trap_set
+    fam = get_family("expense_claim_audit")
+    tasks = [fam.generate(s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for trap in ("same_day_over", "last_month_repeat", "alcohol", "mismatch", "small_no_receipt"):
+        assert {bool(t.data[trap]) for t in tasks} == {True, False}, trap
+    with_alc = next(t for t in tasks if t.data["alcohol"])
+    without = next(t for t in tasks if not t.data["alcohol"])
+    assert "alcohol" in {c.id for c in with_alc.criteria} and "alcohol" not in {c.id for c in without.criteria}
+    assert not without.data["alcohol"] and without.data["alcohol_free_drink"]
+    assert [with_alc.data["decisions"][cid] for cid in with_alc.data["alcohol"]] == ["ALCOHOL"]
+    assert [without.data["decisions"][cid] for cid in without.data["alcohol_free_drink"]] == ["Approved"]
+    for t in (with_alc, without):
+        traj = await play_task(t, OraclePolicy())
+        assert traj.grade.reward == 1.0, [r for r in traj.grade.results if not r.passed]
+    same_day = next(t for t in tasks if t.data["same_day_over"])
+    assert [same_day.data["decisions"][cid] for cid in same_day.data["same_day_over"]] == ["OVER_LIMIT"]
