@@ -80,12 +80,35 @@ def test_travel_some_trip_needs_premium_economy():
 
 
 def test_expense_report_uses_every_status_and_a_negative_refund():
-    for seed in (0, 1, 2):
-        lines = task("monthly_expense_report", seed).data["lines"]
+    for seed in range(6):
+        t = task("monthly_expense_report", seed)
+        lines = t.data["lines"]
         assert {ln[5] for ln in lines} == {"OK", "Over limit", "Missing receipt", "Not reimbursable"}
-        assert any(ln[2] < 0 for ln in lines)
+        assert any(ln[2] < 0 for ln in lines) == bool(t.data["refund"])
         amazon = [ln for ln in lines if ln[1].startswith("AMZN")]
-        assert {ln[3] for ln in amazon} == {"Office Supplies", "Personal"}
+        want = {"Office Supplies", "Personal"} if t.data["personal_order"] else {"Office Supplies"}
+        assert {ln[3] for ln in amazon} == want
+
+
+async def test_expense_report_draws_its_traps_per_seed(tmp_path):
+    """The statement's traps vary over seeds (at least 3 trap sets); each drawn trap is there in
+    the World only where it is drawn, and the oracle handles either way."""
+    from longhorizon.tasks.diversity import trap_set
+    tasks = [task("monthly_expense_report", s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for trap in ("alcohol", "personal_order", "refund", "duplicate_receipt"):
+        assert {bool(t.data[trap]) for t in tasks} == {True, False}, trap
+    with_alc = next(t for t in tasks if t.data["alcohol"] and t.data["duplicate_receipt"])
+    without = next(t for t in tasks if t.data["alcohol_free_drink"] and not t.data["duplicate_receipt"])
+    status = {t.seed: {ln[1]: ln[5] for ln in t.data["lines"]} for t in (with_alc, without)}
+    assert status[with_alc.seed][with_alc.data["alcohol"][0]] == "Not reimbursable"
+    assert status[without.seed][without.data["alcohol_free_drink"][0]] in ("OK", "Over limit")
+    for t in (with_alc, without):
+        world = World.build(tmp_path / str(t.seed), t.build)
+        receipts = {p.name for p in (world.root / "workspace" / "receipts").iterdir()}
+        assert any(" (1)" in n for n in receipts) == bool(t.data["duplicate_receipt"])
+        traj = await play_task(t, OraclePolicy())
+        assert traj.grade.reward == 1.0, [r for r in traj.grade.results if not r.passed]
 
 
 def test_marketing_exports_leave_running_campaigns_out():
@@ -142,3 +165,26 @@ async def test_rebooking_pays_nothing_for_cancelling_every_booking():
 
     reward, met = await _junk_reward(t, cancel_all)
     assert reward == 0.0 and not met & {"old_cancelled", "dropout_cancelled"}, met
+
+
+async def test_claim_audit_draws_its_traps_per_seed():
+    """The batch's traps vary over seeds (at least 3 trap sets); a batch without alcohol has no
+    alcohol criterion and an alcohol-free drink the oracle approves, one with it has the criterion
+    and the oracle rejects that claim as ALCOHOL."""
+    from longhorizon.tasks.diversity import trap_set
+    fam = get_family("expense_claim_audit")
+    tasks = [fam.generate(s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for trap in ("same_day_over", "last_month_repeat", "alcohol", "mismatch", "small_no_receipt"):
+        assert {bool(t.data[trap]) for t in tasks} == {True, False}, trap
+    with_alc = next(t for t in tasks if t.data["alcohol"])
+    without = next(t for t in tasks if not t.data["alcohol"])
+    assert "alcohol" in {c.id for c in with_alc.criteria} and "alcohol" not in {c.id for c in without.criteria}
+    assert not without.data["alcohol"] and without.data["alcohol_free_drink"]
+    assert [with_alc.data["decisions"][cid] for cid in with_alc.data["alcohol"]] == ["ALCOHOL"]
+    assert [without.data["decisions"][cid] for cid in without.data["alcohol_free_drink"]] == ["Approved"]
+    for t in (with_alc, without):
+        traj = await play_task(t, OraclePolicy())
+        assert traj.grade.reward == 1.0, [r for r in traj.grade.results if not r.passed]
+    same_day = next(t for t in tasks if t.data["same_day_over"])
+    assert [same_day.data["decisions"][cid] for cid in same_day.data["same_day_over"]] == ["OVER_LIMIT"]

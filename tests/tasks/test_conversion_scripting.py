@@ -201,6 +201,30 @@ async def test_retention_oracle_is_long_and_reads_before_deleting():
     assert deleted and all(p in read for p in deleted)
 
 
+async def test_retention_draws_its_traps_per_seed(tmp_path):
+    """The drive's traps vary over seeds (at least 3 trap sets); a drive without the look-alike
+    draft has no file named like an old invoice, one with it keeps that file, and the oracle
+    earns 1.0 on both."""
+    from longhorizon.tasks.diversity import trap_set
+    from longhorizon.tasks.files.drive_retention import TRAPS
+    tasks = [get_family("shared_drive_retention").generate(s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for trap in TRAPS:
+        assert {bool(t.data[trap]) for t in tasks} == {True, False}, trap
+    with_decoy = next(t for t in tasks if t.data["decoy_name"] and not t.data["at_limit"])
+    without = next(t for t in tasks if not t.data["decoy_name"] and t.data["at_limit"])
+    assert "exactly at them" in next(c for c in without.criteria if c.id == "others_untouched").description
+    assert "exactly at them" not in next(c for c in with_decoy.criteria if c.id == "others_untouched").description
+    for t in (with_decoy, without):
+        world = World.build(tmp_path / str(t.seed), t.build)
+        named_like_invoice = sorted(p.relative_to(world.workspace).as_posix()
+                                    for p in world.workspace.rglob("invoice_*_scan.txt"))
+        assert named_like_invoice == t.data["decoy_name"]
+        assert not set(t.data["decoy_name"]) & set(t.data["delete"])
+        traj = await play_task(t, OraclePolicy())
+        assert traj.grade.reward == 1.0, [r for r in traj.grade.results if not r.passed]
+
+
 async def test_rotation_pays_nothing_for_a_script_that_deletes_everything():
     """rm -rf removes every expired report and is idempotent, but it keeps nothing it should."""
     task = get_family("report_rotation_script").generate(1)

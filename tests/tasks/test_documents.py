@@ -146,3 +146,29 @@ async def test_a_copy_of_last_weeks_report_earns_nothing():
     traj = await play_task(replace(t, oracle=copy_last_week), OraclePolicy())
     met = {r.id for r in traj.grade.results if r.passed and not r.guard}
     assert "headings_in_order" in met and traj.grade.reward == 0.0
+
+
+async def test_postmortem_deck_draws_its_conflicts_per_seed(tmp_path):
+    """The incident's conflicts vary over seeds (at least 3 trap sets); an incident without the
+    corrected recovery time has no correction in its channel and no criterion text about it, one
+    with it has both, and the oracle earns 1.0 on both."""
+    from longhorizon.apps.chat import state as chat
+    from longhorizon.core.world import World
+    from longhorizon.tasks.diversity import trap_set
+
+    fam = get_family("incident_postmortem_deck")
+    tasks = [fam.generate(s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("stale", "prelim", "theory", "former_ic"):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+    with_fix = next(t for t in tasks if t.data["stale"] and not t.data["former_ic"])
+    without = next(t for t in tasks if not t.data["stale"] and t.data["former_ic"])
+    for t, has in ((with_fix, True), (without, False)):
+        timeline = next(c for c in t.criteria if c.id == "timeline")
+        assert ("corrected" in timeline.description) == has
+        world = World.build(tmp_path / str(t.seed), t.build)
+        texts = [m["text"] for m in chat.messages(world, t.data["chan"])]
+        assert any(x.startswith("Correction for the timeline") for x in texts) == has
+        assert any("Handing incident commander over" in x for x in texts) == (not has)
+        traj = await play_task(t, OraclePolicy())
+        assert traj.grade.reward == 1.0, [(r.id, r.note) for r in traj.grade.results if not r.passed]

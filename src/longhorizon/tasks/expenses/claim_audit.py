@@ -6,8 +6,12 @@ superseded 2025 page has other numbers) gives a receipt threshold, a per-person 
 (two meals on one day can break it together), nightly hotel caps by city tier, no alcohol, and
 an ordered list of reason codes, duplicates first. Every open claim gets Approved or Rejected
 with the code, which takes reading each receipt: the rate per night, the drinks, the total
-(one receipt does not match its claim). Then one mail per employee with rejections lists their
+(one receipt may not match its claim). Then one mail per employee with rejections lists their
 rejected claims; two employees have nearly the same name.
+
+Which traps a batch carries is drawn per seed (``TRAPS``): two meals on one day over the cap
+together or under it, a repeat of last month's claim, alcohol or an alcohol-free drink, an
+overclaimed receipt, small claims without receipts. A code no open claim earns has no criterion.
 """
 
 from __future__ import annotations
@@ -64,6 +68,15 @@ FOOD = [("Grain bowl", 14.5), ("Chicken sandwich", 13.0), ("Caesar salad", 12.0)
         ("Sparkling water", 4.0), ("Iced tea", 3.5), ("Fries", 5.5), ("Tiramisu", 9.0), ("Espresso", 3.5)]
 ALCOHOL = [("House Cabernet (glass)", 14.0), ("IPA draft", 8.0), ("Old Fashioned", 15.0),
            ("Pinot Grigio (glass)", 13.0), ("Prosecco (glass)", 12.0)]
+MOCKTAILS = [("Virgin Mojito", 7.0), ("Shirley Temple", 5.5), ("Alcohol-free spritz", 8.0),
+             ("Virgin Mary", 7.5)]
+"""Drinks that read like a bar order but hold no alcohol: the meal is approved."""
+TRAPS = ("same_day_over", "last_month_repeat", "alcohol", "mismatch", "small_no_receipt")
+"""The traps drawn per seed at levels 2-3 (level 1 keeps its fixed batch): two meals on one day
+over the cap together (else under it together), a repeat of last month's claim, a receipt with
+alcohol (else one with an alcohol-free drink), an overclaimed receipt, small claims without a
+receipt (else the taxi carries one). The look-alike names, the superseded policy, the missing
+receipt, the repeated hotel and the hotel caps are in every instance."""
 TAXIS = ["Yellow Cab Co.", "Uber", "Lyft", "Metro Taxi"]
 SUPPLIES = [("Staples", [("Printer paper (5 reams)", 32.99), ("Whiteboard markers", 11.49), ("Desk organizer", 18.0),
                          ("Sticky notes (12 pack)", 9.99)]),
@@ -105,7 +118,7 @@ class ExpenseClaimAudit(TaskFamily):
     """1: one employee's claims (a repeat of last month's, a missing receipt, alcohol, one fine);
     2: two employees with look-alike names (adds the caps and a mismatched receipt); 3 (default):
     four employees and a few more claims. Every level keeps last month's decided rows (one of them
-    the look-alike's) and the superseded policy."""
+    the look-alike's) and the superseded policy; levels 2-3 draw their traps, level 1 keeps all."""
     toolsets = {1: (
         "files__read_file", "mail__send_message", "sheets__read_range", "sheets__write_cells", "wiki__get_page",
     )}
@@ -155,12 +168,15 @@ class ExpenseClaimAudit(TaskFamily):
             return f"{d.isoformat()} {rng.randint(7, 21):02d}:{rng.randrange(60):02d}"
 
         # -- receipt builders: (text, total) -------------------------------------------------------------
-        def meal_receipt(emp, d: date, lo: float, hi: float, alcohol: bool = False) -> tuple[str, float, str]:
+        def meal_receipt(emp, d: date, lo: float, hi: float, alcohol: bool = False,
+                         mocktail: bool = False) -> tuple[str, float, str]:
             place = rng.choice(RESTAURANTS)
             for _ in range(400):
                 items = rng.sample(FOOD, rng.randint(1, 4))
                 if alcohol:
                     items.append(rng.choice(ALCOHOL))
+                if mocktail:
+                    items.insert(rng.randint(0, len(items)), rng.choice(MOCKTAILS))
                 sub = round(sum(p for _, p in items), 2)
                 tax = round(sub * 0.08875, 2)
                 tip = round(sub * rng.choice([0.15, 0.18, 0.2]), 2)
@@ -209,8 +225,8 @@ class ExpenseClaimAudit(TaskFamily):
             claims.append(c)
             return c
 
-        def meal(emp, d, lo, hi, code, kind, alcohol=False) -> Claim:
-            text, total, place = meal_receipt(emp, d, lo, hi, alcohol)
+        def meal(emp, d, lo, hi, code, kind, alcohol=False, mocktail=False) -> Claim:
+            text, total, place = meal_receipt(emp, d, lo, hi, alcohol, mocktail)
             what = rng.choice(["Client dinner", "Dinner while travelling", "Lunch on site visit", "Team lunch"])
             return add(Claim(emp, d, "Meals", place, what, total, fname(), text, code, kind))
 
@@ -246,8 +262,16 @@ class ExpenseClaimAudit(TaskFamily):
             d = day_in(3, 20)
             lunch_lo = round(meal_cap * 0.35, 2)
             lunch = meal(emp, d, lunch_lo, round(meal_cap * 0.5, 2), None, "ok")
-            meal(emp, d, round(meal_cap - lunch.amount + 3, 2), meal_cap - 1.5, OVER, "limits")
-            taxi(emp, day_in(), round(rng.uniform(threshold - 9, threshold - 0.6), 2), False, None, "ok")
+            if "same_day_over" in traps:  # each meal under the cap, the two together over it
+                trap_claims["same_day_over"].append(
+                    meal(emp, d, round(meal_cap - lunch.amount + 3, 2), meal_cap - 1.5, OVER, "limits"))
+            else:  # two meals on one day that stay under the cap together: both approved
+                meal(emp, d, 15, round(meal_cap - lunch.amount - 2, 2), None, "ok")
+            if "small_no_receipt" in traps:
+                trap_claims["small_no_receipt"].append(
+                    taxi(emp, day_in(), round(rng.uniform(threshold - 9, threshold - 0.6), 2), False, None, "ok"))
+            else:
+                taxi(emp, day_in(), round(rng.uniform(threshold + 3, threshold + 25), 2), True, None, "ok")
             city = rng.choice(TIER_A + OTHER_CITIES)
             cap = cap_a if city in TIER_A else cap_b
             h = hotel(emp, day_in(5, 24), city, float(cap - rng.randint(5, 40)), None, "ok")
@@ -256,17 +280,26 @@ class ExpenseClaimAudit(TaskFamily):
         prev_batch: list[Claim] = []
 
         def bundle_alcohol(emp):
-            meal(emp, day_in(), 30, meal_cap + (15 if rng.random() < 0.5 else -3), ALC, "alcohol", alcohol=True)
+            if "alcohol" in traps:
+                trap_claims["alcohol"].append(meal(emp, day_in(), 30, meal_cap + (15 if rng.random() < 0.5 else -3),
+                                                   ALC, "alcohol", alcohol=True))
+            else:  # a drink that reads like one from the bar, but holds no alcohol
+                trap_claims["alcohol_free_drink"].append(meal(emp, day_in(), 30, meal_cap - 3, None, "ok",
+                                                              mocktail=True))
             supplies(emp, day_in(), None, "ok")
             taxi(emp, day_in(), round(rng.uniform(threshold + 5, threshold + 40), 2), False, NOREC, "receipts")
-            old = prev_batch[0]
-            dup_of(old)
+            if "last_month_repeat" in traps:
+                trap_claims["last_month_repeat"].append(dup_of(prev_batch[0]))
 
         def bundle_limits(emp):
             software(emp, day_in())
             city = rng.choice(OTHER_CITIES)
             hotel(emp, day_in(5, 24), city, float(rng.randint(cap_b + 5, cap_a - 5)), OVER, "limits")
-            supplies(emp, day_in(), MISMATCH, "receipts", overclaim=float(rng.randint(8, 30)))
+            if "mismatch" in traps:
+                trap_claims["mismatch"].append(
+                    supplies(emp, day_in(), MISMATCH, "receipts", overclaim=float(rng.randint(8, 30))))
+            else:
+                supplies(emp, day_in(), None, "ok")
             d1, d2 = rng.sample(range(1, month_end.day - 2), 2)  # two days: the daily cap stays per meal
             meal(emp, date(year, month, d1), meal_cap + 4, meal_cap + 30, OVER, "limits")
             meal(emp, date(year, month, d2), 18, meal_cap - 5, None, "ok")
@@ -277,6 +310,13 @@ class ExpenseClaimAudit(TaskFamily):
             taxi(emp, day_in(), round(rng.uniform(threshold + 5, threshold + 35), 2), True, None, "ok")
             supplies(emp, day_in(), None, "ok")
             hotel(emp, day_in(5, 24), rng.choice(TIER_A), float(rng.randint(cap_b + 5, cap_a - 5)), None, "ok")
+
+        # which traps this batch carries: at least two of the drawn ones (level 1: all of its own)
+        drawn = {t for t in TRAPS if rng.random() < 0.6}  # at every level, so that the draws after it agree
+        while len(drawn) < 2:  # at least 2 of them
+            drawn.add(rng.choice(TRAPS))
+        traps = set(TRAPS) if level == 1 else drawn  # level 1 keeps all of its own
+        trap_claims: dict[str, list[Claim]] = {t: [] for t in (*TRAPS, "alcohol_free_drink")}
 
         # last month's batch: already decided (one of them will be claimed again)
         prev_end = first - timedelta(days=1)
@@ -305,13 +345,14 @@ class ExpenseClaimAudit(TaskFamily):
         if level == self.levels:
             bundle_clean(roles[3])
         for _ in range(rng.randint(0, 3) if level == self.levels else 0):  # a few more ordinary claims
-            emp, extra = rng.choice(emps), rng.randrange(3)
+            emp, extra = rng.choice(emps), rng.randrange(3 if "small_no_receipt" in traps else 2)
             if extra == 0:
                 software(emp, day_in())
             elif extra == 1:
                 supplies(emp, day_in(), None, "ok")
             else:
-                taxi(emp, day_in(), round(rng.uniform(6, threshold - 0.6), 2), False, None, "ok")
+                trap_claims["small_no_receipt"].append(
+                    taxi(emp, day_in(), round(rng.uniform(6, threshold - 0.6), 2), False, None, "ok"))
 
         # claim ids: last month's first, then this batch by date (a duplicate always after its original)
         prev_batch.sort(key=lambda c: c.day)
@@ -659,11 +700,15 @@ elsewhere. Reason codes: DUP, NO-RCPT, LIMIT.
                       "RECEIPT_MISMATCH, and no other claim gets those codes", "final_state", judged("receipts"), 1.0),
             Criterion("alcohol", "the claim whose receipt has alcohol is Rejected as ALCOHOL, no other", "final_state",
                       judged("alcohol"), 1.0),
-            Criterion("limits", "over the daily meal cap (also two meals together) or the city's hotel rate gives "
-                      "OVER_LIMIT, and nothing else does", "final_state", judged("limits"), 2.0),
-            Criterion("approvals", "every claim no rule catches is Approved with an empty reason (small claims "
-                      "without receipts, hotels under their tier's cap), and no other claim is", "final_state",
-                      judged("ok"), 2.0),
+            Criterion("limits", "over the daily meal cap"
+                      + (" (also two meals on one day together)" if trap_claims["same_day_over"] else "")
+                      + " or the city's hotel rate gives OVER_LIMIT, and nothing else does", "final_state",
+                      judged("limits"), 2.0),
+            Criterion("approvals", "every claim no rule catches is Approved with an empty reason ("
+                      + ", ".join([*(["small claims without receipts"] if trap_claims["small_no_receipt"] else []),
+                                   *(["a meal with an alcohol-free drink"] if trap_claims["alcohol_free_drink"]
+                                     else []), "hotels under their tier's cap"])
+                      + "), and no other claim is", "final_state", judged("ok"), 2.0),
             Criterion("decided_rows_kept", "last month's decided rows and every other column are unchanged",
                       "final_state", decided_kept, 1.0, guard=True),
             Criterion("rejection_mails", "one mail to each employee with rejections, listing each rejected claim "
@@ -676,11 +721,12 @@ elsewhere. Reason codes: DUP, NO-RCPT, LIMIT.
             Criterion("sources_untouched", "receipts and wiki pages unchanged and not written", "process",
                       sources_untouched, 1.0, guard=True),
         ]
-        criteria = [c for c in criteria if c.id != "limits" or "limits" in kinds]  # level 1 has no caps to break
+        # a code no open claim earns has no criterion (level 1 has no caps to break; a batch may have no alcohol)
+        criteria = [c for c in criteria if c.id not in ("duplicates", "receipts", "alcohol", "limits") or c.id in kinds]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
             criteria=criteria, perturbations=perturbations,
             data={"book": book_path, "decisions": {c.cid: c.code or "Approved" for c in open_claims},
-                  "mailed": sorted(by_emp)},
+                  "mailed": sorted(by_emp), **{t: [c.cid for c in cs] for t, cs in trap_claims.items()}},
         )

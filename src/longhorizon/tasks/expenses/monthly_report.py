@@ -1,13 +1,16 @@
 """Expense reports: build a month's expense report from receipts and the card statement.
 
 The workspace holds the card statement (a workbook), a folder of receipt scans as text files
-with uninformative names (one a duplicate, two from last month), the current expense policy
-and last year's superseded copy. Finance's mail gives the report format. Every card line
+with uninformative names (two from last month, perhaps one a duplicate), the current expense
+policy and last year's superseded copy. Finance's mail gives the report format. Every card line
 (except the card payment) becomes a report row: matched to its receipt by date and amount,
 categorised per the policy (two Amazon orders differ only in what the receipts say was
 bought), and given a status: Not reimbursable (personal, alcohol), Missing receipt (charges of
 $25 or more without one), Over limit (hotel rate or meal over the cap) or OK. A summary
 sheet totals what is reimbursable now; the workbook goes to finance, the manager copied.
+
+Which traps a statement carries is drawn per seed (``TRAPS``): wine at the client dinner or an
+alcohol-free drink, a personal online order or a second office one, a refund, a duplicate receipt.
 """
 
 from __future__ import annotations
@@ -67,6 +70,14 @@ FOOD = [("Grain bowl", 14.5), ("Chicken sandwich", 13.0), ("Caesar salad", 12.0)
         ("Sparkling water", 4.0), ("Iced tea", 3.5), ("Fries", 5.5)]
 ALCOHOL = [("House Cabernet (glass)", 14.0), ("IPA draft", 8.0), ("Old Fashioned", 15.0),
            ("Pinot Grigio (glass)", 13.0)]
+MOCKTAILS = [("Virgin Mojito", 7.0), ("Shirley Temple", 5.5), ("Alcohol-free spritz", 8.0), ("Virgin Mary", 7.5)]
+"""Drinks that read like a bar order but hold no alcohol: the dinner is judged by the meal limit."""
+TRAPS = ("alcohol", "personal_order", "refund", "duplicate_receipt")
+"""The traps drawn per seed at levels 2-3 (level 1 keeps all of its own): wine at the client
+dinner (else an alcohol-free drink), a personal online order beside the office one (else two
+office orders), an office-store refund, a second copy of one receipt. The missing ride receipt,
+the card payment, last month's receipts and the superseded policy are in every instance; the
+hotel is over its cap or not, and a dinner over the meal limit comes when the hotel is not."""
 OFFICE_ITEMS = [("USB-C hub, 7-in-1", 39.99), ("Wireless keyboard", 54.99), ("Laptop stand", 32.5),
                 ("HDMI cable 2m", 11.99), ("Noise-cancelling headset", 89.0), ("Webcam 1080p", 49.99)]
 PERSONAL_ITEMS = [("Dog chew toys (4-pack)", 18.99), ("Yoga mat", 29.95), ("Kids' rain boots", 34.0),
@@ -162,8 +173,9 @@ class MonthlyExpenseReport(TaskFamily):
     levels = 3
     """1: four card lines (the dinner with wine, a ride with no receipt, a small office purchase, a
     streaming service): one receipt to read; 2: those, the flight, the hotel and the two online
-    orders (one office, one personal); 3 (default): the month's whole statement. Every level keeps the card payment, the duplicate receipt file, last month's
-    receipts and the superseded policy."""
+    orders (one office, one perhaps personal); 3 (default): the month's whole statement. Every level
+    keeps the card payment, the ride without a receipt, last month's receipts and the superseded
+    policy; levels 2-3 draw the other traps (``TRAPS``), level 1 keeps them all."""
     toolsets = {1: (
         "files__list_dir", "files__read_file", "mail__send_message", "sheets__create_workbook", "sheets__read_range",
         "sheets__write_rows",
@@ -189,6 +201,11 @@ class MonthlyExpenseReport(TaskFamily):
         statement = f"card/statement_{ym}.xlsx"
         policy_path = "policies/expense_policy.md"
         old_policy_path = "policies/archive/expense_policy_2025.md"
+
+        drawn = {t for t in TRAPS if rng.random() < 0.6}  # at every level, so that the draws after it agree
+        while len(drawn) < 2:  # at least 2 of them
+            drawn.add(rng.choice(TRAPS))
+        traps = set(TRAPS) if level == 1 else drawn  # level 1 keeps all of its own
 
         lines: list[Line] = []
         used: set[tuple[str, float]] = set()
@@ -286,9 +303,10 @@ class MonthlyExpenseReport(TaskFamily):
             lunch.append(("Soup of the day", 8.0))
             l_text, l_total = meal_receipt(rests[0][1], d0 + timedelta(days=1), lunch, 0.18)
         add(d0 + timedelta(days=1), rests[0][0], l_total, "Meals", text=l_text)
-        wine = [rng.choice(FOOD[4:8]), rng.choice(ALCOHOL)]
+        wine = [rng.choice(FOOD[4:8]), rng.choice(ALCOHOL if "alcohol" in traps else MOCKTAILS)]
         w_text, w_total = meal_receipt(rests[1][1], d0, wine, 0.2)
-        add(d0, rests[1][0], w_total, "Meals", text=w_text, alcohol=True, note="alcohol")
+        add(d0, rests[1][0], w_total, "Meals", text=w_text, alcohol="alcohol" in traps,
+            over=w_total > meal_limit, note="client dinner")
         if not hotel_over or rng.random() < 0.5:  # a dinner over the meal limit, no alcohol
             big = [("Ribeye", 46.0), ("Salmon", 29.0), ("Fries", 5.5), ("Sparkling water", 4.0)]
             while True:
@@ -315,12 +333,15 @@ class MonthlyExpenseReport(TaskFamily):
         o_text, o_total = order(rng.sample(OFFICE_ITEMS[:3], 1) + rng.sample(OFFICE_ITEMS[3:], 1), od)
         add(od, amz, o_total, "Office Supplies", text=o_text)
         pd = day(1, last.day - 2)
-        p_text, p_total = order(rng.sample(PERSONAL_ITEMS, 2), pd)
+        personal = "personal_order" in traps  # else a second order for the office
+        p_text, p_total = order(rng.sample(PERSONAL_ITEMS if personal else OFFICE_ITEMS, 2), pd)
         add(pd, "AMZN MKTP US*" + "".join(rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZ0123456789") for _ in range(6)),
-            p_total, "Personal", text=p_text, note="personal order")
+            p_total, "Personal" if personal else "Office Supplies", text=p_text,
+            note="personal order" if personal else "")
         store = rng.choice(["STAPLES 00123", "OFFICE DEPOT 567"])
         add(day(0, last.day - 1), store, round(rng.uniform(6, 23), 2), "Office Supplies")
-        add(day(2, last.day - 1), store, -round(rng.uniform(19, 60), 2), "Office Supplies", note="refund")
+        if "refund" in traps:
+            add(day(2, last.day - 1), store, -round(rng.uniform(19, 60), 2), "Office Supplies", note="refund")
         for desc, name, plan, price in rng.sample(SOFTWARE, 2):
             sd = day(0, 27)
             txt = None
@@ -332,7 +353,7 @@ class MonthlyExpenseReport(TaskFamily):
             add(day(0, 27), desc, price, "Personal")
 
         if level < self.levels:  # the same draws, then a shorter statement
-            kept = [next(ln for ln in lines if ln.note == "alcohol"),
+            kept = [next(ln for ln in lines if ln.note == "client dinner"),
                     next(ln for ln in lines if ln.category == "Ground Transport" and ln.text is None),
                     next(ln for ln in lines if ln.desc == store and ln.amount > 0),
                     next(ln for ln in lines if ln.category == "Personal" and ln.text is None)]
@@ -371,7 +392,10 @@ class MonthlyExpenseReport(TaskFamily):
         receipt_files: dict[str, str] = {ln.receipt: ln.text for ln in lines if ln.receipt}
         dup_of = rng.choice([ln for ln in lines if ln.receipt and ln.category in ("Meals", "Ground Transport")])
         dup_name = dup_of.receipt.replace(".txt", " (1).txt")
-        receipt_files[dup_name] = dup_of.text
+        if "duplicate_receipt" in traps:
+            receipt_files[dup_name] = dup_of.text
+        else:
+            dup_of, dup_name = None, ""
         prev_month_last = first - timedelta(days=1)
         for _ in range(2):  # last month's receipts that were already claimed
             sd = prev_month_last - timedelta(days=rng.randint(0, 20))
@@ -485,6 +509,8 @@ class MonthlyExpenseReport(TaskFamily):
             return [list(SUMMARY_HEADER), *summary, ["Total", total if skip is None else round(sum(v for _, v in summary), 2)]]
 
         n_flag = sum(1 for ln in lines if ln.status != OK)
+        flagged_line = next((ln for ln in lines if ln.note == "client dinner" and ln.status != OK), None) or next(
+            ln for ln in lines if ln.status == MISSING)
 
         def mail_body(amount: float) -> str:
             return (f"Hi,\n\nAttached is my {month_name} expense report. Total reimbursable: ${money(amount)}. "
@@ -532,7 +558,7 @@ class MonthlyExpenseReport(TaskFamily):
         payment = [payment_day.isoformat(), "PAYMENT - THANK YOU", -prev_total, "Personal", "None", NOT_REIMB]
         perturbations = {
             "categories": rows_with(tweak=lambda ln, r: [*r[:3], "Meals", *r[4:]] if ln is miscategorised else r),
-            "statuses": rows_with(tweak=lambda ln, r: [*r[:5], OK] if ln.note == "alcohol" else r),
+            "statuses": rows_with(tweak=lambda ln, r: [*r[:5], OK] if ln is flagged_line else r),
             "receipts_matched": rows_with(tweak=lambda ln, r: [*r[:4], "None", r[5]] if ln is unmatched else r),
             "report_rows": rows_with(extra=[payment]),
             "report_layout": rows_with(head=(*REPORT_HEADER[:4], "Receipt File", *REPORT_HEADER[5:])),
@@ -707,5 +733,14 @@ class MonthlyExpenseReport(TaskFamily):
             criteria=criteria, perturbations=perturbations,
             data={"report": report, "total": total, "reimbursable": reimbursable,
                   "lines": [[ln.trans.isoformat(), ln.desc, ln.amount, ln.category, ln.receipt, ln.status]
-                            for ln in lines]},
+                            for ln in lines],
+                  # the traps this statement carries (empty: not drawn)
+                  **{trap: [ln.desc for ln in lines if pick(ln)] for trap, pick in (
+                      ("alcohol", lambda ln: ln.note == "client dinner" and "alcohol" in traps),
+                      ("alcohol_free_drink", lambda ln: ln.note == "client dinner" and "alcohol" not in traps),
+                      ("personal_order", lambda ln: ln.note == "personal order"),
+                      ("refund", lambda ln: ln.note == "refund"),
+                      ("hotel_over_cap", lambda ln: ln.category == "Lodging" and ln.status == OVER),
+                      ("meal_over_limit", lambda ln: ln.category == "Meals" and ln.status == OVER))},
+                  "duplicate_receipt": dup_name},
         )

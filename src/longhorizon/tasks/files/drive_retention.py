@@ -7,6 +7,8 @@ traps: file names that lie about the content (``invoice_2014_scan.txt`` is a rec
 documents exactly at an age limit, contracts whose clock starts at their expiry date, old HR
 records that are out of scope, held documents that are long expired, files without a header,
 and type names written in other cases. Every action goes into a CSV log.
+
+Which of these a drive carries is drawn per seed (``TRAPS``); the legal holds are on every drive.
 """
 
 from __future__ import annotations
@@ -44,6 +46,13 @@ TYPE_SPELLINGS = {
     "hr-record": ["hr-record", "HR-Record"],
     "policy": ["policy", "Policy"],
 }
+TRAPS = ("at_limit", "contract_edges", "out_of_scope_record", "decoy_name", "bland_name", "dated_scratch",
+         "mixed_case")
+"""The traps drawn per seed at levels 2-3 (level 1 keeps all of its own), at least three of them:
+documents exactly at their age limit, a contract whose archive date is today and one without an
+Expires line, an old HR record in the finance folders, a recent draft named like an old invoice,
+an old invoice with a bland name, a scratch list with an old Date line but no header, type names
+in other letter cases. Every drive has legal holds on documents that would otherwise go."""
 DEPTS = {
     "finance": [("invoices", "invoice", "INV"), ("purchase-orders", "purchase-order", "PO")],
     "sales": [("meeting-notes", "meeting-notes", "MTG"), ("contracts", "contract", "CTR")],
@@ -111,7 +120,8 @@ class SharedDriveRetention(TaskFamily):
     levels = 3
     """1: four documents (an expired draft, old meeting notes, a held document, an invoice exactly
     at its limit) and a brief policy; no read-back; 2: the first two departments' folders
-    and every special case; 3 (default): four departments."""
+    and every special case drawn; 3 (default): four departments. Levels 2-3 draw their traps
+    (``TRAPS``), level 1 keeps its own."""
     toolsets = {1: ("files__delete", "files__move", "files__read_file", "files__search", "files__write_file")}
 
     def generate(self, seed: int, level: int | None = None) -> Task:
@@ -125,6 +135,10 @@ class SharedDriveRetention(TaskFamily):
             depts.sort()
         docs: list[dict] = []
         used_ids: set[str] = set()
+        drawn = {t for t in TRAPS if rng.random() < 0.6}  # at every level, so that the draws after it agree
+        while len(drawn) < 3:  # at least 3 of them
+            drawn.add(rng.choice(TRAPS))
+        traps = set(TRAPS) if level == 1 else drawn  # level 1 keeps all of its own
 
         def doc_id(prefix: str) -> str:
             while True:
@@ -161,31 +175,34 @@ class SharedDriveRetention(TaskFamily):
         # exactly at the limit: kept
         for kind, where in (("invoice", finance_inv), ("meeting-notes", None), ("draft", None)):
             place = where or next((d["dir"] for d in docs if d["kind"] == kind), finance_inv)
-            if not any(d["kind"] == kind for d in docs):
+            if not any(d["kind"] == kind for d in docs) or "at_limit" not in traps:
                 continue
             docs.append({"kind": kind, "type": kind, "doc_id": doc_id({"invoice": "INV", "meeting-notes": "MTG",
                                                                          "draft": "DRF"}[kind]),
-                         "date": age_date(kind, "edge"), "dir": place, "expires": None})
+                         "date": age_date(kind, "edge"), "dir": place, "expires": None, "trap": "at_limit"})
         contracts = [d for d in docs if d["kind"] == "contract"]
-        if contracts:  # a contract whose archive date is today: kept
-            c = dict(contracts[0], doc_id=doc_id("CTR"), expires=years_before(today, 1))
+        if contracts and "contract_edges" in traps:  # a contract whose archive date is today: kept
+            c = dict(contracts[0], doc_id=doc_id("CTR"), expires=years_before(today, 1), trap="contract_edges")
             docs.append(c)
-            docs.append(dict(contracts[0], doc_id=doc_id("CTR"), expires=None))  # open-ended
-        # old records that are out of scope, wherever they are
-        docs.append({"kind": "hr-record", "type": "hr-record", "doc_id": doc_id("HR"),
-                     "date": today - timedelta(days=rng.randint(3000, 5000)), "dir": "shared/finance/payroll",
-                     "expires": None})
+            docs.append(dict(contracts[0], doc_id=doc_id("CTR"), expires=None, trap="contract_edges"))  # open-ended
+        if "out_of_scope_record" in traps:  # old records that are out of scope, wherever they are
+            docs.append({"kind": "hr-record", "type": "hr-record", "doc_id": doc_id("HR"),
+                         "date": today - timedelta(days=rng.randint(3000, 5000)), "dir": "shared/finance/payroll",
+                         "expires": None, "trap": "out_of_scope_record"})
         # misleading names: a recent draft called like an old invoice, an old invoice with a bland name
-        docs.append({"kind": "draft", "type": "draft", "doc_id": doc_id("DRF"),
-                     "date": today - timedelta(days=rng.randint(20, 200)), "dir": finance_inv,
-                     "expires": None, "name": f"invoice_{today.year - 9}_scan.txt"})
-        docs.append({"kind": "invoice", "type": "invoice", "doc_id": doc_id("INV"),
-                     "date": years_before(today, 7) - timedelta(days=rng.randint(30, 600)),
-                     "dir": "shared/finance/misc", "expires": None, "name": f"scan_{rng.randint(100, 999)}.txt"})
+        if "decoy_name" in traps:
+            docs.append({"kind": "draft", "type": "draft", "doc_id": doc_id("DRF"),
+                         "date": today - timedelta(days=rng.randint(20, 200)), "dir": finance_inv,
+                         "expires": None, "name": f"invoice_{today.year - 9}_scan.txt", "trap": "decoy_name"})
+        if "bland_name" in traps:
+            docs.append({"kind": "invoice", "type": "invoice", "doc_id": doc_id("INV"),
+                         "date": years_before(today, 7) - timedelta(days=rng.randint(30, 600)),
+                         "dir": "shared/finance/misc", "expires": None, "name": f"scan_{rng.randint(100, 999)}.txt",
+                         "trap": "bland_name"})
 
         # names, spellings, bodies
         for i, d in enumerate(docs):
-            d["spelled"] = rng.choice(TYPE_SPELLINGS[d["type"]])
+            d["spelled"] = rng.choice(TYPE_SPELLINGS[d["type"]]) if "mixed_case" in traps else d["type"]
             if "name" not in d:
                 stem = {"invoice": "invoice", "purchase-order": "po", "meeting-notes": "notes", "contract": "contract",
                         "draft": "draft", "hr-record": "record", "policy": "policy"}[d["kind"]]
@@ -218,7 +235,7 @@ class SharedDriveRetention(TaskFamily):
                                             "(scratch list, no document header)\n",
             f"shared/{depts[2]}/links.md": "\n".join(f"- https://{fake.domain_name()}/" for _ in range(3)) + "\n",
         }
-        if level == 1:  # (the scratch list's Date line would cost a search hit)
+        if level == 1 or "dated_scratch" not in traps:  # (at level 1 its Date line would cost a search hit)
             del no_header[f"shared/{depts[1]}/todo.txt"]
         archived_before = {
             f"archive/sales/meeting-notes/notes_{years_before(today, 4).isoformat()}_0001.md":
@@ -237,6 +254,10 @@ class SharedDriveRetention(TaskFamily):
         def build(root: Path) -> None:
             write_files(root / "workspace", {rel: all_files[rel] for rel in order})
 
+        trap_docs = {t: sorted(d["path"] for d in docs if d.get("trap") == t) for t in TRAPS}
+        """The traps on this drive (empty: not drawn, or cut with the lower level's documents)."""
+        trap_docs["dated_scratch"] = [p for p in no_header if p.endswith("/todo.txt")]
+        trap_docs["mixed_case"] = sorted(d["path"] for d in docs if d["spelled"] != d["type"])
         deletes = sorted(d["path"] for d in docs if d["action"] == "delete")
         archives = sorted(d["path"] for d in docs if d["action"] == "archive")
         by_path = {d["path"]: d for d in docs}
@@ -336,10 +357,15 @@ class SharedDriveRetention(TaskFamily):
         at_the_limit = [act_on(d, "delete") for d, act in planned(held)  # 'at the limit' counted as expired
                         if act is None and d["doc_id"] not in held and d["type"] in ("invoice", "purchase-order", "draft")
                         and d["date"] <= years_before(today, RULES[d["type"]][1])]
-        drafts = {d["path"] for d in docs if d["type"] == "draft"}
+        if not at_the_limit:  # a drive with nothing at a limit: a document within its limit deleted
+            at_the_limit = [act_on(next(d for d, act in planned(held) if act is None and d["doc_id"] not in held
+                                        and d["type"] in ("invoice", "purchase-order", "draft")), "delete")]
+        # the expired drafts kept (where the drive has none: the expired invoices)
+        kept_expired = next(s for s in ({d["path"] for d, act in planned(held) if act == "delete" and d["type"] == t}
+                                        for t in ("draft", "invoice", "purchase-order")) if s)
         perturbations = {
             "expired_deleted": perturb.drop(
-                solve, lambda c: c.name == "files__delete" and c.arguments["path"] in drafts, count=None),
+                solve, lambda c: c.name == "files__delete" and c.arguments["path"] in kept_expired, count=None),
             "archived_moved": perturb.change(solve, perturb.on("files__move"), count=None,
                                              edit=lambda a: {**a, "dst": "archive/" + a["src"].split("/")[-1]}),
             "holds_respected": perturb.insert(solve, *held_but_due, before=write_log),
@@ -431,8 +457,10 @@ class SharedDriveRetention(TaskFamily):
                       "original folder path, unchanged, and gone from shared/; nothing else was archived",
                       "final_state", archived, 2.0),
             Criterion("holds_respected", "documents on legal hold are untouched", "final_state", holds_ok, guard=True),
-            Criterion("others_untouched", "everything else (documents within their limits or exactly at them, HR "
-                      "records, policies, files without a header, the admin files) is unchanged in place",
+            Criterion("others_untouched", "everything else (documents within their limits"
+                      + (" or exactly at them" if trap_docs["at_limit"] else "")
+                      + (", HR records" if trap_docs["out_of_scope_record"] else "")
+                      + ", policies, files without a header, the admin files) is unchanged in place",
                       "final_state", others_ok, guard=True),
             Criterion("log_csv", f"{log_path} lists each deletion and move (path, doc_id, action)", "final_state",
                       log_ok, 2.0),
@@ -445,7 +473,7 @@ class SharedDriveRetention(TaskFamily):
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
             criteria=criteria, perturbations=perturbations,
             data={"today": today.isoformat(), "delete": deletes, "archive": archives, "held": sorted(held),
-                  "log": log_path},
+                  "log": log_path, **trap_docs},
         )
 
 

@@ -10,6 +10,9 @@ day has its own channel, ticket, follow-ups and figures; last time's finished re
 next to the template. The deck follows the template's five slides (title, timeline, impact,
 root cause, action items), whose speaker notes say what goes where. Then the deck is read
 back, the incident ticket gets a comment with the deck's path, and #incidents a note.
+
+Which of the four conflicts an incident carries is drawn per seed (``TRAPS``): the corrected
+recovery time, the preliminary estimate, the ruled-out theory, the commander's hand-over.
 """
 
 from __future__ import annotations
@@ -93,6 +96,13 @@ CHATTER = [
 GENERAL = ["Anyone know if the coffee machine on 4 is fixed?", "Reminder: the ops review moved to Thursday.",
            "Lost a blue umbrella in meeting room 2, shout if you see it.", "Cake in the kitchen!"]
 SLIDE_TITLES = ["Timeline", "Impact", "Root cause", "Action items"]
+TRAPS = ("correction", "prelim", "theory", "handover")
+"""The conflicts drawn per seed at levels 2-3, at least two of them (level 1 keeps all): a thread
+reply corrects the "back to baseline" time (else the first time stands), a preliminary estimate
+precedes the final figures (else only the final ones are posted), a working theory is ruled out
+before the cause is confirmed (else none is raised), the commander hands over to a second one
+(else the first one resolves it). The Won't Do and Done follow-ups and the second incident the
+same day are in every instance."""
 KEY_RE = re.compile(r"\b[A-Z]{2,6}-\d+\b")
 
 
@@ -168,7 +178,8 @@ class IncidentPostmortemDeck(TaskFamily):
     request; 2: the template's first three slides
     (title with the commander after the hand-over, timeline, impact with the final figures);
     3 (default): all five, root cause and action items too. The World is the same at every level
-    but the template, which has the level's slides."""
+    but the template, which has the level's slides, and the conflicts (``TRAPS``): levels 2-3 draw
+    them, level 1 has them all."""
     level_apps = {1: ("slides", "tickets", "chat")}
     """Level 1 finds the template by its path in the instruction (no files tools)."""
     toolsets = {1: ("chat__post_message", "chat__read_channel", "chat__read_thread", "slides__add_slide",
@@ -186,6 +197,11 @@ class IncidentPostmortemDeck(TaskFamily):
         staff = _staff(fake, 16)
         me, requester, ic1, ic2, oncall, analyst, eng2, other_ic, *crew = staff
         users = {p: f"{p.split()[0].lower()}.{p.split()[1][0].lower()}" for p in staff}
+        drawn = {t for t in TRAPS if rng.random() < 0.6}  # at every level, so that the draws after it agree
+        while len(drawn) < 2:  # at least 2 of them
+            drawn.add(rng.choice(TRAPS))
+        traps = set(TRAPS) if level == 1 else drawn  # level 1 keeps all of its own
+        ic = ic2 if "handover" in traps else ic1  # the commander at resolution
         first = {p: p.split()[0] for p in staff}
 
         # -- the incident and its timeline ----------------------------------------------------------
@@ -250,7 +266,7 @@ class IncidentPostmortemDeck(TaskFamily):
                     for p in staff]
         tk = []
         tk.append({"project": "OPS", "number": base, "type": "incident", "title": inc_title, "status": "Done",
-                   "resolution": "Done", "priority": "P1", "assignee": users[ic2], "reporter": users[oncall],
+                   "resolution": "Done", "priority": "P1", "assignee": users[ic], "reporter": users[oncall],
                    "team": "SRE", "labels": ["incident", kebab(svc[0])], "created": stamp(t1),
                    "description": (f"{severity} incident on {svc[0]}: {svc[1]} from {_hm(t0)} UTC on {day.isoformat()}."
                                    f"\n\nIncident channel: #{chan}\nStarted after release {ver} of {svc[0]}.")})
@@ -285,7 +301,9 @@ class IncidentPostmortemDeck(TaskFamily):
              "body": f"Working theory: {theory_text}. Checking with the network team."},
             {"ticket": key, "author": users[eng2], "created": stamp(handover - timedelta(minutes=2)),
              "body": f"Ruled out {theory_text}: traffic and error patterns do not match. Keep digging."},
-            {"ticket": key, "author": users[ic2], "created": stamp(t4 + timedelta(hours=rng.randint(3, 20))),
+        ] if "theory" in traps else []
+        comments += [
+            {"ticket": key, "author": users[ic], "created": stamp(t4 + timedelta(hours=rng.randint(3, 20))),
              "body": f"Root cause confirmed: {cause_text}. Trigger: {cause['trigger'].lower()}. Mitigated by "
                      f"{cause['mitigation']}. Follow-ups are linked to this ticket."},
             {"ticket": other_key, "author": users[other_ic], "created": stamp(o_times[-1] + timedelta(hours=2)),
@@ -315,25 +333,30 @@ class IncidentPostmortemDeck(TaskFamily):
                                                          f"after release {ver} went out.")
         post(chan, H[ic1], t1, f"Declaring {severity} for {svc[0]} at {_hm(t1)} UTC. I'm incident commander. "
                                f"Ticket: {key}.")
-        post(chan, H[oncall], t1 + timedelta(minutes=2), f"Could this be {theory_text}?")
-        post(chan, H[eng2], handover - timedelta(minutes=2), f"Doesn't look like {theory_text}, traffic is "
-                                                             f"normal.")
-        post(chan, H[ic1], handover, f"Handing incident commander over to @{H[ic2]}, I have to join the "
-                                     f"{other_svc[0]} call.")
-        post(chan, H[ic2], handover + timedelta(minutes=1), "Got it, I'm IC now.")
-        post(chan, H[ic2], t2, f"Mitigation started at {_hm(t2)} UTC: {cause['mitigation']}.")
-        post(chan, H[analyst], t2 + timedelta(minutes=3), f"Preliminary estimate so far: about {prelim:,} "
-                                                          f"{svc[1]}.", tag="prelim")
-        post(chan, H[eng2], t3_stale, f"Error rate back to baseline at {_hm(t3_stale)} UTC, looks recovered.",
+        if "theory" in traps:
+            post(chan, H[oncall], t1 + timedelta(minutes=2), f"Could this be {theory_text}?")
+            post(chan, H[eng2], handover - timedelta(minutes=2), f"Doesn't look like {theory_text}, traffic is "
+                                                                 f"normal.")
+        if "handover" in traps:
+            post(chan, H[ic1], handover, f"Handing incident commander over to @{H[ic2]}, I have to join the "
+                                         f"{other_svc[0]} call.")
+            post(chan, H[ic2], handover + timedelta(minutes=1), "Got it, I'm IC now.")
+        post(chan, H[ic], t2, f"Mitigation started at {_hm(t2)} UTC: {cause['mitigation']}.")
+        if "prelim" in traps:
+            post(chan, H[analyst], t2 + timedelta(minutes=3), f"Preliminary estimate so far: about {prelim:,} "
+                                                              f"{svc[1]}.", tag="prelim")
+        first_back = t3_stale if "correction" in traps else t3  # the time first posted
+        post(chan, H[eng2], first_back, f"Error rate back to baseline at {_hm(first_back)} UTC, looks recovered.",
              tag="recovered")
-        post(chan, H[ic2], t4, f"Incident resolved at {_hm(t4)} UTC. Root cause write-up will go on {key}.")
+        post(chan, H[ic], t4, f"Incident resolved at {_hm(t4)} UTC. Root cause write-up will go on {key}.")
         post(chan, H[crew[2]], t4 + timedelta(minutes=5), rng.choice(CHATTER))
-        post(chan, H[analyst], t4 + timedelta(hours=rng.randint(2, 5)),
-             f"Correction for the timeline: the dashboard had a gap. Errors were back to baseline at {_hm(t3)} UTC, "
-             f"not {_hm(t3_stale)}.", reply_to="recovered")
+        if "correction" in traps:
+            post(chan, H[analyst], t4 + timedelta(hours=rng.randint(2, 5)),
+                 f"Correction for the timeline: the dashboard had a gap. Errors were back to baseline at {_hm(t3)} "
+                 f"UTC, not {_hm(t3_stale)}.", reply_to="recovered")
         post(chan, H[analyst], t4 + timedelta(hours=rng.randint(20, 30)),
              f"Final numbers from the data team: {final:,} {svc[1]}, {customers:,} customers affected.",
-             reply_to="prelim")
+             reply_to="prelim" if "prelim" in traps else None)
         # the other incident
         post(other_chan, bot, o0, f"[FIRING] {other_svc[0]} latency above SLO. First alert at {_hm(o0)} UTC.")
         post(other_chan, H[other_ic], o_times[0], f"Declaring SEV3 for {other_svc[0]} at {_hm(o_times[0])} UTC, "
@@ -464,18 +487,21 @@ class IncidentPostmortemDeck(TaskFamily):
         instruction = " ".join([ask, *in_some_order(w, [template_, sources_]), careful, after, keep]) + (
             f"\n\n{say(w, 'Thanks,', 'Thank you,', 'Cheers,', 'Many thanks,')} {first[requester]}")
         data = {
-            "key": key, "title": inc_title, "date": day.isoformat(), "severity": severity, "ic": ic2,
-            "former_ic": ic1, "deck": deck, "template": template, "chan": chan,
-            "times": [stamp(t) for t in (t0, t1, t2, t3, t4)], "stale": stamp(t3_stale),
-            "duration": duration, "final": final, "prelim": prelim, "customers": customers,
+            # the drawn conflicts: empty where this incident has none
+            "key": key, "title": inc_title, "date": day.isoformat(), "severity": severity, "ic": ic,
+            "former_ic": ic1 if "handover" in traps else "", "deck": deck, "template": template, "chan": chan,
+            "times": [stamp(t) for t in (t0, t1, t2, t3, t4)], "stale": stamp(t3_stale) if "correction" in traps else "",
+            "duration": duration, "final": final, "prelim": prelim if "prelim" in traps else 0, "customers": customers,
             "support_tickets": len(sup_linked), "cause": cause_text, "trigger": cause["trigger"],
-            "cause_keys": cause["keys"], "theory_keys": theory_keys, "theory": theory_text,
+            "cause_keys": cause["keys"], "theory_keys": theory_keys if "theory" in traps else [],
+            "theory": theory_text if "theory" in traps else "",
             "open": [list(f[:2]) + [f[3]] for f in open_fus], "closed": [f[0] for f in closed_fus],
             "other_keys": [other_key] + [f[0] for f in other_fus] + sup_other,
             "follow_ups": [f[0] for f in follow_ups], "users": {users[p]: p for p in staff},
-            "thread_recovered": ids["recovered"], "thread_prelim": ids.get("prelim"), "metric": svc[1],
+            "thread_recovered": ids["recovered"] if "correction" in traps else None,
+            "thread_prelim": ids.get("prelim"), "metric": svc[1],
             "mitigation": cause["mitigation"], "other_times": [stamp(o0), stamp(o_times[-1])],
-            "other_final": o_final,
+            "other_final": o_final, "other_ic": other_ic,
         }
         task = Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
@@ -495,7 +521,7 @@ def _criteria(d: dict, sources: Sources, level: int = 3) -> list[Criterion]:
     body_titles = SLIDE_TITLES[:{1: 1, 2: 2}.get(level, 4)]
     deck = d["deck"]
     times = [datetime.fromisoformat(t) for t in d["times"]]
-    stale = datetime.fromisoformat(d["stale"])
+    stale = datetime.fromisoformat(d["stale"]) if d["stale"] else None
     other_times = [datetime.fromisoformat(t) for t in d["other_times"]]
     basename = deck.rsplit("/", 1)[-1]
 
@@ -520,7 +546,7 @@ def _criteria(d: dict, sources: Sources, level: int = 3) -> list[Criterion]:
             and mentions(first["title"], d["title"]),
             "date": date.fromisoformat(d["date"]) in find_dates(sub, int(d["date"][:4])),
             "severity": norm(d["severity"]) in norm(sub).replace(" ", "").replace("-", ""),
-            "commander": mentions(sub, d["ic"]) and not mentions(sub, d["former_ic"]),
+            "commander": mentions(sub, d["ic"]) and not (d["former_ic"] and mentions(sub, d["former_ic"])),
         }
         bad = [k for k, ok in checks.items() if not ok]
         return not bad, f"wrong: {bad}; slide 0 is {first['title']!r} / {first['bullets']}"
@@ -543,7 +569,7 @@ def _criteria(d: dict, sources: Sources, level: int = 3) -> list[Criterion]:
             pos.append(idx)
         if pos != sorted(pos) or len(set(pos)) != len(pos):
             return False, f"the key moments are not one per bullet in time order: {s['bullets']}"
-        if has_time(text_of(s), stale):
+        if stale is not None and has_time(text_of(s), stale):
             return False, f"the uncorrected time {_hm(stale)} is still on the slide"
         mixed = [_hm(t) for t in other_times if has_time(text_of(s), t)]
         if mixed:
@@ -567,7 +593,7 @@ def _criteria(d: dict, sources: Sources, level: int = 3) -> list[Criterion]:
         rest = [b for b in s["bullets"] if b not in dur + tick + cust]
         if not any(_close(n, d["final"]) for b in rest for n in find_numbers(b)):
             bad.append(f"no bullet gives the final {d['metric']} figure {d['final']}")
-        if any(_close(n, d["prelim"]) for n in find_numbers(text_of(s))):
+        if d["prelim"] and any(_close(n, d["prelim"]) for n in find_numbers(text_of(s))):
             bad.append("the preliminary estimate is on the slide")
         if any(_close(n, d["other_final"]) for n in find_numbers(text_of(s))):
             bad.append("the other incident's figure is on the slide")
@@ -636,12 +662,12 @@ def _criteria(d: dict, sources: Sources, level: int = 3) -> list[Criterion]:
         Criterion("slide_order", f"the deck has the template's {'five' if level == 3 else 'three'} slides in its order",
                   "final_state", slide_order,
                   requires=("timeline",)),
-        Criterion("timeline", "the timeline gives the five key moments in order, with the corrected recovery time",
-                  "final_state", timeline, 2.0),
-        Criterion("impact", "duration, final failure count, customers affected and linked support tickets are right "
-                  "(no preliminary estimate)", "final_state", impact, 2.0),
-        Criterion("root_cause", "the root cause slide states the confirmed cause, not the ruled-out theory",
-                  "final_state", root_cause),
+        Criterion("timeline", "the timeline gives the five key moments in order"
+                  + (", with the corrected recovery time" if d["stale"] else ""), "final_state", timeline, 2.0),
+        Criterion("impact", "duration, final failure count, customers affected and linked support tickets are right"
+                  + (" (no preliminary estimate)" if d["prelim"] else ""), "final_state", impact, 2.0),
+        Criterion("root_cause", "the root cause slide states the confirmed cause"
+                  + (", not the ruled-out theory" if d["theory"] else ""), "final_state", root_cause),
         Criterion("action_items", "exactly the open follow-ups linked to the incident, each with its owner",
                   "final_state", action_items, 2.0),
         Criterion("checked_every_slide", "every slide was read back after the last edit (counts once the "
@@ -703,8 +729,10 @@ def _oracle(d: dict, level: int = 3):
                        "Read the slide and its notes: what goes where.")
     inc = parse_json((yield ToolCall("tickets__get_ticket", {"key": key}, "The incident ticket, comments and links.")))
     yield ToolCall("chat__read_channel", {"channel": f"#{d['chan']}", "limit": 50}, "The incident channel.")
-    yield ToolCall("chat__read_thread", {"thread_id": d["thread_recovered"]}, "A reply on the recovery time.")
-    yield ToolCall("chat__read_thread", {"thread_id": d["thread_prelim"]}, "Final numbers for the estimate?")
+    if d["thread_recovered"]:
+        yield ToolCall("chat__read_thread", {"thread_id": d["thread_recovered"]}, "A reply on the recovery time.")
+    if d["thread_prelim"]:
+        yield ToolCall("chat__read_thread", {"thread_id": d["thread_prelim"]}, "Final numbers for the estimate?")
     follow = [ln["key"] for ln in inc["links"] if ln["key"].startswith("OPS-")] if level == 3 else []
     owners = {}
     for k in follow:
@@ -774,12 +802,15 @@ def _perturbations(d: dict, level: int, wont_do: str) -> dict:
                       "Note on the template which incident used it."))
     comment = perturb.on("tickets__add_comment", key=key)
     return {
-        "title_slide": bullet(f"{key}: {d['title']}", 2, f"Incident commander: {d['former_ic']}"),
+        # where this incident lacks a conflict, the slide is wrong another way: the other incident's
+        # commander, its "back to baseline" time, its figure; the cause left open
+        "title_slide": bullet(f"{key}: {d['title']}", 2, f"Incident commander: {d['former_ic'] or d['other_ic']}"),
         "slide_order": perturb.change(solve, slide(title="Impact"), position=1),
-        "timeline": perturb.change(solve, slide(title="Timeline"),
-                                   bullets=_timeline(d, [*d["times"][:3], d["stale"], d["times"][4]])),
-        "impact": bullet("Impact", 1, f"{d['metric'].capitalize()}: {d['prelim']:,}"),
-        "root_cause": perturb.change(solve, slide(title="Root cause"), bullets=[f"Working theory: {d['theory']}"]),
+        "timeline": perturb.change(solve, slide(title="Timeline"), bullets=_timeline(
+            d, [*d["times"][:3], d["stale"] or d["other_times"][-1], d["times"][4]])),
+        "impact": bullet("Impact", 1, f"{d['metric'].capitalize()}: {d['prelim'] or d['other_final']:,}"),
+        "root_cause": perturb.change(solve, slide(title="Root cause"), bullets=[
+            f"Working theory: {d['theory']}" if d["theory"] else "Root cause: still under investigation"]),
         "action_items": perturb.change(solve, slide(title="Action items"),
                                        lambda a: {**a, "bullets": a["bullets"] + [wont_do]}),
         "checked_every_slide": perturb.drop(solve, perturb.on("slides__read_slide", path=deck,
