@@ -113,6 +113,38 @@ def test_reconciliation_batch_mixes_every_status_and_both_delivery_ways():
     assert attached and inline
 
 
+def trap_sets(name: str) -> set:
+    from longhorizon.tasks.diversity import DIVERSITY_SEEDS, trap_set
+
+    return {trap_set(get_family(name).instance(seed)) for seed in DIVERSITY_SEEDS}
+
+
+async def test_reconciliation_traps_are_drawn_per_seed_and_graded_only_when_there():
+    """Which traps a month's batch carries is drawn: at least three trap sets over seeds 0..19;
+    each trap present has its criterion (the oracle meets it, its perturbation fails it), and an
+    instance without the trap names no invoice for it and has no criterion for it."""
+    from longhorizon.tasks.commerce.reconcile import TRAPS
+
+    name = "supplier_invoice_reconciliation"
+    assert len(trap_sets(name)) >= 3
+    for kind, (key, cid, _) in TRAPS.items():
+        tasks = [get_family(name).instance(seed) for seed in range(20)]
+        with_it = [t for t in tasks if t.data[key]]
+        without = [t for t in tasks if not t.data[key]]
+        assert with_it and without, kind
+        assert all(cid not in {c.id for c in t.criteria} for t in without)
+        t = with_it[0]
+        assert cid in {c.id for c in t.criteria}
+        assert {i["status"] for i in t.data["invoices"] if i["number"] in t.data[key]} == {
+            "Matched" if kind == "match_short" else "Duplicate" if kind == "duplicate"
+            else "Price mismatch" if kind == "price" else "Quantity mismatch"}
+        ok = await play_task(t, OraclePolicy())
+        assert {r.id: r.passed for r in ok.grade.results}[cid] is True
+        bad = await play_task(t, OraclePolicy(perturb=cid))
+        assert {r.id: r.passed for r in bad.grade.results}[cid] is False
+        assert [c.result for c in bad.tool_calls if c.is_error] == []
+
+
 def test_generation_is_deterministic_per_family():
     with tempfile.TemporaryDirectory() as d:
         for name in FAMILIES:
