@@ -119,6 +119,42 @@ def trap_sets(name: str) -> set:
     return {trap_set(get_family(name).instance(seed)) for seed in DIVERSITY_SEEDS}
 
 
+async def traps_graded_only_when_there(name: str, traps: dict[str, str]) -> None:
+    """``traps``: Task.data key -> the criterion id a trap gets. Over seeds 0..19 each trap is
+    there in some instances and not in others; an instance without it has no criterion for it;
+    the first one with it has the criterion, met by the oracle and failed, with no tool error,
+    by its perturbation."""
+    tasks = [get_family(name).instance(seed) for seed in range(20)]
+    for key, cid in traps.items():
+        with_it = [t for t in tasks if t.data[key]]
+        without = [t for t in tasks if not t.data[key]]
+        assert with_it and without, key
+        assert all(cid not in {c.id for c in t.criteria} for t in without), cid
+        t = with_it[0]
+        assert cid in {c.id for c in t.criteria}, cid
+        ok = await play_task(t, OraclePolicy())
+        assert {r.id: r.passed for r in ok.grade.results}[cid] is True
+        bad = await play_task(t, OraclePolicy(perturb=cid))
+        assert {r.id: r.passed for r in bad.grade.results}[cid] is False
+        assert [c.result for c in bad.tool_calls if c.is_error] == []
+
+
+async def test_restock_traps_are_drawn_per_seed_and_graded_only_when_there(tmp_path):
+    name = "restock_purchase_orders"
+    assert len(trap_sets(name)) >= 3
+    await traps_graded_only_when_there(name, {"at_point": "at_point_reordered", "covered": "covered_not_reordered",
+                                              "partly_covered": "partly_covered_topped_up"})
+    for seed in range(20):  # the delivery's discrepancies vary too, and the receipt note is held to them
+        t = get_family(name).instance(seed)
+        assert t.data["covered"] or t.data["partly_covered"], "an open order always covers something"
+        assert t.data["discrepancies"] == [t.data["left_short"]] + [
+            t.data[k] for k in ("over_delivered", "not_shipped", "not_ordered") if t.data[k]]
+    t = task(name, 2)  # seed 2: only the short line is off; every line of the order is on the packing list
+    assert t.data["discrepancies"] == [t.data["left_short"]]
+    listing = next((built(name, 2, tmp_path).workspace / "receiving").glob("delivery_*")).read_text()
+    assert all(sku in listing for sku in t.data["counted"]) and "carton(s) missing" in listing
+
+
 async def test_reconciliation_traps_are_drawn_per_seed_and_graded_only_when_there():
     """Which traps a month's batch carries is drawn: at least three trap sets over seeds 0..19;
     each trap present has its criterion (the oracle meets it, its perturbation fails it), and an
