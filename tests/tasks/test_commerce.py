@@ -155,6 +155,19 @@ async def test_restock_traps_are_drawn_per_seed_and_graded_only_when_there(tmp_p
     assert all(sku in listing for sku in t.data["counted"]) and "carton(s) missing" in listing
 
 
+async def test_quote_selection_traps_are_drawn_per_seed_and_graded_only_when_there():
+    from longhorizon.tasks.commerce.quote_selection import TRAPS
+
+    name = "supplier_quote_selection"
+    assert len(trap_sets(name)) >= 3
+    await traps_graded_only_when_there(name, {key: cid for key, cid, _ in TRAPS.values()})
+    for seed in range(20):
+        d = get_family(name).instance(seed).data
+        roles = {r for a in d["awards"].values() for r in a["roles"]}
+        assert bool(d["expired"]) == ("expired" in roles) == bool(d["expired_quote"])
+        assert d["expired_quote"] or d["price_tie"], "always a quote from a supplier that wins nothing"
+
+
 async def test_reconciliation_traps_are_drawn_per_seed_and_graded_only_when_there():
     """Which traps a month's batch carries is drawn: at least three trap sets over seeds 0..19;
     each trap present has its criterion (the oracle meets it, its perturbation fails it), and an
