@@ -168,6 +168,19 @@ async def test_quote_selection_traps_are_drawn_per_seed_and_graded_only_when_the
         assert d["expired_quote"] or d["price_tie"], "always a quote from a supplier that wins nothing"
 
 
+async def test_complaint_traps_are_drawn_per_seed_and_graded_only_when_there():
+    from longhorizon.tasks.commerce.complaints import TRAPS
+
+    name = "customer_complaint_resolution"
+    assert len(trap_sets(name)) >= 3
+    await traps_graded_only_when_there(name, {key: cid for key, cid in TRAPS.values() if cid})
+    for seed in range(20):
+        d = get_family(name).instance(seed).data
+        for kind, (key, _) in TRAPS.items():
+            assert d[key] == [c["order"] for c in d["cases"] if c["kind"] == kind]
+        assert any(d[key] for key, _ in TRAPS.values())
+
+
 async def test_reconciliation_traps_are_drawn_per_seed_and_graded_only_when_there():
     """Which traps a month's batch carries is drawn: at least three trap sets over seeds 0..19;
     each trap present has its criterion (the oracle meets it, its perturbation fails it), and an
