@@ -113,6 +113,100 @@ def test_reconciliation_batch_mixes_every_status_and_both_delivery_ways():
     assert attached and inline
 
 
+def trap_sets(name: str) -> set:
+    from longhorizon.tasks.diversity import DIVERSITY_SEEDS, trap_set
+
+    return {trap_set(get_family(name).instance(seed)) for seed in DIVERSITY_SEEDS}
+
+
+async def traps_graded_only_when_there(name: str, traps: dict[str, str]) -> None:
+    """``traps``: Task.data key -> the criterion id a trap gets. Over seeds 0..19 each trap is
+    there in some instances and not in others; an instance without it has no criterion for it;
+    the first one with it has the criterion, met by the oracle and failed, with no tool error,
+    by its perturbation."""
+    tasks = [get_family(name).instance(seed) for seed in range(20)]
+    for key, cid in traps.items():
+        with_it = [t for t in tasks if t.data[key]]
+        without = [t for t in tasks if not t.data[key]]
+        assert with_it and without, key
+        assert all(cid not in {c.id for c in t.criteria} for t in without), cid
+        t = with_it[0]
+        assert cid in {c.id for c in t.criteria}, cid
+        ok = await play_task(t, OraclePolicy())
+        assert {r.id: r.passed for r in ok.grade.results}[cid] is True
+        bad = await play_task(t, OraclePolicy(perturb=cid))
+        assert {r.id: r.passed for r in bad.grade.results}[cid] is False
+        assert [c.result for c in bad.tool_calls if c.is_error] == []
+
+
+async def test_restock_traps_are_drawn_per_seed_and_graded_only_when_there(tmp_path):
+    name = "restock_purchase_orders"
+    assert len(trap_sets(name)) >= 3
+    await traps_graded_only_when_there(name, {"at_point": "at_point_reordered", "covered": "covered_not_reordered",
+                                              "partly_covered": "partly_covered_topped_up"})
+    for seed in range(20):  # the delivery's discrepancies vary too, and the receipt note is held to them
+        t = get_family(name).instance(seed)
+        assert t.data["covered"] or t.data["partly_covered"], "an open order always covers something"
+        assert t.data["discrepancies"] == [t.data["left_short"]] + [
+            t.data[k] for k in ("over_delivered", "not_shipped", "not_ordered") if t.data[k]]
+    t = task(name, 2)  # seed 2: only the short line is off; every line of the order is on the packing list
+    assert t.data["discrepancies"] == [t.data["left_short"]]
+    listing = next((built(name, 2, tmp_path).workspace / "receiving").glob("delivery_*")).read_text()
+    assert all(sku in listing for sku in t.data["counted"]) and "carton(s) missing" in listing
+
+
+async def test_quote_selection_traps_are_drawn_per_seed_and_graded_only_when_there():
+    from longhorizon.tasks.commerce.quote_selection import TRAPS
+
+    name = "supplier_quote_selection"
+    assert len(trap_sets(name)) >= 3
+    await traps_graded_only_when_there(name, {key: cid for key, cid, _ in TRAPS.values()})
+    for seed in range(20):
+        d = get_family(name).instance(seed).data
+        roles = {r for a in d["awards"].values() for r in a["roles"]}
+        assert bool(d["expired"]) == ("expired" in roles) == bool(d["expired_quote"])
+        assert d["expired_quote"] or d["price_tie"], "always a quote from a supplier that wins nothing"
+
+
+async def test_complaint_traps_are_drawn_per_seed_and_graded_only_when_there():
+    from longhorizon.tasks.commerce.complaints import TRAPS
+
+    name = "customer_complaint_resolution"
+    assert len(trap_sets(name)) >= 3
+    await traps_graded_only_when_there(name, {key: cid for key, cid in TRAPS.values() if cid})
+    for seed in range(20):
+        d = get_family(name).instance(seed).data
+        for kind, (key, _) in TRAPS.items():
+            assert d[key] == [c["order"] for c in d["cases"] if c["kind"] == kind]
+        assert any(d[key] for key, _ in TRAPS.values())
+
+
+async def test_reconciliation_traps_are_drawn_per_seed_and_graded_only_when_there():
+    """Which traps a month's batch carries is drawn: at least three trap sets over seeds 0..19;
+    each trap present has its criterion (the oracle meets it, its perturbation fails it), and an
+    instance without the trap names no invoice for it and has no criterion for it."""
+    from longhorizon.tasks.commerce.reconcile import TRAPS
+
+    name = "supplier_invoice_reconciliation"
+    assert len(trap_sets(name)) >= 3
+    for kind, (key, cid, _) in TRAPS.items():
+        tasks = [get_family(name).instance(seed) for seed in range(20)]
+        with_it = [t for t in tasks if t.data[key]]
+        without = [t for t in tasks if not t.data[key]]
+        assert with_it and without, kind
+        assert all(cid not in {c.id for c in t.criteria} for t in without)
+        t = with_it[0]
+        assert cid in {c.id for c in t.criteria}
+        assert {i["status"] for i in t.data["invoices"] if i["number"] in t.data[key]} == {
+            "Matched" if kind == "match_short" else "Duplicate" if kind == "duplicate"
+            else "Price mismatch" if kind == "price" else "Quantity mismatch"}
+        ok = await play_task(t, OraclePolicy())
+        assert {r.id: r.passed for r in ok.grade.results}[cid] is True
+        bad = await play_task(t, OraclePolicy(perturb=cid))
+        assert {r.id: r.passed for r in bad.grade.results}[cid] is False
+        assert [c.result for c in bad.tool_calls if c.is_error] == []
+
+
 def test_generation_is_deterministic_per_family():
     with tempfile.TemporaryDirectory() as d:
         for name in FAMILIES:

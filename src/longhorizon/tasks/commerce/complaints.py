@@ -8,7 +8,10 @@ unshipped orders, refuse to cancel shipped ones, refund damaged items inside the
 under the approval limit, escalate bigger ones to the manager, decline late claims, never
 refund twice, reship lost parcels with the same carrier, and answer each customer once,
 quoting the order number and what was done. An archived policy with other limits sits
-next to the current one.
+next to the current one. Which trap kinds an inbox holds (a late claim, an item refunded
+before, a shipped order to cancel, a parcel still in transit, an unpaid order to cancel) is
+drawn per seed; ``Task.data`` lists each kind's orders (empty when absent) and each kind
+present gets its criterion (``TRAPS``).
 """
 
 from __future__ import annotations
@@ -53,8 +56,21 @@ OPTIONAL = ["cancel_pending", "cancel_shipped", "damaged_late", "already_refunde
 DAMAGE_WORDS = ["arrived cracked", "arrived broken", "was smashed in the box", "stopped working on day one",
                 "arrived with a big dent", "came damaged"]
 METHODS = ["card", "card", "paypal", "apple_pay"]
+TRAPS = {
+    # kind: (Task.data key listing its orders, the criterion it gets where present)
+    "damaged_late": ("late_claims", "late_claim_declined"),
+    "already_refunded": ("refunded_before", "no_double_refund"),
+    "cancel_shipped": ("shipped_cancels", "shipped_not_cancelled"),
+    "in_transit": ("in_transit", "in_transit_not_reshipped"),
+    "cancel_pending": ("unpaid_cancels", ""),
+}
+"""The trap kinds a default-level inbox draws among (``OPTIONAL``: three to five of them, with
+more ordinary cases): where ``Task.data`` lists their orders (empty when absent) and the criterion
+each gets only when present (an unpaid cancellation is graded by ``cancellations``; the store
+refuses a refund on it)."""
 NEEDS = {"cancellations": ("cancel_paid", "cancel_pending"), "cancel_refunds": ("cancel_paid",),
-         "damage_refunds": ("damaged_ok",), "replacement_shipments": ("lost",), "escalation": ("over_limit",)}
+         "damage_refunds": ("damaged_ok",), "replacement_shipments": ("lost",), "escalation": ("over_limit",),
+         **{cid: (kind,) for kind, (_, cid) in TRAPS.items() if cid}}
 """Criteria that judge one kind of complaint: an instance without that kind leaves them out."""
 
 
@@ -472,6 +488,8 @@ class CustomerComplaintResolution(TaskFamily):
 
         data = {
             "today": today.isoformat(), "window": window, "limit": limit, "manager": manager.email,
+            **{key: [c.order_id for c in cases if c.kind == kind] for kind, (key, _) in TRAPS.items()},
+            "no_order_number": [c.order_id for c in cases if c.omit_id],
             "cases": [{"kind": c.kind, "order": c.order_id, "msg": c.msg_id, "customer": c.customer.email,
                        "omit_id": c.omit_id, "item": c.item.sku, "line_no": c.target + 1,
                        "amount": c.line_total, "paid": c.extra["paid"]} for c in cases],
@@ -707,6 +725,32 @@ def _perturbations(ctx: _Ctx, solve) -> dict[str, perturb.Oracle]:
         edits["replacement_shipments"] = perturb.change(
             solve, perturb.on("store__create_shipment", order_id=lost.order_id),
             carrier=next(x for x in CARRIERS if x != lost.carrier))
+
+    def refunded_before_answer(c: Case, amount: int, line_no: int | None, why: str) -> perturb.Oracle:
+        """The oracle refunding ``c``'s order before it answers (the answer unchanged)."""
+        args = {"order_id": c.order_id, "amount": plain(amount), "reason": why}
+        if line_no is not None:
+            args["line_no"] = line_no
+        return perturb.insert(solve, ToolCall("store__issue_refund", args, "Refund it to keep them happy."),
+                              before=perturb.on("mail__reply", message_id=c.msg_id))
+
+    late = _first(cases, "damaged_late")
+    if late:  # refunded as if inside the window
+        edits["late_claim_declined"] = refunded_before_answer(late, late.line_total, late.target + 1,
+                                                              f"damaged {late.item.name}")
+    twice = _first(cases, "already_refunded")
+    if twice:  # refunded again where the store lets it (the rest of the order), else answered without the earlier refund
+        room = twice.total - twice.prior_refund
+        edits["no_double_refund"] = (
+            refunded_before_answer(twice, min(twice.prior_refund, room), None, f"damaged {twice.item.name}") if room
+            else perturb.change(solve, perturb.on("mail__reply", message_id=twice.msg_id), lambda a: {
+                **a, "body": a["body"].replace(f"{usd(twice.prior_refund)} went back", "the money went back")}))
+    shipped = _first(cases, "cancel_shipped")
+    if shipped:  # refunded in full though it cannot be cancelled
+        edits["shipped_not_cancelled"] = refunded_before_answer(shipped, shipped.total, None, "customer cancelled")
+    transit = _first(cases, "in_transit")
+    if transit:  # refunded as if the parcel were gone
+        edits["in_transit_not_reshipped"] = refunded_before_answer(transit, transit.total, None, "parcel not arrived")
     return edits
 
 
@@ -847,6 +891,48 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
         moves = [m for m in store.stock_moves(world) if m["reason"] != "shipment"]
         return not moves, f"stock adjustments: {[(m['sku'], m['delta']) for m in moves]}" if moves else ""
 
+    def handled(kind: str, want: str, said):
+        """Each ``kind`` complaint: its order keeps its status, gets no new refund nor shipment, and its
+        one answer says ``want`` (``said(text, case)``) and quotes no other customer's order."""
+        def check(world, traj):
+            st = store.order_statuses(world)
+            new_ships = {s["order_id"] for s in store.shipments(world) if s["id"] not in ctx.seeded_shipments}
+            for c in cases:
+                if c.kind != kind:
+                    continue
+                if refunded(world, c.order_id):
+                    return False, f"{c.order_id} was refunded {refunded(world, c.order_id)}"
+                if st[c.order_id] != ctx.initial_status[c.order_id] or c.order_id in new_ships:
+                    return False, f"{c.order_id} is now {st[c.order_id]} (shipments: {c.order_id in new_ships})"
+                got = answers(world, c)
+                text = f"{got[0]['subject']}\n{got[0]['body']}" if len(got) == 1 else ""
+                if not text or not said(text, c):
+                    return False, f"{c.order_id}: {len(got)} answers, none saying {want}"
+                others = [o.order_id for o in cases if o.customer.email != c.customer.email
+                          and o.order_id != c.order_id and mentions_id(text, o.order_id)]
+                if others:  # an answer about everything is not an answer to this customer
+                    return False, f"the answer about {c.order_id} also quotes other customers' orders {others}"
+            return True
+        return check
+
+    trap_criteria = {
+        "late_claim_declined": Criterion(
+            "late_claim_declined", "a damage claim made after the window is declined: no refund, and the answer "
+            "quotes the order", "final_state", handled("damaged_late", "the order", lambda t, c: mentions_id(t, c.order_id))),
+        "no_double_refund": Criterion(
+            "no_double_refund", "an item refunded before is not refunded again, and the answer states the earlier "
+            "refund's amount", "final_state",
+            handled("already_refunded", "the earlier refund", lambda t, c: mentions_amount(t, c.prior_refund))),
+        "shipped_not_cancelled": Criterion(
+            "shipped_not_cancelled", "a shipped order is neither cancelled nor refunded, and the answer gives its "
+            "tracking number", "final_state",
+            handled("cancel_shipped", "the tracking number", lambda t, c: mentions_tracking(t, c.tracking))),
+        "in_transit_not_reshipped": Criterion(
+            "in_transit_not_reshipped", "a parcel still in transit is neither reshipped nor refunded, and the answer "
+            "gives its tracking number", "final_state",
+            handled("in_transit", "the tracking number", lambda t, c: mentions_tracking(t, c.tracking))),
+    }
+
     return [
         Criterion("cancellations", "exactly the unshipped orders customers asked to cancel are cancelled",
                   "final_state", cancellations, 2.0),
@@ -870,4 +956,5 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
                             description="mail went only to the complaining customers and the operations manager"),
         Criterion("orders_untouched", "no other order changed status and no stock was adjusted", "final_state",
                   orders_untouched, guard=True),
+        *trap_criteria.values(),
     ]

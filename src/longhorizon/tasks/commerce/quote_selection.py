@@ -13,7 +13,10 @@ expired, one from a supplier whose account is closed, one too slow, one with too
 minimum, a substitute offered for the item asked for, a quote revised upwards (or down)
 after it was sent, a price tie between a preferred supplier and its near-namesake, a
 no-bid, an old round's quote, low-stock products that were not part of the round and a
-draft purchase order on hold.
+draft purchase order on hold. Which of the quote traps (``TRAPS``) a default-level round carries
+is drawn per seed, at least two of them and always one from a supplier that wins nothing; each
+present gets a criterion over the items it lands on, and ``Task.data`` names those items (an
+empty list where the trap is absent).
 """
 
 from __future__ import annotations
@@ -59,6 +62,19 @@ from longhorizon.tasks.kit import mail as mail_kit, perturb
 
 ROLES = ("expired", "inactive", "slow", "moq", "substitute", "revised", "tie", "pricier")
 SUFFIXES = ["Supply", "Wholesale", "Trading", "Distribution", "Goods"]
+TRAPS = {
+    # role: (Task.data key naming the items it lands on, criterion id, what that criterion checks)
+    "expired": ("expired_quote", "expired_quote_passed_over", "a cheaper quote that has expired"),
+    "inactive": ("closed_account", "closed_account_passed_over", "a cheaper quote from a closed account"),
+    "slow": ("too_slow", "too_slow_passed_over", "a cheaper quote whose lead time misses the needed-by date"),
+    "moq": ("minimum_too_large", "minimum_passed_over", "a cheaper quote whose minimum order is above our quantity"),
+    "substitute": ("substitute_offered", "substitute_passed_over", "a cheaper substitute for the item asked for"),
+    "revised": ("revised_quote", "latest_revision_used", "a quote revised after it was sent (only the latest counts)"),
+    "tie": ("price_tie", "tie_to_preferred", "a price tie between a preferred supplier and its near-namesake"),
+}
+"""The traps a round may carry (``draw`` picks them per seed) and the criterion each gets where it
+lands: the items it lands on go to the winner the rules give, at the winning price."""
+TRAP_ROLES = tuple(TRAPS)
 
 
 @dataclass
@@ -125,8 +141,8 @@ class SupplierQuoteSelection(TaskFamily):
     levels = 3
     """1: one RFQ item, quoted by its winner and one rival that fails a rule (expired, too slow,
     too large a minimum, or a substitute), next to the rules and an old round's quote (no no-bid,
-    no everyday mail); 2: three items with all their quotes; 3 (default): six
-    or seven items with every trap."""
+    no everyday mail); 2: three items with all their quotes, drawn with every trap; 3 (default): six
+    or seven items, which traps they carry drawn."""
     toolsets = {1: (
         "mail__list_messages", "mail__read_message", "mail__reply", "store__add_po_line",
         "store__create_purchase_order", "store__send_purchase_order", "store__set_product_sourcing",
@@ -237,18 +253,29 @@ def draw(seed: int, level: int = LEVELS) -> Scenario:
     for p in others_low:  # low on stock too, but not part of this round
         p.stock = rng.randint(0, p.reorder_point)
 
-    # -- roles: who quotes what, designed so each trap appears at least once -------------------
+    # -- roles: which traps this round carries is drawn (at least two, one of them a quote from a
+    # supplier that wins nothing: expired, or the near-namesake's tie; every one below the default
+    # level), the revision up (a rival's cheaper first quote) and down (a win) apart --------------
+    traps = {r for r in TRAP_ROLES if rng.random() < 0.6}
+    if not traps & {"expired", "tie"}:
+        traps.add(rng.choice(["expired", "tie"]))
+    if len(traps) < 2:
+        traps.add(rng.choice(sorted(set(TRAP_ROLES) - traps)))
+    if level < LEVELS:
+        traps = set(TRAP_ROLES)
     expired_sup = rng.choice([s for s in active if s not in preferred])
     reviser = rng.choice([s for s in active if s not in preferred and s is not expired_sup])
-    bidders = [s for s in suppliers if s is not expired_sup]  # active suppliers with a live quote
+    # active suppliers with a live quote (the expired one's quote is out of date, where drawn)
+    bidders = [s for s in suppliers if s is not expired_sup or "expired" not in traps]
     role_plan: list[list[str]] = [[] for _ in items]
-    must = list(ROLES)
+    must = [r for r in ROLES if r in traps or r == "pricier"]
     rng.shuffle(must)
     for k, role in enumerate(must):
         role_plan[k % len(items)].append(role)
     for plan in role_plan:
-        extra = [r for r in ("pricier", "slow", "moq", "substitute", "expired", "inactive") if r not in plan]
-        plan.extend(rng.sample(extra, rng.randint(0, 1)))
+        extra = [r for r in ("pricier", "slow", "moq", "substitute", "expired", "inactive")
+                 if r not in plan and (r in traps or r == "pricier")]
+        plan.extend(rng.sample(extra, min(len(extra), rng.randint(0, 1))))
         if "pricier" not in plan and rng.random() < 0.6:
             plan.append("pricier")
 
@@ -353,12 +380,12 @@ def draw(seed: int, level: int = LEVELS) -> Scenario:
                     item.lines[s.id] = Line(p.sku, dearer(), ok_moq(), ok_lead(), role)
 
     roles_seen = {ln.role for it in items for ln in it.lines.values()}
-    assert roles_seen >= set(ROLES), f"roles not placed: {set(ROLES) - roles_seen}"
+    assert roles_seen >= set(must), f"roles not placed: {set(must) - roles_seen}"
     # every item's winner must be what the written rules give (guards against a generator slip)
     active_ids = {s.id for s in suppliers}
     pref_ids = {s.id for s in preferred}
     for item in items:
-        best = _award(item, active_ids, pref_ids, today, expired={expired_sup.id})
+        best = _award(item, active_ids, pref_ids, today, expired={expired_sup.id} if "expired" in traps else set())
         assert best == (item.winner, item.price), (item.product.sku, best, item.winner, item.price)
     if level < LEVELS:  # the same draws as the default, then fewer items
         items = _fewer_items(items, level, reviser.id, rng)
@@ -389,7 +416,7 @@ def draw(seed: int, level: int = LEVELS) -> Scenario:
         mine = [(it, it.lines[s.id]) for it in items if s.id in it.lines]
         if not mine:
             continue
-        if s is expired_sup:
+        if s is expired_sup and "expired" in traps:
             sent = datetime.combine(rfq_sent + timedelta(days=1), time(rng.randint(8, 16), rng.randrange(60)))
             valid = today - timedelta(days=rng.randint(1, 3))
         else:
@@ -398,7 +425,7 @@ def draw(seed: int, level: int = LEVELS) -> Scenario:
         first = QuoteMail(s, qnumber(s), sent, valid, [(it, ln, ln.price) for it, ln in mine],
                           rng.choice(["table", "list"]))
         quotes.append(first)
-        if s is reviser:
+        if s is reviser and any(ln.revised_price is not None for _, ln in mine):
             rsent = at(today - timedelta(days=rng.randint(0, 1)))
             if rsent <= sent:
                 rsent = sent + timedelta(hours=3)
@@ -546,9 +573,19 @@ Thanks,
         data={"today": today.isoformat(), "rfq": rfq,
               "awards": {it.product.sku: {"supplier": it.winner, "price": it.price, "qty": it.qty,
                                           "roles": sorted(ln.role for ln in it.lines.values())} for it in items},
-              "preferred": sorted(pref_ids), "closed": closed.id, "expired": expired_sup.id,
-              "reviser": reviser.id},
+              "preferred": sorted(pref_ids), "closed": closed.id,
+              "expired": expired_sup.id if _trap_items(items, "expired") else "",
+              "reviser": reviser.id if any(q.revision_of for q in quotes) else "",
+              **{key: [it.product.sku for it in _trap_items(items, role)] for role, (key, _, _) in TRAPS.items()}},
     )
+
+
+def _trap_items(items: list[Item], role: str) -> list[Item]:
+    """The items a trap lands on: a rival's line in that role, or (a revision) any line whose
+    price the supplier's revised quote changed, the winner's included."""
+    if role == "revised":
+        return [it for it in items if any(ln.revised_price is not None for ln in it.lines.values())]
+    return [it for it in items if any(ln.role == role for ln in it.lines.values())]
 
 
 def build(sc: Scenario, root: Path) -> None:
@@ -793,8 +830,24 @@ def _perturbations(sc: Scenario, short: bool, criteria: list[Criterion]) -> dict
         "catalogue_untouched": lambda: at_the_end(ToolCall("store__update_product", {
             "sku": next(s for s in sc.initial_products if s not in {it.product.sku for it in items}),
             "reorder_point": 1}, "Tidy a reorder point.")),
+        **{cid: partial(_fell_for, sc, short, role) for role, (_, cid, _) in TRAPS.items()},
     }
     return {c.id: flawed[c.id]() for c in criteria}
+
+
+def _fell_for(sc: Scenario, short: bool, role: str) -> perturb.Oracle:
+    """The oracle falling into trap ``role`` on the first item it lands on: the item awarded to the
+    rival in that role at its (first) quoted price; a revision that made the winner cheaper read at
+    the first quote's price; a closed account (which the store refuses) an order a dollar over."""
+    it = _trap_items(sc.items, role)[0]
+    solve = partial(_oracle, sc, short=short)
+    rival = next((sid for sid, ln in it.lines.items() if ln.role == role), None)
+    if rival is None or role == "inactive":
+        win = it.lines[it.winner]
+        price = win.price if role == "revised" and win.price != it.price else it.price + 100
+        return perturb.change(solve, perturb.on("store__add_po_line", sku=it.product.sku), unit_cost=plain(price))
+    wrong = [replace(x, winner=rival, price=x.lines[rival].price) if x is it else x for x in sc.items]
+    return partial(_oracle, replace(sc, items=wrong), short=short)
 
 
 # -- grading ---------------------------------------------------------------------------------
@@ -987,4 +1040,26 @@ def _criteria(ctx: Scenario) -> list[Criterion]:
                   "final_state", other_pos_untouched, guard=True),
         Criterion("catalogue_untouched", "no other product setting changed and no stock moved", "final_state",
                   catalogue_untouched, guard=True),
+        *_trap_criteria(ctx, new_lines),
     ]
+
+
+def _trap_criteria(ctx: Scenario, new_lines) -> list[Criterion]:
+    """One criterion per trap the round carries (none for a trap it does not): each item the
+    trap lands on is ordered once, from the supplier the rules award it to, at the awarded price."""
+    out = []
+    for role, (_, cid, what) in TRAPS.items():
+        its = _trap_items(ctx.items, role)
+        if not its:
+            continue
+
+        def check(world, traj, its=its):
+            got = new_lines(world)
+            bad = [f"{it.product.sku}: {[(po['supplier_id'], ln['unit_cost_cents']) for po, ln in got.get(it.product.sku, [])]}"
+                   f", expected {it.winner} at {it.price}" for it in its
+                   if [(po["supplier_id"], ln["unit_cost_cents"]) for po, ln in got.get(it.product.sku, [])]
+                   != [(it.winner, it.price)]]
+            return not bad, "; ".join(bad)
+        out.append(Criterion(cid, f"where {what}, the item is ordered once from the supplier the rules award it "
+                             "to, at the awarded price", "final_state", check))
+    return out

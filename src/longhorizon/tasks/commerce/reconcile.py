@@ -6,10 +6,12 @@ last month's invoices were filed under Invoices/Processed. Each invoice is check
 its purchase order in the store (price per SKU) and what was actually received on it
 (quantity), and against invoices already recorded (duplicate numbers). Matching invoices are
 recorded in accounts payable; every invoice gets a row in a new month sheet of the
-reconciliation workbook, laid out like last month's; AP gets one summary mail. Traps: a PO
-that was short-delivered and billed for what arrived (that one matches), one billed for what
-was ordered (it does not), a PO not received at yet, a small price creep, a resent invoice,
-and PO numbers written several ways.
+reconciliation workbook, laid out like last month's; AP gets one summary mail. Traps, each drawn
+per seed at the default level (one of the two mismatches always; ``TRAP_ODDS``): a PO that was
+short-delivered and billed for what arrived (that one matches), one billed for what was ordered
+(it does not), a PO not received yet, a small price creep, a resent invoice, and PO numbers
+written several ways. Each trap present gets its own criterion (``TRAPS``) and names its
+invoices in ``Task.data``; an absent one has neither.
 """
 
 from __future__ import annotations
@@ -61,6 +63,23 @@ from longhorizon.tasks.kit import perturb, process
 WORKBOOK = "finance/ap_reconciliation.xlsx"
 RULES = "finance/ap_matching_rules.md"
 HEADER = ["Invoice No", "Supplier", "PO", "Invoice Total", "Status", "Issue"]
+TRAP_ODDS = (("match_short", 0.6), ("quantity", 0.6), ("price", 0.6), ("duplicate", 0.6), ("unreceived", 0.35))
+"""The default level's traps, each in the batch with this chance (one of price and quantity always)."""
+TRAPS = {
+    # kind: (Task.data key, criterion id, what the criterion checks)
+    "match_short": ("short_delivered", "short_delivery_matched",
+                    "the short-delivered order billed for what arrived is recorded and logged as Matched"),
+    "quantity": ("billed_as_ordered", "billed_as_ordered_held",
+                 "the invoice billing what was ordered, not what arrived, is held and logged as a quantity mismatch"),
+    "price": ("price_creep", "price_creep_held",
+              "the invoice with a unit price above the PO's is held and logged as a price mismatch"),
+    "duplicate": ("resent", "resent_held",
+                  "the resent invoice is held and logged as a duplicate, not recorded a second time"),
+    "unreceived": ("not_received", "unreceived_held",
+                   "the invoice for an order not received yet is held and logged as a quantity mismatch"),
+}
+"""Each trap an instance may carry: where ``Task.data`` names its invoices (empty when absent) and the
+criterion it gets only when present."""
 STATUS = {"match": "Matched", "match_short": "Matched", "price": "Price mismatch", "quantity": "Quantity mismatch",
           "unreceived": "Quantity mismatch", "duplicate": "Duplicate"}
 
@@ -123,7 +142,8 @@ class SupplierInvoiceReconciliation(TaskFamily):
     """1: two invoices of two lines, one that matches and one that does not, pasted in their mails (the rules
     in the request, the month's sheet already headed, no other mail); 2: five, one of each kind
     (matched, short-delivered and billed for it, price creep, billed for what was ordered, resent);
-    3 (default): six to eight among a statement, a remittance advice and other mail."""
+    3 (default): six to eight among a statement, a remittance advice and other mail, which traps they carry
+    drawn."""
     toolsets = {1: (
         "mail__list_messages", "mail__read_message", "mail__send_message", "sheets__read_range", "sheets__write_rows",
         "store__get_purchase_order", "store__record_supplier_invoice",
@@ -204,9 +224,17 @@ class SupplierInvoiceReconciliation(TaskFamily):
         held_last = Invoice("price", processed[-1].supplier, number_for(processed[-1].supplier), processed[-1].po,
                             processed[-1].po, processed[-1].day, processed[-1].lines)
 
-        # -- this month's batch ----------------------------------------------------------------
-        kinds = ["match", "match", "match_short", "price", "quantity", "duplicate"]
-        kinds += rng.sample(["match", "price", "unreceived"], rng.randint(0, 2))
+        # -- this month's batch: which traps it carries is drawn ------------------------------
+        traps = [k for k, p in TRAP_ODDS if rng.random() < p]
+        if not {"price", "quantity"} & set(traps):  # always one invoice that does not match its PO
+            traps.append(rng.choice(["price", "quantity"]))
+        varied_refs = rng.random() < 0.6
+        if level < 3:  # levels 1-2 keep every kind they show (level 1 then keeps two invoices)
+            traps, varied_refs = ["match_short", "price", "quantity", "duplicate"], True
+        kinds = ["match", "match"] + traps
+        size = rng.randint(6, 8)
+        while len(kinds) < size:  # the rest: more matches, or a second of a mismatch already drawn
+            kinds.append(rng.choice(["match", "match"] + [k for k in traps if k in ("price", "quantity")]))
         rng.shuffle(kinds)
         batch: list[Invoice] = []
         for kind in kinds:
@@ -238,6 +266,8 @@ class SupplierInvoiceReconciliation(TaskFamily):
                 inv = Invoice(kind, sup, number_for(sup), po["id"], po["id"], day, lines, issue_sku=issue)
             digits = inv.po.split("-")[1]
             inv.po_ref = rng.choice([inv.po, inv.po, f"PO {digits}", f"P.O. #{digits}", digits])
+            if not varied_refs:  # every invoice quotes the PO as we write it
+                inv.po_ref = inv.po
             inv.attach = rng.random() < 0.6
             batch.append(inv)
         if level == 2:  # the same draws as the default, then the first invoice of each kind
@@ -406,7 +436,9 @@ When the month is done, send {ap} one summary: what was recorded, what is held a
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
             criteria=criteria, perturbations=_perturbations(ctx, solve),
-            data={"month": month, "ap": ap, "invoices": [
+            data={"month": month, "ap": ap, **{key: [inv.number for inv in batch if inv.kind == kind]
+                                                 for kind, (key, _, _) in TRAPS.items()},
+                  "po_written_otherwise": [inv.number for inv in batch if inv.po_ref != inv.po], "invoices": [
                 {"number": inv.number, "supplier": inv.supplier.id, "po": inv.po, "total": inv.total,
                  "status": inv.status, "issue_sku": inv.issue_sku, "msg": inv.msg_id, "attached": inv.attach}
                 for inv in batch]},
@@ -650,7 +682,20 @@ def _perturbations(ctx: _Ctx, solve) -> dict[str, perturb.Oracle]:
         "no_stray_mail": perturb.insert(solve, ToolCall(
             "mail__reply", {"message_id": held.msg_id, "body": "We are holding this invoice."},
             "Tell the supplier."), after=summary),
+        **{TRAPS[inv.kind][1]: _fell_for(ctx, solve, inv, logged, cell) for inv in reversed(batch)
+           if inv.kind in TRAPS},
     }
+
+
+def _fell_for(ctx: _Ctx, solve, inv: Invoice, logged, cell) -> perturb.Oracle:
+    """The oracle falling into ``inv``'s trap: a short delivery held as a quantity mismatch (not
+    recorded); anything else logged as Matched."""
+    if inv.matches:
+        held = perturb.drop(solve, perturb.on("store__record_supplier_invoice", invoice_number=inv.number))
+        return perturb.change(held, perturb.on("sheets__write_rows", sheet=ctx.month),
+                              lambda a: {**a, "rows": [cell(4, lambda s: "Quantity mismatch")(list(r))
+                                                       if r[0] == inv.number else r for r in a["rows"]]})
+    return logged(inv, cell(4, lambda s: "Matched"))
 
 
 # -- grading ---------------------------------------------------------------------------------
@@ -791,4 +836,32 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
                   guard=True),
         mail_kit.sends_only({ctx.ap}, seeded=ctx.n_seeded, replies=False,
                             description="no mail to anyone but AP (no replies to suppliers)"),
+        *_trap_criteria(ctx, new_invoices, log),
     ]
+
+
+def _trap_criteria(ctx: _Ctx, new_invoices, log) -> list[Criterion]:
+    """One criterion per trap the batch carries (none for a trap it does not): its invoices have
+    the right status in the log and are recorded once if they match, not at all if they do not."""
+    out = []
+    for kind, (_, cid, description) in TRAPS.items():
+        invs = [inv for inv in ctx.batch if inv.kind == kind]
+        if not invs:
+            continue
+
+        def check(world, traj, invs=invs):
+            rows, why = log(world)
+            if rows is None:
+                return False, why
+            got = new_invoices(world)
+            for inv in invs:
+                r = rows.get(squash(inv.number))
+                if r is None or _status_kind(r[4]) != inv.status:
+                    return False, f"{inv.number} logged as {r[4] if r else 'nothing'}, not {inv.status}"
+                n = sum(i["supplier_id"] == inv.supplier.id and store.norm_code(i["invoice_number"])
+                        == store.norm_code(inv.number) for i in got)
+                if n != int(inv.matches):
+                    return False, f"{inv.number} recorded {n} times"
+            return True
+        out.append(Criterion(cid, description, "final_state", check))
+    return out

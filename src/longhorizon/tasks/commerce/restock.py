@@ -2,13 +2,17 @@
 
 A delivery has arrived against a sent purchase order; the warehouse's packing list shows what
 the supplier claims to have shipped and what was actually counted (a carton short, a line not
-shipped at all, one over-delivered, an item we never ordered). The agent books the counted
+shipped at all, one over-delivered, an item we never ordered: the short line always, the others
+drawn). The agent books the counted
 quantities with every discrepancy noted, and only then works out what to reorder by the
 written rule: active SKUs whose stock position (on hand + open purchase orders) is at or below
 the reorder point, ordered up to a multiple of that point in whole cases, one purchase order
 per supplier, sent. Traps: discontinued SKUs, SKUs already covered by an open purchase order,
 one only partly covered, one left short by today's delivery, a stock level exactly at the
-reorder point, and a draft purchase order on hold that must not be touched.
+reorder point, stock just above it, and a draft purchase order on hold that must not be
+touched. Which of them a default-level instance carries is drawn per seed (``TRAP_ODDS``; the
+short line, the on-hold draft and some open order always); ``Task.data`` names the SKUs of each
+(empty when absent), and the reorder traps present get a criterion each (``_trap_criteria``).
 """
 
 from __future__ import annotations
@@ -30,6 +34,12 @@ from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 from longhorizon.tasks.registry import register
 
 RULES = "purchasing/reorder_rules.md"
+TRAP_ODDS = (("at_point", 0.6), ("discontinued", 0.6), ("covered", 0.6), ("partly_covered", 0.5),
+             ("just_above_point", 0.6), ("over_delivered", 0.6), ("not_shipped", 0.6), ("not_ordered", 0.5))
+"""The default level's traps, each there with this chance (an open order covering some SKU, in
+full or in part, always): a SKU exactly at its reorder point, discontinued ones, ones covered by
+an open order, one partly covered, ones just above the point; in the delivery, a line
+over-delivered, one not shipped, an item not ordered."""
 CASES = [1, 2, 4, 6, 10, 12, 24]
 
 
@@ -52,6 +62,10 @@ class _Ctx:
     covered: list[str]
     discontinued: list[str]
     near_miss: list[str]
+    at_point: list[str]
+    """SKUs whose stock is exactly at the reorder point (to reorder)."""
+    partly: dict[str, int]
+    """SKU -> units an open purchase order already brings (not enough: reorder the rest)."""
 
 
 def _cases_needed(gap: int, case: int) -> int:
@@ -72,7 +86,8 @@ class RestockPurchaseOrders(TaskFamily):
     levels = 3
     """1: the delivery (a short line and one not shipped), then one SKU to reorder (the one it
     left short), with a discontinued SKU and stock just above the point around it; 2: two more SKUs, one at the point exactly, and
-    open orders that cover some; 3 (default): five to seven more."""
+    open orders that cover some (every trap there); 3 (default): five to seven more, which traps
+    they carry drawn."""
     toolsets = {1: (
         "files__read_file", "store__add_po_line", "store__create_purchase_order", "store__get_product",
         "store__get_purchase_order", "store__receive_purchase_order", "store__search_products",
@@ -105,21 +120,40 @@ class RestockPurchaseOrders(TaskFamily):
         rest = [p for p in products if p.sku not in arriving_skus and p.sku != unexpected_p.sku]
         rng.shuffle(rest)
         rest.sort(key=lambda p: p.supplier_id == quiet.id)  # its products only get the harmless roles
+        # which traps this week carries is drawn (levels 1-2 keep every one they show); the on-hold
+        # draft and the line left short by the delivery are always there, and an open order always
+        # covers some SKU, in full or in part
+        t = {name: rng.random() < odds for name, odds in TRAP_ODDS}
+        if not (t["covered"] or t["partly_covered"]):
+            t[rng.choice(["covered", "partly_covered"])] = True
+        if level < self.levels:
+            t = dict.fromkeys(t, True)
+            t["partly_covered"] = rng.random() < 0.5
         n_need = rng.randint(5, 7)
         need = rest[:n_need]
-        boundary = rest[n_need]
-        discontinued = rest[n_need + 1:n_need + 1 + rng.randint(1, 2)]
-        i = n_need + 1 + len(discontinued)
-        covered = rest[i:i + rng.randint(1, 2)]
-        i += len(covered)
-        partly = rest[i:i + rng.randint(0, 1)]
-        i += len(partly)
-        near_miss = rest[i:i + 2]  # stock just above the reorder point
-        on_hold_lines = [p for p in rest[i + 2:] if p.supplier_id != arriving_sup.id][:2]
+        pool = rest[n_need:]
+
+        def take(n: int, where=lambda p: True) -> list[Product]:
+            got = [p for p in pool if where(p)][:n]
+            for p in got:
+                pool.remove(p)
+            return got
+
+        boundary = take(1 if t["at_point"] else 0)
+        discontinued = take(rng.randint(1, 2) if t["discontinued"] else 0)
+        # fully covered SKUs are bought from a supplier the run orders from at every level
+        ordering = {arriving_sup.id} | {p.supplier_id for p in need[:2]}
+        covered = take(rng.randint(1, 2) if t["covered"] else 0, lambda p: p.supplier_id in ordering)
+        partly = take(1 if t["partly_covered"] else 0)
+        if not covered and not partly:  # (no SKU of those suppliers left to cover)
+            partly = take(1)
+        near_miss = take(2 if t["just_above_point"] else 0)  # stock just above the reorder point
+        on_hold_lines = [p for p in pool if p.supplier_id != arriving_sup.id][:2]
 
         for p in need:
             p.stock = rng.randint(0, p.reorder_point - 1)
-        boundary.stock = boundary.reorder_point
+        for p in boundary:
+            p.stock = p.reorder_point
         for p in discontinued:
             p.stock = rng.randint(0, p.reorder_point)
             p.status = "discontinued"
@@ -132,7 +166,7 @@ class RestockPurchaseOrders(TaskFamily):
             on_order[p.sku] = _cases_needed(p.reorder_point * k - p.stock, p.case_size)
         for p in partly:
             on_order[p.sku] = rng.randint(1, p.reorder_point - p.stock)
-        bounds = [boundary]
+        bounds = boundary
         if level < self.levels:  # the same draws as the default, then fewer SKUs to reorder
             dropped = need[2:] if level == 2 else need + bounds + covered + partly
             for p in dropped:  # restocked since: well above the point, and nothing on order
@@ -155,10 +189,12 @@ class RestockPurchaseOrders(TaskFamily):
         shipped[ok_p.sku] = counted[ok_p.sku] = ordered[ok_p.sku]
         over_p.stock = rng.randint(0, over_p.reorder_point)
         ordered[over_p.sku] = _cases_needed(over_p.reorder_point * k - over_p.stock, over_p.case_size)
-        shipped[over_p.sku] = counted[over_p.sku] = ordered[over_p.sku] + over_p.case_size
+        shipped[over_p.sku] = counted[over_p.sku] = ordered[over_p.sku] + over_p.case_size * t["over_delivered"]
         ordered[missing_p.sku] = _cases_needed(missing_p.reorder_point, missing_p.case_size)
-        shipped[missing_p.sku] = counted[missing_p.sku] = 0
-        shipped[unexpected_p.sku] = counted[unexpected_p.sku] = unexpected_p.case_size * rng.randint(1, 2)
+        shipped[missing_p.sku] = counted[missing_p.sku] = ordered[missing_p.sku] * (not t["not_shipped"])
+        extra_qty = unexpected_p.case_size * rng.randint(1, 2)
+        if t["not_ordered"]:
+            shipped[unexpected_p.sku] = counted[unexpected_p.sku] = extra_qty
         arriving_lines = [short_p, ok_p, over_p, missing_p]
         rng.shuffle(arriving_lines)
 
@@ -229,8 +265,8 @@ class RestockPurchaseOrders(TaskFamily):
             return "\n".join([head] + [f"{s:<10}{n:<{width}}{a!s:>8}{b!s:>9}  {r}".rstrip() for s, n, a, b, r in rows])
 
         rows = []
-        for p in arriving_lines + [unexpected_p]:
-            if p is missing_p:
+        for p in arriving_lines + [unexpected_p] * t["not_ordered"]:
+            if p is missing_p and t["not_shipped"]:
                 continue
             remark = ""
             if p is short_p:
@@ -321,13 +357,17 @@ Notes
         initial_products = {p.sku: p.row() for p in products}
         initial_pos = {po["id"]: {"status": po["status"], "lines": [(ln["sku"], ln["qty"]) for ln in po["lines"]]}
                        for po in pos}
-        discrepancies = [short_p.sku, over_p.sku, missing_p.sku, unexpected_p.sku] if level > 1 else \
-            [short_p.sku, missing_p.sku]
+        if level == 1:
+            t["over_delivered"] = t["not_ordered"] = False
+        delivery_traps = {"over_delivered": over_p.sku, "not_shipped": missing_p.sku, "not_ordered": unexpected_p.sku}
+        delivery_traps = {key: sku if t[key] else "" for key, sku in delivery_traps.items()}
+        discrepancies = [short_p.sku] + [sku for sku in delivery_traps.values() if sku]
         ctx = _Ctx(today=today, k=k, arriving=arriving, counted={p.sku: counted[p.sku] for p in arriving_lines},
-                   shipped=shipped, discrepancies=discrepancies, unexpected=unexpected_p.sku if level > 1 else None, packing_list=packing_list,
-                   on_hold=on_hold, expected=expected, supplier_of=supplier_of, initial_pos=initial_pos,
-                   initial_products=initial_products, covered=[p.sku for p in covered],
-                   discontinued=[p.sku for p in discontinued], near_miss=[p.sku for p in near_miss])
+                   shipped=shipped, discrepancies=discrepancies, unexpected=delivery_traps["not_ordered"] or None,
+                   packing_list=packing_list, on_hold=on_hold, expected=expected, supplier_of=supplier_of,
+                   initial_pos=initial_pos, initial_products=initial_products, covered=[p.sku for p in covered],
+                   discontinued=[p.sku for p in discontinued], near_miss=[p.sku for p in near_miss],
+                   at_point=[p.sku for p in bounds], partly={p.sku: on_order[p.sku] for p in partly})
         criteria = _criteria(ctx)
         solve = partial(_oracle, ctx, short=level == 1)
         return Task(
@@ -336,7 +376,10 @@ Notes
             oracle=solve, criteria=criteria, perturbations=_perturbations(ctx, solve),
             data={"today": today.isoformat(), "k": k, "arriving": arriving, "counted": ctx.counted,
                   "discrepancies": discrepancies, "expected": expected,
-                  "suppliers": sorted({supplier_of[s] for s in expected}), "on_hold": on_hold},
+                  "suppliers": sorted({supplier_of[s] for s in expected}), "on_hold": on_hold,
+                  "left_short": short_p.sku, **delivery_traps, "at_point": ctx.at_point,
+                  "covered": ctx.covered, "partly_covered": sorted(ctx.partly), "discontinued": ctx.discontinued,
+                  "just_above_point": ctx.near_miss},
         )
 
 
@@ -449,8 +492,38 @@ def _perturbations(ctx: _Ctx, solve) -> dict[str, perturb.Oracle]:
         "other_pos_untouched": perturb.insert(solve, ToolCall(
             "store__send_purchase_order", {"po_id": ctx.on_hold}, "Send the waiting draft too.")),
         "catalogue_untouched": perturb.insert(solve, ToolCall(
-            "store__adjust_stock", {"sku": ctx.discontinued[0], "delta": 1, "reason": "recount"}, "Fix a count.")),
+            "store__adjust_stock", {"sku": (ctx.discontinued + ctx.near_miss + [s for _, s in others])[0], "delta": 1,
+                                    "reason": "recount"}, "Fix a count.")),
+        **_trap_perturbations(ctx, solve),
     }
+
+
+def _trap_perturbations(ctx: _Ctx, solve) -> dict[str, perturb.Oracle]:
+    """The oracle falling into each trap the instance carries."""
+    products = ctx.initial_products
+    out = {}
+    if ctx.at_point:  # "at the point is not below it": left out, or (alone on its order) ordered short
+        sku = ctx.at_point[0]
+        line = perturb.on("store__add_po_line", sku=sku)
+        alone = all(ctx.supplier_of[s] != ctx.supplier_of[sku] for s in ctx.expected if s != sku)
+        out["at_point_reordered"] = (perturb.change(solve, line, qty=max(1, ctx.expected[sku] - products[sku]["case_size"]))
+                                     if alone else perturb.drop(solve, line))
+    if ctx.partly:  # the open order not counted
+        sku = sorted(ctx.partly)[0]
+        p = products[sku]
+        qty = _cases_needed(p["reorder_point"] * ctx.k - p["stock"], p["case_size"])
+        if qty == ctx.expected[sku]:
+            qty += p["case_size"]
+        out["partly_covered_topped_up"] = perturb.change(solve, perturb.on("store__add_po_line", sku=sku), qty=qty)
+    if ctx.covered:  # ordered again though an open order covers it: on its supplier's new order
+        sku = ctx.covered[0]
+        p = products[sku]
+        beside = next(s for s in sorted(ctx.expected) if ctx.supplier_of[s] == ctx.supplier_of[sku])
+        on_beside = perturb.on("store__add_po_line", sku=beside)
+        out["covered_not_reordered"] = perturb.change(perturb.repeat(solve, on_beside), on_beside, sku=sku,
+                                                      qty=_cases_needed(p["reorder_point"] * ctx.k - p["stock"],
+                                                                        p["case_size"]))
+    return out
 
 
 # -- grading ---------------------------------------------------------------------------------
@@ -561,4 +634,40 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
                   "unchanged", "final_state", other_pos_untouched, guard=True),
         Criterion("catalogue_untouched", "no product settings changed and stock moved only through the receipt",
                   "final_state", catalogue_untouched, guard=True),
+        *_trap_criteria(ctx, ordered, new_pos),
     ]
+
+
+def _trap_criteria(ctx: _Ctx, ordered, new_pos) -> list[Criterion]:
+    """A criterion for each reorder trap the instance carries, none for one it does not."""
+    out = []
+
+    def sent_with(skus: list[str]):
+        def check(world, traj):
+            got = {}
+            for po in new_pos(world):
+                for ln in po["lines"]:
+                    if ln["sku"] in skus:
+                        got[ln["sku"]] = (got.get(ln["sku"], 0) + ln["qty"], po["status"])
+            want = {s: (ctx.expected[s], "sent") for s in skus}
+            return got == want, f"(ordered, status): {got}, expected {want}"
+        return check
+
+    if ctx.at_point:
+        out.append(Criterion("at_point_reordered", "the SKU whose stock is exactly at its reorder point is reordered "
+                             "(at the point counts), by the rule's quantity, on a sent order", "final_state",
+                             sent_with(ctx.at_point)))
+    if ctx.partly:
+        out.append(Criterion("partly_covered_topped_up", "the SKU an open order only partly covers is reordered for "
+                             "the rest (the open order counted), on a sent order", "final_state",
+                             sent_with(sorted(ctx.partly))))
+    if ctx.covered:
+        def covered_not_reordered(world, traj):
+            got = ordered(world)
+            again = sorted(set(got) & set(ctx.covered))
+            if not set(got) & set(ctx.expected):
+                return False, "nothing that needs reordering was ordered"
+            return not again, f"ordered again though on order: {again}" if again else ""
+        out.append(Criterion("covered_not_reordered", "SKUs an open purchase order already covers are not ordered "
+                             "again (while the run orders what does need it)", "final_state", covered_not_reordered))
+    return out
