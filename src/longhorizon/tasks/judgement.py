@@ -51,20 +51,22 @@ JUDGEMENT: dict[str, Judgement] = {
         "Unmatched sheet instead of being guessed onto an order",
         **{ASK: ("unmatched_log",)}),
     "restock_purchase_orders": _j(
-        "stock exactly at the reorder point, SKUs partly covered by open orders, discontinued SKUs",
+        "stock exactly at the reorder point, SKUs partly or wholly covered by open orders, "
+        "discontinued SKUs (each drawn per seed; some open order always)",
         **{EXC: ("reorder_skus", "reorder_quantities")}),
     "supplier_invoice_reconciliation": _j(
-        "a short-delivered PO billed for what arrived matches, one billed for what was ordered does not; "
-        "a resent invoice is a duplicate",
+        "a short-delivered PO billed for what arrived matches, one billed for what was ordered does "
+        "not; a resent invoice is a duplicate (each drawn per seed; one mismatch always)",
         **{EXC: ("log_status", "matches_recorded")}),
     "supplier_quote_selection": _j(
         "quotes revised after sending, expired, from a closed account or for a substitute item do not "
-        "count; a tie goes to the preferred supplier, not its near-namesake",
+        "count; a tie goes to the preferred supplier, not its near-namesake (at least two drawn per "
+        "seed)",
         **{EXC: ("awarded_suppliers", "unit_prices")}),
     # --- expenses, policies, documents ---------------------------------------------------------------
     "expense_claim_audit": _j(
-        "a superseded 2025 policy page has other numbers; small claims need no receipt; two meals on "
-        "one day can break the cap together",
+        "a superseded 2025 policy page has other numbers; drawn per seed: small claims without "
+        "receipts, two meals on one day that break the cap together (or stay under it), alcohol",
         **{EXC: ("limits", "receipts", "approvals")}),
     "monthly_expense_report": _j(
         "last year's superseded policy (other caps) sits next to the current one; finance's mail asks for "
@@ -80,12 +82,12 @@ JUDGEMENT: dict[str, Judgement] = {
         "old allowance also appears, correctly, as the taxi limit",
         **{EXC: ("figures_updated",)}),
     "shared_drive_retention": _j(
-        "the legal-hold list overrides expiry; documents exactly at an age limit stay; file names lie "
-        "about the content",
+        "the legal-hold list overrides expiry; drawn per seed: documents exactly at an age limit "
+        "stay, file names that lie about the content",
         **{EXC: ("expired_deleted", "archived_moved")}),
     "leaver_offboarding": _j(
-        "a newer checklist replaces last year's; one resignation was withdrawn; one leaver's last day "
-        "moved and their existing ticket must be fixed, not duplicated",
+        "a newer checklist replaces last year's; drawn per seed: a withdrawn resignation, a leaver "
+        "whose last day moved and whose existing ticket must be fixed, not duplicated",
         **{EXC: ("access_tickets", "ticket_priority_due")}),
     # --- analytics, reporting, spreadsheets, surveys -------------------------------------------------
     "quarterly_kpi_review": _j(
@@ -120,15 +122,16 @@ JUDGEMENT: dict[str, Judgement] = {
         "last sprint's planning mail is still in the inbox next to this sprint's",
         **{EXC: ("new_items", "assignees")}),
     "sla_breach_escalation": _j(
-        "a rota swap covers today; last year's SLA page has other limits",
+        "a rota swap covers today (or, drawn per seed, ended yesterday); last year's SLA page has "
+        "other limits",
         **{EXC: ("on_call_assigned", "breached_priority")}),
     "support_triage": _j(
-        "last year's policy (other targets and matrix) sits in an archive folder; an earlier ticket "
-        "already closed is not the duplicate's target",
+        "last year's policy (other targets and matrix) sits in an archive folder; drawn per seed: an "
+        "earlier ticket already closed is not the duplicate's target, the oldest of two open ones is",
         **{EXC: ("priorities", "acknowledged", "duplicates_closed")}),
     "release_readiness_review": _j(
-        "a correction later in today's stand-up thread overrides an earlier status; older stand-ups "
-        "do not count",
+        "a correction later in today's stand-up thread overrides an earlier status (back to In "
+        "Progress, or Done after all: drawn per seed); older stand-ups do not count",
         **{CHG: ("statuses",)}),
     "wiki_chat_reconcile": _j(
         "a rota change is reversed in a thread; the office address changed once before it was final",
@@ -145,8 +148,9 @@ JUDGEMENT: dict[str, Judgement] = {
         "a follow-up mail from legal adds one more subsidiary to the search",
         **{CHG: ("rows_complete",)}),
     "incident_postmortem_deck": _j(
-        "a thread reply corrects the recovery time, final figures replace a preliminary estimate, a "
-        "working theory was ruled out for the confirmed cause",
+        "at least two of four drawn per seed: a thread reply corrects the recovery time, final "
+        "figures replace a preliminary estimate, a working theory was ruled out for the confirmed "
+        "cause, the commander handed over",
         **{EXC: ("timeline", "impact", "root_cause")}),
     # --- shell scripting ---------------------------------------------------------------------------
     "report_rotation_script": _j(
