@@ -143,7 +143,9 @@ def test_a_request_that_overflows_the_context_fails_alone(tiny):
 
     out = asyncio.run(run())
     assert isinstance(out[2], ContextLengthExceeded)
-    assert many.batch_sizes == [3]
+    # the long prompt never enters a batch; the other three are decoded (together, unless a loaded
+    # machine lets the first one start before the others arrive)
+    assert sum(many.batch_sizes) == 3
     for s, q in enumerate(QUESTIONS):
         if s != 2:
             assert_same(asyncio.run(one.act(messages(q), [], ctx(s))), out[s])
