@@ -39,7 +39,6 @@ KNOWN_FIXED_TRAPS = {
     # remove it here: the test fails until you do.
     "access_log_incident_timeline",
     "backorder_fulfilment",
-    "cancelled_flight_rebooking",
     "contact_list_cleanup",
     "contract_checklist_review",
     "csv_merge_script",

@@ -155,7 +155,8 @@ JUDGEMENT: dict[str, Judgement] = {
     # --- travel, calendar --------------------------------------------------------------------------
     "cancelled_flight_rebooking": _j(
         "the event lead's mail gives presenters the scarce seats first; the arrival limit is only in "
-        "the calendar invite",
+        "the calendar invite; one traveller may write that they drop out (cancel the whole trip) or drive "
+        "instead (cancel the flights, keep the hotel), or nobody writes (drawn per seed)",
         **{EXC: ("flights_rebooked",)}),
     "offsite_travel_booking": _j(
         "the offsite moved to new dates (old bookings cancelled); one traveller got approval for an "
