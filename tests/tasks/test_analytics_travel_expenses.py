@@ -215,3 +215,27 @@ async def test_cancelled_flight_rebooking_draws_its_traps_per_seed():
     traj = await play_task(drive, OraclePolicy(perturb="driver_flights_cancelled"))
     assert not next(r for r in traj.grade.results if r.id == "driver_flights_cancelled").passed
     assert all(not t.data["dropout"] and not t.data["driving"] for t in (fam.instance(s, 1) for s in range(3)))
+
+
+async def test_offsite_travel_booking_draws_its_traps_per_seed():
+    """The extra night (approved, refused, nobody asks), what was booked for the old dates (a whole
+    trip, a hotel stay, both) and the tag-along request vary over seeds (at least 3 trap sets); the
+    return the grader expects follows the lead's answer, and the oracle meets it either way."""
+    from longhorizon.tasks.diversity import trap_set
+    fam = get_family("offsite_travel_booking")
+    tasks = [fam.generate(s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("extension", "extension_refused", "old_trip", "old_stay", "tagalong"):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+    assert all(t.data["superseded"] for t in tasks), "something is always booked for the old dates"
+    approved = next(t for t in tasks if t.data["extension"])
+    refused = next(t for t in tasks if t.data["extension_refused"])
+    nobody = next(t for t in tasks if not t.data["extension"] and not t.data["extension_refused"])
+    day_after = lambda t: date.fromisoformat(t.data["end"]).toordinal() + 1  # noqa: E731
+    assert date.fromisoformat(approved.data["expected"][approved.data["extension"]]["check_out"]).toordinal() \
+        == day_after(approved)
+    assert refused.data["expected"][refused.data["extension_refused"]]["check_out"] == refused.data["end"]
+    assert all(e["check_out"] == nobody.data["end"] for e in nobody.data["expected"].values())
+    for t in (approved, refused, nobody, next(t for t in tasks if not t.data["old_trip"])):
+        traj = await play_task(t, OraclePolicy())
+        assert traj.grade.reward == 1.0, [r for r in traj.grade.results if not r.passed]

@@ -57,7 +57,6 @@ KNOWN_FIXED_TRAPS = {
     "mfa_account_recovery",
     "new_hire_onboarding",
     "new_joiner_faq",
-    "offsite_travel_booking",
     "pipeline_hygiene",
     "policy_document_redline",
     "project_status_report",

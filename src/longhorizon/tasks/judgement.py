@@ -159,8 +159,9 @@ JUDGEMENT: dict[str, Judgement] = {
         "instead (cancel the flights, keep the hotel), or nobody writes (drawn per seed)",
         **{EXC: ("flights_rebooked",)}),
     "offsite_travel_booking": _j(
-        "the offsite moved to new dates (old bookings cancelled); one traveller got approval for an "
-        "extra night",
+        "the offsite moved to new dates (old bookings cancelled: a whole trip, a hotel stay or both, "
+        "drawn); one traveller asks for an extra night and the lead approves it or says no, or nobody asks "
+        "(drawn)",
         **{CHG: ("superseded_cancelled", "flights_back")}),
     "workshop_coordination": _j(
         "a later mail corrects a day out; Facilities closes a room for a few days; a look-alike writes "
