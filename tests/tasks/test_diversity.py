@@ -73,7 +73,6 @@ KNOWN_FIXED_TRAPS = {
     "trade_show_leads",
     "training_feedback_rollup",
     "weekly_sales_report",
-    "wiki_chat_reconcile",
     "wiki_link_audit",
     "workshop_coordination",
 }

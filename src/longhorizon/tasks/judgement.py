@@ -131,7 +131,8 @@ JUDGEMENT: dict[str, Judgement] = {
         "do not count",
         **{CHG: ("statuses",)}),
     "wiki_chat_reconcile": _j(
-        "a rota change is reversed in a thread; the office address changed once before it was final",
+        "a thread calls one announced rota change off or names another engineer for it (drawn); the "
+        "office's first announced address may fall through before the final one (drawn)",
         **{CHG: ("rota_updated", "address_updated")}),
     "wiki_link_audit": _j(
         "a left-behind copy gained a section the new page lacks (merge it before archiving); the "
