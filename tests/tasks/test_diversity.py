@@ -45,7 +45,6 @@ KNOWN_FIXED_TRAPS = {
     "customer_payment_matching",
     "department_spend_review",
     "downloads_cleanup",
-    "entity_due_diligence",
     "holiday_week_reschedule",
     "inventory_sheet_cleanup",
     "invoice_followup",

@@ -143,8 +143,9 @@ JUDGEMENT: dict[str, Judgement] = {
         "rumours, a near-namesake's releases; the newest official one wins",
         **{EXC: ("answer_q1", "answer_q2", "sources_cited")}),
     "entity_due_diligence": _j(
-        "a follow-up mail from legal adds one more subsidiary to the search",
-        **{CHG: ("rows_complete",)}),
+        "a follow-up mail from legal adds one more subsidiary to the search or takes a sold one out of it, "
+        "or none comes (drawn); the target may have been renamed (older documents under its former name)",
+        **{CHG: ("rows_complete", "rows_precise")}),
     "incident_postmortem_deck": _j(
         "a thread reply corrects the recovery time, final figures replace a preliminary estimate, a "
         "working theory was ruled out for the confirmed cause",
