@@ -188,3 +188,54 @@ async def test_claim_audit_draws_its_traps_per_seed():
         assert traj.grade.reward == 1.0, [r for r in traj.grade.results if not r.passed]
     same_day = next(t for t in tasks if t.data["same_day_over"])
     assert [same_day.data["decisions"][cid] for cid in same_day.data["same_day_over"]] == ["OVER_LIMIT"]
+
+
+async def test_cancelled_flight_rebooking_draws_its_traps_per_seed():
+    """Who writes about not flying (drops out: cancel everything; drives: cancel the flights, keep
+    the hotel; nobody), the same flight number a week later booked for someone else, and the
+    terminal-change notice vary over seeds (at least 3 trap sets). Only an instance with the mail
+    has the criterion for it; the oracle keeps the driver's hotel and cancels the dropout's."""
+    from longhorizon.tasks.diversity import trap_set
+    fam = get_family("cancelled_flight_rebooking")
+    tasks = [fam.generate(s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("dropout", "driving", "same_number_later", "terminal_notice"):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+    by_kind = {kind: next(t for t in tasks if test(t.data)) for kind, test in (
+        ("cancel", lambda d: d["dropout"]), ("drive", lambda d: d["driving"]),
+        ("nobody", lambda d: not d["dropout"] and not d["driving"]))}
+    ids = {kind: {c.id for c in t.criteria} for kind, t in by_kind.items()}
+    assert "dropout_cancelled" in ids["cancel"] and "driver_flights_cancelled" not in ids["cancel"]
+    assert "driver_flights_cancelled" in ids["drive"] and "dropout_cancelled" not in ids["drive"]
+    assert not ids["nobody"] & {"dropout_cancelled", "driver_flights_cancelled"}
+    for kind, t in by_kind.items():
+        traj = await play_task(t, OraclePolicy())
+        assert traj.grade.reward == 1.0, (kind, [r for r in traj.grade.results if not r.passed])
+    drive = by_kind["drive"]  # cancelling the driver's hotel too (the whole-trip reflex) fails
+    traj = await play_task(drive, OraclePolicy(perturb="driver_flights_cancelled"))
+    assert not next(r for r in traj.grade.results if r.id == "driver_flights_cancelled").passed
+    assert all(not t.data["dropout"] and not t.data["driving"] for t in (fam.instance(s, 1) for s in range(3)))
+
+
+async def test_offsite_travel_booking_draws_its_traps_per_seed():
+    """The extra night (approved, refused, nobody asks), what was booked for the old dates (a whole
+    trip, a hotel stay, both) and the tag-along request vary over seeds (at least 3 trap sets); the
+    return the grader expects follows the lead's answer, and the oracle meets it either way."""
+    from longhorizon.tasks.diversity import trap_set
+    fam = get_family("offsite_travel_booking")
+    tasks = [fam.generate(s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("extension", "extension_refused", "old_trip", "old_stay", "tagalong"):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+    assert all(t.data["superseded"] for t in tasks), "something is always booked for the old dates"
+    approved = next(t for t in tasks if t.data["extension"])
+    refused = next(t for t in tasks if t.data["extension_refused"])
+    nobody = next(t for t in tasks if not t.data["extension"] and not t.data["extension_refused"])
+    day_after = lambda t: date.fromisoformat(t.data["end"]).toordinal() + 1  # noqa: E731
+    assert date.fromisoformat(approved.data["expected"][approved.data["extension"]]["check_out"]).toordinal() \
+        == day_after(approved)
+    assert refused.data["expected"][refused.data["extension_refused"]]["check_out"] == refused.data["end"]
+    assert all(e["check_out"] == nobody.data["end"] for e in nobody.data["expected"].values())
+    for t in (approved, refused, nobody, next(t for t in tasks if not t.data["old_trip"])):
+        traj = await play_task(t, OraclePolicy())
+        assert traj.grade.reward == 1.0, [r for r in traj.grade.results if not r.passed]

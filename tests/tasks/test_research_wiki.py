@@ -195,3 +195,50 @@ async def test_vendor_brief_pays_nothing_for_last_quarters_brief_copied():
 
     reward, met = await _junk_reward(t, copy_old)
     assert reward == 0.0, met
+
+
+async def test_wiki_chat_reconcile_draws_its_traps_per_seed():
+    """The thread under one rota announcement (called off, or another engineer named), the office's
+    abandoned first address and the soak-time proposal vary over seeds (at least 3 trap sets). A
+    corrected change is graded with the thread's engineer (the announced one fails); without an
+    abandoned address the criterion does not speak of one; the oracle meets every mix."""
+    from longhorizon.tasks.diversity import trap_set
+    fam = get_family("wiki_chat_reconcile")
+    tasks = [fam.generate(s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("reversed", "corrected", "abandoned_address", "soak_proposal"):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+    assert all(bool(t.data["reversed"]) != bool(t.data["corrected"]) for t in tasks)
+    fixed = next(t for t in tasks if t.data["corrected"])
+    service, role, old, new, announced = fixed.data["corrected"]
+    assert [service, role, old, new] in fixed.data["changes"] and new != announced
+    traj = await play_task(fixed, OraclePolicy(perturb="rota_updated"))  # the announced engineer
+    assert not next(r for r in traj.grade.results if r.id == "rota_updated").passed
+    direct = next(t for t in tasks if not t.data["abandoned_address"])
+    assert "abandoned" not in next(c for c in direct.criteria if c.id == "address_updated").description
+    for t in (fixed, direct, next(t for t in tasks if t.data["reversed"] and t.data["abandoned_address"])):
+        traj = await play_task(t, OraclePolicy())
+        assert traj.grade.reward == 1.0, [r for r in traj.grade.results if not r.passed]
+
+
+async def test_entity_due_diligence_draws_its_traps_per_seed():
+    """Legal's follow-up (adds a subsidiary, takes a sold one out, none), the target's former name
+    and legal's memo copies vary over seeds (at least 3 trap sets). A sold subsidiary's events are
+    in the archive but have no rows (a row for one fails rows_precise); the oracle meets every mix."""
+    from longhorizon.tasks.diversity import trap_set
+    fam = get_family("entity_due_diligence")
+    tasks = [fam.generate(s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("renamed", "added_subsidiary", "dropped_subsidiary", "memo_copies"):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+    sold = next(t for t in tasks if t.data["dropped_subsidiary"])
+    assert not sold.data["added_subsidiary"]
+    assert sold.data["dropped_subsidiary"] not in {r["entity"] for r in sold.data["rows"]}
+    traj = await play_task(sold, OraclePolicy(perturb="rows_precise"))  # a row for the sold one's event
+    assert not next(r for r in traj.grade.results if r.id == "rows_precise").passed
+    plain = next(t for t in tasks if not t.data["renamed"])
+    assert plain.data["former"] not in {r["entity"] for r in plain.data["rows"]}
+    nobody = next(t for t in tasks if not t.data["added_subsidiary"] and not t.data["dropped_subsidiary"])
+    for t in (sold, plain, nobody):
+        traj = await play_task(t, OraclePolicy())
+        assert traj.grade.reward == 1.0, [r for r in traj.grade.results if not r.passed]

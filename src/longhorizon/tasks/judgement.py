@@ -134,7 +134,8 @@ JUDGEMENT: dict[str, Judgement] = {
         "Progress, or Done after all: drawn per seed); older stand-ups do not count",
         **{CHG: ("statuses",)}),
     "wiki_chat_reconcile": _j(
-        "a rota change is reversed in a thread; the office address changed once before it was final",
+        "a thread calls one announced rota change off or names another engineer for it (drawn); the "
+        "office's first announced address may fall through before the final one (drawn)",
         **{CHG: ("rota_updated", "address_updated")}),
     "wiki_link_audit": _j(
         "a left-behind copy gained a section the new page lacks (merge it before archiving); the "
@@ -145,8 +146,9 @@ JUDGEMENT: dict[str, Judgement] = {
         "rumours, a near-namesake's releases; the newest official one wins",
         **{EXC: ("answer_q1", "answer_q2", "sources_cited")}),
     "entity_due_diligence": _j(
-        "a follow-up mail from legal adds one more subsidiary to the search",
-        **{CHG: ("rows_complete",)}),
+        "a follow-up mail from legal adds one more subsidiary to the search or takes a sold one out of it, "
+        "or none comes (drawn); the target may have been renamed (older documents under its former name)",
+        **{CHG: ("rows_complete", "rows_precise")}),
     "incident_postmortem_deck": _j(
         "at least two of four drawn per seed: a thread reply corrects the recovery time, final "
         "figures replace a preliminary estimate, a working theory was ruled out for the confirmed "
@@ -159,11 +161,13 @@ JUDGEMENT: dict[str, Judgement] = {
     # --- travel, calendar --------------------------------------------------------------------------
     "cancelled_flight_rebooking": _j(
         "the event lead's mail gives presenters the scarce seats first; the arrival limit is only in "
-        "the calendar invite",
+        "the calendar invite; one traveller may write that they drop out (cancel the whole trip) or drive "
+        "instead (cancel the flights, keep the hotel), or nobody writes (drawn per seed)",
         **{EXC: ("flights_rebooked",)}),
     "offsite_travel_booking": _j(
-        "the offsite moved to new dates (old bookings cancelled); one traveller got approval for an "
-        "extra night",
+        "the offsite moved to new dates (old bookings cancelled: a whole trip, a hotel stay or both, "
+        "drawn); one traveller asks for an extra night and the lead approves it or says no, or nobody asks "
+        "(drawn)",
         **{CHG: ("superseded_cancelled", "flights_back")}),
     "workshop_coordination": _j(
         "a later mail corrects a day out; Facilities closes a room for a few days; a look-alike writes "

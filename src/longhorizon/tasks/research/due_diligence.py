@@ -1,10 +1,15 @@
 """Due diligence: find every archive document reporting a legal or regulatory event about an
 acquisition target and its subsidiaries, extract the facts into a workbook, mail it back.
 
-The request is a mail from legal (a follow-up adds one more subsidiary). Older documents use
-the target's former name; a near-namesake company has events of its own; the entities also
-turn up in documents that are not events (launches, hires, passing mentions); data breaches
+The request is a mail from legal. A near-namesake company has events of its own; the entities
+also turn up in documents that are not events (launches, hires, passing mentions); data breaches
 and recalls come with counts that are not dollar amounts. One row per document.
+
+Drawn per seed (``FOLLOWUP_KINDS``, ``RENAMED_ODDS``; recorded in ``Task.data``, empty when
+absent): legal's follow-up adds a subsidiary the request left out, takes one out (it was sold:
+its events are no longer wanted), or there is no follow-up; the target was renamed (older
+documents use its former name: count them under the target) or not; legal's memos repeat some
+events (each its own row) or none.
 """
 
 from __future__ import annotations
@@ -75,6 +80,13 @@ SYNONYMS = {
     "data breach": ("data breach", "breach", "data leak", "security incident", "cyber incident"),
     "recall": ("recall", "recalled", "product recall"),
 }
+FOLLOWUP_KINDS = ("adds", "drops", "")
+"""Legal's follow-up at the default level: one more subsidiary, one fewer (sold), or none."""
+FOLLOWUP_ODDS = (0.4, 0.35, 0.25)
+RENAMED_ODDS = 0.7
+"""How often the target had another name before (older documents use it)."""
+MEMO_ODDS = 0.25
+"""How often legal's memo repeats an event (each memo its own row)."""
 HEADER = ["Doc ID", "Date", "Entity", "Event", "Amount (USD)"]
 SHEET = "Events"
 
@@ -193,8 +205,9 @@ class EntityDueDiligence(TaskFamily):
     levels = 3
     """1: the target alone, one event (and perhaps legal's memo on it) among its non-event mentions (no
     filler ones) and the near-namesake's events, registered from the search hits; 2: also its former
-    name and two subsidiaries (one added by a follow-up mail), five events; 3 (default): three
-    subsidiaries, nine to twelve events."""
+    name (when it has one) and two subsidiaries (one added by a follow-up mail), up to five events;
+    3 (default): three subsidiaries (a follow-up adds one, takes one out, or none), about nine to
+    twelve events."""
     toolsets = {1: ("mail__read_message", "mail__reply", "mail__search_messages", "search__search",
                     "sheets__create_workbook", "sheets__write_rows")}
 
@@ -214,6 +227,12 @@ class EntityDueDiligence(TaskFamily):
         for sa, sb in zip(rng.sample(SUB_A, 3), rng.sample(SUB_B, 3)):
             subs.append(f"{sa} {sb}")
         renamed = pick_day(rng, lo + timedelta(days=250), today - timedelta(days=300))
+        # the trap mix (module docstring); levels 1-2 keep their follow-up (none, adds)
+        followup = rng.choices(FOLLOWUP_KINDS, weights=FOLLOWUP_ODDS)[0]
+        has_former = rng.random() < RENAMED_ODDS
+        if level < self.levels:
+            followup = "adds" if level == 2 else ""
+        dropped = None
         staff = people(fake, 12)
         companies = [fake.company() for _ in range(14)]
         corpus = Corpus(rng)
@@ -291,34 +310,43 @@ class EntityDueDiligence(TaskFamily):
         plan: list[tuple[str, str, str, date]] = []  # (named entity, expected entity, kind, day)
         for _ in range(rng.randint(3, 4)):
             plan.append((target, target, rng.choice(kinds), pick_day(rng, renamed + timedelta(days=5), hi)))
-        for _ in range(rng.randint(1, 2)):
+        for _ in range(rng.randint(1, 2) if has_former else 0):
             plan.append((former, target, rng.choice(kinds), pick_day(rng, lo, renamed - timedelta(days=5))))
+        if followup == "drops":  # sold: its events are no longer the target's
+            dropped = subs[1]
         for s in subs:
             for _ in range(2):
-                plan.append((s, s, rng.choice(kinds), pick_day(rng, lo, hi)))
+                plan.append((s, None if s == dropped else s, rng.choice(kinds), pick_day(rng, lo, hi)))
         # at least one money event and one breach/recall, so every column is exercised
-        if not any(k in ("lawsuit", "fine", "settlement") for _, _, k, _ in plan):
+        if not any(k in ("lawsuit", "fine", "settlement") for _, e, k, _ in plan if e):
             plan[0] = (*plan[0][:2], "lawsuit", plan[0][3])
-        if not any(k in ("data breach", "recall") for _, _, k, _ in plan):
+        if not any(k in ("data breach", "recall") for _, e, k, _ in plan if e):
             plan[1] = (*plan[1][:2], "data breach", plan[1][3])
-        covered = [subs[0], subs[1], subs[2]]  # the request names two, the follow-up the third
+        covered = [s for s in subs if s != dropped]  # the follow-up adds the third, or takes the second out
         if level < self.levels:  # the same draws as the default, then fewer entities and events
             covered = {1: [], 2: [subs[0], subs[2]]}[level]
             plan = _fewer_events(plan, {1: {target: 1}, 2: {target: 2, former: 1, subs[0]: 1, subs[2]: 1}}[level])
         expected_docs: list[Doc] = []
+        sold_docs: list[Doc] = []  # the dropped subsidiary's events: no rows
+        memos: list[str] = []
         for named, ent, kind, day in plan:
             d = event_doc(named, kind, day, expected_entity=ent)
+            if ent is None:
+                sold_docs.append(d)
+                continue
             expected_docs.append(d)
-            if rng.random() < 0.25:
+            if rng.random() < MEMO_ODDS:
                 expected_docs.append(memo_copy(d))
+                memos.append(expected_docs[-1].id)
         noise: list[Doc] = []
         for ent in [target, subs[0], subs[1], subs[2]]:
             for _ in range(rng.randint(1, 2)):
                 noise.append(mention_doc(ent, pick_day(rng, renamed if ent == target else lo, hi)))
-        noise.append(corpus.add(Doc(
-            f"{former} is now {target}",
-            f"{former} today announced that it has changed its name to {target}. Nothing else changes for "
-            f"customers. {fill()}", renamed, "press", f"{target} Communications", tags={"mention": target})))
+        if has_former:
+            noise.append(corpus.add(Doc(
+                f"{former} is now {target}",
+                f"{former} today announced that it has changed its name to {target}. Nothing else changes for "
+                f"customers. {fill()}", renamed, "press", f"{target} Communications", tags={"mention": target})))
         near_docs = [event_doc(near, rng.choice(kinds), pick_day(rng, lo, hi), expected_entity=None)
                      for _ in range(rng.randint(2, 3))]
         near_docs.append(mention_doc(near, pick_day(rng, lo, hi)))
@@ -339,10 +367,13 @@ class EntityDueDiligence(TaskFamily):
         path = f"diligence/{kebab(target)}-events.xlsx"
         old_path = f"diligence/{kebab(other)}-events.xlsx"
         stamp = lambda d, hm: f"{d.isoformat()}T{hm}:00"  # noqa: E731
-        named_subs = (f" or its subsidiaries {subs[0]} and {subs[1]}" if len(covered) == 3
-                      else f" or its subsidiary {subs[0]}" if covered else "")
+        in_request = [s for s in subs if s != subs[2]] if followup == "adds" else subs  # (level 2: subs[0])
+        if level == 2:
+            in_request = [subs[0]]
+        named_subs = ("" if not covered else f" or its subsidiary {in_request[0]}" if len(in_request) == 1
+                      else f" or its subsidiaries {', '.join(in_request[:-1])} and {in_request[-1]}")
         renaming = (f"{target} was called {former} until {long_date(renamed)}, so older documents use that name: "
-                    f"count those under {target}. " if level > 1 else "")
+                    f"count those under {target}. " if level > 1 and has_former else "")
         request_body = (
             f"Hi {me[0].split()[0]},\n\nAs part of the diligence on {target}, I need a register of every legal or "
             f"regulatory event involving {target}{named_subs} that shows up in our "
@@ -371,13 +402,15 @@ class EntityDueDiligence(TaskFamily):
             {"folder": "Inbox", "sender": counsel[1], "sender_name": counsel[0],
              "subject": f"Re: Diligence: {target} events register",
              "body": (f"One more thing: {target} also owns {subs[2]}, so please cover {subs[2]} in the register "
-                      f"as well.\n\n{counsel[0].split()[0]}"),
+                      f"as well.\n\n{counsel[0].split()[0]}" if followup != "drops" else
+                      f"One more thing: {target} sold {subs[1]} to {companies[0]} last month, so it is out of scope: "
+                      f"please leave {subs[1]} out of the register.\n\n{counsel[0].split()[0]}"),
              "date": stamp(today - timedelta(days=1), "15:45")},
             {"folder": "Inbox", "sender": rest[1][1], "sender_name": rest[1][0], "subject": "Printer",
              "body": "The printer on 2 is fixed.", "date": stamp(today, "08:05")},
         ]
         request_id, followup_id = 3, 5
-        if not covered:  # nothing for a follow-up to add
+        if not followup:  # nothing for a follow-up to add or take out
             inbox = [m for m in inbox if not m["subject"].startswith("Re: ")]
             followup_id = request_id
         for i, m in enumerate(inbox, start=1):
@@ -413,8 +446,7 @@ class EntityDueDiligence(TaskFamily):
         instruction = " ".join([hello, mailed, *in_some_order(w, [ask, where])])
 
         # -- the oracle ----------------------------------------------------------------------------
-        names = [target, former, subs[0], subs[1], subs[2]] if level == self.levels else [
-            target, *([former] if level > 1 else []), *covered]
+        names = [target, *([former] if level > 1 and has_former else []), *covered]
         brief = level == 1  # no survey, no layout to copy, and no document opened (the hits say it all)
         breach = next((d for d in rows_expected if d.tags["event"] in ("data breach", "recall")), None)
         money = [d for d in rows_expected if d.tags["amount"]]
@@ -439,9 +471,9 @@ class EntityDueDiligence(TaskFamily):
                 if mistake == "dates_right" and i == 0:
                     day = day + timedelta(days=1)
                 out.append([d.id, day.isoformat(), ent, kind, amt])
-            if mistake == "rows_precise":
-                d = near_docs[0]
-                out.append([d.id, d.date.isoformat(), near, d.tags["event"], d.tags["amount"]])
+            if mistake == "rows_precise":  # the sold subsidiary's event where there is one, else the namesake's
+                d = (sold_docs or near_docs)[0]
+                out.append([d.id, d.date.isoformat(), d.tags["named"], d.tags["event"], d.tags["amount"]])
             return out
 
         def solve():
@@ -477,7 +509,8 @@ class EntityDueDiligence(TaskFamily):
             if not brief:
                 yield ToolCall("sheets__read_range", {"path": path, "sheet": SHEET}, "Check the register.")
             body = (f"Hi {counsel[0].split()[0]},\n\nAttached is the events register for {target} "
-                    f"(incl. {former} and {', '.join(subs)}): {len(rows_expected)} documents.\n\nBest,\n{me[0]}"
+                    f"(incl. {', '.join(names[1:])}): {len(rows_expected)} documents"
+                    + (f" ({dropped} left out, as it was sold)" if dropped else "") + f".\n\nBest,\n{me[0]}"
                     if level == self.levels else f"Hi {counsel[0].split()[0]},\n\nAttached is the events register "
                     f"for {', '.join(names)}: {len(rows_expected)} documents.\n\nBest,\n{me[0]}")
             yield ToolCall("mail__reply", {"message_id": request_id, "body": body,
@@ -581,8 +614,8 @@ class EntityDueDiligence(TaskFamily):
             # values pay only when the rows are the events (and nothing else)
             Criterion("rows_complete", "every document reporting an event about the target, its former name or a "
                       "subsidiary has a row", "final_state", rows_complete, 2.0, requires=("rows_precise",)),
-            Criterion("rows_precise", "no row for other documents (near-namesake, non-events, other companies)",
-                      "final_state", rows_precise),
+            Criterion("rows_precise", "no row for other documents (near-namesake, non-events, other companies"
+                      + (", the sold subsidiary" if dropped else "") + ")", "final_state", rows_precise),
             Criterion("entities_right", "each row names the right entity (former-name documents under the target)",
                       "final_state", per_row(entity_ok), requires=("rows_precise",)),
             Criterion("events_right", "each row has the right event type", "final_state", per_row(event_ok),
@@ -603,6 +636,10 @@ class EntityDueDiligence(TaskFamily):
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
             criteria=criteria, perturbations=perturbations,
             data={"target": target, "former": former, "subsidiaries": subs, "near_namesake": near, "path": path,
+                  # the drawn traps, empty when absent
+                  "renamed": former if has_former and level > 1 else "",
+                  "added_subsidiary": subs[2] if followup == "adds" else "",
+                  "dropped_subsidiary": dropped or "", "memo_copies": memos,
                   "rows": [{"id": d.id, "date": d.date.isoformat(), "entity": d.tags["entity"],
                             "event": d.tags["event"], "amount": d.tags["amount"]} for d in rows_expected]},
         )

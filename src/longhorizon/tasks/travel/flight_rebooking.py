@@ -5,12 +5,16 @@ to rebook (same cabin as the cancelled booking; the same airline first, then ano
 preferred airline, then anyone; the cheapest fare under the rebooking cap; leave on the
 original day or the next one and land at least two hours before the event starts, which
 only the calendar invite says). The event lead's mail names the presenters, who get the
-scarce seats first. One traveller drops out by mail (cancel the whole trip). Whoever now
-lands a day later needs their hotel stay shortened; the flight holds on the owner's
-calendar move to the new flights, and each traveller gets their own new itinerary.
-Decoys: a same-airline flight over the cap, one that lands too late, a cheaper flight the
-day before, a cheaper non-preferred airline, the same flight number a week later booked
-for someone else, and a harmless terminal-change notice.
+scarce seats first. Whoever now lands a day later needs their hotel stay shortened; the
+flight holds on the owner's calendar move to the new flights, and each traveller gets their
+own new itinerary. Decoys: a same-airline flight over the cap, one that lands too late, a
+cheaper flight the day before, a cheaper non-preferred airline.
+
+Drawn per seed (``DROPOUT_KINDS``, ``LATER_ODDS``, ``TERMINAL_ODDS``; recorded in ``Task.data``,
+empty when absent): one traveller on the flight writes that they drop out (cancel the whole
+trip: ``dropout_cancelled``), or that they drive instead (cancel both flights, keep the hotel:
+``driver_flights_cancelled``), or nobody writes; the same flight number a week later is booked
+for someone else or not; another airline's harmless terminal-change notice is in the inbox or not.
 """
 
 from __future__ import annotations
@@ -62,6 +66,14 @@ EVENTS = ["Customer Summit", "Partner Forum", "Product Summit", "Sales Kickoff",
 REASONS = ["crew availability", "an aircraft technical issue", "operational constraints"]
 KICKOFFS = [time(10, 0), time(10, 30), time(11, 0), time(12, 0), time(13, 0)]
 FMT = travel.TIME_FMT
+DROPOUT_KINDS = ("cancel", "drive", "")
+"""Who writes that they are not flying: one who drops out (cancel the whole trip), one who drives
+instead (cancel both flights, keep the hotel stay), or nobody."""
+DROPOUT_ODDS = (0.4, 0.3, 0.3)
+LATER_ODDS = 0.65
+"""How often the same flight number a week later is booked for someone else."""
+TERMINAL_ODDS = 0.6
+"""How often another airline's harmless terminal-change notice is in the inbox."""
 
 
 def _tier(airline: str, orig: str, preferred: list[str]) -> int:
@@ -93,8 +105,9 @@ class CancelledFlightRebooking(TaskFamily):
     description = (
         "An airline cancelled the flight a team was taking to a summit: rebook each traveller by the "
         "disruption policy (same cabin, same airline first, cheapest fare under the cap, land two hours "
-        "before kickoff, presenters get scarce seats first), cancel the trip of the one who drops out, shorten "
-        "hotel stays whose arrival day moves, update the calendar holds and mail each traveller their itinerary."
+        "before kickoff, presenters get scarce seats first), cancel what one who drops out or drives instead "
+        "asks, shorten hotel stays whose arrival day moves, update the calendar holds and mail each traveller "
+        "their itinerary."
     )
 
     levels = 2
@@ -102,9 +115,10 @@ class CancelledFlightRebooking(TaskFamily):
     to a colleague), preferably one whose arrival day moves: read the policy (without the seat
     order and cancelled trips) and their bookings, search both days, cancel and rebook (and move
     the hotel stay); 2 (default): five or six travellers from the airline's notice, presenters
-    first on scarce seats, one who drops out, the calendar holds and an itinerary mail each. Every
-    level keeps the policy decoys (over the cap, too late, the day before, a non-preferred airline)
-    and the same flight a week later."""
+    first on scarce seats, one who may drop out or drive instead (drawn), the calendar holds and an
+    itinerary mail each. Every level keeps the policy decoys (over the cap, too late, the day
+    before, a non-preferred airline); the same flight a week later is booked for someone else or
+    not (drawn)."""
     level_apps = {1: ("travel",)}
     """Level 1 names the traveller and the kickoff: no mail or calendar."""
     toolsets = {1: (
@@ -131,14 +145,17 @@ class CancelledFlightRebooking(TaskFamily):
         orig_airline, preferred, caps = s["orig_airline"], s["preferred"], s["caps"]
         by_email = {p.email: p for p in s["everyone"]}
         D1, D2 = D + timedelta(days=1), D + timedelta(days=2)
+        dk, flyers = s["dropout_kind"], s["flyers"]  # dk: "cancel", "drive" or "" (nobody writes)
 
         # booking ids: BK-4101... in the seeded order
         bid = {key: travel.booking_id(travel.FIRST_BOOKING + i) for i, (key, _b) in enumerate(bookings)}
-        x_refs = {t: bid[("out", t)] for t in [*rebook, dropout.email]}
-        hotel_refs = {t: bid[("hotel", t)] for t in [*rebook, dropout.email]}
-        return_refs = {t: bid[("back", t)] for t in [*rebook, dropout.email]}
-        dropout_refs = [x_refs[dropout.email], return_refs[dropout.email], hotel_refs[dropout.email]]
-        keep_refs = sorted(r for k, r in bid.items() if k[1] not in (*rebook, dropout.email)) + \
+        x_refs = {t: bid[("out", t)] for t in flyers}
+        hotel_refs = {t: bid[("hotel", t)] for t in flyers}
+        return_refs = {t: bid[("back", t)] for t in flyers}
+        # what the one who writes wants cancelled: everything, or (driving) both flights
+        dropout_refs = ([] if not dk else [x_refs[dropout.email], return_refs[dropout.email]] +
+                        ([hotel_refs[dropout.email]] if dk == "cancel" else []))
+        keep_refs = sorted(r for k, r in bid.items() if k[1] not in flyers) + \
             sorted(return_refs[t] for t in rebook)
         seeded_refs = set(bid.values())
         stranger = s["stranger"]
@@ -151,7 +168,7 @@ class CancelledFlightRebooking(TaskFamily):
                     "start": f["depart"], "end": f["arrive"], "attendees": [t_email],
                     "description": f"{by_email[t_email].name}, booking {ref}"}
 
-        travellers_all = [*rebook, dropout.email, *s["others"]]
+        travellers_all = [*flyers, *s["others"]]
         events = [{"title": f"{event_title}", "start": datetime.combine(D1, kickoff).strftime(FMT),
                    "end": datetime.combine(D2, time(16, 0)).strftime(FMT), "organizer": lead.email,
                    "location": f"{s['venue']}, {B[0]}",
@@ -176,7 +193,7 @@ class CancelledFlightRebooking(TaskFamily):
         last_event_id = len(events)
         seeded_events = {e["id"]: snapshot(e, me.email) for e in events}
         watched_events = [eid for eid in seeded_events
-                          if eid not in (hold_ids[t] for t in [*rebook, dropout.email])]
+                          if eid not in (hold_ids[t] for t in flyers)]
         cal_people = [{"email": p.email, "name": p.name} for p in sorted(s["everyone"], key=lambda p: p.email)]
 
         # -- mail ------------------------------------------------------------------------------------
@@ -184,7 +201,7 @@ class CancelledFlightRebooking(TaskFamily):
             return f"{d.isoformat()}T{h:02d}:{m:02d}:00"
 
         airline_dom = squash(orig_airline) + ".example"
-        pax = [by_email[t].name for t in sorted([*rebook, dropout.email], key=lambda e: by_email[e].last)]
+        pax = [by_email[t].name for t in sorted(flyers, key=lambda e: by_email[e].last)]
         pres_names = [by_email[t].name for t in presenters]
         other_f = fl[s["out_flight"][s["others"][0]]]
         msgs = [
@@ -205,28 +222,36 @@ class CancelledFlightRebooking(TaskFamily):
                       f"Everyone just needs to be there for the kickoff (the time is in the invite).\n\n"
                       f"Thanks for sorting it out,\n{lead.first}"),
              "date": stamp(today, 8, 3)},
-            {"folder": "Inbox", "sender": dropout.email, "sender_name": dropout.name,
-             "subject": "Not flying to the summit",
-             "body": (f"Hi {me.first},\n\nWith the flight cancelled I'll join the {event_title} remotely instead. "
-                      f"Please cancel my whole trip (flights and hotel).\n\nThanks,\n{dropout.first}"),
-             "date": stamp(today, 8, 20)},
-            {"folder": "Inbox", "sender": f"alerts@{squash(other_f['airline'])}.example",
-             "sender_name": f"{other_f['airline']} Alerts",
-             "subject": f"Terminal change: {other_f['flight_no']} on {day_month(D)}",
-             "body": (f"Dear customer,\n\nFlight {other_f['flight_no']} on {long_date(D)} now departs from Terminal 2. "
-                      f"The schedule is unchanged and no action is needed.\n\n{other_f['airline']}"),
-             "date": stamp(today - timedelta(days=1), 18, 30)},
             {"folder": "Inbox", "sender": "deals@farewatch.example", "sender_name": "FareWatch",
              "subject": f"Fares to {B[0]} from $79", "body": "Grab them before they're gone!",
              "date": stamp(today - timedelta(days=2), 6, 0), "is_read": True},
         ]
+        if dk:  # the same subject either way: only the body says what to cancel
+            msgs.append({"folder": "Inbox", "sender": dropout.email, "sender_name": dropout.name,
+                         "subject": "Not flying to the summit",
+                         "body": (f"Hi {me.first},\n\nWith the flight cancelled I'll join the {event_title} remotely "
+                                  f"instead. Please cancel my whole trip (flights and hotel).\n\nThanks,\n"
+                                  f"{dropout.first}") if dk == "cancel" else
+                                 (f"Hi {me.first},\n\nWith the flight cancelled I'll drive to the {event_title} on "
+                                  f"{long_date(D)} and back after it instead. Please cancel my flights, both ways, "
+                                  f"but keep my hotel booking as it is. The flight hold can go too.\n\nThanks,\n"
+                                  f"{dropout.first}"),
+                         "date": stamp(today, 8, 20)})
+        if s["terminal_notice"]:
+            msgs.append({"folder": "Inbox", "sender": f"alerts@{squash(other_f['airline'])}.example",
+                         "sender_name": f"{other_f['airline']} Alerts",
+                         "subject": f"Terminal change: {other_f['flight_no']} on {day_month(D)}",
+                         "body": (f"Dear customer,\n\nFlight {other_f['flight_no']} on {long_date(D)} now departs "
+                                  f"from Terminal 2. The schedule is unchanged and no action is needed.\n\n"
+                                  f"{other_f['airline']}"),
+                         "date": stamp(today - timedelta(days=1), 18, 30)})
         msgs.sort(key=lambda m: m["date"])
         for i, m in enumerate(msgs, start=1):
             m["id"] = i
         notice_id = next(m["id"] for m in msgs if m["subject"].startswith("Cancelled:"))
         lead_id = next(m["id"] for m in msgs if m["sender"] == lead.email)
-        dropout_id = next(m["id"] for m in msgs if m["sender"] == dropout.email)
-        terminal_id = next(m["id"] for m in msgs if m["subject"].startswith("Terminal change"))
+        dropout_id = next((m["id"] for m in msgs if m["sender"] == dropout.email), None)
+        terminal_id = next((m["id"] for m in msgs if m["subject"].startswith("Terminal change")), None)
         last_mail_id = len(msgs)
 
         policy = {
@@ -375,7 +400,7 @@ class CancelledFlightRebooking(TaskFamily):
         def solve_all(served: list[str] = order):
             """``served``: the order travellers get seats in (the policy's: presenters first)."""
             yield ToolCall("mail__list_messages", {"folder": "Inbox"}, note="Find the cancellation notice.")
-            for mid in sorted([notice_id, lead_id, dropout_id, terminal_id]):
+            for mid in sorted(m for m in (notice_id, lead_id, dropout_id, terminal_id) if m is not None):
                 yield ToolCall("mail__read_message", {"message_id": mid},
                                note=f"Read message {mid}: what changed and who it affects.")
             yield ToolCall("travel__get_policy", {}, note="Read the disruption rules before rebooking.")
@@ -447,17 +472,21 @@ class CancelledFlightRebooking(TaskFamily):
                              f"({cabin.replace('_', ' ')}) (booking {ref}){hotel_line}\n\nYour return flight "
                              f"{backs[t]['flight_no']} is unchanged.\n\n{me.first}")},
                     note=f"Send {names[t]} their new itinerary.")
-            d = dropout.email
-            for r in (x_refs[d], return_refs[d], hotel_refs[d]):
-                yield ToolCall("travel__cancel_booking", {"booking_id": r},
-                               note=f"{dropout.first} is not travelling: cancel {r}.")
-            yield ToolCall("calendar__cancel_event", {"event_id": holds[d]["id"]},
-                           note=f"{dropout.first}'s flight hold is no longer needed.")
+            if dk:
+                d = dropout.email
+                for r in dropout_refs:
+                    yield ToolCall("travel__cancel_booking", {"booking_id": r},
+                                   note=f"{dropout.first} is not flying: cancel {r}." if dk == "cancel" else
+                                   f"{dropout.first} drives instead: cancel the flight {r} (the hotel stays).")
+                yield ToolCall("calendar__cancel_event", {"event_id": holds[d]["id"]},
+                               note=f"{dropout.first}'s flight hold is no longer needed.")
             yield ToolCall("travel__list_bookings", {}, note="Verify: new flights, stays, cancellations.")
             yield ToolCall("calendar__list_events", {"start": D.isoformat(), "end": D2.isoformat()},
                            note="Verify the holds match the new flights.")
+            gone = {"cancel": f", cancelled {dropout.name}'s trip",
+                    "drive": f", cancelled {dropout.name}'s flights (driving, hotel kept)", "": ""}[dk]
             return (f"Rebooked {len(rebook)} travellers off {X['flight_no']}, adjusted hotel stays for late "
-                    f"arrivals, cancelled {dropout.name}'s trip, updated the holds and mailed itineraries.")
+                    f"arrivals{gone}, updated the holds and mailed itineraries.")
 
         # each perturbation fails one criterion: an edit of the oracle's calls
         solve = solve_one if level == 1 else solve_all
@@ -482,6 +511,9 @@ class CancelledFlightRebooking(TaskFamily):
             "dropout_cancelled": lambda: perturb.drop(  # the flight on the cancelled plane only
                 solve, perturb.on(cancel, where=lambda a: a["booking_id"] in (
                     return_refs[dropout.email], hotel_refs[dropout.email])), count=None),
+            "driver_flights_cancelled": lambda: at_the_end(ToolCall(  # the whole trip, as for one who drops out
+                cancel, {"booking_id": hotel_refs[dropout.email]},
+                note=f"{dropout.first} is not flying: cancel the hotel stay too.")),
             "calendar_updated": lambda: perturb.drop(solve, perturb.on("calendar__update_event",
                                                                        event_id=hold_ids[first])),
             "itineraries_mailed": lambda: perturb.change(  # no booking reference for the flight
@@ -491,7 +523,9 @@ class CancelledFlightRebooking(TaskFamily):
                 solve, perturb.on("mail__send_message", to=[first]), to=[first, order[1]]),
             "unrelated_untouched": lambda: at_the_end(ToolCall(
                 cancel, {"booking_id": bid[("later", stranger.email)]},
-                note=f"This booking is on {X['flight_no']} too; cancel it.")),
+                note=f"This booking is on {X['flight_no']} too; cancel it.") if s["later_booked"] else ToolCall(
+                cancel, {"booking_id": return_refs[first]},
+                note=f"The return is on {orig_airline} too; cancel it.")),
             "no_extra_bookings": lambda: at_the_end(ToolCall("travel__book_hotel", {
                 "hotel_id": H["hotel_id"], "traveler": s["others"][0], "check_in": D2.isoformat(),
                 "check_out": (D2 + timedelta(days=1)).isoformat()},
@@ -567,6 +601,8 @@ class CancelledFlightRebooking(TaskFamily):
             left = [r for r in dropout_refs if status.get(r) != "cancelled"]
             if left:
                 return False, f"{dropout.name} still holds {left}"
+            if dk == "drive" and status.get(hotel_refs[dropout.email]) != "active":
+                return False, f"{dropout.name} drives and keeps the hotel, but {hotel_refs[dropout.email]} was cancelled"
             gone = [r for r in keep_refs if status.get(r) != "active"]  # cancelling everything is no rebooking
             if gone:
                 return False, f"other bookings cancelled too: {gone}"
@@ -688,8 +724,12 @@ class CancelledFlightRebooking(TaskFamily):
                       check_flights, 2.0),
             Criterion("hotels_adjusted", "Each traveller has one stay in the same hotel, from their new arrival day.",
                       "final_state", check_hotels, 2.0),
-            Criterion("dropout_cancelled", "The traveller who dropped out has all bookings and the hold cancelled, "
-                      "and nothing new (no unrelated booking cancelled).", "final_state", check_dropout),
+            *([Criterion("dropout_cancelled", "The traveller who dropped out has all bookings and the hold "
+                         "cancelled, and nothing new (no unrelated booking cancelled).", "final_state",
+                         check_dropout)] if dk == "cancel" else []),
+            *([Criterion("driver_flights_cancelled", "The traveller who drives instead has both flights and the "
+                         "hold cancelled, keeps the hotel stay as booked, and nothing new (no unrelated booking "
+                         "cancelled).", "final_state", check_dropout)] if dk == "drive" else []),
             # reporting whatever was booked pays only once the flights are the policy's
             Criterion("calendar_updated", "Each traveller's flight hold shows the new flight number and times.",
                       "final_state", check_calendar, requires=("flights_rebooked",)),
@@ -705,7 +745,8 @@ class CancelledFlightRebooking(TaskFamily):
                       check_extra, guard=True),
         ]
         if level == 1:  # the task names the flight; the rest is the colleague's (or needs no change)
-            dropped = {"notice_read", "dropout_cancelled", "calendar_updated", "itineraries_mailed",
+            dropped = {"notice_read", "dropout_cancelled", "driver_flights_cancelled", "calendar_updated",
+                       "itineraries_mailed",
                        "itineraries_private"} | (set() if moves else {"hotels_adjusted"})
             criteria = [c for c in criteria if c.id not in dropped]
         return Task(
@@ -713,8 +754,13 @@ class CancelledFlightRebooking(TaskFamily):
             seed=seed, instruction=instruction, apps=self.apps_at(level), build=build, oracle=solve,
             criteria=criteria, perturbations={c.id: flawed[c.id]() for c in criteria},
             data={"today": today.isoformat(), "cancelled": X["flight_id"], "deadline": deadline_s,
-                  "expected": expected, "presenters": presenters, "dropout": dropout.email,
-                  "cabins": cabin_of},
+                  "expected": expected, "presenters": presenters, "cabins": cabin_of,
+                  # the drawn traps, empty when absent
+                  # (level 1 has no mail: nobody writes there)
+                  "dropout": dropout.email if dk == "cancel" and level > 1 else "",
+                  "driving": dropout.email if dk == "drive" and level > 1 else "",
+                  "same_number_later": bid.get(("later", stranger.email), ""),
+                  "terminal_notice": other_f["flight_no"] if s["terminal_notice"] and level > 1 else ""},
         )
 
     # -- the World ---------------------------------------------------------------------------------
@@ -937,6 +983,13 @@ class CancelledFlightRebooking(TaskFamily):
         hotels = [H, hotel(rng.randint(120, 160), 20, "Airport"), hotel(rng.randint(270, 380), 8, venue_district)]
         hotels.sort(key=lambda h: h["hotel_id"])
 
+        # the trap mix: who writes about not flying (drops out: cancel everything; drives: cancel the
+        # flights, keep the hotel; nobody), whether the same flight number a week later is booked for
+        # someone else, whether another airline's harmless terminal-change notice is in the inbox
+        dropout_kind = rng.choices(DROPOUT_KINDS, weights=DROPOUT_ODDS)[0]
+        later_booked = rng.random() < LATER_ODDS
+        terminal_notice = rng.random() < TERMINAL_ODDS
+        flyers = [*rebook, dropout.email] if dropout_kind else list(rebook)
         everyone = [me, lead, *rebook_p, dropout, *others_p, stranger, look]
         home = {p.email: A for p in [*rebook_p, dropout, stranger]}
         home[look.email] = rng.choice(homes)
@@ -946,7 +999,7 @@ class CancelledFlightRebooking(TaskFamily):
         booked_on = (today - timedelta(days=rng.randint(10, 30))).isoformat()
         bookings: list[tuple[tuple[str, str], dict]] = []
         out_flight = {}
-        for t in [*rebook, dropout.email]:
+        for t in flyers:
             bookings.append((("out", t), {"kind": "flight", "traveler": t, "flight_id": X["flight_id"],
                                           "cabin": cabin_of[t], "booked_on": booked_on}))
             bookings.append((("back", t), {"kind": "flight", "traveler": t, "flight_id": back["flight_id"],
@@ -964,9 +1017,10 @@ class CancelledFlightRebooking(TaskFamily):
                                                   "check_in": D.isoformat(), "check_out": D2.isoformat(),
                                                   "booked_on": booked_on}))
             out_flight[p.email] = f["flight_id"]
-        bookings.append((("later", stranger.email), {"kind": "flight", "traveler": stranger.email,
-                                                     "flight_id": later["flight_id"], "cabin": "economy",
-                                                     "booked_on": (today - timedelta(days=2)).isoformat()}))
+        if later_booked:
+            bookings.append((("later", stranger.email), {"kind": "flight", "traveler": stranger.email,
+                                                         "flight_id": later["flight_id"], "cabin": "economy",
+                                                         "booked_on": (today - timedelta(days=2)).isoformat()}))
         rng.shuffle(bookings)
         # seats taken by the seeded bookings come out of the fares (create_travel does it): give room
         need = {}
@@ -986,4 +1040,5 @@ class CancelledFlightRebooking(TaskFamily):
                 "orig_airline": orig_airline, "preferred": preferred, "caps": caps, "everyone": everyone,
                 "others": [p.email for p, _h, _f in others], "stranger": stranger, "out_flight": out_flight,
                 "venue": f"{fake.last_name()} Convention Center", "company": our_company, "dept": dept,
-                "home": home, "noise": {f["flight_id"] for f in noise}}
+                "home": home, "noise": {f["flight_id"] for f in noise}, "dropout_kind": dropout_kind,
+                "flyers": flyers, "later_booked": later_booked, "terminal_notice": terminal_notice}

@@ -2,8 +2,11 @@
 
 The team lead's mail says the offsite moved to new dates and asks for everyone's travel;
 the calendar invite says who is coming (one declined, the lead and maybe another attendee
-are local) and when the last day ends; one traveller asks (with approval) to stay an extra
-night; two people already booked travel for the old dates. The travel app's policy decides
+are local) and when the last day ends. Drawn per seed (``EXTENSION_KINDS``, ``OLD_KINDS``,
+``TAGALONG_ODDS``; recorded in ``Task.data``, empty when absent): one traveller asks to stay an
+extra night and the lead approves it or says no, or nobody asks; travel already booked for the
+old dates is a whole trip, a hotel stay or both (someone else's); a colleague from another team
+asks to tag along, not yet cleared with the lead, or not. The travel app's policy decides
 each booking: preferred airlines first, the cheapest compliant fare, the cabin by scheduled
 flight length, arrival by 21:00 the day before, return at least two hours after the end,
 and one hotel for the group in the venue's district under the nightly cap. Every route
@@ -70,6 +73,15 @@ LONG_HAUL = 270
 ARRIVE_BY = time(21, 0)
 RETURN_GAP = timedelta(hours=2)
 ITINERARY = "travel/offsite_itinerary.md"
+EXTENSION_KINDS = ("approved", "refused", "")
+"""One traveller asks to fly home a day later: the lead approves it, says no, or nobody asks."""
+EXTENSION_ODDS = (0.45, 0.3, 0.25)
+OLD_KINDS = ("both", "trip", "stay")
+"""Booked for the old dates: one traveller's whole trip and another's hotel stay, the trip only,
+or the stay only."""
+OLD_ODDS = (0.4, 0.3, 0.3)
+TAGALONG_ODDS = 0.6
+"""How often a colleague from another team asks to tag along (not cleared with the lead)."""
 TEAMS = ["Platform", "Growth", "Customer Success", "Data", "Design", "Partnerships", "Security"]
 
 
@@ -133,7 +145,8 @@ class OffsiteTravelBooking(TaskFamily):
     """1: one traveller (the longest flight among those with no old booking or extension), the
     offsite's dates and end time in the task: read the policy, find their home airport, book
     both flights and a hotel; 2 (default): four or five travellers from the lead's mail and the
-    invite, an extension, old bookings to cancel, the group hotel, the itinerary file and mail.
+    invite, an extension asked for (approved or not) or none, old bookings to cancel, the group
+    hotel, the itinerary file and mail.
     Every level keeps the flight decoys (non-preferred, sold out, wrong time) and the hotel ones;
     level 1 leaves out the compliant but dearer flight of each leg."""
     level_apps = {1: ("travel",)}
@@ -201,6 +214,11 @@ class OffsiteTravelBooking(TaskFamily):
 
         roles = rng.sample(range(n_trav), 4)
         ext, old1, old2, unrel = (travellers[i] for i in roles)
+        # the trap mix (module docstring)
+        ext_kind = rng.choices(EXTENSION_KINDS, weights=EXTENSION_ODDS)[0]
+        old_kind = rng.choices(OLD_KINDS, weights=OLD_ODDS)[0]
+        tagalong_asks = rng.random() < TAGALONG_ODDS
+        extended = ext_kind == "approved"
         preferred = [a[0] for a in rng.sample(AIRLINES, 2)]
         others_air = [a for a in AIRLINES if a[0] not in preferred]
         codes = dict(AIRLINES)
@@ -314,11 +332,12 @@ class OffsiteTravelBooking(TaskFamily):
         plan: dict[str, dict[str, Any]] = {}
         for p in travellers:
             h = home_of[p.email]
-            back_day = end + timedelta(days=1) if p is ext else end
+            stays_on = p is ext and extended
+            back_day = end + timedelta(days=1) if stays_on else end
             plan[p.email] = {
                 "out": need(h, city, start - timedelta(days=1), "out"),
-                "back": need(city, h, back_day, "free" if p is ext else "back",
-                             None if p is ext else end_dt + RETURN_GAP),
+                "back": need(city, h, back_day, "free" if stays_on else "back",
+                             None if stays_on else end_dt + RETURN_GAP),
                 "check_in": (start - timedelta(days=1)).isoformat(),
                 "check_out": back_day.isoformat(),
             }
@@ -382,7 +401,7 @@ class OffsiteTravelBooking(TaskFamily):
 
         # bookings already in the system --------------------------------------------------------
         outsider = outsiders[0]
-        seeded = [
+        seeded = [  # (what, booking); the old dates' ones as drawn
             {"kind": "flight", "traveler": old1.email, "flight_id": old_out["flight_id"], "cabin": "economy",
              "booked_on": (today - timedelta(days=rng.randint(10, 20))).isoformat()},
             {"kind": "flight", "traveler": old1.email, "flight_id": old_back["flight_id"], "cabin": "economy",
@@ -399,15 +418,17 @@ class OffsiteTravelBooking(TaskFamily):
              "check_in": (start - timedelta(days=2)).isoformat(), "check_out": (end + timedelta(days=1)).isoformat(),
              "booked_on": (today - timedelta(days=rng.randint(3, 30))).isoformat()},
         ]
-        order = list(range(len(seeded)))
+        kept = {"both": (0, 1, 2, 3), "trip": (0, 1, 2), "stay": (3,)}[old_kind] + (4, 5)
+        order = list(kept)
         rng.shuffle(order)
+        outsider_stay = seeded[5]
         seeded = [seeded[i] for i in order]
         ids = {i: travel.booking_id(travel.FIRST_BOOKING + pos) for pos, i in enumerate(order)}
-        superseded = sorted(ids[i] for i in (0, 1, 2, 3))
+        superseded = sorted(ids[i] for i in (0, 1, 2, 3) if i in ids)
         unrelated = [ids[4], ids[5]]  # the unrelated trip, an outsider's stay
         unrelated_spec = {ids[4]: (unrel.email, unrel_flight["flight_id"], "economy"),
-                          ids[5]: (outsider.email, h_small["hotel_id"], seeded[order.index(5)]["check_in"],
-                                   seeded[order.index(5)]["check_out"])}
+                          ids[5]: (outsider.email, h_small["hotel_id"], outsider_stay["check_in"],
+                                   outsider_stay["check_out"])}
         preexisting = set(superseded) | set(unrelated)
 
         policy = {
@@ -476,8 +497,8 @@ class OffsiteTravelBooking(TaskFamily):
             f"({venue_address}, {venue_district}, {city[0]}). The updated invite is on the calendar.\n\n"
             f"Could you book travel for everyone on the invite who's coming? Please follow the travel policy "
             f"to the letter (it's in the booking tool) - finance has been strict lately. People who live in "
-            f"{city[0]}, like you and me, don't need flights or a hotel. A couple of people had already booked for the "
-            f"original dates ({old_text}); please cancel those bookings, nothing else.\n\n"
+            f"{city[0]}, like you and me, don't need flights or a hotel. Anything already booked for the original "
+            f"dates ({old_text}) should be cancelled: those bookings, nothing else.\n\n"
             f"When you're done, put the itinerary in {ITINERARY} - one line per traveller with their flights, "
             f"hotel and booking references - and mail it to me.\n\nThanks a lot!\n{lead.first}"
         )
@@ -488,28 +509,41 @@ class OffsiteTravelBooking(TaskFamily):
             {"folder": "Inbox", "sender": lead.email, "sender_name": lead.name, "to": [me.email],
              "subject": f"Offsite travel - new dates ({city[0]})", "body": request,
              "date": at(today - timedelta(days=1), 16, 45)},
-            {"folder": "Inbox", "sender": ext.email, "sender_name": ext.name, "to": [me.email], "cc": [lead.email],
-             "subject": "Offsite - staying one extra night",
-             "body": (f"Hi {me.first},\n\nI have a customer visit in {city[0]} the morning after the offsite, so I'd "
-                      f"like to stay one more night and fly home on {long_date(end + timedelta(days=1))}. "
-                      f"{lead.first} approved it (cc'd).\n\nThanks,\n{ext.first}"),
-             "date": at(today - timedelta(days=1), 17, 30)},
-            {"folder": "Inbox", "sender": lead.email, "sender_name": lead.name, "to": [me.email, ext.email],
-             "subject": "Re: Offsite - staying one extra night", "in_reply_to": 3,
-             "body": f"Approved - thanks {ext.first}.\n\n{lead.first}", "date": at(today - timedelta(days=1), 18, 2)},
             {"folder": "Inbox", "sender": declined.email, "sender_name": declined.name, "to": [me.email],
              "subject": "Can't make the offsite",
              "body": (f"Hi {me.first}, unfortunately I'm on leave that week, so I've declined the invite. "
                       f"No travel needed for me.\n\n{declined.first}"),
              "date": at(today, 7, 50)},
-            {"folder": "Inbox", "sender": tagalong.email, "sender_name": tagalong.name, "to": [me.email],
-             "subject": "Offsite",
-             "body": (f"Hey {me.first}, I heard the {team} team is heading to {city[0]}. Any chance I could tag along? "
-                      f"I haven't asked {lead.first} yet.\n\n{tagalong.first}"),
-             "date": at(today, 8, 15)},
         ]
+        if ext_kind:  # the same request either way: only the lead's reply decides
+            inbox.append({
+                "folder": "Inbox", "sender": ext.email, "sender_name": ext.name, "to": [me.email], "cc": [lead.email],
+                "subject": "Offsite - staying one extra night",
+                "body": (f"Hi {me.first},\n\nI have a customer visit in {city[0]} the morning after the offsite, so "
+                         f"I'd like to stay one more night and fly home on {long_date(end + timedelta(days=1))}. "
+                         f"{lead.first}, is that OK with you? (cc'd)\n\nThanks,\n{ext.first}"),
+                "date": at(today - timedelta(days=1), 17, 30)})
+            inbox.append({
+                "folder": "Inbox", "sender": lead.email, "sender_name": lead.name, "to": [me.email, ext.email],
+                "subject": "Re: Offsite - staying one extra night",
+                "body": (f"Approved - thanks {ext.first}.\n\n{lead.first}" if extended else
+                         f"Sorry {ext.first}, not this time: the offsite budget is tight, so please fly home on "
+                         f"{long_date(end)} with everyone else and plan the customer visit for another week."
+                         f"\n\n{lead.first}"),
+                "date": at(today - timedelta(days=1), 18, 2)})
+        if tagalong_asks:
+            inbox.append({
+                "folder": "Inbox", "sender": tagalong.email, "sender_name": tagalong.name, "to": [me.email],
+                "subject": "Offsite",
+                "body": (f"Hey {me.first}, I heard the {team} team is heading to {city[0]}. Any chance I could tag "
+                         f"along? I haven't asked {lead.first} yet.\n\n{tagalong.first}"),
+                "date": at(today, 8, 15)})
+        inbox.sort(key=lambda m: m["date"])
         for i, m in enumerate(inbox, start=1):
             m["id"] = i
+            if m["subject"].startswith("Re: "):
+                m["in_reply_to"] = next(x["id"] for x in inbox if x["subject"] == m["subject"][4:])
+        to_read = [m["id"] for m in inbox if m["sender_name"] != "Travel Deals"]
 
         def build(root: Path) -> None:
             travel.create_travel(root / "state" / "travel.sqlite", today=today.isoformat(), policy=policy,
@@ -615,7 +649,7 @@ class OffsiteTravelBooking(TaskFamily):
 
         def solve_all():
             yield ToolCall("mail__list_messages", {"folder": "Inbox", "limit": 25}, "See what came in.")
-            for mid in (2, 3, 4, 5, 6):
+            for mid in to_read:
                 yield ToolCall("mail__read_message", {"message_id": mid}, f"Read message {mid}.")
             evs = parse_json((yield ToolCall("calendar__list_events", {
                 "start": (start - timedelta(days=1)).isoformat(), "end": end.isoformat()},
@@ -656,9 +690,10 @@ class OffsiteTravelBooking(TaskFamily):
             fits = [h for h in hotels_found["hotels"] if h["district"] == venue_district
                     and h["rooms_left"] >= len(flying)]
             chosen = min(fits, key=lambda h: h["nightly_rate"])
-            yield ToolCall("travel__search_hotels", {
-                "city": city[0], "check_in": ins, "check_out": plan[ext.email]["check_out"], "max_rate": cap},
-                f"Check {chosen['name']} also has a room for {ext.first}'s extra night.")
+            if extended:
+                yield ToolCall("travel__search_hotels", {
+                    "city": city[0], "check_in": ins, "check_out": plan[ext.email]["check_out"], "max_rate": cap},
+                    f"Check {chosen['name']} also has a room for {ext.first}'s extra night.")
             for email in flying:
                 text = yield ToolCall("travel__book_hotel", {
                     "hotel_id": chosen["hotel_id"], "traveler": email, "check_in": plan[email]["check_in"],
@@ -903,5 +938,11 @@ class OffsiteTravelBooking(TaskFamily):
             criteria=criteria, perturbations={c.id: flawed[c.id]() for c in criteria},
             data={"city": city[0], "start": start.isoformat(), "end": end.isoformat(), "hotel": h_want["hotel_id"],
                   "expected": expected, "superseded": superseded, "unrelated": unrelated,
-                  "preferred": preferred},
+                  "preferred": preferred,
+                  # the drawn traps, empty when absent (level 1 has no mail: nobody writes there)
+                  "extension": ext.email if extended and level > 1 else "",
+                  "extension_refused": ext.email if ext_kind == "refused" and level > 1 else "",
+                  "old_trip": old1.email if old_kind in ("both", "trip") else "",
+                  "old_stay": old2.email if old_kind in ("both", "stay") else "",
+                  "tagalong": tagalong.email if tagalong_asks and level > 1 else ""},
         )

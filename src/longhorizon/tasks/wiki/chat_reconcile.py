@@ -1,10 +1,17 @@
 """Wiki upkeep: bring the team wiki in line with decisions announced in chat, then report.
 
 Chat holds the decisions, spread over four channels and their threads: on-call rota changes
-(one of them reversed in a thread), an office move (whose address changed once before it was
-final), a deploy-process change, a page rename that left broken links, a team rename to carry
-out, and a request to tag every runbook. Alongside them: proposals nobody agreed to, and
-ordinary chatter. About thirty pages; most must stay exactly as they are.
+(one of them called off or corrected in a thread), an office move (whose address may have
+changed once before it was final), a deploy-process change, a page rename that left broken
+links, a team rename to carry out, and a request to tag every runbook. Alongside them:
+proposals nobody agreed to, and ordinary chatter. About thirty pages; most must stay exactly
+as they are.
+
+Drawn per seed (``THREAD_KINDS``, ``ADDRESS_CHANGE_ODDS``, ``SOAK_PROPOSAL_ODDS``; recorded in
+``Task.data``, empty when absent): the thread under one announced rota change calls it off or
+names someone else for it; the office's first announced address falls through (a later message
+gives the final one) or is final from the start; an unanswered-for-now proposal to raise the
+soak time sits in #eng or not.
 """
 
 from __future__ import annotations
@@ -32,6 +39,14 @@ RUNBOOKS = ["Database failover", "Cache flush", "Certificate renewal", "Queue ba
             "DNS change", "Disk pressure", "Rotate API keys"]
 DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]
 NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
+THREAD_KINDS = ("called_off", "corrected")
+"""What the thread under the third rota announcement says: no change after all, or another
+engineer takes it instead of the one announced."""
+THREAD_ODDS = (0.55, 0.45)
+ADDRESS_CHANGE_ODDS = 0.6
+"""How often the first announced office address falls through before the final one."""
+SOAK_PROPOSAL_ODDS = 0.6
+"""How often #eng holds a proposal (not agreed) to raise the staging soak time (levels 2-3)."""
 OLD_SLUG, NEW_SLUG = "incident-handbook", "incident-response"
 TEAM_OLD, TEAM_NEW, TEAM_TITLE = "platform-team", "devex-team", "Developer Experience team"
 MISC = [
@@ -147,9 +162,9 @@ class WikiChatReconcile(TaskFamily):
                    "leave other pages alone, and post a summary.")
 
     levels = 3
-    """1: one agreed rota change (another called off in a thread, a proposal left open) in a rota
+    """1: one agreed rota change (another called off or corrected in a thread, a proposal left open) in a rota
     of four services (the proposal unanswered), the summary posted to #docs without reading it; 2: both
-    rota changes, the office move (its address changed once) and the deploy-process decision;
+    rota changes, the office move (its address may have changed once) and the deploy-process decision;
     3 (default): also the broken links after a rename, the team rename and the runbook tags."""
     toolsets = {1: ("chat__post_message", "chat__read_channel", "chat__read_thread", "wiki__get_page",
                     "wiki__update_page")}
@@ -189,6 +204,14 @@ class WikiChatReconcile(TaskFamily):
         s_prop = svc_changes[3]
         proposed = (s_prop, "secondary", rota[s_prop]["secondary"],
                     rng.choice([e for e in engineers if e not in rota[s_prop].values()]))
+        # the trap mix (module docstring)
+        thread_kind = rng.choices(THREAD_KINDS, weights=THREAD_ODDS)[0]
+        address_changed = rng.random() < ADDRESS_CHANGE_ODDS
+        soak_proposal = rng.random() < SOAK_PROPOSAL_ODDS
+        corrected = None  # (service, role, old, new): the change as the thread corrected it
+        if thread_kind == "corrected":
+            corrected = (s_rev, "primary", reversed_change[2],
+                         rng.choice([e for e in engineers if e not in (*rota[s_rev].values(), reversed_change[3])]))
 
         # -- office move ----------------------------------------------------------------------------
         city, city2 = rng.sample(CITIES, 2)
@@ -332,31 +355,35 @@ class WikiChatReconcile(TaskFamily):
         (c1s, c1r, c1o, c1n), (c2s, c2r, c2o, c2n) = changes
         if level == 1:
             changes = changes[:1]
+        if corrected:  # the announced change holds, with the engineer the thread names
+            changes = [*changes, corrected]
         rs, _, ro, rn = reversed_change
         ps, _, po, pn = proposed
         post("general", crew[0], 13, "09:01", "Morning! Coffee machine on 3 is fixed.")
         if level > 1:
             post("announcements", office_mgr, 12, "10:15",
-                 f"Heads-up: the {city} office is moving to {planned_addr} on {move_day.strftime('%B')} "
-                 f"{move_day.day}. "
-                 f"More details soon.")
+                 f"Heads-up: the {city} office is moving to {planned_addr if address_changed else new_addr} on "
+                 f"{move_day.strftime('%B')} {move_day.day}. "
+                 + ("More details soon." if address_changed else "Please update anything that has the old address."))
         post("ops", ops_lead, 11, "09:40",
              f"Rota change from next week: {c1n} takes over as {c1r} on call for {c1s} from {c1o}. "
              f"{who(c1n)} {who(c1o)}")
         post("eng", crew[1], 10, "15:02", "Anyone else seeing flaky integration tests on main?")
         prop_soak = None
-        if level > 1:
+        if level > 1 and soak_proposal:
             prop_soak = post("eng", crew[2], 9, "11:20",
                              f"Proposal: should we raise the staging soak time to {soak_proposed} minutes?")
             post("eng", eng_lead, 9, "11:45", "Let's talk about it at the next sync, no change for now.", prop_soak)
         rev = post("ops", ops_lead, 8, "14:05", f"Also: {rn} will take primary for {rs} (from {ro}).")
         post("ops", ops_lead, 8, "16:30",
-             f"Scratch that: {ro} keeps primary for {rs} until the migration is done. No change.", rev)
+             f"Scratch that: {ro} keeps primary for {rs} until the migration is done. No change." if not corrected
+             else f"Small correction: {corrected[3]} takes primary for {rs} from {ro}, not {rn} ({first(rn)} is on "
+                  f"leave that month).", rev)
         if top:
             post("docs", docs_owner, 8, "09:10",
                  f"I renamed {OLD_SLUG} to {NEW_SLUG} last week, but lots of pages still link to the old name, so "
                  f"those links are broken now. Could someone fix them?")
-        if level > 1:
+        if level > 1 and address_changed:
             post("announcements", office_mgr, 7, "12:00",
                  f"Update on the {city} move: the {planned_addr.split(',')[0]} lease fell through. We're moving to "
                  f"{new_addr} instead, same date. Please update anything that has the old address.")
@@ -426,11 +453,13 @@ class WikiChatReconcile(TaskFamily):
 
         def report(rota: bool = True) -> str:
             """The summary for #docs (``rota=False``: one that leaves the rota changes out)."""
+            done = ", ".join(f"{s_} {r_} is now {n_}" for s_, r_, _, n_ in changes)
+            thread = (f"{corrected[3]}, not {rn}, as corrected in the thread" if corrected else
+                      f"{rs} unchanged, that change was called off")
             if level == 1:
-                return (f"on-call-rota: {c1s} {c1r} is now {c1n} ({rs} change called off, {ps} proposal undecided)."
+                return (f"on-call-rota: {done} ({thread}; {ps} proposal undecided)."
                         if rota else "Done, the wiki is updated.")
-            rota_txt = (f"on-call-rota: {c1s} {c1r} is now {c1n}, {c2s} {c2r} is now {c2n} ({rs} unchanged, that "
-                        f"change was called off). ") if rota else ""
+            rota_txt = f"on-call-rota: {done} ({thread}). " if rota else ""
             return (f"Wiki caught up with recent decisions: {rota_txt}{office} and other pages: new {city} address "
                     f"{new_addr}. deploy-process: {approvals2} approvals, freeze from {day2} {t2.strftime('%H:%M')}."
                     + (f" Fixed links to {OLD_SLUG} (now {NEW_SLUG}). Renamed {TEAM_OLD} to {TEAM_NEW} "
@@ -527,13 +556,15 @@ class WikiChatReconcile(TaskFamily):
         to_docs = perturb.on("chat__post_message", channel="#docs")
         old_freeze_line = f"Production deploys are frozen from {day1} {t1.strftime('%H:%M')} until Monday 09:00."
         flawed = {
-            "rota_updated": lambda: perturb.change(solve, rota_write, body=rota_body(changes[:-1])),
-            "rota_rest_unchanged": lambda: perturb.change(solve, rota_write,
-                                                          body=rota_body([*changes, reversed_change])),
+            "rota_updated": lambda: perturb.change(  # the engineer first announced, or the last change missing
+                solve, rota_write, body=rota_body([*changes[:-1], reversed_change] if corrected else changes[:-1])),
+            "rota_rest_unchanged": lambda: perturb.change(  # the called-off change (or the proposal) applied
+                solve, rota_write, body=rota_body([*changes, proposed if corrected else reversed_change])),
             "address_updated": lambda: perturb.change(  # the address announced first, later abandoned
                 solve, perturb.on("wiki__update_page", where=lambda a: new_addr in a["summary"]), lambda a: {
                     **a, "body": a["body"].replace(new_addr, planned_addr),
-                    "summary": f"{city} office moved to {planned_addr}"}, count=None),
+                    "summary": f"{city} office moved to {planned_addr}"}, count=None) if address_changed else
+            perturb.drop(solve, perturb.on("wiki__update_page", where=lambda a: new_addr in a["summary"])),
             "process_updated": lambda: perturb.change(  # the approvals only, not the freeze start
                 solve, perturb.on("wiki__update_page", slug="deploy-process"),
                 lambda a: {**a, "body": a["body"].replace(new_freeze_line, old_freeze_line)}),
@@ -667,12 +698,12 @@ class WikiChatReconcile(TaskFamily):
             return not bad, f"posted elsewhere: {bad}" if bad else ""
 
         criteria = [
-            Criterion("rota_updated", "both agreed rota changes are on the rota page", "final_state",
-                      rota_updated, 1.5),
+            Criterion("rota_updated", "the agreed rota changes (as their thread left them) are on the rota page",
+                      "final_state", rota_updated, 1.5),
             Criterion("rota_rest_unchanged", "no other rota cell changed (the called-off change and the proposal "
                       "included)", "final_state", rota_rest, guard=True),
-            Criterion("address_updated", f"every page with the old {city} address has the final new one (not the "
-                      "abandoned one)", "final_state", address_updated, 1.5),
+            Criterion("address_updated", f"every page with the old {city} address has the final new one"
+                      + (" (not the abandoned one)" if address_changed else ""), "final_state", address_updated, 1.5),
             Criterion("process_updated", "the deploy process has the new approvals and freeze start, soak unchanged",
                       "final_state", process_updated),
             Criterion("incident_links_fixed", f"no page links to {OLD_SLUG}; former linkers link {NEW_SLUG}",
@@ -700,8 +731,13 @@ class WikiChatReconcile(TaskFamily):
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
             criteria=criteria, perturbations=perturbations,
-            data={"changes": [list(c) for c in changes], "reversed": list(reversed_change),
-                  "proposed": list(proposed), "address_pages": address_pages, "new_address": new_addr,
+            data={"changes": [list(c) for c in changes], "proposed": list(proposed),
+                  "address_pages": address_pages, "new_address": new_addr,
+                  # the drawn traps, empty when absent
+                  "reversed": [] if corrected else list(reversed_change),
+                  "corrected": [*corrected, reversed_change[3]] if corrected else [],
+                  "abandoned_address": planned_addr if address_changed and level > 1 else "",
+                  "soak_proposal": soak_proposed if soak_proposal and level > 1 else "",
                   "old_linkers": sorted(old_linkers), "team_linkers": sorted(team_linkers),
                   "runbooks": runbook_slugs},
         )
