@@ -47,7 +47,6 @@ KNOWN_FIXED_TRAPS = {
     "department_spend_review",
     "downloads_cleanup",
     "entity_due_diligence",
-    "holiday_week_reschedule",
     "inventory_sheet_cleanup",
     "invoice_followup",
     "legacy_catalog_conversion",

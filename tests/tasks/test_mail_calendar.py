@@ -177,3 +177,50 @@ async def test_one_on_one_details_pay_only_with_one_meeting_each():
     got = {r.id: r.passed for r in traj.grade.results}
     assert got["timing"] and got["titles"] and not got["one_each"]
     assert traj.grade.reward == 0.0
+
+
+
+def test_holiday_reschedule_draws_its_trap_mix_per_seed():
+    """The provisional closure mail, the team member out per mail and the Friday rule in force
+    now or only from the week after are drawn per seed; the instruction names none of them."""
+    from longhorizon.tasks.diversity import trap_set
+
+    tasks = [get_family("holiday_week_reschedule").generate(seed) for seed in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("provisional", "ooo", "friday_cutoff", "friday_rule_later"):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+    for t in tasks:
+        assert bool(t.data["friday_cutoff"]) != bool(t.data["friday_rule_later"])
+        assert "provisional" not in t.instruction
+
+
+def _friday(iso: str) -> bool:
+    from datetime import date
+
+    return date.fromisoformat(iso[:10]).weekday() == 4
+
+
+@pytest.mark.parametrize("variant", ["friday_cutoff", "friday_rule_later"])
+async def test_holiday_reschedule_friday_rule_either_way(variant):
+    """With the rule in force no moved meeting runs past noon on the Friday; with it only from the
+    week after, one closure meeting keeps a Friday afternoon; the oracle passes either way and
+    the misplacing perturbation fails new_slots."""
+    fam = get_family("holiday_week_reschedule")
+    t = next(t for t in (fam.generate(s) for s in range(40))
+             if t.data[variant] and any(_friday(d) for d in t.data["closure"]))
+    fri_pm = [s for s, e in t.data["plan"].values() if _friday(s) and e[11:16] > "12:00"]
+    assert bool(fri_pm) == (variant == "friday_rule_later")
+    traj = await play_task(t, OraclePolicy())
+    assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+    traj = await play_task(t, OraclePolicy(perturb="new_slots"))
+    assert "new_slots" in {r.id for r in traj.grade.results if not r.passed}
+
+
+async def test_holiday_reschedule_without_someone_out_reads_the_other_mails():
+    """An instance with no one out has no out-of-office mail to read; mails_read asks for the
+    confirmed and Friday mails, and its perturbation still fails it."""
+    t = next(t for t in (get_family("holiday_week_reschedule").generate(s) for s in range(20)) if not t.data["ooo"])
+    traj = await play_task(t, OraclePolicy())
+    assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+    traj = await play_task(t, OraclePolicy(perturb="mails_read"))
+    assert "mails_read" in {r.id for r in traj.grade.results if not r.passed}
