@@ -53,7 +53,6 @@ KNOWN_FIXED_TRAPS = {
     "log_error_summary",
     "log_first_error",
     "log_last_warning",
-    "meeting_requests",
     "mfa_account_recovery",
     "new_hire_onboarding",
     "new_joiner_faq",

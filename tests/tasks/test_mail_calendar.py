@@ -224,3 +224,72 @@ async def test_holiday_reschedule_without_someone_out_reads_the_other_mails():
     assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
     traj = await play_task(t, OraclePolicy(perturb="mails_read"))
     assert "mails_read" in {r.id for r in traj.grade.results if not r.passed}
+
+
+def test_meeting_requests_draw_their_trap_mix_per_seed():
+    """The request on Focus time, the request with no time and the fixed time its sender moves by
+    a later mail are each there or not (at least one of the first two); a criterion only for what
+    is there, and level 1 keeps the Focus-time request alone."""
+    from longhorizon.tasks.diversity import trap_set
+
+    fam = get_family("meeting_requests")
+    tasks = [fam.generate(seed) for seed in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("conflict", "vague", "moved"):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+    for t in tasks:
+        ids = {c.id for c in t.criteria}
+        assert t.data["conflict"] or t.data["vague"]
+        assert ("conflict_declined" in ids) == bool(t.data["conflict"])
+        assert ("vague_asked" in ids) == bool(t.data["vague"])
+    for seed in range(10):
+        low = fam.generate(seed, 1)
+        assert low.data["conflict"] and not low.data["vague"] and not low.data["moved"]
+
+
+async def test_meeting_requests_vague_request_gets_a_question_not_a_booking():
+    """The oracle asks the sender of the request with no time when suits them; dropping that reply,
+    or replying to every request without booking, fails vague_asked."""
+    from dataclasses import replace
+
+    from longhorizon.core.task import ToolCall
+
+    t = next(t for t in (get_family("meeting_requests").generate(s) for s in range(20)) if t.data["vague"])
+    traj = await play_task(t, OraclePolicy())
+    assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+    traj = await play_task(t, OraclePolicy(perturb="vague_asked"))
+    assert "vague_asked" in {r.id for r in traj.grade.results if not r.passed}
+
+    def reply_to_all():
+        for r in t.data["requests"]:
+            yield ToolCall("mail__reply", {"message_id": r["mail_id"], "body": "When would suit you?"})
+        return "done"
+
+    traj = await play_task(replace(t, oracle=reply_to_all), OraclePolicy())
+    assert not {r.id: r.passed for r in traj.grade.results}["vague_asked"]
+
+
+async def test_meeting_requests_moved_time_is_booked_at_the_later_mails_time():
+    """A sender who moves their fixed time by a later mail is booked at the new time; the oracle
+    passes, and booking the first mail's time fails events_booked."""
+    from dataclasses import replace
+    from datetime import date, timedelta
+
+    from longhorizon.tasks.calendar.slots import at, iso
+    from longhorizon.tasks.kit import perturb
+
+    t = next(t for t in (get_family("meeting_requests").generate(s) for s in range(20)) if t.data["moved"])
+    topic, first, new = t.data["moved"]
+    r = next(r for r in t.data["requests"] if r["topic"] == topic)
+    assert r["start"] == new and r["slot"][0][11:16] == new
+    traj = await play_task(t, OraclePolicy())
+    assert traj.passed, [(x.id, x.note) for x in traj.grade.results if not x.passed]
+
+    def at_first(args: dict) -> dict:
+        s = at(date.fromisoformat(r["day"]), first)
+        return {**args, "start": iso(s), "end": iso(s + timedelta(minutes=r["minutes"]))}
+
+    stale = perturb.change(t.oracle, perturb.on("calendar__create_event", where=lambda a: a["start"] == r["slot"][0]),
+                           edit=at_first)
+    traj = await play_task(replace(t, oracle=stale), OraclePolicy())
+    assert not {x.id: x.passed for x in traj.grade.results}["events_booked"]
