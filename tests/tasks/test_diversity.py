@@ -68,7 +68,6 @@ KNOWN_FIXED_TRAPS = {
     "shared_inbox_routing",
     "sprint_planning",
     "team_backlog_digest",
-    "team_one_on_ones",
     "timesheet_json_export",
     "trade_show_leads",
     "training_feedback_rollup",

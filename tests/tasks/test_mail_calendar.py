@@ -293,3 +293,25 @@ async def test_meeting_requests_moved_time_is_booked_at_the_later_mails_time():
                            edit=at_first)
     traj = await play_task(replace(t, oracle=stale), OraclePolicy())
     assert not {x.id: x.passed for x in traj.grade.results}["events_booked"]
+
+
+async def test_one_on_ones_draw_their_trap_mix_per_seed():
+    """The day kept free, the first-name look-alikes, the cancelled sync and the declined
+    invitation are each there or not; blocked_day and the instruction's rule only where a day is
+    kept free, and the oracle passes without one."""
+    from longhorizon.tasks.diversity import trap_set
+
+    fam = get_family("team_one_on_ones")
+    tasks = [fam.generate(seed) for seed in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("blocked", "first_name_lookalikes", "cancelled_sync", "declined_invite"):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+    for t in tasks:
+        assert ("blocked_day" in {c.id for c in t.criteria}) == bool(t.data["blocked"])
+        assert ("planning" in t.instruction) == bool(t.data["blocked"])
+    free = next(t for t in tasks if not t.data["blocked"])
+    traj = await play_task(free, OraclePolicy())
+    assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+    low = next(t for t in (fam.generate(s, 1) for s in range(20)) if not t.data["blocked"])
+    traj = await play_task(low, OraclePolicy())
+    assert traj.passed and 2 <= len(traj.tool_calls) <= 8
