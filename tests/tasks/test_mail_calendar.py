@@ -177,3 +177,141 @@ async def test_one_on_one_details_pay_only_with_one_meeting_each():
     got = {r.id: r.passed for r in traj.grade.results}
     assert got["timing"] and got["titles"] and not got["one_each"]
     assert traj.grade.reward == 0.0
+
+
+
+def test_holiday_reschedule_draws_its_trap_mix_per_seed():
+    """The provisional closure mail, the team member out per mail and the Friday rule in force
+    now or only from the week after are drawn per seed; the instruction names none of them."""
+    from longhorizon.tasks.diversity import trap_set
+
+    tasks = [get_family("holiday_week_reschedule").generate(seed) for seed in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("provisional", "ooo", "friday_cutoff", "friday_rule_later"):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+    for t in tasks:
+        assert bool(t.data["friday_cutoff"]) != bool(t.data["friday_rule_later"])
+        assert "provisional" not in t.instruction
+
+
+def _friday(iso: str) -> bool:
+    from datetime import date
+
+    return date.fromisoformat(iso[:10]).weekday() == 4
+
+
+@pytest.mark.parametrize("variant", ["friday_cutoff", "friday_rule_later"])
+async def test_holiday_reschedule_friday_rule_either_way(variant):
+    """With the rule in force no moved meeting runs past noon on the Friday; with it only from the
+    week after, one closure meeting keeps a Friday afternoon; the oracle passes either way and
+    the misplacing perturbation fails new_slots."""
+    fam = get_family("holiday_week_reschedule")
+    t = next(t for t in (fam.generate(s) for s in range(40))
+             if t.data[variant] and any(_friday(d) for d in t.data["closure"]))
+    fri_pm = [s for s, e in t.data["plan"].values() if _friday(s) and e[11:16] > "12:00"]
+    assert bool(fri_pm) == (variant == "friday_rule_later")
+    traj = await play_task(t, OraclePolicy())
+    assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+    traj = await play_task(t, OraclePolicy(perturb="new_slots"))
+    assert "new_slots" in {r.id for r in traj.grade.results if not r.passed}
+
+
+async def test_holiday_reschedule_without_someone_out_reads_the_other_mails():
+    """An instance with no one out has no out-of-office mail to read; mails_read asks for the
+    confirmed and Friday mails, and its perturbation still fails it."""
+    t = next(t for t in (get_family("holiday_week_reschedule").generate(s) for s in range(20)) if not t.data["ooo"])
+    traj = await play_task(t, OraclePolicy())
+    assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+    traj = await play_task(t, OraclePolicy(perturb="mails_read"))
+    assert "mails_read" in {r.id for r in traj.grade.results if not r.passed}
+
+
+def test_meeting_requests_draw_their_trap_mix_per_seed():
+    """The request on Focus time, the request with no time and the fixed time its sender moves by
+    a later mail are each there or not (at least one of the first two); a criterion only for what
+    is there, and level 1 keeps the Focus-time request alone."""
+    from longhorizon.tasks.diversity import trap_set
+
+    fam = get_family("meeting_requests")
+    tasks = [fam.generate(seed) for seed in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("conflict", "vague", "moved"):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+    for t in tasks:
+        ids = {c.id for c in t.criteria}
+        assert t.data["conflict"] or t.data["vague"]
+        assert ("conflict_declined" in ids) == bool(t.data["conflict"])
+        assert ("vague_asked" in ids) == bool(t.data["vague"])
+    for seed in range(10):
+        low = fam.generate(seed, 1)
+        assert low.data["conflict"] and not low.data["vague"] and not low.data["moved"]
+
+
+async def test_meeting_requests_vague_request_gets_a_question_not_a_booking():
+    """The oracle asks the sender of the request with no time when suits them; dropping that reply,
+    or replying to every request without booking, fails vague_asked."""
+    from dataclasses import replace
+
+    from longhorizon.core.task import ToolCall
+
+    t = next(t for t in (get_family("meeting_requests").generate(s) for s in range(20)) if t.data["vague"])
+    traj = await play_task(t, OraclePolicy())
+    assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+    traj = await play_task(t, OraclePolicy(perturb="vague_asked"))
+    assert "vague_asked" in {r.id for r in traj.grade.results if not r.passed}
+
+    def reply_to_all():
+        for r in t.data["requests"]:
+            yield ToolCall("mail__reply", {"message_id": r["mail_id"], "body": "When would suit you?"})
+        return "done"
+
+    traj = await play_task(replace(t, oracle=reply_to_all), OraclePolicy())
+    assert not {r.id: r.passed for r in traj.grade.results}["vague_asked"]
+
+
+async def test_meeting_requests_moved_time_is_booked_at_the_later_mails_time():
+    """A sender who moves their fixed time by a later mail is booked at the new time; the oracle
+    passes, and booking the first mail's time fails events_booked."""
+    from dataclasses import replace
+    from datetime import date, timedelta
+
+    from longhorizon.tasks.calendar.slots import at, iso
+    from longhorizon.tasks.kit import perturb
+
+    t = next(t for t in (get_family("meeting_requests").generate(s) for s in range(20)) if t.data["moved"])
+    topic, first, new = t.data["moved"]
+    r = next(r for r in t.data["requests"] if r["topic"] == topic)
+    assert r["start"] == new and r["slot"][0][11:16] == new
+    traj = await play_task(t, OraclePolicy())
+    assert traj.passed, [(x.id, x.note) for x in traj.grade.results if not x.passed]
+
+    def at_first(args: dict) -> dict:
+        s = at(date.fromisoformat(r["day"]), first)
+        return {**args, "start": iso(s), "end": iso(s + timedelta(minutes=r["minutes"]))}
+
+    stale = perturb.change(t.oracle, perturb.on("calendar__create_event", where=lambda a: a["start"] == r["slot"][0]),
+                           edit=at_first)
+    traj = await play_task(replace(t, oracle=stale), OraclePolicy())
+    assert not {x.id: x.passed for x in traj.grade.results}["events_booked"]
+
+
+async def test_one_on_ones_draw_their_trap_mix_per_seed():
+    """The day kept free, the first-name look-alikes, the cancelled sync and the declined
+    invitation are each there or not; blocked_day and the instruction's rule only where a day is
+    kept free, and the oracle passes without one."""
+    from longhorizon.tasks.diversity import trap_set
+
+    fam = get_family("team_one_on_ones")
+    tasks = [fam.generate(seed) for seed in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("blocked", "first_name_lookalikes", "cancelled_sync", "declined_invite"):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+    for t in tasks:
+        assert ("blocked_day" in {c.id for c in t.criteria}) == bool(t.data["blocked"])
+        assert ("planning" in t.instruction) == bool(t.data["blocked"])
+    free = next(t for t in tasks if not t.data["blocked"])
+    traj = await play_task(free, OraclePolicy())
+    assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+    low = next(t for t in (fam.generate(s, 1) for s in range(20)) if not t.data["blocked"])
+    traj = await play_task(low, OraclePolicy())
+    assert traj.passed and 2 <= len(traj.tool_calls) <= 8

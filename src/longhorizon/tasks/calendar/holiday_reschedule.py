@@ -1,13 +1,16 @@
 """Calendar scheduling: move the owner's meetings out of an office-closure week.
 
-Facilities first announced a provisional closure, then confirmed different days; every
-meeting the owner organises on a confirmed closure day moves to the following week: the
-same weekday and time when everyone is free, else the nearest half-hour slot that day
-(earlier on a tie), else the next working day. Rules live in the inbox too: Friday
-afternoons become meeting-free from that week, and a team member mentions a day they are
-out that is not on the calendar. The owner's "Hold" blocks do not count as busy (cancel
-one when a moved meeting needs its time, leave the others), the weekly recurring meeting
-is skipped (cancelled) rather than moved, meetings other people organise and the owner's
+Facilities confirmed the closure days (in some seeds after a provisional mail that named
+other days); every meeting the owner organises on a confirmed closure day moves to the
+following week: the same weekday and time when everyone is free, else the nearest half-hour
+slot that day (earlier on a tie), else the next working day. Rules live in the inbox too:
+Friday afternoons become meeting-free from that week or only from the week after (drawn),
+and in some seeds a team member mentions a day they are out that is not on the calendar.
+The trap mix (provisional mail, person out, Friday rule now or later) is drawn per seed;
+the hold a moved meeting needs and the attendee busy at the old time are always there.
+The owner's "Hold" blocks do not count as busy (cancel one when a moved meeting needs its
+time, leave the others), the weekly recurring meeting is skipped (cancelled) rather than
+moved, meetings other people organise and the owner's
 meetings outside the closure stay as they are. One summary mail goes to everyone affected.
 """
 
@@ -102,8 +105,8 @@ class HolidayWeekReschedule(TaskFamily):
     levels = 3
     """1: one meeting to move (an attendee is busy at its old time next week), found from the
     confirmed closure mail alone; 2: three (also one that needs a hold's time and one whose
-    attendee is out per mail), all rule mails read; 3 (default): seven to nine. Every level keeps
-    the provisional closure mail, the weekly to cancel and the meetings others organise."""
+    attendee is out per mail, where someone is), all rule mails read; 3 (default): seven to nine.
+    Every level keeps the drawn trap mix, the weekly to cancel and the meetings others organise."""
     toolsets = {1: (
         "calendar__cancel_event", "calendar__free_busy", "calendar__list_events", "calendar__update_event",
         "mail__read_message", "mail__search_messages", "mail__send_message",
@@ -124,6 +127,14 @@ class HolidayWeekReschedule(TaskFamily):
         closure = wk[first:last + 1]
         prov = rng.choice([r for r in RANGES if r != (first, last)])
         prov_days = wk[prov[0]:prov[1] + 1]
+        # the trap mix: the earlier provisional closure mail (other days), the team member out per
+        # mail and whether the Friday-afternoon rule is in force next week or only from the week
+        # after (the mail is there either way); each there or not, the hold and the busy attendee
+        # always
+        traps = {"provisional": rng.random() < 0.6, "ooo": rng.random() < 0.65,
+                 "friday_now": rng.random() < 0.6}
+        cutoff = FRIDAY_CUTOFF if traps["friday_now"] else None
+        rule_week = nxt if traps["friday_now"] else later
 
         me = people.make(domain)
         my_hours = rng.choice(MY_HOURS)
@@ -142,7 +153,8 @@ class HolidayWeekReschedule(TaskFamily):
         directory.sort(key=lambda p: p["email"])
 
         for _attempt in range(80):
-            scen = self._scenario(rng, me, team, hours, colleagues, lookalikes, wk, nxt, prev, later, closure)
+            scen = self._scenario(rng, me, team, hours, colleagues, lookalikes, wk, nxt, prev, later, closure,
+                                  traps["ooo"], cutoff)
             if scen is not None:
                 break
         else:  # pragma: no cover - generation bug
@@ -155,7 +167,7 @@ class HolidayWeekReschedule(TaskFamily):
             kept = {1: [shifted], 2: [shifted, scen["k2"], scen["k3"]]}[level]
             events = [e for e in events if e not in movable or e["id"] in kept]
             movable = [m for m in movable if m["id"] in kept]
-            plan = self._simulate(events, movable, me.email, hours, nxt, scen["ooo"])
+            plan = self._simulate(events, movable, me.email, hours, nxt, scen["ooo"], cutoff)
             holds_ = [e["id"] for e in events if e.get("organizer", me.email) == me.email and _is_hold(e)]
             by_id_ = {e["id"]: e for e in events}
             cancel_holds = {h for h in holds_ if any(cal.overlaps(by_id_[h]["start"], by_id_[h]["end"], *sl)
@@ -168,24 +180,24 @@ class HolidayWeekReschedule(TaskFamily):
         weekly_w = weekly["w_id"]
         watched = [eid for eid in seeded if eid not in hold_ids and eid not in movable_ids and eid != weekly_w]
         affected_people = sorted({a["email"] for m in movable for a in m["attendees"]} | set(weekly["attendees"]))
-        ooo_person, ooo_day = ooo
+        ooo_person, ooo_day = ooo  # ("", None) when no one is out
 
         # -- mailbox ----------------------------------------------------------------------------
         facilities = f"facilities@{domain}"
         stamp = lambda d, h, m: f"{d.isoformat()}T{h:02d}:{m:02d}:00"  # noqa: E731
         closed_set = set(closure)
         open_days = [d for d in wk if d not in closed_set]
-        ooo_p = next(p for p in team if p.email == ooo_person)
+        ooo_p = next((p for p in team if p.email == ooo_person), None)
         decoy_out = rng.choice([p for p in team if p.email != ooo_person])
         decoy_day = rng.choice(later)
         other_org = rng.choice(colleagues)
         msgs = [
-            {"folder": "Inbox", "sender": facilities, "sender_name": "Facilities Team",
+            *([{"folder": "Inbox", "sender": facilities, "sender_name": "Facilities Team",
              "to": [f"all@{domain}"], "subject": f"Heads-up: office closure week of {day_month(wk[0])}",
              "body": (f"Hi all,\n\nBecause of the electrical works in the building we expect to close the office "
                       f"from {_ranges_text(prov_days)}. These dates are provisional; we'll confirm them as soon "
                       f"as the contractor does.\n\nFacilities"),
-             "date": stamp(today - timedelta(days=12), 8, 5), "is_read": True},
+             "date": stamp(today - timedelta(days=12), 8, 5), "is_read": True}] if traps["provisional"] else []),
             {"folder": "Inbox", "sender": facilities, "sender_name": "Facilities Team",
              "to": [f"all@{domain}"], "subject": "Confirmed: office closure dates",
              "body": (f"Hi all,\n\nThe contractor has confirmed: the office will be closed from "
@@ -197,16 +209,16 @@ class HolidayWeekReschedule(TaskFamily):
              "date": stamp(today - timedelta(days=1), 16, 20)},
             {"folder": "Inbox", "sender": boss.email, "sender_name": boss.name, "to": [f"managers@{domain}"],
              "subject": "Meeting-free Friday afternoons",
-             "body": (f"Hi everyone,\n\nStarting the week of {day_month(nxt[0])}, Friday afternoons are "
+             "body": (f"Hi everyone,\n\nStarting the week of {day_month(rule_week[0])}, Friday afternoons are "
                       f"meeting-free: please don't schedule anything that runs past {FRIDAY_CUTOFF} on a "
                       f"Friday.\n\nThanks,\n{boss.first}"),
              "date": stamp(today - timedelta(days=3), 9, 40)},
-            {"folder": "Inbox", "sender": ooo_p.email, "sender_name": ooo_p.name,
-             "subject": f"Out on {day_month(ooo_day)}",
-             "body": (f"Hi {me.first},\n\nHeads-up: I'm off all day on {long_date(ooo_day)} "
-                      f"({rng.choice(OUT_REASONS).lower()}). It isn't in the calendar yet, so please don't "
-                      f"put anything with me on that day.\n\nThanks,\n{ooo_p.first}"),
-             "date": stamp(today - timedelta(days=2), 11, 15)},
+            *([{"folder": "Inbox", "sender": ooo_p.email, "sender_name": ooo_p.name,
+               "subject": f"Out on {day_month(ooo_day)}",
+               "body": (f"Hi {me.first},\n\nHeads-up: I'm off all day on {long_date(ooo_day)} "
+                        f"({rng.choice(OUT_REASONS).lower()}). It isn't in the calendar yet, so please don't "
+                        f"put anything with me on that day.\n\nThanks,\n{ooo_p.first}"),
+               "date": stamp(today - timedelta(days=2), 11, 15)}] if ooo_p else []),
             {"folder": "Inbox", "sender": decoy_out.email, "sender_name": decoy_out.name,
              "subject": "Day off later this month",
              "body": (f"Hi {me.first},\n\nJust so you know, I'll take {long_date(decoy_day)} off. Nothing to "
@@ -227,8 +239,8 @@ class HolidayWeekReschedule(TaskFamily):
         mid = {m["subject"]: m["id"] for m in msgs}
         confirm_id = mid["Confirmed: office closure dates"]
         friday_id = mid["Meeting-free Friday afternoons"]
-        ooo_id = mid[f"Out on {day_month(ooo_day)}"]
-        must_read = [confirm_id, friday_id, ooo_id] if level > 1 else [confirm_id]
+        ooo_id = mid[f"Out on {day_month(ooo_day)}"] if ooo_p else None
+        must_read = [x for x in (confirm_id, friday_id, ooo_id) if x] if level > 1 else [confirm_id]
         to_read = [m["id"] for m in msgs if m["sender"] != "digest@worktips.example"]
 
         def build(root: Path) -> None:
@@ -241,12 +253,9 @@ class HolidayWeekReschedule(TaskFamily):
         wt = weekly["title"]
         w = phrasing_rng(self.name, seed)
         hello = say(w, f"Hi, {me.first} here.", f"Hello, it's {me.first}.", f"Hi! {me.first} here.")
-        news = say(w, "Facilities have confirmed the office closure (it's in my inbox; there was an earlier "
-                      "provisional mail too).",
-                   "The office closure is now confirmed by Facilities: the mail is in my inbox, next to an "
-                   "earlier provisional one.",
-                   "There's a mail in my inbox from Facilities confirming the office closure (they sent an "
-                   "earlier provisional one too).")
+        news = say(w, "Facilities have confirmed the office closure (it's in my inbox).",
+                   "The office closure is now confirmed by Facilities: the mail is in my inbox.",
+                   "There's a mail in my inbox from Facilities confirming the office closure.")
         ask = say(w, "Could you move every meeting I organise that falls on a closure day to the following week?",
                   "Please move each meeting I organise on a closure day to the following week.",
                   "I need every meeting I organise on a closure day moved to the following week.")
@@ -396,7 +405,7 @@ class HolidayWeekReschedule(TaskFamily):
                 att_busy = [(b["start"], b["end"]) for p in others for b in p["busy"]]
                 wh = [(p["working_hours"]["start"], p["working_hours"]["end"]) for p in others]
                 slot = self._place(e, guests, my_busy, att_busy, (my_hours_now["start"], my_hours_now["end"]),
-                                   wh, nxt, ooo, None)
+                                   wh, nxt, ooo, None, cutoff)
                 for hid, (hs, he) in sorted(holds.items()):
                     if hid in cancelled or not cal.overlaps(slot[0], slot[1], hs, he):
                         continue
@@ -432,7 +441,8 @@ class HolidayWeekReschedule(TaskFamily):
             seen = g if seen is None else seen
             before = {x["id"]: plan[x["id"]] for x in order[:order.index(e)]}
             return self._place(e, g, self._my_busy(events, me.email, nxt) + list(before.values()),
-                               scen["busy_now"](seen, before), my_hours, [hours[x] for x in seen], nxt, ooo, mistake)
+                               scen["busy_now"](seen, before), my_hours, [hours[x] for x in seen], nxt, ooo, mistake,
+                               cutoff)
 
         summary_mail = perturb.on("mail__send_message")
 
@@ -503,7 +513,7 @@ class HolidayWeekReschedule(TaskFamily):
                 "mail__reply", {"message_id": confirm_id, "body": "Thanks, all moved!"}, note="Let Facilities know.")),
             "checked_availability": unchecked,
             "mails_read": lambda: perturb.drop(oracle, perturb.on(
-                "mail__read_message", message_id=confirm_id if level == 1 else ooo_id)),
+                "mail__read_message", message_id=confirm_id if level == 1 else (ooo_id or friday_id))),
         }
 
         # -- graders ------------------------------------------------------------------------------
@@ -583,9 +593,9 @@ class HolidayWeekReschedule(TaskFamily):
                     if clash:
                         return False, f"{c['title']!r} at {c['start']}: {x} is busy (events {clash})"
                 d = cal.parse_time(c["start"]).date()
-                if d.weekday() == 4 and c["end"][11:] > FRIDAY_CUTOFF:
+                if cutoff and d.weekday() == 4 and c["end"][11:] > cutoff:
                     return False, f"{c['title']!r} runs into Friday afternoon"
-                if ooo_person in who and d == ooo_day:
+                if ooo_person and ooo_person in who and d == ooo_day:
                     return False, f"{c['title']!r} is on {ooo_day}, when {ooo_person} is out"
             return True
 
@@ -763,15 +773,20 @@ class HolidayWeekReschedule(TaskFamily):
             data={"today": today.isoformat(), "closure": sorted(closure_iso), "plan": {str(k): v for k, v in
                   plan.items()}, "weekly": weekly_w, "weekly_title": weekly["title"],
                   "cancel_holds": sorted(cancel_holds),
-                  "affected": affected_people, "ooo": [ooo_person, ooo_day.isoformat()]},
+                  "affected": affected_people, "ooo": [ooo_person, ooo_day.isoformat()] if ooo_person else "",
+                  "provisional": [d.isoformat() for d in prov_days] if traps["provisional"] else "",
+                  "friday_cutoff": cutoff or "",
+                  "friday_rule_later": "" if cutoff else later[0].isoformat()},
         )
 
     # -- placing one meeting --------------------------------------------------------------------
     @staticmethod
     def _place(e: dict, guests: list[str], my_busy, att_busy, my_hours, att_hours, nxt: list[date],
-               ooo: tuple[str, date], flaw: str | None) -> tuple[str, str]:
+               ooo: tuple[str, date | None], flaw: str | None, cutoff: str | None) -> tuple[str, str]:
         """The rules' slot for meeting ``e`` in the week ``nxt``; with ``flaw``, the wrong one a
-        perturbation picks (``_scenario`` checks that the far one differs)."""
+        perturbation picks (``_scenario`` checks that the far one differs). ``ooo``: who is out
+        which day (``("", None)``: no one); ``cutoff``: when Friday afternoons start, if that rule
+        is in force that week."""
         s0 = cal.parse_time(e["start"])
         minutes = int((cal.parse_time(e["end"]) - s0).total_seconds() // 60)
         orig = s0.strftime("%H:%M")
@@ -784,15 +799,18 @@ class HolidayWeekReschedule(TaskFamily):
         for d in nxt[s0.weekday():]:
             if ooo[0] in guests and d == ooo[1]:
                 continue
-            top = min(hi, FRIDAY_CUTOFF) if d.weekday() == 4 else hi
+            top = min(hi, cutoff) if cutoff and d.weekday() == 4 else hi
             slot = nearest_slot(d, orig, minutes, lo, top, busy, far=flaw == "new_slots")
             if slot:
                 return slot
         raise ValueError(f"no slot for {e['title']!r}")
 
     # -- the World ------------------------------------------------------------------------------
-    def _scenario(self, rng, me, team, hours, colleagues, lookalikes, wk, nxt, prev, later, closure):
-        """Events plus the simulated plan; None when this draw misses a feature or is unsolvable."""
+    def _scenario(self, rng, me, team, hours, colleagues, lookalikes, wk, nxt, prev, later, closure,
+                  with_ooo: bool, cutoff: str | None):
+        """Events plus the simulated plan; None when this draw misses a feature or is unsolvable.
+        ``with_ooo``: a team member is out (per mail) on the day one meeting would land;
+        ``cutoff``: the Friday-afternoon rule's start time when it is in force the week after."""
         events: list[dict] = []
         mine_by_day: dict[date, list[tuple[str, str]]] = {}
 
@@ -928,6 +946,8 @@ class HolidayWeekReschedule(TaskFamily):
             return None
         k3 = rng.choice(cands)
         ooo = (rng.choice(k3["attendees"])["email"], nxt[cal.parse_time(k3["start"]).weekday()])
+        if not with_ooo:
+            ooo = ("", None)
 
         events.sort(key=lambda e: (e["start"], e["title"]))
         for i, e in enumerate(events, start=1):
@@ -954,17 +974,18 @@ class HolidayWeekReschedule(TaskFamily):
         for e in sorted(movable, key=lambda e: (e["start"], e["id"])):
             g = [a["email"] for a in e["attendees"]]
             try:
-                slot = self._place(e, g, my_now, busy_now(g, moved), my_hours, [hours[x] for x in g], nxt, ooo, None)
+                slot = self._place(e, g, my_now, busy_now(g, moved), my_hours, [hours[x] for x in g], nxt, ooo, None,
+                                  cutoff)
                 if e is k1:
                     far = self._place(e, g, my_now, busy_now(g, moved), my_hours, [hours[x] for x in g], nxt, ooo,
-                                      "new_slots")
+                                      "new_slots", cutoff)
                     if far == slot:
                         return None
             except ValueError:
                 return None
             if e is k3:  # where it would land if the out-of-office mail were ignored
                 naive_k3 = self._place(e, g, my_now, busy_now(g, moved), my_hours, [hours[x] for x in g], nxt,
-                                       ("", None), None)
+                                       ("", None), None, cutoff)
             plan[e["id"]] = slot
             moved[e["id"]] = slot
             my_now.append(slot)
@@ -973,8 +994,16 @@ class HolidayWeekReschedule(TaskFamily):
         keep = [h["id"] for h in holds if h["id"] not in cancel_holds]
         k1_moved = plan[k1["id"]][0][11:] != k1["start"][11:]
         if not (cancel_holds and keep and k1_moved and naive_k3 is not None
-                and naive_k3[0][:10] == ooo[1].isoformat()):
+                and (ooo[1] is None or naive_k3[0][:10] == ooo[1].isoformat())):
             return None
+        # when the closure takes in a Friday, one meeting there runs into the afternoon: the
+        # Friday rule (in force or not yet) decides where it goes
+        if any(d.weekday() == 4 for d in closure) and not any(
+                cal.parse_time(m["start"]).weekday() == 4 and m["end"][11:] > FRIDAY_CUTOFF for m in movable):
+            return None
+        if cutoff is None and any(d.weekday() == 4 for d in closure) and not any(
+                cal.parse_time(s).weekday() == 4 and e[11:] > FRIDAY_CUTOFF for s, e in plan.values()):
+            return None  # the rule not yet in force must keep a meeting on the Friday afternoon
         other_mine = next(e["id"] for e in others_mine if e["start"][:10] in nxt_iso)
         return {"events": events, "movable": movable, "plan": plan, "cancel_holds": cancel_holds,
                 "weekly": {"title": weekly_title, "w_id": weekly_w["id"], "attendees": weekly_att},
@@ -988,7 +1017,8 @@ class HolidayWeekReschedule(TaskFamily):
         return [(e["start"], e["end"]) for e in events if e["start"][:10] in nxt_iso and not (
             e.get("organizer", me_email) == me_email and _is_hold(e)) and blocks(e, me_email, me_email)]
 
-    def _simulate(self, events, movable, me_email: str, hours, nxt, ooo) -> dict[int, tuple[str, str]]:
+    def _simulate(self, events, movable, me_email: str, hours, nxt, ooo,
+                  cutoff: str | None) -> dict[int, tuple[str, str]]:
         """The rules' slot for each meeting to move, placed in date order (the default's plan,
         worked out again for the fewer meetings of a lower level)."""
         nxt_iso = {d.isoformat() for d in nxt}
@@ -1000,6 +1030,7 @@ class HolidayWeekReschedule(TaskFamily):
             busy = [(x["start"], x["end"]) for x in events if x["start"][:10] in nxt_iso
                     and any(blocks(x, p, me_email) for p in g)]
             busy += [sl for eid, sl in plan.items() if any(a["email"] in g for a in by_id[eid]["attendees"])]
-            plan[e["id"]] = self._place(e, g, my_now, busy, hours[me_email], [hours[x] for x in g], nxt, ooo, None)
+            plan[e["id"]] = self._place(e, g, my_now, busy, hours[me_email], [hours[x] for x in g], nxt, ooo, None,
+                                        cutoff)
             my_now.append(plan[e["id"]])
         return plan

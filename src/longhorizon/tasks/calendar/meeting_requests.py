@@ -1,8 +1,11 @@
 """Meeting coordination (mail + calendar): turn meeting requests in the inbox into events.
 
 Requests name an exact time or a window ("any 45 minutes Thursday afternoon"); some ask
-for an extra invitee. One lands on the owner's protected Focus time and must be declined
-by reply instead. Every booked request gets a reply confirming the day and time.
+for an extra invitee. Every booked request gets a reply confirming the day and time. The
+trap mix is drawn per seed, at least one of the two there: a request that lands on the
+owner's protected Focus time (declined by reply instead), and a request that gives no time
+and no window (not booked: the reply asks when suits them). The window whose first slot the
+requester is busy for is always there.
 """
 
 from __future__ import annotations
@@ -91,8 +94,8 @@ class MeetingRequests(TaskFamily):
 
     levels = 3
     """1: one request with a window (no extra invitee) and the one on Focus time, no FYI mail;
-    2: two requests (a window, an extra invitee) and the one on Focus time; 3 (default): three or
-    four and the one on Focus time."""
+    2: two requests (a window, an extra invitee) and the drawn traps (the one on Focus time, the
+    one with no time), as the default; 3 (default): three or four and the drawn traps."""
     toolsets = {1: (
         "calendar__create_event", "calendar__free_busy", "calendar__list_events", "mail__list_messages",
         "mail__read_message", "mail__reply",
@@ -113,10 +116,20 @@ class MeetingRequests(TaskFamily):
         staff = [people.make(domain) for _ in range(9)]
         hours = {p.email: rng.choice(HOURS) for p in staff}
         hours[me.email] = my_hours
+        # the trap mix: the request on Focus time, the request with no time and no window (each
+        # there or not, at least one; level 1 keeps the first alone), and a fixed-time request its
+        # sender moves by a later mail (where a fixed-time request is kept)
+        with_conflict, with_vague, with_moved = rng.random() < 0.65, rng.random() < 0.5, rng.random() < 0.5
+        if level == 1 or not (with_conflict or with_vague):
+            with_conflict = True
+        with_vague = with_vague and level > 1
+        asker = people.make(domain)  # who asks without saying when
+        staff_all = [*staff, asker]
+        hours[asker.email] = rng.choice(HOURS)
         lookalikes = [people.make(domain, first=p.first) for p in rng.sample(staff, 2)]
         directory = [{"email": me.email, "name": me.name, "work_start": my_hours[0], "work_end": my_hours[1]},
                      *({"email": p.email, "name": p.name, "work_start": hours[p.email][0],
-                        "work_end": hours[p.email][1]} for p in staff),
+                        "work_end": hours[p.email][1]} for p in staff_all),
                      *({"email": p.email, "name": p.name} for p in lookalikes)]
         focus_days = sorted(rng.sample(week, 2))
 
@@ -136,6 +149,33 @@ class MeetingRequests(TaskFamily):
                 extra = next(r for r in ok if r["extras"])
                 kept = [window, extra if extra is not window else next(r for r in ok if r is not window)]
             requests = [r for r in requests if r["kind"] == "conflict" or any(r is k for k in kept)]
+        if not with_conflict:
+            requests = [r for r in requests if r["kind"] != "conflict"]
+        if with_vague:
+            used = {r["topic"] for r in requests}
+            requests.append({"kind": "vague", "requester": asker, "extras": [], "slot": None, "start": None,
+                             "topic": rng.choice([t for t in TOPICS if t not in used]),
+                             "minutes": rng.choice([30, 45, 60]), "day": None})
+        moved = None
+        if with_moved:  # the sender writes again: another time the same day, free for everyone
+            for r in rng.sample([r for r in requests if r["kind"] == "fixed"], k=sum(
+                    r["kind"] == "fixed" for r in requests)):
+                whos = [me.email, r["requester"].email, *(x.email for x in r["extras"])]
+                wh = intersect_hours(*(hours[x] for x in whos))
+                length = timedelta(minutes=r["minutes"])
+                t, starts = at(r["day"], wh[0]), []
+                while t + length <= at(r["day"], wh[1]):
+                    if t.strftime("%H:%M") != r["start"] and not any(
+                            cal.overlaps(iso(t), iso(t + length), e["start"], e["end"])
+                            for e in events if any(blocks(e, x, me.email) for x in whos)):
+                        starts.append(t)
+                    t += timedelta(minutes=30)
+                if starts:
+                    new = rng.choice(starts)
+                    r["first_start"], r["start"] = r["start"], new.strftime("%H:%M")
+                    r["slot"] = (iso(new), iso(new + length))
+                    moved = r
+                    break
         for i, e in enumerate(events, start=1):
             e["id"] = i
         last_seed_id = len(events)
@@ -147,6 +187,20 @@ class MeetingRequests(TaskFamily):
         msgs = []
         for r in requests:
             msgs.append(self._request_mail(rng, r, me, today))
+        if moved is not None:
+            sent = moved["mail"]["date"]
+            later = min(f"{today.isoformat()}T08:59:30", sent[:11] + f"{rng.randint(int(sent[11:13]) + 1, 16):02d}"
+                        f":{rng.randrange(60):02d}:00")
+            moved["followup"] = {
+                "folder": "Inbox", "sender": moved["requester"].email, "sender_name": moved["requester"].name,
+                "subject": f"Re: {moved['mail']['subject']}",
+                "body": rng.choice([
+                    f"Hi {me.first},\n\nSmall change, sorry: could we make it {moved['start']} instead of "
+                    f"{moved['first_start']}, same day? Something came up.\n\nThanks,\n{moved['requester'].first}",
+                    f"Hi {me.first},\n\nOne correction to my earlier mail: {moved['start']} works better for me "
+                    f"than {moved['first_start']} on that day. Same length.\n\n{moved['requester'].first}"]),
+                "date": later}
+            msgs.append(moved["followup"])
         fyi_sender = people.make(domain)
         others = []
         for subj, body in rng.sample(FYI, 3):
@@ -167,11 +221,13 @@ class MeetingRequests(TaskFamily):
             m["id"] = i
         for r in requests:
             r["mail_id"] = r["mail"]["id"]
+            r["mail_ids"] = [r["mail_id"], *([r["followup"]["id"]] if "followup" in r else [])]
         fyi_id = others[0]["id"]
-        accepted = [r for r in requests if r["kind"] != "conflict"]
-        conflict = next(r for r in requests if r["kind"] == "conflict")
+        accepted = [r for r in requests if r["kind"] not in ("conflict", "vague")]
+        conflict = next((r for r in requests if r["kind"] == "conflict"), None)
+        vague = next((r for r in requests if r["kind"] == "vague"), None)
         requests.sort(key=lambda r: r["mail_id"])
-        request_ids = {r["mail_id"] for r in requests}
+        request_ids = {m for r in requests for m in r["mail_ids"]}
         requester_addrs = {r["requester"].email for r in requests}
 
         def build(root: Path) -> None:
@@ -206,6 +262,12 @@ class MeetingRequests(TaskFamily):
         reply = say(w, "Then reply to their email confirming the day and time.",
                     "After booking, reply to their email with the day and time to confirm it.",
                     "Once it's booked, answer their email confirming the day and time.")
+        unsure = say(w, "If someone gives neither a time nor a window, don't guess one: reply asking when "
+                        "suits them.",
+                     "Where a request says neither when nor in what window, book nothing for it and reply "
+                     "asking them for a time.",
+                     "Don't invent a time for a request that names none (no time, no window); ask them by "
+                     "reply instead.")
         focus = say(w, "One exception: my Focus time blocks are protected. If a request falls on one, don't book "
                        "it; reply to decline and ask them to suggest another time.",
                     "The exception is my Focus time: those blocks are protected, so a request that falls on one "
@@ -219,7 +281,7 @@ class MeetingRequests(TaskFamily):
                 "My existing calendar entries stay as they are.",
                 "Don't change anything already on my calendar."),
         ])
-        instruction = " ".join([hello, ask, book, shape, reply, focus, *limits])
+        instruction = " ".join([hello, ask, book, shape, reply, unsure, focus, *limits])
         if short:  # the same requests, said briefly
             book = say(w, "Book each request from my inbox on my calendar at the asked time (or, for a window, a slot "
                           "in it when everyone invited is free), with the asked length, the topic as its name, and "
@@ -248,7 +310,7 @@ class MeetingRequests(TaskFamily):
                 yield ToolCall("calendar__list_events", {"start": monday.isoformat(), "end": week[-1].isoformat()},
                                note="Look at my week, including the protected Focus time blocks.")
             else:  # the window's day is checked by free/busy; a fixed time needs my own calendar that day
-                for d in sorted({r["day"] for r in requests if r["kind"] != "window"}):
+                for d in sorted({r["day"] for r in requests if r["kind"] in ("fixed", "conflict")}):
                     yield ToolCall("calendar__list_events", {"start": d.isoformat(), "end": d.isoformat()},
                                    note=f"What is on my calendar on {d.isoformat()}, the day of a fixed-time request?")
             for r in requests:
@@ -258,6 +320,12 @@ class MeetingRequests(TaskFamily):
                         f"protected focus time, so I can't take it. Could you suggest another time?"
                         f"\n\n{me.first}")},
                         note="This request lands on protected Focus time: decline it by reply.")
+                    continue
+                if r["kind"] == "vague":
+                    yield ToolCall("mail__reply", {"message_id": r["mail_id"], "body": (
+                        f"Hi {r['requester'].first},\n\nHappy to talk about the {r['topic']}. Your mail doesn't "
+                        f"say when, though: which day and time next week would suit you?\n\n{me.first}")},
+                        note="This request names no time and no window: ask when suits them instead of guessing.")
                     continue
                 invite = [r["requester"].email]
                 for x in r["extras"]:
@@ -291,8 +359,10 @@ class MeetingRequests(TaskFamily):
                                note="Verify the new events sit where they should, with nothing on Focus time.")
                 yield ToolCall("mail__list_messages", {"folder": "Sent", "limit": 10},
                                note="Verify every requester got a reply.")
-            return (f"Booked {len(accepted)} meetings and confirmed each by reply; declined "
-                    f"{conflict['requester'].name}'s request because it fell on protected Focus time.")
+            return (f"Booked {len(accepted)} meetings and confirmed each by reply"
+                    + (f"; declined {conflict['requester'].name}'s request because it fell on protected Focus "
+                       f"time" if conflict else "")
+                    + (f"; asked {vague['requester'].name} when suits them" if vague else "") + ".")
 
         def event_of(r):
             return perturb.on("calendar__create_event", title=_cap(r["topic"]), description=booked_for(r))
@@ -312,6 +382,7 @@ class MeetingRequests(TaskFamily):
 
         flawed = {  # built only for the criteria a level has
             "conflict_declined": lambda: perturb.drop(solve, perturb.on("mail__reply", message_id=conflict["mail_id"])),
+            "vague_asked": lambda: perturb.drop(solve, perturb.on("mail__reply", message_id=vague["mail_id"])),
             "events_booked": events_booked,
             "no_conflicts": lambda: perturb.change(
                 solve, event_of(next(x for x in accepted if x["kind"] == "window")), edit=at_trap),
@@ -338,6 +409,10 @@ class MeetingRequests(TaskFamily):
 
         def replies_to(world, mid: int) -> list[dict]:
             return [m for m in mail.sent_messages(world) if m["in_reply_to"] == mid]
+
+        def answers(world, r) -> list[dict]:
+            """Replies to request ``r``'s mail or to its sender's follow-up."""
+            return [m for mid in r["mail_ids"] for m in replies_to(world, mid)]
 
         def other_topics(r) -> list[str]:
             """Topics of the other requests a reply about ``r`` must not name (no kitchen-sink replies)."""
@@ -388,7 +463,7 @@ class MeetingRequests(TaskFamily):
 
         def check_confirmations(world, traj):
             for r in accepted:
-                rs = replies_to(world, r["mail_id"])
+                rs = answers(world, r)
                 if len(rs) != 1 or r["requester"].email not in rs[0]["to"]:
                     return False, f"{r['topic']}: {len(rs)} replies to {r['requester'].email}"
                 evs = events_for(world, r)
@@ -408,6 +483,8 @@ class MeetingRequests(TaskFamily):
                 return False, f"{len(rs)} replies to the request on focus time"
             if events_for(world, conflict):
                 return False, "the request on focus time was booked"
+            if "?" not in rs[0]["body"]:
+                return False, "the decline does not ask for another time"
             for e in new_events(world):
                 if any(cal.overlaps(e["start"], e["end"], s, t) for s, t in focus_spans):
                     return False, f"event {e['id']} is on focus time"
@@ -415,7 +492,24 @@ class MeetingRequests(TaskFamily):
             if named:
                 return False, f"the decline also names {named}"
             # a decline is a reply to that request alone: a request answered but not booked was declined too
-            wrongly = [r["topic"] for r in accepted if replies_to(world, r["mail_id"]) and not events_for(world, r)]
+            wrongly = [r["topic"] for r in accepted if answers(world, r) and not events_for(world, r)]
+            if wrongly:
+                return False, f"requests answered without being booked: {wrongly}"
+            return True
+
+        def check_vague(world, traj):
+            rs = replies_to(world, vague["mail_id"])
+            if len(rs) != 1 or vague["requester"].email not in rs[0]["to"]:
+                return False, f"{len(rs)} replies to the request that names no time"
+            if events_for(world, vague):
+                return False, "the request with no time was booked at a guessed time"
+            if "?" not in rs[0]["body"]:
+                return False, "the reply asks nothing"
+            named = [t for t in other_topics(vague) if t in norm(rs[0]["body"])]
+            if named:
+                return False, f"the reply also names {named}"
+            # asking is a reply to that request alone: a request answered but not booked was put off too
+            wrongly = [r["topic"] for r in accepted if answers(world, r) and not events_for(world, r)]
             if wrongly:
                 return False, f"requests answered without being booked: {wrongly}"
             return True
@@ -453,19 +547,30 @@ class MeetingRequests(TaskFamily):
                       "naming no other request).",
                       "final_state", check_confirmations, 2.0),
             Criterion("conflict_declined", "The request on Focus time was declined by a reply about it alone "
-                      "and not booked; no other request was answered without a booking; nothing was booked over "
-                      "Focus time.", "final_state", check_declined, 2.0),
+                      "asking for another time, and not booked; no other request was answered without a "
+                      "booking; nothing was booked over Focus time.", "final_state", check_declined, 2.0),
+            Criterion("vague_asked", "The request that names no time and no window was not booked; one reply "
+                      "to it alone asks when suits them; no other request was answered without a booking.",
+                      "final_state", check_vague, 2.0),
             Criterion("no_other_mail", "Mail went only as replies to the meeting requests.", "process",
                       check_no_other_mail, guard=True),
             Criterion("calendar_untouched", "Existing events are unchanged.", "final_state", check_untouched, guard=True),
         ]
+        if conflict is None:
+            criteria = [c for c in criteria if c.id != "conflict_declined"]
+        if vague is None:
+            criteria = [c for c in criteria if c.id != "vague_asked"]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
             criteria=criteria, perturbations={c.id: flawed[c.id]() for c in criteria},
-            data={"today": today.isoformat(), "focus": focus_spans, "requests": [
+            data={"today": today.isoformat(), "focus": focus_spans,
+                  "conflict": conflict["topic"] if conflict else "", "vague": vague["topic"] if vague else "",
+                  "moved": [moved["topic"], moved["first_start"], moved["start"]] if moved else "",
+                  "requests": [
                 {"mail_id": r["mail_id"], "kind": r["kind"], "topic": r["topic"], "requester": r["requester"].email,
-                 "extras": [x.email for x in r["extras"]], "day": r["day"].isoformat(), "minutes": r["minutes"],
+                 "extras": [x.email for x in r["extras"]], "day": r["day"] and r["day"].isoformat(),
+                 "minutes": r["minutes"],
                  "start": r.get("start"), "window": r.get("window"), "slot": r["slot"]} for r in requests]},
         )
 
@@ -473,8 +578,11 @@ class MeetingRequests(TaskFamily):
     @staticmethod
     def _request_mail(rng: random.Random, r: dict, me, today: date) -> dict:
         who = r["requester"]
-        when = day_month(r["day"])
-        if r["kind"] == "window":
+        when = day_month(r["day"]) if r["day"] else ""
+        if r["kind"] == "vague":
+            ask = rng.choice([f"could we find {r['minutes']} minutes next week to talk about the {r['topic']}?",
+                              f"I'd like {r['minutes']} minutes with you next week to go through the {r['topic']}."])
+        elif r["kind"] == "window":
             ask = (f"could we find {r['minutes']} minutes on {when}, any time between {r['window'][0]} and "
                    f"{r['window'][1]}, to talk about the {r['topic']}?")
         else:

@@ -3,7 +3,9 @@
 Each slot must sit inside both people's working hours, clash with nobody's busy time
 (cancelled events and declined invitations don't count), avoid a day the manager keeps
 free, and carry the requested title. The directory holds look-alike names, so addresses
-have to be looked up with care.
+have to be looked up with care. The trap mix is drawn per seed: the day kept free, the
+look-alikes sharing a member's first name, the cancelled sync and the declined invitation
+are each there or not (the look-alike sharing a member's surname always is).
 """
 
 from __future__ import annotations
@@ -65,6 +67,12 @@ class TeamOneOnOnes(TaskFamily):
         today = monday - timedelta(days=rng.choice([3, 4, 5, 6]))
         week = [monday + timedelta(days=i) for i in range(5)]
         blocked = rng.choice(week)
+        # the trap mix, the same at every level: the day kept free, look-alikes sharing a member's
+        # first name, a cancelled sync and a declined invitation that look busy (each there or not)
+        traps = {"blocked": rng.random() < 0.7, "first_names": rng.random() < 0.6,
+                 "cancelled": rng.random() < 0.6, "declined": rng.random() < 0.6}
+        if not traps["blocked"]:
+            blocked = None
         allowed = [d for d in week if d != blocked]
         me = people.make(domain)
         my_hours = rng.choice(MANAGER_HOURS)
@@ -73,8 +81,8 @@ class TeamOneOnOnes(TaskFamily):
             size = 1 if level == 1 else rng.randint(2, 3) if level == 2 else rng.randint(4, 5)
         team = [people.make(domain) for _ in range(size)]
         hours = {p.email: rng.choice(HOURS) for p in team}
-        lookalikes = [people.make(domain, first=p.first) for p in rng.sample(team, min(2, len(team)))]
-        lookalikes.append(people.make(domain, last=team[0].last))
+        namesakes = [people.make(domain, first=p.first) for p in rng.sample(team, min(2, len(team)))]
+        lookalikes = [*(namesakes if traps["first_names"] else []), people.make(domain, last=team[0].last)]
         colleagues = [people.make(domain) for _ in range(5)]
         directory = [
             {"email": me.email, "name": me.name, "work_start": my_hours[0], "work_end": my_hours[1]},
@@ -87,7 +95,8 @@ class TeamOneOnOnes(TaskFamily):
 
         # existing events: retry until every member can be fitted (and every flaw is playable)
         for _attempt in range(50):
-            events = self._events(rng, me, team, hours, my_hours, week, allowed, colleagues, lookalikes, today)
+            events = self._events(rng, me, team, hours, my_hours, week, allowed, colleagues, lookalikes, today,
+                                  traps["cancelled"], traps["declined"])
             simulated = self._simulate(events, me, team, hours, my_hours, allowed, blocked)
             if simulated is not None:
                 plan, wrong = simulated
@@ -125,9 +134,10 @@ class TeamOneOnOnes(TaskFamily):
                 "on either calendar.",
                 "Slots need to be inside their working hours and mine, without clashing with anything that's "
                 "already on their calendar or mine."),
-            say(w, f"Keep {weekday(blocked)} completely free of 1:1s, I'm saving that day for planning.",
-                f"No 1:1s at all on {weekday(blocked)}: I'm keeping that day for planning.",
-                f"I'm saving {weekday(blocked)} for planning, so leave it completely free of 1:1s."),
+            *([say(w, f"Keep {weekday(blocked)} completely free of 1:1s, I'm saving that day for planning.",
+                   f"No 1:1s at all on {weekday(blocked)}: I'm keeping that day for planning.",
+                   f"I'm saving {weekday(blocked)} for planning, so leave it completely free of 1:1s.")]
+              if blocked else []),
             say(w, f"For the titles, {phrasing.format(me=me.first, ex=team[0].first)}.",
                 f"As for the titles: {phrasing.format(me=me.first, ex=team[0].first)}.",
                 f"Titles: {phrasing.format(me=me.first, ex=team[0].first)}."),
@@ -167,8 +177,9 @@ class TeamOneOnOnes(TaskFamily):
             if survey:
                 yield ToolCall("calendar__list_events", dict(week_args),
                                note="Verify every 1:1 is booked once, with no clashes.")
-            return (f"Booked {len(team)} 30-minute 1:1s next week (none on {weekday(blocked)}), "
-                    f"each inside working hours and clear of existing meetings.")
+            return (f"Booked {len(team)} 30-minute 1:1s next week"
+                    + (f" (none on {weekday(blocked)})" if blocked else "")
+                    + ", each inside working hours and clear of existing meetings.")
 
         # the last member's 1:1 goes wrong; its wrong slots are the ones _simulate proved exist
         last = team[-1]
@@ -179,7 +190,7 @@ class TeamOneOnOnes(TaskFamily):
                                          note or f"Book {last.first}'s 1:1 at {slot[0]}, a time free for both of us.")
 
         flawed = {flaw: perturb.replace(solve, book_last, booked_at(wrong[flaw]))
-                  for flaw in ("timing", "blocked_day", "working_hours", "no_conflicts")}
+                  for flaw in ("timing", "blocked_day", "working_hours", "no_conflicts") if flaw in wrong}
         flawed["one_each"] = perturb.replace(solve, book_last, lambda call: [call, ToolCall(
             "calendar__free_busy", {"emails": [last.email, me.email], **week_args}, note="Find another free slot."),
             booked_at(wrong["one_each"], f"Book another 1:1 with {last.first}.")(call)])
@@ -266,8 +277,8 @@ class TeamOneOnOnes(TaskFamily):
                       "final_state", check_one_each, 2.0),
             Criterion("timing", "Each 1:1 is 30 minutes on a weekday of next week.", "final_state", check_timing,
                       requires=("one_each",)),
-            Criterion("blocked_day", f"No 1:1 on {weekday(blocked)} {blocked.isoformat()}.", "final_state",
-                      check_blocked, requires=("one_each",)),
+            *([Criterion("blocked_day", f"No 1:1 on {weekday(blocked)} {blocked.isoformat()}.", "final_state",
+                         check_blocked, requires=("one_each",))] if blocked else []),
             Criterion("working_hours", "Each 1:1 is inside both the member's and the manager's working hours.",
                       "final_state", check_hours, requires=("one_each",)),
             Criterion("no_conflicts", "No 1:1 overlaps any busy time of the member or the manager.",
@@ -281,8 +292,13 @@ class TeamOneOnOnes(TaskFamily):
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
             criteria=criteria, perturbations=flawed,
-            data={"today": today.isoformat(), "week": [d.isoformat() for d in week], "blocked": blocked.isoformat(),
-                  "team": team_emails, "titles": titles, "plan": plan, "last_seed_id": last_seed_id},
+            data={"today": today.isoformat(), "week": [d.isoformat() for d in week],
+                  "blocked": blocked.isoformat() if blocked else "",
+                  "team": team_emails, "titles": titles, "plan": plan, "last_seed_id": last_seed_id,
+                  "first_name_lookalikes": [p.email for p in namesakes] if traps["first_names"] else "",
+                  "cancelled_sync": next((e["id"] for e in events if e.get("status") == "cancelled"), ""),
+                  "declined_invite": next((e["id"] for e in events if any(
+                      isinstance(a, dict) and a["response"] == "declined" for a in e.get("attendees", []))), "")},
         )
 
     # -- generation helpers -----------------------------------------------------------------
@@ -333,6 +349,8 @@ class TeamOneOnOnes(TaskFamily):
             plan[p.email] = slot
             if n == len(team) - 1:
                 for flaw in ("blocked_day", "timing", "working_hours", "no_conflicts", "one_each"):
+                    if flaw == "blocked_day" and blocked is None:
+                        continue
                     extra = booked if flaw == "one_each" else booked[:-1]
                     wrong[flaw] = self._choose(fb(p.email, extra), allowed, blocked,
                                                None if flaw == "one_each" else flaw)
@@ -341,7 +359,8 @@ class TeamOneOnOnes(TaskFamily):
         return plan, wrong
 
     @staticmethod
-    def _events(rng, me, team, hours, my_hours, week, allowed, colleagues, lookalikes, today) -> list[dict]:
+    def _events(rng, me, team, hours, my_hours, week, allowed, colleagues, lookalikes, today,
+                cancelled: bool, declined: bool) -> list[dict]:
         evs: list[dict] = []
         last_week = today - timedelta(days=today.weekday())
         for i in range(3):  # a little history from this week
@@ -375,14 +394,17 @@ class TeamOneOnOnes(TaskFamily):
                     evs.append({"title": title, "start": s, "end": e, "organizer": rng.choice(colleagues).email,
                                 "attendees": [{"email": p.email, "response": rng.choice(["accepted", "tentative"])}]})
         # traps that look busy but are not: a cancelled 1:1-ish meeting and a declined invitation
-        p = rng.choice(team)
-        d = rng.choice(allowed)
-        s, e = slot_in(intersect_hours(hours[p.email], my_hours), d, 60)
-        evs.append({"title": f"Project sync with {p.first}", "start": s, "end": e, "attendees": [p.email],
-                    "status": "cancelled"})
-        p = rng.choice(team)
-        s, e = slot_in(hours[p.email], rng.choice(allowed), 60)
-        evs.append({"title": "All-hands rehearsal", "start": s, "end": e, "organizer": rng.choice(colleagues).email,
-                    "attendees": [{"email": p.email, "response": "declined"},
-                                  {"email": lookalikes[0].email, "response": "accepted"}]})
+        if cancelled:
+            p = rng.choice(team)
+            d = rng.choice(allowed)
+            s, e = slot_in(intersect_hours(hours[p.email], my_hours), d, 60)
+            evs.append({"title": f"Project sync with {p.first}", "start": s, "end": e, "attendees": [p.email],
+                        "status": "cancelled"})
+        if declined:
+            p = rng.choice(team)
+            s, e = slot_in(hours[p.email], rng.choice(allowed), 60)
+            evs.append({"title": "All-hands rehearsal", "start": s, "end": e,
+                        "organizer": rng.choice(colleagues).email,
+                        "attendees": [{"email": p.email, "response": "declined"},
+                                      {"email": lookalikes[0].email, "response": "accepted"}]})
         return evs
