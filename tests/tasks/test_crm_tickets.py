@@ -4,6 +4,7 @@ traps each world is built around (the graders must see them)."""
 import dataclasses
 import json
 import re
+from datetime import date
 from functools import cache
 
 import pytest
@@ -245,3 +246,46 @@ async def test_release_review_applies_the_correction_either_way(variant, tmp_pat
     assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
     traj = await play_task(t, OraclePolicy(perturb="statuses"))
     assert "statuses" in {r.id for r in traj.grade.results if not r.passed}
+
+
+def test_pipeline_draws_its_trap_mix_per_seed():
+    """The correction, the overdue signed deal, the sibling deal, the unsigned quote, the namesake
+    contact and the window's edge deals are each there or not: instances differ in what must be noticed."""
+    from longhorizon.tasks.diversity import trap_set
+
+    tasks = [task("pipeline_hygiene", seed) for seed in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("corrected", "overdue_order", "sibling", "quoted", "namesake", "edges"):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+    for t in tasks:  # a criterion for the overdue signed deal and the window's edges only where they are
+        ids = {c.id for c in t.criteria}
+        assert ("overdue_order_won" in ids) == bool(t.data["overdue_order"])
+        assert ("window_edges" in ids) == bool(t.data["edges"])
+        assert {"orders_won", "stale_pushed", "stale_closed_lost"} <= ids
+
+
+async def test_pipeline_window_edges_are_graded(tmp_path):
+    """Where deals were last worked exactly 30 and 31 days ago, the oracle pushes the first and
+    closes the second lost; pushing both fails window_edges. Without them there is no such criterion."""
+    with_edges = next(task("pipeline_hygiene", s) for s in range(20) if task("pipeline_hygiene", s).data["edges"])
+    without = next(task("pipeline_hygiene", s) for s in range(20) if not task("pipeline_hygiene", s).data["edges"])
+    assert "window_edges" not in {c.id for c in without.criteria}
+    traj = await play_task(with_edges, OraclePolicy())
+    assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+    w = World.build(tmp_path / "w", with_edges.build)
+    today = date.fromisoformat(with_edges.data["today"])
+    last = {}
+    for did in with_edges.data["edges"]:
+        last[did] = max(date.fromisoformat(a["date"][:10]) for a in crm.activities(w, deal_id=did))
+    assert sorted((today - d).days for d in last.values()) == [30, 31]
+    push_edge = next(d for d in with_edges.data["edges"] if (today - last[d]).days == 30)
+    assert push_edge in with_edges.data["push"]
+
+    def push_both(call):
+        if call.name == "crm__update_deal" and call.arguments["deal_id"] in with_edges.data["edges"]:
+            return ToolCall(call.name, {"deal_id": call.arguments["deal_id"],
+                                        "close_date": with_edges.data["push_date"]}, call.note)
+        return call
+
+    traj = await play_task(rewritten_oracle(with_edges, push_both), OraclePolicy())
+    assert "window_edges" in {r.id for r in traj.grade.results if not r.passed}

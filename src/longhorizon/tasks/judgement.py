@@ -113,8 +113,9 @@ JUDGEMENT: dict[str, Judgement] = {
         **{CHG: ("digests_to_leads", "one_mail_per_lead")}),
     # --- tickets, CRM, wiki, research, slides -------------------------------------------------------
     "pipeline_hygiene": _j(
-        "last quarter's rules mail (another date) is still in the inbox; a later mail corrects one signed "
-        "order form's amount",
+        "last quarter's rules mail (another date) is still in the inbox; each there or not: a later mail "
+        "correcting one signed order form's amount, a signed form for a deal already overdue (rule 2 beats "
+        "rule 1), deals last worked exactly 30 and 31 days ago",
         **{EXC: ("stale_pushed", "stale_closed_lost"), CHG: ("orders_won",)}),
     "sprint_planning": _j(
         "last sprint's planning mail is still in the inbox next to this sprint's",
