@@ -45,11 +45,12 @@ async def test_oracle_is_long_and_clean(family, seed):
 
 
 def test_trade_show_world_holds_its_traps(tmp_path):
-    t = task("trade_show_leads", 2)
+    t = next(task("trade_show_leads", s) for s in range(2, 20) if task("trade_show_leads", s).data["double_scan"])
     w = World.build(tmp_path / "w", t.build)
     scans = w.file(t.data["csv"]).read_text()
-    assert any(e.lower() in scans.lower() for e in t.data["dnc"])
-    assert len(scans.strip().splitlines()) - 1 > len(t.data["new"]) + len(t.data["updates"]), "a double scan"
+    assert t.data["dnc"] and all(e.lower() in scans.lower() for e in t.data["dnc"])
+    assert len(scans.strip().splitlines()) - 1 == len(t.data["new"]) + len(t.data["updates"]) + len(t.data["dnc"]) + 1
+    assert scans.lower().count(t.data["double_scan"].lower()) == 2, "a double scan"
     assert not [a for a in crm.accounts(w) if a["domain"] == t.data["new_account"]]
     for email in t.data["new"]:
         assert crm.contacts_by_email(w, email) == []
@@ -289,3 +290,35 @@ async def test_pipeline_window_edges_are_graded(tmp_path):
 
     traj = await play_task(rewritten_oracle(with_edges, push_both), OraclePolicy())
     assert "window_edges" in {r.id for r in traj.grade.results if not r.passed}
+
+
+def test_trade_show_draws_its_trap_mix_per_seed():
+    """The shortened first name, the namesake, the double scan, the brand-new company and each
+    do-not-contact scan are there or not (one do-not-contact scan always)."""
+    from longhorizon.tasks.diversity import trap_set
+
+    tasks = [task("trade_show_leads", seed) for seed in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("nickname", "namesake", "double_scan", "new_account", "dnc_by_address", "dnc_by_domain"):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+    for t in tasks:
+        ids = {c.id for c in t.criteria}
+        assert t.data["dnc"] and {"existing_updated", "new_contacts", "meetings_logged"} <= ids
+        assert ("namesake_kept_apart" in ids) == bool(t.data["namesake"])
+        assert ("double_scan_once" in ids) == bool(t.data["double_scan"])
+        assert ("new_account" in ids) == bool(t.data["new_account"])
+
+
+async def test_trade_show_without_a_namesake_or_double_scan_has_no_criterion_for_them(tmp_path):
+    """An instance without the namesake and the double scan grades neither; one with them passes
+    the oracle and fails namesake_kept_apart when the namesake's meeting goes to the existing contact."""
+    tasks = [task("trade_show_leads", s) for s in range(20)]
+    without = next(t for t in tasks if not t.data["namesake"] and not t.data["double_scan"])
+    assert not {"namesake_kept_apart", "double_scan_once"} & {c.id for c in without.criteria}
+    traj = await play_task(without, OraclePolicy())
+    assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+    both = next(t for t in tasks if t.data["namesake"] and t.data["double_scan"])
+    traj = await play_task(both, OraclePolicy())
+    assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+    traj = await play_task(both, OraclePolicy(perturb="namesake_kept_apart"))
+    assert "namesake_kept_apart" in {r.id for r in traj.grade.results if not r.passed}
