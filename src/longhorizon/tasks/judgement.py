@@ -102,7 +102,9 @@ JUDGEMENT: dict[str, Judgement] = {
         "recounts supersede the first count; the catalog's old sheet has stale pack sizes",
         **{EXC: ("quantities",)}),
     "pulse_survey_results": _j(
-        "one team re-exported its survey; its lead's mail says which of the two files counts",
+        "each there or not: one team re-exported its survey (its lead's mail says which of the two files "
+        "counts), one form exports answers with their labels, comments hold keyword look-alikes, answers "
+        "off the scale; people who submitted twice (the latest counts) always",
         **{EXC: ("response_counts", "averages")}),
     "training_feedback_rollup": _j(
         "one session was re-exported; the trainer's mail says which file counts",
