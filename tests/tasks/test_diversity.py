@@ -70,7 +70,6 @@ KNOWN_FIXED_TRAPS = {
     "team_backlog_digest",
     "team_one_on_ones",
     "timesheet_json_export",
-    "training_feedback_rollup",
     "weekly_sales_report",
     "wiki_chat_reconcile",
     "wiki_link_audit",

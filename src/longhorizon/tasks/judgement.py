@@ -107,7 +107,9 @@ JUDGEMENT: dict[str, Judgement] = {
         "off the scale; people who submitted twice (the latest counts) always",
         **{EXC: ("response_counts", "averages")}),
     "training_feedback_rollup": _j(
-        "one session was re-exported; the trainer's mail says which file counts",
+        "each there or not: one session was re-exported (the trainer's mail says which file counts), a "
+        "cancelled session left a test file, no-shows, trainers and forwarded links answered, people "
+        "submitted twice",
         **{EXC: ("responses",)}),
     "team_backlog_digest": _j(
         "the January roster changed since (old lead moved on), a change announced for next week is not "
