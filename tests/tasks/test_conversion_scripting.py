@@ -112,6 +112,69 @@ async def test_survey_grader_accepts_other_header_words_and_team_spellings():
     assert traj.passed, [r for r in traj.grade.results if not r.passed]
 
 
+def test_pulse_survey_draws_its_trap_mix_per_seed():
+    """The re-exported team, the labelled answers, the keyword look-alikes and the off-scale
+    answers are each there or not: instances differ in what must be noticed."""
+    from longhorizon.tasks.diversity import trap_set
+
+    fam = get_family("pulse_survey_results")
+    tasks = [fam.generate(seed) for seed in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("redo_team", "labelled_team", "lookalike_comments", "off_scale"):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+    for t in tasks:  # a criterion for the re-export only where a team re-exported
+        ids = {c.id for c in t.criteria}
+        assert ("latest_export_used" in ids) == bool(t.data["redo_team"]) == bool(t.data["stale_file"])
+        assert {"response_counts", "averages", "themes"} <= ids
+
+
+async def test_pulse_survey_without_a_reexport_has_one_file_per_team(tmp_path):
+    fam = get_family("pulse_survey_results")
+    tasks = [fam.generate(seed) for seed in range(20)]
+    plain = next(t for t in tasks if not t.data["redo_team"])
+    w = World.build(tmp_path / "w", plain.build)
+    folder = plain.data["results"].rsplit("/", 1)[0]
+    assert sorted(p.name for p in w.file(folder).glob("*.xlsx")) == sorted(
+        f.rsplit("/", 1)[1] for f in plain.data["team_files"].values())
+    traj = await play_task(plain, OraclePolicy())
+    assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+    redo = next(t for t in tasks if t.data["redo_team"])
+    traj = await play_task(redo, OraclePolicy(perturb="latest_export_used"))
+    failed = {r.id for r in traj.grade.results if not r.passed}
+    assert "latest_export_used" in failed
+
+
+def test_training_feedback_draws_its_trap_mix_per_seed():
+    """The re-export, the cancelled session, no-shows', trainers' and forwarded answers and second
+    submissions are each there or not (one kind of non-attendee always)."""
+    from longhorizon.tasks.diversity import trap_set
+
+    fam = get_family("training_feedback_rollup")
+    tasks = [fam.generate(seed) for seed in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("stale_file", "cancelled", "no_show_answers", "trainer_tests", "forwarded_answers", "resubmitted"):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+    for t in tasks:
+        ids = {c.id for c in t.criteria}
+        assert ("latest_export_used" in ids) == bool(t.data["stale_file"])
+        assert t.data["no_show_answers"] or t.data["trainer_tests"] or t.data["forwarded_answers"]
+        assert {"responses", "avg_rating", "nps"} <= ids
+
+
+async def test_training_feedback_without_a_cancelled_session_or_reexport(tmp_path):
+    fam = get_family("training_feedback_rollup")
+    tasks = [fam.generate(seed) for seed in range(20)]
+    plain = next(t for t in tasks if not t.data["cancelled"] and not t.data["stale_file"])
+    w = World.build(tmp_path / "w", plain.build)
+    exports = sorted(p.name for p in w.file(plain.data["folder"] + "/feedback").iterdir())
+    assert exports == sorted(s["file"].rsplit("/", 1)[1] for s in plain.data["sessions"])
+    traj = await play_task(plain, OraclePolicy())
+    assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+    redo = next(t for t in tasks if t.data["stale_file"])
+    traj = await play_task(redo, OraclePolicy(perturb="latest_export_used"))
+    assert "latest_export_used" in {r.id for r in traj.grade.results if not r.passed}
+
+
 async def test_incident_grader_accepts_markdown_summary_and_full_timestamps():
     task = get_family("access_log_incident_timeline").generate(0)
     day = task.data["date"]

@@ -4,6 +4,7 @@ traps each world is built around (the graders must see them)."""
 import dataclasses
 import json
 import re
+from datetime import date
 from functools import cache
 
 import pytest
@@ -44,11 +45,12 @@ async def test_oracle_is_long_and_clean(family, seed):
 
 
 def test_trade_show_world_holds_its_traps(tmp_path):
-    t = task("trade_show_leads", 2)
+    t = next(task("trade_show_leads", s) for s in range(2, 20) if task("trade_show_leads", s).data["double_scan"])
     w = World.build(tmp_path / "w", t.build)
     scans = w.file(t.data["csv"]).read_text()
-    assert any(e.lower() in scans.lower() for e in t.data["dnc"])
-    assert len(scans.strip().splitlines()) - 1 > len(t.data["new"]) + len(t.data["updates"]), "a double scan"
+    assert t.data["dnc"] and all(e.lower() in scans.lower() for e in t.data["dnc"])
+    assert len(scans.strip().splitlines()) - 1 == len(t.data["new"]) + len(t.data["updates"]) + len(t.data["dnc"]) + 1
+    assert scans.lower().count(t.data["double_scan"].lower()) == 2, "a double scan"
     assert not [a for a in crm.accounts(w) if a["domain"] == t.data["new_account"]]
     for email in t.data["new"]:
         assert crm.contacts_by_email(w, email) == []
@@ -245,3 +247,78 @@ async def test_release_review_applies_the_correction_either_way(variant, tmp_pat
     assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
     traj = await play_task(t, OraclePolicy(perturb="statuses"))
     assert "statuses" in {r.id for r in traj.grade.results if not r.passed}
+
+
+def test_pipeline_draws_its_trap_mix_per_seed():
+    """The correction, the overdue signed deal, the sibling deal, the unsigned quote, the namesake
+    contact and the window's edge deals are each there or not: instances differ in what must be noticed."""
+    from longhorizon.tasks.diversity import trap_set
+
+    tasks = [task("pipeline_hygiene", seed) for seed in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("corrected", "overdue_order", "sibling", "quoted", "namesake", "edges"):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+    for t in tasks:  # a criterion for the overdue signed deal and the window's edges only where they are
+        ids = {c.id for c in t.criteria}
+        assert ("overdue_order_won" in ids) == bool(t.data["overdue_order"])
+        assert ("window_edges" in ids) == bool(t.data["edges"])
+        assert {"orders_won", "stale_pushed", "stale_closed_lost"} <= ids
+
+
+async def test_pipeline_window_edges_are_graded(tmp_path):
+    """Where deals were last worked exactly 30 and 31 days ago, the oracle pushes the first and
+    closes the second lost; pushing both fails window_edges. Without them there is no such criterion."""
+    with_edges = next(task("pipeline_hygiene", s) for s in range(20) if task("pipeline_hygiene", s).data["edges"])
+    without = next(task("pipeline_hygiene", s) for s in range(20) if not task("pipeline_hygiene", s).data["edges"])
+    assert "window_edges" not in {c.id for c in without.criteria}
+    traj = await play_task(with_edges, OraclePolicy())
+    assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+    w = World.build(tmp_path / "w", with_edges.build)
+    today = date.fromisoformat(with_edges.data["today"])
+    last = {}
+    for did in with_edges.data["edges"]:
+        last[did] = max(date.fromisoformat(a["date"][:10]) for a in crm.activities(w, deal_id=did))
+    assert sorted((today - d).days for d in last.values()) == [30, 31]
+    push_edge = next(d for d in with_edges.data["edges"] if (today - last[d]).days == 30)
+    assert push_edge in with_edges.data["push"]
+
+    def push_both(call):
+        if call.name == "crm__update_deal" and call.arguments["deal_id"] in with_edges.data["edges"]:
+            return ToolCall(call.name, {"deal_id": call.arguments["deal_id"],
+                                        "close_date": with_edges.data["push_date"]}, call.note)
+        return call
+
+    traj = await play_task(rewritten_oracle(with_edges, push_both), OraclePolicy())
+    assert "window_edges" in {r.id for r in traj.grade.results if not r.passed}
+
+
+def test_trade_show_draws_its_trap_mix_per_seed():
+    """The shortened first name, the namesake, the double scan, the brand-new company and each
+    do-not-contact scan are there or not (one do-not-contact scan always)."""
+    from longhorizon.tasks.diversity import trap_set
+
+    tasks = [task("trade_show_leads", seed) for seed in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("nickname", "namesake", "double_scan", "new_account", "dnc_by_address", "dnc_by_domain"):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+    for t in tasks:
+        ids = {c.id for c in t.criteria}
+        assert t.data["dnc"] and {"existing_updated", "new_contacts", "meetings_logged"} <= ids
+        assert ("namesake_kept_apart" in ids) == bool(t.data["namesake"])
+        assert ("double_scan_once" in ids) == bool(t.data["double_scan"])
+        assert ("new_account" in ids) == bool(t.data["new_account"])
+
+
+async def test_trade_show_without_a_namesake_or_double_scan_has_no_criterion_for_them(tmp_path):
+    """An instance without the namesake and the double scan grades neither; one with them passes
+    the oracle and fails namesake_kept_apart when the namesake's meeting goes to the existing contact."""
+    tasks = [task("trade_show_leads", s) for s in range(20)]
+    without = next(t for t in tasks if not t.data["namesake"] and not t.data["double_scan"])
+    assert not {"namesake_kept_apart", "double_scan_once"} & {c.id for c in without.criteria}
+    traj = await play_task(without, OraclePolicy())
+    assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+    both = next(t for t in tasks if t.data["namesake"] and t.data["double_scan"])
+    traj = await play_task(both, OraclePolicy())
+    assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+    traj = await play_task(both, OraclePolicy(perturb="namesake_kept_apart"))
+    assert "namesake_kept_apart" in {r.id for r in traj.grade.results if not r.passed}

@@ -104,10 +104,14 @@ JUDGEMENT: dict[str, Judgement] = {
         "recounts supersede the first count; the catalog's old sheet has stale pack sizes",
         **{EXC: ("quantities",)}),
     "pulse_survey_results": _j(
-        "one team re-exported its survey; its lead's mail says which of the two files counts",
+        "each there or not: one team re-exported its survey (its lead's mail says which of the two files "
+        "counts), one form exports answers with their labels, comments hold keyword look-alikes, answers "
+        "off the scale; people who submitted twice (the latest counts) always",
         **{EXC: ("response_counts", "averages")}),
     "training_feedback_rollup": _j(
-        "one session was re-exported; the trainer's mail says which file counts",
+        "each there or not: one session was re-exported (the trainer's mail says which file counts), a "
+        "cancelled session left a test file, no-shows, trainers and forwarded links answered, people "
+        "submitted twice",
         **{EXC: ("responses",)}),
     "team_backlog_digest": _j(
         "the January roster changed since (old lead moved on), a change announced for next week is not "
@@ -115,8 +119,9 @@ JUDGEMENT: dict[str, Judgement] = {
         **{CHG: ("digests_to_leads", "one_mail_per_lead")}),
     # --- tickets, CRM, wiki, research, slides -------------------------------------------------------
     "pipeline_hygiene": _j(
-        "last quarter's rules mail (another date) is still in the inbox; a later mail corrects one signed "
-        "order form's amount",
+        "last quarter's rules mail (another date) is still in the inbox; each there or not: a later mail "
+        "correcting one signed order form's amount, a signed form for a deal already overdue (rule 2 beats "
+        "rule 1), deals last worked exactly 30 and 31 days ago",
         **{EXC: ("stale_pushed", "stale_closed_lost"), CHG: ("orders_won",)}),
     "sprint_planning": _j(
         "last sprint's planning mail is still in the inbox next to this sprint's",

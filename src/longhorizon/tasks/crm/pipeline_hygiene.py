@@ -6,6 +6,13 @@ the inbox): open deals past their close date are pushed when someone worked them
 deal already overdue, an unsigned quote that only looks like one) close deals won; and
 duplicate contacts at the same account are merged into the older record (a namesake at
 another company is not a duplicate). The agent then replies with the deals it closed lost.
+
+The default level draws its traps per seed (``TRAP_ODDS``, at least one; levels 1-2 keep their
+fixed mix): the later mail correcting a signed form's amount, a signed form for a deal already
+overdue (rule 2 beats rule 1), a signed deal next to a sibling deal with a similar name, a rep's
+unsigned quote, a namesake contact at another account, and deals worked exactly 30 and 31 days
+ago (the edge of the activity window). Last quarter's rules mail is always in the inbox.
+``Task.data`` names what each trap touches, empty where it is absent.
 """
 
 from __future__ import annotations
@@ -34,6 +41,9 @@ CHATTER = [
     ("CRM training", "Reminder: optional CRM refresher session next Tuesday at 10:00."),
     ("Expense policy", "Please file last month's expenses by the 10th."),
 ]
+TRAP_ODDS = (("correction", 0.7), ("overdue_order", 0.6), ("sibling", 0.55), ("quote", 0.6), ("namesake", 0.6),
+             ("edge", 0.5))
+"""The default level's traps, each in the instance with this chance (at least one)."""
 
 
 def _money(rng, amount: float) -> str:
@@ -68,6 +78,11 @@ class PipelineHygiene(TaskFamily):
         level = self.level_of(level)
         short = level == 1  # nothing signed: only the order desk's mail would need opening
         rng, fake = rng_and_faker(seed, self.name)
+        traps = {k for k, p in TRAP_ODDS if rng.random() < p}
+        if not traps:
+            traps.add(rng.choice([k for k, _ in TRAP_ODDS]))
+        if level < self.levels:  # levels 1-2 keep their mix (level 2: the corrected, overdue order)
+            traps = {"correction", "overdue_order", "sibling", "quote", "namesake"}
         people = People(fake)
         _, our_domain = company(fake)
         me, manager, *reps = (people.make(our_domain) for _ in range(5))
@@ -122,11 +137,12 @@ class PipelineHygiene(TaskFamily):
                               title=rng.choice(["", c["title"]]), phone=rng.random() < 0.5,
                               days_ago=rng.randint(10, 150))
             pairs.append((c, dup))
-        twin_of = originals[0]
-        twin_acc = rng.choice([a for a in accounts if a["id"] != twin_of["account_id"]])
-        twin = add_contact(twin_acc, twin_of["first_name"], twin_of["last_name"],
-                           email=f"{slug(twin_of['first_name'])}.{slug(twin_of['last_name'])}@{twin_acc['domain']}",
-                           days_ago=rng.randint(10, 150))
+        twin_of, twin = originals[0], None
+        if "namesake" in traps:
+            twin_acc = rng.choice([a for a in accounts if a["id"] != twin_of["account_id"]])
+            twin = add_contact(twin_acc, twin_of["first_name"], twin_of["last_name"],
+                               email=f"{slug(twin_of['first_name'])}.{slug(twin_of['last_name'])}@{twin_acc['domain']}",
+                               days_ago=rng.randint(10, 150))
         by_acc: dict[int, list] = {}
         for c in contacts:
             by_acc.setdefault(c["account_id"], []).append(c)
@@ -160,29 +176,41 @@ class PipelineHygiene(TaskFamily):
                                "body": fake.sentence(), "date": day.isoformat(), "deal": d,
                                "contact_id": d["contact_id"], "account_id": d["account_id"]})
 
-        for _ in range(rng.randint(3, 4)):  # overdue but worked recently: push
+        edge = "edge" in traps  # the window's edges: last worked exactly 30 days ago (push), 31 (lost)
+        edges = []
+        for i in range(rng.randint(3, 4)):  # overdue but worked recently: push
             d = add_deal("push", today - timedelta(days=rng.randint(2, 60)))
             log(d, rng.randint(40, 120))
-            log(d, rng.randint(1, 26))
+            log(d, 30 if edge and i == 1 else rng.randint(1, 26))
+            if edge and i == 1:
+                edges.append(d)
         for i in range(rng.randint(3, 4)):  # overdue and idle: closed lost
             d = add_deal("lost", today - timedelta(days=rng.randint(2, 60)))
             for _ in range(rng.randint(0, 2) if i else 0):
                 log(d, rng.randint(34, 150))
+            if edge and i == 1:
+                log(d, 31)
+                edges.append(d)
         for _ in range(rng.randint(6, 8)):  # open and not yet due
             d = add_deal("future", today + timedelta(days=rng.randint(5, 150)))
             if rng.random() < 0.6:
                 log(d, rng.randint(1, 120))
         for _ in range(rng.randint(4, 5)):  # already closed
             add_deal("closed", today - timedelta(days=rng.randint(5, 120)), stage=rng.choice(crm.CLOSED_STAGES))
-        # signed orders: one for an overdue idle deal, one next to a similarly named sibling deal
-        orders = [add_deal("order", today - timedelta(days=rng.randint(3, 40)))]
-        log(orders[0], rng.randint(45, 100))
+        # signed orders: one for an overdue idle deal, one next to a similarly named sibling deal (each or not)
+        if "overdue_order" in traps:
+            orders = [add_deal("order", today - timedelta(days=rng.randint(3, 40)))]
+            log(orders[0], rng.randint(45, 100))
+        else:
+            orders = [add_deal("order", today + timedelta(days=rng.randint(5, 60)))]
         od = add_deal("order", today + timedelta(days=rng.randint(10, 60)))
         orders.append(od)
-        add_deal("future", today + timedelta(days=rng.randint(10, 90)), acc=accounts[od["account_id"] - 1],
-                 product=od["product"], kind=rng.choice([k for k in KINDS if k != od["kind"]]))
+        sibling = None
+        if "sibling" in traps:
+            sibling = add_deal("future", today + timedelta(days=rng.randint(10, 90)), acc=accounts[od["account_id"] - 1],
+                               product=od["product"], kind=rng.choice([k for k in KINDS if k != od["kind"]]))
         orders.append(add_deal("order", today + timedelta(days=rng.randint(10, 90))))
-        quote_deal = add_deal("future", today + timedelta(days=rng.randint(15, 60)))
+        quote_deal = add_deal("future", today + timedelta(days=rng.randint(15, 60))) if "quote" in traps else None
         if level < self.levels:  # the same draws, then less to clean up (the default stays byte for byte)
             keep_n = level - 1  # pushes, orders and duplicates kept; one deal to close lost at every level
             gone = ([d for d in deals if d["role"] == "push"][keep_n:] + [d for d in deals if d["role"] == "lost"][1:]
@@ -197,7 +225,7 @@ class PipelineHygiene(TaskFamily):
             for x in deals + activities:
                 x["contact_id"] = stay.get(x["contact_id"], x["contact_id"])
             if level == 1:  # fewer contacts to look through: those on a deal or an activity, and the namesakes
-                used = {x.get("contact_id") for x in deals + activities} | {twin["id"], twin_of["id"]}
+                used = {x.get("contact_id") for x in deals + activities} | ({twin["id"], twin_of["id"]} if twin else set())
                 contacts[:] = [c for c in contacts if c["id"] in used]
         rng.shuffle(deals)
         for i, d in enumerate(deals, start=1):
@@ -211,6 +239,8 @@ class PipelineHygiene(TaskFamily):
             o["signed"] = today - timedelta(days=rng.randint(1, 6))
             o["final"] = float(round(o["amount"] * rng.uniform(0.8, 1.25) / 50) * 50 + rng.choice([0, 25, 75]))
         corrected = orders[rng.randrange(3)] if level == self.levels else (orders[0] if orders else None)
+        if "correction" not in traps:
+            corrected = None
         if corrected is not None:
             corrected["first"] = corrected["final"]
             corrected["final"] = corrected["first"] + rng.choice([-1, 1]) * rng.randint(5, 40) * 100
@@ -237,12 +267,13 @@ class PipelineHygiene(TaskFamily):
                     f"earlier. The correct total contract value for {o['name']} is {_money(rng, o['final'])}; "
                     f"the signing date is unchanged.\n\nOrder Desk",
                     when + timedelta(hours=rng.randint(1, 3), minutes=rng.randrange(60)))
-        rep_q = next(r for r in reps if r.email == quote_deal["owner"])
-        msg(rep_q.email, rep_q.name, f"Quote out for {quote_deal['name']}",
-            f"Hi {me.first},\n\nFYI I sent {acc_name[quote_deal['account_id']]} the quote for {quote_deal['name']} "
-            f"({_money(rng, quote_deal['amount'] + 2500)}). They expect to return the signed order form in a couple "
-            f"of weeks, so nothing to change in the CRM yet.\n\n{rep_q.first}",
-            datetime.combine(today - timedelta(days=rng.randint(1, 4)), time(14, 5)))
+        if quote_deal is not None:
+            rep_q = next(r for r in reps if r.email == quote_deal["owner"])
+            msg(rep_q.email, rep_q.name, f"Quote out for {quote_deal['name']}",
+                f"Hi {me.first},\n\nFYI I sent {acc_name[quote_deal['account_id']]} the quote for {quote_deal['name']} "
+                f"({_money(rng, quote_deal['amount'] + 2500)}). They expect to return the signed order form in a "
+                f"couple of weeks, so nothing to change in the CRM yet.\n\n{rep_q.first}",
+                datetime.combine(today - timedelta(days=rng.randint(1, 4)), time(14, 5)))
         rules = (
             f"Hi {me.first},\n\nBefore Thursday's forecast call, could you clean up the pipeline in the CRM?\n\n"
             f"1. Open deals whose close date has already passed:\n"
@@ -359,14 +390,22 @@ class PipelineHygiene(TaskFamily):
                     f"from signed orders, merged {len(pairs)} duplicate contacts, and replied to {manager.first}.")
 
         reply = perturb.on("mail__reply", message_id=rules_id)
+        # where the quote or the namesake is absent, their guards' perturbations touch another deal or contact
+        untouched = quote_deal or next(d for d in deals if d["role"] == "future")
+        if twin is not None:
+            wrong_merge = (twin_of["id"], twin["id"])
+        else:  # two other people at one account
+            wrong_merge = next((a[0]["id"], a[1]["id"]) for a in (
+                [c for c in contacts if c["account_id"] == acc["id"] and c["id"] not in pair_ids] for acc in accounts)
+                if len(a) >= 2)
         perturbations = {
             "stale_closed_lost": perturb.drop(solve, perturb.on("crm__update_deal", deal_id=lost[0]["id"])),
             "other_deals_untouched": perturb.insert(solve, ToolCall(
-                "crm__update_deal", {"deal_id": quote_deal["id"], "stage": "Closed Won"}, "Close the quoted deal too."),
+                "crm__update_deal", {"deal_id": untouched["id"], "stage": "Closed Won"}, "Close the quoted deal too."),
                 before=perturb.on("crm__search_contacts")),
             "no_wrong_merges": perturb.insert(solve, ToolCall(
-                "crm__merge_contacts", {"keep_id": twin_of["id"], "duplicate_id": twin["id"]},
-                "Merge the namesake as well."), before=reply),
+                "crm__merge_contacts", {"keep_id": wrong_merge[0], "duplicate_id": wrong_merge[1]},
+                "Merge these two as well."), before=reply),
             "lost_reported": perturb.change(solve, reply, body=report_body([d["name"] for d in lost][1:])),
             "one_reply": perturb.insert(solve, ToolCall("mail__send_message", {
                 "to": [r.email for r in reps], "subject": "Pipeline", "body": "I closed some of your deals."},
@@ -379,6 +418,9 @@ class PipelineHygiene(TaskFamily):
                     won_first = perturb.change(won_first, perturb.on(
                         "crm__update_deal", stage="Closed Won", amount=o["final"], close_date=o["signed"].isoformat()),
                         amount=o["first"])
+            if corrected is None:  # no correction: the first order closed on today's date, not the signing date
+                won_first = perturb.change(solve, perturb.on("crm__update_deal", stage="Closed Won"),
+                                           close_date=today.isoformat())
             keep0, dup0 = pairs[0]
             perturbations |= {
                 "orders_won": won_first,
@@ -387,6 +429,14 @@ class PipelineHygiene(TaskFamily):
                 "duplicates_merged": perturb.change(solve, perturb.on("crm__merge_contacts", keep_id=keep0["id"]),
                                                     keep_id=dup0["id"], duplicate_id=keep0["id"]),
             }
+        if overdue_order:  # closed lost by rule 1, as if the signed form did not beat it
+            perturbations["overdue_order_won"] = perturb.change(solve, perturb.on(
+                "crm__update_deal", deal_id=overdue_order[0]["id"]),
+                lambda a: {"deal_id": a["deal_id"], "stage": "Closed Lost"})
+        if edges:  # the deal last worked 31 days ago pushed as if it were inside the window
+            perturbations["window_edges"] = perturb.change(solve, perturb.on(
+                "crm__update_deal", deal_id=edges[1]["id"]),
+                lambda a: {"deal_id": a["deal_id"], "close_date": push_date.isoformat()})
 
         # graders ---------------------------------------------------------------------------------
         def stale_pushed(w, t):
@@ -453,6 +503,21 @@ class PipelineHygiene(TaskFamily):
                 ([f"not named: {missing}"] if missing else []) + ([f"names deals outside the rules: {outside}"]
                                                                    if outside else []))
 
+        def overdue_order_won(w, t):
+            for o in overdue_order:
+                now = crm.deal(w, o["id"])
+                if now["stage"] != "Closed Won" or abs(now["amount"] - o["final"]) > 0.01 \
+                        or now["close_date"] != o["signed"].isoformat():
+                    return False, f"{o['name']}: {now['stage']} {now['amount']} {now['close_date']}"
+            return True
+
+        def window_edges(w, t):
+            pushed, closed = (crm.deal(w, d["id"]) for d in edges)
+            ok = (pushed["close_date"] == push_date.isoformat() and pushed["stage"] == edges[0]["stage"]
+                  and closed["stage"] == "Closed Lost" and closed["close_date"] == edges[1]["close_date"])
+            return ok, (f"{edges[0]['name']}: {pushed['stage']} {pushed['close_date']}; "
+                        f"{edges[1]['name']}: {closed['stage']} {closed['close_date']}")
+
         def one_reply(w, t):
             sends = mails_sent(t)
             if len(sends) != 1:
@@ -481,6 +546,15 @@ class PipelineHygiene(TaskFamily):
             Criterion("no_wrong_merges", "No other contact was merged, moved or created (a namesake at another "
                       "account stays).", "final_state", no_wrong_merges, guard=True),
         ]
+        if overdue_order:
+            criteria.append(Criterion(
+                "overdue_order_won", "The signed order on a deal already past its close date is Closed Won (the "
+                "signed form beats the overdue rule) with the signed amount and date.", "final_state",
+                overdue_order_won))
+        if edges:
+            criteria.append(Criterion(
+                "window_edges", f"The deal last worked exactly 30 days ago (on {cutoff}) is pushed; the one last "
+                "worked 31 days ago is Closed Lost.", "final_state", window_edges))
         if short:  # level 1: nothing to push, no signed order, no duplicate
             criteria = [c for c in criteria if c.id not in ("stale_pushed", "orders_won", "duplicates_merged")]
         return Task(
@@ -490,5 +564,8 @@ class PipelineHygiene(TaskFamily):
             data={"today": today.isoformat(), "push_date": push_date.isoformat(),
                   "push": [d["id"] for d in push], "lost": [d["id"] for d in lost],
                   "orders": {o["id"]: [o["final"], o["signed"].isoformat()] for o in orders},
-                  "merges": [[k["id"], d["id"]] for k, d in pairs], "overdue_order": [o["id"] for o in overdue_order]},
+                  "merges": [[k["id"], d["id"]] for k, d in pairs], "overdue_order": [o["id"] for o in overdue_order],
+                  "corrected": corrected["id"] if corrected else "", "sibling": sibling["id"] if sibling else "",
+                  "quoted": quote_deal["id"] if quote_deal else "", "namesake": twin["id"] if twin else "",
+                  "edges": [d["id"] for d in edges]},
         )

@@ -6,6 +6,12 @@ company column is free text), a brand-new company (an account to create, once, f
 people), a namesake of an existing contact who works elsewhere, a double-scanned badge, and
 people on compliance's do-not-contact list (one by address, one by a whole blocked domain).
 Last year's scans from the same show sit in the same folder.
+
+The default level draws its traps per seed (``TRAP_ODDS``; levels 1-2 keep their fixed mix): the
+shortened first name, the namesake, the double scan, the brand-new company, and each of the two
+do-not-contact scans (at least one of those) are there or not. ``Task.data`` names what each
+touches, empty where it is absent; ``new_account``, ``namesake_kept_apart`` and
+``double_scan_once`` are criteria only where their trap is.
 """
 
 from __future__ import annotations
@@ -50,6 +56,9 @@ COMPETITORS = ["Salesforge", "PipeStream", "DealDesk", "Closewise", "LeadLoop"]
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September",
           "October", "November", "December"]
 HEADER = ["Scanned", "Name", "Company", "Title", "Email", "Phone", "Notes"]
+TRAP_ODDS = (("nickname", 0.6), ("namesake", 0.6), ("double_scan", 0.6), ("new_company", 0.6),
+             ("dnc_address", 0.7), ("dnc_domain", 0.7))
+"""The default level's traps, each in the scans with this chance (one do-not-contact scan always)."""
 SUFFIXES = {"inc", "llc", "ltd", "plc", "group", "and", "sons", "co", "corp", "corporation", "partners"}
 
 
@@ -95,6 +104,11 @@ class TradeShowLeads(TaskFamily):
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
+        traps = {k for k, p in TRAP_ODDS if rng.random() < p}
+        if not {"dnc_address", "dnc_domain"} & traps:
+            traps.add(rng.choice(["dnc_address", "dnc_domain"]))
+        if level < self.levels:  # levels 1-2 cut the default's full mix down (no draw of their own)
+            traps = {k for k, _ in TRAP_ODDS}
         people = People(fake)
         _, our_domain = company(fake)
         me, manager, rep, other_rep = (people.make(our_domain) for _ in range(4))
@@ -138,7 +152,7 @@ class TradeShowLeads(TaskFamily):
             for _ in range(rng.randint(2, 3)):
                 add_contact(acc, with_phone=rng.random() < 0.8)
         nick_first = rng.choice(sorted(NICKNAMES))
-        updated = [add_contact(rng.choice(accounts), first=nick_first)]
+        updated = [add_contact(rng.choice(accounts), first=nick_first if "nickname" in traps else None)]
         pool = [c for c in contacts if c is not updated[0]]
         rng.shuffle(pool)
         updated += pool[:3]
@@ -175,6 +189,8 @@ class TradeShowLeads(TaskFamily):
                    rng.choice(TITLES), twin_email, new_phone(rng, phones))
         row.update(kind="new", account_id=other_acc["id"], first=namesake["first_name"], last=namesake["last_name"])
         namesake_row = row
+        if "namesake" not in traps:
+            rows.remove(row)
 
         for acc in rng.sample([a for a in accounts if a["id"] != other_acc["id"]], rng.randint(2, 4)):
             p = people.make(acc["domain"])
@@ -192,12 +208,16 @@ class TradeShowLeads(TaskFamily):
             p = people.make(new_dom)
             row = scan(p.name, new_co, rng.choice(TITLES), p.email, new_phone(rng, phones))
             row.update(kind="new", account_id=None, first=p.first, last=p.last)
+            if "new_company" not in traps:
+                rows.remove(row)
 
         # do-not-contact: one known contact by address, one newcomer from a blocked domain
         acc = by_id[dnc_known["account_id"]]
         row = scan(f"{dnc_known['first_name']} {dnc_known['last_name']}", acc["name"], rng.choice(TITLES),
                    dnc_known["email"], new_phone(rng, phones))
         row.update(kind="dnc")
+        if "dnc_address" not in traps:
+            rows.remove(row)
         while True:
             blocked_co, blocked_dom = company(fake)
             if blocked_dom not in domains:
@@ -206,6 +226,8 @@ class TradeShowLeads(TaskFamily):
         blocked = people.make(blocked_dom)
         row = scan(blocked.name, blocked_co, rng.choice(TITLES), blocked.email, new_phone(rng, phones))
         row.update(kind="dnc", blocked=True)
+        if "dnc_domain" not in traps:
+            rows.remove(row)
 
         rng.shuffle(rows)
         # a double scan: the same badge again a minute later (address in other case)
@@ -213,7 +235,10 @@ class TradeShowLeads(TaskFamily):
         again = dict(twice, when=twice["when"] + timedelta(minutes=1),
                      email=twice["email"].upper() if twice["email"].islower() else twice["email"].lower(),
                      kind="again")
-        rows.insert(rows.index(twice) + 1, again)
+        if "double_scan" in traps:
+            rows.insert(rows.index(twice) + 1, again)
+        else:
+            twice = None
         rows.sort(key=lambda r: r["when"])
         if level < self.levels:  # the default's scans, then fewer of them (no draw of their own)
             both = updated[changes.index(("title", "phone"))]["id"]
@@ -227,6 +252,7 @@ class TradeShowLeads(TaskFamily):
             if level == 1:  # no double scan, shorter notes (the first clause and the reference)
                 for r in rows:
                     r["notes"] = re.sub(r";[^.]*\.", ".", r["notes"])
+                twice = None
             else:
                 rows.append(dict(twice, when=twice["when"] + timedelta(minutes=1),
                                  email=twice["email"].upper() if twice["email"].islower() else twice["email"].lower(),
@@ -290,6 +316,9 @@ class TradeShowLeads(TaskFamily):
         # ground truth ------------------------------------------------------------------------
         work = [r for r in rows if r["kind"] in ("update", "new")]
         new_rows = [r for r in work if r["kind"] == "new"]
+        new_company_rows = [r for r in new_rows if r["account_id"] is None]
+        namesake_scanned = any(r is namesake_row for r in rows)
+        scanned_dnc = sorted(r["email"].lower() for r in rows if r["kind"] == "dnc")
         seeded = {c["id"]: {k: c[k] for k in ("account_id", "first_name", "last_name", "email", "phone", "title")}
                   for c in contacts}
         seeded_accounts = {a["id"]: {k: a[k] for k in ("name", "domain", "industry", "tier", "owner")} for a in accounts}
@@ -357,7 +386,7 @@ class TradeShowLeads(TaskFamily):
             if level > 1:
                 yield ToolCall("files__list_dir", {"path": "compliance"}, "Find the do-not-contact list.")
             yield ToolCall("files__read_file", {"path": dnc_path}, "Read who must not be contacted.")
-            if new_rows:
+            if new_company_rows:
                 yield ToolCall("crm__list_users", {}, f"Look up {rep.name}'s CRM user for new accounts.")
             new_account_id = None
             for r in work:
@@ -409,11 +438,13 @@ class TradeShowLeads(TaskFamily):
             if level == 1:
                 return (f"Updated {work[0]['name']} from the {show} scans and logged the meeting; skipped the "
                         "do-not-contact person.")
-            added = f"added {len(new_rows)} new ones (creating {new_co} for {rep.name})" if new_rows else \
-                "added nobody new"
+            added = (f"added {len(new_rows)} new ones" + (f" (creating {new_co} for {rep.name})" if new_company_rows
+                                                           else "")) if new_rows else "added nobody new"
+            skipped = " and ".join((["the double scan"] if twice else [])
+                                   + [f"the {len(scanned_dnc)} scanned people on the do-not-contact list"])
             return (f"Processed {len(work)} people from the {show} scans: updated "
                     f"{len(expected_updates)} existing contacts, {added}, logged a meeting for each, and skipped "
-                    f"the double scan and the {len(dnc_emails)} people on the do-not-contact list.")
+                    f"{skipped}.")
 
         first_search, log = perturb.on("crm__search_contacts"), perturb.on("crm__log_activity")
         perturbations = {
@@ -430,10 +461,18 @@ class TradeShowLeads(TaskFamily):
             "new_account": perturb.change(solve, perturb.on("crm__create_account"), owner=me.email),
             "new_contacts": perturb.change(solve, perturb.on(  # the new person filed under their namesake's account
                 "crm__create_contact", first_name=namesake["first_name"], last_name=namesake["last_name"]),
-                account_id=namesake["account_id"]),
+                account_id=namesake["account_id"]) if namesake_scanned else perturb.change(
+                solve, perturb.on("crm__create_contact"),  # or, without one, the first new person under another
+                lambda a: {**a, "account_id": next(x["id"] for x in accounts if x["id"] != a["account_id"])}),
             "meeting_notes": perturb.change(solve, log, body="Met at the booth."),
             "meetings_logged": perturb.repeat(solve, log),
         }
+        if namesake_scanned:  # the namesake's meeting logged on the existing contact of the same name
+            perturbations["namesake_kept_apart"] = perturb.change(
+                solve, perturb.on("crm__log_activity", body=namesake_row["notes"]), contact_id=namesake["id"])
+        if twice:  # the badge read twice gets two meetings
+            perturbations["double_scan_once"] = perturb.repeat(solve, perturb.on(
+                "crm__log_activity", body=twice["notes"], date=twice["when"].date().isoformat()))
 
         def crm_json(text):
             return json.loads(text)
@@ -530,6 +569,21 @@ class TradeShowLeads(TaskFamily):
             extra = [c["email"] for c in crm.contacts(w) if c["email"] not in allowed]
             return (not extra, f"unexpected contacts: {extra}" if extra else "")
 
+        def namesake_kept_apart(w, t):
+            c = crm.contact(w, namesake["id"])
+            if {k: c[k] for k in seeded[namesake["id"]]} != seeded[namesake["id"]] or c["status"] != "active":
+                return False, f"the existing {namesake['first_name']} {namesake['last_name']} was changed"
+            if [a for a in crm.activities(w, contact_id=namesake["id"]) if a["id"] > seeded_activities]:
+                return False, "the scan's meeting went to the existing contact of the same name"
+            hits = crm.contacts_by_email(w, twin_email)
+            if len(hits) != 1 or hits[0]["account_id"] != other_acc["id"]:
+                return False, f"{twin_email}: {[(h['id'], h['account_id']) for h in hits]}"
+            return True
+
+        def double_scan_once(w, t):
+            meetings = [a for a in meetings_for(w, twice) or [] if a["kind"] == "meeting"]
+            return len(meetings) == 1, f"{twice['email']}: {len(meetings)} new meetings"
+
         def no_dnc_writes(w, t):
             for call in t.tool_calls:
                 if call.is_error or not isinstance(call.arguments, dict):
@@ -563,13 +617,28 @@ class TradeShowLeads(TaskFamily):
             Criterion("no_dnc_writes", "No write call touched a do-not-contact person.", "process", no_dnc_writes,
                       guard=True),
         ]
+        if namesake_scanned:
+            criteria.append(Criterion(
+                "namesake_kept_apart", "The scanned namesake of an existing contact is a new contact at their own "
+                "company; the existing contact of the same name is unchanged and gets no meeting.", "final_state",
+                namesake_kept_apart))
+        if twice:
+            criteria.append(Criterion("double_scan_once", "The badge scanned twice got one meeting, not two.",
+                                      "final_state", double_scan_once))
         if not new_rows:  # level 1: nobody new, no new company
             criteria = [c for c in criteria if c.id not in ("new_contacts", "new_account")]
+        elif not new_company_rows:  # nobody from a company the CRM lacks
+            criteria = [c for c in criteria if c.id != "new_account"]
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
             criteria=criteria, perturbations={c.id: perturbations[c.id] for c in criteria},
             data={"show": show, "csv": csv_path, "updates": sorted(expected_updates),
-                  "new": [r["email"].lower() for r in new_rows], "new_account": new_dom,
-                  "dnc": sorted(dnc_emails)},
+                  "new": [r["email"].lower() for r in new_rows],
+                  "new_account": new_dom if new_company_rows else "", "dnc": scanned_dnc,
+                  "nickname": [r["contact_id"] for r in work if r["kind"] == "update" and norm(r["name"].split()[0])
+                               != norm(seeded[r["contact_id"]]["first_name"])],
+                  "namesake": twin_email if namesake_scanned else "", "double_scan": twice["email"] if twice else "",
+                  "dnc_by_address": dnc_known["email"] if dnc_known["email"] in scanned_dnc else "",
+                  "dnc_by_domain": f"@{blocked_dom}" if blocked.email.lower() in scanned_dnc else ""},
         )

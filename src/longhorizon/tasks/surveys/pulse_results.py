@@ -7,6 +7,12 @@ twice (their latest submission counts, and it is not always the last row), typed
 the scale, and wrote comments whose themes are counted by a keyword list, as whole words
 ("payroll" is not "pay"). One team re-exported its survey; its lead's mail says which file to
 use. The requester's mail has the rules and the recipients; last quarter's workbook the layout.
+
+The default level draws its traps per seed (``TRAP_ODDS``; levels 1-2 keep them all): the
+re-exported team (graded by ``latest_export_used`` where it is), the team whose answers carry
+their labels, the keyword look-alikes in the comments (without them, capitalised keywords still
+have to count) and the off-scale answers are each there or not; repeat submissions always.
+``Task.data`` names what each touches, empty where it is absent.
 """
 
 from __future__ import annotations
@@ -89,6 +95,8 @@ RESULTS_HEADERS = {
     "NPS": ["Team", "Responses", "Promoters", "Passives", "Detractors", "NPS"],
     "Themes": ["Theme", "Mentions"],
 }
+TRAP_ODDS = (("reexport", 0.65), ("labelled", 0.6), ("lookalikes", 0.6), ("off_scale", 0.6))
+"""The default level's traps, each in the survey with this chance (repeat submissions always)."""
 ALL = "All teams"
 PAGE = 15
 """Rows per read: the comment column makes rows wide."""
@@ -119,12 +127,12 @@ _THEME_RE = {t: re.compile(r"\b(?:" + "|".join(map(re.escape, kws)) + r")\b") fo
 
 
 @functools.lru_cache(maxsize=4096)
-def themes_of(text: str | None, substring: bool = False) -> frozenset[str]:
+def themes_of(text: str | None, substring: bool = False, case: bool = False) -> frozenset[str]:
     """Themes a comment counts for: any keyword as a whole word, any case (``substring``: the
-    mistake of matching inside longer words)."""
+    mistake of matching inside longer words; ``case``: that of matching lower case only)."""
     if not text:
         return frozenset()
-    low = text.lower()
+    low = text if case else text.lower()
     if substring:
         return frozenset(t for t, kws in THEMES.items() if any(k in low for k in kws))
     return frozenset(t for t, rx in _THEME_RE.items() if rx.search(low))
@@ -167,7 +175,7 @@ def aggregate(teams: dict[str, list[dict]], flaw: str | None = None) -> dict:
     mentions = Counter()
     for subs in kept.values():
         for s in subs:
-            mentions.update(themes_of(s["comment"], substring=flaw == "substring"))
+            mentions.update(themes_of(s["comment"], substring=flaw == "substring", case=flaw == "case"))
     order = list(THEMES)
     themes = sorted(((t, mentions[t]) for t in order), key=lambda tc: (-tc[1], order.index(tc[0])))
     return {"scores": scores, "nps": nps, "themes": themes}
@@ -176,20 +184,21 @@ def aggregate(teams: dict[str, list[dict]], flaw: str | None = None) -> dict:
 # -- world ---------------------------------------------------------------------------------------
 
 
-def _comment(rng) -> str | None:
+def _comment(rng, lookalikes: bool = True) -> str | None:
     r = rng.random()
     if r < 0.22:
         return None
+    asides = NEUTRAL + TRAPS if lookalikes else NEUTRAL
     if r < 0.34:
-        return rng.choice(NEUTRAL + TRAPS)
+        return rng.choice(asides)
     themes = rng.sample(sorted(PHRASES), rng.choice([1, 1, 1, 2]))
     parts = [rng.choice(PHRASES[t]) for t in themes]
     if rng.random() < 0.2:
-        parts.append(rng.choice(TRAPS + NEUTRAL))
+        parts.append(rng.choice(asides))
     return " ".join(parts)
 
 
-def _submission(rng, email: str, ts: datetime, labelled: bool, invalid_rate: float) -> dict:
+def _submission(rng, email: str, ts: datetime, labelled: bool, invalid_rate: float, lookalikes: bool = True) -> dict:
     mood = rng.uniform(-1, 1)
     answers = {}
     for qid, _, _ in QUESTIONS:
@@ -199,7 +208,7 @@ def _submission(rng, email: str, ts: datetime, labelled: bool, invalid_rate: flo
             v = clamp(3 + 1.6 * mood + rng.gauss(0, 0.8), 1, 5)
             answers[qid] = f"{v} - {LABELS[v]}" if labelled else v
     nps = rng.choice(INVALID_NPS) if rng.random() < invalid_rate * 0.8 else clamp(6.5 + 3.6 * mood + rng.gauss(0, 1.2), 0, 10)
-    return {"email": email, "ts": ts, "answers": answers, "nps": nps, "comment": _comment(rng)}
+    return {"email": email, "ts": ts, "answers": answers, "nps": nps, "comment": _comment(rng, lookalikes)}
 
 
 def _team_book(style: dict, subs: list[dict], first_sheet: str | None) -> Workbook:
@@ -295,6 +304,11 @@ class PulseSurveyResults(TaskFamily):
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
+        traps = {k for k, p in TRAP_ODDS if rng.random() < p}
+        if level < self.levels:  # levels 1-2 keep every trap they have room for
+            traps = {k for k, _ in TRAP_ODDS}
+        invalid_rate = 0.06 if "off_scale" in traps else 0.0
+        lookalikes = "lookalikes" in traps
         year = rng.choice([2025, 2026])
         quarter = rng.randint(1, 4)
         qname = f"{year}-Q{quarter}"
@@ -329,8 +343,11 @@ class PulseSurveyResults(TaskFamily):
                 teams = [labelled_team if labelled_team != redo_team else rest[0]]
             else:
                 teams = sorted(list(dict.fromkeys([redo_team, labelled_team, *rest]))[:3])
-        redo = redo_team in teams
+        redo = redo_team in teams and "reexport" in traps
+        if "labelled" not in traps:  # every form exports plain numbers
+            labelled_team = None
 
+        theme_flaw = "substring" if lookalikes else "case"  # the look-alikes, or capitalised keywords, must matter
         for _attempt in range(60 if level > 1 else 400):
             subs: dict[str, list[dict]] = {}
             used_emails: set[str] = set()
@@ -349,13 +366,13 @@ class PulseSurveyResults(TaskFamily):
                             used_emails.add(email)
                             break
                     ts = start + timedelta(minutes=rng.randint(0, 60 * 24 * 9))
-                    s = _submission(rng, email, ts, labelled, 0.06)
+                    s = _submission(rng, email, ts, labelled, invalid_rate, lookalikes)
                     s["shown_email"] = email
                     rows.append(s)
                 for s in rng.sample(rows, rng.randint(3, 5)):  # second (and third) submissions
                     for k in range(rng.choice([1, 1, 2])):
                         earlier = s["ts"] - timedelta(minutes=rng.randint(45, 60 * 60))
-                        dup = _submission(rng, s["email"], earlier, labelled, 0.06)
+                        dup = _submission(rng, s["email"], earlier, labelled, invalid_rate, lookalikes)
                         shown = s["email"]
                         if rng.random() < 0.5:
                             shown = shown.title() if rng.random() < 0.5 else shown + " "
@@ -369,7 +386,7 @@ class PulseSurveyResults(TaskFamily):
             truth = aggregate(subs)
             counts = [c for _, c in truth["themes"]]
             ok = len(set(counts[:4])) == 4 and counts[3] > 0
-            ok = ok and aggregate(subs, "substring")["themes"] != truth["themes"]
+            ok = ok and aggregate(subs, theme_flaw)["themes"] != truth["themes"]
             first = aggregate(subs, "first")["scores"]
             ok = ok and any(abs(first[k][1] - truth["scores"][k][1]) > 0.02 for k in truth["scores"] if k[0] != ALL)
             nodup = aggregate(subs, "no_dedup")
@@ -392,7 +409,7 @@ class PulseSurveyResults(TaskFamily):
                 s["answers"][qid] = rng.randint(1, 5) if redo_team != labelled_team else (
                     lambda v: f"{v} - {LABELS[v]}")(rng.randint(1, 5))
         team_file = {t: f"{folder}/pulse_{slug(t)}.xlsx" for t in teams}
-        stale_file = team_file.get(redo_team)
+        stale_file = team_file.get(redo_team) if redo else None
         if redo:
             team_file[redo_team] = f"{folder}/pulse_{slug(redo_team)}_v2.xlsx"
         prev_teams = sorted(rng.sample(TEAMS, 4))
@@ -519,7 +536,9 @@ class PulseSurveyResults(TaskFamily):
                         f"{round(truth['nps'][ALL][4])}.")
             yield ToolCall("mail__search_messages", {"query": "pulse"}, "Find the request and anything about the exports.")
             yield ToolCall("mail__read_message", {"message_id": request_id}, "Read this quarter's request in full.")
-            yield ToolCall("mail__read_message", {"message_id": redo_id}, f"Read the note about the {redo_team} export.")
+            if redo:
+                yield ToolCall("mail__read_message", {"message_id": redo_id},
+                               f"Read the note about the {redo_team} export.")
             yield ToolCall("files__list_dir", {"path": "surveys", "recursive": True}, "See which files there are.")
             yield ToolCall("files__read_file", {"path": f"{folder}/questions.md"}, "Read the question codes and scales.")
             yield ToolCall("files__read_file", {"path": "surveys/themes.txt"}, "Read the theme keyword list.")
@@ -528,8 +547,9 @@ class PulseSurveyResults(TaskFamily):
             for sheet, width in (("Scores", "D"), ("NPS", "F"), ("Themes", "B")):
                 yield ToolCall("sheets__read_range", {"path": prev_book, "sheet": sheet, "range": f"A1:{width}4"},
                                f"Check the columns of last quarter's {sheet} sheet.")
-            yield ToolCall("sheets__list_sheets", {"path": stale_file},
-                           f"Confirm the first {redo_team} export is the short one the lead mentioned.")
+            if redo:
+                yield ToolCall("sheets__list_sheets", {"path": stale_file},
+                               f"Confirm the first {redo_team} export is the short one the lead mentioned.")
             for t in teams:
                 info = parse_json((yield ToolCall("sheets__list_sheets", {"path": team_file[t]},
                                                   f"Open {t}'s responses.")))
@@ -602,7 +622,8 @@ class PulseSurveyResults(TaskFamily):
             "averages": lambda: results_of(aggregate(subs, "first")),
             "all_teams_rows": lambda: results_of(aggregate(subs, "mean_of_means")),
             "nps": lambda: results_of(aggregate(subs, "promoters_8")),
-            "themes": lambda: results_of(aggregate(subs, "substring")),
+            "themes": lambda: results_of(aggregate(subs, theme_flaw)),
+            "latest_export_used": lambda: results_of(aggregate({**subs, redo_team: stale})),
             "summary_mail": lambda: perturb.change(solve, send, attachments=[]),
             "mail_content": lambda: perturb.change(solve, send, body=mail_body(truth, themes=False)),
             "checked_before_sending": lambda: perturb.drop(solve, on_results("sheets__read_range"), count=None),
@@ -696,6 +717,17 @@ class PulseSurveyResults(TaskFamily):
                     bad.append(f"{team}: {r[1:6] if r else 'missing'} (expected {[n, p, pa, d, round(v)]})")
             return not bad, "; ".join(bad[:4])
 
+        def latest_export_used(w, t):
+            out, why = scores_table(w.file(results))
+            if out is None:
+                return False, why
+            bad = [q for q, _, _ in QUESTIONS if (r := out.get((redo_team, q))) is None
+                   or to_number(r[2]) != truth["scores"][(redo_team, q)][0]
+                   or (m := to_number(r[3])) is None or abs(m - truth["scores"][(redo_team, q)][1]) > 0.0051 + 1e-9]
+            if bad:
+                return False, f"{redo_team} {bad}: not from {team_file[redo_team]}"
+            return nps_ok(w.file(results), [redo_team])
+
         def nps_check(w, t):
             return nps_ok(w.file(results), [*teams, ALL])
 
@@ -781,6 +813,10 @@ class PulseSurveyResults(TaskFamily):
             files_kit.untouched(files, text_files, description="no response file or reference file was written to"),
             files_kit.only_created(files, text_files, allowed=[results]),
         ]
+        if redo:
+            criteria.insert(3, Criterion(
+                "latest_export_used", f"the re-exported team's scores and NPS come from the export its lead "
+                "named, not the first one", "final_state", latest_export_used))
         if level == 1:  # one team pools nothing, and its short oracle writes and sends without a read-back
             criteria = [c for c in criteria if c.id not in ("all_teams_rows", "checked_before_sending")]
         return Task(
@@ -789,5 +825,10 @@ class PulseSurveyResults(TaskFamily):
             criteria=criteria, perturbations={c.id: flawed[c.id]() for c in criteria},
             data={"quarter": qname, "teams": teams, "results": results, "redo_team": redo_team if redo else None,
                   "overall_nps": overall_nps, "top_themes": top3,
-                  "team_files": team_file, "stale_file": stale_file},
+                  "team_files": team_file, "stale_file": stale_file, "labelled_team": labelled_team,
+                  "lookalike_comments": sorted({s["comment"] for v in subs.values() for s in v
+                                                if s["comment"] and any(x in s["comment"] for x in TRAPS)}),
+                  "off_scale": sum(score_of(s["answers"][q]) is None for v in subs.values() for s in v
+                                   for q, _, _ in QUESTIONS) + sum(nps_of(s["nps"]) is None for v in subs.values()
+                                                                   for s in v)},
         )

@@ -9,6 +9,12 @@ too; some people submitted twice (the latest counts); one session was re-exporte
 trainer's mail says which file to use. The L&D lead's mail has the rules: attendees only,
 ratings converted to a common 1-5 scale, NPS from the recommend question. The agent writes a
 per-course summary sheet, checks it, and mails it with the best and worst course named.
+
+The default level draws its traps per seed (``TRAP_ODDS``; levels 1-2 keep them all): the
+re-exported session (graded by ``latest_export_used`` where it is), the cancelled session with
+its test file, answers from no-shows, from trainers testing their own forms and from forwarded
+links (at least one of those three kinds), and second submissions are each there or not.
+``Task.data`` names the sessions each touches, empty where it is absent.
 """
 
 from __future__ import annotations
@@ -59,6 +65,10 @@ COMMENTS = [
     "Exercises were the best part.", "Slides were hard to read.", "Good pace.",
     "Some of it was too basic for me.", "Loved the group work.", "More real cases please.", "",
 ]
+TRAP_ODDS = (("reexport", 0.65), ("cancelled", 0.6), ("no_shows", 0.6), ("trainer_tests", 0.6),
+             ("forwarded", 0.6), ("resubmitted", 0.65))
+"""The default level's traps, each in the quarter with this chance (one kind of non-attendee always)."""
+STRAYS = ("no_shows", "trainer_tests", "forwarded")
 HEADER = ["Course", "Sessions", "Responses", "Avg Rating", "NPS"]
 SHEET = "By Course"
 
@@ -192,7 +202,7 @@ class TrainingFeedbackRollup(TaskFamily):
     levels = 3
     """1: one course's one session (no re-export), cut to the fewest attendees who answered (those
     who answered twice first) that still show every planted mistake, with every stray answer; 2: three courses, one session re-exported;
-    3 (default): six courses, 15-19 sessions. Every level keeps the cancelled session's test file,
+    3 (default): six courses, 15-19 sessions, its traps drawn. Levels 1-2 keep the cancelled session's test file,
     the non-attendees, the trainer's own answers and the second submissions."""
     toolsets = {1: (
         "files__read_file", "mail__read_message", "mail__send_message", "sheets__create_workbook",
@@ -202,6 +212,11 @@ class TrainingFeedbackRollup(TaskFamily):
     def generate(self, seed: int, level: int | None = None) -> Task:
         level = self.level_of(level)
         rng, fake = rng_and_faker(seed, self.name)
+        traps = {k for k, p in TRAP_ODDS if rng.random() < p}
+        if not traps & set(STRAYS):  # somebody who did not attend always answered
+            traps.add(rng.choice(STRAYS))
+        if level < self.levels:  # levels 1-2 keep every trap
+            traps = {k for k, _ in TRAP_ODDS}
         year = rng.choice([2025, 2026])
         q = rng.randint(1, 4)
         qname = f"{year}-Q{q}"
@@ -264,16 +279,17 @@ class TrainingFeedbackRollup(TaskFamily):
                             hours=rng.randint(15, 23), minutes=rng.randint(0, 59)) + timedelta(days=rng.randint(0, 6))
 
                     responses = [answer(e, when()) for e in responders]
-                    for e in rng.sample(responders, rng.randint(0, 2)):  # a second try: the later one counts
+                    tries = rng.randint(0, 2) if "resubmitted" in traps else 0
+                    for e in rng.sample(responders, tries):  # a second try: the later one counts
                         t = next(r["ts"] for r in responses if r["email"] == e)
                         first_try = answer(e, t - timedelta(minutes=rng.randint(3, 90)))
                         responses.append(first_try)
                     strays = []
-                    if noshow and rng.random() < 0.5:
+                    if noshow and rng.random() < 0.5 and "no_shows" in traps:
                         strays.append(rng.choice(noshow))
-                    if rng.random() < 0.4:
+                    if rng.random() < 0.4 and "trainer_tests" in traps:
                         strays.append(trainer.email)
-                    if rng.random() < 0.35:
+                    if rng.random() < 0.35 and "forwarded" in traps:
                         strays.append(person()[1])
                     responses += [answer(e, when()) for e in strays]
                     responses.sort(key=lambda r: r["ts"])
@@ -297,6 +313,19 @@ class TrainingFeedbackRollup(TaskFamily):
         if level < self.levels:  # the same draws so far, then fewer courses
             sessions = _fewer_sessions(sessions, level)
             truth = aggregate(sessions)
+        trainer_emails = {t.email for t in trainers}
+        found: dict[str, list[str]] = {k: [] for k in (*STRAYS, "resubmitted")}
+        for s in sessions:  # who answered without attending, and who answered twice, where
+            here = {e for e, yes in s["attendance"] if yes}
+            rostered = {e for e, _ in s["attendance"]}
+            emails = [r["email"] for r in s["responses"]]
+            for e in dict.fromkeys(emails):
+                kind = (None if e in here else "no_shows" if e in rostered else
+                        "trainer_tests" if e in trainer_emails else "forwarded")
+                if kind:
+                    found[kind].append(s["id"])
+                if e in here and emails.count(e) > 1:
+                    found["resubmitted"].append(s["id"])
 
         # the cancelled session (its file holds only the trainer's test) and the re-exported one
         cancel_trainer = rng.choice(trainers)
@@ -308,25 +337,30 @@ class TrainingFeedbackRollup(TaskFamily):
                                     "rating": rng.randint(1, 5), "recommend": rng.randint(0, 10), "comment": "test"}]}
         candidates = [s for s in sessions if len(s["responses"]) >= 6]
         redo = rng.choice(candidates) if level > 1 else None  # one session: none re-exported
+        if "reexport" not in traps:
+            redo = None
+        if "cancelled" not in traps:  # every session on the list ran
+            cancelled = None
         ext = {"forms": "csv", "surveybot": "json", "quickpoll": "csv"}
         file_of = {s["id"]: f"{folder}/feedback/{s['id']}.{ext[s['tool']]}" for s in sessions}
-        stale_file = None
+        stale_file, stale = None, None
         if redo:
             redo["trainer"] = redo_trainer
             cut = sorted(redo["responses"], key=lambda r: r["ts"])[: len(redo["responses"]) // 2]
             stale = dict(redo, responses=cut)
             stale_file = file_of[redo["id"]]
             file_of[redo["id"]] = f"{folder}/feedback/{redo['id']}_final.{ext[redo['tool']]}"
-        cancelled_file = f"{folder}/feedback/{cancelled['id']}.csv"
+        cancelled_file = f"{folder}/feedback/{cancelled['id']}.csv" if cancelled else None
 
         text_files: dict[str, str] = {}
         for s in sessions:
             text_files[file_of[s["id"]]] = export_text(s, s["course"], rng)
         if redo:
             text_files[stale_file] = export_text(stale, redo["course"], rng)
-        text_files[cancelled_file] = export_text(cancelled, cancel_course, rng)
+        if cancelled:
+            text_files[cancelled_file] = export_text(cancelled, cancel_course, rng)
 
-        all_sessions = sorted(sessions + [cancelled], key=lambda s: (s["date"], s["id"]))
+        all_sessions = sorted(sessions + ([cancelled] if cancelled else []), key=lambda s: (s["date"], s["id"]))
         prev_courses = rng.sample(COURSES, 5)
 
         def make_files() -> dict[str, Workbook]:
@@ -399,11 +433,11 @@ class TrainingFeedbackRollup(TaskFamily):
              "subject": "Room bookings next quarter", "date": stamp(q_end + timedelta(days=2), "11:02"),
              "body": "Facilities are asking whether we still need the big training room on Thursdays. "
                      "Let me know by Friday?"},
-            {"folder": "Inbox", "sender": cancel_trainer.email, "sender_name": cancel_trainer.name, "to": [me.email],
-             "subject": f"{cancelled['id']} cancelled", "date": stamp(cancelled["date"] - timedelta(days=3), "10:00"),
-             "is_read": True,
-             "body": f"FYI {cancelled['id']} ({cancel_course}) is cancelled, too few sign-ups. I had already set "
-                     "up the feedback form and tested it; ignore that file."},
+            *([{"folder": "Inbox", "sender": cancel_trainer.email, "sender_name": cancel_trainer.name,
+                "to": [me.email], "subject": f"{cancelled['id']} cancelled",
+                "date": stamp(cancelled["date"] - timedelta(days=3), "10:00"), "is_read": True,
+                "body": f"FYI {cancelled['id']} ({cancel_course}) is cancelled, too few sign-ups. I had already set "
+                        "up the feedback form and tested it; ignore that file."}] if cancelled else []),
             {"folder": "Inbox", "sender": lead.email, "sender_name": lead.name, "to": [me.email],
              "subject": f"Training feedback roll-up {qname}", "date": stamp(q_end + timedelta(days=3), "08:40"),
              "body": request_body},
@@ -439,13 +473,20 @@ class TrainingFeedbackRollup(TaskFamily):
             "sessions": [{"id": s["id"], "course": s["course"], "file": file_of[s["id"]]} for s in sessions],
             "stale_file": stale_file, "cancelled_file": cancelled_file, "request_id": request_id,
             "redo_id": redo_id, "folder": folder, "me": me.email, "redo_course": redo["course"] if redo else None,
-            "by_rating": by_rating,
+            "by_rating": by_rating, "cancelled": cancelled["id"] if cancelled else "",
+            "no_show_answers": found["no_shows"], "trainer_tests": found["trainer_tests"],
+            "forwarded_answers": found["forwarded"], "resubmitted": found["resubmitted"],
         }
         criteria = _criteria(data, files, text_files)
         if len(truth) == 1:  # one course is best, worst and in order all at once
             criteria = [c for c in criteria if c.id not in ("order", "mail_content")]
         short = level == 1
-        flawed = _flawed(data, [s for s in all_sessions if s["status"] == "Delivered"], short)
+        delivered = [s for s in all_sessions if s["status"] == "Delivered"]
+        flawed = _flawed(data, delivered, short)
+        if redo:  # the first export read for the re-exported session
+            criteria.insert(4, _latest_export_criterion(data))
+            flawed["latest_export_used"] = lambda: _results_of(data, [stale if s is redo else s for s in delivered],
+                                                               None, short)
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build,
@@ -618,8 +659,9 @@ def _criteria(d: dict, files: Files, text_files: dict[str, str]) -> list[Criteri
                   requires=("avg_rating",)),
         Criterion("sessions", "Sessions counts each course's delivered sessions once", "final_state",
                   column("sessions", 1, exact)),
-        Criterion("responses", "Responses: attendees only, latest submission per person, the re-exported "
-                  "file used", "final_state", column("responses", 2, exact), weight=2.0),
+        Criterion("responses", "Responses: attendees only, latest submission per person"
+                  + (", the re-exported file used" if d["stale_file"] else ""), "final_state",
+                  column("responses", 2, exact), weight=2.0),
         Criterion("avg_rating", "Avg Rating on the common 1-5 scale (two decimals)", "final_state",
                   column("avg", 3, two_dp), weight=2.0),
         Criterion("nps", "NPS per course as a whole number", "final_state", column("nps", 4, whole), weight=2.0),
@@ -667,7 +709,9 @@ def _oracle(d: dict, short: bool = False):
         yield ToolCall("mail__search_messages", {"query": "feedback"}, "Find the request and any notes about exports.")
     yield ToolCall("mail__read_message", {"message_id": d["request_id"]}, "Read the request in full.")
     if not short:
-        yield ToolCall("mail__read_message", {"message_id": d["redo_id"]}, "Read the trainer's note about a re-export.")
+        if d["redo_id"]:
+            yield ToolCall("mail__read_message", {"message_id": d["redo_id"]},
+                           "Read the trainer's note about a re-export.")
         yield ToolCall("files__list_dir", {"path": folder, "recursive": True}, "See which exports there are.")
         yield ToolCall("sheets__list_sheets", {"path": d["attendance"]}, "See the attendance workbook's sheets.")
     listing = parse_json((yield ToolCall("sheets__read_range", {"path": d["attendance"], "sheet": "Sessions"},
@@ -703,6 +747,35 @@ def _oracle(d: dict, short: bool = False):
     return f"Sent the {d['quarter']} feedback summary: best {rank[0]}, lowest {rank[-1]}."
 
 
+def _results_of(d: dict, delivered: list[dict], mistake: str | None, short: bool):
+    """The oracle writing and mailing ``aggregate(delivered, mistake)`` instead of the truth."""
+    res = aggregate(delivered, mistake)
+    oracle = lambda: _oracle(d, short)  # noqa: E731
+    return perturb.change(perturb.change(oracle, perturb.on("sheets__write_rows", path=d["out"]),
+                                         rows=_table(res, d["by_rating"])),
+                          perturb.on("mail__send_message", to=[d["lead"]]), body=_mail_body(d, res))
+
+
+def _latest_export_criterion(d: dict) -> Criterion:
+    """The re-exported session's course counted from the export its trainer named, not the first."""
+    course, want = d["redo_course"], d["truth"][d["redo_course"]]
+
+    def check(w, t):
+        table = read_table(w.file(d["out"]), SHEET)
+        if table is None:
+            return False, f"no sheet {SHEET!r}"
+        row = next((r for r in table[1] if r and norm_text(r[0]) == norm_text(course)), None)
+        if row is None or len(row) < 5:
+            return False, f"no row for {course}"
+        got = [to_number(v) for v in row[2:5]]
+        ok = (got[0] == want["responses"] and got[1] is not None and abs(got[1] - want["avg"]) <= 0.0051
+              and got[2] is not None and abs(got[2] - want["nps"]) <= 0.5 + 1e-9)
+        return ok, f"{course}: {row[2:5]} (expected {want['responses']}, {want['avg']:.2f}, {round(want['nps'])})"
+
+    return Criterion("latest_export_used", f"{course}'s responses, rating and NPS come from the re-exported file "
+                     "its trainer named, not the first export", "final_state", check)
+
+
 def _flawed(d: dict, delivered: list[dict], short: bool) -> dict:
     """criterion id -> a builder of the oracle with one mistake that breaks it. ``delivered``:
     the delivered sessions in the session list's order, the order the oracle aggregates them in."""
@@ -718,9 +791,7 @@ def _flawed(d: dict, delivered: list[dict], short: bool) -> dict:
 
     def results_of(mistake: str):
         """The table and the mail from ``aggregate``'s planted mistake."""
-        res = aggregate(delivered, mistake)
-        return perturb.change(perturb.change(oracle, write, rows=_table(res, d["by_rating"])), send,
-                              body=_mail_body(d, res))
+        return _results_of(d, delivered, mistake, short)
 
     def one_more_session(table: list[list]) -> list[list]:
         """One session per export file, the stale one too (level 1 has none: its one course)."""
