@@ -49,7 +49,6 @@ KNOWN_FIXED_TRAPS = {
     "entity_due_diligence",
     "holiday_week_reschedule",
     "inventory_sheet_cleanup",
-    "invoice_followup",
     "legacy_catalog_conversion",
     "log_error_summary",
     "log_first_error",
