@@ -72,7 +72,6 @@ KNOWN_FIXED_TRAPS = {
     "timesheet_json_export",
     "trade_show_leads",
     "training_feedback_rollup",
-    "weekly_sales_report",
     "wiki_chat_reconcile",
     "wiki_link_audit",
     "workshop_coordination",

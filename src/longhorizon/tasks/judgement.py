@@ -98,7 +98,8 @@ JUDGEMENT: dict[str, Judgement] = {
         "this call's notes leave them out",
         **{EXC: ("conversion",)}),
     "weekly_sales_report": _j(
-        "last week's request asked to copy someone else; this week's says finance",
+        "this week's request says to copy finance; drawn per seed: last week's request asked to copy "
+        "someone else, a follow-up mail says an order still Completed in the export was cancelled since",
         **{EXC: ("finance_copied",)}),
     "inventory_sheet_cleanup": _j(
         "recounts supersede the first count; the catalog's old sheet has stale pack sizes",
