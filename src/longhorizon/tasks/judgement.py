@@ -111,8 +111,8 @@ JUDGEMENT: dict[str, Judgement] = {
         "one session was re-exported; the trainer's mail says which file counts",
         **{EXC: ("responses",)}),
     "team_backlog_digest": _j(
-        "the January roster changed since (old lead moved on), a change announced for next week is not "
-        "in force yet, and one team is left out this week",
+        "one team is left out this week; each there or not (drawn per seed): the January roster changed "
+        "since (old lead moved on), a change announced for next week is not in force yet",
         **{CHG: ("digests_to_leads", "one_mail_per_lead")}),
     # --- tickets, CRM, wiki, research, slides -------------------------------------------------------
     "pipeline_hygiene": _j(
