@@ -178,9 +178,11 @@ async def test_weekly_sales_draws_its_traps_per_seed():
     fam = get_family("weekly_sales_report")
     tasks = [fam.generate(s) for s in range(20)]
     assert len({trap_set(t) for t in tasks}) >= 3
-    for key in ("stale_cc", "cancelled_since"):
+    for key in ("stale_cc", "cancelled_since", "cc_added"):
         assert 0 < sum(bool(t.data[key]) for t in tasks) < 20, key
-    assert all(t.data["stale_cc"] or t.data["cancelled_since"] for t in tasks)
+    assert all(t.data["stale_cc"] or t.data["cancelled_since"] or t.data["cc_added"] for t in tasks)
+    for t in tasks:
+        assert ("added_cc_copied" in {c.id for c in t.criteria}) == bool(t.data["cc_added"])
     with_c = next(t for t in tasks if t.data["cancelled_since"])
     without = next(t for t in tasks if not t.data["cancelled_since"])
     assert "late_cancellation" not in {c.id for c in without.criteria}
@@ -190,3 +192,8 @@ async def test_weekly_sales_draws_its_traps_per_seed():
     traj = await play_task(with_c, OraclePolicy(perturb="late_cancellation"))
     got = {r.id: r.passed for r in traj.grade.results}
     assert got["late_cancellation"] is False and not traj.passed
+    with_cc = next(t for t in tasks if t.data["cc_added"])
+    traj = await play_task(with_cc, OraclePolicy())
+    assert traj.passed and traj.reward == 1.0
+    mailed = next(c.arguments for c in traj.tool_calls if c.name == "mail__send_message")
+    assert with_cc.data["cc_added"] in mailed["cc"]

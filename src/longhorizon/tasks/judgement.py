@@ -99,7 +99,8 @@ JUDGEMENT: dict[str, Judgement] = {
         **{EXC: ("conversion",)}),
     "weekly_sales_report": _j(
         "this week's request says to copy finance; drawn per seed: last week's request asked to copy "
-        "someone else, a follow-up mail says an order still Completed in the export was cancelled since",
+        "someone else, a follow-up mail says an order still Completed in the export was cancelled since "
+        "and/or asks to copy one more person this week",
         **{EXC: ("finance_copied",)}),
     "inventory_sheet_cleanup": _j(
         "recounts supersede the first count; the catalog's old sheet has stale pack sizes",

@@ -7,7 +7,8 @@ the layout in last week's report; the result is a new workbook mailed as an atta
 At levels 2-3 the traps are drawn per seed (``TRAP_ODDS``, at least one): last week's request
 asked to copy someone else (this week's says finance), and a follow-up mail from the manager
 says one Completed order in the export was cancelled since (it stays out; graded by
-``late_cancellation`` only where it is there). Without the cancellation the manager may still
+``late_cancellation`` only where it is there) and/or asks to copy one more person this week
+(``added_cc_copied``, likewise). Without the cancellation the manager may still
 send a harmless follow-up. ``Task.data`` names each drawn trap, empty where it is absent.
 """
 
@@ -41,7 +42,7 @@ REGIONS = ["North", "South", "East", "West", "Central", "Northeast", "Pacific"]
 STATUSES = ["Completed"] * 7 + ["Cancelled", "Refunded", "Pending"]
 HEADER = ["Region", "Orders", "Revenue"]
 PAGE = 20
-TRAP_ODDS = (("stale_cc", 0.6), ("cancelled_since", 0.5))
+TRAP_ODDS = (("stale_cc", 0.6), ("cancelled_since", 0.5), ("cc_added", 0.4))
 """Each trap there with this chance at levels 2-3 (one always); level 1 reads no mail."""
 
 
@@ -110,7 +111,7 @@ class WeeklySalesReport(TaskFamily):
         domain = f"{fake.last_name().lower()}-{rng.choice(['trading', 'supply', 'retail'])}.com"
         person = lambda: (lambda f, l: (f"{f} {l}", f"{f.lower()}.{l.lower()}@{domain}"))(  # noqa: E731
             fake.first_name(), fake.last_name())
-        me, manager, finance, other = person(), person(), person(), person()
+        me, manager, finance, other, added = person(), person(), person(), person(), person()
         week = rng.randint(6, 48)
         monday = date.fromisocalendar(2026, week + 1, 1)  # the report is due the Monday after the week
         day = lambda offset, hm: f"{(monday + timedelta(days=offset)).isoformat()}T{hm}:00"  # noqa: E731
@@ -166,14 +167,18 @@ class WeeklySalesReport(TaskFamily):
              "subject": f"Weekly sales W{week:02d}", "date": day(0, "08:10"), "body": request_body},
         ]
         request_id = len(inbox)  # ids are 1.. in insertion order
-        followup = None
+        added_cc = added if "cc_added" in traps else None
+        said = []
         if cancelled is not None:
-            followup = (f"Hi {me[0].split()[0]},\n\nOne more thing: {cancelled[4]} cancelled order {cancelled[0]} "
-                        f"after the export ran, so it still says Completed there. Please leave it out of the "
-                        f"summary; everything else as in my first mail.\n\n{manager[0]}")
-        elif not short and rng.random() < 0.5:
-            followup = (f"Hi {me[0].split()[0]},\n\nOne more thing: no rush, any time before lunch is fine. "
-                        f"Everything else as in my first mail.\n\n{manager[0]}")
+            said.append(f"{cancelled[4]} cancelled order {cancelled[0]} after the export ran, so it still says "
+                        f"Completed there. Please leave it out of the summary.")
+        if added_cc is not None:
+            said.append(f"Please also copy {added_cc[0]} ({added_cc[1]}) this week; they're covering the regional "
+                        f"numbers while I'm travelling.")
+        if not said and not short and rng.random() < 0.5:
+            said.append("No rush, any time before lunch is fine.")
+        followup = (f"Hi {me[0].split()[0]},\n\nOne more thing: {' '.join(said)} Everything else as in my first "
+                    f"mail.\n\n{manager[0]}") if said else None
         if followup:
             inbox.append({"folder": "Inbox", "sender": manager[1], "sender_name": manager[0], "to": [me[1]],
                           "subject": f"Re: Weekly sales W{week:02d}", "date": day(0, "08:40"), "body": followup})
@@ -214,7 +219,7 @@ class WeeklySalesReport(TaskFamily):
             instruction = " ".join([sent, what, mail_it, keep])
 
         def solve(*, header=HEADER, wrong_region=False, total_row=True, attach=True, cc=True,
-                  mention_total=True, extra_mail=False, edit_source=False, fig=fig):
+                  mention_total=True, extra_mail=False, edit_source=False, fig=fig, add_cc=True):
             if not short:  # level 1's task tells the request
                 yield ToolCall("mail__search_messages", {"query": "weekly sales", "sender": manager[1]},
                                "Find the manager's request.")
@@ -251,7 +256,8 @@ class WeeklySalesReport(TaskFamily):
             body += f": total revenue from completed orders is {told:,.2f}." if mention_total else "."
             body += "\n\nBest,\n" + me[0]
             args = {"to": [manager[1]], "subject": f"Weekly sales W{week:02d}", "body": body,
-                    "cc": [finance[1]] if cc else [], "attachments": [report] if attach else []}
+                    "cc": ([finance[1]] if cc else []) + ([added_cc[1]] if added_cc and add_cc else []),
+                    "attachments": [report] if attach else []}
             yield ToolCall("mail__send_message", args, "Send the report as asked.")
             if extra_mail:
                 yield ToolCall("mail__send_message", {"to": [other[1]], "subject": "FYI",
@@ -318,6 +324,13 @@ class WeeklySalesReport(TaskFamily):
             m = the_mail(w)
             return bool(m) and finance[1] in m["cc"] + m["to"]
 
+        def copied_added(w, t):
+            m = the_mail(w)
+            if not m or added_cc[1] not in m["cc"] + m["to"]:
+                return False, "the person the follow-up added is not copied"
+            unasked = set(m["cc"] + m["to"]) - {manager[1], finance[1], added_cc[1], me[1]}
+            return not unasked, f"also copied {sorted(unasked)}, whom nobody asked for" if unasked else ""
+
         def total_in_body(w, t):
             m = the_mail(w)
             if m is None:
@@ -357,6 +370,9 @@ class WeeklySalesReport(TaskFamily):
               if cancelled is not None else []),
             Criterion("finance_copied", "finance is copied on that mail", "final_state", copied_finance,
                       requires=("mailed_with_report",)),
+            *([Criterion("added_cc_copied", "the person the manager's follow-up asks to copy this week is on "
+                         "that mail too (and no one unasked)", "final_state", copied_added, requires=("mailed_with_report",))]
+              if added_cc else []),
             Criterion("total_in_mail", "the mail states the total revenue", "final_state", total_in_body,
                       requires=("mailed_with_report",)),
             Criterion("one_mail_only", "exactly one mail was sent", "process", one_mail,
@@ -371,6 +387,7 @@ class WeeklySalesReport(TaskFamily):
             "mailed_with_report": lambda: solve(attach=False),
             "finance_copied": lambda: solve(cc=False),
             "late_cancellation": lambda: solve(fig=as_exported),
+            "added_cc_copied": lambda: solve(add_cc=False),
             "total_in_mail": lambda: solve(mention_total=False),
             "one_mail_only": lambda: solve(extra_mail=True),
             "exports_untouched": lambda: solve(edit_source=True),
@@ -381,5 +398,6 @@ class WeeklySalesReport(TaskFamily):
             criteria=criteria, perturbations={c.id: perturbations[c.id] for c in criteria},
             data={"week": week, "figures": fig, "total": total, "report": report,
                   "stale_cc": other[1] if "stale_cc" in traps else "",
-                  "cancelled_since": cancelled[0] if cancelled is not None else ""},
+                  "cancelled_since": cancelled[0] if cancelled is not None else "",
+                  "cc_added": added_cc[1] if added_cc else ""},
         )
