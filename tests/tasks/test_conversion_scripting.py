@@ -221,6 +221,29 @@ async def test_routing_grader_reads_counts_in_a_sentence_and_allows_copying_the_
     assert traj.passed, [r for r in traj.grade.results if not r.passed]
 
 
+async def test_routing_draws_its_traps_per_seed():
+    """Over seeds 0..19 the traps differ; the look-alike's criterion only where it is in the inbox,
+    and the oracle routes it by its words."""
+    from longhorizon.tasks.diversity import trap_set
+
+    fam = get_family("shared_inbox_routing")
+    tasks = [fam.generate(s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("key_invoice", "key_error", "lookalike_msgs", "body_billing", "debug"):
+        assert 0 < sum(bool(t.data[key]) for t in tasks) < 20, key
+    with_look = next(t for t in tasks if t.data["lookalike"])
+    without = next(t for t in tasks if not t.data["lookalike"])
+    assert not without.data["lookalike_msgs"]
+    assert "lookalike_not_priority" not in {c.id for c in without.criteria}
+    assert "lookalike_not_priority" in {c.id for c in with_look.criteria}
+    traj = await play_task(with_look, OraclePolicy())
+    assert traj.passed and traj.reward == 1.0
+    look = with_look.data["lookalike_msgs"][0]
+    assert with_look.data["expected"][str(look)] == "Support/Billing"
+    traj = await play_task(with_look, OraclePolicy(perturb="lookalike_not_priority"))
+    assert {r.id: r.passed for r in traj.grade.results}["lookalike_not_priority"] is False
+
+
 async def test_conversion_grader_accepts_lower_case_sources_and_padded_names():
     task = get_family("legacy_catalog_conversion").generate(0)
 

@@ -322,3 +322,30 @@ async def test_trade_show_without_a_namesake_or_double_scan_has_no_criterion_for
     assert traj.passed, [(r.id, r.note) for r in traj.grade.results if not r.passed]
     traj = await play_task(both, OraclePolicy(perturb="namesake_kept_apart"))
     assert "namesake_kept_apart" in {r.id for r in traj.grade.results if not r.passed}
+
+
+# -- team_backlog_digest draws its traps per seed --------------------------------------------------
+
+async def test_backlog_digest_draws_its_traps_per_seed():
+    """Over seeds 0..19 the lead change, next week's cover and the late-commented tickets come and
+    go; whoever is drawn is off the recipients, and a changed lead's predecessor gets nothing."""
+    from longhorizon.tasks.diversity import trap_set
+
+    fam = get_family("team_backlog_digest")
+    tasks = [fam.generate(s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("former_lead", "cover_next_week", "late_comment"):
+        assert 0 < sum(bool(t.data[key]) for t in tasks) < 20, key
+    for t in tasks:
+        drawn = {t.data["former_lead"], t.data["cover_next_week"]} - {""}
+        assert drawn <= set(t.data["not_recipients"]) and len(t.data["not_recipients"]) == 1 + len(drawn)
+        assert not drawn & set(t.data["leads"].values())
+    changed = next(t for t in tasks if t.data["former_lead"])
+    same = next(t for t in tasks if not t.data["former_lead"])
+    for t in (changed, same):
+        traj = await play_task(t, OraclePolicy())
+        assert traj.passed and traj.reward == 1.0
+        sent = [c.arguments for c in traj.tool_calls if c.name == "mail__send_message"]
+        assert sorted(a["to"][0] for a in sent) == sorted(t.data["leads"].values())
+    traj = await play_task(changed, OraclePolicy(perturb="right_recipients"))
+    assert {r.id: r.passed for r in traj.grade.results}["right_recipients"] is False

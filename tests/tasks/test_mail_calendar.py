@@ -315,3 +315,27 @@ async def test_one_on_ones_draw_their_trap_mix_per_seed():
     low = next(t for t in (fam.generate(s, 1) for s in range(20)) if not t.data["blocked"])
     traj = await play_task(low, OraclePolicy())
     assert traj.passed and 2 <= len(traj.tool_calls) <= 8
+
+
+# -- invoice_followup draws its traps per seed ----------------------------------------------------
+
+async def test_invoice_traps_vary_and_the_paid_one_is_graded_only_when_there():
+    from longhorizon.tasks.diversity import trap_set
+
+    fam = get_family("invoice_followup")
+    tasks = [fam.generate(s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("vendor_with_both", "due_today", "paid_since"):  # each trap there in some seeds, not in others
+        assert 0 < sum(bool(t.data[key]) for t in tasks) < 20, key
+    assert all(t.data["vendor_with_both"] or t.data["due_today"] or t.data["paid_since"] for t in tasks)
+    with_paid = next(t for t in tasks if t.data["paid_since"])
+    without = next(t for t in tasks if not t.data["paid_since"])
+    assert "paid_left_alone" not in {c.id for c in without.criteria}
+    assert "paid_left_alone" in {c.id for c in with_paid.criteria}
+    paid = with_paid.data["paid_since"][0]["id"]
+    assert paid not in {inv["id"] for inv in with_paid.data["overdue"]}
+    traj = await play_task(with_paid, OraclePolicy())
+    assert traj.passed and traj.reward == 1.0
+    assert paid not in {c.arguments.get("message_id") for c in traj.tool_calls if c.name != "mail__read_message"}
+    traj = await play_task(with_paid, OraclePolicy(perturb="paid_left_alone"))
+    assert {r.id: r.passed for r in traj.grade.results}["paid_left_alone"] is False

@@ -166,3 +166,34 @@ async def test_inventory_level_1_exists_where_no_single_site_of_the_default_draw
     task = fam.instance(seed, 1)
     traj = await play_task(task, OraclePolicy())
     assert task.level == 1 and traj.grade.reward == 1.0
+
+
+# -- weekly_sales_report draws its traps per seed --------------------------------------------------
+
+async def test_weekly_sales_draws_its_traps_per_seed():
+    """Over seeds 0..19 the stale cc and the order cancelled since the export come and go; the
+    cancellation is graded only where it is there, and the oracle leaves that order out."""
+    from longhorizon.tasks.diversity import trap_set
+
+    fam = get_family("weekly_sales_report")
+    tasks = [fam.generate(s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("stale_cc", "cancelled_since", "cc_added"):
+        assert 0 < sum(bool(t.data[key]) for t in tasks) < 20, key
+    assert all(t.data["stale_cc"] or t.data["cancelled_since"] or t.data["cc_added"] for t in tasks)
+    for t in tasks:
+        assert ("added_cc_copied" in {c.id for c in t.criteria}) == bool(t.data["cc_added"])
+    with_c = next(t for t in tasks if t.data["cancelled_since"])
+    without = next(t for t in tasks if not t.data["cancelled_since"])
+    assert "late_cancellation" not in {c.id for c in without.criteria}
+    assert "late_cancellation" in {c.id for c in with_c.criteria}
+    traj = await play_task(with_c, OraclePolicy())
+    assert traj.passed and traj.reward == 1.0
+    traj = await play_task(with_c, OraclePolicy(perturb="late_cancellation"))
+    got = {r.id: r.passed for r in traj.grade.results}
+    assert got["late_cancellation"] is False and not traj.passed
+    with_cc = next(t for t in tasks if t.data["cc_added"])
+    traj = await play_task(with_cc, OraclePolicy())
+    assert traj.passed and traj.reward == 1.0
+    mailed = next(c.arguments for c in traj.tool_calls if c.name == "mail__send_message")
+    assert with_cc.data["cc_added"] in mailed["cc"]

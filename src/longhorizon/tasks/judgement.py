@@ -98,7 +98,9 @@ JUDGEMENT: dict[str, Judgement] = {
         "this call's notes leave them out",
         **{EXC: ("conversion",)}),
     "weekly_sales_report": _j(
-        "last week's request asked to copy someone else; this week's says finance",
+        "this week's request says to copy finance; drawn per seed: last week's request asked to copy "
+        "someone else, a follow-up mail says an order still Completed in the export was cancelled since "
+        "and/or asks to copy one more person this week",
         **{EXC: ("finance_copied",)}),
     "inventory_sheet_cleanup": _j(
         "recounts supersede the first count; the catalog's old sheet has stale pack sizes",
@@ -114,8 +116,8 @@ JUDGEMENT: dict[str, Judgement] = {
         "submitted twice",
         **{EXC: ("responses",)}),
     "team_backlog_digest": _j(
-        "the January roster changed since (old lead moved on), a change announced for next week is not "
-        "in force yet, and one team is left out this week",
+        "one team is left out this week; each there or not (drawn per seed): the January roster changed "
+        "since (old lead moved on), a change announced for next week is not in force yet",
         **{CHG: ("digests_to_leads", "one_mail_per_lead")}),
     # --- tickets, CRM, wiki, research, slides -------------------------------------------------------
     "pipeline_hygiene": _j(

@@ -7,6 +7,13 @@ errors; automatic replies are filed first even when they quote an invoice; billi
 count in the subject or body, technical words only in the body, both as whole words ("debug"
 is not "bug"); a look-alike domain is not a key account; one target folder already exists.
 The run ends with a summary to the team lead.
+
+Besides the auto-reply that quotes an invoice or an error (always there), the traps are drawn per
+seed (``TRAP_ODDS``): a key account writing about an invoice, one reporting an error, the
+look-alike domain, billing words in the body only, and "debug" (not "bug"). ``Task.data`` lists
+the messages of each (the look-alike's domain), empty where it is absent; the look-alike has its
+own criterion (``lookalike_not_priority``) only where it is there. Level 1 keeps the key-account
+invoice, level 2 both key-account precedences.
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ AUTO_PREFIXES = ("Automatic reply:", "Auto-Reply:", "Out of Office", "Undelivera
 BILLING_WORDS = ["invoice", "invoices", "refund", "billing", "charged", "payment"]
 TECH_WORDS = ["error", "errors", "crash", "crashes", "bug", "bugs", "broken"]
 INBOX = "Inbox"
+TRAP_ODDS = (("key_invoice", 0.6), ("key_error", 0.6), ("lookalike", 0.6), ("body_billing", 0.6), ("debug", 0.6))
+"""Each trap among the new mail with this chance (the auto-reply quoting an invoice or an error always)."""
 
 BILLING = [
     ("Refund for order {n}", "Hi,\n\nI returned order {n} two weeks ago and still haven't received my refund. Can you check?\n\n{name}"),
@@ -149,6 +158,12 @@ class SharedInboxRouting(TaskFamily):
         key_domains = {a["domain"] for a in accounts}
         lookalike_acc = rng.choice(accounts)
         lookalike = lookalike_acc["domain"].replace(".com", rng.choice(["-group.com", ".co", "-online.com"]))
+        traps = {kind for kind, p in TRAP_ODDS if rng.random() < p}
+        if level < self.levels:  # the lower levels keep the key-account precedence (level 1 the invoice)
+            traps |= {"key_invoice"} if level == 1 else {"key_invoice", "key_error"}
+        key_topics = [t for t, kind in zip(KEY_TOPICS, ["", "key_invoice", "key_error", "", ""]) if kind in traps | {""}]
+        billing_pool = BILLING if "body_billing" in traps else [b for b in BILLING if _has(BILLING_WORDS, b[0])]
+        other_pool = OTHER if "debug" in traps else [o for o in OTHER if not o[0].startswith("Debug")]
 
         def when_new() -> str:
             span = int((now - last_run).total_seconds() // 60) - 10
@@ -177,27 +192,34 @@ class SharedInboxRouting(TaskFamily):
                 p = customer()
                 add(fill(subj, p.name), body, p.email, p.name, when_new())
         for acc in accounts:
-            for subj, body in rng.sample(KEY_TOPICS, 1 if rng.random() < 0.6 else 2):
+            for subj, body in rng.sample(key_topics, 1 if rng.random() < 0.6 else 2):
                 p = customer(acc["domain"])
                 add(fill(subj, p.name), fill(body, p.first), p.email, p.name, when_new())
         # make sure a key account writes about an invoice and one about an error (precedence)
         for (subj, body), kind in ((KEY_TOPICS[1], "key_invoice"), (KEY_TOPICS[2], "key_error")):
+            if kind not in traps:
+                continue
             acc = rng.choice(accounts)
             p = customer(acc["domain"])
             add(fill(subj, p.name), fill(body, p.first), p.email, p.name, when_new(), kind)
-        p = customer(lookalike)
-        add("Invoice copy please", f"Hi,\n\nCould you resend last month's invoice? Our accounts team lost it.\n\n{p.first}",
-            p.email, p.name, when_new(), "lookalike")
-        for pool, k in ((BILLING, rng.randint(3, 4)), (TECH, rng.randint(3, 4)), (MIXED, 1), (OTHER, rng.randint(3, 4))):
-            for subj, body in rng.sample(pool, k):
+        if "lookalike" in traps:
+            p = customer(lookalike)
+            add("Invoice copy please", f"Hi,\n\nCould you resend last month's invoice? Our accounts team lost it.\n\n"
+                f"{p.first}", p.email, p.name, when_new(), "lookalike")
+        for pool, k in ((billing_pool, rng.randint(3, 4)), (TECH, rng.randint(3, 4)), (MIXED, 1),
+                        (other_pool, rng.randint(3, 4))):
+            picked = rng.sample(pool, min(k, len(pool)))
+            if pool is billing_pool and "body_billing" in traps and all(_has(BILLING_WORDS, b[0]) for b in picked):
+                picked[-1] = rng.choice([b for b in BILLING if not _has(BILLING_WORDS, b[0])])
+            for subj, body in picked:
                 p = customer()
                 add(fill(subj, p.name), fill(body, p.first), p.email, p.name, when_new(),
-                    {id(BILLING): "billing", id(TECH): "tech", id(MIXED): "mixed", id(OTHER): "other"}[id(pool)])
-        if not any(m["subject"].startswith("Debug") for m in msgs):
+                    {id(billing_pool): "billing", id(TECH): "tech", id(MIXED): "mixed", id(other_pool): "other"}[id(pool)])
+        if "debug" in traps and not any(m["subject"].startswith("Debug") for m in msgs):
             p = customer()
             add(OTHER[4][0], fill(OTHER[4][1], p.first), p.email, p.name, when_new(), "other")
         # already handled last time: stays where it is, whatever it says
-        for pool in (BILLING, TECH, OTHER, KEY_TOPICS):
+        for pool in (BILLING, TECH, other_pool, KEY_TOPICS):
             subj, body = rng.choice(pool)
             dom = rng.choice(accounts)["domain"] if pool is KEY_TOPICS else None
             p = customer(dom)
@@ -223,6 +245,17 @@ class SharedInboxRouting(TaskFamily):
             msgs = _fewer(msgs, level, key_domains)
             expected = {m["id"]: (route(m, key_domains) if m["new"] else INBOX) for m in msgs}
         prio = [i for i, f in expected.items() if f == F_PRIO]
+        new_msgs = [m for m in msgs if m["new"]]
+        drawn = {  # the drawn traps, as the new messages that carry them (empty where absent)
+            "key_invoice": [m["id"] for m in new_msgs if expected[m["id"]] == F_PRIO
+                            and _has(BILLING_WORDS, m["subject"] + "\n" + m["body"])],
+            "key_error": [m["id"] for m in new_msgs if expected[m["id"]] == F_PRIO and _has(TECH_WORDS, m["body"])],
+            "lookalike_msgs": [m["id"] for m in new_msgs if m["kind"] == "lookalike"],
+            "body_billing": [m["id"] for m in new_msgs if expected[m["id"]] == F_BILL
+                             and not _has(BILLING_WORDS, m["subject"])],
+            "debug": [m["id"] for m in new_msgs if m["subject"].startswith("Debug")],
+        }
+        look_ids = drawn["lookalike_msgs"]
         counts = {f: sum(1 for v in expected.values() if v == f) for f in (F_PRIO, F_BILL, F_TECH, F_AUTO)}
         new_inbox = sum(1 for m in msgs if m["new"] and expected[m["id"]] == INBOX)
 
@@ -339,6 +372,7 @@ class SharedInboxRouting(TaskFamily):
             x for x in msgs if x["new"])
         flawed = {
             "auto_replies": lambda: misrouted(F_AUTO, skip_auto=True),
+            "lookalike_not_priority": lambda: misrouted(F_PRIO, suffix_domains=True),
             "priority": lambda: misrouted(F_PRIO, suffix_domains=True),
             "billing": lambda: misrouted(F_BILL, subject_only_billing=True),
             "technical": lambda: misrouted(F_TECH, substring=True),
@@ -381,6 +415,13 @@ class SharedInboxRouting(TaskFamily):
             missing = sorted(set(manager) - {m["forwarded_from"] for m in fwd})
             return not bad and not missing, f"not forwarded: {missing}; wrong forwards: {bad[:3]}"
 
+        def lookalike_ok(w, t):
+            """The look-alike domain's mail went where its words send it (Billing), not to Priority, and
+            no manager got it."""
+            fwd = {m["forwarded_from"] for m in mail.sent_messages(w) if m["forwarded_from"] is not None}
+            bad = [i for i in look_ids if i not in in_folder(w, expected[i]) or i in fwd]
+            return not bad, f"look-alike mail misrouted or forwarded: {bad}" if bad else ""
+
         def summary_ok(w, t):
             sent = [m for m in mail.sent_messages(w) if lead.email in m["to"] + m["cc"] and m["forwarded_from"] is None]
             if not sent:
@@ -407,8 +448,11 @@ class SharedInboxRouting(TaskFamily):
         criteria = [
             Criterion("auto_replies", f"{F_AUTO} holds exactly the new automatic replies (checked first)", "final_state",
                       folder_ok(F_AUTO)),
-            Criterion("priority", f"{F_PRIO} holds exactly the new mail from key-account domains (not look-alikes)",
-                      "final_state", folder_ok(F_PRIO), 2.0),
+            Criterion("priority", f"{F_PRIO} holds exactly the new mail from key-account domains"
+                      + (" (not look-alikes)" if look_ids else ""), "final_state", folder_ok(F_PRIO), 2.0),
+            *([Criterion("lookalike_not_priority", "mail from the look-alike of a key-account domain went to "
+                         f"{F_BILL} by its words, not to {F_PRIO}, and was not forwarded", "final_state",
+                         lookalike_ok)] if look_ids else []),
             Criterion("billing", f"{F_BILL} holds exactly the new billing mail (subject or body, whole words)",
                       "final_state", folder_ok(F_BILL), 2.0),
             Criterion("technical", f"{F_TECH} holds exactly the new technical mail (body, whole words)", "final_state",
@@ -435,8 +479,8 @@ class SharedInboxRouting(TaskFamily):
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=solve,
             criteria=criteria, perturbations={c.id: flawed[c.id]() for c in criteria},
             data={"expected": {str(k): v for k, v in expected.items()}, "counts": counts, "new_in_inbox": new_inbox,
-                  "key_domains": sorted(key_domains), "lookalike": lookalike, "last_run": last_run.isoformat(),
-                  "lead": lead.email},
+                  "key_domains": sorted(key_domains), "lookalike": lookalike if look_ids else "",
+                  "last_run": last_run.isoformat(), "lead": lead.email, **drawn},
         )
 
 

@@ -4,6 +4,12 @@ The inbox mixes vendor invoices (some past due, some not yet, one vendor with bo
 look-alikes that mention invoices (payment receipts, a quote, a vendor newsletter, an
 internal approval reminder) and ordinary chatter. Due dates are written several ways, so
 the agent has to open each candidate and compare against today.
+
+The traps are drawn per seed (``TRAP_ODDS``, at least one always): a vendor with both a past-due
+and a not-yet-due invoice, an invoice due exactly today (not past due yet), and, from level 2, a
+past-due invoice the vendor has since confirmed as paid (leave it alone). ``Task.data`` names each
+drawn trap's vendor or invoice and is empty where it is absent; the paid invoice has its own
+criterion (``paid_left_alone``) only where it is there.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from longhorizon.tasks.common import (
 from longhorizon.tasks.phrasing import in_some_order, phrasing_rng, say
 
 FOLDER = "Invoices/Processed"
+TRAP_ODDS = (("shared_vendor", 0.6), ("due_today", 0.5), ("paid_since", 0.5))
+"""Each trap in the inbox with this chance; one of them always (level 1 draws no paid one)."""
 SERVICES = [
     "cloud hosting", "office cleaning", "printer leasing", "catering", "IT support retainer",
     "freight forwarding", "legal review", "payroll software licences", "security patrols",
@@ -125,25 +133,35 @@ class InvoiceFollowup(TaskFamily):
             vendors.append({"name": vname, "domain": vdomain, "contact": contact,
                             "address": f"{box}@{vdomain}", "prefix": rng.choice(["INV", "IN", "BL", "INV"])})
         n_over, n_not = rng.randint(4, 6), rng.randint(2, 3)
-        if level < self.levels:  # the same draws, then fewer invoices (the default stays byte for byte)
+        if level < self.levels:  # the same draws, then fewer invoices
             n_over, n_not = (1, 1) if level == 1 else (min(n_over, 2 + rng.randint(0, 1)), min(n_not, 1 + rng.randint(0, 1)))
+        odds = TRAP_ODDS if level >= 2 else TRAP_ODDS[:2]  # level 1 has no receipts, so no paid invoice
+        traps = {kind for kind, p in odds if rng.random() < p}
+        if not traps:
+            traps.add(rng.choice([kind for kind, _ in odds]))
         order = rng.sample(vendors, len(vendors))
-        over_vendors = [order[k % len(order)] for k in range(n_over)]
+        # with the shared-vendor trap one vendor has both a past-due and a not-yet-due invoice;
+        # without it the not-yet-due invoices come from vendors with nothing past due
+        over_pool = order if "shared_vendor" in traps else order[:len(order) - n_not]
+        over_vendors = [over_pool[k % len(over_pool)] for k in range(n_over)]
         spare = [v for v in order if v not in over_vendors] or order
-        # one vendor has both a past-due and a not-yet-due invoice; the rest come from others
-        not_vendors = [over_vendors[0]] + [spare[k % len(spare)] for k in range(n_not - 1)]
+        not_vendors = [spare[k % len(spare)] for k in range(n_not)]
+        if "shared_vendor" in traps:
+            not_vendors[0] = over_vendors[0]
+        paid_vendor = [rng.choice(order)] if "paid_since" in traps else []
         invoices = []
         used_numbers: set[str] = set()
-        for k, vendor in enumerate(over_vendors + not_vendors):
+        for k, vendor in enumerate(over_vendors + not_vendors + paid_vendor):
             overdue = k < n_over
+            paid = k == n_over + n_not
             while True:
                 number = f"{vendor['prefix']}-{rng.randint(10000, 99999)}"
                 if number not in used_numbers:
                     used_numbers.add(number)
                     break
-            if overdue:
+            if overdue or paid:
                 due = today - timedelta(days=rng.randint(1, 40))
-            elif k == n_over + n_not - 1 and rng.random() < 0.5:
+            elif k == n_over + n_not - 1 and "due_today" in traps:
                 due = today  # due today is not past due yet
             else:
                 due = today + timedelta(days=rng.randint(1, 30))
@@ -164,7 +182,7 @@ class InvoiceFollowup(TaskFamily):
             pdf = (f"%PDF-1.4\n% {vendor['name']}\nInvoice {number}\nAmount {amount}\n"
                    f"Due {due.isoformat()}\n%%EOF\n").encode()
             invoices.append({
-                "number": number, "overdue": overdue, "due": due.isoformat(), "amount": amount,
+                "number": number, "overdue": overdue, "paid": paid, "due": due.isoformat(), "amount": amount,
                 "vendor": vendor["name"], "address": vendor["address"], "contact": contact.first,
                 "msg": {"folder": "Inbox", "sender": vendor["address"], "sender_name": f"{vendor['name']} Billing",
                         "to": [me.email], "subject": subject, "body": body, "date": stamp(sent),
@@ -195,6 +213,14 @@ class InvoiceFollowup(TaskFamily):
                                    f"(due {paid_due.isoformat()}). Thank you, nothing further is needed.\n\n"
                                    f"{v['name']}",
                            "date": stamp(today - timedelta(days=rng.randint(2, 12)))})
+        settled = [inv for inv in invoices if inv["paid"]]
+        for inv in settled:  # a past-due invoice the vendor has since been paid for: settled, not overdue
+            since = (today - date.fromisoformat(inv["msg"]["date"][:10])).days
+            receipts.append({"folder": "Inbox", "sender": inv["address"], "sender_name": f"{inv['vendor']} Billing",
+                             "subject": f"Payment received - invoice {inv['number']}",
+                             "body": f"Hello,\n\nWe have received your payment for invoice {inv['number']} "
+                                     f"(due {inv['due']}). Thank you, nothing further is needed.\n\n{inv['vendor']}",
+                             "date": stamp(today - timedelta(days=rng.randint(1, max(1, min(since - 1, 6)))))})
         v = vendors[2]
         quote = f"Q-{rng.randint(1000, 9999)}"
         look_alikes.append({"folder": "Inbox", "sender": v["contact"].email, "sender_name": v["contact"].name,
@@ -233,7 +259,7 @@ class InvoiceFollowup(TaskFamily):
         original_folders = {m["id"]: m["folder"] for m in msgs}
         over = [inv for inv in invoices if inv["overdue"]]
         over.sort(key=lambda inv: inv["id"])
-        not_due = [inv for inv in invoices if not inv["overdue"]]
+        not_due = [inv for inv in invoices if not inv["overdue"] and not inv["paid"]]
         over_ids = {inv["id"] for inv in over}
         over_addrs = {inv["address"] for inv in over}
         newsletter_id = next(m["id"] for m in msgs if m["sender"].startswith("news@"))
@@ -268,6 +294,12 @@ class InvoiceFollowup(TaskFamily):
                 "Leave the invoices that aren't overdue where they are, without a reply."),
             say(w, "Please don't touch the rest of my mail and don't email anyone else.",
                 "Don't email anyone else, and leave the rest of my mail as it is."),
+            say(w, "An invoice the vendor has since confirmed as paid is settled, whatever its due date: no reply, "
+                   "no filing.",
+                "If a vendor has already confirmed receiving payment for an invoice, it's settled even if past due; "
+                "leave that one alone.",
+                "Anything a vendor has acknowledged as paid needs nothing from us, even past its due date, so "
+                "leave it where it is."),
         ])
         today_is = f"Today is {long_date(today)}."
         instruction = " ".join([hello, today_is, find, reply, file, *leave])
@@ -334,6 +366,11 @@ class InvoiceFollowup(TaskFamily):
         if level == 1:  # no final listing: the stray action goes before the last move
             verify = perturb.on("mail__move_message", message_id=last["id"])
         perturbations = {
+            **({"paid_left_alone": perturb.insert(solve,  # treat the settled invoice as overdue
+                ToolCall("mail__reply", {"message_id": settled[0]["id"], "body": reply_body(settled[0])},
+                         note=f"{settled[0]['number']} is past due too: reply."),
+                ToolCall("mail__move_message", {"message_id": settled[0]["id"], "folder": FOLDER},
+                         note=f"File {settled[0]['number']}."), before=verify)} if settled else {}),
             "overdue_replied": perturb.repeat(solve, perturb.on("mail__reply", message_id=last["id"])),
             "reply_content": perturb.change(solve, perturb.on("mail__reply", message_id=last["id"]),
                                             body=reply_body(last, with_date=False)),
@@ -408,6 +445,18 @@ class InvoiceFollowup(TaskFamily):
                         return False, f"{name} to {rcpts}"
             return True
 
+        def check_paid(world, traj):
+            names = [f for f in mail.folders(world) if norm(f) == norm(FOLDER)]
+            inside = {m["id"] for f in names for m in mail.messages(world, f)}
+            if not over_ids & inside:  # leaving it alone counts only alongside filing the overdue ones
+                return False, f"no past-due invoice filed in {FOLDER}"
+            for inv in settled:
+                if replies_to(world, inv["id"]):
+                    return False, f"{inv['number']} was already paid but got a reply"
+                if mail.message(world, inv["id"])["folder"] != "Inbox":
+                    return False, f"{inv['number']} was already paid but was moved"
+            return True
+
         criteria = [
             Criterion("overdue_replied", "Each past-due invoice got exactly one reply, addressed to its vendor; "
                       "no other message got one.",
@@ -416,6 +465,9 @@ class InvoiceFollowup(TaskFamily):
                       "final_state", check_content, 2.0),
             Criterion("processed_folder", f"{FOLDER} exists and holds exactly the past-due invoices.",
                       "final_state", check_folder, 1.0),
+            *([Criterion("paid_left_alone", "The past-due invoice the vendor has confirmed as paid got no reply "
+                         "and stayed in the inbox, while the overdue ones were filed.",
+                         "final_state", check_paid, 1.0)] if settled else []),
             Criterion("rest_untouched", "Every other message is still in the folder it started in.",
                       "final_state", check_rest, 1.0, guard=True),
             Criterion("no_other_mail", "Mail went only to past-due invoices' vendors, as replies.",
@@ -427,5 +479,9 @@ class InvoiceFollowup(TaskFamily):
             criteria=criteria, perturbations=perturbations,
             data={"today": today.isoformat(), "pay_date": pay_date.isoformat(),
                   "overdue": [{k: inv[k] for k in ("id", "number", "due", "address")} for inv in over],
-                  "not_due": [{k: inv[k] for k in ("id", "number", "due", "address")} for inv in not_due]},
+                  "not_due": [{k: inv[k] for k in ("id", "number", "due", "address")} for inv in not_due],
+                  # the drawn traps: each empty where it is absent
+                  "vendor_with_both": sorted({inv["vendor"] for inv in over} & {inv["vendor"] for inv in not_due}),
+                  "due_today": [inv["number"] for inv in not_due if inv["due"] == today.isoformat()],
+                  "paid_since": [{k: inv[k] for k in ("id", "number", "due", "address")} for inv in settled]},
         )

@@ -8,6 +8,11 @@ one team is left out this week. Distractors: the engineering board holds tickets
 teams and people, unrouted New tickets, tickets closed before Monday, and one closed earlier
 that only got a comment this week (its "updated" stamp is recent, its history is not). Last
 week's digests sit in Sent, addressed to last week's leads.
+
+At the default level the lead change since January, the cover announced for next week and the
+tickets closed before Monday but commented on this week are each drawn per seed (``TRAP_ODDS``);
+the team left out this week is always there. ``Task.data`` names each drawn one (the former lead,
+the cover, the late-commented keys), empty where it is absent. Levels 1-2 keep them all.
 """
 
 from __future__ import annotations
@@ -77,6 +82,8 @@ QUALIFIERS = ["(again)", "for EU accounts", "after the last release", "on large 
 PRIORITY_WEIGHTS = (("P1", 1), ("P2", 3), ("P3", 4), ("P4", 2))
 OPEN_STATUSES = ("Triaged", "In Progress", "Waiting on Customer")
 PRIOS = ("P1", "P2", "P3", "P4")
+TRAP_ODDS = (("lead_changed", 0.6), ("cover_next_week", 0.6), ("late_comment", 0.7))
+"""Each trap there with this chance at the default level (the skipped team always); levels 1-2 keep all."""
 
 
 # -- reading a digest mail -------------------------------------------------------------------
@@ -191,6 +198,9 @@ class TeamBacklogDigest(TaskFamily):
         names = rng.sample(sorted(TEAMS), 4)
         digest_teams, skipped = names[:3], names[3]
         absorbing = rng.choice(digest_teams)
+        traps = {kind for kind, p in TRAP_ODDS if rng.random() < p}
+        if level < self.levels:  # the lower levels are built around the two lead changes
+            traps = {kind for kind, _ in TRAP_ODDS}
 
         me, boss, people_ops = people.make(domain), people.make(domain), people.make(domain)
 
@@ -206,15 +216,17 @@ class TeamBacklogDigest(TaskFamily):
         lead_jan = {team: members[team][0] for team in names}
         # change A: a digest team got a new lead (the old one moved to Architecture)
         team_a, team_b = rng.sample(digest_teams, 2)
-        old_lead = lead_jan[team_a]
-        old_lead["team"] = "Architecture"
-        members[team_a] = members[team_a][1:]
         lead_now = dict(lead_jan)
-        lead_now[team_a] = members[team_a][0]
-        if len(members[team_a]) < 3:
-            extra = user(people.make(domain), team_a)
-            members[team_a].append(extra)
-            users.append(extra)
+        old_lead = None
+        if "lead_changed" in traps:
+            old_lead = lead_jan[team_a]
+            old_lead["team"] = "Architecture"
+            members[team_a] = members[team_a][1:]
+            lead_now[team_a] = members[team_a][0]
+            if len(members[team_a]) < 3:
+                extra = user(people.make(domain), team_a)
+                members[team_a].append(extra)
+                users.append(extra)
         # change B: a cover for team B's lead starts next Monday (not yet in force)
         cover_b = members[team_b][1]
         change_a_day = monday - timedelta(days=rng.choice([0, 0, 3, 7]))
@@ -339,7 +351,7 @@ class TeamBacklogDigest(TaskFamily):
                 done_history(t, closed_at)
                 this_week.append(t)
             # closed before Monday, but commented on this week
-            if team == min(digest_teams) or rng.random() < 0.6:
+            if "late_comment" in traps and (team == min(digest_teams) or rng.random() < 0.6):
                 closed_at = stamp(week_start - timedelta(minutes=rng.randint(6 * 60, 9 * 1440)))
                 t = sup(team, "Resolved", closed_at - timedelta(minutes=rng.randint(1440, 20 * 1440)),
                         assignee=rng.choice(crew))
@@ -420,7 +432,8 @@ class TeamBacklogDigest(TaskFamily):
                 "with_eng": {p: sum(1 for t in opened + eng_team if t["priority"] == p) for p in PRIOS},
             }
         leads = {team: lead_now[team] for team in digest_teams}
-        wrong_people = {old_lead["email"], cover_b["email"], lead_now[skipped]["email"]}
+        wrong_people = {lead_now[skipped]["email"]} | ({old_lead["email"]} if old_lead else set()) | (
+            {cover_b["email"]} if "cover_next_week" in traps else set())
 
         def as_seed(t):
             keep = ("project", "number", "type", "title", "status", "resolution", "priority", "assignee", "team",
@@ -454,20 +467,22 @@ class TeamBacklogDigest(TaskFamily):
              "body": (f"Hi all,\n\nFor reference, here are the product team leads for this year:\n\n{roster_lines}\n"
                       f"- Support: {boss.name} ({boss.email})\n\nI'll send an update whenever this changes.\n\n"
                       f"{people_ops.name}\nPeople Ops")},
-            {"folder": "Inbox", "sender": people_ops.email, "sender_name": people_ops.name,
-             "subject": f"{team_a}: new team lead", "date": at(change_a_day - timedelta(days=4), "11:40"),
-             "is_read": True,
-             "body": (f"Hi all,\n\n{old_lead['name']} is moving to the Architecture group. From "
-                      f"{long_date(change_a_day)}, {lead_now[team_a]['name']} leads {team_a}; please send anything "
-                      f"for the {team_a} lead to {lead_now[team_a]['first']} from then on.\n\n{people_ops.name}")},
+            *([{"folder": "Inbox", "sender": people_ops.email, "sender_name": people_ops.name,
+                "subject": f"{team_a}: new team lead", "date": at(change_a_day - timedelta(days=4), "11:40"),
+                "is_read": True,
+                "body": (f"Hi all,\n\n{old_lead['name']} is moving to the Architecture group. From "
+                         f"{long_date(change_a_day)}, {lead_now[team_a]['name']} leads {team_a}; please send "
+                         f"anything for the {team_a} lead to {lead_now[team_a]['first']} from then on.\n\n"
+                         f"{people_ops.name}")}] if old_lead else []),
             {"folder": "Inbox", "sender": f"digest@{slug(fake.company())[:12]}.example", "sender_name": "SaaS Weekly",
              "subject": "10 support metrics that matter", "date": at(monday - timedelta(days=2), "07:00"),
              "body": "First response time, backlog age, and eight more. Read on our site."},
-            {"folder": "Inbox", "sender": people_ops.email, "sender_name": people_ops.name,
-             "subject": f"Cover for the {team_b} lead", "date": at(monday + timedelta(days=2), "16:05"),
-             "body": (f"Hi all,\n\n{lead_jan[team_b]['name']} starts parental leave next week. From "
-                      f"{long_date(next_monday)}, {cover_b['name']} covers as {team_b} lead until they are back. "
-                      f"Until then nothing changes.\n\n{people_ops.name}")},
+            *([{"folder": "Inbox", "sender": people_ops.email, "sender_name": people_ops.name,
+                "subject": f"Cover for the {team_b} lead", "date": at(monday + timedelta(days=2), "16:05"),
+                "body": (f"Hi all,\n\n{lead_jan[team_b]['name']} starts parental leave next week. From "
+                         f"{long_date(next_monday)}, {cover_b['name']} covers as {team_b} lead until they are "
+                         f"back. Until then nothing changes.\n\n{people_ops.name}")}]
+              if "cover_next_week" in traps else []),
             {"folder": "Inbox", "sender": lead_now[absorbing]["email"], "sender_name": lead_now[absorbing]["name"],
              "subject": f"{skipped} joining us", "date": at(monday + timedelta(days=1), "09:30"),
              "body": (f"Hi {me.first},\n\nAs you probably heard, {skipped} is being folded into {absorbing} over the "
@@ -644,7 +659,8 @@ class TeamBacklogDigest(TaskFamily):
                                         else fig0["closed"] + 1),
             "top_assignee": digest0(top=fig0["runner_up"]),
             "digests_to_leads": perturb.change(solve, to_lead(team0), subject="Weekly backlog digest"),
-            "right_recipients": perturb.change(solve, to_lead(cc_team), cc=[old_lead["email"]]),
+            "right_recipients": perturb.change(solve, to_lead(cc_team),
+                                               cc=[(old_lead or lead_now[skipped])["email"]]),
             "one_mail_per_lead": perturb.repeat(solve, to_lead(team0)),
             "tracker_untouched": perturb.insert(solve, ToolCall(
                 "tickets__add_comment", {"key": fig0["oldest"], "body": "Any update on this one?", "internal": True},
@@ -749,7 +765,9 @@ class TeamBacklogDigest(TaskFamily):
             Criterion("top_assignee", "Each digest names the team member holding the most open SUP tickets.",
                       "final_state", each(top_ok)),
             Criterion("right_recipients", f"No mail went to anyone but the current leads (and {boss.first}): not "
-                      f"the former {team_a} lead, not next week's {team_b} cover, not the {skipped} lead.",
+                      + (f"the former {team_a} lead, " if old_lead else "")
+                      + (f"not next week's {team_b} cover, " if "cover_next_week" in traps else "")
+                      + f"not the {skipped} lead.",
                       "final_state", right_recipients, guard=True),
             Criterion("one_mail_per_lead", "Exactly one mail was sent to each lead, and no other mail.", "process",
                       one_mail_per_lead),
@@ -763,5 +781,10 @@ class TeamBacklogDigest(TaskFamily):
             data={"leads": {t: leads[t]["email"] for t in digest_teams}, "skipped": skipped,
                   "figures": {t: {k: figures[t][k] for k in ("by_priority", "oldest", "closed", "top")}
                               for t in digest_teams},
-                  "not_recipients": sorted(wrong_people)},
+                  "not_recipients": sorted(wrong_people),
+                  # the drawn traps: each empty where it is absent
+                  "former_lead": old_lead["email"] if old_lead else "",
+                  "cover_next_week": cover_b["email"] if "cover_next_week" in traps else "",
+                  "late_comment": sorted(t["key"] for team in digest_teams for t in truth[team]["done"]
+                                         if t.get("late_comment"))},
         )

@@ -3,6 +3,13 @@
 Crosses three apps: the details live in the manager's mail (which week, which orders count,
 whom to copy), the data in an orders workbook (next to last week's export, a distractor),
 the layout in last week's report; the result is a new workbook mailed as an attachment.
+
+At levels 2-3 the traps are drawn per seed (``TRAP_ODDS``, at least one): last week's request
+asked to copy someone else (this week's says finance), and a follow-up mail from the manager
+says one Completed order in the export was cancelled since (it stays out; graded by
+``late_cancellation`` only where it is there) and/or asks to copy one more person this week
+(``added_cc_copied``, likewise). Without the cancellation the manager may still
+send a harmless follow-up. ``Task.data`` names each drawn trap, empty where it is absent.
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ REGIONS = ["North", "South", "East", "West", "Central", "Northeast", "Pacific"]
 STATUSES = ["Completed"] * 7 + ["Cancelled", "Refunded", "Pending"]
 HEADER = ["Region", "Orders", "Revenue"]
 PAGE = 20
+TRAP_ODDS = (("stale_cc", 0.6), ("cancelled_since", 0.5), ("cc_added", 0.4))
+"""Each trap there with this chance at levels 2-3 (one always); level 1 reads no mail."""
 
 
 def _orders(rng, fake, regions: list[str], n: int, week: int) -> list[list]:
@@ -102,7 +111,7 @@ class WeeklySalesReport(TaskFamily):
         domain = f"{fake.last_name().lower()}-{rng.choice(['trading', 'supply', 'retail'])}.com"
         person = lambda: (lambda f, l: (f"{f} {l}", f"{f.lower()}.{l.lower()}@{domain}"))(  # noqa: E731
             fake.first_name(), fake.last_name())
-        me, manager, finance, other = person(), person(), person(), person()
+        me, manager, finance, other, added = person(), person(), person(), person(), person()
         week = rng.randint(6, 48)
         monday = date.fromisocalendar(2026, week + 1, 1)  # the report is due the Monday after the week
         day = lambda offset, hm: f"{(monday + timedelta(days=offset)).isoformat()}T{hm}:00"  # noqa: E731
@@ -116,7 +125,14 @@ class WeeklySalesReport(TaskFamily):
             if short:  # five orders, one of them left out (not Completed)
                 out = next((r for r in rows if r[6] != "Completed"), None)
                 rows = rows[:5] if out is None or out in rows[:5] else rows[:4] + [out]
-        fig, last_fig = _figures(rows, regions), _figures(last_rows, regions)
+        traps = {kind for kind, p in TRAP_ODDS if rng.random() < p} if not short else set()
+        if not short and not traps:
+            traps.add(rng.choice([kind for kind, _ in TRAP_ODDS]))
+        completed = [r for r in rows if r[6] == "Completed"]
+        cancelled = rng.choice(completed) if "cancelled_since" in traps and completed else None
+        counted = [r if r is not cancelled else [*r[:6], "Cancelled"] for r in rows]  # what the report counts
+        as_exported = _figures(rows, regions)
+        fig, last_fig = _figures(counted, regions), _figures(last_rows, regions)
         total = round(sum(v for _, v in fig.values()), 2)
         orders_path = f"sales/orders_2026-W{week:02d}.xlsx"
         last_orders = f"sales/orders_2026-W{week - 1:02d}.xlsx"
@@ -136,10 +152,11 @@ class WeeklySalesReport(TaskFamily):
             f"attached, cc {finance[0]} ({finance[1]}), and put the total revenue in the mail itself.\n\n"
             f"Thanks!\n{manager[0]}"
         )
+        last_cc = f", cc {other[0]} this time" if "stale_cc" in traps else ""
         inbox = [
             {"folder": "Inbox", "sender": manager[1], "sender_name": manager[0], "to": [me[1]],
              "subject": f"Weekly sales W{week - 1:02d}", "date": day(-7, "08:05"), "is_read": True,
-             "body": f"Hi,\n\nThe usual summary for W{week - 1:02d} please, cc {other[0]} this time.\n\n{manager[0]}"},
+             "body": f"Hi,\n\nThe usual summary for W{week - 1:02d} please{last_cc}.\n\n{manager[0]}"},
             {"folder": "Inbox", "sender": other[1], "sender_name": other[0], "to": [me[1]],
              "subject": "Can you check the Q1 forecast?", "date": day(-3, "15:40"),
              "body": "When you have a minute, could you look over the Q1 forecast tab? No rush."},
@@ -150,6 +167,22 @@ class WeeklySalesReport(TaskFamily):
              "subject": f"Weekly sales W{week:02d}", "date": day(0, "08:10"), "body": request_body},
         ]
         request_id = len(inbox)  # ids are 1.. in insertion order
+        added_cc = added if "cc_added" in traps else None
+        said = []
+        if cancelled is not None:
+            said.append(f"{cancelled[4]} cancelled order {cancelled[0]} after the export ran, so it still says "
+                        f"Completed there. Please leave it out of the summary.")
+        if added_cc is not None:
+            said.append(f"Please also copy {added_cc[0]} ({added_cc[1]}) this week; they're covering the regional "
+                        f"numbers while I'm travelling.")
+        if not said and not short and rng.random() < 0.5:
+            said.append("No rush, any time before lunch is fine.")
+        followup = (f"Hi {me[0].split()[0]},\n\nOne more thing: {' '.join(said)} Everything else as in my first "
+                    f"mail.\n\n{manager[0]}") if said else None
+        if followup:
+            inbox.append({"folder": "Inbox", "sender": manager[1], "sender_name": manager[0], "to": [me[1]],
+                          "subject": f"Re: Weekly sales W{week:02d}", "date": day(0, "08:40"), "body": followup})
+        followup_id = len(inbox) if followup else None
 
         def build(root: Path) -> None:
             write_files(root / "workspace", files)
@@ -163,9 +196,9 @@ class WeeklySalesReport(TaskFamily):
                    f"There's a mail from {boss} this morning about this week's sales numbers.")
         ask = say(w, "Could you handle it for me?", "Can you take care of it for me?", "Would you handle it for me?",
                   "Please deal with it for me.")
-        where = say(w, "Everything you need should be in the mail and in the sales folder.",
-                    "The mail and the sales folder should have everything you need.",
-                    "You should find all you need in the mail and in the sales folder.")
+        where = say(w, "Everything you need should be in my mail and in the sales folder.",
+                    "My mail and the sales folder should have everything you need.",
+                    "You should find all you need in my mail and in the sales folder.")
         keep = say(w, "Please don't touch the exports themselves.", "Leave the exports themselves untouched, please.",
                    "Don't touch the exports themselves.")
         instruction = " ".join([say(w, "", "Hi!", "Hello!", "Hey!"), sent, ask, *in_some_order(w, [where, keep])])
@@ -186,11 +219,14 @@ class WeeklySalesReport(TaskFamily):
             instruction = " ".join([sent, what, mail_it, keep])
 
         def solve(*, header=HEADER, wrong_region=False, total_row=True, attach=True, cc=True,
-                  mention_total=True, extra_mail=False, edit_source=False):
+                  mention_total=True, extra_mail=False, edit_source=False, fig=fig, add_cc=True):
             if not short:  # level 1's task tells the request
                 yield ToolCall("mail__search_messages", {"query": "weekly sales", "sender": manager[1]},
                                "Find the manager's request.")
-                yield ToolCall("mail__read_message", {"message_id": request_id}, "Read the newest request in full.")
+                yield ToolCall("mail__read_message", {"message_id": request_id}, "Read this week's request in full.")
+                if followup_id:
+                    yield ToolCall("mail__read_message", {"message_id": followup_id},
+                                   "Read the manager's follow-up: does it change anything?")
                 yield ToolCall("files__list_dir", {"path": "sales"}, "See which exports exist.")
                 yield ToolCall("files__list_dir", {"path": "reports"}, "Find last week's report for the layout.")
             yield ToolCall("sheets__read_range", {"path": last_report, "sheet": "Summary"},
@@ -216,17 +252,20 @@ class WeeklySalesReport(TaskFamily):
             if edit_source:
                 yield ToolCall("sheets__write_cells", {"path": orders_path, "sheet": "Orders", "cells": {"H1": "Checked"}})
             body = f"Hi {manager[0].split()[0]},\n\nAttached is the W{week:02d} sales summary"
-            body += f": total revenue from completed orders is {total:,.2f}." if mention_total else "."
+            told = round(sum(v for _, v in fig.values()), 2)
+            body += f": total revenue from completed orders is {told:,.2f}." if mention_total else "."
             body += "\n\nBest,\n" + me[0]
             args = {"to": [manager[1]], "subject": f"Weekly sales W{week:02d}", "body": body,
-                    "cc": [finance[1]] if cc else [], "attachments": [report] if attach else []}
+                    "cc": ([finance[1]] if cc else []) + ([added_cc[1]] if added_cc and add_cc else []),
+                    "attachments": [report] if attach else []}
             yield ToolCall("mail__send_message", args, "Send the report as asked.")
             if extra_mail:
                 yield ToolCall("mail__send_message", {"to": [other[1]], "subject": "FYI",
                                                       "body": "Sales numbers are out."})
             if not short:
                 yield ToolCall("mail__list_messages", {"folder": "Sent"}, "Check the mail went out.")
-            return f"Sent the W{week:02d} summary to {manager[0]} (cc {finance[0]}); total revenue {total:,.2f}."
+            return (f"Sent the W{week:02d} summary to {manager[0]} (cc {finance[0]}); total revenue "
+                    f"{round(sum(v for _, v in fig.values()), 2):,.2f}.")
 
         def oracle():
             return solve()
@@ -285,12 +324,30 @@ class WeeklySalesReport(TaskFamily):
             m = the_mail(w)
             return bool(m) and finance[1] in m["cc"] + m["to"]
 
+        def copied_added(w, t):
+            m = the_mail(w)
+            if not m or added_cc[1] not in m["cc"] + m["to"]:
+                return False, "the person the follow-up added is not copied"
+            unasked = set(m["cc"] + m["to"]) - {manager[1], finance[1], added_cc[1], me[1]}
+            return not unasked, f"also copied {sorted(unasked)}, whom nobody asked for" if unasked else ""
+
         def total_in_body(w, t):
             m = the_mail(w)
             if m is None:
                 return False
             nums = _money_mentions(m["body"])
             return any(abs(n - total) < 0.01 or abs(n - round(total)) < 0.5 and n == round(n) for n in nums)
+
+        def cancellation_left_out(w, t):
+            if not report_path(w).exists():
+                return False, "no report"
+            wb = read_workbook(report_path(w))
+            ws = find_sheet(wb, "Summary") or wb.worksheets[0]
+            g = cancelled[2]
+            r = next((r for r in sheet_values(wb, ws.title)[1:] if r and norm_text(r[0]) == norm_text(g)), None)
+            c, v = fig[g]
+            ok = r is not None and len(r) >= 3 and to_number(r[1]) == c and close(to_number(r[2]), v)
+            return ok, "" if ok else f"{g}: order {cancelled[0]}, cancelled since the export, is still counted"
 
         def one_mail(w, t):
             sends = mails_sent(t)
@@ -308,8 +365,14 @@ class WeeklySalesReport(TaskFamily):
             Criterion("total_row", "a Total row sums orders and revenue", "final_state", total_line),
             Criterion("mailed_with_report", "a mail to the manager carries the correct workbook",
                       "final_state", mailed_with_report, 2.0),
+            *([Criterion("late_cancellation", f"the order the manager's follow-up says was cancelled after the "
+                         f"export is left out of its region's figures", "final_state", cancellation_left_out)]
+              if cancelled is not None else []),
             Criterion("finance_copied", "finance is copied on that mail", "final_state", copied_finance,
                       requires=("mailed_with_report",)),
+            *([Criterion("added_cc_copied", "the person the manager's follow-up asks to copy this week is on "
+                         "that mail too (and no one unasked)", "final_state", copied_added, requires=("mailed_with_report",))]
+              if added_cc else []),
             Criterion("total_in_mail", "the mail states the total revenue", "final_state", total_in_body,
                       requires=("mailed_with_report",)),
             Criterion("one_mail_only", "exactly one mail was sent", "process", one_mail,
@@ -323,6 +386,8 @@ class WeeklySalesReport(TaskFamily):
             "total_row": lambda: solve(total_row=False),
             "mailed_with_report": lambda: solve(attach=False),
             "finance_copied": lambda: solve(cc=False),
+            "late_cancellation": lambda: solve(fig=as_exported),
+            "added_cc_copied": lambda: solve(add_cc=False),
             "total_in_mail": lambda: solve(mention_total=False),
             "one_mail_only": lambda: solve(extra_mail=True),
             "exports_untouched": lambda: solve(edit_source=True),
@@ -330,6 +395,9 @@ class WeeklySalesReport(TaskFamily):
         return Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=oracle,
-            criteria=criteria, perturbations=perturbations,
-            data={"week": week, "figures": fig, "total": total, "report": report},
+            criteria=criteria, perturbations={c.id: perturbations[c.id] for c in criteria},
+            data={"week": week, "figures": fig, "total": total, "report": report,
+                  "stale_cc": other[1] if "stale_cc" in traps else "",
+                  "cancelled_since": cancelled[0] if cancelled is not None else "",
+                  "cc_added": added_cc[1] if added_cc else ""},
         )
