@@ -38,7 +38,6 @@ KNOWN_FIXED_TRAPS = {
     # (each trap present or not, recorded in Task.data, criteria only for traps present), then
     # remove it here: the test fails until you do.
     "access_log_incident_timeline",
-    "backorder_fulfilment",
     "cancelled_flight_rebooking",
     "contact_list_cleanup",
     "contract_checklist_review",

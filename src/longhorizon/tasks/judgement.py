@@ -40,7 +40,8 @@ JUDGEMENT: dict[str, Judgement] = {
     # --- order operations, procurement, invoicing -------------------------------------------------
     "backorder_fulfilment": _j(
         "the supplier's dispatch advice disagrees with the counted receipt; partial shipments only for "
-        "customers who accept them; an order was cancelled since the export",
+        "customers who accept them; a priority customer's namesake on the list, an order cancelled since the "
+        "export, an item this delivery does not bring, a customer who wrote in (each drawn per seed)",
         **{EXC: ("delivery_received", "shipped_orders", "shipped_lines")}),
     "customer_complaint_resolution": _j(
         "policy exceptions: damage claims over the approval limit are escalated, not refunded; late "
