@@ -301,3 +301,25 @@ async def test_backorder_traps_are_drawn_per_seed_and_graded_only_when_there():
         assert d["cancelled_order"] not in {b["order"] for b in d["backorders"] if b["outcome"] != "cancelled"}
         if d["missing_item"]:
             assert any(d["missing_item"] in b["awaited"] for b in d["backorders"])
+
+
+async def test_payment_matching_traps_are_drawn_per_seed_and_graded_only_when_there():
+    """Which trap credits a statement carries (swapped digits, no reference, one transfer for two
+    orders, short, a balance, an order paid twice, an unknown payer) is drawn: at least three trap
+    sets over seeds 0..19; the short payments' criteria only where a payment is short; something
+    always goes to the Unmatched sheet."""
+    from longhorizon.tasks.commerce.payment_matching import TRAPS
+
+    name = "customer_payment_matching"
+    assert len(trap_sets(name)) >= 3
+    await traps_graded_only_when_there(name, {"short_payment": "short_log"})
+    await traps_graded_only_when_there(name, {"short_payment": "short_mails"})
+    for seed in range(20):
+        d = get_family(name).instance(seed).data
+        for kind, key in TRAPS.items():
+            assert len(d[key]) == sum(c["kind"] == kind for c in d["credits"]), key
+        assert d["paid_twice"] or d["unknown_payer"]
+        assert "unmatched_log" in {c.id for c in get_family(name).instance(seed).criteria}
+    for key in TRAPS.values():
+        got = [bool(get_family(name).instance(seed).data[key]) for seed in range(20)]
+        assert any(got) and not all(got), key

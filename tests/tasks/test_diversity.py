@@ -42,7 +42,6 @@ KNOWN_FIXED_TRAPS = {
     "contact_list_cleanup",
     "contract_checklist_review",
     "csv_merge_script",
-    "customer_payment_matching",
     "department_spend_review",
     "downloads_cleanup",
     "entity_due_diligence",

@@ -48,8 +48,9 @@ JUDGEMENT: dict[str, Judgement] = {
         "claims declined; nothing refunded twice (the archived policy is named in the instruction, not counted)",
         **{EXC: ("escalation", "damage_refunds")}),
     "customer_payment_matching": _j(
-        "credits that cannot be matched with certainty (unknown payer, an already-paid order) go to the "
-        "Unmatched sheet instead of being guessed onto an order",
+        "credits that cannot be matched with certainty (unknown payer, an already-paid order: each there or "
+        "not, one always) go to the Unmatched sheet instead of being guessed onto an order; swapped-digit and "
+        "missing references, a transfer paying two orders, short payments and balances drawn per seed too",
         **{ASK: ("unmatched_log",)}),
     "restock_purchase_orders": _j(
         "stock exactly at the reorder point, SKUs partly or wholly covered by open orders, "
