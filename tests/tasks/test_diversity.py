@@ -66,7 +66,6 @@ KNOWN_FIXED_TRAPS = {
     "report_rotation_script",
     "sales_commission_calc",
     "shared_inbox_routing",
-    "sprint_planning",
     "team_backlog_digest",
     "team_one_on_ones",
     "timesheet_json_export",

@@ -121,7 +121,8 @@ JUDGEMENT: dict[str, Judgement] = {
         "order form's amount",
         **{EXC: ("stale_pushed", "stale_closed_lost"), CHG: ("orders_won",)}),
     "sprint_planning": _j(
-        "last sprint's planning mail is still in the inbox next to this sprint's",
+        "last sprint's planning mail still in the inbox next to this sprint's, a backlog ticket to reuse, "
+        "deferred items, an item that needs a carried-over ticket (each there or not)",
         **{EXC: ("new_items", "assignees")}),
     "sla_breach_escalation": _j(
         "a rota swap covers today (or, drawn per seed, ended yesterday); last year's SLA page has "
