@@ -61,7 +61,6 @@ KNOWN_FIXED_TRAPS = {
     "policy_document_redline",
     "project_status_report",
     "pulse_survey_results",
-    "quarterly_kpi_review",
     "quarterly_review_deck",
     "report_rotation_script",
     "sales_commission_calc",

@@ -93,7 +93,9 @@ JUDGEMENT: dict[str, Judgement] = {
         **{EXC: ("access_tickets", "ticket_priority_due")}),
     # --- analytics, reporting, spreadsheets, surveys -------------------------------------------------
     "quarterly_kpi_review": _j(
-        "a mail warns that the revenue_snapshot table is frozen: revenue must come from the orders",
+        "revenue must come from the orders, not the frozen revenue_snapshot table (a mail warns of it, or "
+        "not); last quarter's request to include test accounts and a test account's bulk order topping a "
+        "region (each there or not)",
         **{EXC: ("growth",)}),
     "marketing_csv_exports": _j(
         "notes from an earlier call, now stale, asked for conversion by source with test accounts in; "
