@@ -40,7 +40,7 @@ def test_family_is_registered_in_its_category(name):
 
 
 def test_kpi_review_has_a_tie_and_test_accounts_change_the_answer(tmp_path):
-    t = task("quarterly_kpi_review", 1)
+    t = next(task("quarterly_kpi_review", s) for s in range(20) if task("quarterly_kpi_review", s).data["test_bulk_region"])
     regions = [r[0] for r in t.data["truth"]["top"]]
     assert len(regions) > len(set(regions)), "some region should list tied products"
     world = World.build(tmp_path / "w", t.build)
@@ -239,3 +239,24 @@ async def test_offsite_travel_booking_draws_its_traps_per_seed():
     for t in (approved, refused, nobody, next(t for t in tasks if not t.data["old_trip"])):
         traj = await play_task(t, OraclePolicy())
         assert traj.grade.reward == 1.0, [r for r in traj.grade.results if not r.passed]
+
+
+async def test_kpi_review_draws_its_trap_mix_per_seed(tmp_path):
+    """Last quarter's request, the note on the frozen snapshot table and the test account's bulk
+    order are each there or not: at least three trap sets over seeds 0..19; the inbox holds only
+    the mails drawn, and the oracle meets every criterion either way."""
+    from longhorizon.apps.mail import state as mail_state
+    from longhorizon.tasks.diversity import DIVERSITY_SEEDS, trap_set
+
+    fam = get_family("quarterly_kpi_review")
+    tasks = [fam.instance(seed) for seed in DIVERSITY_SEEDS]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("stale_request", "snapshot_note", "test_bulk_region"):
+        assert any(t.data[key] for t in tasks) and not all(t.data[key] for t in tasks), key
+    for t in tasks[:5]:
+        w = World.build(tmp_path / f"kpi{t.seed}", t.build)
+        subjects = [m["subject"] for m in mail_state.messages(w)]
+        for key in ("stale_request", "snapshot_note"):
+            assert (t.data[key] in subjects) == bool(t.data[key]), key
+        traj = await play_task(t, OraclePolicy())
+        assert traj.grade.reward == 1.0 and not [c for c in traj.tool_calls if c.is_error]

@@ -283,3 +283,43 @@ def test_quote_selection_is_a_frozen_scenario_and_pure_functions_of_it(tmp_path)
     first = World.build(tmp_path / "a", functools.partial(qs.build, sc)).hash()
     assert World.build(tmp_path / "b", functools.partial(qs.build, sc)).hash() == first
     assert World.build(tmp_path / "c", task.build).hash() == first
+
+
+async def test_backorder_traps_are_drawn_per_seed_and_graded_only_when_there():
+    """The namesake on the list, the cancelled order, the item this delivery does not bring and the
+    customer who wrote in are each there or not: at least three trap sets over seeds 0..19; the
+    one who wrote in is graded (answer in their thread) only where there is one."""
+    name = "backorder_fulfilment"
+    assert len(trap_sets(name)) >= 3
+    await traps_graded_only_when_there(name, {"asker_order": "asker_answered_in_thread"})
+    for key in ("namesake_order", "cancelled_order", "missing_item"):
+        got = [bool(get_family(name).instance(seed).data[key]) for seed in range(20)]
+        assert any(got) and not all(got), key
+    for seed in range(20):
+        d = get_family(name).instance(seed).data
+        assert any(d[k] for k in ("namesake_order", "cancelled_order", "missing_item", "asker_order"))
+        assert d["cancelled_order"] not in {b["order"] for b in d["backorders"] if b["outcome"] != "cancelled"}
+        if d["missing_item"]:
+            assert any(d["missing_item"] in b["awaited"] for b in d["backorders"])
+
+
+async def test_payment_matching_traps_are_drawn_per_seed_and_graded_only_when_there():
+    """Which trap credits a statement carries (swapped digits, no reference, one transfer for two
+    orders, short, a balance, an order paid twice, an unknown payer) is drawn: at least three trap
+    sets over seeds 0..19; the short payments' criteria only where a payment is short; something
+    always goes to the Unmatched sheet."""
+    from longhorizon.tasks.commerce.payment_matching import TRAPS
+
+    name = "customer_payment_matching"
+    assert len(trap_sets(name)) >= 3
+    await traps_graded_only_when_there(name, {"short_payment": "short_log"})
+    await traps_graded_only_when_there(name, {"short_payment": "short_mails"})
+    for seed in range(20):
+        d = get_family(name).instance(seed).data
+        for kind, key in TRAPS.items():
+            assert len(d[key]) == sum(c["kind"] == kind for c in d["credits"]), key
+        assert d["paid_twice"] or d["unknown_payer"]
+        assert "unmatched_log" in {c.id for c in get_family(name).instance(seed).criteria}
+    for key in TRAPS.values():
+        got = [bool(get_family(name).instance(seed).data[key]) for seed in range(20)]
+        assert any(got) and not all(got), key

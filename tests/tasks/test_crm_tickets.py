@@ -77,7 +77,7 @@ def test_support_queue_duplicates_point_at_open_tickets_of_the_same_customer(tmp
 
 
 def test_sprint_plan_reuses_a_backlog_ticket(tmp_path):
-    t = task("sprint_planning", 2)
+    t = next(task("sprint_planning", seed) for seed in range(20) if task("sprint_planning", seed).data["reused"])
     w = World.build(tmp_path / "w", t.build)
     reused = tix.ticket(w, t.data["reused"])
     assert reused["sprint_id"] is None and reused["title"] in [i["title"] for i in t.data["items"]]
@@ -349,3 +349,30 @@ async def test_backlog_digest_draws_its_traps_per_seed():
         assert sorted(a["to"][0] for a in sent) == sorted(t.data["leads"].values())
     traj = await play_task(changed, OraclePolicy(perturb="right_recipients"))
     assert {r.id: r.passed for r in traj.grade.results}["right_recipients"] is False
+
+
+async def test_sprint_plan_draws_its_trap_mix_per_seed(tmp_path):
+    """Last sprint's plan, the backlog ticket to reuse, the deferred ticket and item and the item
+    that needs a carried-over ticket are each there or not: at least three trap sets over seeds
+    0..19; the mail and the tracker carry only the ones drawn, and the oracle meets every criterion
+    either way."""
+    from longhorizon.apps.mail import state as mail_state
+    from longhorizon.tasks.diversity import DIVERSITY_SEEDS, trap_set
+
+    fam = get_family("sprint_planning")
+    tasks = [fam.instance(seed) for seed in DIVERSITY_SEEDS]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("old_plan_mail", "reused", "deferred_ticket", "deferred_item", "needs_carried"):
+        assert any(t.data[key] for t in tasks) and not all(t.data[key] for t in tasks), key
+    for t in tasks[:6]:
+        w = World.build(tmp_path / f"sp{t.seed}", t.build)
+        subjects = [m["subject"] for m in mail_state.messages(w)]
+        assert (t.data["old_plan_mail"] in subjects) == bool(t.data["old_plan_mail"])
+        plan = next(m["body"] for m in mail_state.messages(w) if m["subject"] == f"{t.data['sprint']} planning")
+        assert ("Not this sprint" in plan) == bool(t.data["deferred_ticket"] or t.data["deferred_item"])
+        if t.data["deferred_item"]:
+            assert t.data["deferred_item"] in plan
+        if t.data["needs_carried"]:
+            assert f"{t.data['needs_carried']} to be finished" in plan
+        traj = await play_task(t, OraclePolicy())
+        assert traj.grade.reward == 1.0 and not [c for c in traj.tool_calls if c.is_error]

@@ -38,11 +38,9 @@ KNOWN_FIXED_TRAPS = {
     # (each trap present or not, recorded in Task.data, criteria only for traps present), then
     # remove it here: the test fails until you do.
     "access_log_incident_timeline",
-    "backorder_fulfilment",
     "contact_list_cleanup",
     "contract_checklist_review",
     "csv_merge_script",
-    "customer_payment_matching",
     "department_spend_review",
     "downloads_cleanup",
     "inventory_sheet_cleanup",
@@ -55,11 +53,9 @@ KNOWN_FIXED_TRAPS = {
     "new_joiner_faq",
     "policy_document_redline",
     "project_status_report",
-    "quarterly_kpi_review",
     "quarterly_review_deck",
     "report_rotation_script",
     "sales_commission_calc",
-    "sprint_planning",
     "timesheet_json_export",
     "wiki_link_audit",
     "workshop_coordination",

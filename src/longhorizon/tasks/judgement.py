@@ -40,15 +40,17 @@ JUDGEMENT: dict[str, Judgement] = {
     # --- order operations, procurement, invoicing -------------------------------------------------
     "backorder_fulfilment": _j(
         "the supplier's dispatch advice disagrees with the counted receipt; partial shipments only for "
-        "customers who accept them; an order was cancelled since the export",
+        "customers who accept them; a priority customer's namesake on the list, an order cancelled since the "
+        "export, an item this delivery does not bring, a customer who wrote in (each drawn per seed)",
         **{EXC: ("delivery_received", "shipped_orders", "shipped_lines")}),
     "customer_complaint_resolution": _j(
         "policy exceptions: damage claims over the approval limit are escalated, not refunded; late "
         "claims declined; nothing refunded twice (the archived policy is named in the instruction, not counted)",
         **{EXC: ("escalation", "damage_refunds")}),
     "customer_payment_matching": _j(
-        "credits that cannot be matched with certainty (unknown payer, an already-paid order) go to the "
-        "Unmatched sheet instead of being guessed onto an order",
+        "credits that cannot be matched with certainty (unknown payer, an already-paid order: each there or "
+        "not, one always) go to the Unmatched sheet instead of being guessed onto an order; swapped-digit and "
+        "missing references, a transfer paying two orders, short payments and balances drawn per seed too",
         **{ASK: ("unmatched_log",)}),
     "restock_purchase_orders": _j(
         "stock exactly at the reorder point, SKUs partly or wholly covered by open orders, "
@@ -91,7 +93,9 @@ JUDGEMENT: dict[str, Judgement] = {
         **{EXC: ("access_tickets", "ticket_priority_due")}),
     # --- analytics, reporting, spreadsheets, surveys -------------------------------------------------
     "quarterly_kpi_review": _j(
-        "a mail warns that the revenue_snapshot table is frozen: revenue must come from the orders",
+        "revenue must come from the orders, not the frozen revenue_snapshot table (a mail warns of it, or "
+        "not); last quarter's request to include test accounts and a test account's bulk order topping a "
+        "region (each there or not)",
         **{EXC: ("growth",)}),
     "marketing_csv_exports": _j(
         "notes from an earlier call, now stale, asked for conversion by source with test accounts in; "
@@ -126,7 +130,8 @@ JUDGEMENT: dict[str, Judgement] = {
         "rule 1), deals last worked exactly 30 and 31 days ago",
         **{EXC: ("stale_pushed", "stale_closed_lost"), CHG: ("orders_won",)}),
     "sprint_planning": _j(
-        "last sprint's planning mail is still in the inbox next to this sprint's",
+        "last sprint's planning mail still in the inbox next to this sprint's, a backlog ticket to reuse, "
+        "deferred items, an item that needs a carried-over ticket (each there or not)",
         **{EXC: ("new_items", "assignees")}),
     "sla_breach_escalation": _j(
         "a rota swap covers today (or, drawn per seed, ended yesterday); last year's SLA page has "

@@ -8,6 +8,13 @@ channel. Test accounts must be left out everywhere, only completed orders count,
 ``revenue_snapshot`` table invites a shortcut. The answers go into a workbook with the exact
 sheets and headers asked for, mailed back with a two-line summary. Graders recompute every
 answer from the World's database with reference SQL.
+
+The default level draws its trap mix per seed (``TRAPS``, each there with ``TRAP_ODDS``, at
+least one always; levels 1-2 keep every kind): last quarter's request (asking to include the
+test accounts) still in the inbox, the lead's note that revenue_snapshot is frozen, and a test
+account's bulk order that would top a region's best sellers. ``Task.data`` names each (empty
+when absent). The QA account's cohort order, the tie for first place and the month before the
+first are in every instance.
 """
 
 from __future__ import annotations
@@ -51,6 +58,10 @@ from longhorizon.tasks.common import (
     to_number,
     writes_to,
 )
+
+
+TRAPS = ("stale_request", "snapshot_note", "test_bulk")
+TRAP_ODDS = 0.6
 
 
 # -- reference SQL (oracle, generator and graders all run exactly these) ----------------------
@@ -173,6 +184,11 @@ class QuarterlyKpiReview(TaskFamily):
         mom_first = add_months(q_start, -3)  # six months, ending with the quarter
         prev_month = add_months(mom_first, -1)
         dim = rng.choice(["region", "channel"])
+        traps = {k for k in TRAPS if rng.random() < TRAP_ODDS}
+        if not traps:
+            traps.add(rng.choice(TRAPS))
+        if level < self.levels:  # levels 1-2 keep every kind they show
+            traps = set(TRAPS)
 
         wh = make_warehouse(rng, fake, data_start, today - timedelta(days=1),
                             company_domain=domain)
@@ -240,7 +256,9 @@ class QuarterlyKpiReview(TaskFamily):
         test_customers = sorted((c[3], c[0]) for c in wh.rows["customers"] if c[6])
         t_region, t_cust = test_customers[0]
         t_name = next(r[1] for r in wh.rows["regions"] if r[0] == t_region)
-        if t_name in by_region:
+        bulk_region = ""
+        if t_name in by_region and "test_bulk" in traps:
+            bulk_region = t_name
             runner = next((r for r in by_region[t_name] if r[2] == 2), by_region[t_name][-1])
             pid = product_ids[runner[0]]
             wh.add_order(t_cust, in_q(), [(pid, by_region[t_name][0][1] + 4, price_of[pid])])
@@ -319,10 +337,10 @@ class QuarterlyKpiReview(TaskFamily):
             f"time, QA wants to see their volume.\n\nThanks,\n{manager.first}"
         )
         at = lambda d, h, m: datetime.combine(d, time(h, m)).isoformat()  # noqa: E731
+        stale = {"folder": "Inbox", "sender": manager.email, "sender_name": manager.name, "to": [me.email],
+                 "subject": f"Numbers for the Q{prev_q[1]} review", "body": old_request,
+                 "date": at(q_start + timedelta(days=4), 9, 12), "is_read": True}
         inbox = [
-            {"folder": "Inbox", "sender": manager.email, "sender_name": manager.name, "to": [me.email],
-             "subject": f"Numbers for the Q{prev_q[1]} review", "body": old_request,
-             "date": at(q_start + timedelta(days=4), 9, 12), "is_read": True},
             {"folder": "Inbox", "sender": lead.email, "sender_name": lead.name, "to": [me.email],
              "subject": "Heads up: revenue_snapshot is frozen",
              "body": (f"FYI the old BI export job was retired in {MONTHS[(data_start.month + 3) % 12].capitalize()}, "
@@ -336,9 +354,15 @@ class QuarterlyKpiReview(TaskFamily):
              "subject": f"Numbers for the {q_label} review", "body": request,
              "date": at(today, 8, 20)},
         ]
+        note = inbox[0]
         if level == 1:  # no revenue is asked: the snapshot note and the other mail are left out
-            inbox = [inbox[0], inbox[-1]]
+            inbox = [inbox[-1]]
+        elif "snapshot_note" not in traps:
+            inbox = inbox[1:]
+        if "stale_request" in traps:
+            inbox.insert(0, stale)
         request_id = len(inbox)
+        note_id = next((k for k, m in enumerate(inbox, 1) if m is note), None)
 
         def old_workbook() -> bytes:
             """Last quarter's pack: same layout, last quarter's (stale) numbers, test accounts included."""
@@ -401,8 +425,8 @@ class QuarterlyKpiReview(TaskFamily):
             top_level = level == self.levels
             yield ToolCall("mail__list_messages", {"folder": "Inbox", "limit": 25}, "Find the manager's request.")
             yield ToolCall("mail__read_message", {"message_id": request_id}, "Read this quarter's request.")
-            if level > 1:
-                yield ToolCall("mail__read_message", {"message_id": 2}, "Read the note about the snapshot table.")
+            if note_id:
+                yield ToolCall("mail__read_message", {"message_id": note_id}, "Read the note about the snapshot table.")
             if top_level:  # four questions over six tables: survey the layout and the schema first
                 yield ToolCall("files__list_dir", {"path": "reports"}, "See last quarter's report for the layout.")
                 yield ToolCall("sheets__list_sheets", {"path": old_report}, "Check last quarter's sheet layout.")
@@ -674,5 +698,7 @@ class QuarterlyKpiReview(TaskFamily):
             criteria=criteria, perturbations={c.id: flawed[c.id]() for c in criteria},
             data={"report": report, "quarter": q_label, "dim": dim, "sheets": sheets,
                   "truth": {k: [list(r) for r in v] for k, v in truth.items()},
-                  "best_month": best_month[0], "top_refund": top_refund[0]},
+                  "best_month": best_month[0], "top_refund": top_refund[0],
+                  "stale_request": stale["subject"] if "stale_request" in traps else "",
+                  "snapshot_note": note["subject"] if note_id else "", "test_bulk_region": bulk_region},
         )

@@ -13,6 +13,13 @@ dispatch advice's quantities, a priority customer's namesake, an order cancelled
 export, an item on backorder that this delivery does not bring, paid orders that are not on
 backorder (the afternoon pick run's), an older receiving note already booked, and a
 customer who already wrote in asking (answer in that thread).
+
+The default level draws its trap mix per seed (``TRAP_ODDS``, at least one always; levels 1-2
+keep every kind): the priority customer's namesake on the list, an order cancelled since the
+export, an item on backorder that this delivery does not bring, and the customer who wrote in.
+``Task.data`` names each (empty when absent); the customer who wrote in gets the criterion
+``asker_answered_in_thread`` only where there is one. The counted receipt short of the dispatch
+advice is in every instance.
 """
 
 from __future__ import annotations
@@ -60,6 +67,8 @@ POLICY = "ops/backorder_policy.md"
 PRIORITY = "ops/priority_accounts.md"
 EXPRESS, STANDARD = "FedEx", "UPS"
 PARTIAL_NOTE = "Customer accepts partial shipments"
+TRAP_ODDS = (("namesake", 0.6), ("cancelled", 0.6), ("missing", 0.6), ("asker", 0.6))
+"""The default level's traps, each there with this chance (at least one always)."""
 
 
 @dataclass
@@ -160,6 +169,11 @@ class BackorderFulfilment(TaskFamily):
         customers.append(twin)
         priority_accounts = [customers[0]] + rng.sample(customers[1:12], 2)
         prio_ids = {c.id for c in priority_accounts}
+        traps = {k for k, odds in TRAP_ODDS if rng.random() < odds}
+        if not traps:
+            traps.add(rng.choice([k for k, _ in TRAP_ODDS]))
+        if level < 3:  # levels 1-2 keep every kind they show
+            traps = {k for k, _ in TRAP_ODDS}
 
         # -- backorders: redraw until the policy gives every kind of outcome --------------------------
         def draw(few: bool):
@@ -168,7 +182,7 @@ class BackorderFulfilment(TaskFamily):
             outcome."""
             for _attempt in range(400):
                 buyers = rng.sample(customers[:12], rng.randint(4, 5) if few else rng.randint(8, 9))
-                if twin not in buyers and rng.random() < 0.8:
+                if "namesake" in traps and twin not in buyers and rng.random() < 0.8:
                     buyers[-1] = twin
                 backorders: list[Backorder] = []
                 for cust in buyers:
@@ -184,11 +198,13 @@ class BackorderFulfilment(TaskFamily):
                                               time(rng.randint(7, 21), rng.randrange(60)))
                     backorders.append(Backorder(cust, lines, placed, rng.random() < 0.35, cust.id in prio_ids))
                 # one order also waits for an item this delivery does not bring
-                b = rng.choice(backorders)
-                if all(p is not missing for p, _ in b.lines):
-                    b.lines.append((missing, 1))
+                if "missing" in traps:
+                    b = rng.choice(backorders)
+                    if all(p is not missing for p, _ in b.lines):
+                        b.lines.append((missing, 1))
                 rng.choice([b for b in backorders if len(b.lines) > 1]).partial_ok = True
-                rng.choice(backorders).cancelled = True
+                if "cancelled" in traps:
+                    rng.choice(backorders).cancelled = True
                 demand = {p.sku: sum(q for b in backorders if not b.cancelled for p2, q in b.lines if p2 is p)
                           for p in delivered}
                 ordered = {p.sku: max(3, demand[p.sku] - rng.randint(0, 3)) for p in delivered}
@@ -208,7 +224,7 @@ class BackorderFulfilment(TaskFamily):
                     not o.priority and o.placed < b.placed and o.outcome == "held" for o in backorders)
                     for b in backorders)
                 if not few and mixed and outcomes.count("full") >= 2 and outcomes.count("held") >= 1 and prio_jump \
-                        and any(b.customer is twin and not b.cancelled for b in backorders) \
+                        and ("namesake" not in traps or any(b.customer is twin and not b.cancelled for b in backorders)) \
                         and any(b.outcome == "held" and any(p is not missing for p in b.awaited) for b in backorders):
                     return backorders, ordered, counted, short, stock_after
             raise AssertionError("no backorder mix found")  # pragma: no cover - found within a few tries
@@ -363,7 +379,7 @@ When a delivery for backordered items arrives:
                      "body": f"Hello,\n\nYour order {po_id} left our warehouse today:\n\n{adv_lines}\n\n"
                              f"Expected delivery in two days.\n\n{sup.contact}\n{sup.name}"})
         asker = None
-        if level > 1:  # level 1: nobody has written in
+        if level > 1 and "asker" in traps:  # level 1: nobody has written in
             asker = rng.choice([b for b in backorders if not b.cancelled])
             msgs.append({"folder": "Inbox", "sender": asker.customer.email, "sender_name": asker.customer.name,
                          "to": [support], "subject": "Any news on my order?",
@@ -441,6 +457,11 @@ When a delivery for backordered items arrives:
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=partial(_oracle, ctx),
             criteria=criteria, perturbations=_perturbations(ctx, partial(_oracle, ctx), criteria),
             data={"today": today.isoformat(), "po": po_id, "counted": ctx.counted,
+                  "namesake_order": next((b.id for b in backorders if b.customer is twin), ""),
+                  "cancelled_order": next((b.id for b in backorders if b.cancelled), ""),
+                  "missing_item": missing.sku if any(p is missing for b in backorders if not b.cancelled
+                                                     for p in b.awaited) else "",
+                  "asker_order": asker.id if asker else "",
                   "backorders": [{"order": b.id, "customer": b.customer.id, "priority": b.priority,
                                   "partial_ok": b.partial_ok, "outcome": b.outcome, "ship_lines": b.ship_lines,
                                   "awaited": [p.sku for p in b.awaited]} for b in backorders]},
@@ -489,9 +510,10 @@ def _oracle(ctx: _Ctx):
     if not ctx.short:
         inbox = loads((yield ToolCall("mail__list_messages", {"folder": "Inbox"}, "Anything about the delivery "
                                                                                     "or the backorders?")))
-        asker = next(b for b in ctx.live() if b.msg_id)
-        yield ToolCall("mail__read_message", {"message_id": asker.msg_id}, "A customer asking about a backorder.")
-        assert any(m["id"] == asker.msg_id for m in inbox["messages"])
+        asker = next((b for b in ctx.live() if b.msg_id), None)
+        if asker:
+            yield ToolCall("mail__read_message", {"message_id": asker.msg_id}, "A customer asking about a backorder.")
+            assert any(m["id"] == asker.msg_id for m in inbox["messages"])
         po = loads((yield ToolCall("store__get_purchase_order", {"po_id": ctx.po_id}, "The purchase order to book.")))
         ordered = {ln["sku"]: ln["qty"] for ln in po["lines"]}
     shorts = [f"{sku} short {q - ctx.counted[sku]}" for sku, q in ordered.items() if ctx.counted[sku] < q]
@@ -559,6 +581,7 @@ def _perturbations(ctx: _Ctx, solve, criteria: list[Criterion]) -> dict[str, per
     first_partial = next((b for b in order if b.outcome == "partial"), first_full)
     multi = next(b for b in order if len(b.ship_lines) >= 2)
     other = next(o for o, s in ctx.initial_status.items() if s == "paid" and all(o != b.id for b in ctx.backorders))
+    asker = next((b for b in ctx.live() if b.msg_id), None)
 
     def ship(b: Backorder):
         return perturb.on("store__create_shipment", order_id=b.id)
@@ -593,6 +616,10 @@ def _perturbations(ctx: _Ctx, solve, criteria: list[Criterion]) -> dict[str, per
             "Confirm.")),
         "others_untouched": lambda: at_the_end(ToolCall(
             "store__cancel_order", {"order_id": other, "reason": "duplicate order"}, "Tidy up.")),
+        "asker_answered_in_thread": lambda: perturb.replace(  # a fresh mail, not an answer in their thread
+            solve, perturb.on("mail__reply"), lambda c: ToolCall("mail__send_message", {
+                "to": [asker.customer.email], "subject": f"Your order {asker.id}", "body": c.arguments["body"]},
+                c.note)),
     }
     return {c.id: flawed[c.id]() for c in criteria}
 
@@ -697,6 +724,25 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
                 bad.append(f"{b.id}: also names {others}")
         return not bad, "; ".join(bad)
 
+    asker = next((b for b in live if b.msg_id), None)
+
+    def asker_answered_in_thread(world, traj):
+        got = to_customer(world, asker)
+        if not got:
+            return False, f"{asker.customer.name} ({asker.id}) got no answer"
+        tracking = [s["tracking"] for s in new_shipments(world) if s["order_id"] == asker.id]
+
+        def answers(m) -> bool:  # in their thread, about their order alone, with its news
+            text = f"{m['subject']}\n{m['body']}"
+            news = (any(mentions_tracking(text, t) for t in tracking) if asker.outcome in ("full", "partial")
+                    else all(mentions_code(text, p.sku) or squash(p.name) in squash(text) for p in asker.awaited))
+            return (m["in_reply_to"] == asker.msg_id and mentions_id(text, asker.id) and news
+                    and not any(mentions_id(text, o.id) for o in ctx.backorders if o is not asker))
+
+        off = [m["id"] for m in got if not answers(m)]
+        return not off, f"mail {off} to {asker.customer.email} is not an answer in their thread giving the news " \
+            f"of {asker.id} alone" if off else ""
+
     def rules_read(world, traj):
         calls = traj.tool_calls
         k = next((i for i, t in enumerate(calls) if t.name == "store__create_shipment" and not t.is_error), None)
@@ -731,6 +777,8 @@ def _criteria(ctx: _Ctx) -> list[Criterion]:
                   "quoting the order", "final_state", customer_notices, 2.0, requires=("notice_details",)),
         Criterion("notice_details", "each mail gives the new tracking number and names what is still on backorder "
                   "(and no other order, parcel or item)", "final_state", notice_details),
+        *([Criterion("asker_answered_in_thread", "the customer who wrote in asking about their order was answered in "
+                     "their own thread with that order's news (and no other order)", "final_state", asker_answered_in_thread)] if asker else []),
         Criterion("rules_read", "the policy and the priority list were read before anything shipped", "process",
                   rules_read, requires=("shipped_orders",)),
         process.looked_up_before("store__create_shipment", "store__get_order", "order_id", id="orders_checked",

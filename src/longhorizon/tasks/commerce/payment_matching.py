@@ -11,6 +11,11 @@ reference with two digits swapped, a transfer with no reference, one transfer pa
 orders (a remittance advice in the inbox says which), a short payment, the balance of an
 earlier short payment, a customer paying an order twice, an unknown payer, debits, lines
 from the last run, bank-truncated payer names and customers with several open orders.
+
+The default level draws its trap mix per seed (``TRAPS``: each kind there with ``TRAP_ODDS``,
+an already-paid order or an unknown payer always, so something always goes to the Unmatched
+sheet); levels 1-2 keep the kinds they show. ``Task.data`` names each kind's credits (empty
+when absent); the short payments' criteria are there only where a payment is short.
 """
 
 from __future__ import annotations
@@ -65,6 +70,14 @@ LOG_HEAD = ["Run date", "Processed through", "By"]
 SHORT_HEAD = ["Date", "Customer", "Order", "Order total", "Received", "Outstanding"]
 UNMATCHED_HEAD = ["Date", "Counterparty", "Reference", "Amount", "Note"]
 NEW_KINDS = ["ref", "ref", "mangled", "typo", "noref", "combined", "short", "balance", "duplicate", "unknown"]
+TRAPS = {
+    # credit kind: the Task.data key naming its new credits (reference, or payer for an unknown one)
+    "typo": "swapped_digit_refs", "noref": "no_reference", "combined": "combined_payment",
+    "short": "short_payment", "balance": "balance_payment", "duplicate": "paid_twice", "unknown": "unknown_payer",
+}
+TRAP_ODDS = 0.6
+"""The default level's chance of each trap kind (one of ``duplicate`` and ``unknown`` always);
+plain, mangled and swapped references to match are always there."""
 LEVEL_KINDS = {1: ("mangled",), 2: ("mangled", "typo", "short", "duplicate")}
 """The new credits a lower level keeps on the statement (one of each kind); the others' orders
 simply stay open."""
@@ -158,7 +171,7 @@ class CustomerPaymentMatching(TaskFamily):
     """1: one new credit, with a mangled reference, next to the last run's latest credit, a debit
     and the statement's last line;
     2: four (mangled, a swapped-digit reference, a short payment, an order paid twice); 3
-    (default): ten to twelve of every kind."""
+    (default): five to twelve, with the trap kinds drawn per seed."""
     toolsets = {1: (
         "files__list_dir", "files__read_file", "sheets__read_range", "sheets__write_rows", "store__get_order",
         "store__record_payment", "store__update_order_status",
@@ -218,7 +231,13 @@ class CustomerPaymentMatching(TaskFamily):
             return lo + timedelta(days=rng.randint(0, max(0, (hi - lo).days)))
 
         credits: list[Credit] = []
-        kinds = NEW_KINDS[:] + rng.sample(["ref", "mangled", "short", "noref"], rng.randint(0, 2))
+        traps = [k for k in TRAPS if rng.random() < TRAP_ODDS]
+        if not {"duplicate", "unknown"} & set(traps):  # always something to set aside as unmatched
+            traps.append(rng.choice(["duplicate", "unknown"]))
+        if level < self.levels:  # levels 1-2 draw from the full default mix
+            traps = list(TRAPS)
+        kinds = [k for k in NEW_KINDS if k not in TRAPS or k in traps]
+        kinds += rng.sample(["ref", "mangled"] + [k for k in ("short", "noref") if k in traps], rng.randint(0, 2))
         rng.shuffle(kinds)
         for kind in kinds:
             day = when(cutoff + timedelta(days=1), last_day)
@@ -394,11 +413,12 @@ class CustomerPaymentMatching(TaskFamily):
             tot = rng.randint(400, 3000) * 100
             ws2.append([(start - timedelta(days=rng.randint(10, 40))).isoformat(), a.name,
                         f"SO-{rng.randint(30000, 39999)}", tot / 100, (tot - 2500) / 100, 25.0])
-        bal = next(c for c in credits_drawn if c.kind == "balance")
-        bo = bal.orders[0][0]
-        first = bo.payments[0]
-        ws2.append([first[1].isoformat(), bo.account.name, bo.id, bo.total / 100, first[0] / 100,
-                    (bo.total - first[0]) / 100])
+        bal = next((c for c in credits_drawn if c.kind == "balance"), None)
+        if bal is not None:  # the earlier short payment whose balance comes in now
+            bo = bal.orders[0][0]
+            first = bo.payments[0]
+            ws2.append([first[1].isoformat(), bo.account.name, bo.id, bo.total / 100, first[0] / 100,
+                        (bo.total - first[0]) / 100])
         ws3 = wb.create_sheet(UNMATCHED)
         ws3.append(UNMATCHED_HEAD)
         ws3.append([(start - timedelta(days=rng.randint(5, 20))).isoformat(), "CASH DEPOSIT", "", 120.0,
@@ -454,24 +474,25 @@ Do not email anyone else about payments; finance handles refunds and queries.
         files = {PROCEDURE: procedure, statement_path: statement_text, old_stmt: old_text}
 
         # -- mailbox ---------------------------------------------------------------------------
-        comb = next(c for c in credits_drawn if c.kind == "combined")
+        comb = next((c for c in credits_drawn if c.kind == "combined"), None)
         msgs: list[dict[str, Any]] = []
-        ca, cb = comb.orders
-        advice = {"folder": "Inbox", "sender": comb.account.email, "sender_name": f"{comb.account.name} Accounts",
-                     "to": [me.email], "subject": "Remittance advice",
-                     "date": datetime.combine(comb.day, time(rng.randint(9, 16), rng.randrange(60))).isoformat(),
-                     "body": f"Hello,\n\nPlease note our payment of {usd(comb.amount)} made today by bank transfer, "
-                             f"covering:\n\n  {ca[0].id}   {usd(ca[1])}\n  {cb[0].id}   {usd(cb[1])}\n\n"
-                             f"Kind regards,\nAccounts payable\n{comb.account.name}"}
-        if comb in credits:  # a remittance advice only for a transfer on the statement
-            msgs.append(advice)
+        if comb is not None:
+            ca, cb = comb.orders
+            advice = {"folder": "Inbox", "sender": comb.account.email, "sender_name": f"{comb.account.name} Accounts",
+                      "to": [me.email], "subject": "Remittance advice",
+                      "date": datetime.combine(comb.day, time(rng.randint(9, 16), rng.randrange(60))).isoformat(),
+                      "body": f"Hello,\n\nPlease note our payment of {usd(comb.amount)} made today by bank transfer, "
+                              f"covering:\n\n  {ca[0].id}   {usd(ca[1])}\n  {cb[0].id}   {usd(cb[1])}\n\n"
+                              f"Kind regards,\nAccounts payable\n{comb.account.name}"}
+            if comb in credits:  # a remittance advice only for a transfer on the statement
+                msgs.append(advice)
         msgs.append({"folder": "Inbox", "sender": lead.email, "sender_name": lead.name, "to": [me.email],
                      "subject": "Payment matching this week",
                      "date": datetime.combine(today - timedelta(days=1), time(17, 40)).isoformat(),
                      "body": f"Hi {me.first},\n\nThe new statement export is in finance/bank. Can you run the "
                              f"payment matching tomorrow morning as usual? Procedure is in {PROCEDURE}.\n\n"
                              f"Thanks,\n{lead.first}"})
-        other = rng.choice([a for a in accounts if a is not comb.account])
+        other = rng.choice([a for a in accounts if comb is None or a is not comb.account])
         msgs.append({"folder": "Inbox", "sender": other.email, "sender_name": f"{other.name} Accounts",
                      "to": [me.email], "subject": "Updated W-9",
                      "date": datetime.combine(today - timedelta(days=rng.randint(2, 6)), time(11, 15)).isoformat(),
@@ -551,6 +572,8 @@ Do not email anyone else about payments; finance handles refunds and queries.
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=partial(_oracle, ctx),
             criteria=criteria, perturbations={c.id: flawed[c.id]() for c in criteria},
             data={"today": today.isoformat(), "cutoff": cutoff.isoformat(), "statement": statement_path,
+                  **{key: [c.counterparty if kind == "unknown" else c.reference for c in new if c.kind == kind]
+                     for kind, key in TRAPS.items()},
                   "credits": [{"kind": c.kind, "day": c.day.isoformat(), "amount": c.amount, "ref": c.reference,
                                "orders": [(o.id, a) for o, a in c.orders]} for c in new]},
         )
@@ -717,7 +740,7 @@ def _flawed(ctx: _Ctx) -> dict[str, Any]:
     skipped = {o.id for o, _ in next((c for c in paying if c.kind == "typo"), paying[0]).orders}
     unmark = next((c for c in paying if c.kind == "ref"), next(c for c in paying if c.kind != "short")).orders[0][0].id
     undated = {o.id for o, _ in next((c for c in paying if c.kind == "combined"), paying[0]).orders}
-    thanked = next((c for c in ctx.credits if c.kind == "ref"), paying[0]).account.email
+    thanked = next((c for c in paying if c.kind == "ref"), next(c for c in paying if c.kind != "short")).account.email
     log_run = perturb.on("sheets__write_rows", sheet=LOG)
     on_unmatched = perturb.on("sheets__write_rows", sheet=UNMATCHED)
 

@@ -7,6 +7,12 @@ who has the most points left. The agent moves unfinished tickets over (not Done 
 Do), reuses the backlog ticket one item already has instead of creating a duplicate, leaves
 deferred items alone, links the dependencies, and posts a summary on the epic. A second
 project has sprints with the same names.
+
+The default level draws its trap mix per seed (``TRAPS``, each there with ``TRAP_ODDS``, at
+least one always; levels 1-2 keep every kind): last sprint's planning mail still in the inbox,
+the backlog ticket to reuse, the deferred backlog ticket, the deferred new item, and an item
+that needs a carried-over ticket. ``Task.data`` names each (empty when absent); the mail, the
+tracker and the graders carry only the ones drawn.
 """
 
 from __future__ import annotations
@@ -55,6 +61,8 @@ THEMES = ["Self-serve billing", "Faster search", "Reliable notifications", "Ente
 PROJECTS = [("WEB", "Web platform"), ("CORE", "Core services"), ("PAY", "Payments"), ("APP", "Customer app"),
             ("DATA", "Data platform")]
 POINTS = [1, 2, 3, 5, 8]
+TRAPS = ("old_plan", "reuse", "deferred_ticket", "deferred_item", "needs_carried")
+TRAP_ODDS = 0.6
 
 
 @register
@@ -144,6 +152,11 @@ class SprintPlanning(TaskFamily):
                                       resolution=status if status in ("Done", "Won't Do") else None))
         rng.shuffle(sprint_work)
         carry = [t for t in sprint_work if t["status"] not in ("Done", "Won't Do")]
+        traps = {k for k in TRAPS if rng.random() < TRAP_ODDS}
+        if not traps:
+            traps.add(rng.choice(TRAPS))
+        if level < self.levels:  # levels 1-2 keep every kind (then show fewer of them)
+            traps = set(TRAPS)
         finished = [t for t in sprint_work if t["status"] in ("Done", "Won't Do")]
         # new items; one already sits in the backlog
         items = []
@@ -154,14 +167,15 @@ class SprintPlanning(TaskFamily):
         if not any(i["skill"] == "frontend" for i in items):
             items[-1]["skill"] = "frontend"
             items[-1]["title"] = take("frontend")
-        reused = rng.choice(items[1:])
+        reused = rng.choice(items[1:]) if "reuse" in traps else None
         reused_ticket = ticket(reused["title"], type="task", status="To Do",
-                               description="Came up in the last retro; not estimated yet.")
-        deferred_existing = ticket(take("backend"), type="story", status="To Do", labels=["backend"])
-        deferred_new = take("frontend")
+                               description="Came up in the last retro; not estimated yet.") if reused else None
+        deferred_existing = ticket(take("backend"), type="story", status="To Do", labels=["backend"]) \
+            if "deferred_ticket" in traps else None
+        deferred_new = take("frontend") if "deferred_item" in traps else None
         for _ in range(rng.randint(2, 3)):
             skill = rng.choice(["backend", "frontend"])
-            ticket(take(skill), type=rng.choice(["story", "task", "bug"]), status="To Do",
+            backlog_other = ticket(take(skill), type=rng.choice(["story", "task", "bug"]), status="To Do",
                    labels=[skill], estimate=rng.choice([None, 3, 5]))
         # dependencies: an item on an earlier item, another on a carried-over ticket
         j = rng.randrange(1, len(items))
@@ -169,7 +183,8 @@ class SprintPlanning(TaskFamily):
         items[j]["needs"].append(("item", i))
         k = rng.choice([x for x in range(len(items)) if x != j])
         c = rng.choice(carry)
-        items[k]["needs"].append(("carry", c))
+        if "needs_carried" in traps:
+            items[k]["needs"].append(("carry", c))
 
         # the other project, with sprints of the same names
         for title in rng.sample(OTHER_WORK, 4):
@@ -232,6 +247,10 @@ class SprintPlanning(TaskFamily):
             pts = f"{it['estimate']} point{'s' if it['estimate'] != 1 else ''}"
             return f"{idx + 1}. {it['title']}: {it['type']}, {pts}, labels {it['skill']} + {it['area']}{extra}"
 
+        deferred = [x for x in (deferred_existing and deferred_existing["title"], deferred_new) if x]
+        deferred_text = (f"Not this sprint: {' and '.join(f'{chr(34)}{x}{chr(34)}' for x in deferred)}. Leave "
+                         f"{'those' if len(deferred) > 1 else 'it'} in the backlog (no new "
+                         f"{'tickets for them' if len(deferred) > 1 else 'ticket for it'}).\n\n") if deferred else ""
         cap_lines = "\n".join(f"- {first_of[e]} ({skill_of[e]}): {capacity[e]}" for e in order)
         plan = (
             f"Hi {me.first},\n\nHere's the plan for {nxt} ({long_date(today)} to "
@@ -247,8 +266,7 @@ class SprintPlanning(TaskFamily):
             f"matching skill (the backend/frontend label) who has the most points left; on a tie, whoever is "
             f"listed first above.\n\n"
             f"Dependencies: where I wrote \"needs X\", link the tickets so that X blocks the item.\n\n"
-            f"Not this sprint: \"{deferred_existing['title']}\" and \"{deferred_new}\". Leave those in the backlog "
-            f"(no new tickets for them).\n\n"
+            + deferred_text +
             f"When it's all in, post one comment on {epic['key']} listing the keys of the new items and the total "
             f"story points committed to {nxt}.\n\nThanks!\n{pm.first}"
         )
@@ -258,9 +276,9 @@ class SprintPlanning(TaskFamily):
             f"usual.\n\n{pm.first}"
         )
         msgs = [
-            {"folder": "Inbox", "sender": pm.email, "sender_name": pm.name, "subject": f"{cur} planning",
-             "body": old_plan, "date": datetime.combine(today - timedelta(days=15), time(16, 40)).isoformat(),
-             "is_read": True},
+            *([{"folder": "Inbox", "sender": pm.email, "sender_name": pm.name, "subject": f"{cur} planning",
+                "body": old_plan, "date": datetime.combine(today - timedelta(days=15), time(16, 40)).isoformat(),
+                "is_read": True}] if "old_plan" in traps else []),
             {"folder": "Inbox", "sender": users[5]["email"], "sender_name": users[5]["name"],
              "subject": "Out on Friday", "body": "Heads-up: I'm out this Friday, back Monday.",
              "date": datetime.combine(today - timedelta(days=4), time(11, 5)).isoformat()},
@@ -270,7 +288,7 @@ class SprintPlanning(TaskFamily):
             {"folder": "Inbox", "sender": pm.email, "sender_name": pm.name, "subject": f"{nxt} planning",
              "body": plan, "date": datetime.combine(today - timedelta(days=1), time(17, 20)).isoformat()},
         ]
-        plan_id = 4
+        plan_id = len(msgs)  # the newest, last
 
         def build(root: Path) -> None:
             tix.create_tracker(
@@ -448,9 +466,9 @@ class SprintPlanning(TaskFamily):
             return False, f"no comment on {epic['key']} with every new key and the total {total}"
 
         def deferred_untouched(w, t):
-            if sprint_of(w, deferred_existing["key"]) is not None:
+            if deferred_existing and sprint_of(w, deferred_existing["key"]) is not None:
                 return False, "the deferred backlog ticket was put in a sprint"
-            if any(norm(x["title"]) == norm(deferred_new) for x in tix.tickets(w)):
+            if deferred_new and any(norm(x["title"]) == norm(deferred_new) for x in tix.tickets(w)):
                 return False, "a ticket was created for the deferred item"
             for key, before in seeded.items():
                 if key in touched:
@@ -519,7 +537,9 @@ class SprintPlanning(TaskFamily):
             "epic_summary": perturb.change(solve, summary, lambda a: {  # only the new work counted
                 **a, "body": a["body"].replace(f": {total} story points", f": {new_only} story points")}),
             "deferred_untouched": perturb.insert(solve, ToolCall("tickets__create_ticket", {
-                "project": pkey, "title": deferred_new, "type": "story"}, "Create the deferred item anyway."),
+                "project": pkey, "title": deferred_new, "type": "story"}, "Create the deferred item anyway.")
+                if deferred_new else ToolCall("tickets__update_ticket", {
+                    "key": (deferred_existing or backlog_other)["key"], "sprint": nxt}, "Pull this one in too."),
                 before=summary),
             "one_summary": perturb.repeat(solve, summary),
         }
@@ -533,5 +553,10 @@ class SprintPlanning(TaskFamily):
             data={"project": pkey, "sprint": nxt, "epic": epic["key"], "carry": [c["key"] for c in carry],
                   "items": [{"title": it["title"], "assignee": it["assignee"], "estimate": it["estimate"]}
                             for it in items],
-                  "reused": reused_ticket["key"] if reused_ticket else None, "total": total},
+                  "reused": reused_ticket["key"] if reused_ticket else None, "total": total,
+                  "old_plan_mail": f"{cur} planning" if "old_plan" in traps else "",
+                  "deferred_ticket": deferred_existing["key"] if deferred_existing else "",
+                  "deferred_item": deferred_new or "",
+                  "needs_carried": next((ref["key"] for it in items for kind, ref in it["needs"] if kind == "carry"),
+                                        "")},
         )
