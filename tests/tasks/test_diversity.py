@@ -40,7 +40,6 @@ KNOWN_FIXED_TRAPS = {
     "access_log_incident_timeline",
     "backorder_fulfilment",
     "cancelled_flight_rebooking",
-    "contact_list_cleanup",
     "contract_checklist_review",
     "csv_merge_script",
     "customer_payment_matching",

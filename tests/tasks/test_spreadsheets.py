@@ -166,3 +166,36 @@ async def test_inventory_level_1_exists_where_no_single_site_of_the_default_draw
     task = fam.instance(seed, 1)
     traj = await play_task(task, OraclePolicy())
     assert task.level == 1 and traj.grade.reward == 1.0
+
+
+def test_cleanup_draws_its_traps_per_seed():
+    """Blank rows in the export and last month's export beside it are each there or not: over
+    seeds 0..19 at least three trap mixes, and a criterion only for the traps there."""
+    from longhorizon.tasks.diversity import trap_set
+
+    fam = get_family("contact_list_cleanup")
+    tasks = [fam.generate(s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for t in tasks:
+        ids = {c.id for c in t.criteria}
+        assert ("no_blank_rows" in ids) == (t.data["blank_rows"] > 0)
+        assert ("old_export_untouched" in ids) == bool(t.data["old_export"])
+        assert set(t.perturbations) == ids
+        if t.data["old_export"]:
+            assert t.data["old_export"] in t.instruction
+        else:
+            assert "older export" not in t.instruction
+    assert {bool(t.data["blank_rows"]) for t in tasks} == {True, False}
+    assert {bool(t.data["old_export"]) for t in tasks} == {True, False}
+
+
+@pytest.mark.parametrize("seed", [4, 8])  # neither blank rows nor an older export (4 sorts by date, 8 does not)
+async def test_cleanup_oracle_solves_an_instance_without_the_optional_traps(seed, tmp_path):
+    t = get_family("contact_list_cleanup").generate(seed)
+    assert not t.data["blank_rows"] and not t.data["old_export"]
+    world = World.build(tmp_path / "w", t.build)
+    assert len(list((world.workspace / "crm").iterdir())) == 1  # the export alone
+    traj = await play_task(t, OraclePolicy())
+    assert traj.grade.reward == 1.0, [r.id for r in traj.grade.results if not r.passed]
+    assert not any(c.arguments.get("path", "").startswith("crm/contacts_export_") and
+                   c.arguments["path"] != t.data["export"] for c in traj.tool_calls)
