@@ -43,7 +43,6 @@ KNOWN_FIXED_TRAPS = {
     "contract_checklist_review",
     "csv_merge_script",
     "customer_payment_matching",
-    "department_spend_review",
     "downloads_cleanup",
     "entity_due_diligence",
     "holiday_week_reschedule",

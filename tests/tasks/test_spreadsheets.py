@@ -199,3 +199,35 @@ async def test_cleanup_oracle_solves_an_instance_without_the_optional_traps(seed
     assert traj.grade.reward == 1.0, [r.id for r in traj.grade.results if not r.passed]
     assert not any(c.arguments.get("path", "").startswith("crm/contacts_export_") and
                    c.arguments["path"] != t.data["export"] for c in traj.tool_calls)
+
+
+def test_spend_review_draws_its_traps_per_seed():
+    """A budget revised this year and hand-made Total rows are each there or not: over seeds
+    0..19 at least three trap mixes, and a criterion only for the traps there."""
+    from longhorizon.tasks.diversity import trap_set
+
+    fam = get_family("department_spend_review")
+    tasks = [fam.generate(s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for t in tasks:
+        ids = {c.id for c in t.criteria}
+        assert ("revised_budget" in ids) == bool(t.data["revised"])
+        assert ("total_rows_skipped" in ids) == bool(t.data["total_rows"])
+        assert "Revisions sheet" in t.instruction  # named either way: no cue for which seeds revise
+        for dept, r in t.data["revised"].items():  # the revision flips the over-budget flag
+            truth = t.data["truth"][dept]
+            assert truth["budget"] == r["to"] != r["from"]
+            assert truth["over"] == (truth["spent"] > r["to"]) != (truth["spent"] > r["from"])
+    assert {bool(t.data["revised"]) for t in tasks} == {True, False}
+    assert {bool(t.data["total_rows"]) for t in tasks} == {True, False}
+
+
+@pytest.mark.parametrize("seed", [10, 17])  # a revised budget and no Total rows
+async def test_spend_review_oracle_uses_the_revised_budget(seed):
+    t = get_family("department_spend_review").generate(seed)
+    assert t.data["revised"] and not t.data["total_rows"]
+    traj = await play_task(t, OraclePolicy())
+    assert traj.grade.reward == 1.0, [r.id for r in traj.grade.results if not r.passed]
+    missed = await play_task(t, OraclePolicy(perturb="revised_budget"))
+    failed = {r.id for r in missed.grade.results if not r.passed}
+    assert {"revised_budget", "budgets", "over_budget"} <= failed
