@@ -46,7 +46,6 @@ KNOWN_FIXED_TRAPS = {
     "downloads_cleanup",
     "entity_due_diligence",
     "holiday_week_reschedule",
-    "inventory_sheet_cleanup",
     "invoice_followup",
     "legacy_catalog_conversion",
     "log_error_summary",

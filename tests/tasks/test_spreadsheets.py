@@ -231,3 +231,32 @@ async def test_spend_review_oracle_uses_the_revised_budget(seed):
     missed = await play_task(t, OraclePolicy(perturb="revised_budget"))
     failed = {r.id for r in missed.grade.results if not r.passed}
     assert {"revised_budget", "budgets", "over_budget"} <= failed
+
+
+def test_inventory_draws_its_traps_per_seed():
+    """Recounts, pack sizes changed since the catalog's old sheet and a day/month/year site are each
+    there or not (one of the first two always): at least three trap mixes over seeds 0..19, a
+    criterion only where its trap shows, and levels 1-2 keep every trap."""
+    from longhorizon.tasks.diversity import trap_set
+
+    fam = get_family("inventory_sheet_cleanup")
+    tasks = [fam.generate(s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    pairs = {"recounted": "recounts_used", "stale_case": "current_case_sizes", "day_first_dates": "day_first_dates"}
+    for t in tasks:
+        ids = {c.id for c in t.criteria}
+        assert t.data["recounted"] or t.data["stale_case"]
+        for key, cid in pairs.items():
+            assert (cid in ids) == bool(t.data[key])
+        assert any(t.data["day_first"].values()) == bool(t.data["day_first_dates"])
+    for key in pairs:
+        assert {bool(t.data[key]) for t in tasks} == {True, False}
+    assert all(fam.generate(0, 2).data[key] for key in pairs)
+
+
+@pytest.mark.parametrize("seed", [7, 6])  # 7: changed pack sizes only; 6: recounts only
+async def test_inventory_oracle_solves_an_instance_with_one_trap(seed):
+    t = get_family("inventory_sheet_cleanup").generate(seed)
+    assert bool(t.data["recounted"]) != bool(t.data["stale_case"]) and not t.data["day_first_dates"]
+    traj = await play_task(t, OraclePolicy())
+    assert traj.grade.reward == 1.0, [r.id for r in traj.grade.results if not r.passed]
