@@ -63,7 +63,6 @@ KNOWN_FIXED_TRAPS = {
     "quarterly_kpi_review",
     "quarterly_review_deck",
     "report_rotation_script",
-    "sales_commission_calc",
     "shared_inbox_routing",
     "sprint_planning",
     "team_backlog_digest",

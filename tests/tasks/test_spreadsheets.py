@@ -260,3 +260,36 @@ async def test_inventory_oracle_solves_an_instance_with_one_trap(seed):
     assert bool(t.data["recounted"]) != bool(t.data["stale_case"]) and not t.data["day_first_dates"]
     traj = await play_task(t, OraclePolicy())
     assert traj.grade.reward == 1.0, [r.id for r in traj.grade.results if not r.passed]
+
+
+def test_commission_draws_its_plan_exception_per_seed():
+    """The plan's Exceptions section holds a draw for this quarter, one for last quarter only, or
+    none: at least three trap mixes over seeds 0..19, and a criterion only for the draw there."""
+    from longhorizon.tasks.diversity import trap_set
+
+    fam = get_family("sales_commission_calc")
+    tasks = [fam.generate(s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    kinds = set()
+    for t in tasks:
+        ids = {c.id for c in t.criteria}
+        current, expired = t.data["guaranteed_draw"], t.data["expired_draw"]
+        assert not (current and expired)
+        assert ("guaranteed_draw" in ids) == bool(current) and ("expired_draw_ignored" in ids) == bool(expired)
+        for rep, amount in current.items():  # under quota, and the draw is what they are paid
+            assert t.data["attainment"][rep] < 1 and t.data["commission"][rep] == amount
+        for rep, amount in expired.items():  # the tiers alone, below the stale draw
+            assert t.data["commission"][rep] < amount
+        kinds.add("current" if current else "expired" if expired else "none")
+    assert kinds == {"current", "expired", "none"}
+    assert not any(fam.generate(s, 1).data[k] for s in range(5) for k in ("guaranteed_draw", "expired_draw"))
+
+
+@pytest.mark.parametrize("seed,criterion", [(2, "guaranteed_draw"), (3, "expired_draw_ignored")])
+async def test_commission_oracle_handles_the_draw(seed, criterion):
+    t = get_family("sales_commission_calc").generate(seed)
+    traj = await play_task(t, OraclePolicy())
+    assert traj.grade.reward == 1.0, [r.id for r in traj.grade.results if not r.passed]
+    missed = await play_task(t, OraclePolicy(perturb=criterion))
+    failed = {r.id for r in missed.grade.results if not r.passed}
+    assert {criterion, "commission", "totals_row"} <= failed
