@@ -38,12 +38,9 @@ KNOWN_FIXED_TRAPS = {
     # (each trap present or not, recorded in Task.data, criteria only for traps present), then
     # remove it here: the test fails until you do.
     "access_log_incident_timeline",
-    "contact_list_cleanup",
     "contract_checklist_review",
     "csv_merge_script",
-    "department_spend_review",
     "downloads_cleanup",
-    "inventory_sheet_cleanup",
     "legacy_catalog_conversion",
     "log_error_summary",
     "log_first_error",
@@ -55,7 +52,6 @@ KNOWN_FIXED_TRAPS = {
     "project_status_report",
     "quarterly_review_deck",
     "report_rotation_script",
-    "sales_commission_calc",
     "timesheet_json_export",
     "wiki_link_audit",
     "workshop_coordination",

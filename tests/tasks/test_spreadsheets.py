@@ -197,3 +197,130 @@ async def test_weekly_sales_draws_its_traps_per_seed():
     assert traj.passed and traj.reward == 1.0
     mailed = next(c.arguments for c in traj.tool_calls if c.name == "mail__send_message")
     assert with_cc.data["cc_added"] in mailed["cc"]
+
+
+def test_cleanup_draws_its_traps_per_seed():
+    """Blank rows in the export and last month's export beside it are each there or not: over
+    seeds 0..19 at least three trap mixes, and a criterion only for the traps there."""
+    from longhorizon.tasks.diversity import trap_set
+
+    fam = get_family("contact_list_cleanup")
+    tasks = [fam.generate(s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for t in tasks:
+        ids = {c.id for c in t.criteria}
+        assert ("no_blank_rows" in ids) == (t.data["blank_rows"] > 0)
+        assert ("old_export_untouched" in ids) == bool(t.data["old_export"])
+        assert set(t.perturbations) == ids
+        if t.data["old_export"]:
+            assert t.data["old_export"] in t.instruction
+        else:
+            assert "older export" not in t.instruction
+    assert {bool(t.data["blank_rows"]) for t in tasks} == {True, False}
+    assert {bool(t.data["old_export"]) for t in tasks} == {True, False}
+
+
+@pytest.mark.parametrize("seed", [4, 8])  # neither blank rows nor an older export (4 sorts by date, 8 does not)
+async def test_cleanup_oracle_solves_an_instance_without_the_optional_traps(seed, tmp_path):
+    t = get_family("contact_list_cleanup").generate(seed)
+    assert not t.data["blank_rows"] and not t.data["old_export"]
+    world = World.build(tmp_path / "w", t.build)
+    assert len(list((world.workspace / "crm").iterdir())) == 1  # the export alone
+    traj = await play_task(t, OraclePolicy())
+    assert traj.grade.reward == 1.0, [r.id for r in traj.grade.results if not r.passed]
+    assert not any(c.arguments.get("path", "").startswith("crm/contacts_export_") and
+                   c.arguments["path"] != t.data["export"] for c in traj.tool_calls)
+
+
+def test_spend_review_draws_its_traps_per_seed():
+    """A budget revised this year and hand-made Total rows are each there or not: over seeds
+    0..19 at least three trap mixes, and a criterion only for the traps there."""
+    from longhorizon.tasks.diversity import trap_set
+
+    fam = get_family("department_spend_review")
+    tasks = [fam.generate(s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for t in tasks:
+        ids = {c.id for c in t.criteria}
+        assert ("revised_budget" in ids) == bool(t.data["revised"])
+        assert ("total_rows_skipped" in ids) == bool(t.data["total_rows"])
+        assert "Revisions sheet" in t.instruction  # named either way: no cue for which seeds revise
+        for dept, r in t.data["revised"].items():  # the revision flips the over-budget flag
+            truth = t.data["truth"][dept]
+            assert truth["budget"] == r["to"] != r["from"]
+            assert truth["over"] == (truth["spent"] > r["to"]) != (truth["spent"] > r["from"])
+    assert {bool(t.data["revised"]) for t in tasks} == {True, False}
+    assert {bool(t.data["total_rows"]) for t in tasks} == {True, False}
+
+
+@pytest.mark.parametrize("seed", [10, 17])  # a revised budget and no Total rows
+async def test_spend_review_oracle_uses_the_revised_budget(seed):
+    t = get_family("department_spend_review").generate(seed)
+    assert t.data["revised"] and not t.data["total_rows"]
+    traj = await play_task(t, OraclePolicy())
+    assert traj.grade.reward == 1.0, [r.id for r in traj.grade.results if not r.passed]
+    missed = await play_task(t, OraclePolicy(perturb="revised_budget"))
+    failed = {r.id for r in missed.grade.results if not r.passed}
+    assert {"revised_budget", "budgets", "over_budget"} <= failed
+
+
+def test_inventory_draws_its_traps_per_seed():
+    """Recounts, pack sizes changed since the catalog's old sheet and a day/month/year site are each
+    there or not (one of the first two always): at least three trap mixes over seeds 0..19, a
+    criterion only where its trap shows, and levels 1-2 keep every trap."""
+    from longhorizon.tasks.diversity import trap_set
+
+    fam = get_family("inventory_sheet_cleanup")
+    tasks = [fam.generate(s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    pairs = {"recounted": "recounts_used", "stale_case": "current_case_sizes", "day_first_dates": "day_first_dates"}
+    for t in tasks:
+        ids = {c.id for c in t.criteria}
+        assert t.data["recounted"] or t.data["stale_case"]
+        for key, cid in pairs.items():
+            assert (cid in ids) == bool(t.data[key])
+        assert any(t.data["day_first"].values()) == bool(t.data["day_first_dates"])
+    for key in pairs:
+        assert {bool(t.data[key]) for t in tasks} == {True, False}
+    assert all(fam.generate(0, 2).data[key] for key in pairs)
+
+
+@pytest.mark.parametrize("seed", [7, 6])  # 7: changed pack sizes only; 6: recounts only
+async def test_inventory_oracle_solves_an_instance_with_one_trap(seed):
+    t = get_family("inventory_sheet_cleanup").generate(seed)
+    assert bool(t.data["recounted"]) != bool(t.data["stale_case"]) and not t.data["day_first_dates"]
+    traj = await play_task(t, OraclePolicy())
+    assert traj.grade.reward == 1.0, [r.id for r in traj.grade.results if not r.passed]
+
+
+def test_commission_draws_its_plan_exception_per_seed():
+    """The plan's Exceptions section holds a draw for this quarter, one for last quarter only, or
+    none: at least three trap mixes over seeds 0..19, and a criterion only for the draw there."""
+    from longhorizon.tasks.diversity import trap_set
+
+    fam = get_family("sales_commission_calc")
+    tasks = [fam.generate(s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    kinds = set()
+    for t in tasks:
+        ids = {c.id for c in t.criteria}
+        current, expired = t.data["guaranteed_draw"], t.data["expired_draw"]
+        assert not (current and expired)
+        assert ("guaranteed_draw" in ids) == bool(current) and ("expired_draw_ignored" in ids) == bool(expired)
+        for rep, amount in current.items():  # under quota, and the draw is what they are paid
+            assert t.data["attainment"][rep] < 1 and t.data["commission"][rep] == amount
+        for rep, amount in expired.items():  # the tiers alone, below the stale draw
+            assert t.data["commission"][rep] < amount
+        kinds.add("current" if current else "expired" if expired else "none")
+    assert kinds == {"current", "expired", "none"}
+    assert not any(fam.generate(s, 1).data[k] for s in range(5) for k in ("guaranteed_draw", "expired_draw"))
+
+
+@pytest.mark.parametrize("seed,criterion", [(2, "guaranteed_draw"), (3, "expired_draw_ignored")])
+async def test_commission_oracle_handles_the_draw(seed, criterion):
+    t = get_family("sales_commission_calc").generate(seed)
+    traj = await play_task(t, OraclePolicy())
+    assert traj.grade.reward == 1.0, [r.id for r in traj.grade.results if not r.passed]
+    missed = await play_task(t, OraclePolicy(perturb=criterion))
+    failed = {r.id for r in missed.grade.results if not r.passed}
+    assert {criterion, "commission", "totals_row"} <= failed

@@ -107,7 +107,8 @@ JUDGEMENT: dict[str, Judgement] = {
         "and/or asks to copy one more person this week",
         **{EXC: ("finance_copied",)}),
     "inventory_sheet_cleanup": _j(
-        "recounts supersede the first count; the catalog's old sheet has stale pack sizes",
+        "drawn per seed, each there or not (one of the first two always): recounts that supersede the first "
+        "count, the catalog's old sheet with stale pack sizes, a site writing day/month/year",
         **{EXC: ("quantities",)}),
     "pulse_survey_results": _j(
         "each there or not: one team re-exported its survey (its lead's mail says which of the two files "

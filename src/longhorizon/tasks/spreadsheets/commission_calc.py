@@ -7,6 +7,13 @@ next to last year's, and last quarter's summary in an older layout. Crediting ru
 close date inside the quarter, refunds, split deals, who earns) and the tiered rates live in the
 plan. The agent reads each rep's deals, credits bookings, applies the tiers and writes a summary
 sheet with a totals row, leaving every source untouched.
+
+The plan's Exceptions section draws a trap per seed at the default level (``DRAW_ODDS``): a
+low-attaining rep on a guaranteed draw this quarter (commission is the greater of the tiers and
+the draw), a draw that applied to last quarter only (the tiers alone apply now), or none. A draw
+names its rep and amount in ``Task.data`` (``guaranteed_draw``, ``expired_draw``, empty when not
+there) and has its criterion (``guaranteed_draw``, ``expired_draw_ignored``). Levels 1-2 have
+none.
 """
 
 from __future__ import annotations
@@ -48,6 +55,8 @@ BOOKINGS_LABELS = ["Credited Bookings", "Net Bookings", "Bookings"]
 COMMISSION_LABELS = ["Commission", "Commission Due", "Payout"]
 REGIONS = ["East", "West", "Central", "North", "South"]
 REFUND_REASONS = ["Billing error", "Downgrade", "Cancelled within 30 days", "Service credit", "Duplicate invoice"]
+DRAW_ODDS = (("current", 0.45), ("expired", 0.3))
+"""The default level's plan exception: a draw this quarter, one that expired, else none."""
 CHUNK = 15
 """Rows the oracle reads per read_range call, as someone paging through a sheet would."""
 CENT = Decimal("0.01")
@@ -257,6 +266,18 @@ class SalesCommissionCalc(TaskFamily):
             truth = {r: commission(book[r], Decimal(quota[r]), rates, top) for r in active}
             sheet_order = [n for n in sheet_order if n in sheets]
 
+        draw_kind, draw_rep, draw_amount = "none", "", 0
+        if level == self.levels:  # drawn last: the smaller levels' draws stay as they were
+            x = rng.random()
+            draw_kind = "current" if x < DRAW_ODDS[0][1] else "expired" if x < DRAW_ODDS[0][1] + DRAW_ODDS[1][1] \
+                else "none"
+        if draw_kind != "none":  # a rep under quota, whose draw is above their tiered commission
+            draw_rep = rng.choice([r for r in active if book[r] < quota[r]])
+            draw_amount = (int(truth[draw_rep]) // 1000 + rng.randint(1, 3)) * 1000
+            while Decimal(draw_amount) in truth.values():
+                draw_amount += 500
+            if draw_kind == "current":
+                truth[draw_rep] = Decimal(draw_amount)
         prev_book = credit(sheets, active, refunds, *_quarter(year, q - 1))
         prev_rows = [[r, quarter_quotas[q - 1][r], float(prev_book[r]),
                       float(commission(prev_book[r], Decimal(quarter_quotas[q - 1][r]),
@@ -329,7 +350,15 @@ class SalesCommissionCalc(TaskFamily):
             f"| above 100% up to {top_pct}% of quota | {rates_pct[1]}% |\n"
             f"| above {top_pct}% of quota | {rates_pct[2]}% |\n\n"
             f"Example: quota {example_q:,}, credited bookings {int(example_b):,}: {example}.\n"
-            "Round each rep's commission to the cent.\n"
+            "Round each rep's commission to the cent.\n\n"
+            "## Exceptions\n\n"
+            + ({"current": f"- {draw_rep} is on a guaranteed draw for Q{q} {year}: their commission for that quarter "
+                           f"is the greater of the tiered commission and ${draw_amount:,}. After Q{q} the tiers "
+                           "alone apply.\n",
+                "expired": f"- {draw_rep} was on a guaranteed draw for Q{q - 1} {year}: their commission for that "
+                           f"quarter was the greater of the tiered commission and ${draw_amount:,}. After Q{q - 1} "
+                           "the tiers alone apply.\n",
+                "none": "None this year.\n"}[draw_kind])
         )
         old_plan = (
             f"# {company} sales commission plan, FY{year - 1} (superseded)\n\n"
@@ -351,6 +380,8 @@ class SalesCommissionCalc(TaskFamily):
             "rates_pct": rates_pct, "top_pct": top_pct, "by_commission": by_commission,
             "deals_path": deals_path, "quotas_path": quotas_path, "refunds_path": refunds_path,
             "plan_path": plan_path, "prev_out": prev_out,
+            "guaranteed_draw": {draw_rep: draw_amount} if draw_kind == "current" else {},
+            "expired_draw": {draw_rep: draw_amount} if draw_kind == "expired" else {},
         }
         sender = fake.first_name()
         w = phrasing_rng(self.name, seed)
@@ -567,7 +598,26 @@ def _criteria(d: dict, files: Files, text_files: dict[str, str]) -> list[Criteri
                  and norm_text(c.arguments.get("sheet")) == norm_text(sheet)]
         return bool(later), "" if later else "the summary was not read back after its last edit"
 
+    def draw_check(key: str, want):
+        def check(world, traj):
+            rows, why = rep_rows(world)
+            if rows is None:
+                return False, why
+            bad = [f"{r}: {rows[r][4] if r in rows else 'missing'!r} (expected {want(r)!r})" for r in d[key]
+                   if r not in rows or not money(0.011)(rows[r][4], want(r))]
+            return not bad, "; ".join(bad)
+        return check
+
     b, c = header[2], header[4]
+    draws = []
+    if d["guaranteed_draw"]:
+        draws.append(Criterion("guaranteed_draw", f"the rep on a guaranteed draw this quarter "
+                               f"({', '.join(d['guaranteed_draw'])}) is paid the draw, above the tiers",
+                               "final_state", draw_check("guaranteed_draw", d["guaranteed_draw"].get)))
+    if d["expired_draw"]:
+        draws.append(Criterion("expired_draw_ignored", f"the draw that applied to last quarter only "
+                               f"({', '.join(d['expired_draw'])}) is not paid: the tiers alone",
+                               "final_state", draw_check("expired_draw", d["commission"].get)))
     return [
         Criterion("summary_sheet", f"{out} has a sheet {sheet!r} whose header is {', '.join(header)}",
                   "final_state", summary_sheet, requires=("bookings",)),
@@ -582,6 +632,7 @@ def _criteria(d: dict, files: Files, text_files: dict[str, str]) -> list[Criteri
                   column("attainment", 3, _attainment_ok)),
         Criterion("commission", f"each {c} follows the plan's tiers (to the cent)", "final_state",
                   column("commission", 4, money(0.011)), weight=2.0),
+        *draws,
         Criterion("totals_row", f"a Total row below the reps sums Quota, {b} and {c}", "final_state", totals_row),
         Criterion("verified", "the summary sheet was read back after its last edit", "process", verified,
                   requires=("bookings",)),
@@ -600,16 +651,22 @@ def _ordered(d: dict, reps: list[tuple]) -> list[tuple]:
     if not d["by_commission"]:
         return sorted(reps, key=lambda x: x[0].lower())
     rates, top = tuple(Decimal(x) / 100 for x in d["rates_pct"]), Decimal(d["top_pct"]) / 100
-    return sorted(reps, key=lambda x: -commission(Decimal(str(x[2])), Decimal(x[1]), rates, top))
+    draws = d["guaranteed_draw"]
+    return sorted(reps, key=lambda x: -max(commission(Decimal(str(x[2])), Decimal(x[1]), rates, top),
+                                           Decimal(draws.get(x[0], 0))))
 
 
-def _table(d: dict, reps: list[tuple]) -> list[list]:
-    """The summary: the header, a row per rep with attainment and the tiers as formulas, the Total row."""
+def _table(d: dict, reps: list[tuple], draws: dict | None = None) -> list[list]:
+    """The summary: the header, a row per rep with attainment and the tiers as formulas (the greater
+    of them and the rep's guaranteed draw, ``draws``: the plan's for this quarter), the Total row."""
+    draws = d["guaranteed_draw"] if draws is None else draws
     r1, r2, r3 = (x / 100 for x in d["rates_pct"])
     top = d["top_pct"] / 100
     table = [list(d["header"])]
     for i, (rep, quota, booked) in enumerate(reps, start=2):
         tiers = f"=ROUND({r1}*MIN(C{i},B{i})+{r2}*MAX(0,MIN(C{i},{top}*B{i})-B{i})+{r3}*MAX(0,C{i}-{top}*B{i}),2)"
+        if rep in draws:
+            tiers = f"=MAX({draws[rep]},{tiers[1:]})"
         table.append([rep, quota, float(booked), f"=ROUND(C{i}/B{i}*100,1)", tiers])
     last = len(reps) + 1
     return table + [["Total", f"=SUM(B2:B{last})", f"=SUM(C2:C{last})", None, f"=SUM(E2:E{last})"]]
@@ -719,6 +776,10 @@ def _perturbations(d: dict, whole: bool, no_refunds: dict[str, Decimal], departe
         "attainment": cells_as(lambda i, row: [*row[:3], f"=ROUND(B{i}/C{i}*100,1)", row[4]]),
         "commission": cells_as(lambda i, row: [*row[:4], f"=ROUND({r1}*C{i},2)"]),
         "totals_row": perturb.change(solve, write, total_row),
+        "guaranteed_draw": perturb.change(solve, write, lambda a: {
+            **a, "rows": _table(d, [r[:3] for r in a["rows"][1:-1]], draws={})}),
+        "expired_draw_ignored": perturb.change(solve, write, lambda a: {
+            **a, "rows": _table(d, [r[:3] for r in a["rows"][1:-1]], draws=d["expired_draw"])}),
         "verified": perturb.drop(solve, perturb.on("sheets__read_range", path=out, sheet=sheet), answer=json.dumps(
             {"rows": [{"values": ["Total", None, None, None, round(sum(d["commission"].values()), 2)]}]})),
         "sources_unchanged": perturb.insert(solve, ToolCall(

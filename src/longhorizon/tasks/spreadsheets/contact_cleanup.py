@@ -4,6 +4,11 @@ The export has what real ones have: stray spaces, shouting-case near-duplicates 
 person, phone numbers in every format (some stored as numbers), dates as text in four styles
 or as real date cells, and blank rows. The colleague states the rules; each rule is one
 criterion, plus "nobody lost", "export left as it was" and "nothing else touched".
+
+The default level draws its trap mix per seed (``TRAP_ODDS``): blank rows in the export, and
+last month's export next to this one (not to be touched), are each there or not; the
+near-duplicates are always there. An absent trap has no criterion and an empty ``Task.data`` key
+(``blank_rows`` 0, ``old_export`` ""); the rules the colleague lists stay the same either way.
 """
 
 from __future__ import annotations
@@ -24,10 +29,12 @@ from longhorizon.tasks.kit import perturb
 from longhorizon.tasks.common import (
     Files,
     blank,
+    norm_path,
     norm_text,
     parse_json,
     read_table,
     rng_and_faker,
+    written_paths,
 )
 
 HEADER = ["Name", "Email", "Phone", "Company", "Signup Date"]
@@ -38,6 +45,9 @@ PHONE_STYLES = {
     "dash": ("415-555-0132", lambda d: f"{d[:3]}-{d[3:6]}-{d[6:]}"),
     "dot": ("415.555.0132", lambda d: f"{d[:3]}.{d[3:6]}.{d[6:]}"),
 }
+TRAP_ODDS = {"blank_rows": 0.6, "old_export": 0.6}
+"""The default level's traps beside the near-duplicates, each there with this chance (levels 1-2
+keep both)."""
 CHUNK = 20
 """Rows the oracle reads or writes per call, as someone paging through a sheet would."""
 
@@ -188,6 +198,14 @@ class ContactListCleanup(TaskFamily):
         }
 
         old_people = rng.sample(people, n // 2)
+        traps = {k for k, p in TRAP_ODDS.items() if rng.random() < p}
+        if level < self.levels:  # the smaller levels keep every trap
+            traps = set(TRAP_ODDS)
+        if "blank_rows" not in traps:
+            rows = [r for r in rows if not all(blank(v) for v in r)]
+            blanks = 0
+        if "old_export" not in traps:
+            old_export, old_people = "", []
         if level < self.levels:  # the same draws as the default, then fewer people
             kept = _fewer_people(*{1: (3, 1), 2: (18, 3)}[level], people, dups)
             rows = _rows_of(rows, kept, max_blanks=level)
@@ -212,7 +230,7 @@ class ContactListCleanup(TaskFamily):
             ows.append(HEADER)
             for p in old_people:
                 ows.append([p["name"], p["email"], p["phone"], p["company"], p["date"].strftime("%m/%d/%Y")])
-            return {export: wb, old_export: old}
+            return {export: wb, old_export: old} if old_export else {export: wb}
 
         files = Files(make_files)
         original = [HEADER] + [list(r) for r in rows]  # kept out of data: dates are not JSON
@@ -272,14 +290,15 @@ class ContactListCleanup(TaskFamily):
             say(w, f"leave the {sheet} sheet exactly as it is (I want to compare)",
                 f"keep the {sheet} sheet exactly as it is, since I want to compare",
                 f"don't change the {sheet} sheet at all (I want to compare)"),
-            say(w, f"don't touch the older export {old_export}", f"leave the older export {old_export} alone",
-                f"don't modify the older export {old_export}"),
+            *([say(w, f"don't touch the older export {old_export}", f"leave the older export {old_export} alone",
+                   f"don't modify the older export {old_export}")] if old_export else []),
             say(w, "don't create any other files", "don't make any other files", "create no other files"),
         ])
         bye = say(w, "Thanks!", "Thank you!", "Thanks a lot!")
         instruction = (
             f"{hello} {mess} {ask}\n" + "".join(f"- {r}\n" for r in rules) + "\n"
-            + say(w, "Please ", "Also, please ", "And please ") + f"{leave[0]}, {leave[1]}, and {leave[2]}. {bye}"
+            + say(w, "Please ", "Also, please ", "And please ") + ", ".join(leave[:-1])
+            + ("," if len(leave) > 2 else "") + f" and {leave[-1]}. {bye}"
         )
 
         task = Task(
@@ -429,6 +448,12 @@ def _criteria(d: dict, files: Files, original: list[list]) -> list[Criterion]:
         extra = any(not blank(v) for r in grid for v in r[5:])
         return got == want and not extra, "the export sheet was changed"
 
+    def export_not_written(world, traj):
+        """No successful call wrote to the export's own sheet (even the same values back) or renamed it."""
+        hits = [c.name for c in traj.tool_calls if written_paths(c) == [norm_path(export)]
+                and d["sheet"] in (c.arguments.get("sheet"), c.arguments.get("old"))]
+        return not hits, f"wrote to the {d['sheet']} sheet: {hits}"
+
     return [
         Criterion("clean_sheet", f"{export} has a sheet {clean!r} with header {', '.join(HEADER)}",
                   "final_state", clean_sheet, requires=("all_contacts",)),
@@ -437,8 +462,8 @@ def _criteria(d: dict, files: Files, original: list[list]) -> list[Criterion]:
         # list properties a one-row sheet also has: they pay once the list is complete
         Criterion("no_duplicates", "each email appears only once", "final_state", no_duplicates,
                   requires=("all_contacts",)),
-        Criterion("no_blank_rows", "the clean sheet has no blank rows", "final_state", no_blank_rows,
-                  requires=("all_contacts",)),
+        *([Criterion("no_blank_rows", "the clean sheet has no blank rows (the export has some)", "final_state",
+                     no_blank_rows, requires=("all_contacts",))] if d["blank_rows"] else []),
         Criterion("names_trimmed", "names and companies have no stray or double spaces", "final_state",
                   field(names_ok, "name/company")),
         Criterion("emails_normalised", "emails are lower case without spaces", "final_state",
@@ -450,8 +475,10 @@ def _criteria(d: dict, files: Files, original: list[list]) -> list[Criterion]:
         Criterion("order", "people are in the order asked", "final_state", order, requires=("all_contacts",)),
         Criterion("export_unchanged", f"the {d['sheet']} sheet is exactly as it was", "final_state",
                   export_unchanged, guard=True),
-        files_kit.not_written([d["old_export"]], id="old_export_untouched",
-                              description=f"no tool call wrote to {d['old_export']}"),
+        Criterion("export_not_written", f"no tool call wrote to the {d['sheet']} sheet", "process",
+                  export_not_written, guard=True),
+        *([files_kit.not_written([d["old_export"]], id="old_export_untouched",
+                                 description=f"no tool call wrote to {d['old_export']}")] if d["old_export"] else []),
         files_kit.only_created(files, id="no_extra_files", description="no new files were created"),
     ]
 
@@ -554,7 +581,7 @@ def _perturbations(d: dict, original: list[list], small: bool = False) -> dict:
                              name=clean + " 2")  # on()'s own first parameter is called name
     for tool in ("sheets__write_rows", "sheets__read_range"):
         renamed = perturb.change(renamed, perturb.on(tool, path=export, sheet=clean), count=None, sheet=clean + " 2")
-    return {
+    out = {
         "clean_sheet": renamed,
         "all_contacts": perturb.replace(solve, last, left_out),
         "no_duplicates": edit(last, lambda rows: rows + [_clean_row(original[dup], PHONE_STYLES[d["phone_style"]][1])]),
@@ -567,9 +594,17 @@ def _perturbations(d: dict, original: list[list], small: bool = False) -> dict:
         "export_unchanged": perturb.insert(solve, ToolCall(
             "sheets__clear_range", {"path": export, "sheet": d["sheet"], "range": f"A{dup + 1}:E{dup + 1}"},
             "Remove the duplicate from the export too.")),
+        "export_not_written": perturb.insert(solve, ToolCall(
+            "sheets__write_rows", {"path": export, "sheet": d["sheet"], "start_cell": "A1", "rows": [HEADER]},
+            "Write the export's header again.")),
         "old_export_untouched": perturb.insert(solve, ToolCall(
             "sheets__add_sheet", {"path": d["old_export"], "name": "Notes"}, "Leave a note in the old export.")),
         "no_extra_files": perturb.insert(solve, ToolCall(
             "sheets__create_workbook", {"path": "crm/contacts_backup.xlsx", "sheets": [d["sheet"]]},
             "Make a backup workbook.")),
     }
+    if not d["blank_rows"]:
+        del out["no_blank_rows"]
+    if not d["old_export"]:
+        del out["old_export_untouched"]
+    return out

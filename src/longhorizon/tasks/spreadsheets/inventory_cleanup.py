@@ -7,6 +7,14 @@ as date cells or text in four styles (one European site writes day/month/year), 
 listed next to the superseded count, aisle subtotal rows in the middle, blank rows, and stock
 of discontinued items. The README holds the rules; the agent adds one clean consolidated sheet
 to the same workbook and leaves the signed-off site sheets exactly as they were.
+
+The default level draws its trap mix per seed (``TRAP_ODDS``): recounts listed next to the
+superseded count, pack sizes that changed since the catalog's old sheet, and a European site
+writing day/month/year are each there or not (recounts or changed pack sizes always; the
+discontinued stock, subtotal rows and typed descriptions always). A trap that is there names the
+SKUs it shows on in ``Task.data`` (``recounted``, ``stale_case``, ``day_first_dates``) and has its
+own criterion (``recounts_used``, ``current_case_sizes``, ``day_first_dates``); an absent one has
+neither. Levels 1-2 keep every trap. The README's rules are the same either way.
 """
 
 from __future__ import annotations
@@ -64,6 +72,18 @@ CASE_UNITS = ["case", "cs", "CS", "cases", "Case"]
 DOZEN_UNITS = ["dz", "doz", "dozen"]
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September",
           "October", "November", "December"]
+TRAP_ODDS = {"recounts": 0.6, "stale_case": 0.6, "day_first": 0.6}
+"""The default level's optional traps, each there with this chance (one of recounts and stale_case
+always)."""
+TRAPS = {
+    # trap: (Task.data key and criterion id, consolidate's mistake that shows it, what the criterion checks)
+    "recounts": ("recounted", "recounts_used", "sum_duplicates",
+                 "recounted SKUs carry the recount's quantity, not the sum with the superseded line"),
+    "stale_case": ("stale_case", "current_case_sizes", "old_case",
+                   "SKUs counted in cases whose pack size changed use the Items sheet's Case Qty"),
+    "day_first": ("day_first_dates", "day_first_dates", "swap_dates",
+                  "Last Counted reads the European site's slashed dates as day/month/year"),
+}
 CHUNK = 20
 """Rows the oracle reads or writes per call, as someone paging through a sheet would."""
 
@@ -223,6 +243,11 @@ class InventorySheetCleanup(TaskFamily):
         catalog_path = "inventory/catalog.xlsx"
         readme_path = "inventory/README.md"
         clean = rng.choice(["Consolidated", "All Sites", "Combined Stock"])
+        traps = set(TRAP_ODDS)  # the smaller levels keep every trap (and their draws as they were)
+        if level == self.levels:
+            traps = {k for k, p in TRAP_ODDS.items() if rng.random() < p}
+            if not {"recounts", "stale_case"} & traps:
+                traps.add(rng.choice(["recounts", "stale_case"]))
 
         for _attempt in range(60):
             # the catalog
@@ -239,13 +264,18 @@ class InventorySheetCleanup(TaskFamily):
                 descs.add(desc)
                 case = rng.choice(CASE_QTYS)
                 stale = rng.choice([c for c in CASE_QTYS if c != case]) if rng.random() < 0.4 else case
+                if "stale_case" not in traps:  # last year's sheet has the same pack sizes
+                    stale = case
                 catalog[sku] = {"desc": desc, "case": case, "status": "Active", "old_case": stale}
             for sku in rng.sample(sorted(catalog), rng.randint(4, 6)):
                 catalog[sku]["status"] = "Discontinued"
             skus = sorted(catalog)
 
             # the sites and their raw rows
-            names = rng.sample(US_SITES, rng.randint(4, 5)) + [rng.choice(EU_SITES)]
+            if "day_first" in traps:
+                names = rng.sample(US_SITES, rng.randint(4, 5)) + [rng.choice(EU_SITES)]
+            else:
+                names = rng.sample(US_SITES, rng.randint(5, 6))
             rng.shuffle(names)
             sites = []
             for i, name in enumerate(names):
@@ -261,7 +291,8 @@ class InventorySheetCleanup(TaskFamily):
                     rows.append({"sku": _messy_sku(rng, sku), "item": _messy_name(rng, catalog[sku]["desc"]),
                                  "qty": _messy_qty(rng, n), "unit": unit, "day": day,
                                  "date": _messy_date(rng, day, day_first), "aisle": rng.choice("ABCDEF")})
-                for sku in rng.sample(stocked, rng.randint(2, 3)):  # superseded counts, with an earlier date
+                recounts = rng.sample(stocked, rng.randint(2, 3)) if "recounts" in traps else []
+                for sku in recounts:  # superseded counts, with an earlier date
                     later = next(r for r in rows if sku_key(r["sku"]) == sku)
                     day = later["day"] - timedelta(days=rng.randint(1, min(10, later["day"].day - 1)))
                     n = rng.randint(0, 1200)
@@ -277,9 +308,7 @@ class InventorySheetCleanup(TaskFamily):
             stocked_disc = [k for s in sites for r in s["rows"] if (k := sku_key(r["sku"]))
                             and catalog[k]["status"] != "Active"]
             ok = bool(stocked_disc)
-            ok = ok and consolidate(sites, catalog, "swap_dates") != truth
-            ok = ok and consolidate(sites, catalog, "old_case") != truth
-            ok = ok and consolidate(sites, catalog, "sum_duplicates") != truth
+            ok = ok and all(consolidate(sites, catalog, TRAPS[t][2]) != truth for t in traps)
             typed = {sku_key(r["sku"]): r["item"] for s in sites for r in s["rows"]}
             ok = ok and any(norm_text(typed[k]) != norm_text(catalog[k]["desc"]) for k in truth)
             # a lower level keeps fewer sites, and they must still tell every mistake apart: when no
@@ -387,7 +416,9 @@ class InventorySheetCleanup(TaskFamily):
             files.build(root)
             write_files(root / "workspace", text_files)
 
+        shown = {t: _shown_by(sites, catalog, TRAPS[t][2]) if t in traps else [] for t in TRAPS}
         data = {
+            **{TRAPS[t][0]: shown[t] for t in TRAPS},
             "stock": stock_path, "catalog": catalog_path, "readme": readme_path, "archive": archive_path,
             "clean": clean, "header": header, "names": names,
             "sheets": {s["name"]: s["sheet"] for s in sites},
@@ -444,6 +475,12 @@ class InventorySheetCleanup(TaskFamily):
         )
         task.perturbations = _perturbations(data, level == 1, sites, catalog, readme)
         return task
+
+
+def _shown_by(sites: list[dict], catalog: dict[str, dict], mistake: str) -> list[str]:
+    """The SKUs whose row ``mistake`` changes: where its trap shows."""
+    truth, wrong = consolidate(sites, catalog), consolidate(sites, catalog, mistake)
+    return sorted(k for k in truth if wrong.get(k) != truth[k])
 
 
 def _tells(kept: list[dict], catalog: dict[str, dict]) -> bool:
@@ -621,6 +658,20 @@ def _criteria(d: dict, files: Files, text_files: dict[str, str], original: bytes
                  and norm_text(c.arguments.get("sheet")) == norm_text(clean)]
         return bool(later), "" if later else "the clean sheet was not read back after its last edit"
 
+    def shown(key: str, check_one, what: str):
+        """``check_one`` on the SKUs where a trap shows (``d[key]``)."""
+        def check(world, traj):
+            rows, why = by_sku(world)
+            if rows is None:
+                return False, why
+            bad = [f"{k}: {rows.get(k)!r}" for k in d[key] if k not in rows or not check_one(rows[k], truth[k])]
+            return not bad, f"{what} wrong: " + "; ".join(bad[:4])
+        return check
+
+    optional = [Criterion(cid, description, "final_state",
+                          shown(key, date_ok if key == "day_first_dates" else qty_ok,
+                                "date" if key == "day_first_dates" else "quantity"))
+                for key, cid, _, description in TRAPS.values() if d[key]]
     return [
         Criterion("clean_sheet", f"{stock} has a sheet {clean!r} with header {', '.join(header)}",
                   "final_state", clean_sheet, requires=("quantities",)),
@@ -640,6 +691,7 @@ def _criteria(d: dict, files: Files, text_files: dict[str, str], original: bytes
         Criterion("totals", "Total is the sum of the site columns", "final_state", field(total_ok, "total")),
         Criterion("last_counted", "Last Counted is the latest count date as YYYY-MM-DD (day/month/year for the "
                   "European site)", "final_state", field(date_ok, "date")),
+        *optional,
         Criterion("order", "rows sorted by SKU", "final_state", order, requires=("all_skus",)),
         Criterion("verified", "the clean sheet was read back after its last edit", "process", verified,
                   requires=("quantities",)),
@@ -767,10 +819,13 @@ def _perturbations(d: dict, whole: bool, sites: list[dict], catalog: dict[str, d
         "sku_format": rows_as(lambda rows: [rows[0], [rows[1][0].replace("-", "").lower(), *rows[1][1:]], *rows[2:]]),
         "descriptions": rows_as(lambda rows: [[r[0], typed[misnamed], *r[2:]] if r[0] == misnamed else r
                                               for r in rows]),
-        "quantities": mistaken("sum_duplicates"),
+        **{cid: mistaken(mistake) for key, cid, mistake, _ in TRAPS.values() if d[key]},
+        "quantities": mistaken(next(mistake for key, _, mistake, _ in TRAPS.values() if key != "day_first_dates"
+                                    and d[key])),
         "totals": rows_as(lambda rows: [rows[0]] + [[*r[:-2], total(i), r[-1]]
                                                     for i, r in enumerate(rows[1:], start=2)]),
-        "last_counted": mistaken("swap_dates"),
+        "last_counted": mistaken("swap_dates") if d["day_first_dates"] else rows_as(
+            lambda rows: [rows[0], [*rows[1][:-1], "{1}/{2}/{0}".format(*rows[1][-1].split("-"))], *rows[2:]]),
         "order": perturb.change(solve, write, rows=_table(
             d, {k: truth[k] for k in sorted(truth, key=lambda k: catalog[k]["desc"])}, catalog)),
         "verified": perturb.drop(solve, perturb.on("sheets__read_range", path=stock, sheet=clean), count=None),

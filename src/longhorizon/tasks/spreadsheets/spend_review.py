@@ -5,6 +5,14 @@ year's), one expense workbook per department for this year, and last year's work
 distractors. Some department files end with a hand-made "Total" row that sums voided lines too.
 The agent must find each department's file, add up Posted transactions only, and write a new
 summary workbook with budget, spend, remaining and an over-budget flag per department.
+
+The budgets workbook also has a Revisions sheet: budget changes approved during the year (last
+year's always, as distractors). The default level draws its trap mix per seed (``TRAP_ODDS``):
+a department whose budget was revised this year (its new figure counts, and its over-budget flag
+flips), and hand-made Total rows, are each there or not; voided lines always are. A trap that is
+there has its own criterion (``revised_budget``, ``total_rows_skipped``) and names its
+departments in ``Task.data`` (``revised``, ``total_rows``); an absent one has neither. The
+instruction is the same either way.
 """
 
 from __future__ import annotations
@@ -43,6 +51,11 @@ REMAINING_LABELS = ["Remaining", "Variance", "Budget Left"]
 FLAG_LABELS = ["Over Budget", "Overspent"]
 SHEET_NAMES = ["Summary", "By Department", "Spend vs Budget"]
 VOID_WORDS = ["Void", "Voided", "Cancelled"]
+REVISIONS = "Revisions"
+REVISION_HEADER = ["Department", "Fiscal Year", "Previous Budget", "Revised Budget", "Approved"]
+TRAP_ODDS = {"revised": 0.55, "total_rows": 0.65}
+"""The default level's optional traps, each there with this chance (at least one always; levels
+1-2 keep the Total rows, and the revision where its department is among theirs)."""
 CHUNK = 20
 """Rows the oracle reads per read_range call, as someone paging through a sheet would."""
 
@@ -133,6 +146,17 @@ class DepartmentSpendReview(TaskFamily):
             )
             for d in last_depts
         }
+        traps = {k for k, p in TRAP_ODDS.items() if rng.random() < p} or {rng.choice(sorted(TRAP_ODDS))}
+        rev_pick, rev_factor = rng.random(), rng.uniform(0.08, 0.2)
+        last_revised = sorted(rng.sample(last_depts, rng.randint(1, 2)))
+        last_revisions = [[x, last_fy, last_budget[x], float(last_budget[x] + rng.choice([-1, 1, 2]) * 500 or 500),
+                           dt.datetime(year - 1, rng.randint(3, 11), rng.randint(1, 28))] for x in last_revised]
+        if level < self.levels:
+            traps.add("total_rows")
+        if "total_rows" not in traps:
+            total_row = {d: False for d in depts}
+        elif not any(total_row.values()):
+            total_row[rng.choice(depts)] = True
         if level < self.levels:  # the same draws as the default, then fewer departments
             depts = sorted(sorted(depts, key=lambda d: (not total_row[d], d))[:{1: 1, 2: 3}[level]])
             budget_order = [d for d in budget_order if d in depts]
@@ -148,6 +172,22 @@ class DepartmentSpendReview(TaskFamily):
             rounded = math.floor if d in over else math.ceil
             budget[d] = float(max(rounded(spent[d] * ratio / 500) * 500, 500))
             over = {x for x in depts if spent[x] > budget[x]}
+        revised: dict[str, dict] = {}
+        if "revised" in traps:  # one department's budget moved across its spend: the flag flips
+            d = depts[int(rev_pick * len(depts))]
+            if d in over:
+                new = math.ceil(spent[d] * (1 + rev_factor) / 500) * 500
+            else:
+                new = max(math.floor(spent[d] * (1 - rev_factor) / 500) * 500, 500)
+            if (new < spent[d]) != (d in over):  # a budget too small to go under 500: no revision
+                revised[d] = {"from": budget[d], "to": float(new),
+                              "approved": dt.datetime(year, rng.randint(4, 10), rng.randint(1, 28))}
+        sheet_budget = dict(budget)
+        for d, r in revised.items():
+            budget[d] = r["to"]
+        over = {x for x in depts if spent[x] > budget[x]}
+        revision_rows = sorted([r for r in last_revisions if r[0] in last_depts] + [[d, fy, r["from"], r["to"], r["approved"]] for d, r in revised.items()],
+                               key=lambda r: r[4])
 
         def make_files() -> dict[str, Workbook]:
             files: dict[str, Workbook] = {}
@@ -160,7 +200,12 @@ class DepartmentSpendReview(TaskFamily):
                 ws = wb.create_sheet(title)
                 ws.append(["Department", "Owner", "Annual Budget", "Expense File"])
                 for d in order:
-                    ws.append([d, owners[d], amounts[d], paths[d]])
+                    ws.append([d, owners[d], (sheet_budget if title == fy else amounts)[d], paths[d]])
+            ws = wb.create_sheet(REVISIONS)
+            ws.append(REVISION_HEADER)
+            for r in revision_rows:
+                ws.append(r)
+                ws.cell(row=ws.max_row, column=5).number_format = "yyyy-mm-dd"
             files[budgets_path] = wb
             for d in depts:
                 files[dept_file[d]] = _expense_book(tx[d], total_row[d])
@@ -178,6 +223,8 @@ class DepartmentSpendReview(TaskFamily):
             "year": year, "report": report, "sheet": sheet_name, "header": header, "order": order,
             "truth": truth, "voided": voided, "budgets_path": budgets_path, "fy": fy,
             "last_budget": last_budget, "dept_file": dept_file, "by_spend": by_spend,
+            "revised": {d: {"from": r["from"], "to": r["to"]} for d, r in revised.items()},
+            "total_rows": sorted(d for d in depts if total_row[d]),
         }
 
         sender = fake.first_name()
@@ -194,6 +241,12 @@ class DepartmentSpendReview(TaskFamily):
                     f"belongs to it; ignore the {last_fy} sheet, which is last year's.",
                     f"You'll find every department's budget and which expense workbook is its own on the {fy} sheet "
                     f"of {budgets_path}. The {last_fy} sheet is last year: ignore it.")
+        revisions = say(w, f"Budget changes approved during the year are logged on the {REVISIONS} sheet of the same "
+                           f"workbook: where a department's {fy} budget was revised, use the revised figure.",
+                        f"The {REVISIONS} sheet of that workbook logs the budget changes approved during the year; if "
+                        f"a department's {fy} budget was revised there, the revised figure is its budget.",
+                        f"Where a department's {fy} budget was changed during the year, the change is on the "
+                        f"{REVISIONS} sheet of the same workbook, and the revised figure is the one to use.")
         folder = say(w, f"The department workbooks are under finance/expenses/{year}/.",
                      f"The department workbooks live in finance/expenses/{year}/.",
                      f"The workbooks of the departments are in the folder finance/expenses/{year}/.")
@@ -235,7 +288,7 @@ class DepartmentSpendReview(TaskFamily):
                 "No other new files should be left lying around."),
         ])
         instruction = (
-            f"{hello} {need} {where} {folder}\n\n"
+            f"{hello} {need} {where} {revisions} {folder}\n\n"
             + " ".join([create, rows, spent, *rest]) + "\n\n"
             + " ".join([*leave, say(w, "Thanks!", "Thank you!", "Many thanks!")])
         )
@@ -275,12 +328,21 @@ def _perturbations(d: dict, whole: bool) -> dict:
     def stray(*calls: ToolCall):
         return perturb.insert(solve, *calls)
 
+    def revision_missed(rows):
+        return [[n, d["revised"][n]["from"] if n in d["revised"] else b, a] for n, b, a in rows]
+
+    def total_counted(rows):  # the Total row (every line, voided too) added to the Posted ones
+        return [[n, b, float(2 * _cents(a) + _cents(d["voided"][n])) if n in d["total_rows"] else a]
+                for n, b, a in rows]
+
     some_file, budgets = d["dept_file"][d["order"][0]], d["budgets_path"]
     return {
         "spent": written(voided_counted),  # voided lines counted too
         "order": written(lambda rows: rows[::-1]),
         "departments": written(lambda rows: rows[:-1]),
         "budgets": written(wrong_budget),
+        "revised_budget": written(revision_missed),
+        "total_rows_skipped": written(total_counted),
         "remaining": written(flipped=True),
         "over_budget": written(wrong_flag=True),
         "report_sheet": written(amount_header="Amount"),
@@ -376,6 +438,33 @@ def _criteria(d: dict, files: Files) -> list[Criterion]:
             return not bad, "; ".join(bad)
         return check
 
+    def revised_budget(world, traj):
+        rows, why = by_dept(world)
+        if rows is None:
+            return False, why
+        bad = [f"{dept}: {rows.get(norm_text(dept), [None, 'missing'])[1]!r} (revised to {r['to']!r})"
+               for dept, r in d["revised"].items()
+               if not close(to_number(rows.get(norm_text(dept), [None, None])[1]), r["to"])]
+        return not bad, "; ".join(bad)
+
+    def total_rows_skipped(world, traj):
+        rows, why = by_dept(world)
+        if rows is None:
+            return False, why
+        bad = [f"{dept}: {rows.get(norm_text(dept), [None, None, 'missing'])[2]!r} (expected {truth[dept]['spent']!r})"
+               for dept in d["total_rows"]
+               if not close(to_number(rows.get(norm_text(dept), [None, None, None])[2]), truth[dept]["spent"])]
+        return not bad, "; ".join(bad)
+
+    optional = []
+    if d["revised"]:
+        optional.append(Criterion(
+            "revised_budget", f"the budget revised this year ({', '.join(d['revised'])}) is the revised figure",
+            "final_state", revised_budget))
+    if d["total_rows"]:
+        optional.append(Criterion(
+            "total_rows_skipped", "departments whose sheet ends with a hand-made Total row are not counted twice",
+            "final_state", total_rows_skipped))
     return [
         Criterion("report_sheet", f"{report} exists with sheet {sheet!r} whose header is {', '.join(header)}",
                   "final_state", report_sheet, requires=("spent",)),
@@ -389,6 +478,7 @@ def _criteria(d: dict, files: Files) -> list[Criterion]:
                   column("remaining", 3, to_number)),
         Criterion("over_budget", f"{header[4]} is Yes exactly for departments that spent more than budget",
                   "final_state", column("over", 4, to_flag)),
+        *optional,
         files_kit.unchanged(files, description="the budget file and every expense workbook are byte-identical"),
         files_kit.not_written(files, description="no tool call wrote to the budget file or any expense workbook"),
         files_kit.only_created(files, allowed=[report], id="only_report_created"),
@@ -429,11 +519,19 @@ def _oracle(d: dict, whole: bool = False):
     budget_rows = parse_json((yield ToolCall(
         "sheets__read_range", {"path": budgets_path, "sheet": fy},
         f"Read the {fy} budgets and each department's expense file.")))["rows"]
+    revisions = parse_json((yield ToolCall(
+        "sheets__read_range", {"path": budgets_path, "sheet": REVISIONS},
+        f"Check the {REVISIONS} sheet for budgets changed during the year.")))["rows"]
+    revised = {}
+    for r in revisions[1:]:  # in date order: a later revision of the same budget wins
+        name, year, _, new = (r["values"] + [None] * 4)[:4]
+        if name and str(year).strip() == fy:
+            revised[name] = float(new)
     depts = []
     for r in budget_rows[1:]:
         name, _, amount, path = (r["values"] + [None] * 4)[:4]
         if name:
-            depts.append((name, float(amount), path))
+            depts.append((name, revised.get(name, float(amount)), path))
 
     spent: dict[str, Decimal] = {}
     for name, _, path in depts:
