@@ -41,7 +41,6 @@ KNOWN_FIXED_TRAPS = {
     "backorder_fulfilment",
     "cancelled_flight_rebooking",
     "contact_list_cleanup",
-    "contract_checklist_review",
     "csv_merge_script",
     "customer_payment_matching",
     "department_spend_review",

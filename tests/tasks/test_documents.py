@@ -172,3 +172,31 @@ async def test_postmortem_deck_draws_its_conflicts_per_seed(tmp_path):
         assert any("Handing incident commander over" in x for x in texts) == (not has)
         traj = await play_task(t, OraclePolicy())
         assert traj.grade.reward == 1.0, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+
+
+async def test_contract_review_draws_its_traps_per_seed():
+    """The affiliate, the rate card's old date and the contradicted cap item vary over seeds (at
+    least 3 trap sets); a draft without the conflict keeps liability_cap and has no
+    cap_conflict_flagged, one with it the other way round, and the oracle earns 1.0 on both."""
+    from longhorizon.tasks.diversity import trap_set
+
+    fam = get_family("contract_checklist_review")
+    tasks = [fam.generate(s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key, cid in (("affiliate", "affiliate_kept"), ("rate_card_old_date", "rate_card_kept"),
+                     ("cap_conflict", "cap_conflict_flagged")):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+        for t in tasks:
+            assert (cid in {c.id for c in t.criteria}) == bool(t.data[key]), (key, t.seed)
+    for t in tasks:
+        ids = {c.id for c in t.criteria}
+        assert t.data["affiliate"] or t.data["rate_card_old_date"] or t.data["cap_conflict"]
+        assert ("liability_cap" in ids) != ("cap_conflict_flagged" in ids)
+    assert all(fam.generate(s, 1).data["affiliate"] for s in range(5)), "level 1 keeps the affiliate"
+    with_conflict = next(t for t in tasks if t.data["cap_conflict"] and not t.data["affiliate"])
+    without = next(t for t in tasks if not t.data["cap_conflict"] and t.data["affiliate"])
+    for t in (with_conflict, without):
+        traj = await play_task(t, OraclePolicy())
+        assert traj.grade.reward == 1.0, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+        comments = [c for c in traj.tool_calls if c.name == "docs__add_comment"]
+        assert len(comments) == (2 if t.data["cap_conflict"] else 1)
