@@ -200,3 +200,33 @@ async def test_contract_review_draws_its_traps_per_seed():
         assert traj.grade.reward == 1.0, [(r.id, r.note) for r in traj.grade.results if not r.passed]
         comments = [c for c in traj.tool_calls if c.name == "docs__add_comment"]
         assert len(comments) == (2 if t.data["cap_conflict"] else 1)
+
+
+async def test_policy_redline_draws_its_traps_per_seed(tmp_path):
+    """The taxi limit sharing the old meal figure, the travel desk sharing the old owner's surname
+    and a later mail correcting one figure vary over seeds (at least 3 trap sets); the correction
+    mail is in the inbox only where one is drawn, the oracle reads it and earns 1.0, and the
+    figure as first mistyped fails figures_updated."""
+    from longhorizon.apps.mail import state as mail
+    from longhorizon.core.world import World
+    from longhorizon.tasks.diversity import trap_set
+
+    fam = get_family("policy_document_redline")
+    tasks = [fam.generate(s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("taxi_shares_meal", "desk_namesake", "corrected"):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+    assert all(t.data["taxi_shares_meal"] or t.data["desk_namesake"] or t.data["corrected"] for t in tasks)
+    assert all(fam.generate(s, 1).data["taxi_shares_meal"] for s in range(5)), "level 1 keeps the taxi limit"
+    with_fix = next(t for t in tasks if t.data["corrected"] == "hotel")
+    without = next(t for t in tasks if not t.data["corrected"])
+    for t in (with_fix, without):
+        world = World.build(tmp_path / str(t.seed), t.build)
+        subjects = [m["subject"] for m in mail.messages(world, "Inbox")]
+        traj = await play_task(t, OraclePolicy())
+        assert traj.grade.reward == 1.0, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+        reads = {c.arguments.get("message_id") for c in traj.tool_calls if c.name == "mail__read_message"}
+        assert (t.data["correction_id"] in reads) == bool(t.data["corrected"])
+        assert any(s.startswith("Re: Travel & expense policy") for s in subjects) == bool(t.data["corrected"])
+    traj = await play_task(with_fix, OraclePolicy(perturb="figures_updated"))
+    assert {r.id: r.passed for r in traj.grade.results}["figures_updated"] is False

@@ -76,8 +76,9 @@ JUDGEMENT: dict[str, Judgement] = {
         **{EXC: ("answers_from_policies", "sources_listed"),
            CHG: ("accepted_change", "counter_offer", "rejected_proposal")}),
     "policy_document_redline": _j(
-        "an earlier 'proposal' mail in the thread carries other figures than the approved changes; the "
-        "old allowance also appears, correctly, as the taxi limit",
+        "an earlier 'proposal' mail in the thread carries other figures than the approved changes; each "
+        "there or not: the old allowance also appears, correctly, as the taxi limit, a later mail corrects "
+        "one approved figure, the travel desk contact shares the old owner's surname",
         **{EXC: ("figures_updated",)}),
     "shared_drive_retention": _j(
         "the legal-hold list overrides expiry; documents exactly at an age limit stay; file names lie "
