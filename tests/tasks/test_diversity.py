@@ -59,7 +59,6 @@ KNOWN_FIXED_TRAPS = {
     "new_joiner_faq",
     "offsite_travel_booking",
     "pipeline_hygiene",
-    "project_status_report",
     "pulse_survey_results",
     "quarterly_kpi_review",
     "quarterly_review_deck",

@@ -230,3 +230,43 @@ async def test_policy_redline_draws_its_traps_per_seed(tmp_path):
         assert any(s.startswith("Re: Travel & expense policy") for s in subjects) == bool(t.data["corrected"])
     traj = await play_task(with_fix, OraclePolicy(perturb="figures_updated"))
     assert {r.id: r.passed for r in traj.grade.results}["figures_updated"] is False
+
+
+async def test_status_report_draws_its_traps_per_seed(tmp_path):
+    """The stale sync change, the closed risk and the reversed change vary over seeds (at least 3
+    trap sets); the reversed milestone's notes carry the change and its reversal only where one is
+    drawn, the oracle reports the reversed status and earns 1.0, and the tracker's status fails."""
+    from longhorizon.core.task import ToolCall
+    from longhorizon.core.world import World
+    from longhorizon.policies.scripted import rewritten_oracle
+    from longhorizon.tasks.diversity import trap_set
+
+    fam = get_family("project_status_report")
+    tasks = [fam.generate(s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("stale_notes", "closed_risks", "reversed"):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+    assert all(t.data["stale_notes"] or t.data["closed_risks"] or t.data["reversed"] for t in tasks)
+    with_rev = next(t for t in tasks if t.data["reversed"])
+    without = next(t for t in tasks if not t.data["reversed"])
+    for t in (with_rev, without):
+        world = World.build(tmp_path / str(t.seed), t.build)
+        notes = "\n".join(world.file(p).read_text() for p in t.data["notes"])
+        assert (": back to " in notes) == bool(t.data["reversed"])
+        traj = await play_task(t, OraclePolicy())
+        assert traj.grade.reward == 1.0, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+    m = with_rev.data["reversed"]
+    truth = with_rev.data["truth"][m]
+    assert truth["tracker_status"] != truth["status"]
+
+    right = f"{m} \u2014 {truth['status']} \u2014"
+    wrong = f"{m} \u2014 {truth['tracker_status']} \u2014"
+
+    def first_change(call):  # the change the later sync reverses, believed
+        text = call.arguments.get("text", "")
+        if text.startswith(right):
+            return ToolCall(call.name, {**call.arguments, "text": text.replace(right, wrong)}, call.note)
+        return call
+
+    traj = await play_task(rewritten_oracle(with_rev, first_change), OraclePolicy())
+    assert {r.id: r.passed for r in traj.grade.results}["milestone_status"] is False
