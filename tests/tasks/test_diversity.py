@@ -56,7 +56,6 @@ KNOWN_FIXED_TRAPS = {
     "meeting_requests",
     "mfa_account_recovery",
     "new_hire_onboarding",
-    "new_joiner_faq",
     "offsite_travel_booking",
     "pipeline_hygiene",
     "pulse_survey_results",

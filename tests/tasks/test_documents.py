@@ -270,3 +270,34 @@ async def test_status_report_draws_its_traps_per_seed(tmp_path):
 
     traj = await play_task(rewritten_oracle(with_rev, first_change), OraclePolicy())
     assert {r.id: r.passed for r in traj.grade.results}["milestone_status"] is False
+
+
+async def test_faq_draws_its_traps_per_seed(tmp_path):
+    """The archive, the draft, the old mail and the requester's follow-up vary over seeds (at least
+    3 trap sets, at least one stale source each); the follow-up's question is in the inbox, graded
+    by added_question and answered last by the oracle only where drawn, and leaving it out fails."""
+    from longhorizon.apps.mail import state as mail
+    from longhorizon.core.world import World
+    from longhorizon.tasks.diversity import trap_set
+
+    fam = get_family("new_joiner_faq")
+    tasks = [fam.generate(s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("archived_docs", "draft_doc", "old_note_id", "added_question"):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+    assert all(t.data["archived_docs"] or t.data["draft_doc"] or t.data["old_note_id"] for t in tasks)
+    level1 = fam.generate(0, 1).data
+    assert level1["archived_docs"] and level1["draft_doc"] and level1["old_note_id"] and not level1["added_question"]
+    with_q = next(t for t in tasks if t.data["added_question"])
+    without = next(t for t in tasks if not t.data["added_question"])
+    for t, has in ((with_q, True), (without, False)):
+        assert ("added_question" in {c.id for c in t.criteria}) == has
+        world = World.build(tmp_path / str(t.seed), t.build)
+        subjects = [m["subject"] for m in mail.messages(world, "Inbox")]
+        assert ("Re: New joiner FAQ" in subjects) == has
+        traj = await play_task(t, OraclePolicy())
+        assert traj.grade.reward == 1.0, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+        if has:
+            assert t.data["questions"][-1] == t.data["added_question"]
+    traj = await play_task(with_q, OraclePolicy(perturb="added_question"))
+    assert {r.id: r.passed for r in traj.grade.results}["added_question"] is False

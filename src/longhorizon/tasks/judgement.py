@@ -71,8 +71,9 @@ JUDGEMENT: dict[str, Judgement] = {
         "the manager in copy only if a line is flagged",
         **{EXC: ("statuses", "manager_copied")}),
     "new_joiner_faq": _j(
-        "superseded policy versions and an unapproved draft next to the current ones; a later leadership "
-        "thread accepts one change, counter-offers another and rejects a third",
+        "superseded policy versions, an unapproved draft and an old mail with outdated figures (each there "
+        "or not, at least one) next to the current ones; a later leadership thread accepts one change, "
+        "counter-offers another and rejects a third; a follow-up mail may add a question",
         **{EXC: ("answers_from_policies", "sources_listed"),
            CHG: ("accepted_change", "counter_offer", "rejected_proposal")}),
     "policy_document_redline": _j(
