@@ -38,7 +38,6 @@ KNOWN_FIXED_TRAPS = {
     # (each trap present or not, recorded in Task.data, criteria only for traps present), then
     # remove it here: the test fails until you do.
     "access_log_incident_timeline",
-    "contract_checklist_review",
     "csv_merge_script",
     "downloads_cleanup",
     "legacy_catalog_conversion",
@@ -47,9 +46,6 @@ KNOWN_FIXED_TRAPS = {
     "log_last_warning",
     "mfa_account_recovery",
     "new_hire_onboarding",
-    "new_joiner_faq",
-    "policy_document_redline",
-    "project_status_report",
     "quarterly_review_deck",
     "report_rotation_script",
     "timesheet_json_export",

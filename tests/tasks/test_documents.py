@@ -172,3 +172,132 @@ async def test_postmortem_deck_draws_its_conflicts_per_seed(tmp_path):
         assert any("Handing incident commander over" in x for x in texts) == (not has)
         traj = await play_task(t, OraclePolicy())
         assert traj.grade.reward == 1.0, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+
+
+async def test_contract_review_draws_its_traps_per_seed():
+    """The affiliate, the rate card's old date and the contradicted cap item vary over seeds (at
+    least 3 trap sets); a draft without the conflict keeps liability_cap and has no
+    cap_conflict_flagged, one with it the other way round, and the oracle earns 1.0 on both."""
+    from longhorizon.tasks.diversity import trap_set
+
+    fam = get_family("contract_checklist_review")
+    tasks = [fam.generate(s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key, cid in (("affiliate", "affiliate_kept"), ("rate_card_old_date", "rate_card_kept"),
+                     ("cap_conflict", "cap_conflict_flagged")):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+        for t in tasks:
+            assert (cid in {c.id for c in t.criteria}) == bool(t.data[key]), (key, t.seed)
+    for t in tasks:
+        ids = {c.id for c in t.criteria}
+        assert t.data["affiliate"] or t.data["rate_card_old_date"] or t.data["cap_conflict"]
+        assert ("liability_cap" in ids) != ("cap_conflict_flagged" in ids)
+    assert all(fam.generate(s, 1).data["affiliate"] for s in range(5)), "level 1 keeps the affiliate"
+    with_conflict = next(t for t in tasks if t.data["cap_conflict"] and not t.data["affiliate"])
+    without = next(t for t in tasks if not t.data["cap_conflict"] and t.data["affiliate"])
+    for t in (with_conflict, without):
+        traj = await play_task(t, OraclePolicy())
+        assert traj.grade.reward == 1.0, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+        comments = [c for c in traj.tool_calls if c.name == "docs__add_comment"]
+        assert len(comments) == (2 if t.data["cap_conflict"] else 1)
+
+
+async def test_policy_redline_draws_its_traps_per_seed(tmp_path):
+    """The taxi limit sharing the old meal figure, the travel desk sharing the old owner's surname
+    and a later mail correcting one figure vary over seeds (at least 3 trap sets); the correction
+    mail is in the inbox only where one is drawn, the oracle reads it and earns 1.0, and the
+    figure as first mistyped fails figures_updated."""
+    from longhorizon.apps.mail import state as mail
+    from longhorizon.core.world import World
+    from longhorizon.tasks.diversity import trap_set
+
+    fam = get_family("policy_document_redline")
+    tasks = [fam.generate(s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("taxi_shares_meal", "desk_namesake", "corrected"):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+    assert all(t.data["taxi_shares_meal"] or t.data["desk_namesake"] or t.data["corrected"] for t in tasks)
+    assert all(fam.generate(s, 1).data["taxi_shares_meal"] for s in range(5)), "level 1 keeps the taxi limit"
+    with_fix = next(t for t in tasks if t.data["corrected"] == "hotel")
+    without = next(t for t in tasks if not t.data["corrected"])
+    for t in (with_fix, without):
+        world = World.build(tmp_path / str(t.seed), t.build)
+        subjects = [m["subject"] for m in mail.messages(world, "Inbox")]
+        traj = await play_task(t, OraclePolicy())
+        assert traj.grade.reward == 1.0, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+        reads = {c.arguments.get("message_id") for c in traj.tool_calls if c.name == "mail__read_message"}
+        assert (t.data["correction_id"] in reads) == bool(t.data["corrected"])
+        assert any(s.startswith("Re: Travel & expense policy") for s in subjects) == bool(t.data["corrected"])
+    traj = await play_task(with_fix, OraclePolicy(perturb="figures_updated"))
+    assert {r.id: r.passed for r in traj.grade.results}["figures_updated"] is False
+
+
+async def test_status_report_draws_its_traps_per_seed(tmp_path):
+    """The stale sync change, the closed risk and the reversed change vary over seeds (at least 3
+    trap sets); the reversed milestone's notes carry the change and its reversal only where one is
+    drawn, the oracle reports the reversed status and earns 1.0, and the tracker's status fails."""
+    from longhorizon.core.task import ToolCall
+    from longhorizon.core.world import World
+    from longhorizon.policies.scripted import rewritten_oracle
+    from longhorizon.tasks.diversity import trap_set
+
+    fam = get_family("project_status_report")
+    tasks = [fam.generate(s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("stale_notes", "closed_risks", "reversed"):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+    assert all(t.data["stale_notes"] or t.data["closed_risks"] or t.data["reversed"] for t in tasks)
+    with_rev = next(t for t in tasks if t.data["reversed"])
+    without = next(t for t in tasks if not t.data["reversed"])
+    for t in (with_rev, without):
+        world = World.build(tmp_path / str(t.seed), t.build)
+        notes = "\n".join(world.file(p).read_text() for p in t.data["notes"])
+        assert (": back to " in notes) == bool(t.data["reversed"])
+        traj = await play_task(t, OraclePolicy())
+        assert traj.grade.reward == 1.0, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+    m = with_rev.data["reversed"]
+    truth = with_rev.data["truth"][m]
+    assert truth["tracker_status"] != truth["status"]
+
+    right = f"{m} \u2014 {truth['status']} \u2014"
+    wrong = f"{m} \u2014 {truth['tracker_status']} \u2014"
+
+    def first_change(call):  # the change the later sync reverses, believed
+        text = call.arguments.get("text", "")
+        if text.startswith(right):
+            return ToolCall(call.name, {**call.arguments, "text": text.replace(right, wrong)}, call.note)
+        return call
+
+    traj = await play_task(rewritten_oracle(with_rev, first_change), OraclePolicy())
+    assert {r.id: r.passed for r in traj.grade.results}["milestone_status"] is False
+
+
+async def test_faq_draws_its_traps_per_seed(tmp_path):
+    """The archive, the draft, the old mail and the requester's follow-up vary over seeds (at least
+    3 trap sets, at least one stale source each); the follow-up's question is in the inbox, graded
+    by added_question and answered last by the oracle only where drawn, and leaving it out fails."""
+    from longhorizon.apps.mail import state as mail
+    from longhorizon.core.world import World
+    from longhorizon.tasks.diversity import trap_set
+
+    fam = get_family("new_joiner_faq")
+    tasks = [fam.generate(s) for s in range(20)]
+    assert len({trap_set(t) for t in tasks}) >= 3
+    for key in ("archived_docs", "draft_doc", "old_note_id", "added_question"):
+        assert {bool(t.data[key]) for t in tasks} == {True, False}, key
+    assert all(t.data["archived_docs"] or t.data["draft_doc"] or t.data["old_note_id"] for t in tasks)
+    level1 = fam.generate(0, 1).data
+    assert level1["archived_docs"] and level1["draft_doc"] and level1["old_note_id"] and not level1["added_question"]
+    with_q = next(t for t in tasks if t.data["added_question"])
+    without = next(t for t in tasks if not t.data["added_question"])
+    for t, has in ((with_q, True), (without, False)):
+        assert ("added_question" in {c.id for c in t.criteria}) == has
+        world = World.build(tmp_path / str(t.seed), t.build)
+        subjects = [m["subject"] for m in mail.messages(world, "Inbox")]
+        assert ("Re: New joiner FAQ" in subjects) == has
+        traj = await play_task(t, OraclePolicy())
+        assert traj.grade.reward == 1.0, [(r.id, r.note) for r in traj.grade.results if not r.passed]
+        if has:
+            assert t.data["questions"][-1] == t.data["added_question"]
+    traj = await play_task(with_q, OraclePolicy(perturb="added_question"))
+    assert {r.id: r.passed for r in traj.grade.results}["added_question"] is False

@@ -75,13 +75,15 @@ JUDGEMENT: dict[str, Judgement] = {
         "the manager in copy only if a line is flagged",
         **{EXC: ("statuses", "manager_copied")}),
     "new_joiner_faq": _j(
-        "superseded policy versions and an unapproved draft next to the current ones; a later leadership "
-        "thread accepts one change, counter-offers another and rejects a third",
+        "superseded policy versions, an unapproved draft and an old mail with outdated figures (each there "
+        "or not, at least one) next to the current ones; a later leadership thread accepts one change, "
+        "counter-offers another and rejects a third; a follow-up mail may add a question",
         **{EXC: ("answers_from_policies", "sources_listed"),
            CHG: ("accepted_change", "counter_offer", "rejected_proposal")}),
     "policy_document_redline": _j(
-        "an earlier 'proposal' mail in the thread carries other figures than the approved changes; the "
-        "old allowance also appears, correctly, as the taxi limit",
+        "an earlier 'proposal' mail in the thread carries other figures than the approved changes; each "
+        "there or not: the old allowance also appears, correctly, as the taxi limit, a later mail corrects "
+        "one approved figure, the travel desk contact shares the old owner's surname",
         **{EXC: ("figures_updated",)}),
     "shared_drive_retention": _j(
         "the legal-hold list overrides expiry; drawn per seed: documents exactly at an age limit "

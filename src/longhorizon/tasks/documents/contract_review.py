@@ -1,12 +1,16 @@
 """Document review: work a legal review checklist through a draft services agreement.
 
 The draft (a real .docx: numbered clauses with numbered sub-clauses, a rate-card schedule with
-a table, signature lines) carries the faults the checklist names, and some traps: the
-supplier's name is misspelled two different ways next to an affiliate with a similar name, the
-old effective date also appears, correctly, as the rate-card date; striking a clause means
-renumbering every later clause, its sub-clauses and the cross-references to it, while
-references to earlier clauses must stay. The corrected contract is saved as a new version;
-every paragraph the checklist does not touch must come through unchanged.
+a table, signature lines) carries the faults the checklist names: the supplier's name is
+misspelled two different ways; striking a clause means renumbering every later clause, its
+sub-clauses and the cross-references to it, while references to earlier clauses must stay. The
+corrected contract is saved as a new version; every paragraph the checklist does not touch must
+come through unchanged. Traps, each drawn per seed at levels 2-3 (``TRAP_ODDS``, at least one;
+level 1 keeps the affiliate): an affiliate with a name like the supplier's (``affiliate_kept``),
+the old effective date also appearing, correctly, as the rate-card date (``rate_card_kept``),
+and a later checklist item that contradicts the liability-cap item: the cap stays as drafted
+and the clause gets a review comment for Legal (``cap_conflict_flagged`` in place of
+``liability_cap``). ``Task.data`` names each (empty when absent).
 """
 
 from __future__ import annotations
@@ -112,6 +116,21 @@ OPTIONAL = {"warranties", "insurance", "force_majeure", "entire"}
 VENDOR_WORDS = ["Data Systems", "Cloud Services", "Digital", "Analytics", "Software", "Networks"]
 AFFILIATE_WORDS = ["Data Services", "Hosting", "Infrastructure", "Cloud Operations"]
 CLIENT_WORDS = ["Logistics", "Retail", "Foods", "Health", "Energy", "Freight", "Media"]
+SUBCONTRACT_ALONE = ("The Supplier may subcontract hosting only with the Customer's prior written consent, and "
+                     "remains responsible for the acts of its subcontractors.")
+"""The subcontracting clause of a draft without an affiliate."""
+TRAP_ODDS = (("affiliate", 0.6), ("rate_card", 0.6), ("cap_conflict", 0.45))
+"""Levels 2-3: each trap in the draft with this chance (one drawn when none is)."""
+CAP_CONFLICT = (
+    "Limitation of Liability: the Supplier's mark-up keeping the cap at the fees paid in the preceding {old} "
+    "months was accepted on the last negotiation call.",
+    "Limitation of Liability: the commercial team agreed to leave the cap at {old} months of fees, as drafted.",
+    "Liability cap: per the signed term sheet the cap is the fees paid in the preceding {old} months.",
+)
+"""A later checklist item that contradicts the cap item (``{old}``: the draft's months)."""
+CONFLICT_RULE = ("Where two items disagree, don't choose between them: leave that wording as drafted and add a "
+                 "review comment on the clause asking Legal to resolve it.")
+CAP_NOTE = "Legal: two checklist items disagree on the liability cap; left as drafted, please confirm which applies."
 ROLES = ["Project manager", "Solution architect", "Senior engineer", "Engineer", "Test analyst", "Trainer"]
 FIXES = ("name", "eff", "term", "cap", "delete", "headings", "subclauses", "xrefs", "rename")
 TOKEN = re.compile(r"\{([a-z_=]+)\}")
@@ -126,7 +145,7 @@ the term, the affiliate's clause and a few the checklist leaves alone."""
 
 
 NEEDS = {"effective_date": "eff", "rate_card_kept": "eff", "initial_term": "term", "liability_cap": "cap",
-         "clause_deleted": "delete", "headings_renumbered": "delete", "subclauses_renumbered": "delete",
+         "cap_conflict_flagged": "cap", "clause_deleted": "delete", "headings_renumbered": "delete", "subclauses_renumbered": "delete",
          "cross_references": "delete", "term_renamed": "rename", "governing_law_comment": "comment"}
 """The checklist item a criterion grades (the others grade every level)."""
 
@@ -172,6 +191,19 @@ class ContractReview(TaskFamily):
         new_eff = dt.date(2026, rng.randint(1, 12), 1)
         old_term, new_term = rng.sample([12, 18, 24, 36, 48], 2)
         old_cap, new_cap = rng.sample([3, 6, 9, 12, 18], 2)
+        traps = {k for k, odds in TRAP_ODDS if rng.random() < odds}
+        traps = traps or {rng.choice([k for k, _ in TRAP_ODDS])}
+        if level == 1:  # the short draft: the affiliate's clause, no rate card, no cap
+            traps = {"affiliate"}
+        elif "cap" not in asked:
+            traps.discard("cap_conflict")
+        if "affiliate" not in traps:
+            affiliate = ""
+        rate_date = old_eff if "rate_card" in traps else dt.date(
+            2025, rng.choice([m for m in range(1, 13) if m != old_eff.month]), 1)
+        clauses = dict(CLAUSES)
+        if not affiliate:
+            clauses["subcontracting"] = (CLAUSES["subcontracting"][0], [SUBCONTRACT_ALONE])
 
         keys = [k for k in ORDER if k not in OPTIONAL or rng.random() < 0.6]
         keys.insert(rng.randint(3, 5), "exclusivity")
@@ -182,7 +214,7 @@ class ContractReview(TaskFamily):
         # which {vendor} slots carry a wrong spelling (at least one of each wrong spelling)
         short = level == 1  # each clause's first sub-clause only, no rate card
         vendor_slots = sum(t.count("{vendor}") for k in keys
-                           for t in CLAUSES[k][1][:1 if short else None]) + 2  # + preamble, signature
+                           for t in clauses[k][1][:1 if short else None]) + 2  # + preamble, signature
         wrong_at = rng.sample(range(vendor_slots), min(vendor_slots, rng.randint(2, 3)))
         slot_name = {i: wrong_names[j % 2] for j, i in enumerate(wrong_at)}
         rates = [[role, f"${rng.randint(6, 18) * 100:,}"] for role in rng.sample(ROLES, rng.randint(3, 5))]
@@ -226,13 +258,13 @@ class ContractReview(TaskFamily):
                 ("Normal", fill('It is made between {client} (the "Customer") and {vendor} (the "Supplier").'), "parties"),
             ]
             for k in kept:
-                title, bodies = CLAUSES[k]
+                title, bodies = clauses[k]
                 blocks.append(("Heading 1", f"{num(k, 'headings')}. {title}", f"head:{k}"))
                 for j, body in enumerate(bodies[:1] if short else bodies, start=1):
                     blocks.append(("Normal", f"{num(k, 'subclauses')}.{j} {fill(body, k)}", f"body:{k}:{j}"))
             blocks += [] if short else [
                 ("Heading 1", "Schedule 1 - Rate card", "schedule"),
-                ("Normal", f"Day rates below are as at {day_month_year(old_eff)} and exclude VAT.", "ratecard"),
+                ("Normal", f"Day rates below are as at {day_month_year(rate_date)} and exclude VAT.", "ratecard"),
                 {"table": [["Role", "Day rate"]] + rates},
             ]
             blocks += [
@@ -245,8 +277,10 @@ class ContractReview(TaskFamily):
         def plain(blocks: list) -> list:
             return [b if isinstance(b, dict) else (b[0], b[1]) for b in blocks]
 
+        cap_conflict = rng.choice(CAP_CONFLICT).format(old=old_cap) if "cap_conflict" in traps else ""
+        fixes = asked - {"cap"} if cap_conflict else asked  # a contradicted item: the wording stays
         draft_blocks = render(set())
-        final_blocks = render(asked)
+        final_blocks = render(fixes)
         folder = "legal"
         slug = re.sub(r"[^a-z0-9]+", "_", client.lower()).strip("_")
         draft = f"{folder}/contracts/{slug}_msa_draft.docx"
@@ -260,7 +294,8 @@ class ContractReview(TaskFamily):
         gl_new = [k for k in keys if k != "exclusivity"].index("governing_law") + 1
         items = {
             "name": f"The supplier's legal name is \"{vendor}\", exactly as on the company register. Correct every "
-            f"other spelling of it. {affiliate} is a separate company (an affiliate): leave it as it is.",
+            f"other spelling of it." + (f" {affiliate} is a separate company (an affiliate): leave it as it is."
+                                        if affiliate else ""),
             "eff": f"The Effective Date is {day_month_year(new_eff)}. The draft still shows last year's date wherever "
             f"the effective date is stated (including the signature lines). The rate card date in Schedule 1 is "
             f"correct and stays.",
@@ -272,6 +307,7 @@ class ContractReview(TaskFamily):
             "update every cross-reference (\"Clause 9\") to match. References to earlier clauses don't change.",
             "rename": "The defined term \"Customer\" becomes \"Client\" throughout (so \"Customer Data\" becomes "
             "\"Client Data\").",
+            "cap_conflict": cap_conflict,
             "comment": "Governing Law: do not change the wording, but add a review comment on that clause asking "
             "Legal to confirm the jurisdiction.",
         }
@@ -279,9 +315,10 @@ class ContractReview(TaskFamily):
             f"# Review checklist: Master Services Agreement, {client} / {vendor}",
             f"Prepared by {counsel} (Legal), {day_month_year(new_eff - dt.timedelta(days=rng.randint(10, 40)))}",
             "",
-            *(f"{i}. {text}" for i, text in enumerate((t for k, t in items.items() if k in asked), start=1)),
+            *(f"{i}. {text}" for i, text in enumerate(
+                (t for k, t in items.items() if k in asked or k == "cap_conflict" and t), start=1)),
             "",
-            "Nothing else should change.",
+            "Nothing else should change. " + CONFLICT_RULE,
         ]) + "\n"
         other_text = (f"# Review checklist: NDA, {other}\nPrepared by {person(fake)} (Legal)\n\n"
                       f"1. Term of confidentiality is 5 years.\n2. Governing law: New York.\n\nStatus: signed, closed.\n")
@@ -307,6 +344,8 @@ class ContractReview(TaskFamily):
             "affiliate": affiliate, "client": client, "old_eff": day_month_year(old_eff), "new_eff": day_month_year(new_eff),
             "old_term": old_term, "new_term": new_term, "old_cap": old_cap, "new_cap": new_cap,
             "deleted": deleted_at, "keys": keys, "gl_number": gl_new, "gl_tags": sorted(gl_tags),
+            "rate_card_old_date": day_month_year(old_eff) if "rate_card" in traps else "",
+            "cap_conflict": cap_conflict,
         }
         w = phrasing_rng(self.name, seed)
         back = say(w, f"Legal has sent back their review checklist for the {client} services agreement ({checklist}).",
@@ -330,14 +369,18 @@ class ContractReview(TaskFamily):
             say(w, f"Hi {me},", f"Hello {me},", f"{me}, quick one:", f"Morning {me},"), back, work,
             *in_some_order(w, [save, only]), check, say(w, "Thanks!", "Thank you!", "Many thanks.", "Cheers!")])
         brief = level == 1  # straight to the named files, no checks by search before the read-through
-        todo = set(FIXES) | {"comment"} if level == self.levels else asked  # (a set the oracle may change)
+        todo = set(FIXES) | {"comment"} if level == self.levels else set(asked)  # (a set the oracle may change)
+        if cap_conflict:
+            todo = todo - {"cap"} | {"cap_flag"}
         task = Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=sources.build,
             oracle=partial(_oracle, data, asked=todo, brief=brief),
-            criteria=_criteria(data, sources, draft_blocks, final_blocks), data=data,
+            criteria=_criteria(data, sources, draft_blocks, final_blocks, clauses), data=data,
         )
-        task.criteria = [c for c in task.criteria if NEEDS.get(c.id, "name") in asked]
+        present = {"affiliate_kept": bool(affiliate), "rate_card_kept": "rate_card" in traps,
+                   "liability_cap": not cap_conflict, "cap_conflict_flagged": bool(cap_conflict)}
+        task.criteria = [c for c in task.criteria if NEEDS.get(c.id, "name") in asked and present.get(c.id, True)]
         flawed = _perturbations(data, todo, brief)
         task.perturbations = {c.id: flawed[c.id] for c in task.criteria}
         return task
@@ -346,12 +389,13 @@ class ContractReview(TaskFamily):
 # -- grading -----------------------------------------------------------------------------------------
 
 
-def _criteria(d: dict, sources: Sources, draft_blocks: list, final_blocks: list) -> list[Criterion]:
+def _criteria(d: dict, sources: Sources, draft_blocks: list, final_blocks: list,
+              clauses: dict = CLAUSES) -> list[Criterion]:
     v2 = d["v2"]
     tagged = {b[2]: (b[0], b[1]) for b in final_blocks if not isinstance(b, dict)}
     anchors = {}
     for k in d["keys"]:
-        for j, body in enumerate(CLAUSES[k][1], start=1):
+        for j, body in enumerate(clauses[k][1], start=1):
             anchors[f"body:{k}:{j}"] = _anchor(body)
     draft_tagged = {b[2]: (b[0], b[1]) for b in draft_blocks if not isinstance(b, dict)}
     untouched = [b for b in draft_blocks if isinstance(b, dict) or tagged.get(b[2]) == (b[0], b[1])]
@@ -395,7 +439,9 @@ def _criteria(d: dict, sources: Sources, draft_blocks: list, final_blocks: list)
     def effective_date(world, traj):
         dates = find_dates(all_text(world))
         new, old = dates.count(new_eff), dates.count(old_eff)
-        return new == len(eff_tags) and old == 1, f"new date {new}x (expected {len(eff_tags)}), old date {old}x (expected 1)"
+        want_old = 1 if d["rate_card_old_date"] else 0  # the rate card's, where it carries the old date
+        return (new == len(eff_tags) and old == want_old,
+                f"new date {new}x (expected {len(eff_tags)}), old date {old}x (expected {want_old})")
 
     def rate_card_kept(world, traj):
         hits = [p for p in paras(world) if "Day rates below are as at" in p["text"]]
@@ -437,7 +483,7 @@ def _criteria(d: dict, sources: Sources, draft_blocks: list, final_blocks: list)
                     bad.append(f"{k}.{j}: {hits[0]['text'][:12] if hits else 'missing'!r} (expected {i}.{j})")
         return not bad, "; ".join(bad)
 
-    xref_tags = [t for t in anchors if "{ref=" in CLAUSES[t.split(":")[1]][1][int(t.split(":")[2]) - 1]
+    xref_tags = [t for t in anchors if "{ref=" in clauses[t.split(":")[1]][1][int(t.split(":")[2]) - 1]
                  and t.split(":")[1] != "exclusivity"]
 
     def cross_references(world, traj):
@@ -457,16 +503,31 @@ def _criteria(d: dict, sources: Sources, draft_blocks: list, final_blocks: list)
         got = len(re.findall(r"\bClient\b", text))
         return old == 0 and got == want, f"'Customer' {old}x, 'Client' {got}x (expected {want})"
 
-    def governing_law_comment(world, traj):
+    def clause_blocks(blocks: list, key: str) -> set[int]:
+        """The indexes of a clause's heading and sub-clauses."""
+        return {b["index"] for b in blocks if b["type"] == "paragraph" and (
+            re.match(rf"^\s*\d+\s*[.)]?\s+{re.escape(CLAUSES[key][0])}", b["text"])
+            or any(_anchor(x) in b["text"] for x in CLAUSES[key][1]))}
+
+    def comments_on(world, key: str):
+        """The comments on clause ``key``, and whether every comment sits on a clause the checklist
+        asks one for (commenting on every paragraph is no answer)."""
         blocks = doc(world)
-        gl_index = {b["index"] for b in blocks if b["type"] == "paragraph" and (
-            re.match(rf"^\s*\d+\s*[.)]?\s+{re.escape(CLAUSES['governing_law'][0])}", b["text"])
-            or any(_anchor(x) in b["text"] for x in CLAUSES["governing_law"][1]))}
+        asked_on = clause_blocks(blocks, "governing_law")
+        if d["cap_conflict"]:
+            asked_on |= clause_blocks(blocks, "liability")
         notes = [c for c in read_comments(world.file(v2)) if c["text"].strip()]
-        on_gl = [c for c in notes if c["index"] in gl_index]
-        # the checklist asks for this one comment: commenting on every paragraph is no answer
-        ok = bool(on_gl) and len(on_gl) == len(notes)
-        return ok, f"comments: {[(c['index'], c['text'][:40]) for c in notes]}, clause blocks {sorted(gl_index)}"
+        on = [c for c in notes if c["index"] in clause_blocks(blocks, key)]
+        return bool(on) and all(c["index"] in asked_on for c in notes), \
+            f"comments: {[(c['index'], c['text'][:40]) for c in notes]}, clause blocks {sorted(asked_on)}"
+
+    def governing_law_comment(world, traj):
+        return comments_on(world, "governing_law")
+
+    def cap_conflict_flagged(world, traj):
+        kept = number_in("body:liability:1", d["old_cap"], d["new_cap"])(world, traj)
+        flagged = comments_on(world, "liability")
+        return kept[0] and flagged[0], f"cap as drafted: {kept[1]}; {flagged[1]}"
 
     fixed_anchors = ["Master Services Agreement", "This Agreement is dated", "It is made between",
                      "Schedule 1 - Rate card", "Day rates below are as at", "Signatures", "Signed for and on behalf of"]
@@ -517,6 +578,8 @@ def _criteria(d: dict, sources: Sources, draft_blocks: list, final_blocks: list)
                   number_in("body:term:1", d["new_term"], d["old_term"])),
         Criterion("liability_cap", "the liability cap uses the checklist's months", "final_state",
                   number_in("body:liability:1", d["new_cap"], d["old_cap"])),
+        Criterion("cap_conflict_flagged", "the liability cap the checklist contradicts stays as drafted and the "
+                  "Limitation of Liability clause carries a review comment", "final_state", cap_conflict_flagged, 2.0),
         Criterion("clause_deleted", "the struck clause is gone, heading and sub-clauses, and every other clause "
                   "is still there", "final_state", exclusivity_deleted),
         Criterion("headings_renumbered", "clause headings are numbered 1..n continuously with their titles",
@@ -526,7 +589,8 @@ def _criteria(d: dict, sources: Sources, draft_blocks: list, final_blocks: list)
         Criterion("cross_references", "cross-references point to the clauses' new numbers (earlier ones unchanged)",
                   "final_state", cross_references, 2.0),
         Criterion("term_renamed", "'Customer' is 'Client' everywhere", "final_state", term_renamed, 2.0),
-        Criterion("governing_law_comment", "a review comment sits on the Governing Law clause (and nowhere else)",
+        Criterion("governing_law_comment", "a review comment sits on the Governing Law clause (and none where the checklist "
+                  "asks for none)",
                   "final_state",
                   governing_law_comment),
         Criterion("final_read_through", "the new version was read back after the last edit (counts once real "
@@ -626,6 +690,14 @@ def _oracle(d: dict, asked: frozenset[str] | set[str] = frozenset(FIXES) | {"com
         yield ToolCall("docs__add_comment", {"path": v2, "index": gl + 1, "author": "Contracts team",
                                              "text": "Legal: please confirm the jurisdiction (England and Wales?)."},
                        "Ask Legal to confirm the jurisdiction.")
+    # 9. two items disagree on the cap: it stays as drafted, with a comment for Legal
+    if "cap_flag" in asked:
+        found = parse_json((yield ToolCall("docs__find_text", {"path": v2, "query": CLAUSES["liability"][0],
+                                                               "match_case": True},
+                                           "Find the Limitation of Liability clause.")))["hits"]
+        at = int(next(h["location"] for h in found if h["style"] == "Heading 1"))
+        yield ToolCall("docs__add_comment", {"path": v2, "index": at + 1, "author": "Contracts team", "text": CAP_NOTE},
+                       "The checklist contradicts itself on the cap: leave it and ask Legal.")
     # verify
     for q in [] if brief else [*d["wrong_names"], "Customer"] if "rename" in asked else d["wrong_names"]:
         yield ToolCall("docs__find_text", {"path": v2, "query": q, "match_case": True}, f"Check no {q!r} is left.")
@@ -671,6 +743,10 @@ def _perturbations(d: dict, asked: frozenset[str] | set[str], brief: bool) -> di
         "effective_date": perturb.drop(solve, replacing([d["old_eff"]], but={"occurrence": 1}), count=None),
         "initial_term": perturb.drop(solve, replace(f"initial term of {d['old_term']} months")),
         "liability_cap": perturb.drop(solve, replace(f"preceding {d['old_cap']} months")),
+        # the guess: one of the two items applied instead of the comment
+        "cap_conflict_flagged": perturb.replace(solve, perturb.on("docs__add_comment", text=CAP_NOTE), lambda c: ToolCall(
+            "docs__replace_text", {"path": v2, "old": f"preceding {d['old_cap']} months",
+                                   "new": f"preceding {d['new_cap']} months"}, "Use the first item's cap.")),
         # one sub-clause of the struck clause left, and nothing renumbered
         "clause_deleted": perturb.drop(perturb.drop(solve, perturb.on("docs__delete_paragraph", path=v2)),
                                        renumbered, count=None),

@@ -6,6 +6,12 @@ except where a leadership mail thread agreed changes the documents do not show y
 proposal accepted as proposed, one accepted at a counter-offer, one rejected. The FAQ takes
 one heading per question with the answer under it, ends with the sources, and the requester
 gets a reply when it is ready.
+
+Traps beside the thread, each drawn per seed at levels 2-3 (``TRAP_ODDS``; level 1 keeps the stale
+sources all): superseded copies in the archive (``archived_docs``), an unapproved draft
+(``draft_doc``), an old mail with outdated figures (``old_note_id``), at least one of these three;
+and a follow-up mail from the requester adding one more question at the end
+(``added_question``, graded by ``added_question`` where there is one). Empty when absent.
 """
 
 from __future__ import annotations
@@ -111,6 +117,8 @@ SECTION_OF = {  # which numbered section of its document each fact sits in
     "claim_deadline": 3, "refresh": 1, "laptop_report": 2, "return_days": 3, "annual_leave": 1,
     "carry_over": 1, "sick_note": 2, "volunteering": 3,
 }
+TRAP_ODDS = (("archive", 0.6), ("draft", 0.6), ("old_note", 0.6), ("followup", 0.45))
+"""Levels 2-3: each trap in the World with this chance (one of the stale sources drawn when none is)."""
 COMPANIES = ["Northwind", "Contoso", "Fabrikam", "Tailspin", "Woodgrove", "Litware", "Adatum", "Proseware",
              "Lucerne", "Wingtip", "Alpine", "Coho"]
 FILLER = [
@@ -161,6 +169,11 @@ class NewJoinerFaq(TaskFamily):
 
         me, requester, hr_dir, cfo, coo = who(), who(), who(), who(), who()
         today = dt.date(2026, 2, 2) + dt.timedelta(days=rng.randint(0, 250))
+        traps = {k for k, odds in TRAP_ODDS if rng.random() < odds}
+        if not traps & {"archive", "draft", "old_note"}:
+            traps.add(rng.choice(["archive", "draft", "old_note"]))
+        if level == 1:  # the archive, the draft and the old note; no thread to follow up
+            traps = {"archive", "draft", "old_note"}
 
         # -- which facts, their values, and what the thread does to three of them ---------------------
         changed = rng.sample(FACTS, 3)
@@ -168,6 +181,7 @@ class NewJoinerFaq(TaskFamily):
         others = [f for f in FACTS if f not in changed]
         asked = changed + rng.sample(others, rng.randint(4, 6))
         rng.shuffle(asked)
+        added = rng.choice([f for f in others if f not in asked]) if "followup" in traps else None
         if level < self.levels:  # the default's draws, then fewer questions (no draw of their own)
             plain_one = next(f for f in asked if f not in changed)
             asked = [f for f in asked if f in changed or f is plain_one] if level == 2 else [plain_one]
@@ -224,7 +238,7 @@ class NewJoinerFaq(TaskFamily):
             status = f"Version {version[k]}.0 {chr(8212)} approved {approved_on.strftime('%-d %B %Y')}"
             files[path] = document_bytes(build_document(policy_blocks(k, lambda f: value[f.key], status), title=title))
         stale_docs: list[str] = []
-        for k in archived:
+        for k in archived if "archive" in traps else []:
             stem, title, _ = DOCS[k]
             path = f"{folder}/archive/{stem}_v{version[k] - 1}.docx"
             stale_docs.append(path)
@@ -232,12 +246,14 @@ class NewJoinerFaq(TaskFamily):
             files[path] = document_bytes(build_document(
                 policy_blocks(k, lambda f: value[f.key + ":archive"], status), title=f"{title} (superseded)"))
         stem, title, _ = DOCS[draft_doc]
-        draft_path = f"{folder}/drafts/{stem}_draft.docx"
-        stale_docs.append(draft_path)
-        files[draft_path] = document_bytes(build_document(
-            policy_blocks(draft_doc, lambda f: value[f.key + ":archive"],
-                          f"DRAFT {chr(8212)} not approved, do not circulate"), title=f"{title} (draft)"))
-        used_docs = sorted({current_docs[f.doc] for f in asked})
+        draft_path = f"{folder}/drafts/{stem}_draft.docx" if "draft" in traps else ""
+        if draft_path:
+            stale_docs.append(draft_path)
+            files[draft_path] = document_bytes(build_document(
+                policy_blocks(draft_doc, lambda f: value[f.key + ":archive"],
+                              f"DRAFT {chr(8212)} not approved, do not circulate"), title=f"{title} (draft)"))
+        questions = asked + ([added] if added else [])  # the follow-up's question goes last
+        used_docs = sorted({current_docs[f.doc] for f in questions})
         if level == 1:  # the current policy it needs, among the archive and the draft
             files = {p: b for p, b in files.items() if p in used_docs or p in stale_docs}
             current_docs = {k: p for k, p in current_docs.items() if p in used_docs}
@@ -305,10 +321,18 @@ class NewJoinerFaq(TaskFamily):
              "body": (f"Found this old note: {FACTS[3].label} used to be {FACTS[3].amount(value['allowance:archive'])} "
                       f"and {FACTS[10].label} {FACTS[10].amount(value['annual_leave:archive'])}. Probably outdated.")},
         ]
-        messages = [noise[1], *(thread if level > 1 else []), *(noise[:1] if level > 1 else [])]
+        messages = [*(noise[1:] if "old_note" in traps else []), *(thread if level > 1 else []),
+                    *(noise[:1] if level > 1 else [])]
         request = {"folder": "Inbox", "sender": requester[1], "sender_name": requester[0], "to": [me[1]],
                    "subject": "New joiner FAQ", "date": stamp(today, "08:45"), "body": request_body}
         messages.append(request)
+        followup = None
+        if added:
+            followup = {"folder": "Inbox", "sender": requester[1], "sender_name": requester[0], "to": [me[1]],
+                        "subject": "Re: New joiner FAQ", "date": stamp(today, "08:57"),
+                        "body": (f"Sorry, one more: could you also add \"{added.question}\" at the end, after the "
+                                 f"others? Same format.\n\n{first(requester)}")}
+            messages.append(followup)
         # ids are positions from 1; fix the thread's reply links accordingly
         for i, m in enumerate(messages, start=1):
             m["id"] = i
@@ -316,6 +340,8 @@ class NewJoinerFaq(TaskFamily):
         for k, m in enumerate(thread[1:] if level > 1 else [], start=1):
             m["in_reply_to"] = thread_ids[k - 1]
         request_id = request["id"]
+        if followup:
+            followup["in_reply_to"] = request_id
 
         def build(root):
             sources.build(root)
@@ -343,12 +369,16 @@ class NewJoinerFaq(TaskFamily):
                         "None of the policy documents should be edited, please.")
         instruction = " ".join([situation, ask, *where, hands_off])
         data = {
-            "faq": faq_path, "title": faq_title, "questions": [f.key for f in asked],
-            "current": {f.key: current[f.key] for f in asked}, "doc_value": {f.key: value[f.key] for f in asked},
-            "stale": {f.key: sorted(stale[f.key]) for f in asked},
+            "faq": faq_path, "title": faq_title, "questions": [f.key for f in questions],
+            "current": {f.key: current[f.key] for f in questions},
+            "doc_value": {f.key: value[f.key] for f in questions},
+            "stale": {f.key: sorted(stale[f.key]) for f in questions},
             "accepted": accepted.key, "countered": countered.key, "rejected": rejected.key,
             "used_docs": used_docs, "stale_docs": stale_docs, "current_docs": sorted(current_docs.values()),
             "request_id": request_id, "thread_ids": thread_ids, "requester": requester[1],
+            "archived_docs": [p for p in stale_docs if "/archive/" in p], "draft_doc": draft_path,
+            "old_note_id": noise[1]["id"] if "old_note" in traps else 0,
+            "added_question": added.key if added else "", "followup_id": followup["id"] if followup else 0,
         }
         task = Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
@@ -441,7 +471,13 @@ def _criteria(d: dict, sources: Sources, level: int) -> list[Criterion]:
             return not bad, "; ".join(bad)
         return check
 
-    plain = [q for q in questions if q not in (d["accepted"], d["countered"], d["rejected"])]
+    plain = [q for q in questions if q not in (d["accepted"], d["countered"], d["rejected"], d["added_question"])]
+
+    def added_question(world, traj):
+        ok, why = check_answers([d["added_question"]])(world, traj)
+        heads = [q for h, _ in headed(world) for q in questions if _same_question(h, FACT[q].question)]
+        last = bool(heads) and heads[-1] == d["added_question"]
+        return ok and last, f"{why}; questions in order {heads}, the follow-up's last: {last}"
 
     def sources_section(world, traj):
         body = next((b for h, b in headed(world) if norm(h) == "sources"), None)
@@ -484,6 +520,8 @@ def _criteria(d: dict, sources: Sources, level: int) -> list[Criterion]:
                   "final_state", check_answers([d["countered"]])),
         Criterion("rejected_proposal", "the rejected proposal is not applied", "final_state",
                   check_answers([d["rejected"]])),
+        Criterion("added_question", "the question the follow-up mail added is answered from the policies, after "
+                  "the others", "final_state", added_question),
         Criterion("sources_listed", "a Sources section names every policy document used and no outdated one",
                   "final_state", sources_section,
                   requires=("answers_from_policies",)),
@@ -498,6 +536,8 @@ def _criteria(d: dict, sources: Sources, level: int) -> list[Criterion]:
     if level == 1:  # one question from the policies: no order, no thread, no Sources section
         left_out = {"question_order", "accepted_change", "counter_offer", "rejected_proposal", "sources_listed"}
         criteria = [c for c in criteria if c.id not in left_out]
+    if not d["added_question"]:
+        criteria = [c for c in criteria if c.id != "added_question"]
     return criteria
 
 
@@ -515,6 +555,8 @@ def _oracle(d: dict, level: int = 3):
     faq, full = d["faq"], level > 1
     yield ToolCall("mail__list_messages", {"folder": "Inbox"}, "Look at the inbox.")
     yield ToolCall("mail__read_message", {"message_id": d["request_id"]}, "Read the FAQ request in full.")
+    if d["followup_id"]:
+        yield ToolCall("mail__read_message", {"message_id": d["followup_id"]}, "The requester's follow-up.")
     if full:
         yield ToolCall("mail__search_messages", {"query": "policy changes leadership"}, "Find the leadership thread.")
     for mid in d["thread_ids"]:
@@ -579,9 +621,14 @@ def _perturbations(d: dict, level: int, criteria: list[Criterion]) -> dict:
         "accepted_change": lambda: retext(answers({acc: d["doc_value"][acc]})),
         "counter_offer": lambda: retext(answers({cnt: max(x for x in d["stale"][cnt] if x != d["doc_value"][cnt])})),
         "rejected_proposal": lambda: retext(answers({rej: min(d["stale"][rej])})),
-        "sources_listed": lambda: perturb.change(
+        "sources_listed": lambda: perturb.change(  # an outdated copy cited, else one source left out
             solve, perturb.on("docs__append_paragraph", text=d["used_docs"][0], style="List Bullet"),
-            text=d["stale_docs"][0]),
+            text=d["stale_docs"][0]) if d["stale_docs"] else perturb.drop(
+            solve, perturb.on("docs__append_paragraph", text=d["used_docs"][0], style="List Bullet")),
+        "added_question": lambda: perturb.drop(  # the follow-up's question left out
+            solve, perturb.on("docs__append_paragraph", where=lambda a: a["text"] in (
+                FACT[d["added_question"]].question, _answer(d["added_question"], d["current"][d["added_question"]]))),
+            count=None),
         "replied_to_requester": lambda: perturb.change(solve, perturb.on("mail__reply"),
                                                        body="Hi,\n\nThe FAQ is ready in the shared drive."),
         "at_most_one_mail": lambda: perturb.insert(

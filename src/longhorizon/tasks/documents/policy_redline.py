@@ -8,6 +8,12 @@ with the travel-desk contact, who stays), a withdrawn section (a similar optiona
 and a new version line. The agent saves a new version, edits only those paragraphs, adds a
 "Change log" section at the end, reads it back and mails it to the Legal reviewer. Everything
 else must come through word for word, and the current file must stay as it is.
+
+Traps beside the proposal mail, each drawn per seed (``TRAP_ODDS``, at least one; level 1 keeps
+the taxi limit): the taxi limit carrying the old meal figure (else a figure of its own), the
+travel-desk contact sharing the old owner's surname (level 3), and a later mail from the
+secretary correcting one approved figure (meal or hotel, levels 2-3). ``Task.data`` names each
+(``taxi_shares_meal``, ``desk_namesake``, ``corrected``; empty when absent).
 """
 
 from __future__ import annotations
@@ -59,6 +65,13 @@ EXTRA_LOG = {"adv": "Booking lead time: {old} to {new} days.",
              "trip": "Trip approval threshold: ${old:,} to ${new:,}."}
 
 
+TRAP_ODDS = (("taxi", 0.6), ("namesake", 0.6), ("correction", 0.45))
+"""Each trap in the instance with this chance (one drawn when none is)."""
+TAXI_OWN = [30, 35, 40, 45]
+"""The taxi limit when it is not the old meal figure (below every meal figure)."""
+CORRECTION = ("Sorry, one correction to my notes from this morning: I mistyped the {what}. The committee "
+              "approved {right}, not {wrong}. Everything else stands.")
+
 ASKED = {1: {"meal", "version"}, 2: {"meal", "hotel", "portal", "version", "log"}}
 """The approved changes below the top level (the default has them all, the owner, a withdrawn
 section, the odd extra figure and the change log too)."""
@@ -106,12 +119,20 @@ class PolicyRedline(TaskFamily):
         level = self.level_of(level)
         asked = ALL if level == self.levels else ASKED[level]
         rng, fake = rng_and_faker(seed, self.name)
+        traps = {k for k, odds in TRAP_ODDS if rng.random() < odds}
+        traps = traps or {rng.choice([k for k, _ in TRAP_ODDS])}
+        if level == 1:  # the meal allowance next to the taxi limit with the same figure
+            traps = {"taxi"}
+        if "owner" not in asked:
+            traps.discard("namesake")
         people = People(fake)
         company_name, domain = company(fake)
         short = company_name.split()[0].strip(",")
         me, secretary, reviewer = people.make(domain), people.make(domain), people.make(domain)
         old_owner, new_owner = people.make(domain), people.make(domain)
-        desk = people.make(domain, last=old_owner.last)
+        desk = people.make(domain, last=old_owner.last if "namesake" in traps else None)
+        while "namesake" not in traps and desk.last == old_owner.last:
+            desk = people.make(domain)
         old_role, new_role = rng.sample(OWNER_ROLES, 2)
         approver = rng.choice(APPROVERS)
         old_portal, new_portal = rng.choice(PORTALS), rng.choice(NEW_PORTALS)
@@ -128,7 +149,7 @@ class PolicyRedline(TaskFamily):
         withdrawn, kept_opt = rng.sample(sorted(OPTIONAL), 2)
         values = {
             "company": short, "approver": approver, "hours": rng.choice([6, 8]), "hotel_other": hotel_other,
-            "taxi": old_meal, "desk": desk.name, "desk_email": desk.email,
+            "taxi": old_meal if "taxi" in traps else rng.choice(TAXI_OWN), "desk": desk.name, "desk_email": desk.email,
         }
         old_vals = {"portal": old_portal, "meal": old_meal, "hotel": old_hotel, "owner": old_owner.name,
                     "owner_role": old_role, "owner_email": old_owner.email, "version": old_ver, "eff": _long(old_eff)}
@@ -226,10 +247,15 @@ class PolicyRedline(TaskFamily):
         sources = Sources(make)
 
         wd_title = OPTIONAL[withdrawn][0]
+        # a later mail corrects one figure the notes mistyped (the notes show ``typo``)
+        corrected = rng.choice(["meal", "hotel"]) if "correction" in traps else ""
+        typo = {"meal": new_meal - 5, "hotel": new_hotel + 10}
+        shown = {k: typo[k] if k == corrected else v for k, v in (("meal", new_meal), ("hotel", new_hotel))}
         changes = [
-            ("meal", f"Daily meal allowance: ${old_meal} -> ${new_meal}. (The taxi limit stays at ${old_meal}.)"),
-            ("hotel", f"Hotel cap in major cities: ${old_hotel} -> ${new_hotel} per night. The cap elsewhere does "
-                      f"not change."),
+            ("meal", f"Daily meal allowance: ${old_meal} -> ${shown['meal']}. (The taxi limit stays at "
+                     f"${values['taxi']}.)"),
+            ("hotel", f"Hotel cap in major cities: ${old_hotel} -> ${shown['hotel']} per night. The cap elsewhere "
+                      f"does not change."),
             ("portal", f"The booking portal is now called {new_portal} (it was {old_portal})."),
             ("owner", f"Policy owner: {new_owner.name}, {new_role} ({new_owner.email}) takes over from "
                       f"{old_owner.name}, including as the contact for questions."),
@@ -272,6 +298,14 @@ class PolicyRedline(TaskFamily):
              "date": f"{day0.isoformat()}T07:00:00"},
         ]
         notes_id = 3
+        if corrected:
+            what = {"meal": "daily meal allowance", "hotel": "major-city hotel cap"}[corrected]
+            right, wrong = (f"${new_vals[corrected]}", f"${typo[corrected]}")
+            inbox.append({
+                "folder": "Inbox", "sender": secretary.email, "sender_name": secretary.name, "to": [me.email],
+                "subject": f"Re: Travel & expense policy v{new_ver} - approved changes",
+                "body": CORRECTION.format(what=what, right=right, wrong=wrong) + f"\n\n{secretary.first}",
+                "date": f"{day0.isoformat()}T09:41:00"})
 
         def build(root: Path) -> None:
             sources.build(root)
@@ -297,7 +331,11 @@ class PolicyRedline(TaskFamily):
         d = {"src": src, "dst": dst, "old": old_vals, "new": new_vals, "withdrawn": withdrawn, "wd_title": wd_title,
              "extra_changes": extra_changes,
              "reviewer": reviewer.email, "secretary": secretary.email, "new_owner_email": new_owner.email,
-             "notes_id": notes_id}
+             "notes_id": notes_id, "taxi": values["taxi"],
+             "taxi_shares_meal": f"${old_meal}" if "taxi" in traps else "",
+             "desk_namesake": desk.name if "namesake" in traps else "",
+             "corrected": corrected, "typo": typo[corrected] if corrected else 0,
+             "correction_id": len(inbox) if corrected else 0}
         task = Task(
             id=self.task_id(seed, level), family=self.name, category=self.category, split=self.split_of(seed),
             seed=seed, instruction=instruction, apps=self.apps, build=build, oracle=_solver(d, asked, level == 1),
@@ -532,6 +570,9 @@ def _solver(d: dict, asked=ALL, brief: bool = False):
         src, dst, old, new = d["src"], d["dst"], d["old"], d["new"]
         yield ToolCall("mail__search_messages", {"query": "travel expense policy"}, "Find the change notes.")
         yield ToolCall("mail__read_message", {"message_id": d["notes_id"]}, "Read the approved changes.")
+        if d["correction_id"]:
+            yield ToolCall("mail__read_message", {"message_id": d["correction_id"]},
+                           "The secretary's follow-up corrects one figure.")
         if not brief:
             yield ToolCall("docs__list_documents", {"folder": "policies"}, "See the policy documents.")
         doc = parse_json((yield ToolCall("docs__read_document", {"path": src}, "Read the current version in full.")))
@@ -624,10 +665,18 @@ def _perturbations(d: dict, asked=ALL, brief: bool = False) -> dict:
 
     review = perturb.on("mail__send_message", to=[d["reviewer"]])
     late = set(_log_entries(d, asked)[3:])
+    hotel_phrase = f"${old['hotel']} per night in major cities"
+    if d["corrected"]:  # the figure as the notes mistyped it, not as the correction says
+        figures = perturb.change(solve, replace(f"${old['meal']}" if d["corrected"] == "meal" else hotel_phrase),
+                                 new=f"${d['typo']}" + ("" if d["corrected"] == "meal" else " per night in major cities"))
+    else:  # the one figure left as it was (the hotel cap, where the notes change it)
+        figures = perturb.drop(solve, replace(hotel_phrase) if "hotel" in asked else replace(f"${old['meal']}"))
+    taxi_too = (perturb.change(solve, replace(f"${old['meal']}"), occurrence=None) if d["taxi_shares_meal"] else
+                perturb.insert(solve, ToolCall("docs__replace_text", {
+                    "path": dst, "old": f"${d['taxi']} per trip", "new": f"${new['meal']} per trip"},
+                    "Taxis in line with meals."), before=read_through))
     return {
-        # the one figure left as it was (the hotel cap, where the notes change it)
-        "figures_updated": perturb.drop(solve, replace(f"${old['hotel']} per night in major cities")
-                                        if "hotel" in asked else replace(f"${old['meal']}")),
+        "figures_updated": figures,
         "portal_renamed": perturb.change(solve, replace(old["portal"]), occurrence=1),
         "owner_updated": perturb.drop(solve, replace(old["owner_email"])),
         "version_line": perturb.change(solve, perturb.on("docs__set_paragraph", path=dst),
@@ -640,7 +689,7 @@ def _perturbations(d: dict, asked=ALL, brief: bool = False) -> dict:
             "to": [d["reviewer"]], "subject": f"Travel and expense policy v{new['version']} for review",
             "body": "Please review the attached new version.", "attachments": [dst]}, "Send it for review."),
             after=perturb.on("docs__copy_document", path=dst)),
-        "rest_intact": perturb.change(solve, replace(f"${old['meal']}"), occurrence=None),  # the taxi limit too
+        "rest_intact": taxi_too,  # the taxi limit changed too
         "files_as_expected": perturb.insert(solve, ToolCall(
             "docs__copy_document", {"source": dst, "path": f"policies/archive/{dst.split('/')[-1]}"},
             "Keep a backup."), before=read_through),

@@ -6,6 +6,12 @@ guidance, last week's report and an archived copy of the tracker. The tracker la
 a change recorded in a sync *after* a row's "Last updated" date wins, an older one does not.
 The report needs one bullet per milestone, the risks still open after the last sync as a
 table, a summary with counts and the delayed milestones, and the latest sync's actions.
+
+Traps beside the sister project and the lagging tracker, each drawn per seed (``TRAP_ODDS``, at
+least one; they need two syncs or more, so level 1 has none of them): a sync change the tracker
+has since overtaken (``stale_notes``), a risk closed at a later sync (``closed_risks``), and a
+status change that a later sync reverses after the tracker recorded it (``reversed``).
+``Task.data`` names each (empty when absent).
 """
 
 from __future__ import annotations
@@ -83,6 +89,8 @@ HEADINGS = {
     "next": ["Next steps", "Actions"],
 }
 PLACEHOLDER_RE = re.compile(r"\[[^\]]{2,}\]")
+TRAP_ODDS = (("stale", 0.6), ("closed_risk", 0.6), ("reversal", 0.5))
+"""Each trap in the instance with this chance (one drawn when none is)."""
 TRACKER_HEADER = ["Project", "Milestone", "Owner", "Due date", "Status", "Last updated"]
 DASH = "\u2014"
 
@@ -167,6 +175,9 @@ class ProjectStatusReport(TaskFamily):
         if small:
             n_meet = level
         meetings = [latest - dt.timedelta(weeks=i) for i in range(n_meet)][::-1]
+        traps = {k for k, odds in TRAP_ODDS if rng.random() < odds}
+        traps = traps or {rng.choice([k for k, _ in TRAP_ODDS])}
+        reversed_m = ""
 
         # -- milestones: truth, what the tracker shows, and what the notes say -------------------
         n = rng.randint(8, 11)
@@ -216,10 +227,22 @@ class ProjectStatusReport(TaskFamily):
                     line = f"- {m}: due date moved to {due.isoformat()}."
                 notes_lines[when].append(line)
                 truth[m].update(tracker_status=shown_status, tracker_due=shown_due)
+            elif "reversal" in traps and not reversed_m and status != "Complete" and n_meet > 1:
+                # the tracker recorded a sync's change; a later sync reverses it
+                i = rng.randrange(n_meet - 1)
+                j = rng.randrange(i + 1, n_meet)
+                updated = meetings[i] + dt.timedelta(days=rng.randint(1, 5))
+                shown_status = rng.choice([s for s in STATUSES if s not in (status, "Complete")])
+                notes_lines[meetings[i]].append(f"- {m}: status is now {shown_status}.")
+                notes_lines[meetings[j]].append(f"- {m}: back to {status}; the change to {shown_status} on "
+                                                f"{meetings[i].isoformat()} no longer applies.")
+                truth[m].update(mode="note", tracker_status=shown_status, reversed=shown_status)
+                reversed_m = m
             else:
                 updated = report_day - dt.timedelta(days=rng.randint(1, 6 + 7 * (n_meet - 1)))
                 older = [d for d in meetings if d < updated]
-                if older and rng.random() < 0.5:  # a stale change the tracker has since overtaken
+                if "stale" in traps and older and (rng.random() < 0.5 or not any(
+                        "stale_note" in t for t in truth.values())):  # a change the tracker has since overtaken
                     when = rng.choice(older)
                     stale = rng.choice([s for s in STATUSES if s != status])
                     notes_lines[when].append(f"- {m}: status is now {stale}.")
@@ -237,7 +260,7 @@ class ProjectStatusReport(TaskFamily):
         # -- risks and actions ----------------------------------------------------------------------
         picked = rng.sample(RISKS, rng.randint(5, 6))
         ours_risks, sister_risk = picked[:-1], picked[-1]
-        n_closed = rng.randint(1, 2)
+        n_closed = rng.randint(1, 2) if "closed_risk" in traps else 0
         if n_meet == 1:  # one sync: no risk raised earlier to close
             n_closed = 0
         risks = []
@@ -246,6 +269,8 @@ class ProjectStatusReport(TaskFamily):
             closed = rng.randrange(raised + 1, n_meet) if i < n_closed else None
             risks.append({"risk": desc, "mitigation": mitigation, "owner": person(fake),
                           "raised": raised, "closed": closed})
+        if not n_closed and n_meet > 1 and all(r["raised"] < n_meet - 1 for r in risks):
+            risks[-1]["raised"] = n_meet - 1  # this week's table differs from last week's all the same
         open_risks = [r for r in risks if r["closed"] is None]
         action_texts = rng.sample(ACTIONS, 2 * n_meet + 2)
         actions: list[list[str]] = []
@@ -302,12 +327,13 @@ class ProjectStatusReport(TaskFamily):
                     rl.append(f"- Closed: {r['risk']} {DASH} no longer a concern.")
             note_files[f"{base}/meetings/{day.isoformat()}_{_slug(project)}_sync.md"] = note_text(
                 i, day, project, notes_lines[day], rl, actions[i])
+        sister_owner = person(fake)
         sister_days = [meetings[-1] + dt.timedelta(days=1)]
         if n_meet > 1:
             sister_days.append(meetings[-2] + dt.timedelta(days=1))
         for j, day in enumerate(sister_days):
             lines = [f"- {theirs[j]}: status is now {rng.choice(['Delayed', 'At risk'])}."]
-            rl = [f"- New risk: {sister_risk[0]} (owner: {person(fake)}; mitigation: {sister_risk[1]})"] if j == 0 else []
+            rl = [f"- New risk: {sister_risk[0]} (owner: {sister_owner}; mitigation: {sister_risk[1]})"] if j == 0 else []
             note_files[f"{base}/meetings/{day.isoformat()}_{_slug(sister)}_sync.md"] = note_text(
                 0, day, sister, lines, rl, [f"{fake.first_name()} to {rng.choice(ACTIONS)}"])
 
@@ -350,6 +376,9 @@ class ProjectStatusReport(TaskFamily):
             "previous_actions": actions[-2] if n_meet > 1 else [], "headings": head_texts, "head_order": head_order,
             "template": template_path, "tracker": tracker_path, "notes": sorted(p for p in note_files if _slug(sister) not in p),
             "last_report": last_report,
+            "stale_notes": [m for m in ours if "stale_note" in truth[m]],
+            "closed_risks": [r["risk"] for r in risks if r["closed"] is not None], "reversed": reversed_m,
+            "sister_risk": {"risk": sister_risk[0], "owner": sister_owner, "mitigation": sister_risk[1]},
         }
         w = phrasing_rng(self.name, seed)
         report_on = report_day.strftime('%A %-d %B')
@@ -716,8 +745,8 @@ def _perturbations(d: dict, brief: bool) -> dict:
                                       for m in ours if truth[m]["mode"] == "note"}),
         "milestone_dates": reworded({_bullet(d, m): _bullet(d, m, due=truth[m]["tracker_due"])
                                      for m in ours if "tracker_due" in truth[m]}),
-        "risks_table": perturb.change(solve, table, rows=_risk_rows(
-            d["open_risks"] + [r for r in d["risks"] if r["closed"] is not None][:1])),
+        "risks_table": perturb.change(solve, table, rows=_risk_rows(  # a closed risk, else the sister project's
+            d["open_risks"] + ([r for r in d["risks"] if r["closed"] is not None] or [d["sister_risk"]])[:1])),
         "risk_details": perturb.change(solve, table, rows=swapped),
         "summary_counts": reworded({summary: _summary(d, d["done"] + 1)}),
         "summary_delays": reworded({summary: _summary(d, d["done"], delays=False)
