@@ -477,42 +477,33 @@ class MeetingRequests(TaskFamily):
                     return False, f"{r['topic']}: the confirmation also names {named}"
             return True
 
-        def check_declined(world, traj):
-            rs = replies_to(world, conflict["mail_id"])
-            if len(rs) != 1 or conflict["requester"].email not in rs[0]["to"]:
-                return False, f"{len(rs)} replies to the request on focus time"
-            if events_for(world, conflict):
-                return False, "the request on focus time was booked"
+        def asked_back(world, req, what: str):
+            """``req`` got one reply, to its sender, that asks something ("?") and names no other request;
+            it was not booked; and no other request was answered without a booking (asking back or
+            declining is a reply to that request alone). True, or (False, why)."""
+            rs = replies_to(world, req["mail_id"])
+            if len(rs) != 1 or req["requester"].email not in rs[0]["to"]:
+                return False, f"{len(rs)} replies to the request {what}"
+            if events_for(world, req):
+                return False, f"the request {what} was booked"
             if "?" not in rs[0]["body"]:
-                return False, "the decline does not ask for another time"
-            for e in new_events(world):
-                if any(cal.overlaps(e["start"], e["end"], s, t) for s, t in focus_spans):
-                    return False, f"event {e['id']} is on focus time"
-            named = [t for t in other_topics(conflict) if t in norm(rs[0]["body"])]
+                return False, f"the reply to the request {what} asks nothing"
+            named = [t for t in other_topics(req) if t in norm(rs[0]["body"])]
             if named:
-                return False, f"the decline also names {named}"
-            # a decline is a reply to that request alone: a request answered but not booked was declined too
+                return False, f"the reply also names {named}"
             wrongly = [r["topic"] for r in accepted if answers(world, r) and not events_for(world, r)]
             if wrongly:
                 return False, f"requests answered without being booked: {wrongly}"
             return True
 
+        def check_declined(world, traj):
+            for e in new_events(world):
+                if any(cal.overlaps(e["start"], e["end"], s, t) for s, t in focus_spans):
+                    return False, f"event {e['id']} is on focus time"
+            return asked_back(world, conflict, "on focus time")
+
         def check_vague(world, traj):
-            rs = replies_to(world, vague["mail_id"])
-            if len(rs) != 1 or vague["requester"].email not in rs[0]["to"]:
-                return False, f"{len(rs)} replies to the request that names no time"
-            if events_for(world, vague):
-                return False, "the request with no time was booked at a guessed time"
-            if "?" not in rs[0]["body"]:
-                return False, "the reply asks nothing"
-            named = [t for t in other_topics(vague) if t in norm(rs[0]["body"])]
-            if named:
-                return False, f"the reply also names {named}"
-            # asking is a reply to that request alone: a request answered but not booked was put off too
-            wrongly = [r["topic"] for r in accepted if answers(world, r) and not events_for(world, r)]
-            if wrongly:
-                return False, f"requests answered without being booked: {wrongly}"
-            return True
+            return asked_back(world, vague, "that names no time")
 
         def check_no_other_mail(world, traj):
             calls = traj.calls("mail__reply", ok_only=True)
