@@ -323,3 +323,13 @@ async def test_payment_matching_traps_are_drawn_per_seed_and_graded_only_when_th
     for key in TRAPS.values():
         got = [bool(get_family(name).instance(seed).data[key]) for seed in range(20)]
         assert any(got) and not all(got), key
+
+
+async def test_backorder_without_a_missing_item_still_draws_an_order_that_may_ship_in_part():
+    """Seed 139 draws no missing-item trap and, on the first draw, no order of two lines: the draw
+    is made again instead of failing (IndexError before), and the instance still plays."""
+    task = get_family("backorder_fulfilment").instance(139, 3)
+    orders = task.data["backorders"]
+    assert any(o["partial_ok"] for o in orders)
+    traj = await play_task(task, OraclePolicy())
+    assert traj.grade.passed, [r.id for r in traj.grade.results if not r.passed]

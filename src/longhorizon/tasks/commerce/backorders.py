@@ -202,7 +202,10 @@ class BackorderFulfilment(TaskFamily):
                     b = rng.choice(backorders)
                     if all(p is not missing for p, _ in b.lines):
                         b.lines.append((missing, 1))
-                rng.choice([b for b in backorders if len(b.lines) > 1]).partial_ok = True
+                multi = [b for b in backorders if len(b.lines) > 1]
+                if not multi:  # a partial shipment needs an order of two lines or more: draw again
+                    continue
+                rng.choice(multi).partial_ok = True
                 if "cancelled" in traps:
                     rng.choice(backorders).cancelled = True
                 demand = {p.sku: sum(q for b in backorders if not b.cancelled for p2, q in b.lines if p2 is p)
