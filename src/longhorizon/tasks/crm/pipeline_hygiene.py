@@ -453,13 +453,18 @@ class PipelineHygiene(TaskFamily):
                     return False, f"{d['name']}: {now['stage']} {now['amount']} {now['close_date']}"
             return True
 
-        def orders_won(w, t):
-            for o in orders:
-                now = crm.deal(w, o["id"])
-                if now["stage"] != "Closed Won" or abs(now["amount"] - o["final"]) > 0.01 \
-                        or now["close_date"] != o["signed"].isoformat():
-                    return False, f"{o['name']}: {now['stage']} {now['amount']} {now['close_date']}"
-            return True
+        def won(signed):
+            """Every deal of ``signed`` is Closed Won at its final amount on the date it was signed."""
+            def check(w, t):
+                for o in signed:
+                    now = crm.deal(w, o["id"])
+                    if now["stage"] != "Closed Won" or abs(now["amount"] - o["final"]) > 0.01 \
+                            or now["close_date"] != o["signed"].isoformat():
+                        return False, f"{o['name']}: {now['stage']} {now['amount']} {now['close_date']}"
+                return True
+            return check
+
+        orders_won = won(orders)
 
         def duplicates_merged(w, t):
             for keep, dup in pairs:
@@ -503,13 +508,7 @@ class PipelineHygiene(TaskFamily):
                 ([f"not named: {missing}"] if missing else []) + ([f"names deals outside the rules: {outside}"]
                                                                    if outside else []))
 
-        def overdue_order_won(w, t):
-            for o in overdue_order:
-                now = crm.deal(w, o["id"])
-                if now["stage"] != "Closed Won" or abs(now["amount"] - o["final"]) > 0.01 \
-                        or now["close_date"] != o["signed"].isoformat():
-                    return False, f"{o['name']}: {now['stage']} {now['amount']} {now['close_date']}"
-            return True
+        overdue_order_won = won(overdue_order)
 
         def window_edges(w, t):
             pushed, closed = (crm.deal(w, d["id"]) for d in edges)
